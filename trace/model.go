@@ -63,6 +63,8 @@ type Trace struct {
 	// Warnings are things the parser tolerated (skipped malformed events, kernels
 	// whose launch predates the window, ...), one line each, for the user.
 	Warnings []string
+
+	stats stats // event counts kept for the summary helpers (summary.go)
 }
 
 // Device is one entry of deviceProperties.

@@ -1,0 +1,12 @@
+//go:build !unix
+
+package trace
+
+import (
+	"errors"
+	"os"
+)
+
+func mapFile(f *os.File, size int64) ([]byte, func(), error) {
+	return nil, nil, errors.New("mmap not supported")
+}
