@@ -23,6 +23,18 @@ if [ -x "$py" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 
+# One creator at a time: a second caller waits for the first, then reuses its venv.
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+if ! flock -n 9; then
+  echo "fuseadvise: waiting for another setup of $venv ..." >&2
+  flock 9
+fi
+if [ -x "$py" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  echo "$py"
+  exit 0
+fi
+
 base_python="${PYTHON:-python3}"
 echo "fuseadvise: creating $venv ($want) ..." >&2
 rm -rf "$venv"

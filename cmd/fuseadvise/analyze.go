@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/internal/safefile"
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+var cmdAnalyze = &Command{
+	Name:      "analyze",
+	UsageLine: "analyze [-format table|json|markdown] [-top N] [-pattern ID] [-et FILE] [-pprof FILE] [-o FILE] TRACE|DIR",
+	Short:     "find and rank fusion opportunities in a trace",
+	Long: `Analyze reads a PyTorch profiler trace (.json or .json.gz, Kineto or the legacy array form)
+or a directory of rank files, links every GPU kernel to the CPU op that launched it, finds the
+chains of ops worth fusing (the pattern catalog: bias_gelu, linear_gelu, gelu_pyops,
+mask_softmax, layernorm_linear, add_layernorm, dropout_add, rmsnorm_pyops, swiglu), estimates
+the saving of each and prints them ranked, after a summary of the trace: device, ranks,
+steps, GPU busy and idle time, kernel and launch counts, top kernels and top ops by GPU time.
+
+Dataflow between ops is inferred from the trace alone (op order, nesting, input shapes).
+With -et, the PyTorch execution trace recorded in the same run gives exact tensor identities
+instead.
+
+-format json follows the JSON contract of the pattern catalog: a "trace" object and a ranked
+"opportunities" list. -pprof also writes the pprof profile that the pprof verb writes.`,
+	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+		format := fs.String("format", "table", "output `format`: table, json or markdown")
+		top := fs.Int("top", 0, "show only the `N` best opportunities (0: all)")
+		pattern := fs.String("pattern", "", "show only the pattern `ID`")
+		et := fs.String("et", "", "execution trace `FILE` (.et.json[.gz]) recorded with the trace, for exact dataflow")
+		pprofOut := fs.String("pprof", "", "also write a pprof profile to `FILE`")
+		out := fs.String("o", "", "write the result to `FILE` instead of standard output")
+		ntop := fs.Int("kernels", 5, "list the `N` top kernels and ops in the summary")
+		return func(ctx context.Context, env *Env, args []string) error {
+			if len(args) != 1 {
+				return usagef("want one trace file or directory, got %d arguments", len(args))
+			}
+			switch *format {
+			case "table", "json", "markdown", "md":
+			default:
+				return usagef("unknown -format %q (want table, json or markdown)", *format)
+			}
+			if *top < 0 {
+				return usagef("-top must be >= 0")
+			}
+			a, err := analyze(args[0], analyzeOptions{Top: *top, Pattern: *pattern, ET: *et, NTop: *ntop})
+			if err != nil {
+				return err
+			}
+			warn(env, a.traces)
+			if *pprofOut != "" {
+				if err := writePprof(*pprofOut, a.traces); err != nil {
+					return err
+				}
+			}
+			render := func(w io.Writer) error {
+				switch *format {
+				case "json":
+					return writeJSON(w, a.Result)
+				case "markdown", "md":
+					return writeAnalysisText(w, a.Result, true)
+				}
+				return writeAnalysisText(w, a.Result, false)
+			}
+			if *out != "" {
+				return safefile.Write(*out, render)
+			}
+			return render(env.Stdout)
+		}
+	},
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+type analyzeOptions struct {
+	Top     int
+	Pattern string
+	ET      string
+	NTop    int
+}
+
+// analysis is the result of analyze and the traces it came from.
+type analysis struct {
+	Result *Analysis
+	traces []*trace.Trace
+}
+
+// Analysis is what analyze prints (the JSON contract's top level).
+type Analysis struct {
+	Trace         TraceSummary `json:"trace"`
+	Opportunities []any        `json:"opportunities"`
+	Notes         []string     `json:"notes,omitempty"`
+}
+
+// TraceSummary is the "trace" object of the JSON contract, plus the summary's extras.
+type TraceSummary struct {
+	Path       string     `json:"path"`
+	Device     string     `json:"device"`
+	Ranks      int        `json:"ranks"`
+	Steps      int        `json:"steps"`
+	GPUBusyUs  float64    `json:"gpu_busy_us"`
+	IdleUs     float64    `json:"idle_us"`
+	Kernels    int        `json:"kernels"`
+	Launches   int        `json:"launches"`
+	TopKernels []NameTime `json:"top_kernels"`
+	TopOps     []NameTime `json:"top_ops"`
+}
+
+// NameTime is a kernel or op name with its count and total GPU time.
+type NameTime struct {
+	Name  string  `json:"name"`
+	Count int     `json:"count"`
+	Us    float64 `json:"gpu_us"`
+}
+
+func us(ns int64) float64 { return float64(ns) / 1e3 }
+
+func analyze(path string, o analyzeOptions) (*analysis, error) {
+	traces, err := trace.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	res := &Analysis{Trace: summarize(path, traces, o.NTop)}
+	if res.Trace.Kernels == 0 {
+		res.Notes = append(res.Notes, "the trace has no GPU kernels (was it recorded with ProfilerActivity.CUDA?): no GPU time to save")
+	}
+	return &analysis{Result: res, traces: traces}, nil
+}
+
+func summarize(path string, traces []*trace.Trace, ntop int) TraceSummary {
+	s := TraceSummary{Path: path, Ranks: len(traces), Device: "unknown"}
+	kernels := map[string]*NameTime{}
+	ops := map[string]*NameTime{}
+	var korder, oorder []string
+	add := func(m map[string]*NameTime, order *[]string, nt trace.NameTime) {
+		v := m[nt.Name]
+		if v == nil {
+			v = &NameTime{Name: nt.Name}
+			m[nt.Name] = v
+			*order = append(*order, nt.Name)
+		}
+		v.Count += nt.Count
+		v.Us += us(nt.Ns)
+	}
+	var devices []string
+	for _, t := range traces {
+		for _, d := range t.Devices {
+			if d.Name != "" && !contains(devices, d.Name) {
+				devices = append(devices, d.Name)
+			}
+		}
+		s.Steps = max(s.Steps, len(t.Steps))
+		s.GPUBusyUs += us(t.GPUBusyNs())
+		s.IdleUs += us(t.IdleNs())
+		s.Kernels += t.KernelCount()
+		s.Launches += t.LaunchCount()
+		for _, k := range t.TopKernels(-1) {
+			add(kernels, &korder, k)
+		}
+		for _, k := range t.TopOps(-1) {
+			add(ops, &oorder, k)
+		}
+	}
+	if len(devices) > 0 {
+		s.Device = strings.Join(devices, ", ")
+	}
+	s.TopKernels = topN(kernels, korder, ntop)
+	s.TopOps = topN(ops, oorder, ntop)
+	return s
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func topN(m map[string]*NameTime, order []string, n int) []NameTime {
+	out := make([]NameTime, 0, len(order))
+	for _, name := range order {
+		out = append(out, *m[name])
+	}
+	sortNameTimes(out)
+	if n >= 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+

@@ -1,0 +1,33 @@
+// Command fuseadvise reads PyTorch profiler traces, finds chains of ops worth fusing,
+// writes fused Triton kernels for them, verifies the kernels in Triton's interpreter and
+// measures them on a GPU. See doc.go, or run "fuseadvise help".
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	env := &Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin}
+	code := Main(ctx, env, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// Main runs one command line and returns the exit status: 0 success, 1 a check that
+// failed (verify, bench), 2 usage or input errors. Errors are printed once, here.
+func Main(ctx context.Context, env *Env, args []string) int {
+	err := dispatch(ctx, env, args)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(env.Stderr, "fuseadvise: %v\n", err)
+	if u, ok := err.(*usageError); ok && u.cmd != nil {
+		fmt.Fprintf(env.Stderr, "usage: fuseadvise %s\nRun 'fuseadvise help %s' for details.\n", u.cmd.UsageLine, u.cmd.Name)
+	}
+	return exitCode(err)
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every test of the project: the Go packages (parser, detector, generator, verifier,
+# bench and report plumbing, CLI end to end) and the Python side (each Triton template's own
+# tests in Triton's interpreter on the CPU, and the verifier's mutation suite).
+# The Python environment is created on first use by scripts/setup-python.sh (cached outside
+# the repository). Exit status is non-zero when any test fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== go vet" >&2
+go vet ./...
+echo "== go test" >&2
+go test -count=1 ./...
+
+py=$(bash scripts/setup-python.sh)
+export FUSEADVISE_PYTHON="$py"
+echo "== templates (TRITON_INTERPRET=1, $("$py" -c 'import torch,triton;print("torch",torch.__version__,"triton",triton.__version__)'))" >&2
+TRITON_INTERPRET=1 "$py" -m pytest -q -p no:cacheprovider templates
