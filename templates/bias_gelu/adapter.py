@@ -14,6 +14,14 @@ GRAD_INPUTS = ["x", "bias"]
 ADVERSARIAL = [[[129, 127]], [[1]], [[1, 1]], [[31, 37]], [[2, 3, 65]]]
 
 
+def adversarial(params):
+    return ADVERSARIAL
+
+
+def has_backward(params):
+    return True
+
+
 def interp_shapes(shapes):
     return [fat.shrink(shapes[0])]
 

@@ -1,0 +1,396 @@
+package codegen
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/templates"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// goldenSpecs are rendered and compared byte for byte with testdata/golden/<name>/.
+var goldenSpecs = map[string]Spec{
+	"bias_gelu_bf16": {
+		Pattern: "bias_gelu", Dtype: "bf16", Shapes: [][]int64{{8, 512, 3072}, {3072}},
+		Params:      Params{Approximate: "tanh", HasBias: true},
+		Source:      Source{Trace: "traces/h200/gpt2_train_bf16.json", Site: "aten::add -> aten::gelu @ model.py:42"},
+		EstSavingUs: 123.4,
+	},
+}
+
+func TestGolden(t *testing.T) {
+	for name, spec := range goldenSpecs {
+		t.Run(name, func(t *testing.T) {
+			files, err := Render(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join("testdata", "golden", name)
+			if *update {
+				os.RemoveAll(dir)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for n, b := range files {
+					// the copied templates are compared with the embedded ones below; keep only
+					// the generated files as golden text
+					if isCopied(n) {
+						continue
+					}
+					if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			ents, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatalf("%v (run go test ./codegen -update)", err)
+			}
+			seen := 0
+			for _, e := range ents {
+				want, err := os.ReadFile(filepath.Join(dir, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, ok := files[e.Name()]
+				if !ok {
+					t.Errorf("%s: not generated", e.Name())
+					continue
+				}
+				seen++
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s differs from %s (run go test ./codegen -update)\ngot:\n%s", e.Name(), dir, got)
+				}
+			}
+			if seen != len(files)-len(copied) {
+				t.Errorf("golden has %d generated files, rendered %d", seen, len(files)-len(copied))
+			}
+		})
+	}
+}
+
+func isCopied(name string) bool {
+	for _, c := range copied {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCopiedFilesAreTemplates(t *testing.T) {
+	for _, p := range Patterns() {
+		files, err := Render(minimalSpec(p))
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, c := range copied {
+			from := c.from
+			if strings.Contains(from, "%s") {
+				from = strings.ReplaceAll(from, "%s", p)
+			}
+			want, err := templates.Read(from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(files[c.name], want) {
+				t.Errorf("%s/%s is not a verbatim copy of %s", p, c.name, from)
+			}
+		}
+	}
+}
+
+// minimalSpec is a valid spec for pattern p.
+func minimalSpec(p string) Spec {
+	s := Spec{Pattern: p, Dtype: "fp16", Shapes: [][]int64{{4, 33, 96}}}
+	switch p {
+	case "linear_gelu", "layernorm_linear":
+		s.Shapes = [][]int64{{4, 33, 96}, {80, 96}, {80}}
+		s.Params.HasBias = true
+	case "mask_softmax":
+		s.Shapes = [][]int64{{2, 4, 33, 33}, {2, 1, 1, 33}}
+		s.Params = Params{MaskKind: "bool", Scale: 0.125, P: 0.1}
+	case "rmsnorm_pyops":
+		s.Params.Casting = "fp32"
+	case "dropout_add":
+		s.Params = Params{P: 0.1, HasBias: true}
+	}
+	return s
+}
+
+func TestDeterministicAndAtomic(t *testing.T) {
+	root := t.TempDir()
+	for _, p := range Patterns() {
+		spec := minimalSpec(p)
+		a, b := filepath.Join(root, p+"_a"), filepath.Join(root, p+"_b")
+		if err := Write(a, spec, false); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if err := Write(b, spec, false); err != nil {
+			t.Fatal(err)
+		}
+		fa, fb := readDir(t, a), readDir(t, b)
+		if len(fa) == 0 || len(fa) != len(fb) {
+			t.Fatalf("%s: %d vs %d files", p, len(fa), len(fb))
+		}
+		for n := range fa {
+			if !bytes.Equal(fa[n], fb[n]) {
+				t.Errorf("%s: %s differs between two writes", p, n)
+			}
+		}
+		// refuses to overwrite without force, replaces with force
+		if err := Write(a, spec, false); err == nil || !strings.Contains(err.Error(), "exists") {
+			t.Errorf("%s: second Write without force: err = %v", p, err)
+		}
+		spec.EstSavingUs = 9
+		if err := Write(a, spec, true); err != nil {
+			t.Fatalf("%s: force: %v", p, err)
+		}
+		if m := readDir(t, a)["manifest.json"]; !bytes.Contains(m, []byte(`"est_saving_us": 9`)) {
+			t.Errorf("%s: force did not replace the folder:\n%s", p, m)
+		}
+	}
+	// no temporary folders left behind
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+func readDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+func TestValidate(t *testing.T) {
+	ok := minimalSpec("bias_gelu")
+	tests := []struct {
+		name string
+		mod  func(*Spec)
+		want string // substring of the error; "" = valid
+	}{
+		{"ok", func(s *Spec) {}, ""},
+		{"unknown pattern", func(s *Spec) { s.Pattern = "conv_relu" }, "unknown pattern"},
+		{"unknown dtype", func(s *Spec) { s.Dtype = "fp8" }, "unknown dtype"},
+		{"no shapes", func(s *Spec) { s.Shapes = nil }, "no shapes"},
+		{"zero dim", func(s *Spec) { s.Shapes = [][]int64{{4, 0}} }, "out of range"},
+		{"negative dim", func(s *Spec) { s.Shapes = [][]int64{{-4, 8}} }, "out of range"},
+		{"rank 0", func(s *Spec) { s.Shapes = [][]int64{{}} }, "rank"},
+		{"rank 9", func(s *Spec) { s.Shapes = [][]int64{{1, 1, 1, 1, 1, 1, 1, 1, 1}} }, "rank"},
+		{"too big", func(s *Spec) { s.Shapes = [][]int64{{1 << 30, 1 << 30, 4}} }, "elements"},
+		{"bad approximate", func(s *Spec) { s.Params.Approximate = "fast" }, "approximate"},
+		{"unused param", func(s *Spec) { s.Params.Eps = 1e-5 }, "not used"},
+		{"nan saving", func(s *Spec) { s.EstSavingUs = nan() }, "finite"},
+		{"softmax bad mask", func(s *Spec) {
+			*s = minimalSpec("mask_softmax")
+			s.Params.MaskKind = "sliding"
+		}, "mask_kind"},
+		{"softmax mask not broadcastable", func(s *Spec) {
+			*s = minimalSpec("mask_softmax")
+			s.Shapes[1] = []int64{2, 1, 1, 32}
+		}, "broadcast"},
+		{"softmax mask missing", func(s *Spec) {
+			*s = minimalSpec("mask_softmax")
+			s.Shapes = s.Shapes[:1]
+		}, "needs the mask"},
+		{"softmax fill text", func(s *Spec) {
+			*s = minimalSpec("mask_softmax")
+			s.Params.MaskFill = "1e5; x"
+		}, "mask_fill"},
+		{"softmax fill number", func(s *Spec) {
+			*s = minimalSpec("mask_softmax")
+			s.Params.MaskFill = "-10000"
+		}, ""},
+		{"softmax p=1", func(s *Spec) {
+			*s = minimalSpec("mask_softmax")
+			s.Params.P = 1
+		}, "p="},
+		{"softmax scale inf", func(s *Spec) {
+			*s = minimalSpec("mask_softmax")
+			s.Params.Scale = inf()
+		}, "scale"},
+		{"gemm K mismatch", func(s *Spec) {
+			*s = minimalSpec("linear_gelu")
+			s.Shapes[1] = []int64{80, 95}
+		}, "does not match"},
+		{"gemm no weight", func(s *Spec) {
+			*s = minimalSpec("linear_gelu")
+			s.Shapes = s.Shapes[:1]
+		}, "weight"},
+		{"rms eps negative", func(s *Spec) {
+			*s = minimalSpec("rmsnorm_pyops")
+			s.Params.Eps = -1
+		}, "eps"},
+		{"rms casting", func(s *Spec) {
+			*s = minimalSpec("rmsnorm_pyops")
+			s.Params.Casting = "gemma"
+		}, "casting"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ok
+			s.Shapes = append([][]int64(nil), ok.Shapes...)
+			tt.mod(&s)
+			if !templates.Has(s.Pattern) && tt.want == "" {
+				t.Skipf("no template for %s yet", s.Pattern)
+			}
+			err := Validate(s)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("no error, want one containing %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want) && templates.Has(s.Pattern):
+				t.Fatalf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	files, err := Render(Spec{Pattern: "bias_gelu", Dtype: "fp32", Shapes: [][]int64{{7, 9}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "PARAMS = {\n    \"approximate\": \"none\",\n    \"has_bias\": False,\n}\n"
+	if c := string(files["case.py"]); !strings.HasSuffix(c, want) {
+		t.Errorf("case.py:\n%s\nwant suffix:\n%s", c, want)
+	}
+}
+
+// crafted strings that would be code if pasted into Python
+var evil = []string{
+	`"); import os; os.system("x`,
+	"'''\nimport os\nos.system('x')\n'''",
+	"__import__('os').system('x')",
+	"tanh\nimport os",
+	"1e-5); os.system(1",
+}
+
+func TestInjection(t *testing.T) {
+	root := t.TempDir()
+	for i, e := range evil {
+		// in enum / numeric-text fields: rejected
+		for _, mod := range []func(*Spec){
+			func(s *Spec) { s.Pattern = e },
+			func(s *Spec) { s.Dtype = e },
+			func(s *Spec) { s.Params.Approximate = e },
+			func(s *Spec) { *s = minimalSpec("mask_softmax"); s.Params.MaskKind = e },
+			func(s *Spec) { *s = minimalSpec("mask_softmax"); s.Params.MaskFill = e },
+			func(s *Spec) { *s = minimalSpec("rmsnorm_pyops"); s.Params.Casting = e },
+		} {
+			s := minimalSpec("bias_gelu")
+			mod(&s)
+			if !templates.Has(s.Pattern) && s.Pattern != e {
+				continue
+			}
+			if err := Validate(s); err == nil {
+				t.Errorf("evil %d accepted in an enum field: %+v", i, s)
+			}
+		}
+		// in Source: accepted, but only as data in manifest.json and README.md
+		s := minimalSpec("bias_gelu")
+		s.Source = Source{Trace: e, Site: "site " + e}
+		dir := filepath.Join(root, "evil", string(rune('a'+i)))
+		if err := Write(dir, s, false); err != nil {
+			t.Fatal(err)
+		}
+		files := readDir(t, dir)
+		for n, b := range files {
+			if strings.HasSuffix(n, ".py") && (bytes.Contains(b, []byte(e)) || bytes.Contains(b, []byte("os.system"))) {
+				t.Errorf("evil %d appears in %s", i, n)
+			}
+		}
+		var m struct{ Source sourceJSON }
+		if err := json.Unmarshal(files["manifest.json"], &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Source.Trace != e || m.Source.Site != "site "+e {
+			t.Errorf("evil %d: manifest source = %+v", i, m.Source)
+		}
+		// README: JSON-escaped on one indented line
+		for _, l := range strings.Split(string(files["README.md"]), "\n") {
+			if strings.Contains(l, "import os") && !strings.HasPrefix(l, "    {\"trace\":") {
+				t.Errorf("evil %d: README line outside the escaped block: %q", i, l)
+			}
+		}
+	}
+}
+
+// TestPythonParses byte-compiles every generated .py with the project's Python.
+func TestPythonParses(t *testing.T) {
+	py := findPython()
+	if py == "" {
+		t.Skip("no python3 found (set FUSEADVISE_PYTHON or run scripts/setup-python.sh)")
+	}
+	root := t.TempDir()
+	var all []string
+	for _, p := range Patterns() {
+		dir := filepath.Join(root, p)
+		if err := Write(dir, minimalSpec(p), false); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := filepath.Glob(filepath.Join(dir, "*.py"))
+		all = append(all, m...)
+	}
+	sort.Strings(all)
+	args := append([]string{"-m", "py_compile"}, all...)
+	out, err := exec.Command(py, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("py_compile: %v\n%s", err, out)
+	}
+	// case.py evaluates to the spec's values
+	for _, p := range Patterns() {
+		cmd := exec.Command(py, "-c", "import runpy,json,sys; d=runpy.run_path(sys.argv[1]); print(json.dumps([d['PATTERN'],d['DTYPE'],d['SHAPES']],separators=(',',':')))",
+			filepath.Join(root, p, "case.py"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", p, err, out)
+		}
+		want, _ := json.Marshal([]any{p, minimalSpec(p).Dtype, minimalSpec(p).Shapes})
+		if strings.TrimSpace(string(out)) != string(want) {
+			t.Errorf("%s: case.py gives %s, want %s", p, out, want)
+		}
+	}
+}
+
+func findPython() string {
+	if p := os.Getenv("FUSEADVISE_PYTHON"); p != "" {
+		return p
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		m, _ := filepath.Glob(filepath.Join(home, ".cache", "fuseadvise", "venv-*", "bin", "python"))
+		if len(m) > 0 {
+			return m[len(m)-1]
+		}
+	}
+	if p, err := exec.LookPath("python3"); err == nil {
+		return p
+	}
+	return ""
+}
+
+func nan() float64 { var z float64; return z / z }
+func inf() float64 { var z float64; return 1 / z }

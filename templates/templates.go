@@ -1,0 +1,48 @@
+// Package templates embeds the Triton kernel templates that fuseadvise instantiates.
+//
+// Each pattern has a folder <pattern>/ holding kernel.py (the generic, importable Triton
+// module), reference.py (the eager PyTorch chain it replaces), adapter.py (the uniform
+// test/bench interface) and test_kernel.py (the template's own tests). _common/ holds the
+// files every generated folder shares: fa_testing.py, test_generated.py, bench.py and
+// pytest.ini. See docs/templates.md.
+package templates
+
+import (
+	"embed"
+	"io/fs"
+	"sort"
+)
+
+//go:embed _common/fa_testing.py _common/test_generated.py _common/bench.py _common/pytest.ini
+//go:embed */kernel.py */reference.py */adapter.py
+var files embed.FS
+
+// FS returns the embedded template tree.
+func FS() fs.FS { return files }
+
+// Patterns returns the pattern ids that have a template, sorted.
+func Patterns() []string {
+	ents, err := fs.Glob(files, "*/kernel.py")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e[:len(e)-len("/kernel.py")])
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Has reports whether pattern has a template.
+func Has(pattern string) bool {
+	for _, p := range Patterns() {
+		if p == pattern {
+			return true
+		}
+	}
+	return false
+}
+
+// Read returns the content of one embedded file, e.g. Read("bias_gelu/kernel.py").
+func Read(name string) ([]byte, error) { return files.ReadFile(name) }
