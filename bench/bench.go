@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fuseadvise/fuseadvise/internal/pyenv"
+)
+
+//go:embed harness.py
+var harness []byte
+
+// Harness returns the Python benchmark harness that Run executes.
+func Harness() []byte { return harness }
+
+// Options control a benchmark run.
+type Options struct {
+	Python      string        // interpreter; "" = $FUSEADVISE_PYTHON or the pinned venv (internal/pyenv)
+	MaxAutotune bool          // also time torch.compile(mode="max-autotune-no-cudagraphs")
+	Repeats     int           // timing repeats per provider (0: 3)
+	Timeout     time.Duration // for the whole run (0: none)
+	Getenv      func(string) string
+	Stderr      io.Writer // the harness's progress lines; nil discards them
+	Runner      Runner    // nil: run the harness with os/exec
+}
+
+// Runner runs the harness: python and its arguments; it returns the harness's stdout.
+type Runner interface {
+	Run(ctx context.Context, python string, args []string, stderr io.Writer) ([]byte, error)
+}
+
+// ExecRunner runs the harness as a subprocess.
+type ExecRunner struct{}
+
+func (ExecRunner) Run(ctx context.Context, python string, args []string, stderr io.Writer) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
+	cmd.Env = withoutInterpret(cmd.Env)
+	cmd.Stderr = stderr
+	return cmd.Output()
+}
+
+func withoutInterpret(env []string) []string {
+	out := env[:0]
+	for _, e := range env {
+		if !strings.HasPrefix(e, "TRITON_INTERPRET=") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// NoGPUError says the machine has no GPU the harness can use.
+type NoGPUError struct{ Msg string }
+
+func (e *NoGPUError) Error() string {
+	return "bench needs a CUDA GPU: " + e.Msg + " (use 'fuseadvise verify' for the CPU check in Triton's interpreter)"
+}
+
+// Run benchmarks the generated kernel folders dirs on the GPU.
+func Run(ctx context.Context, dirs []string, o Options) (*Result, error) {
+	if len(dirs) == 0 {
+		return nil, errors.New("bench: no kernel folders given")
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "case.py")); err != nil {
+			return nil, fmt.Errorf("%s: not a generated kernel folder (no case.py); create one with 'fuseadvise gen'", d)
+		}
+	}
+	py := o.Python
+	if o.Runner == nil {
+		var err error
+		if py, err = pyenv.Find(o.Python, o.Getenv); err != nil {
+			return nil, err
+		}
+		o.Runner = ExecRunner{}
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	tmp, err := os.MkdirTemp("", "fuseadvise-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	script := filepath.Join(tmp, "harness.py")
+	if err := os.WriteFile(script, harness, 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{script}
+	if o.MaxAutotune {
+		args = append(args, "--max-autotune")
+	}
+	if o.Repeats > 0 {
+		args = append(args, "--repeats", strconv.Itoa(o.Repeats))
+	}
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, abs)
+	}
+	stderr := o.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	out, runErr := o.Runner.Run(ctx, py, args, stderr)
+	res, perr := Parse(out)
+	if perr != nil {
+		return nil, perr
+	}
+	if runErr != nil {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("bench: stopped after %v with %d of %d folders measured", o.Timeout, len(res.Cases), len(dirs))
+		}
+		return res, fmt.Errorf("bench: harness failed after %d of %d folders: %v", len(res.Cases), len(dirs), runErr)
+	}
+	return res, nil
+}
+
+// Parse reads the harness's output: a header line, then one JSON object per folder.
+func Parse(out []byte) (*Result, error) {
+	res := &Result{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	header := false
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 || line[0] != '{' {
+			continue // stray prints of a kernel module
+		}
+		if !header {
+			var h struct {
+				Error string `json:"error"`
+				Result
+			}
+			if err := json.Unmarshal(line, &h); err != nil {
+				return nil, fmt.Errorf("bench: harness output line %d: %v", n, err)
+			}
+			if h.Error != "" {
+				return nil, &NoGPUError{Msg: h.Error}
+			}
+			*res = h.Result
+			header = true
+			continue
+		}
+		var c Case
+		if err := json.Unmarshal(line, &c); err != nil {
+			return nil, fmt.Errorf("bench: harness output line %d: %v", n, err)
+		}
+		res.Cases = append(res.Cases, c)
+	}
+	if !header {
+		return nil, errors.New("bench: the harness printed no result (see its messages above)")
+	}
+	return res, nil
+}
+
+// SpeedupEager is eager / fused (> 1: the fused kernel is faster); 0 when not timed.
+func (c *Case) SpeedupEager() float64 { return ratio(c.EagerUs, c.FusedUs) }
+
+// SpeedupCompile is torch.compile / fused; 0 when not timed.
+func (c *Case) SpeedupCompile() float64 { return ratio(c.CompileUs, c.FusedUs) }
+
+// FloorRatio is fused / floor (1.0 = at the floor); 0 when not timed.
+func (c *Case) FloorRatio() float64 { return ratio(c.FusedUs, c.FloorUs) }
+
+// PredictionError is (predicted - measured) / measured; NaN-free: 0 when either is missing.
+func (c *Case) PredictionError() float64 {
+	if c.PredictedUs <= 0 || c.FusedUs <= 0 {
+		return 0
+	}
+	return (c.PredictedUs - c.FusedUs) / c.FusedUs
+}
+
+func ratio(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// Verdict is the one-word judgement a report prints next to a case.
+func (c *Case) Verdict() string {
+	switch {
+	case !c.Correct:
+		return "wrong"
+	case c.FusedUs <= 0:
+		return "not timed"
+	case c.SpeedupEager() > 10:
+		return "review" // > 10x over eager is more often a broken measurement than a kernel
+	case c.SpeedupEager() < 1:
+		return "do not ship"
+	case c.CompileUs > 0 && c.SpeedupCompile() < 1 && !Noise(c.FusedUs, c.CompileUs, c.FusedSpread, c.CompileSpread):
+		return "slower than compile"
+	}
+	return "ship"
+}
+
+// Noise reports whether medians a and b differ by less than their runs' spread.
+func Noise(a, b float64, sa, sb []float64) bool {
+	if len(sa) != 2 || len(sb) != 2 {
+		return false
+	}
+	lo, hi := min(a, b), max(a, b)
+	// the ranges of repeated medians overlap
+	return max(sa[0], sb[0]) <= min(sa[1], sb[1]) || hi-lo < (sa[1]-sa[0])+(sb[1]-sb[0])
+}

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/internal/pyenv"
+)
+
+// fakeRunner replays recorded harness output, so bench's Go side is tested without a GPU.
+type fakeRunner struct {
+	out  []byte
+	err  error
+	args []string
+}
+
+func (f *fakeRunner) Run(ctx context.Context, python string, args []string, stderr io.Writer) ([]byte, error) {
+	f.args = args
+	return f.out, f.err
+}
+
+func folders(t *testing.T, names ...string) []string {
+	t.Helper()
+	var dirs []string
+	for _, n := range names {
+		d := filepath.Join(t.TempDir(), n)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "case.py"), []byte("PATTERN = \"bias_gelu\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	return dirs
+}
+
+func TestRunParsesRecordedHarnessOutput(t *testing.T) {
+	out, err := os.ReadFile("testdata/harness-fake.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeRunner{out: out}
+	res, err := Run(context.Background(), folders(t, "a", "b", "c"), Options{Runner: f, MaxAutotune: true, Repeats: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GPU != "NVIDIA H200" || res.CopyTBps != 4.25 || len(res.Cases) != 3 {
+		t.Fatalf("header/cases = %q %v %d", res.GPU, res.CopyTBps, len(res.Cases))
+	}
+	args := strings.Join(f.args, " ")
+	for _, want := range []string{"harness.py", "--max-autotune", "--repeats 5"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("harness args %q lack %q", args, want)
+		}
+	}
+	tests := []struct {
+		i                     int
+		verdict               string
+		speedEager, speedComp float64
+		floor                 float64
+		predErr               float64
+	}{
+		{0, "ship", 493.0 / 135, 208.1 / 135, 135 / 126.5, (140.0 - 135) / 135},
+		{1, "do not ship", 12.0 / 13, 12.9 / 13, 13 / 1.5, 0},
+		{2, "wrong", 0, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		c := &res.Cases[tt.i]
+		if got := c.Verdict(); got != tt.verdict {
+			t.Errorf("case %d (%s) verdict = %q, want %q", tt.i, c.Name, got, tt.verdict)
+		}
+		for _, v := range []struct {
+			name      string
+			got, want float64
+		}{{"speedup eager", c.SpeedupEager(), tt.speedEager}, {"speedup compile", c.SpeedupCompile(), tt.speedComp},
+			{"floor ratio", c.FloorRatio(), tt.floor}, {"prediction error", c.PredictionError(), tt.predErr}} {
+			if math.Abs(v.got-v.want) > 1e-9 {
+				t.Errorf("case %d %s = %v, want %v", tt.i, v.name, v.got, v.want)
+			}
+		}
+	}
+	if c := res.Cases[0]; c.Launches != 1 || c.EagerLaunches != 2 || c.Bytes != 536903680 || !strings.Contains(c.Config, "BLOCK_N: 512") {
+		t.Errorf("case 0 details lost: %+v", c)
+	}
+	if c := res.Cases[2]; !strings.Contains(c.Error, "12 of 5767168") {
+		t.Errorf("case 2 error lost: %q", c.Error)
+	}
+}
+
+func TestNoGPU(t *testing.T) {
+	f := &fakeRunner{out: []byte(`{"error": "no CUDA GPU visible to torch (torch.cuda.is_available() is False)"}` + "\n"), err: errors.New("exit status 2")}
+	_, err := Run(context.Background(), folders(t, "a"), Options{Runner: f})
+	var ng *NoGPUError
+	if !errors.As(err, &ng) || !strings.Contains(err.Error(), "needs a CUDA GPU") {
+		t.Fatalf("err = %v, want a NoGPUError", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error is not one line: %q", err)
+	}
+}
+
+func TestRejectsNonKernelFolder(t *testing.T) {
+	_, err := Run(context.Background(), []string{t.TempDir()}, Options{Runner: &fakeRunner{}})
+	if err == nil || !strings.Contains(err.Error(), "not a generated kernel folder") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestHarnessFailureKeepsMeasuredCases(t *testing.T) {
+	out, _ := os.ReadFile("testdata/harness-fake.jsonl")
+	lines := strings.SplitN(string(out), "\n", 4)
+	f := &fakeRunner{out: []byte(strings.Join(lines[:3], "\n")), err: errors.New("signal: killed")}
+	res, err := Run(context.Background(), folders(t, "a", "b"), Options{Runner: f})
+	if err == nil || !strings.Contains(err.Error(), "after 1 of 2 folders") {
+		t.Fatalf("err = %v", err)
+	}
+	if res == nil || len(res.Cases) != 1 {
+		t.Fatalf("measured cases lost: %+v", res)
+	}
+}
+
+func TestNoise(t *testing.T) {
+	if !Noise(13, 12.9, []float64{12.9, 13.2}, []float64{12.8, 13.1}) {
+		t.Error("overlapping spreads should be noise")
+	}
+	if Noise(135, 208, []float64{134.8, 135.6}, []float64{207.9, 208.6}) {
+		t.Error("separated medians are not noise")
+	}
+}
+
+// TestHarnessWithoutGPU runs the real harness in the pinned venv on this (GPU-less) machine:
+// it must say so in one line, which Run turns into a NoGPUError.
+func TestHarnessWithoutGPU(t *testing.T) {
+	py, err := pyenv.Find("", nil)
+	if err != nil {
+		t.Skipf("no Python environment: %v", err)
+	}
+	var stderr strings.Builder
+	_, err = Run(context.Background(), folders(t, "a"), Options{Python: py, Stderr: &stderr})
+	var ng *NoGPUError
+	if !errors.As(err, &ng) {
+		t.Fatalf("err = %v (stderr %s), want a NoGPUError", err, stderr.String())
+	}
+}
