@@ -655,9 +655,12 @@ func intList(s string) ([]int64, bool) {
 // Kineto's output): a newline never occurs inside a JSON string, so a line
 // starting with exactly that indentation and '{', preceded by ',', is an event
 // boundary. Compact files get one chunk (see splitGeneric).
+// minSplit is the smallest array (bytes) parsed in parallel; tests lower it.
+var minSplit = 4 << 20
+
 func splitArray(s string, first int, w int) []int {
 	starts := []int{first}
-	if w < 2 || len(s)-first < 4<<20 {
+	if w < 2 || first >= len(s) || len(s)-first < minSplit {
 		return starts
 	}
 	// The indentation of the first event.
@@ -721,8 +724,7 @@ func splitGeneric(s string, first int, w int) []int {
 // chunks in file order and the offset just past the closing ']'.
 func parseArray(s string, open int, legacy bool) ([]*chunk, int, *scanError) {
 	sc := &scanner{s: s, i: open + 1}
-	first := sc.peek()
-	_ = first
+	sc.ws()
 	w := runtime.GOMAXPROCS(0)
 	starts := splitArray(s, sc.i, w)
 	if len(starts) > 1 {

@@ -1,0 +1,97 @@
+package trace
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// benchFile returns $FUSEADVISE_BENCH_TRACE (e.g. a 1 GB file from
+// go run ./internal/tracegen), or the largest shared trace decompressed into a
+// temporary file.
+func benchFile(b *testing.B) string {
+	if p := os.Getenv("FUSEADVISE_BENCH_TRACE"); p != "" {
+		return p
+	}
+	var src string
+	for _, p := range sharedTraces(b) {
+		if traceName(p) == "tl_h100_owlv2-large_pt2.6" {
+			src = p
+		}
+	}
+	if src == "" {
+		b.Skip("owlv2 trace not found")
+	}
+	data, release, err := readFile(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer release()
+	p := filepath.Join(b.TempDir(), "owlv2.json")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkOpen measures Open on an uncompressed trace (MB/s over the file size).
+func BenchmarkOpen(b *testing.B) {
+	p := benchFile(b)
+	fi, err := os.Stat(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(fi.Size())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Open(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOpenGzip measures Open on a .json.gz trace (MB/s over the
+// uncompressed size), and BenchmarkGunzip the decompression alone.
+func BenchmarkOpenGzip(b *testing.B) {
+	p := gzBenchFile(b)
+	data, release, err := readFile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := len(data)
+	release()
+	b.SetBytes(int64(n))
+	for b.Loop() {
+		if _, err := Open(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGunzip(b *testing.B) {
+	p := gzBenchFile(b)
+	data, release, err := readFile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	release()
+	for b.Loop() {
+		if _, _, err := readFile(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func gzBenchFile(b *testing.B) string {
+	if p := os.Getenv("FUSEADVISE_BENCH_TRACE_GZ"); p != "" {
+		return p
+	}
+	for _, p := range sharedTraces(b) {
+		if traceName(p) == "tl_h100_owlv2-large_pt2.6" {
+			return p
+		}
+	}
+	b.Skip("owlv2 trace not found")
+	return ""
+}
