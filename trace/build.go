@@ -197,12 +197,19 @@ func build(r *rawTrace) (*Trace, string) {
 		rtOp[i] = -1
 		if th, ok := thIdx[threadKey{rt.pid, rt.tid}]; ok {
 			rtOp[i] = enclosing(thLo[th], thLo[th+1], rt.ts, opSpan, func(j int32) int32 { return t.Ops[j].Parent })
+			if isDeviceSync(rt.name) {
+				t.Threads[th].Syncs = append(t.Threads[th].Syncs, rt.ts)
+			}
 		}
 		if rt.corr >= 0 {
 			if _, dup := corr[rt.corr]; !dup {
 				corr[rt.corr] = int32(i)
 			}
 		}
+	}
+
+	for i := range t.Threads {
+		slices.Sort(t.Threads[i].Syncs)
 	}
 
 	// Activities: sorted by start; linked through correlation.
@@ -531,4 +538,13 @@ func buildSteps(t *Trace) {
 			}
 		}
 	}
+}
+
+// isDeviceSync reports a runtime call that waits for the whole device.
+func isDeviceSync(name string) bool {
+	switch name {
+	case "cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize":
+		return true
+	}
+	return false
 }

@@ -82,6 +82,11 @@ type Thread struct {
 	Pid, Tid string
 	Name     string  // from thread_name metadata, if any
 	Roots    []int32 // OpIDs of top-level ops, in time order
+	// Syncs are the start times (ns) of device-wide synchronizations called on this
+	// thread (cudaDeviceSynchronize, cuCtxSynchronize, hipDeviceSynchronize), in
+	// time order: explicit torch.cuda.synchronize() calls, which mark loop
+	// iterations in benchmarks.
+	Syncs []int64
 }
 
 // Op is one CPU-side operator or annotation.
