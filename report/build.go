@@ -1,0 +1,496 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The report is built once as a small document model (sections of paragraphs and
+// tables of cells) and then rendered as Markdown or HTML. Cells know whether their text
+// is data from the inputs (Code: op names, paths, shapes) so that each renderer can quote
+// it properly; no renderer ever emits a cell's text as markup.
+
+type cell struct {
+	Text   string
+	Code   bool   // data from the inputs: a code span in Markdown, <code> in HTML
+	Strong bool   // emphasis (verdicts)
+	Class  string // HTML class: num, ship, dns, review, noise, fail, muted
+}
+
+type table struct {
+	Head []string
+	Num  []bool // right-aligned columns
+	Rows [][]cell
+}
+
+// para is a run of inline cells; an item is a bullet when the para belongs to a list.
+type para []cell
+
+type section struct {
+	ID, Title string
+	Before    []para
+	List      []para
+	Table     *table
+	After     []para
+	Chart     bool
+}
+
+type document struct {
+	Title    string
+	Sections []section
+}
+
+func txt(s string) cell  { return cell{Text: s} }
+func code(s string) cell { return cell{Text: s, Code: true} }
+func numc(s string) cell { return cell{Text: s, Class: "num"} }
+
+func verdictCell(v Verdict) cell {
+	c := cell{Text: string(v), Strong: v != Ship}
+	switch v {
+	case Ship:
+		c.Class = "ship"
+	case DoNotShip:
+		c.Class = "dns"
+	case Review:
+		c.Class = "review"
+	case Noise:
+		c.Class = "noise"
+	case Failed:
+		c.Class = "fail"
+	default:
+		c.Class = "muted"
+	}
+	return c
+}
+
+func fmtMs(us float64) string {
+	return strconv.FormatFloat(us/1e3, 'f', 2, 64) + " ms"
+}
+
+// build assembles the document for in.
+func build(in Inputs) document {
+	d := document{Title: "fuseadvise report"}
+	sp := Speedups(in.Bench)
+	d.Sections = append(d.Sections,
+		summarySection(in, sp),
+		traceSection(in.Analysis),
+		opportunitySection(in.Analysis),
+		generatedSection(in, sp),
+		verifySection(in.Verify),
+		speedupSection(in, sp),
+		readingSection(),
+	)
+	return d
+}
+
+func summarySection(in Inputs, sp []Speedup) section {
+	s := section{ID: "summary", Title: "Summary"}
+	if a := in.Analysis; a != nil {
+		var saving float64
+		for _, o := range a.Opportunities {
+			saving += o.EstSavingUs
+		}
+		s.List = append(s.List, para{txt("Trace "), code(a.Trace.Path), txt(" on "), code(orUnknown(a.Trace.Device)),
+			txt(fmt.Sprintf(": %s GPU busy over %d steps.", fmtMs(a.Trace.GPUBusyUs), a.Trace.Steps))})
+		line := para{txt(fmt.Sprintf("%d fusion opportunities", len(a.Opportunities)))}
+		if len(a.Opportunities) > 0 {
+			line = append(line, txt(fmt.Sprintf(", estimated saving %s µs in total", fmtUs(saving))))
+			if pos(a.Trace.GPUBusyUs) {
+				line = append(line, txt(fmt.Sprintf(" (%s of GPU busy time)", fmtPct(100*saving/a.Trace.GPUBusyUs))))
+			}
+		}
+		s.List = append(s.List, append(line, txt(".")))
+	} else {
+		s.List = append(s.List, para{txt("No analysis given: the trace summary and the opportunities are missing.")})
+	}
+	s.List = append(s.List, para{txt(fmt.Sprintf("%d kernel folders generated.", len(in.Generated)))})
+	if v := in.Verify; v != nil {
+		pass, fail, skip := verifyCounts(v.Cases)
+		line := fmt.Sprintf("Verification: %d of %d cases pass", pass, pass+fail)
+		if skip > 0 {
+			line += fmt.Sprintf(", %d skipped", skip)
+		}
+		s.List = append(s.List, para{txt(line + ".")})
+	} else {
+		s.List = append(s.List, para{txt("Not verified: no verification results given.")})
+	}
+	if in.Bench == nil {
+		s.List = append(s.List, para{txt("Not benchmarked: no GPU results, so no measured speedups. The savings above are the cost model's estimates only.")})
+	} else {
+		t := tally(sp)
+		var parts []string
+		for _, v := range verdictOrder {
+			if t[v] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", t[v], v))
+			}
+		}
+		line := para{txt(fmt.Sprintf("Benchmarked %d cases", len(sp)))}
+		if in.Bench.GPU != "" {
+			line = append(line, txt(" on "), code(in.Bench.GPU))
+		}
+		if len(parts) > 0 {
+			line = append(line, txt(": "+strings.Join(parts, ", ")))
+		}
+		s.List = append(s.List, append(line, txt(".")))
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown device"
+	}
+	return s
+}
+
+func traceSection(a *Analysis) section {
+	s := section{ID: "trace", Title: "Trace"}
+	if a == nil {
+		s.Before = []para{{txt("No analysis given (run "), code("fuseadvise analyze -format json"), txt(").")}}
+		return s
+	}
+	t := a.Trace
+	tb := &table{Head: []string{"", ""}}
+	add := func(k string, v cell) { tb.Rows = append(tb.Rows, []cell{txt(k), v}) }
+	add("trace", code(t.Path))
+	add("device", code(orUnknown(t.Device)))
+	if t.Ranks > 0 {
+		add("ranks", txt(strconv.Itoa(t.Ranks)))
+	}
+	add("profiled steps", txt(strconv.Itoa(t.Steps)))
+	add("GPU busy", txt(fmtMs(t.GPUBusyUs)))
+	if t.IdleUs > 0 {
+		add("GPU idle", txt(fmtMs(t.IdleUs)))
+	}
+	add("kernels", txt(strconv.Itoa(t.Kernels)))
+	if t.Launches > 0 {
+		add("launches", txt(strconv.Itoa(t.Launches)))
+	}
+	s.Table = tb
+	if len(t.TopKernels) > 0 {
+		p := para{txt("Top kernels by GPU time: ")}
+		for i, k := range t.TopKernels {
+			if i > 0 {
+				p = append(p, txt("; "))
+			}
+			p = append(p, code(truncRunes(k.Name, 120)), txt(fmt.Sprintf(" %s µs (%d×)", fmtUs(k.Us), k.Count)))
+		}
+		s.After = append(s.After, append(p, txt(".")))
+	}
+	for _, n := range a.Notes {
+		s.After = append(s.After, para{txt("Note: "), code(n)})
+	}
+	return s
+}
+
+func opportunitySection(a *Analysis) section {
+	s := section{ID: "opportunities", Title: "Fusion opportunities"}
+	if a == nil {
+		s.Before = []para{{txt("No analysis given.")}}
+		return s
+	}
+	if len(a.Opportunities) == 0 {
+		s.Before = []para{{txt("The analyzer found no fusion opportunity in this trace.")}}
+		return s
+	}
+	s.Before = []para{{txt("Ranked by estimated saving. GPU time is what the instances' kernels take now; the saving is the cost model's estimate, not a measurement.")}}
+	tb := &table{
+		Head: []string{"#", "pattern", "instances (fwd / bwd)", "GPU time µs", "est. fused µs", "est. saving µs", "% of GPU busy", "shapes (dtype)", "chain and source"},
+		Num:  []bool{true, false, true, true, true, true, true, false, false},
+	}
+	for i, o := range a.Opportunities {
+		inst := strconv.Itoa(o.Instances)
+		if o.BackwardInstances > 0 {
+			inst += " / " + strconv.Itoa(o.BackwardInstances)
+		}
+		var shapes []string
+		for _, g := range o.Shapes {
+			shapes = append(shapes, fmt.Sprintf("%s %s ×%d", shapesString(g.Dims), g.Dtype, g.Instances))
+		}
+		where := string(o.Chain)
+		if o.Source != "" {
+			if where != "" {
+				where += " @ "
+			}
+			where += string(o.Source)
+		}
+		tb.Rows = append(tb.Rows, []cell{
+			numc(strconv.Itoa(i + 1)), code(o.Pattern), numc(inst), numc(fmtUs(o.GPUTimeUs)),
+			numc(fmtUs(o.EstFusedUs)), numc(fmtUs(o.EstSavingUs)), numc(fmtPct(o.SavingPct)),
+			code(strings.Join(shapes, "; ")), code(where),
+		})
+		if o.Advice != "" {
+			s.After = append(s.After, para{txt(fmt.Sprintf("%d. ", i+1)), code(o.Pattern), txt(": "), code(string(o.Advice))})
+		}
+	}
+	s.Table = tb
+	if len(s.After) > 0 {
+		s.After = append([]para{{txt("Advice:")}}, s.After...)
+	}
+	return s
+}
+
+func generatedSection(in Inputs, sp []Speedup) section {
+	s := section{ID: "generated", Title: "Generated kernels"}
+	if len(in.Generated) == 0 {
+		s.Before = []para{{txt("No kernel folders given (run "), code("fuseadvise gen"), txt(").")}}
+		return s
+	}
+	s.Before = []para{{txt("One folder per opportunity: the Triton kernel, the eager reference, tests and a benchmark script. Check one with "),
+		code("TRITON_INTERPRET=1 python -m pytest -q ."), txt(" (CPU) or "), code("python bench.py"), txt(" (GPU).")}}
+	tb := &table{
+		Head: []string{"folder", "pattern", "dtype", "shapes", "est. saving µs", "source", "verified", "benchmark"},
+		Num:  []bool{false, false, false, false, true, false, false, false},
+	}
+	for _, g := range in.Generated {
+		src := g.Source.Site
+		if g.Source.Trace != "" {
+			src = g.Source.Trace + ": " + src
+		}
+		tb.Rows = append(tb.Rows, []cell{
+			code(g.Name), code(g.Pattern), code(g.Dtype), code(shapesString(g.Shapes)),
+			numc(fmtUs(g.EstSavingUs)), code(src), verifyStatus(in.Verify, g), benchStatus(sp, g),
+		})
+	}
+	s.Table = tb
+	return s
+}
+
+// matches reports whether a result row (name, pattern, dtype) belongs to folder g: by
+// name when the row has one, else by pattern and dtype.
+func matches(name, pattern, dtype string, g GenFolder) bool {
+	if name != "" {
+		return name == g.Name
+	}
+	return pattern == g.Pattern && (dtype == "" || dtype == g.Dtype)
+}
+
+func verifyStatus(v *VerifyResult, g GenFolder) cell {
+	if v == nil {
+		return cell{Text: "not verified", Class: "muted"}
+	}
+	var cs []VerifyCase
+	for _, c := range v.Cases {
+		if matches(c.Name, c.Pattern, c.Dtype, g) {
+			cs = append(cs, c)
+		}
+	}
+	pass, fail, _ := verifyCounts(cs)
+	switch {
+	case pass+fail == 0:
+		return cell{Text: "not verified", Class: "muted"}
+	case fail > 0:
+		return cell{Text: fmt.Sprintf("FAIL (%d of %d)", fail, pass+fail), Strong: true, Class: "fail"}
+	}
+	return cell{Text: fmt.Sprintf("pass (%d)", pass), Class: "ship"}
+}
+
+func benchStatus(sp []Speedup, g GenFolder) cell {
+	var found []Speedup
+	for _, s := range sp {
+		if matches(s.Case.Name, s.Case.Pattern, s.Case.Dtype, g) {
+			found = append(found, s)
+		}
+	}
+	if len(found) == 0 {
+		return cell{Text: "not benchmarked", Class: "muted"}
+	}
+	// the worst verdict speaks for the folder
+	worst := found[0]
+	for _, s := range found[1:] {
+		if verdictRank(s.Verdict) < verdictRank(worst.Verdict) {
+			worst = s
+		}
+	}
+	c := verdictCell(worst.Verdict)
+	if worst.VsEager > 0 {
+		c.Text = speedupCell(worst.VsEager, worst.EagerNoise) + " " + c.Text
+	}
+	return c
+}
+
+func verdictRank(v Verdict) int {
+	for i, x := range []Verdict{Failed, NotTimed, DoNotShip, Review, Noise, Ship} {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func verifyCounts(cs []VerifyCase) (pass, fail, skip int) {
+	for _, c := range cs {
+		switch {
+		case c.Skipped:
+			skip++
+		case c.Pass:
+			pass++
+		default:
+			fail++
+		}
+	}
+	return
+}
+
+func verifySection(v *VerifyResult) section {
+	s := section{ID: "verification", Title: "Verification"}
+	if v == nil {
+		s.Before = []para{{txt("No verification results given (run "), code("fuseadvise verify"), txt(").")}}
+		return s
+	}
+	pass, fail, skip := verifyCounts(v.Cases)
+	line := fmt.Sprintf("%d of %d cases pass", pass, pass+fail)
+	if skip > 0 {
+		line += fmt.Sprintf(" (%d skipped)", skip)
+	}
+	p := para{txt(line)}
+	if v.Mode != "" {
+		p = append(p, txt(", run in "), code(v.Mode))
+	}
+	p = append(p, txt(". Errors are the largest over the outputs; a case passes when every element is within atol + rtol·|reference|."))
+	s.Before = []para{p}
+	if v.Command != "" {
+		s.Before = append(s.Before, para{txt("Command: "), code(v.Command)})
+	}
+	if len(v.Cases) == 0 {
+		return s
+	}
+	tb := &table{
+		Head: []string{"folder / pattern", "case", "shapes", "dtype", "max abs err", "max rel err", "atol / rtol", "result"},
+		Num:  []bool{false, false, false, false, true, true, true, false},
+	}
+	for _, c := range v.Cases {
+		who := c.Name
+		if who == "" {
+			who = c.Pattern
+		}
+		shapes := c.Shapes
+		if len(shapes) == 0 && len(c.Shape) > 0 {
+			shapes = [][]int64{c.Shape}
+		}
+		tol := "-"
+		if c.Atol > 0 || c.Rtol > 0 {
+			tol = fmtSci(c.Atol) + " / " + fmtSci(c.Rtol)
+		}
+		res := cell{Text: "pass", Class: "ship"}
+		switch {
+		case c.Skipped:
+			res = cell{Text: "skipped", Class: "muted"}
+		case !c.Pass:
+			res = cell{Text: "FAIL", Strong: true, Class: "fail"}
+		}
+		errAbs, errRel := numc(fmtSci(c.MaxAbsErr)), numc(fmtSci(c.MaxRelErr))
+		if c.Skipped {
+			errAbs, errRel = numc("-"), numc("-")
+		}
+		tb.Rows = append(tb.Rows, []cell{code(who), code(c.Case), code(shapesString(shapes)), code(c.Dtype), errAbs, errRel, numc(tol), res})
+		if c.Error != "" {
+			s.After = append(s.After, para{code(who), txt(" "), code(c.Case), txt(": "), code(truncRunes(c.Error, 500))})
+		}
+	}
+	s.Table = tb
+	return s
+}
+
+func speedupSection(in Inputs, sp []Speedup) section {
+	s := section{ID: "speedups", Title: "Speedups"}
+	r := in.Bench
+	if r == nil {
+		s.Before = []para{{txt("No benchmark results: the kernels were not timed on a GPU. Run "), code("fuseadvise bench"),
+			txt(" on a machine with CUDA; until then the savings above are estimates, not measurements.")}}
+		return s
+	}
+	p := para{txt("Forward pass, one call, times in µs: median (p20-p80) of "), code("triton.testing.do_bench"), txt(".")}
+	if r.GPU != "" {
+		p = append(p, txt(" GPU "), code(r.GPU))
+	}
+	if r.Torch != "" || r.Triton != "" {
+		p = append(p, txt(", torch "), code(r.Torch), txt(", triton "), code(r.Triton))
+	}
+	if pos(r.CopyTBps) {
+		p = append(p, txt(fmt.Sprintf(", measured copy bandwidth %s TB/s", strconv.FormatFloat(r.CopyTBps, 'f', 2, 64))))
+	}
+	s.Before = []para{append(p, txt("."))}
+	if r.Command != "" || r.Date != "" {
+		q := para{}
+		if r.Command != "" {
+			q = append(q, txt("Command: "), code(r.Command))
+		}
+		if r.Date != "" {
+			if len(q) > 0 {
+				q = append(q, txt("; "))
+			}
+			q = append(q, txt("date: "), code(r.Date))
+		}
+		s.Before = append(s.Before, q)
+	}
+	if len(sp) == 0 {
+		s.Before = append(s.Before, para{txt("The benchmark results hold no case.")})
+		return s
+	}
+	tb := &table{
+		Head: []string{"case", "dtype, shape", "fused µs", "eager µs", "compile µs", "vs eager", "vs compile", "% of floor", "predicted µs", "prediction error", "verdict", "notes"},
+		Num:  []bool{false, false, true, true, true, true, true, true, true, true, false, false},
+	}
+	for _, x := range sp {
+		c := x.Case
+		floor, pred, perr := "-", "-", "-"
+		if x.FloorPct > 0 {
+			floor = fmtPct(x.FloorPct)
+		}
+		if x.HasPred {
+			pred = fmtUs(c.PredictedUs)
+			perr = fmtSignedPct(x.PredErrPct)
+		}
+		tb.Rows = append(tb.Rows, []cell{
+			code(x.Label), code(x.Sub),
+			numc(timeCell(c.FusedUs, c.FusedP20, c.FusedP80)),
+			numc(timeCell(c.EagerUs, c.EagerP20, c.EagerP80)),
+			numc(timeCell(c.CompileUs, c.CompileP20, c.CompileP80)),
+			numc(speedupCell(x.VsEager, x.EagerNoise)),
+			numc(speedupCell(x.VsCompile, x.CompileNoise)),
+			numc(floor), numc(pred), numc(perr),
+			verdictCell(x.Verdict), code(strings.Join(x.Notes, "; ")),
+		})
+	}
+	s.Table = tb
+	s.Chart = true
+	if errs := predictionSummary(sp); errs != "" {
+		s.After = append(s.After, para{txt(errs)})
+	}
+	return s
+}
+
+// predictionSummary describes how far the analyzer's predicted fused times were from the
+// measured ones.
+func predictionSummary(sp []Speedup) string {
+	var errs []float64
+	for _, s := range sp {
+		if s.HasPred {
+			errs = append(errs, math.Abs(s.PredErrPct))
+		}
+	}
+	if len(errs) == 0 {
+		return ""
+	}
+	sort.Float64s(errs)
+	med := errs[len(errs)/2]
+	if len(errs)%2 == 0 {
+		med = (errs[len(errs)/2-1] + errs[len(errs)/2]) / 2
+	}
+	return fmt.Sprintf("Cost model: predicted fused time within %s of the measurement (median absolute error over %d cases; worst %s).",
+		fmtPct(med), len(errs), fmtPct(errs[len(errs)-1]))
+}
+
+func readingSection() section {
+	return section{ID: "reading", Title: "How to read this report", List: []para{
+		{txt("vs eager, vs compile: the baseline's median time over the fused kernel's; above 1.0× the fused kernel is faster.")},
+		{txt("(noise): the two medians differ by less than the wider of their p20-p80 spreads, so the difference is not measurable.")},
+		{txt("% of floor: the floor time (fewest bytes over the measured copy bandwidth, or FLOPs over the GEMM rate) over the fused time; 100% is as fast as the hardware allows.")},
+		{txt("prediction error: (predicted - measured) / measured fused time; negative means the cost model was optimistic.")},
+		{txt(fmt.Sprintf("verdicts: ship (measurably faster than eager); noise (within the spread); review (above %g×: check the baseline and shapes before believing it); do not ship (below %.1f×); failed (wrong results on the GPU); not timed.", ReviewAbove, ShipAtLeast))},
+	}}
+}

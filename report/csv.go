@@ -1,0 +1,105 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/bench"
+)
+
+// CSVHeader is Liger-Kernel's benchmark schema (benchmark/data/all_benchmark_data.csv).
+var CSVHeader = []string{
+	"kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit",
+	"x_name", "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80",
+	"extra_benchmark_config_str", "gpu_name", "timestamp", "liger_version",
+}
+
+// The providers WriteCSV names, one row each per timed case.
+const (
+	ProviderFused   = "fuseadvise"
+	ProviderEager   = "torch"
+	ProviderCompile = "torch_compile"
+)
+
+// WriteCSV writes the timed cases of r in Liger-Kernel's benchmark CSV schema, so that
+// Liger's benchmark tools can read them: one row per case and provider (fused, eager,
+// torch.compile), kernel_operation_mode "forward", metric "speed" in ms (median, p20,
+// p80). kernel_name is the pattern; x is the number of elements of the main input;
+// extra_benchmark_config_str is a JSON object with the dtype, the shapes and the folder
+// name; liger_version is left empty. Cases that were not timed have no rows. A nil r
+// writes the header only.
+func WriteCSV(w io.Writer, r *bench.Result) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	if r != nil {
+		for i := range r.Cases {
+			c := &r.Cases[i]
+			if c.Error != "" || !c.Correct || !pos(c.FusedUs) {
+				continue
+			}
+			shapes := c.Shapes
+			if len(shapes) == 0 {
+				shapes = [][]int64{c.Shape}
+			}
+			extra, err := json.Marshal(struct {
+				Dtype  string    `json:"dtype"`
+				Shapes [][]int64 `json:"shapes"`
+				Name   string    `json:"name,omitempty"`
+			}{c.Dtype, shapes, c.Name})
+			if err != nil {
+				return err
+			}
+			n := int64(1)
+			for _, d := range c.Shape {
+				n *= d
+			}
+			for _, p := range []struct {
+				name          string
+				med, p20, p80 float64
+			}{
+				{ProviderFused, c.FusedUs, c.FusedP20, c.FusedP80},
+				{ProviderEager, c.EagerUs, c.EagerP20, c.EagerP80},
+				{ProviderCompile, c.CompileUs, c.CompileP20, c.CompileP80},
+			} {
+				if !pos(p.med) {
+					continue
+				}
+				row := []string{
+					csvText(c.Pattern), p.name, "forward", "speed", "ms",
+					"numel", "elements of the main input", strconv.FormatInt(n, 10),
+					msString(p.med), msString(p.p20), msString(p.p80),
+					string(extra), csvText(r.GPU), csvText(r.Date), "",
+				}
+				if err := cw.Write(row); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// msString prints microseconds as milliseconds, to the nanosecond; "" when not positive.
+func msString(us float64) string {
+	if !pos(us) {
+		return ""
+	}
+	s := strconv.FormatFloat(math.Round(us*1e3)/1e6, 'f', 6, 64)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// csvText keeps a spreadsheet from reading a text field as a formula.
+func csvText(s string) string {
+	if s != "" && strings.ContainsRune("=+@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}

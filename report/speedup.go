@@ -1,0 +1,238 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/bench"
+)
+
+// Verdict is the report's advice for one benchmarked case.
+type Verdict string
+
+// The verdicts, from worst to best.
+const (
+	Failed    Verdict = "failed"      // the GPU check against the reference failed
+	NotTimed  Verdict = "not timed"   // no fused or no eager time
+	DoNotShip Verdict = "do not ship" // slower than eager (speedup < 1.0x)
+	Review    Verdict = "review"      // speedup > 10x: too good to trust without a look
+	Noise     Verdict = "noise"       // the difference from eager is within the p20-p80 spread
+	Ship      Verdict = "ship"        // measurably faster than eager
+)
+
+// Thresholds of the verdicts.
+const (
+	ReviewAbove = 10.0 // speedups above this are flagged for review
+	ShipAtLeast = 1.0  // speedups below this are marked "do not ship"
+)
+
+// Speedup is one benchmarked case with the figures the report derives from it.
+type Speedup struct {
+	Case  bench.Case
+	Label string // the folder name, or the pattern
+	Sub   string // dtype and main shape
+
+	VsEager      float64 // eager / fused medians; 0 when either is missing
+	VsCompile    float64 // compile / fused medians; 0 when either is missing
+	EagerNoise   bool    // |eager - fused| is less than the wider p20-p80 spread of the two
+	CompileNoise bool    // the same against torch.compile
+	FloorPct     float64 // floor / fused, in percent; 0 when unknown
+	PredErrPct   float64 // (predicted - fused) / fused, in percent; valid when HasPred
+	HasPred      bool
+
+	Verdict Verdict
+	Notes   []string
+}
+
+// Speedups derives the report's figures for every case of r, in order.
+func Speedups(r *bench.Result) []Speedup {
+	if r == nil {
+		return nil
+	}
+	out := make([]Speedup, 0, len(r.Cases))
+	for _, c := range r.Cases {
+		out = append(out, speedup(c))
+	}
+	return out
+}
+
+func pos(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
+
+// noise reports whether medians a and b differ by less than the wider of their p20-p80
+// spreads. Without quantiles the spread is zero and nothing is noise.
+func noise(a, a20, a80, b, b20, b80 float64) bool {
+	sa, sb := a80-a20, b80-b20
+	if !pos(sa) {
+		sa = 0
+	}
+	if !pos(sb) {
+		sb = 0
+	}
+	return math.Abs(a-b) < math.Max(sa, sb)
+}
+
+func speedup(c bench.Case) Speedup {
+	s := Speedup{Case: c, Label: c.Name, Sub: c.Dtype + " " + shapeString(c.Shape)}
+	if s.Label == "" {
+		s.Label = c.Pattern
+	}
+	timed := c.Error == "" && pos(c.FusedUs)
+	if timed && pos(c.EagerUs) {
+		s.VsEager = c.EagerUs / c.FusedUs
+		s.EagerNoise = noise(c.FusedUs, c.FusedP20, c.FusedP80, c.EagerUs, c.EagerP20, c.EagerP80)
+	}
+	if timed && pos(c.CompileUs) {
+		s.VsCompile = c.CompileUs / c.FusedUs
+		s.CompileNoise = noise(c.FusedUs, c.FusedP20, c.FusedP80, c.CompileUs, c.CompileP20, c.CompileP80)
+	}
+	if timed && pos(c.FloorUs) {
+		s.FloorPct = 100 * c.FloorUs / c.FusedUs
+	}
+	if timed && pos(c.PredictedUs) {
+		s.HasPred = true
+		s.PredErrPct = 100 * (c.PredictedUs - c.FusedUs) / c.FusedUs
+	}
+	switch {
+	case !c.Correct:
+		s.Verdict = Failed
+		if c.Error != "" {
+			s.Notes = append(s.Notes, "error: "+c.Error)
+		} else {
+			s.Notes = append(s.Notes, "the GPU check against the reference failed")
+		}
+	case !timed || s.VsEager == 0:
+		s.Verdict = NotTimed
+		if c.Error != "" {
+			s.Notes = append(s.Notes, "error: "+c.Error)
+		}
+	case s.VsEager < ShipAtLeast:
+		s.Verdict = DoNotShip
+		if s.EagerNoise {
+			s.Notes = append(s.Notes, "slower than eager within noise: no gain")
+		}
+	case s.VsEager > ReviewAbove:
+		s.Verdict = Review
+		s.Notes = append(s.Notes, fmt.Sprintf("speedup above %gx: check the baseline and the shapes", ReviewAbove))
+	case s.EagerNoise:
+		s.Verdict = Noise
+		s.Notes = append(s.Notes, "faster than eager by less than the p20-p80 spread")
+	default:
+		s.Verdict = Ship
+	}
+	if s.VsCompile > 0 && s.VsCompile < 1 && !s.CompileNoise {
+		s.Notes = append(s.Notes, "torch.compile is faster")
+	}
+	if pos(c.GemmOnlyUs) && timed {
+		s.Notes = append(s.Notes, fmt.Sprintf("GEMM alone %s µs (%s of fused)", fmtUs(c.GemmOnlyUs), fmtPct(100*c.GemmOnlyUs/c.FusedUs)))
+	}
+	if c.Launches > 0 && c.EagerLaunches > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("launches %d -> %d", c.EagerLaunches, c.Launches))
+	}
+	if c.CUDAGraph {
+		s.Notes = append(s.Notes, "timed in a CUDA graph")
+	}
+	return s
+}
+
+// Tally counts speedups by verdict.
+func tally(ss []Speedup) map[Verdict]int {
+	m := make(map[Verdict]int)
+	for _, s := range ss {
+		m[s.Verdict]++
+	}
+	return m
+}
+
+// verdictOrder lists the verdicts in the order summaries give them.
+var verdictOrder = []Verdict{Ship, Noise, Review, DoNotShip, NotTimed, Failed}
+
+// Formatting shared by the renderers.
+
+// fmtUs prints a time in microseconds with three significant digits or more.
+func fmtUs(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "?"
+	case math.Abs(v) >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case math.Abs(v) >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case math.Abs(v) >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func fmtX(v float64) string {
+	if v >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64) + "×"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "×"
+}
+
+func fmtPct(v float64) string {
+	if math.Abs(v) >= 10 {
+		return strconv.FormatFloat(v, 'f', 0, 64) + "%"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + "%"
+}
+
+func fmtSignedPct(v float64) string {
+	s := fmtPct(v)
+	if v >= 0 {
+		s = "+" + s
+	}
+	return s
+}
+
+// fmtSci prints an error magnitude.
+func fmtSci(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(v, 'e', 1, 64)
+}
+
+func shapeString(d []int64) string {
+	if len(d) == 0 {
+		return "[]"
+	}
+	parts := make([]string, len(d))
+	for i, x := range d {
+		parts[i] = strconv.FormatInt(x, 10)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func shapesString(ds [][]int64) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = shapeString(d)
+	}
+	return strings.Join(parts, " ")
+}
+
+// speedupCell is a speedup with its noise mark, "" when unknown.
+func speedupCell(v float64, isNoise bool) string {
+	if v == 0 {
+		return "-"
+	}
+	s := fmtX(v)
+	if isNoise {
+		s += " (noise)"
+	}
+	return s
+}
+
+// timeCell is "median (p20-p80)".
+func timeCell(med, p20, p80 float64) string {
+	if !pos(med) {
+		return "-"
+	}
+	if pos(p20) && pos(p80) {
+		return fmtUs(med) + " (" + fmtUs(p20) + "-" + fmtUs(p80) + ")"
+	}
+	return fmtUs(med)
+}

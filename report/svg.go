@@ -1,0 +1,355 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/fuseadvise/fuseadvise/bench"
+)
+
+// Scale is the chart's time axis.
+type Scale int
+
+const (
+	ScaleAuto   Scale = iota // log when the times span more than AutoLogRatio, else linear
+	ScaleLinear              // linear from zero
+	ScaleLog                 // log10, whole decades
+)
+
+// AutoLogRatio is the largest/smallest time ratio above which ScaleAuto draws a log axis.
+const AutoLogRatio = 30.0
+
+func (s Scale) String() string {
+	switch s {
+	case ScaleLinear:
+		return "linear"
+	case ScaleLog:
+		return "log"
+	}
+	return "auto"
+}
+
+// ParseScale reads "auto", "linear" or "log".
+func ParseScale(s string) (Scale, error) {
+	switch s {
+	case "", "auto":
+		return ScaleAuto, nil
+	case "linear", "lin":
+		return ScaleLinear, nil
+	case "log":
+		return ScaleLog, nil
+	}
+	return ScaleAuto, fmt.Errorf("report: unknown chart scale %q (want auto, linear or log)", s)
+}
+
+// The chart's geometry, in SVG user units (pixels).
+const (
+	chartW    = 960
+	labelW    = 300 // left column: case labels
+	valueW    = 96  // right margin: value text after the longest bar
+	barH      = 12
+	barGap    = 3
+	groupPad  = 18
+	headH     = 62 // title and legend
+	axisH     = 44
+	labelRune = 42 // longest label drawn, in runes
+)
+
+// series are the bars of one group, in drawing order.
+var series = []struct {
+	name, color string
+	get         func(c *bench.Case) (med, p20, p80 float64)
+}{
+	{"fused (Triton)", "#1a73e8", func(c *bench.Case) (float64, float64, float64) { return c.FusedUs, c.FusedP20, c.FusedP80 }},
+	{"eager", "#8a8f98", func(c *bench.Case) (float64, float64, float64) { return c.EagerUs, c.EagerP20, c.EagerP80 }},
+	{"torch.compile", "#e8a317", func(c *bench.Case) (float64, float64, float64) {
+		return c.CompileUs, c.CompileP20, c.CompileP80
+	}},
+}
+
+// axis maps times to x coordinates.
+type axis struct {
+	log    bool
+	lo, hi float64 // domain: microseconds (linear) or log10 microseconds (log)
+	x0, x1 float64
+}
+
+func (a axis) x(v float64) float64 {
+	if a.log {
+		if v <= 0 {
+			return a.x0
+		}
+		v = math.Log10(v)
+	}
+	f := (v - a.lo) / (a.hi - a.lo)
+	return a.x0 + math.Max(0, math.Min(1, f))*(a.x1-a.x0)
+}
+
+// ticks returns the axis ticks and their labels.
+func (a axis) ticks() ([]float64, []string) {
+	var vs []float64
+	if a.log {
+		decades := int(a.hi - a.lo)
+		for k := int(a.lo); k <= int(a.hi); k++ {
+			base := math.Pow(10, float64(k))
+			vs = append(vs, base)
+			if decades <= 2 && k < int(a.hi) {
+				vs = append(vs, 2*base, 5*base)
+			}
+		}
+	} else {
+		step := niceStep(a.hi / 5)
+		for v := 0.0; v <= a.hi*(1+1e-9); v += step {
+			vs = append(vs, v)
+		}
+	}
+	labels := make([]string, len(vs))
+	for i, v := range vs {
+		labels[i] = tickLabel(v)
+	}
+	return vs, labels
+}
+
+func tickLabel(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	if v >= 1 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// niceStep rounds v up to 1, 2 or 5 times a power of ten.
+func niceStep(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// newAxis fits the axis to the timed values of cases.
+func newAxis(cases []bench.Case, scale Scale, x0, x1 float64) axis {
+	lo, hi := math.Inf(1), 0.0
+	for i := range cases {
+		if !timedForChart(&cases[i]) {
+			continue
+		}
+		for _, s := range series {
+			med, p20, p80 := s.get(&cases[i])
+			for _, v := range []float64{med, p20, p80} {
+				if pos(v) {
+					lo = math.Min(lo, v)
+					hi = math.Max(hi, v)
+				}
+			}
+		}
+	}
+	if hi == 0 {
+		return axis{lo: 0, hi: 1, x0: x0, x1: x1}
+	}
+	if scale == ScaleAuto {
+		scale = ScaleLinear
+		if hi/lo > AutoLogRatio {
+			scale = ScaleLog
+		}
+	}
+	if scale == ScaleLog {
+		l, h := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+		if h <= l {
+			h = l + 1
+		}
+		return axis{log: true, lo: l, hi: h, x0: x0, x1: x1}
+	}
+	step := niceStep(hi / 5)
+	return axis{lo: 0, hi: math.Ceil(hi/step-1e-9) * step, x0: x0, x1: x1}
+}
+
+func timedForChart(c *bench.Case) bool { return c.Error == "" && pos(c.FusedUs) }
+
+// SVG draws the chart of in.Bench: for every case, grouped horizontal bars of the fused,
+// eager and torch.compile medians with p20-p80 whiskers, labelled with the case, its
+// speedup over eager and the verdict. Without benchmark results it draws a note saying so.
+// All text is escaped; the output is a standalone SVG document that can also be placed
+// inline in HTML.
+func SVG(w io.Writer, in Inputs) error {
+	bw := bufio.NewWriter(w)
+	writeSVG(bw, in.Bench, in.Scale)
+	return bw.Flush()
+}
+
+func writeSVG(w *bufio.Writer, r *bench.Result, scale Scale) {
+	var cases []bench.Case
+	if r != nil {
+		cases = r.Cases
+	}
+	groupH := 3*barH + 2*barGap + groupPad
+	h := headH + len(cases)*groupH + axisH
+	if len(cases) == 0 {
+		h = 90
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-labelledby="fa-chart-title" font-family="system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif" font-size="12">`+"\n", chartW, h, chartW, h)
+	title := "Fused vs eager vs torch.compile: median time per call"
+	if r != nil && r.GPU != "" {
+		title += " on " + r.GPU
+	}
+	p(`<title id="fa-chart-title">%s</title>`+"\n", esc(title))
+	p(`<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", chartW, h)
+	p(`<text x="12" y="24" font-size="15" font-weight="bold" fill="#202124">%s</text>`+"\n", esc(title))
+	if len(cases) == 0 {
+		p(`<text x="12" y="56" fill="#5f6368">No benchmark results: the kernels were not timed (no GPU run).</text>` + "\n")
+		p("</svg>\n")
+		return
+	}
+	ax := newAxis(cases, scale, labelW, chartW-valueW)
+	scaleName := "linear"
+	if ax.log {
+		scaleName = "log"
+	}
+	// legend
+	lx := 12
+	for _, s := range series {
+		p(`<rect x="%d" y="36" width="12" height="12" fill="%s"/>`, lx, s.color)
+		p(`<text x="%d" y="46" fill="#202124">%s</text>`+"\n", lx+16, esc(s.name))
+		lx += 16 + 8*len(s.name) + 16
+	}
+	p(`<text x="%d" y="46" fill="#5f6368">bars: median µs (%s scale); whiskers: p20-p80</text>`+"\n", lx+8, scaleName)
+
+	top := headH
+	bottom := top + len(cases)*groupH
+	// grid and axis
+	vs, labels := ax.ticks()
+	for i, v := range vs {
+		x := ax.x(v)
+		p(`<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="#e0e0e0"/>`, num(x), top-4, num(x), bottom)
+		p(`<text x="%s" y="%d" text-anchor="middle" fill="#5f6368">%s</text>`+"\n", num(x), bottom+16, esc(labels[i]))
+	}
+	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#5f6368"/>`+"\n", labelW, bottom, chartW-valueW, bottom)
+	p(`<text x="%s" y="%d" text-anchor="middle" fill="#202124">time per call, µs (%s)</text>`+"\n", num((ax.x0+ax.x1)/2), bottom+34, scaleName)
+
+	for i := range cases {
+		c := &cases[i]
+		s := speedup(*c)
+		y := top + i*groupH
+		if i%2 == 1 {
+			p(`<rect x="0" y="%d" width="%d" height="%d" fill="#f7f8fa"/>`+"\n", y-groupPad/2, chartW, groupH)
+		}
+		p(`<g>`)
+		p(`<title>%s</title>`, esc(s.Label+" "+s.Sub+": "+string(s.Verdict)))
+		p(`<text x="12" y="%d" font-weight="bold" fill="#202124">%s</text>`, y+11, esc(truncRunes(s.Label, labelRune)))
+		p(`<text x="12" y="%d" fill="#5f6368">%s</text>`, y+25, esc(truncRunes(s.Sub, labelRune+6)))
+		line3 := string(s.Verdict)
+		if s.VsEager > 0 {
+			line3 = speedupCell(s.VsEager, s.EagerNoise) + " vs eager: " + line3
+		}
+		p(`<text x="12" y="%d" fill="%s">%s</text>`+"\n", y+39, verdictColor(s.Verdict), esc(line3))
+		if !timedForChart(c) {
+			why := "not timed"
+			if c.Error != "" {
+				why += ": " + c.Error
+			}
+			p(`<text x="%d" y="%d" fill="#b3261e">%s</text></g>`+"\n", labelW+6, y+25, esc(truncRunes(why, 80)))
+			continue
+		}
+		for j, sr := range series {
+			med, p20, p80 := sr.get(c)
+			by := y + j*(barH+barGap)
+			if !pos(med) {
+				p(`<text x="%d" y="%d" fill="#5f6368">%s: not timed</text>`+"\n", labelW+6, by+barH-2, esc(sr.name))
+				continue
+			}
+			xe := ax.x(med)
+			p(`<rect x="%d" y="%d" width="%s" height="%d" fill="%s"><title>%s</title></rect>`,
+				labelW, by, num(math.Max(1, xe-labelW)), barH, sr.color, esc(sr.name+": "+timeCell(med, p20, p80)+" µs"))
+			end := xe
+			if pos(p20) && pos(p80) {
+				a, b := ax.x(p20), ax.x(p80)
+				cy := by + barH/2
+				p(`<path d="M%s %dH%sM%s %dv%dM%s %dv%d" stroke="#202124" stroke-width="1.2" fill="none"/>`,
+					num(a), cy, num(b), num(a), cy-4, 8, num(b), cy-4, 8)
+				end = math.Max(end, b)
+			}
+			p(`<text x="%s" y="%d" fill="#202124">%s</text>`+"\n", num(end+5), by+barH-2, esc(fmtUs(med)))
+		}
+		p("</g>\n")
+	}
+	p("</svg>\n")
+}
+
+func verdictColor(v Verdict) string {
+	switch v {
+	case Ship:
+		return "#137333"
+	case DoNotShip, Failed:
+		return "#b3261e"
+	case Review:
+		return "#b06000"
+	}
+	return "#5f6368"
+}
+
+// num prints a coordinate with at most one decimal.
+func num(v float64) string {
+	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64)
+}
+
+// esc escapes s for XML and HTML text and attribute values; characters XML forbids
+// (control characters, invalid UTF-8) become U+FFFD.
+func esc(s string) string {
+	return html.EscapeString(xmlSafe(s))
+}
+
+func xmlSafe(s string) string {
+	ok := true
+	for _, r := range s {
+		if !xmlChar(r) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if !xmlChar(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
+}
+
+func xmlChar(r rune) bool {
+	switch {
+	case r == utf8.RuneError:
+		return false
+	case r == '\t' || r == '\n' || r == '\r':
+		return true
+	case r < 0x20:
+		return false
+	case r >= 0xD800 && r <= 0xDFFF, r == 0xFFFE, r == 0xFFFF:
+		return false
+	}
+	return true
+}
+
+// truncRunes shortens s to n runes, marking the cut with an ellipsis.
+func truncRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
