@@ -1,0 +1,445 @@
+package patterns
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// Options control Analyze.
+type Options struct {
+	Top     int    // keep the first Top opportunities (by saving); 0 keeps all
+	Pattern string // only this pattern id; "" for all
+	// ET gives, per trace, its execution trace: dataflow then comes from exact
+	// tensor ids instead of shape inference.
+	ET   map[*trace.Trace]*trace.ExecTrace
+	Cost CostModel // zero value: DefaultCostModel()
+}
+
+// Report is the analysis of one or more traces (ranks of one run), marshalled
+// with encoding/json to the contract of docs/patterns.md.
+type Report struct {
+	Trace         TraceSummary   `json:"trace"`
+	Ranks         []TraceSummary `json:"ranks,omitempty"` // one per trace when several were merged
+	Opportunities []Opportunity  `json:"opportunities"`
+	Calibration   []Calibration  `json:"calibration,omitempty"` // one per trace
+	Notes         []string       `json:"notes,omitempty"`
+}
+
+// TraceSummary describes an analyzed trace (or, in Report.Trace when several
+// were merged, all of them: paths joined, kernels and busy time summed, steps of
+// the first).
+type TraceSummary struct {
+	Path      string  `json:"path"`
+	Device    string  `json:"device"`
+	Rank      int     `json:"rank"`
+	Steps     int     `json:"steps"`
+	GPUBusyUs float64 `json:"gpu_busy_us"`
+	Kernels   int     `json:"kernels"`
+	Dataflow  string  `json:"dataflow,omitempty"` // "inferred" (shapes) or "execution trace"
+}
+
+// Opportunity is one pattern's findings.
+type Opportunity struct {
+	Pattern           string  `json:"pattern"`
+	Instances         int     `json:"instances"`
+	BackwardInstances int     `json:"backward_instances"`
+	GPUTimeUs         float64 `json:"gpu_time_us"`
+	EstFusedUs        float64 `json:"est_fused_us"`
+	EstSavingUs       float64 `json:"est_saving_us"`
+	SavingPct         float64 `json:"saving_pct_of_gpu_busy"`
+	BackwardGPUTimeUs float64 `json:"backward_gpu_time_us"`
+	// Kernels is the number of kernels the forward instances launched;
+	// LaunchesSaved how many launches one fused kernel per instance removes, and
+	// EstLaunchSavingUs their host-side cost (CostModel.LaunchUs each).
+	Kernels           int          `json:"kernels"`
+	LaunchesSaved     int          `json:"launches_saved"`
+	EstLaunchSavingUs float64      `json:"est_launch_saving_us"`
+	Untimed           int          `json:"untimed_instances,omitempty"` // instances whose ops launched no GPU work in the trace
+	Fused             string       `json:"fused_kernel"`
+	Advice            []string     `json:"advice,omitempty"`
+	Shapes            []ShapeGroup `json:"shapes"`
+	PerRank           []RankShare  `json:"per_rank,omitempty"`
+}
+
+// ShapeGroup is one (dims, dtype, params) group of instances: what a kernel
+// generator needs, with its share of the cost.
+type ShapeGroup struct {
+	Dims        [][]int64 `json:"dims"`
+	DType       DType     `json:"dtype"`
+	Instances   int       `json:"instances"`
+	Params      Params    `json:"params"`
+	Elems       int64     `json:"elems"`
+	Rows        int64     `json:"rows,omitempty"`
+	Cols        int64     `json:"cols,omitempty"`
+	Bytes       int64     `json:"min_bytes_per_instance"`
+	GPUTimeUs   float64   `json:"gpu_time_us"`
+	EstFusedUs  float64   `json:"est_fused_us"`
+	EstSavingUs float64   `json:"est_saving_us"`
+	Sources     []string  `json:"sources,omitempty"` // python source lines (with_stack traces)
+	// Valid is false when a dim or the dtype is out of range for a kernel (e.g.
+	// int64 inputs, a zero dim): the group is reported, never generated.
+	Valid bool `json:"valid"`
+}
+
+// RankShare is one rank's part of an opportunity.
+type RankShare struct {
+	Rank        int     `json:"rank"`
+	Instances   int     `json:"instances"`
+	GPUTimeUs   float64 `json:"gpu_time_us"`
+	EstSavingUs float64 `json:"est_saving_us"`
+}
+
+// ranked is one instance with its cost, before grouping.
+type ranked struct {
+	in   *Instance
+	est  estimate
+	bwd  bool
+	bwUs float64
+	src  string
+	rank int
+}
+
+// Analyze finds the catalog's patterns in traces (the ranks of one run) and
+// estimates what fusing them saves.
+func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
+	if len(traces) == 0 {
+		return nil, fmt.Errorf("patterns: no trace to analyze")
+	}
+	if opts.Pattern != "" {
+		known := false
+		for _, p := range catalog {
+			known = known || p.ID == opts.Pattern
+		}
+		if !known {
+			return nil, fmt.Errorf("patterns: unknown pattern %q", opts.Pattern)
+		}
+	}
+	cm := opts.Cost
+	if cm.Devices == nil && cm.CalibMinSamples == 0 {
+		d := DefaultCostModel()
+		d.BandwidthGBs, d.ComputeTFLOPs, d.KernelOverheadUs = cm.BandwidthGBs, cm.ComputeTFLOPs, cm.KernelOverheadUs
+		cm = d
+	}
+	r := &Report{}
+	var all []ranked
+	var busyUs float64
+	notes := map[string]bool{}
+	note := func(s string) {
+		if !notes[s] {
+			notes[s] = true
+			r.Notes = append(r.Notes, s)
+		}
+	}
+	for ti, t := range traces {
+		s := summarize(t)
+		rank := t.Rank
+		if rank < 0 {
+			rank = ti
+		}
+		s.Rank = rank
+		g := newGraph(t)
+		if et := opts.ET[t]; et != nil {
+			if err := g.fromET(et); err != nil {
+				return nil, fmt.Errorf("patterns: %s: %w", t.Path, err)
+			}
+			s.Dataflow = "execution trace"
+		} else {
+			g.infer()
+			s.Dataflow = "inferred"
+		}
+		m, cal := calibrate(cm, g, s.Device)
+		r.Calibration = append(r.Calibration, cal)
+		r.Ranks = append(r.Ranks, s)
+		busyUs += s.GPUBusyUs
+		shapes := 0
+		for n := range g.nodes {
+			if len(g.ins(int32(n))) > 0 {
+				shapes++
+			}
+		}
+		if len(g.nodes) == 0 {
+			note(fmt.Sprintf("%s: no CPU ops: nothing to match", t.Path))
+			continue
+		}
+		if shapes == 0 {
+			note(fmt.Sprintf("%s: no input shapes recorded (profile with record_shapes=True): patterns cannot be matched", t.Path))
+			continue
+		}
+		if s.Kernels == 0 {
+			note(fmt.Sprintf("%s: no GPU kernels in the trace: instances are counted but GPU time and savings cannot be judged", t.Path))
+		}
+		if cal.BandwidthSource == "none" {
+			note(fmt.Sprintf("%s: unknown device %q and too few large memory-bound kernels to calibrate bandwidth: fused times are not estimated (set CostModel.BandwidthGBs)", t.Path, s.Device))
+		}
+		for _, in := range detect(g, opts.Pattern) {
+			e := estimateInstance(&m, t, in)
+			rk := ranked{in: in, est: e, rank: rank, src: sourceLine(t, in.Anchor)}
+			rk.bwd, rk.bwUs = backward(t, in)
+			all = append(all, rk)
+		}
+	}
+	r.Trace = merge(r.Ranks)
+	if len(r.Ranks) == 1 {
+		r.Ranks = nil
+	}
+	r.Opportunities = group(all, busyUs, cm.LaunchUs, len(traces) > 1)
+	for i := range r.Opportunities {
+		o := &r.Opportunities[i]
+		if o.Untimed > 0 && o.Untimed == o.Instances {
+			note(fmt.Sprintf("%s: its ops launched no GPU work in the trace: GPU time and saving not judged", o.Pattern))
+		}
+	}
+	if opts.Top > 0 && len(r.Opportunities) > opts.Top {
+		r.Opportunities = r.Opportunities[:opts.Top]
+	}
+	if r.Opportunities == nil {
+		r.Opportunities = []Opportunity{}
+	}
+	return r, nil
+}
+
+func summarize(t *trace.Trace) TraceSummary {
+	s := TraceSummary{Path: t.Path, Steps: len(t.Steps), Kernels: t.KernelCount(), GPUBusyUs: round1(float64(t.GPUBusyNs()) / 1e3)}
+	if len(t.Steps) == 1 && t.Steps[0].Num < 0 {
+		s.Steps = 0 // only the synthetic whole-trace step
+	}
+	if len(t.Devices) > 0 {
+		s.Device = t.Devices[0].Name
+	}
+	return s
+}
+
+func merge(rs []TraceSummary) TraceSummary {
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	m := rs[0]
+	var paths []string
+	m.Kernels, m.GPUBusyUs = 0, 0
+	for _, r := range rs {
+		paths = append(paths, r.Path)
+		m.Kernels += r.Kernels
+		m.GPUBusyUs += r.GPUBusyUs
+	}
+	m.Path = strings.Join(paths, ", ")
+	m.Rank = -1
+	m.GPUBusyUs = round1(m.GPUBusyUs)
+	return m
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+// backward finds the backward ops the instance's forward ops caused (Op.Bwd on
+// the ops or their descendants) and sums their GPU time.
+func backward(t *trace.Trace, in *Instance) (bool, float64) {
+	seen := map[int32]bool{}
+	var ns int64
+	var walk func(id int32)
+	walk = func(id int32) {
+		op := &t.Ops[id]
+		if b := op.Bwd; b >= 0 && !seen[b] {
+			seen[b] = true
+			n, _ := subtreeActs(t, b)
+			ns += n
+		}
+		for _, c := range op.Children {
+			walk(c)
+		}
+	}
+	for _, id := range in.Ops {
+		walk(id)
+	}
+	return len(seen) > 0, float64(ns) / 1e3
+}
+
+// sourceLine returns the innermost user-code python frame enclosing op id
+// ("modeling_gpt2.py(345): forward"), skipping torch's own frames and builtins.
+func sourceLine(t *trace.Trace, id int32) string {
+	f := t.Ops[id].Py
+	for steps := 0; f >= 0 && int(f) < len(t.Python) && steps < 64; steps++ {
+		name := t.Python[f].Name
+		if strings.Contains(name, ".py(") && !strings.HasPrefix(name, "torch/") &&
+			!strings.Contains(name, "/torch/") && !strings.HasPrefix(name, "<") &&
+			!strings.HasPrefix(name, "typing.py") && !strings.HasPrefix(name, "dataclasses.py") {
+			return name
+		}
+		f = t.Python[f].Parent
+	}
+	return ""
+}
+
+func groupKey(in *Instance) string {
+	b, _ := json.Marshal(struct {
+		D [][]int64
+		T DType
+		P Params
+	}{in.Dims, in.DType, in.Params})
+	return string(b)
+}
+
+func group(all []ranked, busyUs, launchUs float64, perRank bool) []Opportunity {
+	byPat := map[string]*Opportunity{}
+	groups := map[string]map[string]*ShapeGroup{}
+	ranks := map[string]map[int]*RankShare{}
+	for _, rk := range all {
+		id := rk.in.Pattern
+		o := byPat[id]
+		if o == nil {
+			p := patternByID(id)
+			o = &Opportunity{Pattern: id, Fused: p.Fused}
+			byPat[id] = o
+			groups[id] = map[string]*ShapeGroup{}
+			ranks[id] = map[int]*RankShare{}
+		}
+		o.Instances++
+		if rk.bwd {
+			o.BackwardInstances++
+			o.BackwardGPUTimeUs += rk.bwUs
+		}
+		o.Kernels += rk.est.kernels
+		if rk.est.kernels > 1 {
+			o.LaunchesSaved += rk.est.kernels - 1
+		}
+		if !rk.est.timed {
+			o.Untimed++
+		}
+		o.GPUTimeUs += rk.est.gpuUs
+		if rk.est.modeled {
+			o.EstFusedUs += rk.est.fusedUs
+			o.EstSavingUs += rk.est.savingUs
+		} else {
+			o.EstFusedUs += rk.est.gpuUs
+		}
+		k := groupKey(rk.in)
+		sg := groups[id][k]
+		if sg == nil {
+			sg = &ShapeGroup{Dims: rk.in.Dims, DType: rk.in.DType, Params: rk.in.Params, Elems: rk.in.Elems,
+				Rows: rk.in.Rows, Cols: rk.in.Cols, Bytes: rk.in.Bytes, Valid: validGroup(rk.in)}
+			groups[id][k] = sg
+		}
+		sg.Instances++
+		sg.GPUTimeUs += rk.est.gpuUs
+		if rk.est.modeled {
+			sg.EstFusedUs += rk.est.fusedUs
+			sg.EstSavingUs += rk.est.savingUs
+		} else {
+			sg.EstFusedUs += rk.est.gpuUs
+		}
+		if rk.src != "" && !slices.Contains(sg.Sources, rk.src) && len(sg.Sources) < 8 {
+			sg.Sources = append(sg.Sources, rk.src)
+		}
+		rs := ranks[id][rk.rank]
+		if rs == nil {
+			rs = &RankShare{Rank: rk.rank}
+			ranks[id][rk.rank] = rs
+		}
+		rs.Instances++
+		rs.GPUTimeUs += rk.est.gpuUs
+		rs.EstSavingUs += rk.est.savingUs
+	}
+	var out []Opportunity
+	for id, o := range byPat {
+		for _, sg := range groups[id] {
+			sg.GPUTimeUs, sg.EstFusedUs, sg.EstSavingUs = round2(sg.GPUTimeUs), round2(sg.EstFusedUs), round2(sg.EstSavingUs)
+			o.Shapes = append(o.Shapes, *sg)
+		}
+		slices.SortFunc(o.Shapes, func(a, b ShapeGroup) int {
+			if a.EstSavingUs != b.EstSavingUs {
+				return cmpF(b.EstSavingUs, a.EstSavingUs)
+			}
+			if a.Instances != b.Instances {
+				return b.Instances - a.Instances
+			}
+			return strings.Compare(fmt.Sprint(a.Dims, a.DType), fmt.Sprint(b.Dims, b.DType))
+		})
+		if perRank {
+			for _, rs := range ranks[id] {
+				rs.GPUTimeUs, rs.EstSavingUs = round2(rs.GPUTimeUs), round2(rs.EstSavingUs)
+				o.PerRank = append(o.PerRank, *rs)
+			}
+			slices.SortFunc(o.PerRank, func(a, b RankShare) int { return a.Rank - b.Rank })
+		}
+		o.EstLaunchSavingUs = round2(float64(o.LaunchesSaved) * launchUs)
+		if busyUs > 0 {
+			o.SavingPct = round2(o.EstSavingUs / busyUs * 100)
+		}
+		o.GPUTimeUs, o.EstFusedUs, o.EstSavingUs = round2(o.GPUTimeUs), round2(o.EstFusedUs), round2(o.EstSavingUs)
+		o.BackwardGPUTimeUs = round2(o.BackwardGPUTimeUs)
+		o.Advice = advice(o)
+		out = append(out, *o)
+	}
+	slices.SortFunc(out, func(a, b Opportunity) int {
+		if a.EstSavingUs != b.EstSavingUs {
+			return cmpF(b.EstSavingUs, a.EstSavingUs)
+		}
+		return strings.Compare(a.Pattern, b.Pattern)
+	})
+	return out
+}
+
+func cmpF(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func patternByID(id string) *Pattern {
+	for _, p := range catalog {
+		if p.ID == id {
+			return p
+		}
+	}
+	return &Pattern{ID: id}
+}
+
+// validGroup checks what a kernel generator is promised: positive dims within
+// int32 products, a kernel dtype.
+func validGroup(in *Instance) bool {
+	if !in.DType.Kernel() || in.Elems <= 0 || in.Elems > math.MaxInt32*int64(64) {
+		return false
+	}
+	for _, d := range in.Dims {
+		for _, x := range d {
+			if x <= 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// advice turns an opportunity into user-facing suggestions.
+func advice(o *Opportunity) []string {
+	p := patternByID(o.Pattern)
+	var out []string
+	switch o.Pattern {
+	case "mask_softmax":
+		attn := false
+		for _, s := range o.Shapes {
+			attn = attn || s.Params.Attention
+		}
+		out = append(out, "fuse scale+mask+softmax into one row-wise kernel")
+		if attn {
+			out = append(out, "the whole bmm -> mask -> softmax -> (dropout) -> bmm is present: use F.scaled_dot_product_attention (flash/memory-efficient attention), e.g. attn_implementation=\"sdpa\" in transformers")
+		}
+	case "gelu_pyops":
+		out = append(out, `replace the Python tanh-GELU with F.gelu(x, approximate="tanh") (one kernel), e.g. nn.GELU(approximate="tanh")`)
+	case "rmsnorm_pyops":
+		out = append(out, "replace the Python RMSNorm with F.rms_norm / nn.RMSNorm (one fused kernel)")
+	default:
+		if p.Advice != "" {
+			out = append(out, p.Advice)
+		}
+	}
+	return out
+}

@@ -1,0 +1,932 @@
+package patterns
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// Pattern is one entry of the catalog: a declarative description (the chain,
+// the ops that anchor it, the kernel that replaces it, the advice) and the
+// matcher that checks its dataflow edges and shape constraints on a graph.
+type Pattern struct {
+	ID      string   // contract id (patterns.md): never rename
+	Chain   string   // the forward chain, in words
+	Anchors []string // node base names a match starts from
+	Fused   string   // what one fused kernel does
+	Advice  string   // a PyTorch-level fix, when there is one
+	Refuses string   // what looks similar but is not an instance, and why
+	match   func(g *graph, n int32) (*Instance, bool)
+}
+
+// Catalog returns the patterns, in report order.
+func Catalog() []*Pattern { return catalog }
+
+var catalog = []*Pattern{
+	{
+		ID:      "bias_gelu",
+		Chain:   "add (bias [N], broadcast over the last dim) -> gelu",
+		Anchors: []string{"gelu", "gelu_"},
+		Fused:   "one pointwise kernel: y = gelu(x + b)",
+		Advice:  "fold the bias into the preceding GEMM (nn.Linear / torch.addmm) or fuse bias+GELU into one kernel",
+		Refuses: "an add of two full tensors (a residual, not a bias); a gelu whose input comes from a GEMM with the bias inside (that is linear_gelu)",
+		match:   matchBiasGelu,
+	},
+	{
+		ID:      "linear_gelu",
+		Chain:   "linear / addmm (bias inside the GEMM) -> gelu",
+		Anchors: []string{"gelu", "gelu_"},
+		Fused:   "GEMM with a bias+GELU epilogue (or one pointwise kernel after a cuBLAS GEMM)",
+		Advice:  "use a GEMM with a GELU epilogue (cuBLASLt epilogue, torch._addmm_activation, or a Triton GEMM)",
+		Refuses: "a matmul/mm without bias followed by an add (that is bias_gelu); a gelu on a value no GEMM produced",
+		match:   matchLinearGelu,
+	},
+	{
+		ID:      "gelu_pyops",
+		Chain:   "tanh-GELU written as ops: pow/mul -> mul -> add -> mul -> tanh -> add -> mul (-> mul)",
+		Anchors: []string{"tanh"},
+		Fused:   "one pointwise kernel",
+		Advice:  `replace the Python GELU with F.gelu(x, approximate="tanh") (one kernel)`,
+		Refuses: "a tanh without a cubic term on the same tensor (LSTM gates, mish); runs of fewer than 6 or more than 9 ops",
+		match:   matchGeluPyops,
+	},
+	{
+		ID:      "mask_softmax",
+		Chain:   "(scale: mul/div) -> mask or bias (masked_fill / where / add / sub) -> softmax",
+		Anchors: []string{"softmax", "_softmax", "_safe_softmax"},
+		Fused:   "one row-wise kernel: softmax(scale * x masked)",
+		Advice:  "one row-wise masked-softmax kernel; when bmm -> mask -> softmax -> (dropout) -> bmm is all there, F.scaled_dot_product_attention",
+		Refuses: "a softmax whose input is not produced by a mask op; an add whose other operand does not broadcast along the softmax rows",
+		match:   matchMaskSoftmax,
+	},
+	{
+		ID:      "layernorm_linear",
+		Chain:   "layer_norm -> one or more linear / addmm / mm / matmul reading its output",
+		Anchors: []string{"layer_norm", "native_layer_norm"},
+		Fused:   "LayerNorm folded into the GEMM (stats pass + normalize-on-load, or gamma/beta folded into the weights)",
+		Advice:  "fold LayerNorm into the following GEMM (normalize-on-load), or fold gamma/beta into the weights for inference",
+		Refuses: "a LayerNorm whose output goes through a dropout that runs, or any other op, before the GEMM",
+		match:   matchLayerNormLinear,
+	},
+	{
+		ID:      "add_layernorm",
+		Chain:   "residual add -> layer_norm",
+		Anchors: []string{"layer_norm", "native_layer_norm"},
+		Fused:   "one kernel writing the sum (still needed by the residual) and the normalized output",
+		Advice:  "fuse the residual add into the LayerNorm kernel (Apex FusedLayerNorm-style add+norm)",
+		Refuses: "an add with a scalar (not a residual)",
+		match:   matchAddLayerNorm,
+	},
+	{
+		ID:      "dropout_add",
+		Chain:   "dropout that runs (training, p > 0) -> residual add",
+		Anchors: []string{"dropout", "native_dropout", "feature_dropout"},
+		Fused:   "one kernel: y = r + dropout(x)",
+		Advice:  "fuse dropout with the residual add (one kernel, mask generated in-kernel)",
+		Refuses: "a dropout that does not run (eval mode or p = 0: aten::dropout returns its input)",
+		match:   matchDropoutAdd,
+	},
+	{
+		ID:      "rmsnorm_pyops",
+		Chain:   "RMSNorm written as ops: pow -> mean -> add (eps) -> rsqrt -> mul -> (to) -> mul (weight)",
+		Anchors: []string{"rsqrt"},
+		Fused:   "one row-wise kernel",
+		Advice:  "replace the Python RMSNorm with F.rms_norm / nn.RMSNorm (fused kernel)",
+		Refuses: "an rsqrt not fed by mean(x^2) over the last dim, or whose result does not scale the same x",
+		match:   matchRMSNormPyops,
+	},
+	{
+		ID:      "swiglu",
+		Chain:   "silu(gate) consumed by mul with up",
+		Anchors: []string{"silu", "silu_"},
+		Fused:   "one pointwise kernel (or a GEMM epilogue on the gate/up projection)",
+		Advice:  "fuse silu(gate) * up into one kernel (or into the gate/up GEMM epilogue)",
+		Refuses: "a silu multiplied by a scalar or by a tensor of another shape",
+		match:   matchSwiGLU,
+	},
+}
+
+// Params are a kernel generator's parameters for one instance. Every field is a
+// validated number or an enum value, never free text from the trace; nil or ""
+// means the trace does not record it.
+type Params struct {
+	Approximate string   `json:"approximate,omitempty"`    // gelu: "none" | "tanh"
+	MaskKind    string   `json:"mask_kind,omitempty"`      // mask_softmax: "bool" | "additive" | "causal"
+	MaskDims    []int64  `json:"mask_dims,omitempty"`      // the mask's broadcast shape
+	MaskDType   DType    `json:"mask_dtype,omitempty"`     // the mask's element type
+	ScaleOp     string   `json:"scale_op,omitempty"`       // "mul" | "div" when a scale precedes the mask
+	Scale       *float64 `json:"scale,omitempty"`          // the scale factor when recorded
+	SoftmaxDim  *int64   `json:"softmax_dim,omitempty"`    // softmax dim (normalized, >= 0)
+	Attention   bool     `json:"attention,omitempty"`      // a GEMM feeds the scores and one reads the probabilities
+	Eps         *float64 `json:"eps,omitempty"`            // norm epsilon when recorded
+	P           *float64 `json:"p,omitempty"`              // dropout probability
+	Casting     string   `json:"casting,omitempty"`        // rmsnorm: "llama" | "gemma" | "none"
+	Bias        *bool    `json:"bias,omitempty"`           // linear_gelu / layernorm_linear: the GEMM has a bias
+	Linears     int      `json:"linears,omitempty"`        // layernorm_linear: GEMMs reading the norm output
+	Residual    *bool    `json:"residual,omitempty"`       // dropout_add: the add has a second tensor operand
+	NormOut     DType    `json:"norm_out_dtype,omitempty"` // type of the normalized output
+}
+
+// Instance is one occurrence of a pattern's forward chain.
+type Instance struct {
+	Pattern string
+	Anchor  int32   // OpID of the anchoring node
+	Ops     []int32 // OpIDs of the chain's nodes, in time order
+	GEMMs   []int32 // OpIDs among Ops whose kernels a fusion keeps (the GEMMs)
+	Dims    [][]int64
+	DType   DType
+	Params  Params
+	// Elems is the element count of the chain's main tensor; Rows and Cols
+	// its row count and row length for row-wise kernels.
+	Elems, Rows, Cols int64
+	// Bytes is the fewest bytes one fused kernel must move (inputs read once,
+	// outputs written once); Flops the arithmetic it cannot avoid (GEMMs).
+	Bytes, Flops int64
+}
+
+// ---- helpers on the graph ----
+
+func (g *graph) op(n int32) *trace.Op { return &g.t.Ops[g.nodes[n]] }
+
+func (g *graph) ins(n int32) []trace.Input { return g.op(n).Inputs }
+
+// tensorInputs returns the positions of n's dimensioned tensor inputs.
+func (g *graph) tensorInputs(n int32) []int {
+	var out []int
+	for i, in := range g.ins(n) {
+		if isTensor(in) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// val0 returns n's first produced value.
+func (g *graph) val0(n int32) (tval, bool) {
+	if len(g.out[n]) == 0 {
+		return tval{}, false
+	}
+	return g.out[n][0], true
+}
+
+func isName(s string, names ...string) bool {
+	for _, n := range names {
+		if s == n {
+			return true
+		}
+	}
+	return false
+}
+
+// stripInplace maps "add_" to "add".
+func stripInplace(s string) string {
+	if inPlace(s) {
+		return strings.TrimSuffix(s, "_")
+	}
+	return s
+}
+
+// readsFrom returns the input positions of n whose producer is p.
+func (g *graph) readsFrom(n, p int32) []int {
+	var out []int
+	for i, q := range g.in[n] {
+		if q == p {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// dims copies d (for reports).
+func dims(d []int64) []int64 { return append([]int64(nil), d...) }
+
+func newInstance(g *graph, id string, anchor int32, ops ...int32) *Instance {
+	in := &Instance{Pattern: id, Anchor: g.nodes[anchor]}
+	seen := map[int32]bool{}
+	for _, n := range ops {
+		if n < 0 || seen[n] {
+			continue
+		}
+		seen[n] = true
+		in.Ops = append(in.Ops, g.nodes[n])
+	}
+	sortInt32(in.Ops)
+	return in
+}
+
+func sortInt32(s []int32) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+func gelApprox(ins []trace.Input) string {
+	if len(ins) > 1 && strings.Trim(strings.TrimSpace(ins[1].Concrete), `"'`) == "tanh" {
+		return "tanh"
+	}
+	return "none"
+}
+
+// ---- matchers ----
+
+func matchBiasGelu(g *graph, n int32) (*Instance, bool) {
+	a := g.producer(n, 0)
+	if a < 0 || !isName(stripInplace(g.name[a]), "add") {
+		return nil, false
+	}
+	ti := g.tensorInputs(a)
+	if len(ti) != 2 {
+		return nil, false
+	}
+	ins := g.ins(a)
+	x, b := ins[ti[0]], ins[ti[1]]
+	if len(x.Dims) == 1 && len(b.Dims) > 1 {
+		x, b = b, x
+	}
+	// A bias is one row: numel == last dim of x, broadcast over every other dim.
+	if len(b.Dims) == 0 || len(x.Dims) < 2 || numel(b.Dims) != x.Dims[len(x.Dims)-1] || b.Dims[len(b.Dims)-1] != x.Dims[len(x.Dims)-1] {
+		return nil, false
+	}
+	v, ok := g.val0(n)
+	if !ok {
+		return nil, false
+	}
+	in := newInstance(g, "bias_gelu", n, a, n)
+	in.Dims = [][]int64{dims(x.Dims), dims(b.Dims)}
+	in.DType = v.dtype
+	in.Params.Approximate = gelApprox(g.ins(n))
+	in.Elems = numel(x.Dims)
+	xs, bs, ys := parseDType(x.Type).Size(), parseDType(b.Type).Size(), v.dtype.Size()
+	in.Bytes = in.Elems*xs + numel(b.Dims)*bs + in.Elems*ys
+	return in, true
+}
+
+func matchLinearGelu(g *graph, n int32) (*Instance, bool) {
+	a := g.producer(n, 0)
+	if a < 0 || !isName(g.name[a], "linear", "addmm", "_addmm_activation") {
+		return nil, false
+	}
+	ins := g.ins(a)
+	var x, w []int64
+	var xdt DType
+	bias := false
+	switch g.name[a] {
+	case "linear":
+		if len(ins) < 2 {
+			return nil, false
+		}
+		x, w, xdt = ins[0].Dims, ins[1].Dims, parseDType(ins[0].Type)
+		bias = len(ins) > 2 && isTensor(ins[2])
+	default:
+		if len(ins) < 3 {
+			return nil, false
+		}
+		x, w, xdt = ins[1].Dims, ins[2].Dims, parseDType(ins[1].Type)
+		bias = isTensor(ins[0])
+	}
+	v, ok := g.val0(n)
+	if !ok || len(x) == 0 || len(w) != 2 {
+		return nil, false
+	}
+	in := newInstance(g, "linear_gelu", n, a, n)
+	in.GEMMs = []int32{g.nodes[a]}
+	in.Dims = [][]int64{dims(x), dims(w)}
+	in.DType = v.dtype
+	in.Params.Approximate = gelApprox(g.ins(n))
+	in.Params.Bias = &bias
+	in.Elems = numel(v.dims)
+	k := x[len(x)-1]
+	m := numel(x) / max(k, 1)
+	nOut := v.dims[len(v.dims)-1]
+	in.Rows, in.Cols = m, nOut
+	_ = xdt
+	// What the fusion removes: the GEMM output's write + the gelu's read and write
+	// become one epilogue write. Bytes here are the epilogue's own traffic (the
+	// output write), on top of the GEMM's measured time.
+	in.Bytes = in.Elems * v.dtype.Size()
+	in.Flops = 2 * m * k * nOut
+	return in, true
+}
+
+// pointwiseSame reports whether node n is a pointwise arithmetic op whose value
+// has exactly the dims d.
+func (g *graph) pointwiseSame(n int32, d []int64, names ...string) bool {
+	if !isName(stripInplace(g.name[n]), names...) {
+		return false
+	}
+	v, ok := g.val0(n)
+	return ok && eqDims(v.dims, d)
+}
+
+// scalarOperand reports whether n has exactly one dimensioned tensor input (the
+// rest scalars or 0-dim tensors).
+func (g *graph) scalarOperand(n int32) bool { return len(g.tensorInputs(n)) == 1 }
+
+var geluArith = []string{"mul", "add", "pow", "div", "sub", "tanh"}
+
+// matchGeluPyops finds the tanh-GELU written as ops. Its ops fan one tensor x
+// out to several consumers (0.5*x, pow(x, 3), x + ...) with equal shapes, which
+// shape inference cannot always tell apart; so the chain is taken as the
+// connected run of pointwise ops on tanh's shape that surrounds the tanh (no
+// other op in between), and checked for what makes it a GELU: one tanh, a cubic
+// term before it, 6 to 9 ops in all.
+func matchGeluPyops(g *graph, n int32) (*Instance, bool) {
+	v, ok := g.val0(n)
+	if !ok || len(v.dims) == 0 {
+		return nil, false
+	}
+	thread := g.op(n).Thread
+	inRun := func(k int32) bool {
+		return k >= 0 && int(k) < len(g.nodes) && g.op(k).Thread == thread && g.pointwiseSame(k, v.dims, geluArith...)
+	}
+	lo, hi := n, n
+	for lo-1 >= 0 && inRun(lo-1) && n-lo < 12 {
+		lo--
+	}
+	for inRun(hi+1) && hi-n < 12 {
+		hi++
+	}
+	// The connected component of tanh inside [lo, hi].
+	comp := map[int32]bool{n: true}
+	stack := []int32{n}
+	for len(stack) > 0 {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		next := append(append([]int32(nil), g.in[c]...), g.cons[c]...)
+		for _, k := range next {
+			if k >= lo && k <= hi && !comp[k] {
+				comp[k] = true
+				stack = append(stack, k)
+			}
+		}
+	}
+	if len(comp) < 6 || len(comp) > 9 {
+		return nil, false
+	}
+	cube, tt, tanhs := false, 0, 0
+	var sources []int32
+	var srcIn trace.Input
+	var chain []int32
+	for k := lo; k <= hi; k++ {
+		if !comp[k] {
+			continue
+		}
+		chain = append(chain, k)
+		name := stripInplace(g.name[k])
+		if name == "tanh" {
+			tanhs++
+		}
+		if k < n && name == "pow" {
+			if e, ok := concreteFloat(g.ins(k), 1); ok && e == 3 {
+				cube = true
+			}
+		}
+		if k < n && name == "mul" && len(g.tensorInputs(k)) == 2 {
+			tt++
+		}
+		for i, p := range g.in[k] {
+			if p >= 0 && !comp[p] && !slices.Contains(sources, p) {
+				sources = append(sources, p)
+				srcIn = g.ins(k)[i]
+			}
+		}
+	}
+	if tanhs != 1 || !cube && tt < 2 || len(sources) == 0 {
+		return nil, false
+	}
+	in := newInstance(g, "gelu_pyops", n, chain...)
+	in.Dims = [][]int64{dims(v.dims)}
+	last, _ := g.val0(chain[len(chain)-1])
+	in.DType = parseDType(g.ins(chain[0])[0].Type)
+	if in.DType == DTypeUnknown {
+		in.DType = parseDType(srcIn.Type)
+	}
+	if in.DType == DTypeUnknown {
+		in.DType = parseDType(g.ins(chain[0])[0].Type)
+	}
+	in.Params.Approximate = "tanh"
+	in.Elems = numel(v.dims)
+	in.Cols = v.dims[len(v.dims)-1]
+	in.Rows = in.Elems / max(in.Cols, 1)
+	in.Bytes = in.Elems*in.DType.Size() + in.Elems*max(last.dtype.Size(), 1)
+	return in, true
+}
+
+// onlyConsumer returns n's single consumer, -1 when none or several.
+func (g *graph) onlyConsumer(n int32) int32 {
+	if len(g.cons[n]) != 1 {
+		return -1
+	}
+	return g.cons[n][0]
+}
+
+func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
+	v, ok := g.val0(n)
+	if !ok || len(v.dims) < 2 {
+		return nil, false
+	}
+	ins := g.ins(n)
+	dim, ok := concreteInt(ins, 1)
+	if !ok {
+		return nil, false
+	}
+	d, ok := normDim(dim, len(v.dims))
+	if !ok {
+		return nil, false
+	}
+	m := g.producer(n, 0)
+	if m < 0 {
+		return nil, false
+	}
+	mname := stripInplace(g.name[m])
+	mins := g.ins(m)
+	x := ins[0].Dims
+	var p Params
+	dd := int64(d)
+	p.SoftmaxDim = &dd
+	scoresPos := -1
+	maskPos := -1
+	switch mname {
+	case "masked_fill":
+		if len(mins) < 2 || !isTensor(mins[0]) || parseDType(mins[1].Type) != Bool {
+			return nil, false
+		}
+		scoresPos, maskPos = 0, 1
+		p.MaskKind = "bool"
+	case "where":
+		if len(mins) < 3 || parseDType(mins[0].Type) != Bool {
+			return nil, false
+		}
+		maskPos = 0
+		for _, i := range []int{1, 2} {
+			if isTensor(mins[i]) && eqDims(mins[i].Dims, x) {
+				scoresPos = i
+				break
+			}
+		}
+		if scoresPos < 0 {
+			return nil, false
+		}
+		p.MaskKind = "bool"
+	case "add", "sub":
+		ti := g.tensorInputs(m)
+		if len(ti) != 2 {
+			return nil, false
+		}
+		// The scores have the softmax input's shape; the mask broadcasts to it
+		// along the softmax rows (its size on the softmax dim is the full row).
+		for _, i := range ti {
+			if eqDims(mins[i].Dims, x) && scoresPos < 0 {
+				scoresPos = i
+			} else {
+				maskPos = i
+			}
+		}
+		if scoresPos < 0 || maskPos < 0 {
+			return nil, false
+		}
+		md := mins[maskPos].Dims
+		if b, ok := broadcast(md, x); !ok || !eqDims(b, x) || len(md) < 2 {
+			return nil, false
+		}
+		if md[len(md)-len(x)+d+0] != x[d] && len(md) == len(x) {
+			return nil, false
+		}
+		p.MaskKind = "additive"
+	default:
+		return nil, false
+	}
+	if maskPos >= 0 && maskPos < len(mins) {
+		p.MaskDims = dims(mins[maskPos].Dims)
+		p.MaskDType = parseDType(mins[maskPos].Type)
+		if mp := g.producer(m, maskPos); mp >= 0 && g.causal(mp) {
+			p.MaskKind = "causal"
+		}
+	}
+	ops := []int32{m, n}
+	scores := g.producer(m, scoresPos)
+	if scores >= 0 && isName(stripInplace(g.name[scores]), "mul", "div") && g.scalarOperand(scores) && len(g.cons[scores]) == 1 {
+		ops = append(ops, scores)
+		p.ScaleOp = stripInplace(g.name[scores])
+		for i, in := range g.ins(scores) {
+			if i > 0 && !isTensor(in) {
+				if f, ok := concreteFloat(g.ins(scores), i); ok && f != 0 {
+					if p.ScaleOp == "div" {
+						f = 1 / f
+					}
+					p.Scale = &f
+				}
+			}
+		}
+		scores = g.producer(scores, 0)
+	}
+	// bmm -> mask -> softmax -> (dropout) -> bmm: attention.
+	if scores >= 0 && isName(g.name[scores], "matmul", "bmm", "baddbmm") {
+		for _, c := range g.cons[n] {
+			cc := c
+			if isName(g.name[c], "dropout", "native_dropout") && len(g.cons[c]) > 0 {
+				cc = g.cons[c][0]
+			}
+			if isName(g.name[cc], "matmul", "bmm") {
+				p.Attention = true
+			}
+		}
+	}
+	in := newInstance(g, "mask_softmax", n, ops...)
+	in.Dims = [][]int64{dims(x), p.MaskDims}
+	in.DType = v.dtype
+	in.Params = p
+	in.Elems = numel(x)
+	in.Cols = x[d]
+	in.Rows = in.Elems / max(in.Cols, 1)
+	first := parseDType(g.ins(g.node[in.Ops[0]])[0].Type)
+	if first == DTypeUnknown {
+		first = v.dtype
+	}
+	in.Bytes = in.Elems*first.Size() + numel(p.MaskDims)*max(p.MaskDType.Size(), 1) + in.Elems*v.dtype.Size()
+	return in, true
+}
+
+// causal reports whether a mask value is built from a causal comparison (query
+// index vs key index, or triu/tril) and nothing else that could mask more
+// (padding and-ed in).
+func (g *graph) causal(n int32) bool {
+	seen := map[int32]bool{}
+	found := false
+	var walk func(n int32, depth int) bool
+	walk = func(n int32, depth int) bool {
+		if n < 0 || seen[n] || depth > 10 {
+			return true
+		}
+		seen[n] = true
+		switch stripInplace(g.name[n]) {
+		case "triu", "tril":
+			found = true
+			return true
+		case "le", "ge", "lt", "gt":
+			ti := g.tensorInputs(n)
+			if len(ti) == 2 {
+				a, b := g.ins(n)[ti[0]].Dims, g.ins(n)[ti[1]].Dims
+				if len(a) >= 2 && len(b) >= 2 && a[len(a)-2] == 1 && b[len(b)-1] == 1 && b[len(b)-2] == a[len(a)-1] ||
+					len(a) >= 2 && len(b) >= 2 && b[len(b)-2] == 1 && a[len(a)-1] == 1 && a[len(a)-2] == b[len(b)-1] {
+					found = true
+					return true
+				}
+			}
+			return false
+		case "__and__", "__or__", "logical_and", "logical_or", "bitwise_and", "bitwise_or", "index", "mul", "masked_fill":
+			return false
+		}
+		for _, p := range g.in[n] {
+			if !walk(p, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return walk(n, 0) && found
+}
+
+func (g *graph) gemmReading(c, n int32) bool {
+	switch g.name[c] {
+	case "linear", "mm", "matmul", "bmm":
+		for _, i := range g.readsFrom(c, n) {
+			if i == 0 || g.name[c] != "linear" {
+				return true
+			}
+		}
+	case "addmm", "_addmm_activation":
+		for _, i := range g.readsFrom(c, n) {
+			if i == 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func lnParams(ins []trace.Input) (eps *float64) {
+	if e, ok := concreteFloat(ins, 4); ok && e > 0 && e < 1 {
+		return &e
+	}
+	return nil
+}
+
+func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
+	v, ok := g.val0(n)
+	if !ok || len(v.dims) == 0 {
+		return nil, false
+	}
+	var gemms []int32
+	for _, c := range g.cons[n] {
+		if g.gemmReading(c, n) {
+			gemms = append(gemms, c)
+		}
+	}
+	if len(gemms) == 0 {
+		return nil, false
+	}
+	first := g.ins(gemms[0])
+	var w []int64
+	bias := false
+	switch g.name[gemms[0]] {
+	case "linear":
+		if len(first) > 1 {
+			w = first[1].Dims
+		}
+		bias = len(first) > 2 && isTensor(first[2])
+	case "addmm", "_addmm_activation":
+		if len(first) > 2 {
+			w = first[2].Dims
+		}
+		bias = isTensor(first[0])
+	default:
+		if len(first) > 1 {
+			w = first[1].Dims
+		}
+	}
+	ops := append([]int32{n}, gemms...)
+	in := newInstance(g, "layernorm_linear", n, ops...)
+	for _, c := range gemms {
+		in.GEMMs = append(in.GEMMs, g.nodes[c])
+	}
+	ins := g.ins(n)
+	in.Dims = [][]int64{dims(ins[0].Dims), dims(w)}
+	in.DType = parseDType(ins[0].Type)
+	in.Params.Eps = lnParams(ins)
+	in.Params.Bias = &bias
+	in.Params.Linears = len(gemms)
+	in.Params.NormOut = v.dtype
+	in.Elems = numel(v.dims)
+	in.Cols = v.dims[len(v.dims)-1]
+	in.Rows = in.Elems / max(in.Cols, 1)
+	// The fused form keeps the GEMMs and adds a stats pass: read x once, write
+	// mean and rstd (fp32) per row.
+	in.Bytes = in.Elems*in.DType.Size() + 8*in.Rows
+	for _, c := range gemms {
+		if cv, ok := g.val0(c); ok && len(cv.dims) > 0 {
+			in.Flops += 2 * in.Elems * cv.dims[len(cv.dims)-1]
+		}
+	}
+	return in, true
+}
+
+func matchAddLayerNorm(g *graph, n int32) (*Instance, bool) {
+	a := g.producer(n, 0)
+	if a < 0 || stripInplace(g.name[a]) != "add" || len(g.tensorInputs(a)) != 2 {
+		return nil, false
+	}
+	v, ok := g.val0(n)
+	if !ok || len(v.dims) == 0 {
+		return nil, false
+	}
+	ins := g.ins(n)
+	av, _ := g.val0(a)
+	in := newInstance(g, "add_layernorm", n, a, n)
+	ai := g.ins(a)
+	ti := g.tensorInputs(a)
+	in.Dims = [][]int64{dims(ai[ti[0]].Dims), dims(ai[ti[1]].Dims)}
+	in.DType = av.dtype
+	in.Params.Eps = lnParams(ins)
+	in.Params.NormOut = v.dtype
+	in.Elems = numel(v.dims)
+	in.Cols = v.dims[len(v.dims)-1]
+	in.Rows = in.Elems / max(in.Cols, 1)
+	in.Bytes = numel(ai[ti[0]].Dims)*parseDType(ai[ti[0]].Type).Size() +
+		numel(ai[ti[1]].Dims)*parseDType(ai[ti[1]].Type).Size() +
+		in.Elems*av.dtype.Size() + in.Elems*v.dtype.Size() + 2*in.Cols*4
+	return in, true
+}
+
+func matchDropoutAdd(g *graph, n int32) (*Instance, bool) {
+	if g.pass[n] || !dropoutRuns(g.t, g.nodes[n]) {
+		return nil, false
+	}
+	v, ok := g.val0(n)
+	if !ok {
+		return nil, false
+	}
+	var add int32 = -1
+	for _, c := range g.cons[n] {
+		if stripInplace(g.name[c]) == "add" && len(g.tensorInputs(c)) == 2 {
+			add = c
+			break
+		}
+	}
+	if add < 0 {
+		return nil, false
+	}
+	av, ok := g.val0(add)
+	if !ok {
+		return nil, false
+	}
+	in := newInstance(g, "dropout_add", n, n, add)
+	ai := g.ins(add)
+	ti := g.tensorInputs(add)
+	in.Dims = [][]int64{dims(ai[ti[0]].Dims), dims(ai[ti[1]].Dims)}
+	in.DType = v.dtype
+	if p, ok := concreteFloat(g.ins(n), 1); ok && p >= 0 && p < 1 {
+		in.Params.P = &p
+	}
+	res := true
+	in.Params.Residual = &res
+	in.Elems = numel(av.dims)
+	// read x and r, write y and the 1-byte keep mask backward needs.
+	in.Bytes = numel(ai[ti[0]].Dims)*parseDType(ai[ti[0]].Type).Size() +
+		numel(ai[ti[1]].Dims)*parseDType(ai[ti[1]].Type).Size() + in.Elems*av.dtype.Size() + numel(v.dims)
+	return in, true
+}
+
+func matchRMSNormPyops(g *graph, n int32) (*Instance, bool) {
+	a := g.producer(n, 0)
+	if a < 0 || stripInplace(g.name[a]) != "add" || !g.scalarOperand(a) {
+		return nil, false
+	}
+	mean := g.producer(a, 0)
+	if mean < 0 || g.name[mean] != "mean" {
+		return nil, false
+	}
+	mi := g.ins(mean)
+	red, ok := intList(mi, 1)
+	if !ok || len(red) != 1 || len(mi[0].Dims) == 0 {
+		return nil, false
+	}
+	if d, ok := normDim(red[0], len(mi[0].Dims)); !ok || d != len(mi[0].Dims)-1 {
+		return nil, false
+	}
+	sq := g.producer(mean, 0)
+	if sq < 0 {
+		return nil, false
+	}
+	var x int32 = -1
+	switch stripInplace(g.name[sq]) {
+	case "pow":
+		if e, ok := concreteFloat(g.ins(sq), 1); !ok || e != 2 {
+			return nil, false
+		}
+		x = g.producer(sq, 0)
+	case "mul":
+		ps := g.in[sq]
+		if len(ps) < 2 || ps[0] != ps[1] || ps[0] < 0 {
+			return nil, false
+		}
+		x = ps[0]
+	default:
+		return nil, false
+	}
+	xd := mi[0].Dims
+	// rsqrt's consumer scales x.
+	var norm int32 = -1
+	for _, c := range g.cons[n] {
+		if stripInplace(g.name[c]) == "mul" && len(g.tensorInputs(c)) == 2 {
+			norm = c
+			break
+		}
+	}
+	if norm < 0 {
+		return nil, false
+	}
+	nv, ok := g.val0(norm)
+	if !ok || !eqDims(nv.dims, xd) {
+		return nil, false
+	}
+	if x >= 0 {
+		reads := false
+		for _, p := range g.in[norm] {
+			if p == x {
+				reads = true
+			}
+		}
+		if !reads {
+			return nil, false
+		}
+	}
+	chain := []int32{sq, mean, a, n, norm}
+	// Optional cast between normalize and weight (llama style), then the weight mul.
+	casting := "none"
+	w := g.onlyConsumer(norm)
+	if w >= 0 && stripInplace(g.name[w]) == "mul" {
+		for i, p := range g.in[w] {
+			if p == norm {
+				continue
+			}
+			wi := g.ins(w)[i]
+			if !isTensor(wi) || len(wi.Dims) != 1 || wi.Dims[0] != xd[len(xd)-1] {
+				w = -1
+				break
+			}
+			if p >= 0 && stripInplace(g.name[p]) == "add" && g.scalarOperand(p) {
+				casting = "gemma" // (1 + weight) offset, computed in fp32
+				chain = append(chain, p)
+			}
+		}
+	} else {
+		w = -1
+	}
+	if w < 0 {
+		return nil, false
+	}
+	// A to() between the normalize and the weight mul marks the llama cast.
+	for _, i := range g.readsFrom(w, norm) {
+		if d := directPass(g, w, i); d {
+			if casting == "none" {
+				casting = "llama"
+			}
+		}
+	}
+	chain = append(chain, w)
+	in := newInstance(g, "rmsnorm_pyops", n, chain...)
+	in.Dims = [][]int64{dims(xd), {xd[len(xd)-1]}}
+	xi := g.ins(sq)[0]
+	in.DType = parseDType(xi.Type)
+	if x >= 0 {
+		// the dtype of x before any to(float32) cast
+		for _, c := range g.cons[x] {
+			_ = c
+		}
+	}
+	wv, _ := g.val0(w)
+	in.Params.Casting = casting
+	if e, ok := concreteFloat(g.ins(a), 1); ok && e > 0 && e < 1 {
+		in.Params.Eps = &e
+	}
+	in.Params.NormOut = wv.dtype
+	in.Elems = numel(xd)
+	in.Cols = xd[len(xd)-1]
+	in.Rows = in.Elems / max(in.Cols, 1)
+	in.Bytes = in.Elems*in.DType.Size() + in.Cols*in.DType.Size() + in.Elems*wv.dtype.Size()
+	return in, true
+}
+
+// directPass reports whether input i of node w is read through a to()/copy
+// node (a cast the user wrote) rather than straight from its producer.
+func directPass(g *graph, w int32, i int) bool {
+	// Find the direct predecessor: the newest pass node feeding w whose source is
+	// w's producer at i, between the producer and w.
+	p := g.in[w][i]
+	for k := w - 1; k > p && k >= 0 && w-k < 8; k-- {
+		if g.pass[k] && g.src[k] == p && isName(g.name[k], "to", "_to_copy", "type_as") {
+			return true
+		}
+	}
+	return false
+}
+
+func matchSwiGLU(g *graph, n int32) (*Instance, bool) {
+	v, ok := g.val0(n)
+	if !ok {
+		return nil, false
+	}
+	for _, c := range g.cons[n] {
+		if stripInplace(g.name[c]) != "mul" || len(g.tensorInputs(c)) != 2 {
+			continue
+		}
+		cv, ok := g.val0(c)
+		if !ok || !eqDims(cv.dims, v.dims) {
+			continue
+		}
+		ci := g.ins(c)
+		ti := g.tensorInputs(c)
+		if !eqDims(ci[ti[0]].Dims, ci[ti[1]].Dims) {
+			continue
+		}
+		in := newInstance(g, "swiglu", n, n, c)
+		in.Dims = [][]int64{dims(v.dims)}
+		in.DType = cv.dtype
+		in.Elems = numel(v.dims)
+		in.Cols = v.dims[len(v.dims)-1]
+		in.Rows = in.Elems / max(in.Cols, 1)
+		gi := g.ins(n)[0]
+		in.Bytes = in.Elems*parseDType(gi.Type).Size() + in.Elems*cv.dtype.Size()*2
+		return in, true
+	}
+	return nil, false
+}
+
+// ---- detection ----
+
+// detect runs every pattern over the graph: one pass over the nodes, each node
+// tried only against the patterns it anchors.
+func detect(g *graph, only string) []*Instance {
+	byAnchor := map[string][]*Pattern{}
+	for _, p := range catalog {
+		if only != "" && p.ID != only {
+			continue
+		}
+		for _, a := range p.Anchors {
+			byAnchor[a] = append(byAnchor[a], p)
+		}
+	}
+	var out []*Instance
+	for n := range g.nodes {
+		for _, p := range byAnchor[g.name[n]] {
+			if in, ok := p.match(g, int32(n)); ok {
+				out = append(out, in)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,275 @@
+package patterns
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// CostModel holds every assumption the estimates rest on, in one place. The
+// zero value is not useful; start from DefaultCostModel and override fields.
+// Fields left at zero are calibrated from the trace where the trace allows
+// (CalibrateFromTrace) and otherwise taken from the device table.
+type CostModel struct {
+	// BandwidthGBs is the memory bandwidth (bytes read + written per second, in
+	// GB/s) a good fused kernel reaches. 0: calibrate from the trace's own large
+	// memory-bound kernels, falling back to the device table.
+	BandwidthGBs float64
+	// ComputeTFLOPs is the dense GEMM rate for flops-bound estimates. 0: from the
+	// device table.
+	ComputeTFLOPs float64
+	// KernelOverheadUs is the fixed GPU time of one kernel however small (ramp-up
+	// and tail), added once to every fused estimate. 0: the 5th percentile of the
+	// trace's kernel durations, clamped to [MinKernelOverheadUs, MaxKernelOverheadUs].
+	KernelOverheadUs float64
+	// MinKernelOverheadUs and MaxKernelOverheadUs clamp the calibrated overhead.
+	MinKernelOverheadUs, MaxKernelOverheadUs float64
+	// CalibMinBytes is the smallest kernel (bytes moved) used to calibrate
+	// bandwidth: smaller kernels are latency-bound and would underestimate it.
+	CalibMinBytes int64
+	// CalibMinSamples is how many such kernels calibration needs; with fewer the
+	// device table is used.
+	CalibMinSamples int
+	// CalibPercentile picks the achieved bandwidth among the samples (0..1): a
+	// high percentile, since the best eager kernels show what the memory system
+	// delivers and a fused kernel is as simple as they are.
+	CalibPercentile float64
+	// EpilogueOverhead is the fraction a GELU (or bias+GELU) epilogue adds to a
+	// GEMM's measured time (linear_gelu).
+	EpilogueOverhead float64
+	// LaunchUs is the host-side cost of one kernel launch (driver + runtime),
+	// reported as est_launch_saving_us for the launches a fusion removes; it is
+	// not GPU time and not part of est_saving_us. 4.0 us is do_bench's time for
+	// a one-element kernel on an H200 (h200-anchors.md).
+	LaunchUs float64
+	// Devices is the table used when the trace cannot calibrate: matched by
+	// substring of deviceProperties.name, first match wins.
+	Devices []DeviceSpec
+}
+
+// DeviceSpec is one row of the device table: published peak figures and the
+// fraction of them a simple fused kernel reaches.
+type DeviceSpec struct {
+	Match         string  // substring of the device name
+	BandwidthGBs  float64 // peak (or measured, see Efficiency) memory bandwidth
+	Efficiency    float64 // fraction of BandwidthGBs reachable by a fused kernel
+	ComputeTFLOPs float64 // dense bf16/fp16 tensor-core peak
+	ComputeEff    float64 // fraction of ComputeTFLOPs a large GEMM reaches
+}
+
+// DefaultCostModel returns the documented defaults.
+func DefaultCostModel() CostModel {
+	return CostModel{
+		MinKernelOverheadUs: 1.0,
+		MaxKernelOverheadUs: 5.0,
+		CalibMinBytes:       16 << 20,
+		CalibMinSamples:     5,
+		CalibPercentile:     0.9,
+		EpilogueOverhead:    0.03,
+		LaunchUs:            4.0,
+		Devices: []DeviceSpec{
+			// Measured: device-to-device copy 4.25 TB/s (read+write) and bf16 8192^3
+			// GEMM 679 TFLOP/s on one H200 (h200-anchors.md); efficiency 1 since
+			// these are already achieved figures.
+			{Match: "H200", BandwidthGBs: 4250, Efficiency: 1.0, ComputeTFLOPs: 679, ComputeEff: 1.0},
+			// Published HBM3 3.35 TB/s, dense bf16 989 TFLOP/s; same achieved
+			// fractions as the H200 measurement (4.25/4.8 = 0.89, 679/989 = 0.69).
+			{Match: "H100", BandwidthGBs: 3350, Efficiency: 0.89, ComputeTFLOPs: 989, ComputeEff: 0.69},
+			// A100 80GB: 2.04 TB/s, 312 TFLOP/s; A100 40GB: 1.56 TB/s.
+			{Match: "A100-SXM4-80GB", BandwidthGBs: 2039, Efficiency: 0.89, ComputeTFLOPs: 312, ComputeEff: 0.75},
+			{Match: "A100 80GB", BandwidthGBs: 1935, Efficiency: 0.89, ComputeTFLOPs: 312, ComputeEff: 0.75},
+			{Match: "A100", BandwidthGBs: 1555, Efficiency: 0.89, ComputeTFLOPs: 312, ComputeEff: 0.75},
+			// V100: 900 GB/s, 125 TFLOP/s fp16 tensor cores.
+			{Match: "V100", BandwidthGBs: 900, Efficiency: 0.85, ComputeTFLOPs: 125, ComputeEff: 0.7},
+			// MI300X: 5.3 TB/s, 1307 TFLOP/s dense bf16; lower achieved fractions
+			// are typical of published microbenchmarks.
+			{Match: "MI300X", BandwidthGBs: 5300, Efficiency: 0.75, ComputeTFLOPs: 1307, ComputeEff: 0.5},
+		},
+	}
+}
+
+// Calibration says which figures an analysis used and where they came from.
+type Calibration struct {
+	BandwidthGBs     float64 `json:"bandwidth_gbs"`
+	BandwidthSource  string  `json:"bandwidth_source"` // "trace", "device table", "option", "none"
+	BandwidthSamples int     `json:"bandwidth_samples"`
+	ComputeTFLOPs    float64 `json:"compute_tflops"`
+	KernelOverheadUs float64 `json:"kernel_overhead_us"`
+	OverheadSource   string  `json:"kernel_overhead_source"`
+}
+
+func (m *CostModel) device(name string) (DeviceSpec, bool) {
+	for _, d := range m.Devices {
+		if strings.Contains(name, d.Match) {
+			return d, true
+		}
+	}
+	return DeviceSpec{}, false
+}
+
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	i := int(p * float64(len(v)-1))
+	return v[min(max(i, 0), len(v)-1)]
+}
+
+// subtreeActs sums the durations (ns) of the GPU activities launched by op id and
+// its descendants, and counts the kernels.
+func subtreeActs(t *trace.Trace, id int32) (ns int64, kernels int) {
+	op := &t.Ops[id]
+	for _, a := range op.Acts {
+		ns += t.Acts[a].Dur
+		if t.Acts[a].Kind == trace.ActKernel {
+			kernels++
+		}
+	}
+	for _, c := range op.Children {
+		n, k := subtreeActs(t, c)
+		ns += n
+		kernels += k
+	}
+	return ns, kernels
+}
+
+// memBoundOps are ops whose single kernel is a pure streaming kernel: the
+// calibration samples.
+var memBoundOps = map[string]bool{
+	"add": true, "sub": true, "mul": true, "div": true, "gelu": true, "silu": true, "relu": true,
+	"tanh": true, "sigmoid": true, "neg": true, "to": true, "_to_copy": true, "copy_": true,
+	"clone": true, "contiguous": true, "add_": true, "mul_": true, "where": true, "masked_fill": true,
+	"rsqrt": true, "exp": true, "pow": true,
+}
+
+// calibrate fills the zero fields of m from trace g (bandwidth, overhead) and the
+// device table.
+func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
+	var c Calibration
+	spec, hasSpec := m.device(device)
+	t := g.t
+	switch {
+	case m.BandwidthGBs > 0:
+		c.BandwidthSource = "option"
+	default:
+		var samples []float64
+		for n := range g.nodes {
+			if g.pass[n] && !isName(g.name[n], "to", "_to_copy", "clone", "contiguous", "copy_") {
+				continue
+			}
+			if !memBoundOps[g.name[n]] {
+				continue
+			}
+			ns, k := subtreeActs(t, g.nodes[n])
+			if k != 1 || ns <= 0 {
+				continue
+			}
+			var bytes int64
+			for _, in := range g.ins(int32(n)) {
+				if isTensor(in) {
+					bytes += numel(in.Dims) * parseDType(in.Type).Size()
+				}
+			}
+			v, ok := g.val0(int32(n))
+			if !ok {
+				continue
+			}
+			bytes += numel(v.dims) * v.dtype.Size()
+			if bytes < m.CalibMinBytes {
+				continue
+			}
+			samples = append(samples, float64(bytes)/float64(ns)) // bytes/ns == GB/s
+		}
+		c.BandwidthSamples = len(samples)
+		if len(samples) >= m.CalibMinSamples {
+			m.BandwidthGBs = percentile(samples, m.CalibPercentile)
+			c.BandwidthSource = "trace"
+			if hasSpec && m.BandwidthGBs > spec.BandwidthGBs*1.05 {
+				m.BandwidthGBs = spec.BandwidthGBs // a broadcast input read from cache; never beyond the device
+			}
+		} else if hasSpec {
+			m.BandwidthGBs = spec.BandwidthGBs * spec.Efficiency
+			c.BandwidthSource = "device table"
+		} else {
+			c.BandwidthSource = "none"
+		}
+	}
+	if m.ComputeTFLOPs == 0 && hasSpec {
+		m.ComputeTFLOPs = spec.ComputeTFLOPs * spec.ComputeEff
+	}
+	c.OverheadSource = "option"
+	if m.KernelOverheadUs == 0 {
+		var d []float64
+		for i := range t.Acts {
+			if t.Acts[i].Kind == trace.ActKernel && t.Acts[i].Dur > 0 {
+				d = append(d, float64(t.Acts[i].Dur)/1e3)
+			}
+		}
+		if len(d) > 0 {
+			m.KernelOverheadUs = min(max(percentile(d, 0.05), m.MinKernelOverheadUs), m.MaxKernelOverheadUs)
+			c.OverheadSource = "trace"
+		} else {
+			m.KernelOverheadUs = m.MinKernelOverheadUs
+			c.OverheadSource = "default"
+		}
+	}
+	c.BandwidthGBs = m.BandwidthGBs
+	c.ComputeTFLOPs = m.ComputeTFLOPs
+	c.KernelOverheadUs = m.KernelOverheadUs
+	return m, c
+}
+
+// estimate is the cost of one instance.
+type estimate struct {
+	gpuUs, fusedUs, savingUs float64
+	kernels                  int
+	timed                    bool // its ops launched GPU work in the trace
+	modeled                  bool // the model could estimate it (bandwidth known)
+}
+
+// estimateInstance measures an instance's kernels and models the fused kernel.
+//
+//   - Memory-bound chains: fused = Bytes / bandwidth + one kernel's overhead.
+//   - Chains with GEMMs keep the GEMMs' measured time and add only what fusion
+//     cannot remove: layernorm_linear a stats pass (its Bytes) as a separate
+//     kernel; linear_gelu an epilogue, EpilogueOverhead of the GEMM time.
+func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
+	var e estimate
+	var ns int64
+	for _, id := range in.Ops {
+		n, k := subtreeActs(t, id)
+		ns += n
+		e.kernels += k
+	}
+	e.gpuUs = float64(ns) / 1e3
+	e.timed = ns > 0
+	if !e.timed || m.BandwidthGBs <= 0 {
+		return e
+	}
+	e.modeled = true
+	memUs := float64(in.Bytes) / (m.BandwidthGBs * 1e3) // GB/s = 1e3 bytes/us
+	if len(in.GEMMs) == 0 {
+		flopUs := 0.0
+		if m.ComputeTFLOPs > 0 {
+			flopUs = float64(in.Flops) / (m.ComputeTFLOPs * 1e6)
+		}
+		e.fusedUs = max(memUs, flopUs) + m.KernelOverheadUs
+	} else {
+		var gemmNs int64
+		for _, id := range in.GEMMs {
+			n, _ := subtreeActs(t, id)
+			gemmNs += n
+		}
+		gemmUs := float64(gemmNs) / 1e3
+		switch in.Pattern {
+		case "linear_gelu":
+			e.fusedUs = gemmUs * (1 + m.EpilogueOverhead)
+		default:
+			e.fusedUs = gemmUs + memUs + m.KernelOverheadUs
+		}
+	}
+	e.savingUs = max(e.gpuUs-e.fusedUs, 0)
+	return e
+}

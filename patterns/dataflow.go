@@ -1,0 +1,442 @@
+package patterns
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// graph is the dataflow between the ops a program called directly (the "nodes":
+// cpu_ops whose enclosing ops are only annotations such as ProfilerStep#N). An
+// op's nested children (aten::t inside aten::linear, the autocast re-dispatch,
+// the kernels' helper ops) are never nodes: patterns match at the level the user
+// wrote. Edges go from a node to the real producer of each of its tensor
+// inputs, looking through views and copies (passOps) and dropouts that do not run.
+type graph struct {
+	t     *trace.Trace
+	nodes []int32 // OpIDs, thread by thread, in time order
+	node  []int32 // OpID -> node index, -1 when the op is not a node
+
+	name []string  // base name ("add", "layer_norm")
+	out  [][]tval  // produced values
+	pass []bool    // view/copy/no-op dropout: output is input 0's value
+	in   [][]int32 // per input position: producer node (through pass-throughs), -1 when unknown
+	cons [][]int32 // consumer nodes (not pass-throughs) of each node's value, in time order
+	src  []int32   // for a pass-through node: the real producer of its value (-1 unknown); else itself
+	// barrier marks nodes before which no earlier value is live: the first node
+	// of a profiler step, of an optimizer step and after it, and after an explicit
+	// device synchronize between ops (a benchmark loop's iteration boundary).
+	barrier []bool
+}
+
+// nodeOps lists the nodes of t in thread and time order, and which of them
+// start a new iteration (see graph.barrier).
+func nodeOps(t *trace.Trace) (nodes []int32, barrier []bool) {
+	var scope int32 // the step or optimizer annotation enclosing the current node
+	var walk func(id, sc int32)
+	walk = func(id, sc int32) {
+		op := &t.Ops[id]
+		if op.Kind == trace.KindUserAnnotation {
+			if strings.HasPrefix(op.Name, "ProfilerStep#") || strings.HasPrefix(op.Name, "Optimizer.") {
+				sc = id
+			}
+			for _, c := range op.Children {
+				walk(c, sc)
+			}
+			return
+		}
+		b := sc != scope
+		if !b && len(nodes) > 0 {
+			prev := &t.Ops[nodes[len(nodes)-1]]
+			if prev.Thread == op.Thread {
+				b = syncBetween(t.Threads[op.Thread].Syncs, prev.Start+prev.Dur, op.Start)
+			}
+		}
+		scope = sc
+		nodes = append(nodes, id)
+		barrier = append(barrier, b)
+	}
+	for i := range t.Threads {
+		scope = -1
+		for _, r := range t.Threads[i].Roots {
+			walk(r, -1)
+		}
+	}
+	return nodes, barrier
+}
+
+// syncBetween reports a sync time s with lo <= s <= hi.
+func syncBetween(syncs []int64, lo, hi int64) bool {
+	i, _ := slices.BinarySearch(syncs, lo)
+	return i < len(syncs) && syncs[i] <= hi
+}
+
+func newGraph(t *trace.Trace) *graph {
+	g := &graph{t: t}
+	g.nodes, g.barrier = nodeOps(t)
+	n := len(g.nodes)
+	g.node = make([]int32, len(t.Ops))
+	for i := range g.node {
+		g.node[i] = -1
+	}
+	g.name = make([]string, n)
+	g.out = make([][]tval, n)
+	g.pass = make([]bool, n)
+	g.in = make([][]int32, n)
+	g.cons = make([][]int32, n)
+	g.src = make([]int32, n)
+	for i, id := range g.nodes {
+		g.node[id] = int32(i)
+		op := &t.Ops[id]
+		g.name[i] = baseName(op.Name)
+		g.out[i] = outputs(t, id)
+		g.pass[i] = isPass(t, id)
+		g.in[i] = make([]int32, len(op.Inputs))
+		for j := range g.in[i] {
+			g.in[i][j] = -1
+		}
+		g.src[i] = int32(i)
+	}
+	return g
+}
+
+// isPass reports whether op hands its input 0 through unchanged in content.
+func isPass(t *trace.Trace, id int32) bool {
+	op := &t.Ops[id]
+	b := baseName(op.Name)
+	if passOps[b] {
+		return true
+	}
+	switch b {
+	case "dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout":
+		return !dropoutRuns(t, id)
+	}
+	return false
+}
+
+// dropoutRuns reports whether a dropout op draws a mask: train=True and p > 0 in
+// Concrete Inputs, or (without them) a native_dropout / bernoulli child.
+func dropoutRuns(t *trace.Trace, id int32) bool {
+	op := &t.Ops[id]
+	p, okp := concreteFloat(op.Inputs, 1)
+	train, okt := concreteBool(op.Inputs, 2)
+	if baseName(op.Name) == "native_dropout" {
+		if okt && !train {
+			return false
+		}
+		return !okp || p > 0
+	}
+	if okp && okt {
+		return p > 0 && train
+	}
+	for _, c := range op.Children {
+		switch baseName(t.Ops[c].Name) {
+		case "native_dropout", "bernoulli_", "bernoulli", "empty_like", "rand_like":
+			return true
+		}
+	}
+	return false
+}
+
+// activation returns the input positions of op that carry activations (values
+// another op produced). Weights and biases of known ops are parameters and never
+// matched: a stray match on a parameter's shape would invent an edge.
+func activation(base string, ins []trace.Input) []int {
+	one := func(i int) []int {
+		if i < len(ins) && isTensor(ins[i]) {
+			return []int{i}
+		}
+		return nil
+	}
+	switch base {
+	case "linear", "layer_norm", "native_layer_norm", "group_norm", "batch_norm", "instance_norm",
+		"rms_norm", "_fused_rms_norm", "conv1d", "conv2d", "conv3d", "convolution", "_convolution":
+		return one(0)
+	case "addmm", "_addmm_activation":
+		return one(1)
+	case "embedding":
+		return one(1)
+	}
+	var out []int
+	for i, in := range ins {
+		if isTensor(in) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// producer returns the real producer of input pos of node b (-1 if unknown).
+func (g *graph) producer(b int32, pos int) int32 {
+	if pos >= len(g.in[b]) {
+		return -1
+	}
+	return g.in[b][pos]
+}
+
+// link records that input pos of node b reads the value of node direct.
+func (g *graph) link(b int32, pos int, direct int32) {
+	p := direct
+	if p >= 0 {
+		p = g.src[direct]
+	}
+	g.in[b][pos] = p
+	if g.pass[b] && pos == 0 {
+		g.src[b] = p
+	}
+	if p >= 0 && !g.pass[b] {
+		if c := g.cons[p]; len(c) == 0 || c[len(c)-1] != b {
+			g.cons[p] = append(c, b)
+		}
+	}
+}
+
+// finishPass gives a pass-through node with no known input producer no source.
+func (g *graph) finishPass(b int32) {
+	if g.pass[b] && (len(g.in[b]) == 0 || g.in[b][0] < 0) {
+		g.src[b] = -1
+	}
+}
+
+// ---- inference from shapes (no execution trace) ----
+
+type entry struct {
+	node  int32
+	dims  []int64
+	dtype DType
+}
+
+// shapeKey hashes dims (FNV-1a over the values).
+func shapeKey(d []int64) uint64 {
+	h := uint64(14695981039346656037)
+	for _, x := range d {
+		h ^= uint64(x)
+		h *= 1099511628211
+	}
+	h ^= uint64(len(d))
+	return h * 1099511628211
+}
+
+// maxScan bounds how far back among same-shaped values a match looks.
+const maxScan = 48
+
+// infer links every node's activation inputs to the most plausible earlier value
+// on the same thread with exactly the recorded sizes and a compatible type.
+//
+// Rules, in order, per node:
+//  1. Each activation input takes the newest same-shaped, same-typed value. When
+//     several inputs compete (a binary op on equal shapes), the input whose best
+//     candidate is newest takes it first.
+//  2. Later inputs skip values already taken by this node and the values on the
+//     unary chain that produced them (in x + f(x), x is not an intermediate of f).
+//  3. When the chosen value is a normalization's output and that normalization's
+//     input is also a candidate, the input wins: pre-norm residual blocks
+//     (x + f(norm(x))) read the norm's input, never its output, a second time.
+func (g *graph) infer() {
+	table := map[uint64][]entry{}
+	thread := int32(-1)
+	for bi := range g.nodes {
+		b := int32(bi)
+		op := &g.t.Ops[g.nodes[b]]
+		if op.Thread != thread || g.barrier[b] { // values never cross threads or iterations
+			thread = op.Thread
+			clear(table)
+		}
+		pos := activation(g.name[b], op.Inputs)
+		if len(pos) > 0 {
+			g.assign(b, pos, table)
+		}
+		g.finishPass(b)
+		for _, v := range g.out[b] {
+			k := shapeKey(v.dims)
+			table[k] = append(table[k], entry{node: b, dims: v.dims, dtype: v.dtype})
+		}
+	}
+}
+
+func (g *graph) candidates(table map[uint64][]entry, in trace.Input, skip func(int32) bool, buf []int32) []int32 {
+	buf = buf[:0]
+	es := table[shapeKey(in.Dims)]
+	want := parseDType(in.Type)
+	for i, n := len(es)-1, 0; i >= 0 && n < maxScan; i-- {
+		e := &es[i]
+		if !eqDims(e.dims, in.Dims) {
+			continue
+		}
+		n++
+		if want != DTypeUnknown && e.dtype != DTypeUnknown && want != e.dtype {
+			continue
+		}
+		if skip != nil && skip(e.node) {
+			continue
+		}
+		buf = append(buf, e.node)
+	}
+	return buf
+}
+
+func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
+	ins := g.t.Ops[g.nodes[b]].Inputs
+	if len(pos) == 1 {
+		c := g.candidates(table, ins[pos[0]], nil, nil)
+		if len(c) > 0 {
+			g.link(b, pos[0], c[0])
+		}
+		return
+	}
+	taken := map[int32]bool{} // real producers taken by this node, and their unary chains
+	skip := func(n int32) bool {
+		s := g.src[n]
+		return taken[n] || s >= 0 && taken[s]
+	}
+	done := make([]bool, len(pos))
+	var buf []int32
+	for range pos {
+		best, bestK := int32(-1), -1
+		var bestC []int32
+		for k, p := range pos {
+			if done[k] {
+				continue
+			}
+			c := g.candidates(table, ins[p], skip, buf)
+			if len(c) > 0 && c[0] > best {
+				best, bestK = c[0], k
+				bestC = append(bestC[:0], c...)
+			}
+			buf = c
+		}
+		if bestK < 0 {
+			return
+		}
+		done[bestK] = true
+		choice := g.preferNormInput(bestC)
+		g.link(b, pos[bestK], choice)
+		g.markChain(choice, taken)
+	}
+}
+
+var normOps = map[string]bool{
+	"layer_norm": true, "native_layer_norm": true, "rms_norm": true, "_fused_rms_norm": true,
+	"group_norm": true, "batch_norm": true, "instance_norm": true,
+}
+
+// preferNormInput applies rule 3 to a candidate list (newest first).
+func (g *graph) preferNormInput(c []int32) int32 {
+	first := c[0]
+	p := g.src[first]
+	if p < 0 || !normOps[g.name[p]] {
+		return first
+	}
+	x := g.in[p][0]
+	if x < 0 {
+		return first
+	}
+	for _, n := range c[1:] {
+		if n == x || g.src[n] == x {
+			return n
+		}
+	}
+	return first
+}
+
+// markChain marks n's value and the unary chain that produced it: walking back
+// through nodes with exactly one known activation producer. The walk stops
+// before a node with several activation inputs (a join: its value is what a
+// residual reads) and after a normalization (its input is the residual stream).
+func (g *graph) markChain(n int32, taken map[int32]bool) {
+	taken[n] = true
+	p := g.src[n]
+	for steps := 0; p >= 0 && steps < 64; steps++ {
+		if steps > 0 && taken[p] {
+			return
+		}
+		taken[p] = true
+		if normOps[g.name[p]] {
+			return
+		}
+		q := g.onlyProducer(p)
+		if q < 0 || g.onlyProducer(q) < 0 {
+			return
+		}
+		p = q
+	}
+}
+
+// onlyProducer returns the single producer of p's activation inputs, -1 when p
+// has none or several.
+func (g *graph) onlyProducer(p int32) int32 {
+	var only int32 = -1
+	for _, q := range g.in[p] {
+		if q < 0 || q == only {
+			continue
+		}
+		if only >= 0 {
+			return -1
+		}
+		only = q
+	}
+	return only
+}
+
+// ---- exact dataflow from an execution trace ----
+
+// fromET links nodes through the execution trace's tensor ids: an input reads
+// the value of the last node that output the same tensor id (in-place ops
+// output their input's id, so they become its latest writer). Nodes the
+// execution trace does not cover keep unknown producers.
+func (g *graph) fromET(et *trace.ExecTrace) error {
+	join := et.Join(g.t)
+	if len(join) == 0 {
+		return errNoJoin(et.Path)
+	}
+	writer := map[int64]int32{}
+	for bi, id := range g.nodes {
+		b := int32(bi)
+		en := join[id]
+		if en == nil {
+			g.finishPass(b)
+			continue
+		}
+		if len(en.Inputs) > len(g.in[b]) {
+			in := make([]int32, len(en.Inputs))
+			copy(in, g.in[b])
+			for j := len(g.in[b]); j < len(in); j++ {
+				in[j] = -1
+			}
+			g.in[b] = in
+		}
+		pos := activation(g.name[b], g.ins(b))
+		if len(g.ins(b)) == 0 { // no shapes recorded: every tensor input
+			pos = pos[:0]
+			for i, v := range en.Inputs {
+				if v.IsTensor() {
+					pos = append(pos, i)
+				}
+			}
+		}
+		for _, i := range pos {
+			if i >= len(en.Inputs) || !en.Inputs[i].IsTensor() {
+				continue
+			}
+			if w, ok := writer[en.Inputs[i].ID]; ok {
+				g.link(b, i, w)
+			}
+		}
+		g.finishPass(b)
+		for _, v := range en.Outputs {
+			if v.IsTensor() {
+				writer[v.ID] = b
+			}
+		}
+	}
+	return nil
+}
+
+type etError string
+
+func (e etError) Error() string { return string(e) }
+
+func errNoJoin(path string) error {
+	return etError(path + ": no execution-trace node matches a trace op (rf_id vs Record function id): is it from the same run?")
+}
