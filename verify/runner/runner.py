@@ -1,0 +1,587 @@
+"""fuseadvise verify runner: checks generated kernel folders against their eager reference.
+
+Embedded in the Go binary (verify/runner/runner.py) and written to a temporary directory at
+run time; see verify/doc.go and docs/verify.md. Not meant to be run by hand, though it can be:
+
+    TRITON_INTERPRET=1 python runner.py --device cpu < requests.jsonl
+
+Protocol (JSON lines; the Go side owns the process and its time limits):
+- stdin: one request per line, {"dir": FOLDER, "skip": [CASE_ID, ...]}; EOF ends the process.
+- stdout (a private copy of fd 1; anything the kernels print goes to stderr):
+  {"ev": "hello", "torch": V, "triton": V, "python": V, "interpret": bool, "cuda": bool}
+      or {"ev": "hello", "error": MSG} when torch / triton cannot be imported;
+  {"ev": "fatal", "msg": MSG} for a condition that stops every folder (no CUDA device);
+  per request: {"ev": "plan", "dir", "pattern", "cases": [{"id", "name", "shapes", "dtype"}]},
+  then per case {"ev": "start", "id"} and {"ev": "case", ...result}, and {"ev": "done", "dir"};
+  or {"ev": "error", "dir", "msg"} when the folder cannot be loaded or planned.
+Non-finite numbers are sent as the strings "nan", "inf", "-inf" (JSON has no NaN).
+"""
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import pathlib
+import sys
+import time
+import traceback
+
+# The protocol goes to a private copy of stdout; fd 1 (print, kernel debugging) joins stderr.
+_PROTO = os.fdopen(os.dup(1), "w", buffering=1)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+
+def emit(ev, **fields):
+    fields = {"ev": ev, **fields}
+    _PROTO.write(json.dumps(_finite(fields), allow_nan=False) + "\n")
+    _PROTO.flush()
+
+
+def _finite(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def parse_args():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-elems", type=int, default=1 << 20,
+                    help="refuse cases with more input elements than this (0: no limit)")
+    ap.add_argument("--fail-fast", action="store_true", help="stop a folder at its first failing case")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    return ap.parse_args()
+
+
+ARGS = parse_args()
+
+try:
+    import torch
+    import triton
+except Exception as e:  # noqa: BLE001 - reported to Go, which says how to fix the environment
+    emit("hello", error=f"{type(e).__name__}: {e}", python=sys.version.split()[0], executable=sys.executable)
+    sys.exit(3)
+
+if ARGS.threads > 0:
+    torch.set_num_threads(ARGS.threads)
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+emit("hello", torch=torch.__version__, triton=triton.__version__, python=sys.version.split()[0],
+     executable=sys.executable, interpret=INTERPRET, cuda=bool(torch.cuda.is_available()))
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+ALL_DTYPES = ["fp32", "fp16", "bf16"]
+
+if ARGS.device == "cuda":
+    if INTERPRET:
+        emit("fatal", msg="GPU verification needs TRITON_INTERPRET unset")
+        sys.exit(4)
+    if not torch.cuda.is_available():
+        emit("fatal", msg="no CUDA device: torch.cuda.is_available() is False "
+                          f"(torch {torch.__version__}, CUDA build {torch.version.cuda})")
+        sys.exit(4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading a folder
+
+
+def load_module(folder, name):
+    """Imports <folder>/<name>.py under a module name unique to the folder."""
+    tag = hashlib.sha1(str(folder).encode()).hexdigest()[:12]
+    modname = f"_fa_{tag}_{name}"
+    if modname in sys.modules:
+        return sys.modules[modname]
+    path = folder / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing")
+    spec = importlib.util.spec_from_file_location(modname, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[modname]
+        raise
+    return mod
+
+
+class Folder:
+    def __init__(self, path):
+        self.path = pathlib.Path(path).resolve()
+        # the adapter imports the folder's own fa_testing.py: make it the one found
+        sys.modules.pop("fa_testing", None)
+        if str(self.path) in sys.path:
+            sys.path.remove(str(self.path))
+        sys.path.insert(0, str(self.path))
+        self.case = load_module(self.path, "case")
+        self.adapter = load_module(self.path, "adapter")
+        self.reference = load_module(self.path, "reference")
+        self.kernel = load_module(self.path, "kernel")
+        for attr in ("PATTERN", "DTYPE", "SHAPES", "PARAMS"):
+            if not hasattr(self.case, attr):
+                raise ValueError(f"case.py has no {attr}")
+        for fn in ("make_inputs", "fused", "reference", "tolerance", "interp_shapes"):
+            if not callable(getattr(self.adapter, fn, None)):
+                raise ValueError(f"adapter.py has no {fn}()")
+        if self.case.DTYPE not in DTYPES:
+            raise ValueError(f"case.py: DTYPE {self.case.DTYPE!r} is not one of {sorted(DTYPES)}")
+        self.pattern = self.case.PATTERN
+        self.params = dict(self.case.PARAMS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases
+
+
+class Case:
+    def __init__(self, name, shapes, dtype, variant=None, grad=False, note=""):
+        self.name, self.shapes, self.dtype = name, [list(map(int, s)) for s in shapes], dtype
+        self.variant, self.grad, self.note = variant, grad, note
+        self.id = f"{name}@{dtype}"
+
+    def plan(self):
+        return {"id": self.id, "name": self.name, "shapes": self.shapes, "dtype": self.dtype}
+
+
+def _shape_name(shapes):
+    return "x".join(str(d) for d in shapes[0]) if shapes and shapes[0] else "scalar"
+
+
+def build_cases(f):
+    """The cases for one folder: scaled traced shapes at every supported dtype, the pattern's
+    adversarial shapes, non-contiguous layouts, large magnitudes, NaN / -inf propagation,
+    fully-masked rows (masked patterns), and gradients for patterns with a backward."""
+    a, p = f.adapter, f.params
+    base_dt = f.case.DTYPE
+    supported = list(getattr(a, "DTYPES", ALL_DTYPES))
+    dtypes = [base_dt] + [d for d in ALL_DTYPES if d != base_dt and d in supported]
+    traced = a.interp_shapes(f.case.SHAPES)
+    cases = []
+    if ARGS.device == "cuda":
+        cases.append(Case("traced-full", f.case.SHAPES, base_dt))
+    for d in dtypes:
+        cases.append(Case("traced", traced, d))
+    adv = list(a.adversarial(p)) if callable(getattr(a, "adversarial", None)) else list(getattr(a, "ADVERSARIAL", []))
+    seen = set()
+    for shapes in adv:
+        name = "adv-" + _shape_name(shapes)
+        while name in seen:
+            name += "'"
+        seen.add(name)
+        cases.append(Case(name, shapes, base_dt))
+    # variants of the traced case that apply to this pattern's inputs (probed once on the CPU)
+    probe = a.make_inputs(traced, DTYPES[base_dt], p, "cpu", 0)
+    for name, v in (("strided", "strided"), ("transposed", "transposed"), ("offset", "offset"),
+                    ("large", "large"), ("nan-inf", "specials"), ("masked-rows", "masked_rows")):
+        if transform(v, probe)[1]:
+            cases.append(Case(name, traced, base_dt, variant=v))
+    has_bwd = a.has_backward(p) if callable(getattr(a, "has_backward", None)) else False
+    if has_bwd:
+        cases.append(Case("grad", traced, base_dt, grad=True))
+        if adv:
+            cases.append(Case("grad-" + _shape_name(adv[0]), adv[0], base_dt, grad=True))
+        if base_dt != "fp32" and "fp32" in supported:
+            cases.append(Case("grad", traced, "fp32", grad=True))
+    return cases
+
+
+# Input transforms: the same values in a different memory layout, or different values.
+
+
+def _floating(t):
+    return isinstance(t, torch.Tensor) and t.dtype.is_floating_point
+
+
+def _strided(t):
+    """Same shape and values; the last dim has stride 2 (every other element of a buffer)."""
+    if t.dim() == 0:
+        return t
+    buf = torch.full(list(t.shape[:-1]) + [2 * t.shape[-1]], float("nan") if _floating(t) else 0,
+                     dtype=t.dtype, device=t.device)
+    v = buf[..., ::2]
+    v.copy_(t)
+    return v
+
+
+def _transposed(t):
+    """Same shape and values, last two dims stored column-major (a transposed view)."""
+    if t.dim() < 2:
+        return t
+    return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
+def _offset(t):
+    """Same shape and values, contiguous, starting 3 elements into its storage."""
+    n = t.numel()
+    buf = torch.full([n + 5], float("nan") if _floating(t) else 0, dtype=t.dtype, device=t.device)
+    v = buf[3:3 + n].view(t.shape)
+    v.copy_(t)
+    return v
+
+
+LAYOUTS = {"strided": _strided, "transposed": _transposed, "offset": _offset}
+
+
+def _first_float(inputs):
+    for k, v in inputs.items():
+        if _floating(v) and "mask" not in k:
+            return k
+    return None
+
+
+def transform(variant, inputs):
+    """Applies a case variant to fresh inputs. Returns (inputs, applied)."""
+    if variant is None:
+        return inputs, True
+    out = dict(inputs)
+    if variant in LAYOUTS:
+        fn = LAYOUTS[variant]
+        changed = False
+        for k, v in inputs.items():
+            if isinstance(v, torch.Tensor) and v.numel() > 0:
+                nv = fn(v)
+                changed |= nv is not v
+                out[k] = nv
+        return out, changed
+    if variant == "large":
+        # magnitudes far from 1 and a large common offset: exercises max-subtraction,
+        # variance by E[(x - mean)^2], and overflow in intermediate products
+        k = _first_float(inputs)
+        if k is None:
+            return out, False
+        x = inputs[k]
+        out[k] = (x.float() * 64.0 + 128.0).to(x.dtype)
+        return out, True
+    if variant == "specials":
+        k = _first_float(inputs)
+        if k is None or inputs[k].numel() < 2:
+            return out, False
+        x = inputs[k].clone()
+        flat = x.view(-1)
+        flat[flat.numel() // 2] = float("nan")
+        flat[flat.numel() - 1] = float("-inf")
+        out[k] = x
+        return out, True
+    if variant == "masked_rows":
+        # one row fully masked and one fully open, whatever True means for the mask
+        changed = False
+        for k, v in inputs.items():
+            if not isinstance(v, torch.Tensor) or "mask" not in k or v.dim() == 0:
+                continue
+            m = v.clone()
+            rows = m.view(-1, m.shape[-1]) if m.is_contiguous() else None
+            if rows is None:
+                continue
+            if m.dtype == torch.bool:
+                rows[0] = True
+                if rows.shape[0] > 1:
+                    rows[1] = False
+            elif m.dtype.is_floating_point:
+                rows[0] = float("-inf")
+                if rows.shape[0] > 1:
+                    rows[1] = 0.0
+            else:
+                continue
+            out[k] = m
+            changed = True
+        return out, changed
+    raise ValueError(f"unknown variant {variant}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparison
+
+
+class Mismatch(Exception):
+    pass
+
+
+def compare(got, want, atol, rtol):
+    """Compares in float64. Returns (max_abs, max_rel, n_bad, first) where first is
+    (index, got, want) of the first mismatching element or None. NaN / inf must match in
+    position (and sign for inf): a NaN where a number is wanted makes max_abs NaN, an inf
+    where a finite value is wanted (or the other way) makes it inf."""
+    g = got.detach().to("cpu", torch.float64)
+    w = want.detach().to("cpu", torch.float64)
+    gnan, wnan = torch.isnan(g), torch.isnan(w)
+    ginf, winf = torch.isinf(g), torch.isinf(w)
+    finite = ~(gnan | wnan | ginf | winf)
+    nanbad = gnan != wnan
+    infbad = ~nanbad & ((ginf != winf) | (ginf & winf & (torch.sign(g) != torch.sign(w))))
+    diff = torch.zeros_like(g)
+    diff[finite] = (g[finite] - w[finite]).abs()
+    bad = nanbad | infbad | (finite & (diff > atol + rtol * w.abs()))
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    relmask = finite & (w.abs() > atol)
+    max_rel = float((diff[relmask] / w[relmask].abs()).max()) if bool(relmask.any()) else 0.0
+    if bool(nanbad.any()):
+        max_abs = float("nan")
+    elif bool(infbad.any()):
+        max_abs = float("inf")
+    n = int(bad.sum())
+    first = None
+    if n:
+        idx = tuple(int(i) for i in bad.nonzero()[0].tolist())
+        first = (list(idx), float(g[idx]), float(w[idx]))
+    return max_abs, max_rel, n, first
+
+
+def _fmt(v):
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return repr(v)
+
+
+class Acc:
+    """Accumulates the worst errors of one case over outputs and trials."""
+
+    def __init__(self):
+        self.max_abs, self.max_rel = 0.0, 0.0
+        self.atol = self.rtol = None
+        self.fail = None  # dict: output, index, got, want, count, numel, seed
+
+    def add(self, name, got, want, atol, rtol, seed, quack=None):
+        if tuple(got.shape) != tuple(want.shape):
+            raise Mismatch(f"{name}: shape {tuple(got.shape)}, want {tuple(want.shape)}")
+        if got.dtype != want.dtype:
+            raise Mismatch(f"{name}: dtype {got.dtype}, want {want.dtype}")
+        self.atol, self.rtol = atol, rtol
+        note = None
+        if quack is None:
+            ma, mr, n, first = compare(got, want, atol, rtol)
+        else:  # errors against the fp32 chain; pass by the quack bound
+            ma, mr, _, _ = compare(got, quack, atol, rtol)
+            ok, note, first = quack_check(got, want, quack)
+            n = 0 if ok else 1
+        self.max_abs = _worse(self.max_abs, ma)
+        self.max_rel = _worse(self.max_rel, mr)
+        if n and self.fail is None:
+            self.fail = {"output": name, "index": first[0], "got": _fmt(first[1]), "want": _fmt(first[2]),
+                         "count": n, "numel": got.numel(), "seed": seed}
+            if note:
+                self.fail["note"] = note
+        return n == 0
+
+
+def _worse(a, b):
+    if math.isnan(a) or math.isnan(b):
+        return float("nan")
+    return max(a, b)
+
+
+def quack_check(got, want, want32, floor=1e-6):
+    """The dtype-robust check (kernels.md (b)1): max|got - fp32| <= 2 max|eager - fp32| + floor,
+    eager being the chain at the low precision and fp32 the same chain in fp32. Returns
+    (ok, note, first) with first = (index, got, fp32) at the largest |got - fp32|."""
+    g, w, r = (t.detach().to("cpu", torch.float64) for t in (got, want, want32))
+    if g.numel() == 0:
+        return True, "", None
+    dg = (g - r).abs()
+    dg = torch.where(torch.isnan(g) != torch.isnan(r), torch.full_like(dg, float("inf")), dg)
+    dg = torch.nan_to_num(dg, nan=0.0)
+    eg = float(dg.max())
+    ew = float(torch.nan_to_num((w - r).abs(), nan=0.0).max())
+    ok = eg <= 2 * ew + floor
+    note = f"quack check vs the fp32 chain: max|fused-fp32| = {eg:.3g}, bound 2*max|eager-fp32|+{floor} = {2 * ew + floor:.3g}"
+    idx = tuple(int(i) for i in (dg == eg).nonzero()[0].tolist())
+    return ok, note, (list(idx), float(g[idx]), float(r[idx]))
+
+
+def unmodified(before, after):
+    """First index where an input changed (bitwise, NaN-aware), or None."""
+    if before.dtype.is_floating_point:
+        same = (before == after) | (torch.isnan(before) & torch.isnan(after))
+    else:
+        same = before == after
+    if bool(same.all()):
+        return None
+    return [int(i) for i in (~same).nonzero()[0].tolist()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+def _gen(seed):
+    return torch.Generator(device="cpu").manual_seed(int(seed))
+
+
+def _numel(shapes):
+    total = 0
+    for s in shapes:
+        n = 1
+        for d in s:
+            n *= int(d)
+        total += n
+    return total
+
+
+def case_seed(case, trial):
+    h = int(hashlib.sha1(case.id.encode()).hexdigest()[:6], 16)
+    return ARGS.seed * 1_000_000 + (h % 100_000) * 10 + trial
+
+
+def run_forward(f, case, dt, seed, acc):
+    a = f.adapter
+    inputs = a.make_inputs(case.shapes, dt, f.params, ARGS.device, seed)
+    inputs, applied = transform(case.variant, inputs)
+    if not applied:
+        return "n/a"
+    before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+    got = tuple(a.fused(f.kernel, inputs, f.params, poison=True))
+    want = tuple(a.reference(f.reference, inputs, f.params))
+    if len(got) != len(want):
+        raise Mismatch(f"fused returned {len(got)} outputs, the reference {len(want)}")
+    atol, rtol = a.tolerance(dt, case.shapes, f.params)
+    names = list(getattr(a, "OUTPUTS", [])) or [f"out{i}" for i in range(len(want))]
+    names += [f"out{i}" for i in range(len(names), len(want))]
+    ok = True
+    for name, g, w in zip(names, got, want):
+        ok &= acc.add(name, g, w, atol, rtol, seed)
+    for k, v in before.items():
+        idx = unmodified(v, inputs[k])
+        if idx is not None:
+            raise Mismatch(f"input {k} was modified by the kernel (first at {idx}: "
+                           f"was {_fmt(float(v[tuple(idx)]))}, now {_fmt(float(inputs[k][tuple(idx)]))})")
+    return ok
+
+
+def run_backward(f, case, dt, seed, acc):
+    """Gradients of every output for a random grad_output w.r.t. adapter.GRAD_INPUTS, vs eager
+    (or, for adapters with QUACK_GRAD at fp16/bf16, the quack check against the fp32 chain)."""
+    a = f.adapter
+    inputs = a.make_inputs(case.shapes, dt, f.params, ARGS.device, seed)
+    names = [n for n in getattr(a, "GRAD_INPUTS", []) if inputs.get(n) is not None]
+    if not names:
+        return "n/a"
+
+    def leaves():
+        d = dict(inputs)
+        for n in names:
+            d[n] = inputs[n].detach().clone().requires_grad_(True)
+        return d
+
+    ia, ib = leaves(), leaves()
+    got = tuple(a.fused(f.kernel, ia, f.params, autograd=True))
+    for k, v in ia.items():  # anything fused() left for the reference (a dropout mask)
+        ib.setdefault(k, v)
+    want = tuple(a.reference(f.reference, ib, f.params))
+    g = _gen(seed + 7)
+    dys = [(torch.randn(list(w.shape), generator=g, dtype=torch.float32)).to(w.device, w.dtype) for w in want]
+    gg = torch.autograd.grad(got, [ia[n] for n in names], dys, allow_unused=True)
+    gw = torch.autograd.grad(want, [ib[n] for n in names], dys, allow_unused=True)
+    g32 = [None] * len(names)
+    if getattr(a, "QUACK_GRAD", False) and dt != torch.float32:
+        ic = {k: (v.detach().float().requires_grad_(k in names) if _floating(v) else v) for k, v in ib.items()}
+        want32 = tuple(a.reference(f.reference, ic, f.params))
+        g32 = list(torch.autograd.grad(want32, [ic[n] for n in names], [d.float() for d in dys], allow_unused=True))
+    atol, rtol = a.tolerance(dt, case.shapes, f.params, grad=True)
+    ok = True
+    for n, x, y, y32 in zip(names, gg, gw, g32):
+        if y is None:
+            continue
+        if x is None:
+            raise Mismatch(f"grad {n}: missing (the reference has one)")
+        ok &= acc.add(f"grad {n}", x, y, atol, rtol, seed, quack=y32)
+    return ok
+
+
+def run_case(f, case):
+    t0 = time.time()
+    res = {"id": case.id, "name": case.name, "pattern": f.pattern, "shapes": case.shapes,
+           "dtype": case.dtype, "seeds": []}
+    if ARGS.device == "cpu" and ARGS.max_elems and _numel(case.shapes) > ARGS.max_elems:
+        res.update(status="refused", message=(
+            f"{_numel(case.shapes)} input elements exceed the interpreter limit of {ARGS.max_elems} "
+            "(Triton's interpreter runs every program serially in Python); verify it on a GPU (-gpu)"))
+        return res
+    dt = DTYPES[case.dtype]
+    acc = Acc()
+    status, msg = "pass", ""
+    try:
+        for trial in range(ARGS.trials):
+            seed = case_seed(case, trial)
+            res["seeds"].append(seed)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                ok = (run_backward if case.grad else run_forward)(f, case, dt, seed, acc)
+            if ok == "n/a":
+                res.update(status="skipped", message="variant does not apply to this pattern's inputs", seeds=[])
+                return res
+            if not ok:
+                status = "fail"
+                break
+    except Mismatch as e:
+        status, msg = "fail", str(e)
+    except Exception as e:  # noqa: BLE001 - any kernel error is a failed case, with its cause
+        status = "error"
+        tb = traceback.format_exception(type(e), e, e.__traceback__)
+        msg = f"{type(e).__name__}: {e}".strip()
+        tail = "".join(tb[-3:])
+        print(f"[{f.pattern} {case.id}]\n" + "".join(tb), file=sys.stderr)
+        msg = msg.splitlines()[0][:400] if msg else tail[-400:]
+    res.update(status=status, max_abs=acc.max_abs, max_rel=acc.max_rel, seconds=round(time.time() - t0, 3))
+    if acc.atol is not None:
+        res.update(atol=acc.atol, rtol=acc.rtol)
+    if acc.fail is not None:
+        res["mismatch"] = acc.fail
+    if msg:
+        res["message"] = msg
+    if case.note:
+        res["note"] = case.note
+    return res
+
+
+def serve(req):
+    d = req.get("dir")
+    skip = set(req.get("skip") or [])
+    try:
+        f = Folder(d)
+        cases = build_cases(f)
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        emit("error", dir=d, msg=f"{type(e).__name__}: {e}".splitlines()[0][:500])
+        emit("done", dir=d)
+        return
+    emit("plan", dir=d, pattern=f.pattern, dtype=f.case.DTYPE, params=_finite(f.params),
+         cases=[c.plan() for c in cases])
+    for c in cases:
+        if c.id in skip:
+            continue
+        emit("start", id=c.id)
+        res = run_case(f, c)
+        emit("case", **res)
+        if ARGS.fail_fast and res["status"] not in ("pass", "skipped"):
+            break
+    emit("done", dir=d)
+
+
+def main():
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            emit("fatal", msg=f"bad request: {e}")
+            return 2
+        serve(req)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
