@@ -2,10 +2,12 @@ package trace
 
 import (
 	"cmp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // stats are counts kept beside the model for the summary helpers.
@@ -64,98 +66,110 @@ func build(r *rawTrace) (*Trace, string) {
 		return nil, "empty trace: traceEvents has no events"
 	}
 	base := r.baseTimeNs
+	t.stats.runtimes = nRts
 
-	// Merge the chunks in file order.
-	ops := make([]opRec, 0, nOps)
-	rts := make([]rtRec, 0, nRts)
-	pys := make([]pyRec, 0, nPys)
-	t.Acts = make([]Activity, 0, nActs)
-	var flows []flowRec
-	tnames := map[threadKey]string{}
+	// All (pid, tid) keys of the file, sorted; chunk-local thread ids map to them.
+	keyIdx := map[threadKey]int32{}
+	var keys []threadKey
 	for _, c := range r.chunks {
-		ops = append(ops, c.ops...)
-		rts = append(rts, c.rts...)
-		pys = append(pys, c.pys...)
-		for i := range c.acts {
-			t.Acts = append(t.Acts, c.acts[i].Activity)
+		for _, k := range c.threads {
+			if _, ok := keyIdx[k]; !ok {
+				keyIdx[k] = 0
+				keys = append(keys, k)
+			}
 		}
-		flows = append(flows, c.flows...)
+	}
+	slices.SortFunc(keys, cmpKey)
+	for i, k := range keys {
+		keyIdx[k] = int32(i)
+	}
+	local := make([][]int32, len(r.chunks))
+	hasOps := make([]bool, len(keys))
+	tnames := map[int32]string{}
+	for ci, c := range r.chunks {
+		local[ci] = make([]int32, len(c.threads))
+		for i, k := range c.threads {
+			local[ci][i] = keyIdx[k]
+		}
+		for i := range c.ops {
+			hasOps[local[ci][c.ops[i].thread]] = true
+		}
 		for _, tn := range c.tnames {
-			tnames[threadKey{tn.pid, tn.tid}] = tn.name
-		}
-		c.ops, c.rts, c.pys, c.acts = nil, nil, nil, nil
-	}
-	for i := range ops {
-		ops[i].ts += base
-		ops[i].fileOrder = int64(i)
-	}
-	for i := range rts {
-		rts[i].ts += base
-	}
-	for i := range pys {
-		pys[i].ts += base
-	}
-	for i := range t.Acts {
-		t.Acts[i].Start += base
-	}
-	for i := range flows {
-		flows[i].ts += base
-	}
-	t.stats.runtimes = len(rts)
-
-	// Threads: those with ops, sorted by (pid, tid).
-	thIdx := map[threadKey]int32{}
-	for i := range ops {
-		k := threadKey{ops[i].pid, ops[i].tid}
-		if _, ok := thIdx[k]; !ok {
-			thIdx[k] = 0
-			t.Threads = append(t.Threads, Thread{Pid: k.pid, Tid: k.tid, Name: tnames[k]})
+			tnames[local[ci][tn.thread]] = tn.name
 		}
 	}
-	slices.SortFunc(t.Threads, func(a, b Thread) int { return cmpKey(threadKey{a.Pid, a.Tid}, threadKey{b.Pid, b.Tid}) })
-	for i, th := range t.Threads {
-		thIdx[threadKey{th.Pid, th.Tid}] = int32(i)
+	// Threads: the keys that have ops, in key order.
+	keyThread := make([]int32, len(keys))
+	var threadKeyOf []int32
+	for i, k := range keys {
+		keyThread[i] = -1
+		if hasOps[i] {
+			keyThread[i] = int32(len(t.Threads))
+			threadKeyOf = append(threadKeyOf, int32(i))
+			t.Threads = append(t.Threads, Thread{Pid: k.pid, Tid: k.tid, Name: tnames[int32(i)]})
+		}
 	}
 
-	// Ops sorted by (thread, start, -dur, Ev Idx, file order).
-	opThread := make([]int32, len(ops))
-	order := make([]int32, len(ops))
-	for i := range ops {
-		opThread[i] = thIdx[threadKey{ops[i].pid, ops[i].tid}]
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		x, y := &ops[a], &ops[b]
-		if c := cmp.Compare(opThread[a], opThread[b]); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.ts, y.ts); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(y.dur, x.dur); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.evIdx, y.evIdx); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.fileOrder, y.fileOrder)
+	// Ops (sorted by (thread, start, -dur, Ev Idx, file order), through compact
+	// keys) and Python frames are built concurrently.
+	var pyLo []int32
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		pyLo = buildPython(t, r.chunks, local, keys, keyThread, nPys, base)
 	})
-	t.Ops = make([]Op, len(ops))
-	for i, oi := range order {
-		o := &ops[oi]
-		t.Ops[i] = Op{Name: o.name, Kind: o.kind, Thread: opThread[oi], Start: o.ts, Dur: o.dur,
-			Parent: -1, ExternalID: o.ext, RecordFunctionID: o.rf, EvIdx: o.evIdx, Seq: o.seq,
-			FwdThreadID: o.fwd, Inputs: o.inputs, Bwd: -1, Fwd: -1, Py: -1, Step: -1}
-	}
-	ops = nil
+	func() {
+		// Ops sorted by (thread, start, -dur, Ev Idx, file order), through compact keys.
+		type opKey struct {
+			thread, src, idx int32
+			ts, dur, ev      int64
+		}
+		okeys := make([]opKey, 0, nOps)
+		for ci, c := range r.chunks {
+			for i := range c.ops {
+				o := &c.ops[i]
+				okeys = append(okeys, opKey{keyThread[local[ci][o.thread]], int32(ci), int32(i), o.ts, o.dur, o.evIdx})
+			}
+		}
+		slices.SortFunc(okeys, func(x, y opKey) int {
+			if x.thread != y.thread {
+				return cmp.Compare(x.thread, y.thread)
+			}
+			if x.ts != y.ts {
+				return cmp.Compare(x.ts, y.ts)
+			}
+			if x.dur != y.dur {
+				return cmp.Compare(y.dur, x.dur)
+			}
+			if x.ev != y.ev {
+				return cmp.Compare(x.ev, y.ev)
+			}
+			if x.src != y.src {
+				return cmp.Compare(x.src, y.src)
+			}
+			return cmp.Compare(x.idx, y.idx)
+		})
+		t.Ops = make([]Op, len(okeys))
+		parallelFor(len(okeys), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				k := &okeys[i]
+				c := r.chunks[k.src]
+				o := &c.ops[k.idx]
+				var in []Input
+				if o.inputs > 0 {
+					in = c.inputTab[o.inputs-1]
+				}
+				t.Ops[i] = Op{Name: c.names[o.name], Kind: o.kind, Thread: k.thread, Start: o.ts + base, Dur: o.dur,
+					Parent: -1, ExternalID: o.ext, RecordFunctionID: o.rf, EvIdx: o.evIdx, Seq: o.seq,
+					FwdThreadID: o.fwd, Inputs: in, Bwd: -1, Fwd: -1, Py: -1, Step: -1}
+			}
+		})
+		for _, c := range r.chunks {
+			c.ops = nil
+		}
+	}()
+	wg.Wait()
 	// Thread ranges in Ops.
-	thLo := make([]int32, len(t.Threads)+1)
-	for i := range t.Ops {
-		thLo[t.Ops[i].Thread+1] = int32(i + 1)
-	}
-	for i := 1; i < len(thLo); i++ {
-		thLo[i] = max(thLo[i], thLo[i-1])
-	}
+	thLo := ranges(len(t.Threads), len(t.Ops), func(i int) int32 { return t.Ops[i].Thread })
 
 	// The op tree, by time nesting.
 	opSpan := func(i int32) (int64, int64) { return t.Ops[i].Start, t.Ops[i].Dur }
@@ -183,33 +197,58 @@ func build(r *rawTrace) (*Trace, string) {
 		}
 	}
 
-	// Python frames, grouped by (pid, tid), nested by time.
-	buildPython(t, pys, thIdx)
-
-	// Runtime events -> innermost enclosing op on their thread.
-	rtOp := make([]int32, len(rts))
-	corr := make(map[int64]int32, len(rts))
-	for i := range rts {
-		rt := &rts[i]
-		if strings.Contains(rt.name, "Launch") {
-			t.stats.launches++
-		}
-		rtOp[i] = -1
-		if th, ok := thIdx[threadKey{rt.pid, rt.tid}]; ok {
-			rtOp[i] = enclosing(thLo[th], thLo[th+1], rt.ts, opSpan, func(j int32) int32 { return t.Ops[j].Parent })
-			if isDeviceSync(rt.name) {
-				t.Threads[th].Syncs = append(t.Threads[th].Syncs, rt.ts)
-			}
-		}
-		if rt.corr >= 0 {
-			if _, dup := corr[rt.corr]; !dup {
-				corr[rt.corr] = int32(i)
-			}
+	// Op.Py: the innermost python_function frame on the op's thread.
+	if pyLo != nil {
+		span := func(i int32) (int64, int64) { return t.Python[i].Start, t.Python[i].Dur }
+		parent := func(i int32) int32 { return t.Python[i].Parent }
+		for i := range t.Ops {
+			op := &t.Ops[i]
+			g := threadKeyOf[op.Thread]
+			op.Py = enclosing(pyLo[g], pyLo[g+1], op.Start, span, parent)
 		}
 	}
 
-	for i := range t.Threads {
-		slices.Sort(t.Threads[i].Syncs)
+	// Runtime events -> innermost enclosing op on their thread.
+	type launch struct {
+		ts          int64
+		op          int32
+		graph       bool
+		grid, block [3]int32
+	}
+	rts := make([]launch, 0, nRts)
+	corr := make(map[int64]int32, nRts)
+	parent := func(j int32) int32 { return t.Ops[j].Parent }
+	for ci, c := range r.chunks {
+		for i := range c.rts {
+			rt := &c.rts[i]
+			name := c.names[rt.name]
+			if strings.Contains(name, "Launch") {
+				t.stats.launches++
+			}
+			l := launch{ts: rt.ts + base, op: -1, graph: strings.Contains(name, "GraphLaunch"), grid: rt.grid, block: rt.block}
+			if th := keyThread[local[ci][rt.thread]]; th >= 0 {
+				l.op = enclosing(thLo[th], thLo[th+1], l.ts, opSpan, parent)
+			}
+			if rt.corr >= 0 {
+				if _, dup := corr[rt.corr]; !dup {
+					corr[rt.corr] = int32(len(rts))
+				}
+			}
+			rts = append(rts, l)
+		}
+		c.rts = nil
+	}
+	t.Acts = make([]Activity, 0, nActs)
+	var flows []flow
+	for ci, c := range r.chunks {
+		for _, a := range c.acts {
+			a.Start += base
+			t.Acts = append(t.Acts, a)
+		}
+		for _, f := range c.flows {
+			flows = append(flows, flow{start: f.start, id: f.id, thread: keyThread[local[ci][f.thread]], ts: f.ts + base})
+		}
+		c.acts, c.flows = nil, nil
 	}
 
 	// Activities: sorted by start; linked through correlation.
@@ -241,11 +280,11 @@ func build(r *rawTrace) (*Trace, string) {
 		}
 		rt := &rts[ri]
 		a.Launch = rt.ts
-		a.Op = rtOp[ri]
+		a.Op = rt.op
 		if a.Op < 0 {
 			noOp++
 		}
-		a.Graph = a.Kind == ActKernel && (perCorr[a.Correlation] > 1 || strings.Contains(rt.name, "GraphLaunch"))
+		a.Graph = a.Kind == ActKernel && (perCorr[a.Correlation] > 1 || rt.graph)
 		if a.Grid == ([3]int32{}) {
 			a.Grid = rt.grid
 		}
@@ -277,7 +316,7 @@ func build(r *rawTrace) (*Trace, string) {
 		t.Ops[op].Acts = append(t.Ops[op].Acts, ai)
 	}
 
-	linkFwdBwd(t, flows, thIdx, thLo)
+	linkFwdBwd(t, flows, thLo)
 	buildSteps(t)
 
 	// Warnings.
@@ -351,78 +390,100 @@ func enclosing(lo, hi int32, ts int64, span func(int32) (int64, int64), parent f
 	return -1
 }
 
-func buildPython(t *Trace, pys []pyRec, thIdx map[threadKey]int32) {
-	if len(pys) == 0 {
-		return
+// ranges returns, for n groups of items sorted by group, lo[g]..lo[g+1] the
+// index range of group g.
+func ranges(n, items int, group func(int) int32) []int32 {
+	lo := make([]int32, n+1)
+	for i := 0; i < items; i++ {
+		lo[group(i)+1] = int32(i + 1)
 	}
-	gIdx := map[threadKey]int32{}
-	var keys []threadKey
-	for i := range pys {
-		k := threadKey{pys[i].pid, pys[i].tid}
-		if _, ok := gIdx[k]; !ok {
-			gIdx[k] = 0
-			keys = append(keys, k)
+	for i := 1; i < len(lo); i++ {
+		lo[i] = max(lo[i], lo[i-1])
+	}
+	return lo
+}
+
+// buildPython fills t.Python, grouped by (pid, tid) key and nested by time, and
+// returns each key's index range in it.
+func buildPython(t *Trace, chunks []*chunk, local [][]int32, keys []threadKey, keyThread []int32, n int, base int64) []int32 {
+	if n == 0 {
+		return nil
+	}
+	type pyKey struct {
+		group, src, idx int32
+		ts, dur         int64
+	}
+	pk := make([]pyKey, 0, n)
+	for ci, c := range chunks {
+		for i := range c.pys {
+			p := &c.pys[i]
+			pk = append(pk, pyKey{local[ci][p.thread], int32(ci), int32(i), p.ts, p.dur})
 		}
 	}
-	slices.SortFunc(keys, cmpKey)
-	for i, k := range keys {
-		gIdx[k] = int32(i)
-	}
-	group := make([]int32, len(pys))
-	order := make([]int32, len(pys))
-	for i := range pys {
-		group[i] = gIdx[threadKey{pys[i].pid, pys[i].tid}]
-		order[i] = int32(i)
-	}
-	slices.SortStableFunc(order, func(a, b int32) int {
-		if c := cmp.Compare(group[a], group[b]); c != 0 {
-			return c
+	slices.SortFunc(pk, func(x, y pyKey) int {
+		if x.group != y.group {
+			return cmp.Compare(x.group, y.group)
 		}
-		if c := cmp.Compare(pys[a].ts, pys[b].ts); c != 0 {
-			return c
+		if x.ts != y.ts {
+			return cmp.Compare(x.ts, y.ts)
 		}
-		return cmp.Compare(pys[b].dur, pys[a].dur)
+		if x.dur != y.dur {
+			return cmp.Compare(y.dur, x.dur)
+		}
+		if x.src != y.src {
+			return cmp.Compare(x.src, y.src)
+		}
+		return cmp.Compare(x.idx, y.idx)
 	})
-	t.Python = make([]PyFrame, len(pys))
-	pyGroup := make([]int32, len(pys))
-	for i, pi := range order {
-		p := &pys[pi]
-		th, ok := thIdx[threadKey{p.pid, p.tid}]
-		if !ok {
-			th = -1
+	t.Python = make([]PyFrame, len(pk))
+	pyGroup := make([]int32, len(pk))
+	parallelFor(len(pk), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			k := &pk[i]
+			c := chunks[k.src]
+			t.Python[i] = PyFrame{Name: c.names[c.pys[k.idx].name], Thread: keyThread[k.group], Start: k.ts + base, Dur: k.dur, Parent: -1}
+			pyGroup[i] = k.group
 		}
-		t.Python[i] = PyFrame{Name: p.name, Thread: th, Start: p.ts, Dur: p.dur, Parent: -1}
-		pyGroup[i] = group[pi]
+	})
+	pk = nil
+	for _, c := range chunks {
+		c.pys = nil
 	}
 	span := func(i int32) (int64, int64) { return t.Python[i].Start, t.Python[i].Dur }
 	parents := nest(len(t.Python), func(i int) int32 { return pyGroup[i] }, span)
 	for i, p := range parents {
 		t.Python[i].Parent = p
 	}
-	// Group ranges, then Op.Py.
-	lo := make([]int32, len(keys)+1)
-	for i := range t.Python {
-		lo[pyGroup[i]+1] = int32(i + 1)
+	return ranges(len(keys), len(t.Python), func(i int) int32 { return pyGroup[i] })
+}
+
+// parallelFor runs f over [0, n) split into GOMAXPROCS ranges.
+func parallelFor(n int, f func(lo, hi int)) {
+	w := runtime.GOMAXPROCS(0)
+	if n < 1<<14 || w < 2 {
+		f(0, n)
+		return
 	}
-	for i := 1; i < len(lo); i++ {
-		lo[i] = max(lo[i], lo[i-1])
+	var wg sync.WaitGroup
+	for k := 0; k < w; k++ {
+		lo, hi := k*n/w, (k+1)*n/w
+		wg.Go(func() { f(lo, hi) })
 	}
-	parent := func(i int32) int32 { return t.Python[i].Parent }
-	for i := range t.Ops {
-		op := &t.Ops[i]
-		th := &t.Threads[op.Thread]
-		g, ok := gIdx[threadKey{th.Pid, th.Tid}]
-		if !ok {
-			continue
-		}
-		op.Py = enclosing(lo[g], lo[g+1], op.Start, span, parent)
-	}
+	wg.Wait()
 }
 
 // linkFwdBwd links forward ops to backward ops: by fwdbwd flows when the trace
 // has any that bind, else by sequence number (latest-starting forward op, and the
 // latest-starting, i.e. innermost, backward op of each sequence number).
-func linkFwdBwd(t *Trace, flows []flowRec, thIdx map[threadKey]int32, thLo []int32) {
+// flow is one end of a forward->backward flow, on a Threads index (-1: none).
+type flow struct {
+	start  bool
+	id     string
+	thread int32
+	ts     int64
+}
+
+func linkFwdBwd(t *Trace, flows []flow, thLo []int32) {
 	link := func(f, b int32) {
 		if f < 0 || b < 0 || f == b {
 			return
@@ -432,9 +493,9 @@ func linkFwdBwd(t *Trace, flows []flowRec, thIdx map[threadKey]int32, thLo []int
 	}
 	if len(flows) > 0 {
 		// Bind each flow end to the op starting at (pid, tid, ts); innermost on ties.
-		at := func(fl *flowRec) int32 {
-			th, ok := thIdx[threadKey{fl.pid, fl.tid}]
-			if !ok {
+		at := func(fl *flow) int32 {
+			th := fl.thread
+			if th < 0 {
 				return -1
 			}
 			lo, hi := thLo[th], thLo[th+1]

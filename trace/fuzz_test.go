@@ -18,7 +18,7 @@ func FuzzOpen(f *testing.F) {
 		for _, split := range []int{0, 1 << 30} {
 			old := minSplit
 			minSplit = split
-			tr, err := parse("fuzz.json", data)
+			tr, err := parse("fuzz.json", data, nil)
 			minSplit = old
 			if err != nil {
 				var te *Error
@@ -50,7 +50,7 @@ func TestSplitEquivalence(t *testing.T) {
 			t.Fatal(err)
 		}
 		minSplit = 1 << 40
-		one, err := parse(p, data)
+		one, err := parse(p, data, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestSplitEquivalence(t *testing.T) {
 		if len(doc.chunks) < 2 {
 			t.Errorf("%s: parsed in %d chunk(s), want several", name, len(doc.chunks))
 		}
-		many, err := parse(p, data)
+		many, err := parse(p, data, nil)
 		release()
 		if err != nil {
 			t.Fatal(err)

@@ -46,14 +46,18 @@ func Open(path string) (*Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	return parse(path, data)
+	return parse(path, data, release)
 }
 
-// parse builds a Trace from the JSON text; the result does not refer to data.
-func parse(path string, data []byte) (*Trace, error) {
+// parse builds a Trace from the JSON text. release (if not nil) is called as soon
+// as the text is no longer needed, before the model is built: the parser copies
+// every string it keeps.
+func parse(path string, data []byte, release func()) (*Trace, error) {
 	s := unsafe.String(unsafe.SliceData(data), len(data))
 	raw, serr := parseDoc(s)
+	if release != nil {
+		release()
+	}
 	if serr != nil {
 		return nil, &Error{Path: path, Offset: int64(serr.off), Msg: serr.msg}
 	}

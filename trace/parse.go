@@ -30,94 +30,119 @@ func (w *warnCounts) add(o *warnCounts) {
 	w.otherFlows += o.otherFlows
 }
 
+// Records are pointer-free (names, threads and inputs are ids into the chunk's
+// tables) so that the garbage collector does not scan them.
 type opRec struct {
-	name             string
-	kind             Kind
-	pid, tid         string
-	ts, dur          int64
-	ext, rf, evIdx   int64
-	seq, fwd         int64
-	inputs           []Input
-	fileOrder        int64
-	pyID, pyParentID int64
+	name           uint32
+	thread         uint32
+	inputs         uint32 // index+1 into chunk.inputTab; 0 = none
+	kind           Kind
+	ts, dur        int64
+	ext, rf, evIdx int64
+	seq, fwd       int64
 }
 
 type rtRec struct {
-	name     string
-	pid, tid string
-	ts, dur  int64
-	corr     int64
-	ext      int64
-	kernel   string // ROCm: kernel name on the hip launch
-	grid     [3]int32
-	block    [3]int32
-}
-
-type actRec struct {
-	Activity
+	name, thread uint32
+	kernel       uint32 // ROCm: kernel name on the hip launch; 0 = none
+	ts, dur      int64
+	corr         int64
+	grid, block  [3]int32
 }
 
 type pyRec struct {
-	name     string
-	pid, tid string
-	ts, dur  int64
+	name, thread uint32
+	ts, dur      int64
 }
 
 type flowRec struct {
-	start    bool
-	id       string
-	pid, tid string
-	ts       int64
+	start  bool
+	id     string
+	thread uint32
+	ts     int64
 }
 
 type threadName struct {
-	pid, tid, name string
+	thread uint32
+	name   string
 }
 
 // chunk is one worker's output.
 type chunk struct {
-	ops     []opRec
-	rts     []rtRec
-	acts    []actRec
-	pys     []pyRec
-	flows   []flowRec
-	tnames  []threadName
-	kinds   [numKinds]int
-	flowsN  int // all flow events (s/f/t)
-	metaN   int // M events
-	events  int
-	warn    warnCounts
-	end     int // offset just past the last event parsed
-	closed  bool
-	intern  map[string]string
-	inCache map[inputKey][]Input
-	err     *scanError
+	ops    []opRec
+	rts    []rtRec
+	acts   []Activity
+	pys    []pyRec
+	flows  []flowRec
+	tnames []threadName
+	kinds  [numKinds]int
+	flowsN int // all flow events (s/f/t)
+	events int
+	warn   warnCounts
+	end    int // offset just past the last event parsed
+	closed bool
+	err    *scanError
+
+	names    []string // id -> name; id 0 is ""
+	nameIdx  map[string]uint32
+	threads  []threadKey // id -> (pid, tid)
+	thIdx    map[threadKey]uint32
+	lastTh   threadKey
+	lastThID uint32
+	inputTab [][]Input
+	inputIdx map[inputKey]uint32
 }
 
 const numKinds = int(KindGPUAnnotation) + 1
 
 type inputKey struct{ dims, types, strides, concrete string }
 
-func newChunk() *chunk {
-	return &chunk{intern: make(map[string]string, 1024), inCache: make(map[inputKey][]Input, 256)}
+func newChunk(size int) *chunk {
+	// Estimated record counts, from the share of event kinds in real traces
+	// (about 300 bytes per event).
+	n := size / 300
+	return &chunk{
+		ops: make([]opRec, 0, n/3), pys: make([]pyRec, 0, n/8), rts: make([]rtRec, 0, n/10),
+		names: []string{""}, nameIdx: make(map[string]uint32, 1024),
+		thIdx: make(map[threadKey]uint32, 16), lastThID: ^uint32(0),
+		inputIdx: make(map[inputKey]uint32, 256),
+	}
 }
 
-// in interns s, copying it so that nothing refers to the mapped file afterwards.
-func (c *chunk) in(s string) string {
-	if v, ok := c.intern[s]; ok {
-		return v
+// name interns s (copying it, so that nothing refers to the mapped file
+// afterwards) and returns its id.
+func (c *chunk) name(s string) uint32 {
+	if id, ok := c.nameIdx[s]; ok {
+		return id
 	}
 	v := strings.Clone(s)
 	if !utf8.ValidString(v) {
 		c.warn.badUTF8++
 		v = strings.ToValidUTF8(v, "\uFFFD")
 	}
-	c.intern[v] = v
-	if len(c.intern) > 1<<20 {
-		// Pathological inputs (all names distinct): stop the map from growing.
-		c.intern = make(map[string]string, 1024)
+	id := uint32(len(c.names))
+	c.names = append(c.names, v)
+	c.nameIdx[v] = id
+	return id
+}
+
+func (c *chunk) in(s string) string { return c.names[c.name(s)] }
+
+// thread returns the id of (pid, tid).
+func (c *chunk) thread(pid, tid string) uint32 {
+	k := threadKey{pid, tid}
+	if k == c.lastTh && c.lastThID != ^uint32(0) {
+		return c.lastThID
 	}
-	return v
+	id, ok := c.thIdx[k]
+	if !ok {
+		k = threadKey{c.in(pid), c.in(tid)}
+		id = uint32(len(c.threads))
+		c.threads = append(c.threads, k)
+		c.thIdx[k] = id
+	}
+	c.lastTh, c.lastThID = c.threads[id], id
+	return id
 }
 
 // event holds one event while it is being read.
@@ -399,9 +424,8 @@ func (c *chunk) time(sc *scanner, t string, off int, what string) (int64, bool) 
 
 func (c *chunk) add(sc *scanner, e *event, start int, legacy bool) {
 	if e.ph == "M" {
-		c.metaN++
 		if e.name == "thread_name" && e.argName != "" {
-			c.tnames = append(c.tnames, threadName{c.in(e.pid), c.in(e.tid), c.in(e.argName)})
+			c.tnames = append(c.tnames, threadName{c.thread(e.pid, e.tid), c.in(e.argName)})
 		}
 		c.kinds[KindOther]++
 		return
@@ -415,7 +439,7 @@ func (c *chunk) add(sc *scanner, e *event, start int, legacy bool) {
 				c.warn.otherFlows++
 				return
 			}
-			c.flows = append(c.flows, flowRec{start: e.ph == "s", id: c.in(e.id), pid: c.in(e.pid), tid: c.in(e.tid), ts: ts})
+			c.flows = append(c.flows, flowRec{start: e.ph == "s", id: c.in(e.id), thread: c.thread(e.pid, e.tid), ts: ts})
 		}
 		return
 	}
@@ -447,22 +471,22 @@ func (c *chunk) add(sc *scanner, e *event, start int, legacy bool) {
 	}
 	switch k {
 	case KindCPUOp, KindUserAnnotation:
-		var inputs []Input
+		var inputs uint32
 		if e.dims != "" || e.types != "" || e.concrete != "" {
 			inputs = c.inputs(e)
 		}
 		c.ops = append(c.ops, opRec{
-			name: c.in(e.name), kind: k, pid: c.in(e.pid), tid: c.in(e.tid), ts: ts, dur: dur,
+			name: c.name(e.name), kind: k, thread: c.thread(e.pid, e.tid), ts: ts, dur: dur,
 			ext: e.ext, rf: e.rf, evIdx: e.ev, seq: e.seq, fwd: e.fwd, inputs: inputs,
 		})
 	case KindRuntime:
-		r := rtRec{name: c.in(e.name), pid: c.in(e.pid), tid: c.in(e.tid), ts: ts, dur: dur, corr: e.corr, ext: e.ext, grid: e.grid, block: e.block}
+		r := rtRec{name: c.name(e.name), thread: c.thread(e.pid, e.tid), ts: ts, dur: dur, corr: e.corr, grid: e.grid, block: e.block}
 		if e.kernel != "" {
-			r.kernel = c.in(e.kernel)
+			r.kernel = c.name(e.kernel)
 		}
 		c.rts = append(c.rts, r)
 	case KindPython:
-		c.pys = append(c.pys, pyRec{name: c.in(e.name), pid: c.in(e.pid), tid: c.in(e.tid), ts: ts, dur: dur})
+		c.pys = append(c.pys, pyRec{name: c.name(e.name), thread: c.thread(e.pid, e.tid), ts: ts, dur: dur})
 	case KindKernel, KindMemcpy, KindMemset:
 		a := Activity{Name: c.in(e.name), Start: ts, Dur: dur, Correlation: e.corr, ExternalID: e.ext,
 			Grid: e.grid, Block: e.block, Bytes: e.bytes, Op: -1, Launch: -1}
@@ -485,7 +509,7 @@ func (c *chunk) add(sc *scanner, e *event, start int, legacy bool) {
 		} else {
 			a.Stream = trailingInt(e.tid)
 		}
-		c.acts = append(c.acts, actRec{a})
+		c.acts = append(c.acts, a)
 	}
 }
 
@@ -507,17 +531,15 @@ func trailingInt(s string) int64 {
 
 // inputs decodes Input Dims / Input type / Input Strides / Concrete Inputs, cached
 // by their text: equal texts share one (read-only) slice.
-func (c *chunk) inputs(e *event) []Input {
+func (c *chunk) inputs(e *event) uint32 {
 	key := inputKey{e.dims, e.types, e.strides, e.concrete}
-	if v, ok := c.inCache[key]; ok {
-		return v
+	if id, ok := c.inputIdx[key]; ok {
+		return id
 	}
-	v := decodeInputs(e.dims, e.types, e.strides, e.concrete)
-	if len(c.inCache) > 1<<18 {
-		c.inCache = make(map[inputKey][]Input, 256)
-	}
-	c.inCache[inputKey{strings.Clone(e.dims), strings.Clone(e.types), strings.Clone(e.strides), strings.Clone(e.concrete)}] = v
-	return v
+	c.inputTab = append(c.inputTab, decodeInputs(e.dims, e.types, e.strides, e.concrete))
+	id := uint32(len(c.inputTab))
+	c.inputIdx[inputKey{strings.Clone(e.dims), strings.Clone(e.types), strings.Clone(e.strides), strings.Clone(e.concrete)}] = id
+	return id
 }
 
 // shape is one parsed element of Input Dims / Input Strides.
@@ -735,7 +757,7 @@ func parseArray(s string, open int, legacy bool) ([]*chunk, int, *scanError) {
 			if k+1 < len(starts) {
 				end = starts[k+1]
 			}
-			chunks[k] = newChunk()
+			chunks[k] = newChunk(end - starts[k])
 			wg.Add(1)
 			go func(c *chunk, from, end int) {
 				defer wg.Done()
@@ -756,7 +778,7 @@ func parseArray(s string, open int, legacy bool) ([]*chunk, int, *scanError) {
 		}
 		// A wrong split or bad input: parse sequentially for the exact result.
 	}
-	c := newChunk()
+	c := newChunk(len(s) - sc.i)
 	c.parseEvents(sc, len(s)+1, legacy)
 	if c.err != nil {
 		return nil, 0, c.err

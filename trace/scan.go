@@ -34,16 +34,15 @@ func (sc *scanner) failf(off int, format string, args ...any) {
 	}
 }
 
+var isSpace = [256]bool{' ': true, '\n': true, '\r': true, '\t': true}
+
 // ws skips JSON whitespace.
 func (sc *scanner) ws() {
-	for sc.i < len(sc.s) {
-		switch sc.s[sc.i] {
-		case ' ', '\n', '\r', '\t':
-			sc.i++
-		default:
-			return
-		}
+	i, s := sc.i, sc.s
+	for i < len(s) && isSpace[s[i]] {
+		i++
 	}
+	sc.i = i
 }
 
 // peek returns the next non-space byte, or 0 at the end.
@@ -94,24 +93,28 @@ func (sc *scanner) str() string {
 	}
 	start := sc.i + 1
 	s := sc.s
-	j := start
-	for j < len(s) {
-		c := s[j]
-		if c == '"' {
+	// Control characters inside strings are tolerated (as Python's strict=False).
+	// Most strings (keys) are short: look at the first bytes directly.
+	for j := start; j < start+24 && j < len(s); j++ {
+		switch s[j] {
+		case '"':
 			sc.i = j + 1
 			return s[start:j]
-		}
-		if c == '\\' {
+		case '\\':
 			return sc.strEscaped(start, j)
 		}
-		if c < 0x20 {
-			sc.failf(j, "control character %s in string", quoteByte(c))
-			return ""
-		}
-		j++
 	}
-	sc.fail(sc.i, "unterminated string")
-	return ""
+	q := strings.IndexByte(s[start:], '"')
+	if q < 0 {
+		sc.fail(sc.i, "unterminated string")
+		return ""
+	}
+	v := s[start : start+q]
+	if strings.IndexByte(v, '\\') >= 0 {
+		return sc.strEscaped(start, start+strings.IndexByte(v, '\\'))
+	}
+	sc.i = start + q + 1
+	return v
 }
 
 func (sc *scanner) strEscaped(start, j int) string {
@@ -124,9 +127,6 @@ func (sc *scanner) strEscaped(start, j int) string {
 		case c == '"':
 			sc.i = j + 1
 			return b.String()
-		case c < 0x20:
-			sc.failf(j, "control character %s in string", quoteByte(c))
-			return ""
 		case c != '\\':
 			b.WriteByte(c)
 			j++
