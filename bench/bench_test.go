@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fuseadvise/fuseadvise/codegen"
 	"github.com/fuseadvise/fuseadvise/internal/pyenv"
 )
 
@@ -147,5 +148,23 @@ func TestHarnessWithoutGPU(t *testing.T) {
 	var ng *NoGPUError
 	if !errors.As(err, &ng) {
 		t.Fatalf("err = %v (stderr %s), want a NoGPUError", err, stderr.String())
+	}
+}
+
+func TestAnchorsValidateAndHaveUniqueNames(t *testing.T) {
+	specs := Anchors()
+	if len(specs) == 0 {
+		t.Fatal("no anchor specs")
+	}
+	seen := map[string]bool{}
+	for _, s := range specs {
+		if err := codegen.Validate(s); err != nil {
+			t.Errorf("%s: %v", Name(s), err)
+		}
+		n := Name(s)
+		if seen[n] {
+			t.Errorf("duplicate folder name %s", n)
+		}
+		seen[n] = true
 	}
 }

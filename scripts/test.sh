@@ -15,4 +15,4 @@ go test -count=1 ./...
 py=$(bash scripts/setup-python.sh)
 export FUSEADVISE_PYTHON="$py"
 echo "== templates (TRITON_INTERPRET=1, $("$py" -c 'import torch,triton;print("torch",torch.__version__,"triton",triton.__version__)'))" >&2
-TRITON_INTERPRET=1 "$py" -m pytest -q -p no:cacheprovider templates
+TRITON_INTERPRET=1 "$py" -m pytest -q -p no:cacheprovider --ignore=templates/_common templates

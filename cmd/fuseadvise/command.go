@@ -32,6 +32,8 @@ type Command struct {
 var commands = []*Command{
 	cmdAnalyze,
 	cmdPprof,
+	cmdGen,
+	cmdBench,
 }
 
 func lookup(name string) *Command {

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/fuseadvise/fuseadvise/bench"
+	"github.com/fuseadvise/fuseadvise/codegen"
+)
+
+var cmdGen = &Command{
+	Name:      "gen",
+	UsageLine: "gen [-o DIR] [-pattern ID] [-top N] [-force] TRACE|DIR | gen -from ANALYSIS.json | gen -anchors",
+	Short:     "write fused Triton kernels, references, tests and benchmarks",
+	Long: `Gen writes one folder per opportunity (grouped by pattern, shape and dtype) under -o:
+the fused Triton kernel module (kernels, launcher, autograd wrapper, drop-in nn.Module),
+reference.py (the eager PyTorch chain exactly as the trace ran it), pytest tests (interpreter
+and GPU marks), bench.py, case.py (the traced shapes and parameters), manifest.json and a
+README on how to swap it in.
+
+The opportunities come from analyzing TRACE (same selection flags as analyze), or from the
+JSON that 'analyze -format json' wrote (-from). -anchors writes the H200 benchmark matrix
+instead (the reference shapes of the project's GPU results).
+
+Only validated numbers and known enum values from the trace enter the generated code; op
+names, paths and call sites go into manifest.json and README.md as data. Output is
+deterministic; an existing folder is kept unless -force, and folders are written atomically.`,
+	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+		out := fs.String("o", "fused", "write the kernel folders under `DIR`")
+		pattern := fs.String("pattern", "", "only the pattern `ID`")
+		top := fs.Int("top", 0, "only the `N` best opportunities (0: all)")
+		from := fs.String("from", "", "read opportunities from analyze's JSON `FILE` instead of a trace")
+		anchors := fs.Bool("anchors", false, "write the H200 benchmark matrix instead of a trace's opportunities")
+		force := fs.Bool("force", false, "replace existing folders")
+		return func(ctx context.Context, env *Env, args []string) error {
+			var specs []codegen.Spec
+			var names []string
+			switch {
+			case *anchors:
+				if len(args) != 0 || *from != "" {
+					return usagef("-anchors takes no trace and no -from")
+				}
+				for _, s := range bench.Anchors() {
+					specs = append(specs, s)
+					names = append(names, bench.Name(s))
+				}
+			default:
+				var err error
+				specs, names, err = specsFor(args, *from, analyzeOptions{Top: *top, Pattern: *pattern})
+				if err != nil {
+					return err
+				}
+			}
+			if len(specs) == 0 {
+				fmt.Fprintln(env.Stderr, "nothing to generate: no opportunity with a template")
+				return nil
+			}
+			dirs, err := writeFolders(*out, specs, names, *force)
+			for _, d := range dirs {
+				fmt.Fprintln(env.Stdout, d)
+			}
+			return err
+		}
+	},
+}
+
+// writeFolders writes one folder per spec under root and returns their paths.
+func writeFolders(root string, specs []codegen.Spec, names []string, force bool) ([]string, error) {
+	for _, s := range specs {
+		if err := codegen.Validate(s); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for i, s := range specs {
+		d := filepath.Join(root, names[i])
+		if err := codegen.Write(d, s, force); err != nil {
+			return dirs, err
+		}
+		dirs = append(dirs, d)
+	}
+	return dirs, nil
+}
