@@ -43,8 +43,8 @@ type document struct {
 	Sections []section
 }
 
-func txt(s string) cell  { return cell{Text: s} }
-func code(s string) cell { return cell{Text: s, Code: true} }
+func txt(s string) cell  { return cell{Text: oneLine(s)} }
+func code(s string) cell { return cell{Text: oneLine(s), Code: true} }
 func numc(s string) cell { return cell{Text: s, Class: "num"} }
 
 func verdictCell(v Verdict) cell {

@@ -224,8 +224,11 @@ func decodeJSON(name string, b []byte, v any) error {
 		}
 		return fmt.Errorf("%s: %v", name, err)
 	}
+	off := dec.InputOffset()
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%s: offset %d: data after the JSON object", name, dec.InputOffset())
+		rest := b[off:]
+		trimmed := bytes.TrimLeft(rest, " \t\r\n")
+		return fmt.Errorf("%s: offset %d: data after the JSON object", name, off+int64(len(rest)-len(trimmed)))
 	}
 	return nil
 }

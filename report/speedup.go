@@ -114,7 +114,7 @@ func speedup(c bench.Case) Speedup {
 		}
 	case s.VsEager > ReviewAbove:
 		s.Verdict = Review
-		s.Notes = append(s.Notes, fmt.Sprintf("speedup above %gx: check the baseline and the shapes", ReviewAbove))
+		s.Notes = append(s.Notes, fmt.Sprintf("speedup above %g×: check the baseline and the shapes", ReviewAbove))
 	case s.EagerNoise:
 		s.Verdict = Noise
 		s.Notes = append(s.Notes, "faster than eager by less than the p20-p80 spread")

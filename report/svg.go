@@ -19,7 +19,7 @@ type Scale int
 const (
 	ScaleAuto   Scale = iota // log when the times span more than AutoLogRatio, else linear
 	ScaleLinear              // linear from zero
-	ScaleLog                 // log10, whole decades
+	ScaleLog                 // log10, from and to 1, 2 or 5 times a power of ten
 )
 
 // AutoLogRatio is the largest/smallest time ratio above which ScaleAuto draws a log axis.
@@ -95,12 +95,16 @@ func (a axis) x(v float64) float64 {
 func (a axis) ticks() ([]float64, []string) {
 	var vs []float64
 	if a.log {
-		decades := int(a.hi - a.lo)
-		for k := int(a.lo); k <= int(a.hi); k++ {
-			base := math.Pow(10, float64(k))
-			vs = append(vs, base)
-			if decades <= 2 && k < int(a.hi) {
-				vs = append(vs, 2*base, 5*base)
+		mults := []float64{1}
+		if a.hi-a.lo <= 3 {
+			mults = []float64{1, 2, 5}
+		}
+		for k := math.Floor(a.lo); k <= math.Ceil(a.hi); k++ {
+			for _, m := range mults {
+				v := m * math.Pow(10, k)
+				if l := math.Log10(v); l >= a.lo-1e-9 && l <= a.hi+1e-9 {
+					vs = append(vs, v)
+				}
 			}
 		}
 	} else {
@@ -140,6 +144,17 @@ func niceStep(v float64) float64 {
 	return 10 * p
 }
 
+// niceFloor rounds v down to 1, 2 or 5 times a power of ten.
+func niceFloor(v float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{5, 2, 1} {
+		if m*p <= v*(1+1e-9) {
+			return m * p
+		}
+	}
+	return p
+}
+
 // newAxis fits the axis to the timed values of cases.
 func newAxis(cases []bench.Case, scale Scale, x0, x1 float64) axis {
 	lo, hi := math.Inf(1), 0.0
@@ -167,7 +182,7 @@ func newAxis(cases []bench.Case, scale Scale, x0, x1 float64) axis {
 		}
 	}
 	if scale == ScaleLog {
-		l, h := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+		l, h := math.Log10(niceFloor(lo)), math.Log10(niceStep(hi))
 		if h <= l {
 			h = l + 1
 		}

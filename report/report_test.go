@@ -1,0 +1,475 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/bench"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// recorded loads the recorded inputs in testdata.
+func recorded(t *testing.T) Inputs {
+	t.Helper()
+	in, err := Load(Paths{
+		Analysis:  filepath.Join("testdata", "analysis.json"),
+		Generated: []string{filepath.Join("testdata", "gen")},
+		Verify:    filepath.Join("testdata", "verify.json"),
+		Bench:     filepath.Join("testdata", "bench.json"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./report -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("%s differs from the golden file at line %d:\ngot:  %q\nwant: %q\n(run go test ./report -update if the change is intended)", name, i+1, g, w)
+			}
+		}
+		t.Fatalf("%s differs from the golden file", name)
+	}
+}
+
+func render(t *testing.T, f func(io.Writer, Inputs) error, in Inputs) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := f(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestGolden(t *testing.T) {
+	full := recorded(t)
+	noBench := full
+	noBench.Bench = nil
+	logScale := full
+	logScale.Scale = ScaleLog
+	linScale := full
+	linScale.Scale = ScaleLinear
+	csvOut := func(w io.Writer, in Inputs) error { return WriteCSV(w, in.Bench) }
+	for _, tc := range []struct {
+		file string
+		f    func(io.Writer, Inputs) error
+		in   Inputs
+	}{
+		{"report.md", Markdown, full},
+		{"report.html", HTML, full},
+		{"report.svg", SVG, full},
+		{"report_linear.svg", SVG, linScale},
+		{"bench.csv", csvOut, full},
+		{"nobench.md", Markdown, noBench},
+		{"nobench.svg", SVG, noBench},
+		{"empty.md", Markdown, Inputs{}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			golden(t, tc.file, render(t, tc.f, tc.in))
+		})
+	}
+	// The recorded times span 0.05 to 1465 us: auto picks the log axis.
+	if a, b := render(t, SVG, full), render(t, SVG, logScale); !bytes.Equal(a, b) {
+		t.Error("auto scale did not pick log for times spanning four decades")
+	}
+}
+
+// wellFormed parses b as XML to the end.
+func wellFormed(t *testing.T, name string, b []byte) {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		_, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: not well-formed XML: %v", name, err)
+		}
+	}
+}
+
+func TestSVGWellFormed(t *testing.T) {
+	full := recorded(t)
+	wellFormed(t, "full", render(t, SVG, full))
+	full.Scale = ScaleLinear
+	wellFormed(t, "linear", render(t, SVG, full))
+	wellFormed(t, "no bench", render(t, SVG, Inputs{}))
+	wellFormed(t, "no cases", render(t, SVG, Inputs{Bench: &bench.Result{GPU: "x"}}))
+}
+
+// hostile returns the recorded inputs with attack strings in every field that comes from
+// a trace or a tool's output.
+func hostile(t *testing.T) Inputs {
+	const evil = `aten::<script>alert(1)</script>"><img src=x onerror=alert(2)>` + "`|*_[x](javascript:alert(3))\x01\n"
+	in := recorded(t)
+	a := *in.Analysis
+	a.Trace.Path = evil
+	a.Trace.Device = evil
+	a.Trace.TopKernels = append([]NameTime{{Name: evil, Count: 1, Us: 1}}, a.Trace.TopKernels...)
+	a.Notes = append(a.Notes, evil)
+	ops := append([]Opportunity(nil), a.Opportunities...)
+	ops[0].Pattern = evil
+	ops[0].Chain = Text(evil)
+	ops[0].Source = Text(evil)
+	ops[0].Advice = Text(evil)
+	ops[0].Shapes = append(ops[0].Shapes, ShapeGroup{Dtype: evil, Dims: [][]int64{{1}}})
+	a.Opportunities = ops
+	in.Analysis = &a
+
+	gens := append([]GenFolder(nil), in.Generated...)
+	gens[0].Name = evil
+	gens[0].Source = GenSource{Trace: evil, Site: evil}
+	in.Generated = gens
+
+	v := *in.Verify
+	v.Mode, v.Command = evil, evil
+	v.Cases = append([]VerifyCase(nil), v.Cases...)
+	v.Cases[0].Case, v.Cases[0].Error, v.Cases[0].Name = evil, evil, evil
+	in.Verify = &v
+
+	b := *in.Bench
+	b.GPU, b.Torch, b.Command, b.Date = evil, evil, evil, evil
+	b.Cases = append([]bench.Case(nil), b.Cases...)
+	b.Cases[0].Name, b.Cases[0].Dtype = evil, evil
+	b.Cases[6].Error = evil
+	in.Bench = &b
+	return in
+}
+
+var markupRE = regexp.MustCompile(`(?i)<(script|img)`)
+
+func TestEscaping(t *testing.T) {
+	in := hostile(t)
+	for _, tc := range []struct {
+		name string
+		f    func(io.Writer, Inputs) error
+	}{{"html", HTML}, {"svg", SVG}} {
+		out := render(t, tc.f, in)
+		if m := markupRE.Find(out); m != nil {
+			t.Errorf("%s: trace data became markup: %q", tc.name, m)
+		}
+		if !bytes.Contains(out, []byte("&lt;script&gt;alert(1)&lt;/script&gt;")) {
+			t.Errorf("%s: the crafted op name does not appear escaped", tc.name)
+		}
+		if bytes.Contains(out, []byte("\x01")) {
+			t.Errorf("%s: a control character reached the output", tc.name)
+		}
+	}
+	wellFormed(t, "hostile svg", render(t, SVG, in))
+
+	// Markdown: outside code spans, no markup and no link; inside, the name intact.
+	md := string(render(t, Markdown, in))
+	if !strings.Contains(md, "<script>alert(1)</script>") {
+		t.Error("markdown: the crafted op name is missing from its code span")
+	}
+	if rest := stripCodeSpans(md); markupRE.MatchString(rest) || strings.Contains(rest, "](javascript") {
+		t.Errorf("markdown: trace data outside a code span:\n%s", rest)
+	}
+	cells := -1 // the current table's pipe count, from its header
+	for _, l := range strings.Split(md, "\n") {
+		if !strings.HasPrefix(l, "|") {
+			cells = -1
+			continue
+		}
+		n := strings.Count(strings.ReplaceAll(l, `\|`, ""), "|")
+		if cells < 0 {
+			cells = n
+		} else if n != cells {
+			t.Errorf("markdown: a '|' in the data split a table row (%d cells, header %d): %q", n, cells, l)
+		}
+	}
+
+	// PR.md too.
+	var pr bytes.Buffer
+	if err := prMarkdown(&pr, in); err != nil {
+		t.Fatal(err)
+	}
+	if rest := stripCodeSpans(pr.String()); markupRE.MatchString(rest) {
+		t.Errorf("PR.md: trace data outside a code span:\n%s", rest)
+	}
+}
+
+// stripCodeSpans removes Markdown code spans (backtick fences of any length).
+func stripCodeSpans(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if s[i] != '`' {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		n := 0
+		for i+n < len(s) && s[i+n] == '`' {
+			n++
+		}
+		fence := strings.Repeat("`", n)
+		end := strings.Index(s[i+n:], fence)
+		for end >= 0 && i+n+end+n < len(s) && s[i+n+end+n] == '`' { // a longer run is not the closer
+			next := strings.Index(s[i+n+end+n:], fence)
+			if next < 0 {
+				end = -1
+				break
+			}
+			end += n + next
+		}
+		if end < 0 {
+			b.WriteString(s[i:])
+			break
+		}
+		i += n + end + n
+	}
+	return b.String()
+}
+
+func TestCodeSpan(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		inTable bool
+		want    string
+	}{
+		{"aten::add", false, "`aten::add`"},
+		{"a`b", false, "``a`b``"},
+		{"`x`", false, "`` `x` ``"},
+		{"a|b", true, "`a\\|b`"},
+		{"a|b", false, "`a|b`"},
+		{"line\nbreak", false, "`line break`"},
+		{"", false, ""},
+	} {
+		if got := codeSpan(tc.in, tc.inTable); got != tc.want {
+			t.Errorf("codeSpan(%q, %v) = %q, want %q", tc.in, tc.inTable, got, tc.want)
+		}
+	}
+}
+
+func TestSpeedupVerdicts(t *testing.T) {
+	base := bench.Case{Pattern: "p", Dtype: "bf16", Shape: []int64{4}, Correct: true,
+		FusedUs: 10, FusedP20: 9.9, FusedP80: 10.1, EagerUs: 20, EagerP20: 19.8, EagerP80: 20.2,
+		CompileUs: 15, CompileP20: 14.8, CompileP80: 15.2, FloorUs: 5, PredictedUs: 8}
+	with := func(f func(c *bench.Case)) bench.Case { c := base; f(&c); return c }
+	for _, tc := range []struct {
+		name    string
+		c       bench.Case
+		verdict Verdict
+		vsEager float64
+		noise   bool
+	}{
+		{"ship", base, Ship, 2, false},
+		{"review above 10x", with(func(c *bench.Case) { c.EagerUs, c.EagerP20, c.EagerP80 = 101, 100, 102 }), Review, 10.1, false},
+		{"exactly 10x ships", with(func(c *bench.Case) { c.EagerUs, c.EagerP20, c.EagerP80 = 100, 99, 101 }), Ship, 10, false},
+		{"slower", with(func(c *bench.Case) { c.EagerUs, c.EagerP20, c.EagerP80 = 8, 7.9, 8.1 }), DoNotShip, 0.8, false},
+		{"slower within noise", with(func(c *bench.Case) { c.EagerUs, c.EagerP20, c.EagerP80 = 9.8, 9, 11 }), DoNotShip, 0.98, true},
+		{"faster within noise", with(func(c *bench.Case) { c.EagerUs, c.EagerP20, c.EagerP80 = 10.5, 9.5, 11.5 }), Noise, 1.05, true},
+		{"no quantiles: never noise", with(func(c *bench.Case) {
+			c.FusedP20, c.FusedP80, c.EagerUs, c.EagerP20, c.EagerP80 = 0, 0, 10.01, 0, 0
+		}), Ship, 1.001, false},
+		{"wrong on the GPU", with(func(c *bench.Case) { c.Correct, c.Error = false, "mismatch" }), Failed, 0, false},
+		{"errored", with(func(c *bench.Case) { c.Error = "out of memory" }), NotTimed, 0, false},
+		{"no eager time", with(func(c *bench.Case) { c.EagerUs = 0 }), NotTimed, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := speedup(tc.c)
+			if s.Verdict != tc.verdict {
+				t.Errorf("verdict %q, want %q (notes %q)", s.Verdict, tc.verdict, s.Notes)
+			}
+			if d := s.VsEager - tc.vsEager; d > 1e-9 || d < -1e-9 {
+				t.Errorf("vs eager %v, want %v", s.VsEager, tc.vsEager)
+			}
+			if s.EagerNoise != tc.noise {
+				t.Errorf("noise %v, want %v", s.EagerNoise, tc.noise)
+			}
+		})
+	}
+	s := speedup(base)
+	if s.FloorPct != 50 || !s.HasPred || s.PredErrPct != -20 || s.VsCompile != 1.5 {
+		t.Errorf("floor %v%%, prediction error %v%% (%v), vs compile %v; want 50, -20, 1.5", s.FloorPct, s.PredErrPct, s.HasPred, s.VsCompile)
+	}
+	slowerThanCompile := speedup(with(func(c *bench.Case) { c.CompileUs, c.CompileP20, c.CompileP80 = 7, 6.9, 7.1 }))
+	if !strings.Contains(strings.Join(slowerThanCompile.Notes, ";"), "torch.compile is faster") {
+		t.Errorf("notes %q do not say torch.compile is faster", slowerThanCompile.Notes)
+	}
+}
+
+func TestRecordedVerdicts(t *testing.T) {
+	var got []Verdict
+	for _, s := range Speedups(recorded(t).Bench) {
+		got = append(got, s.Verdict)
+	}
+	want := []Verdict{Ship, Review, Ship, DoNotShip, Ship, Noise, Failed}
+	if strings.Join(verdictStrings(got), ",") != strings.Join(verdictStrings(want), ",") {
+		t.Errorf("verdicts %q, want %q", got, want)
+	}
+}
+
+func verdictStrings(vs []Verdict) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+func TestCSV(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteCSV(&b, recorded(t).Bench); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&b).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rows[0], ",") != "kernel_name,kernel_provider,kernel_operation_mode,metric_name,metric_unit,x_name,x_label,x_value,y_value_50,y_value_20,y_value_80,extra_benchmark_config_str,gpu_name,timestamp,liger_version" {
+		t.Errorf("header %q", rows[0])
+	}
+	// 6 timed cases x 3 providers; the failed case has no rows
+	if len(rows) != 1+18 {
+		t.Fatalf("%d rows, want 19", len(rows))
+	}
+	first := rows[1]
+	want := []string{"gelu_pyops", "fuseadvise", "forward", "speed", "ms", "numel", "elements of the main input", "12582912",
+		"0.0146", "0.0144", "0.0149", `{"dtype":"bf16","shapes":[[8,512,3072]],"name":"gelu_pyops_bf16"}`, "NVIDIA H200", "2026-11-29 18:30:00", ""}
+	if strings.Join(first, "\x00") != strings.Join(want, "\x00") {
+		t.Errorf("first row\n got %q\nwant %q", first, want)
+	}
+	if rows[2][1] != "torch" || rows[2][8] != "0.1412" || rows[3][1] != "torch_compile" {
+		t.Errorf("eager/compile rows %q %q", rows[2], rows[3])
+	}
+
+	b.Reset()
+	if err := WriteCSV(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(b.String(), "\n") != 1 {
+		t.Errorf("no bench: want the header only, got %q", b.String())
+	}
+	if got := csvText("=HYPERLINK(1)"); got != "'=HYPERLINK(1)" {
+		t.Errorf("csvText = %q", got)
+	}
+}
+
+func TestNoBench(t *testing.T) {
+	in := recorded(t)
+	in.Bench = nil
+	md := string(render(t, Markdown, in))
+	for _, want := range []string{"No benchmark results: the kernels were not timed on a GPU", "Not benchmarked: no GPU results", "not benchmarked"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown without bench results lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "report.svg") {
+		t.Error("markdown links a chart with nothing in it")
+	}
+	html := string(render(t, HTML, in))
+	if !strings.Contains(html, "No benchmark results") || strings.Contains(html, "<svg") {
+		t.Error("HTML without bench results should say so and draw no chart")
+	}
+	svg := string(render(t, SVG, in))
+	if !strings.Contains(svg, "No benchmark results") {
+		t.Error("SVG without bench results should say so")
+	}
+	// nothing at all still renders
+	if md := string(render(t, Markdown, Inputs{})); !strings.Contains(md, "No analysis given") || !strings.Contains(md, "Not verified") {
+		t.Errorf("empty inputs: %s", md)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, content string
+		load          func(string) error
+		want          string
+	}{
+		{"syntax.json", `{"trace": {"path": "x",}}`, func(p string) error { _, err := LoadAnalysis(p); return err }, "syntax.json: offset 24: invalid JSON"},
+		{"type.json", `{"cases": [{"pattern": "p", "fused_us": "fast"}]}`, func(p string) error { _, err := LoadBench(p); return err }, "type.json: offset 46: field cases.fused_us"},
+		{"trailing.json", `{"cases": []} {}`, func(p string) error { _, err := LoadVerify(p); return err }, "trailing.json: offset 14: data after the JSON object"},
+		{"empty.json", ``, func(p string) error { _, err := LoadBench(p); return err }, "empty.json: empty file"},
+		{"nopattern.json", `{"cases": [{"fused_us": 1}]}`, func(p string) error { _, err := LoadBench(p); return err }, "case 0 has no pattern"},
+		{"noopp.json", `{"opportunities": [{"instances": 1}]}`, func(p string) error { _, err := LoadAnalysis(p); return err }, "opportunity 0 has no pattern"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.load(write(tc.name, tc.content))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := LoadBench(filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Errorf("missing file: %v", err)
+	}
+	if _, err := LoadGenFolders(dir); err == nil || !strings.Contains(err.Error(), "no manifest.json") {
+		t.Errorf("folder without manifests: %v", err)
+	}
+}
+
+func TestText(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`"a -> b"`, "a -> b"},
+		{`["aten::add", "aten::gelu"]`, "aten::add -> aten::gelu"},
+		{`{"file": "m.py", "line": 3}`, "m.py:3"},
+		{`{"file": "m.py", "line": 3, "text": "y = f(x)"}`, "m.py:3 y = f(x)"},
+		{`{"other": 1}`, `{"other":1}`},
+		{`[1, 2]`, `[1,2]`},
+		{`null`, ""},
+		{`42`, "42"},
+	} {
+		var x Text
+		if err := x.UnmarshalJSON([]byte(tc.in)); err != nil {
+			t.Errorf("%s: %v", tc.in, err)
+			continue
+		}
+		if string(x) != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.in, x, tc.want)
+		}
+	}
+}
+
+func TestParseScale(t *testing.T) {
+	for in, want := range map[string]Scale{"": ScaleAuto, "auto": ScaleAuto, "linear": ScaleLinear, "log": ScaleLog} {
+		if got, err := ParseScale(in); err != nil || got != want {
+			t.Errorf("ParseScale(%q) = %v, %v", in, got, err)
+		}
+	}
+	if _, err := ParseScale("cubic"); err == nil {
+		t.Error("ParseScale(cubic) succeeded")
+	}
+}
