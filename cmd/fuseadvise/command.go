@@ -92,8 +92,7 @@ The verbs are:
 
 func dispatch(ctx context.Context, env *Env, args []string) error {
 	if len(args) == 0 {
-		printHelp(env.Stderr)
-		return &usageError{msg: "no verb given"}
+		return &usageError{msg: "no verb given; run 'fuseadvise help' for the verbs"}
 	}
 	name := args[0]
 	switch name {
