@@ -1,0 +1,71 @@
+"""Uniform test/bench interface for the add_layernorm template (see docs/templates.md).
+
+SHAPES[0] is x's shape; the residual has the same shape; weight and bias are [x.shape[-1]]
+in x's dtype. x has a non-zero mean (-2.3 + 0.5 randn), as LayerNorm tests should.
+"""
+
+import torch
+
+import fa_testing as fat
+
+KIND = "norm"
+OUTPUTS = ["sum", "y"]
+GRAD_INPUTS = ["x", "residual", "weight", "bias"]
+# 300 and 1500: rows longer than one interpreter block (128)
+ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]]
+
+
+def adversarial(params):
+    return ADVERSARIAL
+
+
+def has_backward(params):
+    return True
+
+
+def interp_shapes(shapes):
+    return [fat.shrink(shapes[0], max_last=300, max_rows=16)]
+
+
+def make_inputs(shapes, dtype, params, device, seed):
+    g = fat.gen(seed)
+    x = fat.randn(shapes[0], dtype, device, g, mean=-2.3, std=0.5)
+    r = fat.randn(shapes[0], dtype, device, g)
+    n = shapes[0][-1]
+    w = fat.randn([n], dtype, device, g, mean=1.0, std=0.2)
+    b = fat.randn([n], dtype, device, g, std=0.2)
+    return {"x": x, "residual": r, "weight": w, "bias": b}
+
+
+def fused(kernel, inputs, params, poison=False, autograd=False):
+    x, r, w, b = inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"]
+    eps = params.get("eps", 1e-5)
+    if autograd:
+        return kernel.AddLayerNormFunction.apply(x, r, w, b, eps)
+    out = None
+    if poison:
+        dt = torch.promote_types(x.dtype, r.dtype)
+        out = (fat.poison(x.shape, dt, x.device), fat.poison(x.shape, dt, x.device))
+    return kernel.add_layer_norm(x, r, w, b, eps, out=out)
+
+
+def reference(ref, inputs, params):
+    return ref.add_layer_norm(inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"],
+                              params.get("eps", 1e-5))
+
+
+def tolerance(dtype, shapes, params, grad=False):
+    atol, rtol = fat.tol(KIND, dtype)
+    if grad and dtype == torch.float32:
+        return 1e-4, 1e-4  # d_weight / d_bias sum over rows
+    if grad:
+        return 5e-2, 5e-2  # CPU ATen LN backward uses bf16/fp16-rounded mean/rstd
+    return atol, rtol
+
+
+def nbytes(shapes, dtype, params):
+    es = torch.tensor([], dtype=dtype).element_size()
+    n = 1
+    for d in shapes[0]:
+        n *= d
+    return es * (4 * n + 2 * shapes[0][-1])

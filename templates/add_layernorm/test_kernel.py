@@ -1,0 +1,84 @@
+"""Tests for the add_layernorm template: run under TRITON_INTERPRET=1 on CPU, or on CUDA (mark gpu)."""
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import fa_testing as fat  # noqa: E402
+
+kernel = fat.load_sibling(__file__, "kernel")
+ref = fat.load_sibling(__file__, "reference")
+adapter = fat.load_sibling(__file__, "adapter")
+
+DEVICES = fat.devices()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("shapes", adapter.ADVERSARIAL, ids=str)
+def test_forward(device, dtype, shapes):
+    for seed in fat.seeds(1 if shapes[0][0] > 64 else 2):  # one program per row: keep it quick
+        fat.run_case(kernel, ref, adapter, shapes, dtype, {"eps": 1e-5}, device, seed)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, False)])
+def test_row_longer_than_block(device, affine):
+    g = fat.gen(4)
+    x = fat.randn([5, 1000], torch.float32, device, g, mean=-2.3)
+    r = fat.randn([5, 1000], torch.float32, device, g)
+    w = fat.randn([1000], torch.float32, device, g) if affine[0] else None
+    b = fat.randn([1000], torch.float32, device, g) if affine[1] else None
+    out = (fat.poison(x.shape, x.dtype, device), fat.poison(x.shape, x.dtype, device))
+    s, y = kernel.add_layer_norm(x, r, w, b, 1e-5, block_n=64, out=out)
+    s0, y0 = ref.add_layer_norm(x, r, w, b, 1e-5)
+    fat.assert_close(s, s0, 0, 0)
+    fat.assert_close(y, y0, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_non_contiguous(device):
+    g = fat.gen(8)
+    x = fat.randn([96, 40], torch.bfloat16, device, g, mean=3.0).t()
+    r = fat.randn([40, 96], torch.bfloat16, device, g)
+    w = fat.randn([96], torch.bfloat16, device, g)
+    s, y = kernel.add_layer_norm(x, r, w, None)
+    s0, y0 = ref.add_layer_norm(x, r, w, None)
+    fat.assert_close(s, s0, 0, 0)
+    fat.assert_close(y, y0, *fat.tol("norm", torch.bfloat16))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_inf(device):
+    x = torch.randn(4, 16, device=device)
+    r = torch.randn(4, 16, device=device)
+    x[0, 3] = float("nan")
+    x[1, 5] = float("inf")
+    x[2, :] = 1.0  # constant row: variance 0, y = bias
+    r[2, :] = 0.0
+    s, y = kernel.add_layer_norm(x, r, None, None, 1e-5)
+    s0, y0 = ref.add_layer_norm(x, r, None, None, 1e-5)
+    fat.assert_close(s, s0, 0, 0)
+    fat.assert_close(y, y0, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_grad(device, dtype):
+    fat.run_grad_case(kernel, ref, adapter, [[3, 5, 150]], dtype, {"eps": 1e-5}, device, 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module(device):
+    ln = torch.nn.LayerNorm(48, device=device)
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+    m = kernel.AddLayerNorm.from_layer_norm(ln)
+    x, r = torch.randn(3, 48, device=device), torch.randn(3, 48, device=device)
+    s, y = m(x, r)
+    fat.assert_close(y, ln(x + r), 1e-5, 1e-5)
