@@ -238,10 +238,10 @@ func (c *chunk) parseEvent(sc *scanner, e *event, legacy bool) {
 		case "id":
 			e.id, _ = sc.scalar()
 		case "args":
-			if sc.peek() == '{' {
+			if sc.peek() == '{' && needArgs(e) {
 				c.parseArgs(sc, e)
 			} else {
-				sc.skip()
+				sc.skipFast()
 			}
 		default:
 			sc.skip()
@@ -324,7 +324,7 @@ func (c *chunk) parseArgs(sc *scanner, e *event) {
 				sc.skip()
 			}
 		default:
-			sc.skip()
+			sc.skipFast()
 		}
 		switch sc.peek() {
 		case ',':
@@ -371,6 +371,26 @@ func (c *chunk) dim3(sc *scanner) (d [3]int32) {
 		}
 	})
 	return d
+}
+
+// needArgs reports whether the args of the event read so far are needed: not
+// for python_function frames, flows, instants and unknown categories (when "cat"
+// comes before "args", as Kineto writes it).
+func needArgs(e *event) bool {
+	switch e.ph {
+	case "M":
+		return true
+	case "s", "f", "t", "i", "I":
+		return false
+	}
+	if e.ph != "X" || e.cat == "" {
+		return true
+	}
+	switch classify(e.cat) {
+	case KindPython, KindGPUAnnotation, KindOther:
+		return false
+	}
+	return true
 }
 
 func classify(cat string) Kind {

@@ -39,6 +39,9 @@ var isSpace = [256]bool{' ': true, '\n': true, '\r': true, '\t': true}
 // ws skips JSON whitespace.
 func (sc *scanner) ws() {
 	i, s := sc.i, sc.s
+	if i < len(s) && !isSpace[s[i]] {
+		return
+	}
 	for i < len(s) && isSpace[s[i]] {
 		i++
 	}
@@ -330,11 +333,63 @@ func (sc *scanner) skipDepth(depth int) {
 	}
 }
 
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
+// skipFast skips one value without checking the syntax inside objects and arrays
+// (only strings and bracket depth are tracked): for args the parser does not read.
+func (sc *scanner) skipFast() {
+	c := sc.peek()
+	if c != '{' && c != '[' {
+		sc.skip()
+		return
+	}
+	s := sc.s
+	i := sc.i
+	depth := 0
+	for i < len(s) {
+		if !structural[s[i]] {
+			i++
+			continue
+		}
+		switch s[i] {
+		case '"':
+			i++
+			for {
+				j := strings.IndexByte(s[i:], '"')
+				if j < 0 {
+					sc.fail(len(s), "unexpected end of input in a string")
+					return
+				}
+				i += j
+				k := i - 1
+				for k >= 0 && s[k] == '\\' {
+					k--
+				}
+				i++
+				if (i-2-k)%2 == 0 {
+					break
+				}
+			}
+			continue
+		case '{', '[':
+			depth++
+		default:
+			depth--
+			if depth == 0 {
+				sc.i = i + 1
+				return
+			}
+		}
+		i++
+	}
+	sc.fail(len(s), "unexpected end of input")
+}
+
 // raw skips one value and returns its text.
 func (sc *scanner) raw() string {
 	sc.ws()
 	start := sc.i
-	sc.skip()
+	sc.skipFast()
 	if sc.err != nil {
 		return ""
 	}
