@@ -122,6 +122,9 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 		o.Getenv = os.Getenv
 	}
 	python := o.Python
+	if python == "" {
+		python = "python"
+	}
 	if o.Runner == nil {
 		py, err := pyenv.Find(o.Python, o.Getenv)
 		if err != nil {
@@ -338,6 +341,9 @@ func (w *worker) start(ctx context.Context) error {
 		}
 		if errors.Is(err, errTimeout) {
 			return &EnvError{fmt.Sprintf("%s printed nothing within %v of starting (importing torch): %v", w.python, startupTimeout, werr)}
+		}
+		if !errors.Is(err, io.EOF) {
+			return &EnvError{fmt.Sprintf("%s: %v: %s", w.python, err, pyenv.Fix)}
 		}
 		return &EnvError{fmt.Sprintf("%s exited before running anything (%v): %s", w.python, werr, pyenv.Fix)}
 	}

@@ -148,6 +148,7 @@ class Case:
     def __init__(self, name, shapes, dtype, variant=None, grad=False, note=""):
         self.name, self.shapes, self.dtype = name, [list(map(int, s)) for s in shapes], dtype
         self.variant, self.grad, self.note = variant, grad, note
+        self.changed = []  # the inputs the variant changed (set when run)
         self.id = f"{name}@{dtype}"
 
     def plan(self):
@@ -182,7 +183,8 @@ def build_cases(f):
         cases.append(Case(name, shapes, base_dt))
     # variants of the traced case that apply to this pattern's inputs (probed once on the CPU)
     probe = a.make_inputs(traced, DTYPES[base_dt], p, "cpu", 0)
-    for name, v in (("strided", "strided"), ("transposed", "transposed"), ("offset", "offset"),
+    for name, v in (("strided", "strided"), ("strided-vec", "strided_vec"), ("transposed", "transposed"),
+                    ("offset", "offset"),
                     ("large", "large"), ("nan-inf", "specials"), ("masked-rows", "masked_rows")):
         if transform(v, probe)[1]:
             cases.append(Case(name, traced, base_dt, variant=v))
@@ -230,7 +232,13 @@ def _offset(t):
     return v
 
 
-LAYOUTS = {"strided": _strided, "transposed": _transposed, "offset": _offset}
+# variant -> (transform, applies to a tensor of this rank)
+LAYOUTS = {
+    "strided": (_strided, lambda r: r >= 2),      # activations: every other element of the last dim
+    "strided_vec": (_strided, lambda r: r == 1),  # vectors (bias, weight): stride 2
+    "transposed": (_transposed, lambda r: r >= 2),
+    "offset": (_offset, lambda r: True),
+}
 
 
 def _first_float(inputs):
@@ -241,17 +249,18 @@ def _first_float(inputs):
 
 
 def transform(variant, inputs):
-    """Applies a case variant to fresh inputs. Returns (inputs, applied)."""
+    """Applies a case variant to fresh inputs. Returns (inputs, names of the inputs changed)."""
     if variant is None:
-        return inputs, True
+        return inputs, ["-"]
     out = dict(inputs)
     if variant in LAYOUTS:
-        fn = LAYOUTS[variant]
-        changed = False
+        fn, ranks = LAYOUTS[variant]
+        changed = []
         for k, v in inputs.items():
-            if isinstance(v, torch.Tensor) and v.numel() > 0:
+            if isinstance(v, torch.Tensor) and v.numel() > 0 and ranks(v.dim()):
                 nv = fn(v)
-                changed |= nv is not v
+                if nv is not v:
+                    changed.append(k)
                 out[k] = nv
         return out, changed
     if variant == "large":
@@ -259,23 +268,23 @@ def transform(variant, inputs):
         # variance by E[(x - mean)^2], and overflow in intermediate products
         k = _first_float(inputs)
         if k is None:
-            return out, False
+            return out, []
         x = inputs[k]
         out[k] = (x.float() * 64.0 + 128.0).to(x.dtype)
-        return out, True
+        return out, [k]
     if variant == "specials":
         k = _first_float(inputs)
         if k is None or inputs[k].numel() < 2:
-            return out, False
+            return out, []
         x = inputs[k].clone()
         flat = x.view(-1)
         flat[flat.numel() // 2] = float("nan")
         flat[flat.numel() - 1] = float("-inf")
         out[k] = x
-        return out, True
+        return out, [k]
     if variant == "masked_rows":
         # one row fully masked and one fully open, whatever True means for the mask
-        changed = False
+        changed = []
         for k, v in inputs.items():
             if not isinstance(v, torch.Tensor) or "mask" not in k or v.dim() == 0:
                 continue
@@ -294,7 +303,7 @@ def transform(variant, inputs):
             else:
                 continue
             out[k] = m
-            changed = True
+            changed.append(k)
         return out, changed
     raise ValueError(f"unknown variant {variant}")
 
@@ -437,9 +446,10 @@ def case_seed(case, trial):
 def run_forward(f, case, dt, seed, acc):
     a = f.adapter
     inputs = a.make_inputs(case.shapes, dt, f.params, ARGS.device, seed)
-    inputs, applied = transform(case.variant, inputs)
-    if not applied:
+    inputs, changed = transform(case.variant, inputs)
+    if not changed:
         return "n/a"
+    case.changed = changed
     before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     got = tuple(a.fused(f.kernel, inputs, f.params, poison=True))
     want = tuple(a.reference(f.reference, inputs, f.params))
@@ -538,6 +548,9 @@ def run_case(f, case):
         res.update(atol=acc.atol, rtol=acc.rtol)
     if acc.fail is not None:
         res["mismatch"] = acc.fail
+    if status != "pass" and case.variant and case.changed:
+        what = f"variant {case.variant} applied to: {', '.join(case.changed)}"
+        msg = f"{msg}; {what}" if msg else what
     if msg:
         res["message"] = msg
     if case.note:
