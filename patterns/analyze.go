@@ -203,10 +203,22 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	return r, nil
 }
 
+// summarize describes t. Steps are the ProfilerStep#N spans; without them the
+// optimizer steps (Optimizer.step#... annotations) on the busiest thread; 0 when
+// the trace shows neither (an inference loop without profiler steps).
 func summarize(t *trace.Trace) TraceSummary {
 	s := TraceSummary{Path: t.Path, Steps: len(t.Steps), Kernels: t.KernelCount(), GPUBusyUs: round1(float64(t.GPUBusyNs()) / 1e3)}
 	if len(t.Steps) == 1 && t.Steps[0].Num < 0 {
 		s.Steps = 0 // only the synthetic whole-trace step
+		opt := map[int32]int{}
+		for i := range t.Ops {
+			if op := &t.Ops[i]; op.Kind == trace.KindUserAnnotation && strings.HasPrefix(op.Name, "Optimizer.step#") {
+				opt[op.Thread]++
+			}
+		}
+		for _, n := range opt {
+			s.Steps = max(s.Steps, n)
+		}
 	}
 	if len(t.Devices) > 0 {
 		s.Device = t.Devices[0].Name
@@ -303,9 +315,7 @@ func group(all []ranked, busyUs, launchUs float64, perRank bool) []Opportunity {
 			o.BackwardGPUTimeUs += rk.bwUs
 		}
 		o.Kernels += rk.est.kernels
-		if rk.est.kernels > 1 {
-			o.LaunchesSaved += rk.est.kernels - 1
-		}
+		o.LaunchesSaved += rk.est.kernels - rk.est.fusedKernels
 		if !rk.est.timed {
 			o.Untimed++
 		}

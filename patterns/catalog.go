@@ -111,21 +111,21 @@ var catalog = []*Pattern{
 // validated number or an enum value, never free text from the trace; nil or ""
 // means the trace does not record it.
 type Params struct {
-	Approximate string   `json:"approximate,omitempty"`    // gelu: "none" | "tanh"
-	MaskKind    string   `json:"mask_kind,omitempty"`      // mask_softmax: "bool" | "additive" | "causal"
-	MaskDims    []int64  `json:"mask_dims,omitempty"`      // the mask's broadcast shape
-	MaskDType   DType    `json:"mask_dtype,omitempty"`     // the mask's element type
-	ScaleOp     string   `json:"scale_op,omitempty"`       // "mul" | "div" when a scale precedes the mask
-	Scale       *float64 `json:"scale,omitempty"`          // the scale factor when recorded
-	SoftmaxDim  *int64   `json:"softmax_dim,omitempty"`    // softmax dim (normalized, >= 0)
-	Attention   bool     `json:"attention,omitempty"`      // a GEMM feeds the scores and one reads the probabilities
-	Eps         *float64 `json:"eps,omitempty"`            // norm epsilon when recorded
-	P           *float64 `json:"p,omitempty"`              // dropout probability
-	Casting     string   `json:"casting,omitempty"`        // rmsnorm: "llama" | "gemma" | "none"
-	Bias        *bool    `json:"bias,omitempty"`           // linear_gelu / layernorm_linear: the GEMM has a bias
-	Linears     int      `json:"linears,omitempty"`        // layernorm_linear: GEMMs reading the norm output
-	Residual    *bool    `json:"residual,omitempty"`       // dropout_add: the add has a second tensor operand
-	NormOut     DType    `json:"norm_out_dtype,omitempty"` // type of the normalized output
+	Approximate string   `json:"approximate,omitempty"` // gelu: "none" | "tanh"
+	MaskKind    string   `json:"mask_kind,omitempty"`   // mask_softmax: "bool" | "additive" | "causal"
+	MaskDims    []int64  `json:"mask_dims,omitempty"`   // the mask's broadcast shape
+	MaskDType   DType    `json:"mask_dtype,omitempty"`  // the mask's element type
+	ScaleOp     string   `json:"scale_op,omitempty"`    // "mul" | "div" when a scale precedes the mask
+	Scale       *float64 `json:"scale,omitempty"`       // the scale factor when recorded
+	SoftmaxDim  *int64   `json:"softmax_dim,omitempty"` // softmax dim (normalized, >= 0)
+	Attention   bool     `json:"attention,omitempty"`   // a GEMM feeds the scores and one reads the probabilities
+	Eps         *float64 `json:"eps,omitempty"`         // norm epsilon when recorded
+	P           *float64 `json:"p,omitempty"`           // dropout probability
+	Casting     string   `json:"casting,omitempty"`     // rmsnorm: "llama" | "gemma" | "none"
+	Bias        *bool    `json:"bias,omitempty"`        // linear_gelu / layernorm_linear: the GEMM has a bias
+	Linears     int      `json:"linears,omitempty"`     // layernorm_linear: GEMMs reading the norm output
+	Residual    *bool    `json:"residual,omitempty"`    // dropout_add: the add has a second tensor operand
+	OutDType    DType    `json:"out_dtype,omitempty"`   // the chain's output type when it differs from dtype
 }
 
 // Instance is one occurrence of a pattern's forward chain.
@@ -444,6 +444,17 @@ func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
 	mname := stripInplace(g.name[m])
 	mins := g.ins(m)
 	x := ins[0].Dims
+	// The mask op may run on a view of the scores (CLIP, BART: [B, H, S, S] + mask,
+	// then viewed as [B*H, S, S]): compare with its own output, which must be the
+	// softmax input up to a view that keeps the softmax rows.
+	mv, ok := g.val0(m)
+	if !ok || numel(mv.dims) != numel(x) || len(mv.dims) == 0 {
+		return nil, false
+	}
+	if !eqDims(mv.dims, x) && (d != len(x)-1 || mv.dims[len(mv.dims)-1] != x[d]) {
+		return nil, false
+	}
+	out := mv.dims
 	var p Params
 	dd := int64(d)
 	p.SoftmaxDim = &dd
@@ -462,7 +473,7 @@ func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
 		}
 		maskPos = 0
 		for _, i := range []int{1, 2} {
-			if isTensor(mins[i]) && eqDims(mins[i].Dims, x) {
+			if isTensor(mins[i]) && eqDims(mins[i].Dims, out) {
 				scoresPos = i
 				break
 			}
@@ -476,10 +487,10 @@ func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
 		if len(ti) != 2 {
 			return nil, false
 		}
-		// The scores have the softmax input's shape; the mask broadcasts to it
-		// along the softmax rows (its size on the softmax dim is the full row).
+		// The scores have the mask op's output shape; the mask broadcasts to it
+		// with the full row on the last dim.
 		for _, i := range ti {
-			if eqDims(mins[i].Dims, x) && scoresPos < 0 {
+			if eqDims(mins[i].Dims, out) && scoresPos < 0 {
 				scoresPos = i
 			} else {
 				maskPos = i
@@ -489,10 +500,7 @@ func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
 			return nil, false
 		}
 		md := mins[maskPos].Dims
-		if b, ok := broadcast(md, x); !ok || !eqDims(b, x) || len(md) < 2 {
-			return nil, false
-		}
-		if md[len(md)-len(x)+d+0] != x[d] && len(md) == len(x) {
+		if b, ok := broadcast(md, out); !ok || !eqDims(b, out) || len(md) < 2 || md[len(md)-1] != out[len(out)-1] {
 			return nil, false
 		}
 		p.MaskKind = "additive"
@@ -536,9 +544,13 @@ func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
 		}
 	}
 	in := newInstance(g, "mask_softmax", n, ops...)
-	in.Dims = [][]int64{dims(x), p.MaskDims}
-	in.DType = v.dtype
+	in.Dims = [][]int64{dims(out), p.MaskDims}
 	in.Params = p
+	in.DType = parseDType(mins[scoresPos].Type)
+	if in.DType == DTypeUnknown {
+		in.DType = v.dtype
+	}
+	in.Params.OutDType = v.dtype
 	in.Elems = numel(x)
 	in.Cols = x[d]
 	in.Rows = in.Elems / max(in.Cols, 1)
@@ -659,7 +671,7 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	in.Params.Eps = lnParams(ins)
 	in.Params.Bias = &bias
 	in.Params.Linears = len(gemms)
-	in.Params.NormOut = v.dtype
+	in.Params.OutDType = v.dtype
 	in.Elems = numel(v.dims)
 	in.Cols = v.dims[len(v.dims)-1]
 	in.Rows = in.Elems / max(in.Cols, 1)
@@ -691,7 +703,7 @@ func matchAddLayerNorm(g *graph, n int32) (*Instance, bool) {
 	in.Dims = [][]int64{dims(ai[ti[0]].Dims), dims(ai[ti[1]].Dims)}
 	in.DType = av.dtype
 	in.Params.Eps = lnParams(ins)
-	in.Params.NormOut = v.dtype
+	in.Params.OutDType = v.dtype
 	in.Elems = numel(v.dims)
 	in.Cols = v.dims[len(v.dims)-1]
 	in.Rows = in.Elems / max(in.Cols, 1)
@@ -853,7 +865,7 @@ func matchRMSNormPyops(g *graph, n int32) (*Instance, bool) {
 	if e, ok := concreteFloat(g.ins(a), 1); ok && e > 0 && e < 1 {
 		in.Params.Eps = &e
 	}
-	in.Params.NormOut = wv.dtype
+	in.Params.OutDType = wv.dtype
 	in.Elems = numel(xd)
 	in.Cols = xd[len(xd)-1]
 	in.Rows = in.Elems / max(in.Cols, 1)

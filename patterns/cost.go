@@ -23,8 +23,10 @@ type CostModel struct {
 	// and tail), added once to every fused estimate. 0: the 5th percentile of the
 	// trace's kernel durations, clamped to [MinKernelOverheadUs, MaxKernelOverheadUs].
 	KernelOverheadUs float64
-	// MinKernelOverheadUs and MaxKernelOverheadUs clamp the calibrated overhead.
-	MinKernelOverheadUs, MaxKernelOverheadUs float64
+	// MinKernelOverheadUs and MaxKernelOverheadUs clamp the calibrated overhead;
+	// DefaultKernelOverheadUs is used when the trace has no kernel shorter than the
+	// maximum (2 us: the GPU time of a one-element kernel on recent NVIDIA parts).
+	MinKernelOverheadUs, MaxKernelOverheadUs, DefaultKernelOverheadUs float64
 	// CalibMinBytes is the smallest kernel (bytes moved) used to calibrate
 	// bandwidth: smaller kernels are latency-bound and would underestimate it.
 	CalibMinBytes int64
@@ -61,13 +63,14 @@ type DeviceSpec struct {
 // DefaultCostModel returns the documented defaults.
 func DefaultCostModel() CostModel {
 	return CostModel{
-		MinKernelOverheadUs: 1.0,
-		MaxKernelOverheadUs: 5.0,
-		CalibMinBytes:       16 << 20,
-		CalibMinSamples:     5,
-		CalibPercentile:     0.9,
-		EpilogueOverhead:    0.03,
-		LaunchUs:            4.0,
+		MinKernelOverheadUs:     1.0,
+		MaxKernelOverheadUs:     5.0,
+		DefaultKernelOverheadUs: 2.0,
+		CalibMinBytes:           16 << 20,
+		CalibMinSamples:         5,
+		CalibPercentile:         0.9,
+		EpilogueOverhead:        0.03,
+		LaunchUs:                4.0,
 		Devices: []DeviceSpec{
 			// Measured: device-to-device copy 4.25 TB/s (read+write) and bf16 8192^3
 			// GEMM 679 TFLOP/s on one H200 (h200-anchors.md); efficiency 1 since
@@ -186,8 +189,8 @@ func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
 		if len(samples) >= m.CalibMinSamples {
 			m.BandwidthGBs = percentile(samples, m.CalibPercentile)
 			c.BandwidthSource = "trace"
-			if hasSpec && m.BandwidthGBs > spec.BandwidthGBs*1.05 {
-				m.BandwidthGBs = spec.BandwidthGBs // a broadcast input read from cache; never beyond the device
+			if hasSpec && m.BandwidthGBs > spec.BandwidthGBs {
+				m.BandwidthGBs = spec.BandwidthGBs // broadcast inputs read from cache; never beyond the device
 			}
 		} else if hasSpec {
 			m.BandwidthGBs = spec.BandwidthGBs * spec.Efficiency
@@ -207,11 +210,12 @@ func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
 				d = append(d, float64(t.Acts[i].Dur)/1e3)
 			}
 		}
-		if len(d) > 0 {
-			m.KernelOverheadUs = min(max(percentile(d, 0.05), m.MinKernelOverheadUs), m.MaxKernelOverheadUs)
+		p5 := percentile(d, 0.05)
+		if len(d) > 0 && p5 <= m.MaxKernelOverheadUs {
+			m.KernelOverheadUs = max(p5, m.MinKernelOverheadUs)
 			c.OverheadSource = "trace"
-		} else {
-			m.KernelOverheadUs = m.MinKernelOverheadUs
+		} else { // no small kernels: the trace says nothing about the fixed cost
+			m.KernelOverheadUs = m.DefaultKernelOverheadUs
 			c.OverheadSource = "default"
 		}
 	}
@@ -224,7 +228,8 @@ func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
 // estimate is the cost of one instance.
 type estimate struct {
 	gpuUs, fusedUs, savingUs float64
-	kernels                  int
+	kernels                  int // kernels the instance's ops launched
+	fusedKernels             int // kernels the fused form launches (the GEMMs kept, plus one)
 	timed                    bool // its ops launched GPU work in the trace
 	modeled                  bool // the model could estimate it (bandwidth known)
 }
@@ -245,6 +250,15 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 	}
 	e.gpuUs = float64(ns) / 1e3
 	e.timed = ns > 0
+	e.fusedKernels = 1
+	for _, id := range in.GEMMs {
+		_, k := subtreeActs(t, id)
+		e.fusedKernels += k
+	}
+	if in.Pattern == "linear_gelu" && len(in.GEMMs) > 0 {
+		e.fusedKernels-- // the epilogue lives in the GEMM
+	}
+	e.fusedKernels = min(e.fusedKernels, e.kernels)
 	if !e.timed || m.BandwidthGBs <= 0 {
 		return e
 	}

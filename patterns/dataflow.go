@@ -252,17 +252,37 @@ func (g *graph) infer() {
 			k := shapeKey(v.dims)
 			table[k] = append(table[k], entry{node: b, dims: v.dims, dtype: v.dtype})
 		}
+		if g.out[b] == nil && reshapes[g.name[b]] && len(op.Inputs) > 0 && isTensor(op.Inputs[0]) {
+			n := numel(op.Inputs[0].Dims)
+			k := wildKey(n)
+			table[k] = append(table[k], entry{node: b, dims: []int64{n}, dtype: parseDType(op.Inputs[0].Type)})
+		}
 	}
 }
+
+// wildKey keys a value of unknown sizes by its element count (see infer).
+func wildKey(n int64) uint64 { return shapeKey([]int64{n, -7}) }
 
 func (g *graph) candidates(table map[uint64][]entry, in trace.Input, skip func(int32) bool, buf []int32) []int32 {
 	buf = buf[:0]
 	es := table[shapeKey(in.Dims)]
+	ws := table[wildKey(numel(in.Dims))]
 	want := parseDType(in.Type)
-	for i, n := len(es)-1, 0; i >= 0 && n < maxScan; i-- {
-		e := &es[i]
-		if !eqDims(e.dims, in.Dims) {
-			continue
+	i, j := len(es)-1, len(ws)-1
+	for n := 0; n < maxScan && (i >= 0 || j >= 0); {
+		var e *entry
+		if j < 0 || i >= 0 && es[i].node > ws[j].node {
+			e = &es[i]
+			i--
+			if !eqDims(e.dims, in.Dims) {
+				continue
+			}
+		} else {
+			e = &ws[j]
+			j--
+			if e.dims[0] != numel(in.Dims) {
+				continue
+			}
 		}
 		n++
 		if want != DTypeUnknown && e.dtype != DTypeUnknown && want != e.dtype {
@@ -274,6 +294,14 @@ func (g *graph) candidates(table map[uint64][]entry, in trace.Input, skip func(i
 		buf = append(buf, e.node)
 	}
 	return buf
+}
+
+// reshapes keep the element count: when their size argument is not recorded
+// (traces before PyTorch 2.x have no Concrete Inputs) their value is still
+// known up to its sizes.
+var reshapes = map[string]bool{
+	"view": true, "reshape": true, "_unsafe_view": true, "transpose": true, "permute": true,
+	"flatten": true, "t": true, "unflatten": true, "_reshape_alias": true, "squeeze": true, "unsqueeze": true,
 }
 
 func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {

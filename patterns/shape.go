@@ -855,6 +855,14 @@ func outDType(t *trace.Trace, id int32) DType {
 	if scalarFloat && d != DTypeUnknown && !d.IsFloat() && d != Bool && pointwiseOps[base] && base != "pow" {
 		return FP32
 	}
+	if d == DTypeUnknown { // no dimensioned tensor: 0-dim tensors decide
+		for i, in := range ins {
+			if base == "where" && i == 0 || in.Type == "double" || len(in.Dims) > 0 {
+				continue
+			}
+			d = promote(d, parseDType(in.Type))
+		}
+	}
 	if d == DTypeUnknown && len(ins) > 0 {
 		d = parseDType(ins[0].Type)
 	}
