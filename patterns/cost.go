@@ -228,8 +228,8 @@ func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
 // estimate is the cost of one instance.
 type estimate struct {
 	gpuUs, fusedUs, savingUs float64
-	kernels                  int // kernels the instance's ops launched
-	fusedKernels             int // kernels the fused form launches (the GEMMs kept, plus one)
+	kernels                  int  // kernels the instance's ops launched
+	fusedKernels             int  // kernels the fused form launches (the GEMMs kept, plus one)
 	timed                    bool // its ops launched GPU work in the trace
 	modeled                  bool // the model could estimate it (bandwidth known)
 }
