@@ -1,11 +1,6 @@
 package bench
 
-import (
-	"fmt"
-	"strings"
-
-	"github.com/fuseadvise/fuseadvise/codegen"
-)
+import "github.com/fuseadvise/fuseadvise/codegen"
 
 // Anchors is the H200 benchmark matrix: the shapes of the reference timings in the project's
 // H200 anchors (eager ATen, torch.compile, a simple Triton kernel and the floor), plus
@@ -69,29 +64,4 @@ func Anchors() []codegen.Spec {
 		}
 	}
 	return kept
-}
-
-// Name is a folder name for a spec: pattern, variant, dtype and shape, e.g.
-// "bias_gelu-tanh-bf16-8192x16384".
-func Name(s codegen.Spec) string {
-	parts := []string{s.Pattern}
-	if s.Params.Approximate == "tanh" {
-		parts = append(parts, "tanh")
-	}
-	if s.Params.MaskKind != "" && s.Params.MaskKind != "none" {
-		parts = append(parts, s.Params.MaskKind)
-	}
-	parts = append(parts, s.Dtype)
-	if len(s.Shapes) > 0 {
-		dims := make([]string, len(s.Shapes[0]))
-		for i, d := range s.Shapes[0] {
-			dims[i] = fmt.Sprint(d)
-		}
-		shape := strings.Join(dims, "x")
-		if len(s.Shapes) > 1 && (s.Pattern == "linear_gelu" || s.Pattern == "layernorm_linear") {
-			shape += fmt.Sprintf("x%d", s.Shapes[1][0])
-		}
-		parts = append(parts, shape)
-	}
-	return strings.Join(parts, "-")
 }

@@ -20,6 +20,9 @@ type Spec struct {
 	Params      Params
 	Source      Source  // where it was found: data only, never code
 	EstSavingUs float64 // the cost model's estimated saving, microseconds (finite)
+	// EstFusedUs is the cost model's estimate of one fused call at these shapes, microseconds
+	// (finite, >= 0; 0 when not estimated); the benchmark compares it with the measured time.
+	EstFusedUs float64
 }
 
 // Params are the pattern parameters. A zero value means the default given per field; fields
@@ -105,6 +108,9 @@ func resolve(s Spec) (Spec, error) {
 	}
 	if math.IsNaN(s.EstSavingUs) || math.IsInf(s.EstSavingUs, 0) {
 		return s, fmt.Errorf("codegen: %s: est_saving_us is not finite", s.Pattern)
+	}
+	if math.IsNaN(s.EstFusedUs) || math.IsInf(s.EstFusedUs, 0) || s.EstFusedUs < 0 {
+		return s, fmt.Errorf("codegen: %s: est_fused_us is not a finite non-negative number", s.Pattern)
 	}
 	if len(s.Source.Trace) > maxText || len(s.Source.Site) > maxText {
 		return s, fmt.Errorf("codegen: %s: source text longer than %d bytes", s.Pattern, maxText)

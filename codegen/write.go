@@ -248,6 +248,7 @@ type manifestJSON struct {
 	Params      map[string]any `json:"params"`
 	Source      sourceJSON     `json:"source"`
 	EstSavingUs float64        `json:"est_saving_us"`
+	EstFusedUs  float64        `json:"est_fused_us,omitempty"` // one call, as the cost model estimates it
 	Files       []string       `json:"files"`
 	Run         runJSON        `json:"run"`
 }
@@ -277,7 +278,7 @@ func manifest(s Spec, files []string) ([]byte, error) {
 	m := manifestJSON{
 		Format: FormatVersion, Pattern: s.Pattern, Dtype: s.Dtype, TorchDtype: dtypes[s.Dtype],
 		Shapes: s.Shapes, Params: ps, Source: sourceJSON{s.Source.Trace, s.Source.Site},
-		EstSavingUs: s.EstSavingUs, Files: files, Run: runCmds,
+		EstSavingUs: s.EstSavingUs, EstFusedUs: s.EstFusedUs, Files: files, Run: runCmds,
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

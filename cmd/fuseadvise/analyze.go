@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
-	"strings"
 
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
+	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/trace"
 )
 
@@ -95,22 +96,17 @@ type analysis struct {
 	traces []*trace.Trace
 }
 
-// Analysis is what analyze prints (the JSON contract's top level).
+// Analysis is what analyze prints: the detector's report (the JSON contract: "trace",
+// "opportunities", plus ranks, calibration and notes) and a summary of the trace.
 type Analysis struct {
-	Trace         TraceSummary `json:"trace"`
-	Opportunities []any        `json:"opportunities"`
-	Notes         []string     `json:"notes,omitempty"`
+	*patterns.Report
+	Summary Summary `json:"summary"`
 }
 
-// TraceSummary is the "trace" object of the JSON contract, plus the summary's extras.
-type TraceSummary struct {
-	Path       string     `json:"path"`
-	Device     string     `json:"device"`
+// Summary is the part of the trace summary the contract's "trace" object lacks.
+type Summary struct {
 	Ranks      int        `json:"ranks"`
-	Steps      int        `json:"steps"`
-	GPUBusyUs  float64    `json:"gpu_busy_us"`
 	IdleUs     float64    `json:"idle_us"`
-	Kernels    int        `json:"kernels"`
 	Launches   int        `json:"launches"`
 	TopKernels []NameTime `json:"top_kernels"`
 	TopOps     []NameTime `json:"top_ops"`
@@ -130,15 +126,27 @@ func analyze(path string, o analyzeOptions) (*analysis, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Analysis{Trace: summarize(path, traces, o.NTop)}
-	if res.Trace.Kernels == 0 {
-		res.Notes = append(res.Notes, "the trace has no GPU kernels (was it recorded with ProfilerActivity.CUDA?): no GPU time to save")
+	popts := patterns.Options{Top: o.Top, Pattern: o.Pattern}
+	if o.ET != "" {
+		if len(traces) != 1 {
+			return nil, fmt.Errorf("%s: -et takes one execution trace, for a single trace file (this is %d rank files)", path, len(traces))
+		}
+		et, err := trace.ReadET(o.ET)
+		if err != nil {
+			return nil, err
+		}
+		popts.ET = map[*trace.Trace]*trace.ExecTrace{traces[0]: et}
 	}
-	return &analysis{Result: res, traces: traces}, nil
+	rep, err := patterns.Analyze(traces, popts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	rep.Trace.Path = path
+	return &analysis{Result: &Analysis{Report: rep, Summary: summarize(traces, o.NTop)}, traces: traces}, nil
 }
 
-func summarize(path string, traces []*trace.Trace, ntop int) TraceSummary {
-	s := TraceSummary{Path: path, Ranks: len(traces), Device: "unknown"}
+func summarize(traces []*trace.Trace, ntop int) Summary {
+	s := Summary{Ranks: len(traces)}
 	kernels := map[string]*NameTime{}
 	ops := map[string]*NameTime{}
 	var korder, oorder []string
@@ -152,17 +160,8 @@ func summarize(path string, traces []*trace.Trace, ntop int) TraceSummary {
 		v.Count += nt.Count
 		v.Us += us(nt.Ns)
 	}
-	var devices []string
 	for _, t := range traces {
-		for _, d := range t.Devices {
-			if d.Name != "" && !contains(devices, d.Name) {
-				devices = append(devices, d.Name)
-			}
-		}
-		s.Steps = max(s.Steps, len(t.Steps))
-		s.GPUBusyUs += us(t.GPUBusyNs())
 		s.IdleUs += us(t.IdleNs())
-		s.Kernels += t.KernelCount()
 		s.Launches += t.LaunchCount()
 		for _, k := range t.TopKernels(-1) {
 			add(kernels, &korder, k)
@@ -171,21 +170,9 @@ func summarize(path string, traces []*trace.Trace, ntop int) TraceSummary {
 			add(ops, &oorder, k)
 		}
 	}
-	if len(devices) > 0 {
-		s.Device = strings.Join(devices, ", ")
-	}
 	s.TopKernels = topN(kernels, korder, ntop)
 	s.TopOps = topN(ops, oorder, ntop)
 	return s
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func topN(m map[string]*NameTime, order []string, n int) []NameTime {

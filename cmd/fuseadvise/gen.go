@@ -36,29 +36,31 @@ deterministic; an existing folder is kept unless -force, and folders are written
 		anchors := fs.Bool("anchors", false, "write the H200 benchmark matrix instead of a trace's opportunities")
 		force := fs.Bool("force", false, "replace existing folders")
 		return func(ctx context.Context, env *Env, args []string) error {
-			var specs []codegen.Spec
-			var names []string
+			var items []genItem
 			switch {
 			case *anchors:
 				if len(args) != 0 || *from != "" {
 					return usagef("-anchors takes no trace and no -from")
 				}
 				for _, s := range bench.Anchors() {
-					specs = append(specs, s)
-					names = append(names, bench.Name(s))
+					items = append(items, genItem{Spec: s, Name: folderName(s)})
 				}
 			default:
+				var skipped []string
 				var err error
-				specs, names, err = specsFor(args, *from, analyzeOptions{Top: *top, Pattern: *pattern})
+				items, skipped, err = specsFor(args, *from, analyzeOptions{Top: *top, Pattern: *pattern})
 				if err != nil {
 					return err
 				}
+				for _, s := range skipped {
+					fmt.Fprintf(env.Stderr, "skipped %s\n", s)
+				}
 			}
-			if len(specs) == 0 {
+			if len(items) == 0 {
 				fmt.Fprintln(env.Stderr, "nothing to generate: no opportunity with a template")
 				return nil
 			}
-			dirs, err := writeFolders(*out, specs, names, *force)
+			dirs, err := writeFolders(*out, items, *force)
 			for _, d := range dirs {
 				fmt.Fprintln(env.Stdout, d)
 			}
@@ -68,19 +70,22 @@ deterministic; an existing folder is kept unless -force, and folders are written
 }
 
 // writeFolders writes one folder per spec under root and returns their paths.
-func writeFolders(root string, specs []codegen.Spec, names []string, force bool) ([]string, error) {
-	for _, s := range specs {
-		if err := codegen.Validate(s); err != nil {
+func writeFolders(root string, items []genItem, force bool) ([]string, error) {
+	for _, it := range items {
+		if err := codegen.Validate(it.Spec); err != nil {
 			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(root, it.Name)); err == nil && !force {
+			return nil, fmt.Errorf("%s: already exists (use -force to replace it)", filepath.Join(root, it.Name))
 		}
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
 	var dirs []string
-	for i, s := range specs {
-		d := filepath.Join(root, names[i])
-		if err := codegen.Write(d, s, force); err != nil {
+	for _, it := range items {
+		d := filepath.Join(root, it.Name)
+		if err := codegen.Write(d, it.Spec, force); err != nil {
 			return dirs, err
 		}
 		dirs = append(dirs, d)

@@ -1,13 +1,264 @@
 package main
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/fuseadvise/fuseadvise/codegen"
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
+// genItem is one folder to write: a generator spec and its folder name.
+type genItem struct {
+	Spec codegen.Spec
+	Name string
+}
+
 // specsFor turns a trace's (or a saved analysis's) opportunities into generator specs, one
-// per pattern, shape group and dtype, with unique folder names.
-func specsFor(args []string, from string, o analyzeOptions) ([]codegen.Spec, []string, error) {
-	return nil, nil, errors.New("gen from a trace: not wired yet")
+// per pattern, shape group and dtype. Groups a template cannot express are skipped with a
+// reason (returned for the user); nothing from the trace but validated numbers and enum
+// values reaches a spec's code-bearing fields.
+func specsFor(args []string, from string, o analyzeOptions) ([]genItem, []string, error) {
+	var rep *patterns.Report
+	switch {
+	case from != "" && len(args) > 0:
+		return nil, nil, usagef("give a trace or -from, not both")
+	case from != "":
+		b, err := os.ReadFile(from)
+		if err != nil {
+			return nil, nil, err
+		}
+		var a Analysis
+		if err := json.Unmarshal(b, &a); err != nil || a.Report == nil {
+			if err == nil {
+				err = fmt.Errorf("no \"opportunities\"")
+			}
+			return nil, nil, fmt.Errorf("%s: not the JSON of 'fuseadvise analyze -format json': %v", from, err)
+		}
+		rep = a.Report
+		rep.Opportunities = selectOpportunities(rep.Opportunities, o)
+	case len(args) == 1:
+		a, err := analyze(args[0], o)
+		if err != nil {
+			return nil, nil, err
+		}
+		rep = a.Result.Report
+	default:
+		return nil, nil, usagef("want one trace file or directory (or -from FILE), got %d arguments", len(args))
+	}
+	return specsFromReport(rep)
+}
+
+func selectOpportunities(ops []patterns.Opportunity, o analyzeOptions) []patterns.Opportunity {
+	var out []patterns.Opportunity
+	for _, op := range ops {
+		if o.Pattern == "" || op.Pattern == o.Pattern {
+			out = append(out, op)
+		}
+	}
+	if o.Top > 0 && len(out) > o.Top {
+		out = out[:o.Top]
+	}
+	return out
+}
+
+func specsFromReport(rep *patterns.Report) ([]genItem, []string, error) {
+	var items []genItem
+	var skipped []string
+	used := map[string]int{}
+	have := map[string]bool{}
+	for _, p := range codegen.Patterns() {
+		have[p] = true
+	}
+	for _, op := range rep.Opportunities {
+		if !have[op.Pattern] {
+			skipped = append(skipped, op.Pattern+": no template")
+			continue
+		}
+		for _, g := range op.Shapes {
+			s, why := specFromGroup(op.Pattern, g)
+			if why != "" {
+				skipped = append(skipped, fmt.Sprintf("%s %s %s: %s", op.Pattern, dimsString(g.Dims), g.DType, why))
+				continue
+			}
+			s.Source = codegen.Source{Trace: rep.Trace.Path, Site: site(op, g)}
+			if err := codegen.Validate(s); err != nil {
+				skipped = append(skipped, fmt.Sprintf("%s %s %s: %v", op.Pattern, dimsString(g.Dims), g.DType, err))
+				continue
+			}
+			name := folderName(s)
+			used[name]++
+			if n := used[name]; n > 1 {
+				name += "-" + strconv.Itoa(n)
+			}
+			items = append(items, genItem{Spec: s, Name: name})
+		}
+	}
+	return items, skipped, nil
+}
+
+// site describes where the chain was found, for manifest.json and README.md (data only).
+func site(op patterns.Opportunity, g patterns.ShapeGroup) string {
+	s := fmt.Sprintf("%d instance(s) of %s", g.Instances, op.Pattern)
+	if len(g.Sources) > 0 {
+		s += " at " + strings.Join(g.Sources, "; ")
+	}
+	return s
+}
+
+// folderName is pattern[-variant]-dtype-shape, e.g. "mask_softmax-causal-fp16-1x12x128x128".
+func folderName(s codegen.Spec) string {
+	parts := []string{s.Pattern}
+	if s.Params.Approximate == "tanh" && s.Pattern != "gelu_pyops" {
+		parts = append(parts, "tanh")
+	}
+	if k := s.Params.MaskKind; k != "" && k != "none" {
+		parts = append(parts, k)
+	}
+	parts = append(parts, s.Dtype)
+	if len(s.Shapes) > 0 {
+		dims := make([]string, len(s.Shapes[0]))
+		for i, d := range s.Shapes[0] {
+			dims[i] = strconv.FormatInt(d, 10)
+		}
+		shape := strings.Join(dims, "x")
+		if s.Pattern == "linear_gelu" || s.Pattern == "layernorm_linear" {
+			shape += "x" + strconv.FormatInt(s.Shapes[1][0], 10)
+		}
+		parts = append(parts, shape)
+	}
+	return strings.Join(parts, "-")
+}
+
+func kernelDtype(d patterns.DType) (string, bool) {
+	switch d {
+	case patterns.FP32, patterns.FP16, patterns.BF16:
+		return string(d), true
+	}
+	return "", false
+}
+
+// specFromGroup maps one shape group to a spec, or says why it cannot.
+func specFromGroup(pattern string, g patterns.ShapeGroup) (codegen.Spec, string) {
+	s := codegen.Spec{Pattern: pattern, EstSavingUs: g.EstSavingUs}
+	if g.Instances > 0 && g.EstFusedUs > 0 {
+		s.EstFusedUs = g.EstFusedUs / float64(g.Instances)
+	}
+	if !g.Valid {
+		return s, "shapes or dtype out of range for a kernel"
+	}
+	dt, ok := kernelDtype(g.DType)
+	if !ok {
+		return s, fmt.Sprintf("dtype %q has no kernel (fp32, fp16, bf16 only)", g.DType)
+	}
+	s.Dtype = dt
+	if len(g.Dims) == 0 || len(g.Dims[0]) == 0 {
+		return s, "no input shape recorded"
+	}
+	x := g.Dims[0]
+	p := g.Params
+	switch pattern {
+	case "add_layernorm", "layernorm_linear", "rmsnorm_pyops":
+		if g.Cols > 0 && g.Cols != x[len(x)-1] {
+			// e.g. timm's LayerNorm2d: permute -> layer_norm over channels -> permute back
+			return s, fmt.Sprintf("normalizes over %d elements, not the last dim %d (a permuted norm)", g.Cols, x[len(x)-1])
+		}
+	}
+	switch pattern {
+	case "bias_gelu":
+		s.Params.Approximate = orDefault(p.Approximate, "none")
+		s.Params.HasBias = true
+		s.Shapes = [][]int64{x, {x[len(x)-1]}}
+	case "gelu_pyops":
+		s.Shapes = [][]int64{x}
+	case "linear_gelu", "layernorm_linear":
+		if len(g.Dims) < 2 || len(g.Dims[1]) != 2 {
+			return s, "no weight shape recorded"
+		}
+		k := x[len(x)-1]
+		w := g.Dims[1]
+		var n int64
+		switch {
+		case w[1] == k: // nn.Linear weight [N, K]
+			n = w[0]
+		case w[0] == k: // Conv1D-style addmm(bias, x, W) with W [K, N]
+			n = w[1]
+		default:
+			return s, fmt.Sprintf("weight %v does not match the input's last dim %d", w, k)
+		}
+		s.Shapes = [][]int64{x, {n, k}}
+		if p.Bias == nil || *p.Bias {
+			s.Params.HasBias = true
+			s.Shapes = append(s.Shapes, []int64{n})
+		}
+		if pattern == "linear_gelu" {
+			s.Params.Approximate = orDefault(p.Approximate, "none")
+		} else if p.Eps != nil {
+			s.Params.Eps = *p.Eps
+		}
+	case "mask_softmax":
+		if p.SoftmaxDim != nil && *p.SoftmaxDim != int64(len(x)-1) {
+			return s, "softmax over a dim other than the last"
+		}
+		s.Params.MaskKind = orDefault(p.MaskKind, "none")
+		s.Params.Scale = 1
+		if p.Scale != nil && *p.Scale != 0 {
+			s.Params.Scale = *p.Scale
+			if p.ScaleOp == "div" {
+				s.Params.Scale = 1 / *p.Scale
+			}
+		}
+		s.Shapes = [][]int64{x}
+		if s.Params.MaskKind == "bool" || s.Params.MaskKind == "additive" {
+			mask := p.MaskDims
+			if len(mask) == 0 && len(g.Dims) > 1 {
+				mask = g.Dims[1]
+			}
+			if len(mask) == 0 {
+				return s, "mask shape not recorded"
+			}
+			s.Shapes = append(s.Shapes, mask)
+		}
+	case "add_layernorm":
+		s.Shapes = [][]int64{x}
+		if p.Eps != nil {
+			s.Params.Eps = *p.Eps
+		}
+	case "dropout_add":
+		s.Shapes = [][]int64{x}
+		if p.P != nil {
+			s.Params.P = *p.P
+		}
+	case "rmsnorm_pyops":
+		switch p.Casting {
+		case "llama", "":
+			s.Params.Casting = "llama"
+			if d, ok := kernelDtype(p.OutDType); ok {
+				s.Dtype = d // llama casting: the model's dtype, upcast inside
+			}
+		case "none":
+			s.Params.Casting = "fp32"
+		default:
+			return s, fmt.Sprintf("casting %q has no template variant", p.Casting)
+		}
+		s.Shapes = [][]int64{x}
+		if p.Eps != nil {
+			s.Params.Eps = *p.Eps
+		}
+	case "swiglu":
+		s.Shapes = [][]int64{x}
+	default:
+		return s, "no template"
+	}
+	return s, ""
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
 }

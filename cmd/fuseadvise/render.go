@@ -81,21 +81,27 @@ func heading(w io.Writer, markdown bool, level int, s string) {
 	fmt.Fprintf(w, "%s\n\n", s)
 }
 
-func writeSummary(w io.Writer, s TraceSummary, markdown bool) error {
+func writeSummary(w io.Writer, a *Analysis, markdown bool) error {
+	t, s := a.Trace, a.Summary
 	heading(w, markdown, 2, "Trace")
 	busyPct := 0.0
-	if s.GPUBusyUs+s.IdleUs > 0 {
-		busyPct = 100 * s.GPUBusyUs / (s.GPUBusyUs + s.IdleUs)
+	if t.GPUBusyUs+s.IdleUs > 0 {
+		busyPct = 100 * t.GPUBusyUs / (t.GPUBusyUs + s.IdleUs)
+	}
+	dataflow := t.Dataflow
+	if dataflow == "" {
+		dataflow = "inferred"
 	}
 	rows := [][]string{
-		{"file", s.Path},
-		{"device", s.Device},
+		{"file", t.Path},
+		{"device", t.Device},
 		{"ranks", strconv.Itoa(s.Ranks)},
-		{"steps", strconv.Itoa(s.Steps)},
-		{"GPU busy", f1(s.GPUBusyUs) + " µs"},
+		{"steps", strconv.Itoa(t.Steps)},
+		{"GPU busy", f1(t.GPUBusyUs) + " µs"},
 		{"GPU idle in steps", f1(s.IdleUs) + " µs (busy " + pct(busyPct) + ")"},
-		{"kernels", strconv.Itoa(s.Kernels)},
+		{"kernels", strconv.Itoa(t.Kernels)},
 		{"launches", strconv.Itoa(s.Launches)},
+		{"dataflow", dataflow},
 	}
 	if err := table(w, markdown, "ll", []string{"trace", "value"}, rows); err != nil {
 		return err
@@ -112,8 +118,8 @@ func writeSummary(w io.Writer, s TraceSummary, markdown bool) error {
 		rows = rows[:0]
 		for _, k := range part.v {
 			share := 0.0
-			if s.GPUBusyUs > 0 {
-				share = 100 * k.Us / s.GPUBusyUs
+			if t.GPUBusyUs > 0 {
+				share = 100 * k.Us / t.GPUBusyUs
 			}
 			rows = append(rows, []string{shorten(k.Name, 90), strconv.Itoa(k.Count), f1(k.Us), pct(share)})
 		}
@@ -124,11 +130,70 @@ func writeSummary(w io.Writer, s TraceSummary, markdown bool) error {
 	return nil
 }
 
+// writeOpportunities prints the ranked opportunities, then each one's shape groups and advice.
+func writeOpportunities(w io.Writer, a *Analysis, markdown bool) error {
+	fmt.Fprintln(w)
+	heading(w, markdown, 2, "Fusion opportunities")
+	if len(a.Opportunities) == 0 {
+		fmt.Fprintln(w, "No chain of the catalog was found.")
+		return nil
+	}
+	var rows [][]string
+	for i, o := range a.Opportunities {
+		rows = append(rows, []string{strconv.Itoa(i + 1), o.Pattern, strconv.Itoa(o.Instances), strconv.Itoa(o.BackwardInstances),
+			f1(o.GPUTimeUs), f1(o.EstFusedUs), f1(o.EstSavingUs), pct(o.SavingPct), strconv.Itoa(o.LaunchesSaved)})
+	}
+	if err := table(w, markdown, "rlrrrrrrr", []string{"#", "pattern", "instances", "bwd", "GPU µs", "est fused µs", "est saving µs", "% busy", "launches saved"}, rows); err != nil {
+		return err
+	}
+	for i, o := range a.Opportunities {
+		fmt.Fprintln(w)
+		heading(w, markdown, 3, fmt.Sprintf("%d. %s: %s", i+1, o.Pattern, o.Fused))
+		rows = rows[:0]
+		for _, g := range o.Shapes {
+			rows = append(rows, []string{dimsString(g.Dims), string(g.DType), strconv.Itoa(g.Instances), f1(g.GPUTimeUs), f1(g.EstFusedUs), f1(g.EstSavingUs)})
+		}
+		if err := table(w, markdown, "llrrrr", []string{"shapes", "dtype", "instances", "GPU µs", "est fused µs", "est saving µs"}, rows); err != nil {
+			return err
+		}
+		var src []string
+		for _, g := range o.Shapes {
+			for _, s := range g.Sources {
+				if !slices.Contains(src, s) {
+					src = append(src, s)
+				}
+			}
+		}
+		for _, s := range src {
+			fmt.Fprintf(w, "- source: %s\n", s)
+		}
+		for _, adv := range o.Advice {
+			fmt.Fprintf(w, "- %s\n", adv)
+		}
+	}
+	return nil
+}
+
+func dimsString(dims [][]int64) string {
+	parts := make([]string, len(dims))
+	for i, d := range dims {
+		s := make([]string, len(d))
+		for j, v := range d {
+			s[j] = strconv.FormatInt(v, 10)
+		}
+		parts[i] = "[" + strings.Join(s, ",") + "]"
+	}
+	return strings.Join(parts, " ")
+}
+
 func writeAnalysisText(w io.Writer, a *Analysis, markdown bool) error {
 	if markdown {
 		fmt.Fprintf(w, "# fuseadvise analysis\n\n")
 	}
-	if err := writeSummary(w, a.Trace, markdown); err != nil {
+	if err := writeSummary(w, a, markdown); err != nil {
+		return err
+	}
+	if err := writeOpportunities(w, a, markdown); err != nil {
 		return err
 	}
 	if len(a.Notes) > 0 {

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
+)
+
+func f64(v float64) *float64 { return &v }
+func i64(v int64) *int64     { return &v }
+func yes() *bool             { b := true; return &b }
+
+func TestSpecFromGroup(t *testing.T) {
+	tests := []struct {
+		name    string
+		pattern string
+		g       patterns.ShapeGroup
+		shapes  string // dimsString of the spec's shapes
+		dtype   string
+		check   func(t *testing.T, got string)
+		skip    string // substring of the skip reason; "" = generated
+	}{
+		{name: "linear weight [N,K]", pattern: "layernorm_linear",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {3072, 768}}, DType: patterns.FP32, Valid: true, Cols: 768, Params: patterns.Params{Bias: yes(), Eps: f64(1e-5)}},
+			shapes: "[8,512,768] [3072,768] [3072]", dtype: "fp32"},
+		{name: "Conv1D weight [K,N] is transposed", pattern: "layernorm_linear",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {768, 2304}}, DType: patterns.BF16, Valid: true, Cols: 768},
+			shapes: "[8,512,768] [2304,768] [2304]", dtype: "bf16"},
+		{name: "weight that does not fit", pattern: "linear_gelu",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {100, 200}}, DType: patterns.BF16, Valid: true},
+			skip: "does not match the input's last dim"},
+		{name: "permuted LayerNorm2d", pattern: "add_layernorm",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{32, 96, 56, 56}, {32, 96, 56, 56}}, DType: patterns.FP32, Valid: true, Cols: 96},
+			skip: "a permuted norm"},
+		{name: "int64 input", pattern: "swiglu",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{4, 8}}, DType: patterns.Int64, Valid: true},
+			skip: "has no kernel"},
+		{name: "invalid group", pattern: "swiglu",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{4, 8}}, DType: patterns.FP16, Valid: false},
+			skip: "out of range"},
+		{name: "llama rmsnorm runs in the model dtype", pattern: "rmsnorm_pyops",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{2, 256, 1024}, {1024}}, DType: patterns.FP32, Valid: true, Cols: 1024, Params: patterns.Params{Casting: "llama", OutDType: patterns.FP16}},
+			shapes: "[2,256,1024]", dtype: "fp16"},
+		{name: "gemma rmsnorm has no variant", pattern: "rmsnorm_pyops",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{2, 256, 1024}}, DType: patterns.FP32, Valid: true, Params: patterns.Params{Casting: "gemma"}},
+			skip: "no template variant"},
+		{name: "additive mask keeps its broadcast shape", pattern: "mask_softmax",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 12, 256, 256}, {16, 1, 256, 256}}, DType: patterns.FP32, Valid: true, Params: patterns.Params{MaskKind: "additive", MaskDims: []int64{16, 1, 1, 256}, SoftmaxDim: i64(3), ScaleOp: "div", Scale: f64(8)}},
+			shapes: "[16,12,256,256] [16,1,1,256]", dtype: "fp32"},
+		{name: "softmax over another dim", pattern: "mask_softmax",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{16, 12, 256, 256}}, DType: patterns.FP32, Valid: true, Params: patterns.Params{MaskKind: "causal", SoftmaxDim: i64(2)}},
+			skip: "other than the last"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, why := specFromGroup(tt.pattern, tt.g)
+			if tt.skip != "" {
+				if !strings.Contains(why, tt.skip) {
+					t.Fatalf("skip reason %q, want %q", why, tt.skip)
+				}
+				return
+			}
+			if why != "" {
+				t.Fatalf("skipped: %s", why)
+			}
+			if got := dimsString(s.Shapes); got != tt.shapes {
+				t.Errorf("shapes %s, want %s", got, tt.shapes)
+			}
+			if s.Dtype != tt.dtype {
+				t.Errorf("dtype %s, want %s", s.Dtype, tt.dtype)
+			}
+		})
+	}
+	// a div-scale becomes its reciprocal
+	s, _ := specFromGroup("mask_softmax", tests[8].g)
+	if s.Params.Scale != 0.125 {
+		t.Errorf("scale %v, want 1/8", s.Params.Scale)
+	}
+}
+
+func TestGenFromTrace(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "k")
+	code, stdout, errs := run(t, "gen", "-o", out, bundled)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	dirs := strings.Fields(stdout)
+	if len(dirs) == 0 {
+		t.Fatalf("no folder generated (stderr %s)", errs)
+	}
+	for _, d := range dirs {
+		for _, f := range []string{"kernel.py", "reference.py", "case.py", "manifest.json", "bench.py", "test_generated.py", "README.md"} {
+			if _, err := os.Stat(filepath.Join(d, f)); err != nil {
+				t.Errorf("%s: %v", d, err)
+			}
+		}
+	}
+	// a second run refuses to overwrite; -force gives byte-identical files
+	if code, _, errs := run(t, "gen", "-o", out, bundled); code != 2 || !strings.Contains(errs, "already exists") {
+		t.Errorf("overwrite without -force: exit %d, %s", code, errs)
+	}
+	before, _ := os.ReadFile(filepath.Join(dirs[0], "case.py"))
+	if code, _, errs := run(t, "gen", "-force", "-o", out, bundled); code != 0 {
+		t.Fatalf("-force: exit %d: %s", code, errs)
+	}
+	after, _ := os.ReadFile(filepath.Join(dirs[0], "case.py"))
+	if !bytes.Equal(before, after) {
+		t.Error("regeneration is not byte-identical")
+	}
+	// -from the saved analysis gives the same folders
+	js := filepath.Join(t.TempDir(), "a.json")
+	if code, _, errs := run(t, "analyze", "-format", "json", "-o", js, bundled); code != 0 {
+		t.Fatalf("analyze: %s", errs)
+	}
+	out2 := filepath.Join(t.TempDir(), "k2")
+	code, stdout2, errs := run(t, "gen", "-from", js, "-o", out2)
+	if code != 0 || len(strings.Fields(stdout2)) != len(dirs) {
+		t.Errorf("gen -from: exit %d, %d folders, want %d: %s", code, len(strings.Fields(stdout2)), len(dirs), errs)
+	}
+}
