@@ -1,6 +1,9 @@
 package trace
 
 import (
+	"bufio"
+	"bytes"
+	stdgzip "compress/gzip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -80,6 +83,33 @@ func BenchmarkGunzip(b *testing.B) {
 		if _, _, err := readFile(p); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkGunzipStdlib is the reference: compress/gzip into memory.
+func BenchmarkGunzipStdlib(b *testing.B) {
+	p := gzBenchFile(b)
+	data, release, err := readFile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	release()
+	for b.Loop() {
+		f, err := os.Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		zr, err := stdgzip.NewReader(bufio.NewReaderSize(f, 1<<20))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf bytes.Buffer
+		buf.Grow(len(data) + bytes.MinRead)
+		if _, err := buf.ReadFrom(zr); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
 	}
 }
 

@@ -201,7 +201,7 @@ func isETName(n string) bool {
 	return strings.HasSuffix(n, ".et.json") || strings.HasSuffix(n, ".et.json.gz")
 }
 
-// hasTraceEvents reports whether the first 64 KiB (decompressed) of the file
+// hasTraceEvents reports whether the first MiB (decompressed) of the file
 // contain "traceEvents" or the file starts with a JSON array.
 func hasTraceEvents(path string) bool {
 	f, err := os.Open(path)
@@ -219,7 +219,7 @@ func hasTraceEvents(path string) bool {
 		defer zr.Close()
 		r = zr
 	}
-	head := make([]byte, 64<<10)
+	head := make([]byte, 1<<20)
 	n, _ := io.ReadFull(r, head)
 	head = head[:n]
 	if bytes.Contains(head, []byte(`"traceEvents"`)) {

@@ -102,7 +102,7 @@ func newChunk(size int) *chunk {
 	// (about 300 bytes per event).
 	n := size / 300
 	return &chunk{
-		ops: make([]opRec, 0, n/3), pys: make([]pyRec, 0, n/8), rts: make([]rtRec, 0, n/10),
+		ops: make([]opRec, 0, n/3), pys: make([]pyRec, 0, n/3), rts: make([]rtRec, 0, n/8),
 		names: []string{""}, nameIdx: make(map[string]uint32, 1024),
 		thIdx: make(map[threadKey]uint32, 16), lastThID: ^uint32(0),
 		inputIdx: make(map[inputKey]uint32, 256),
