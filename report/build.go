@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
 // The report is built once as a small document model (sections of paragraphs and
@@ -76,7 +78,7 @@ func build(in Inputs) document {
 	sp := Speedups(in.Bench)
 	d.Sections = append(d.Sections,
 		summarySection(in, sp),
-		traceSection(in.Analysis),
+		traceSection(in.Analysis, in.Trace),
 		opportunitySection(in.Analysis),
 		generatedSection(in, sp),
 		verifySection(in.Verify),
@@ -93,9 +95,13 @@ func summarySection(in Inputs, sp []Speedup) section {
 		for _, o := range a.Opportunities {
 			saving += o.EstSavingUs
 		}
-		s.List = append(s.List, para{txt("Trace "), code(a.Trace.Path), txt(" on "), code(orUnknown(a.Trace.Device)),
-			txt(fmt.Sprintf(": %s GPU busy over %d steps.", fmtMs(a.Trace.GPUBusyUs), a.Trace.Steps))})
-		line := para{txt(fmt.Sprintf("%d fusion opportunities", len(a.Opportunities)))}
+		line := para{txt("Trace "), code(a.Trace.Path), txt(" on "), code(orUnknown(a.Trace.Device)),
+			txt(": " + fmtMs(a.Trace.GPUBusyUs) + " GPU busy")}
+		if a.Trace.Steps > 0 {
+			line = append(line, txt(" over "+plural(a.Trace.Steps, "profiled step")))
+		}
+		s.List = append(s.List, append(line, txt(".")))
+		line = para{txt(plural(len(a.Opportunities), "fusion opportunity"))}
 		if len(a.Opportunities) > 0 {
 			line = append(line, txt(fmt.Sprintf(", estimated saving %s µs in total", fmtUs(saving))))
 			if pos(a.Trace.GPUBusyUs) {
@@ -106,14 +112,9 @@ func summarySection(in Inputs, sp []Speedup) section {
 	} else {
 		s.List = append(s.List, para{txt("No analysis given: the trace summary and the opportunities are missing.")})
 	}
-	s.List = append(s.List, para{txt(fmt.Sprintf("%d kernel folders generated.", len(in.Generated)))})
+	s.List = append(s.List, para{txt(plural(len(in.Generated), "kernel folder") + " generated.")})
 	if v := in.Verify; v != nil {
-		pass, fail, skip := verifyCounts(v.Cases)
-		line := fmt.Sprintf("Verification: %d of %d cases pass", pass, pass+fail)
-		if skip > 0 {
-			line += fmt.Sprintf(", %d skipped", skip)
-		}
-		s.List = append(s.List, para{txt(line + ".")})
+		s.List = append(s.List, para{txt("Verification: " + countVerify(v.Folders).summary() + ".")})
 	} else {
 		s.List = append(s.List, para{txt("Not verified: no verification results given.")})
 	}
@@ -127,7 +128,7 @@ func summarySection(in Inputs, sp []Speedup) section {
 				parts = append(parts, fmt.Sprintf("%d %s", t[v], v))
 			}
 		}
-		line := para{txt(fmt.Sprintf("Benchmarked %d cases", len(sp)))}
+		line := para{txt("Benchmarked " + plural(len(sp), "case"))}
 		if in.Bench.GPU != "" {
 			line = append(line, txt(" on "), code(in.Bench.GPU))
 		}
@@ -139,6 +140,17 @@ func summarySection(in Inputs, sp []Speedup) section {
 	return s
 }
 
+// plural is "1 case", "2 cases", "3 opportunities".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return strconv.Itoa(n) + " " + strings.TrimSuffix(noun, "y") + "ies"
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "unknown device"
@@ -146,33 +158,54 @@ func orUnknown(s string) string {
 	return s
 }
 
-func traceSection(a *Analysis) section {
+func traceSection(a *patterns.Report, x *TraceExtra) section {
 	s := section{ID: "trace", Title: "Trace"}
 	if a == nil {
 		s.Before = []para{{txt("No analysis given (run "), code("fuseadvise analyze -format json"), txt(").")}}
 		return s
 	}
 	t := a.Trace
+	if x == nil {
+		x = &TraceExtra{}
+	}
 	tb := &table{Head: []string{"", ""}}
 	add := func(k string, v cell) { tb.Rows = append(tb.Rows, []cell{txt(k), v}) }
 	add("trace", code(t.Path))
 	add("device", code(orUnknown(t.Device)))
-	if t.Ranks > 0 {
-		add("ranks", txt(strconv.Itoa(t.Ranks)))
+	if n := max(len(a.Ranks), x.Ranks); n > 1 {
+		add("ranks", txt(strconv.Itoa(n)))
 	}
-	add("profiled steps", txt(strconv.Itoa(t.Steps)))
+	if t.Steps > 0 {
+		add("profiled steps", txt(strconv.Itoa(t.Steps)))
+	}
 	add("GPU busy", txt(fmtMs(t.GPUBusyUs)))
-	if t.IdleUs > 0 {
-		add("GPU idle", txt(fmtMs(t.IdleUs)))
+	if x.IdleUs > 0 {
+		add("GPU idle", txt(fmtMs(x.IdleUs)))
 	}
 	add("kernels", txt(strconv.Itoa(t.Kernels)))
-	if t.Launches > 0 {
-		add("launches", txt(strconv.Itoa(t.Launches)))
+	if x.Launches > 0 {
+		add("launches", txt(strconv.Itoa(x.Launches)))
+	}
+	if t.Dataflow != "" {
+		add("dataflow", code(t.Dataflow))
+	}
+	for i, c := range a.Calibration {
+		k := "cost model"
+		if len(a.Calibration) > 1 {
+			k += fmt.Sprintf(" (trace %d)", i+1)
+		}
+		v := fmt.Sprintf("bandwidth %s GB/s (%s", strconv.FormatFloat(c.BandwidthGBs, 'f', -1, 64), c.BandwidthSource)
+		if c.BandwidthSamples > 0 {
+			v += fmt.Sprintf(", %d kernels", c.BandwidthSamples)
+		}
+		v += fmt.Sprintf("), compute %s TFLOP/s, kernel overhead %s µs (%s)",
+			strconv.FormatFloat(c.ComputeTFLOPs, 'f', -1, 64), fmtUs(c.KernelOverheadUs), c.OverheadSource)
+		add(k, txt(v))
 	}
 	s.Table = tb
-	if len(t.TopKernels) > 0 {
+	if len(x.TopKernels) > 0 {
 		p := para{txt("Top kernels by GPU time: ")}
-		for i, k := range t.TopKernels {
+		for i, k := range x.TopKernels {
 			if i > 0 {
 				p = append(p, txt("; "))
 			}
@@ -186,7 +219,39 @@ func traceSection(a *Analysis) section {
 	return s
 }
 
-func opportunitySection(a *Analysis) section {
+// sources lists the distinct Python source lines of an opportunity's shape groups, at most
+// n, with a count of the rest.
+func sources(o *patterns.Opportunity, n int) string {
+	var out []string
+	more := 0
+	for _, g := range o.Shapes {
+		for _, src := range g.Sources {
+			if contains(out, src) {
+				continue
+			}
+			if len(out) == n {
+				more++
+				continue
+			}
+			out = append(out, src)
+		}
+	}
+	s := strings.Join(out, "; ")
+	if more > 0 {
+		s += fmt.Sprintf("; +%d more", more)
+	}
+	return s
+}
+
+func shapeGroupString(g patterns.ShapeGroup) string {
+	s := fmt.Sprintf("%s %s ×%d", shapesString(g.Dims), g.DType, g.Instances)
+	if !g.Valid {
+		s += " (out of kernel range)"
+	}
+	return s
+}
+
+func opportunitySection(a *patterns.Report) section {
 	s := section{ID: "opportunities", Title: "Fusion opportunities"}
 	if a == nil {
 		s.Before = []para{{txt("No analysis given.")}}
@@ -196,41 +261,61 @@ func opportunitySection(a *Analysis) section {
 		s.Before = []para{{txt("The analyzer found no fusion opportunity in this trace.")}}
 		return s
 	}
-	s.Before = []para{{txt("Ranked by estimated saving. GPU time is what the instances' kernels take now; the saving is the cost model's estimate, not a measurement.")}}
+	s.Before = []para{{txt("Ranked by estimated saving. GPU time is what the forward instances' kernels take now; the saving is the cost model's estimate, not a measurement.")}}
 	tb := &table{
-		Head: []string{"#", "pattern", "instances (fwd / bwd)", "GPU time µs", "est. fused µs", "est. saving µs", "% of GPU busy", "shapes (dtype)", "chain and source"},
-		Num:  []bool{true, false, true, true, true, true, true, false, false},
+		Head: []string{"#", "pattern", "instances (fwd / bwd)", "GPU time µs", "est. fused µs", "est. saving µs", "% of GPU busy", "launches saved", "shapes (dtype)", "source lines"},
+		Num:  []bool{true, false, true, true, true, true, true, true, false, false},
 	}
-	for i, o := range a.Opportunities {
+	for i := range a.Opportunities {
+		o := &a.Opportunities[i]
 		inst := strconv.Itoa(o.Instances)
 		if o.BackwardInstances > 0 {
 			inst += " / " + strconv.Itoa(o.BackwardInstances)
 		}
 		var shapes []string
 		for _, g := range o.Shapes {
-			shapes = append(shapes, fmt.Sprintf("%s %s ×%d", shapesString(g.Dims), g.Dtype, g.Instances))
+			shapes = append(shapes, shapeGroupString(g))
 		}
-		where := string(o.Chain)
-		if o.Source != "" {
-			if where != "" {
-				where += " @ "
-			}
-			where += string(o.Source)
+		src := cell{Text: "-", Class: "muted"}
+		if x := sources(o, 3); x != "" {
+			src = code(x)
 		}
 		tb.Rows = append(tb.Rows, []cell{
 			numc(strconv.Itoa(i + 1)), code(o.Pattern), numc(inst), numc(fmtUs(o.GPUTimeUs)),
 			numc(fmtUs(o.EstFusedUs)), numc(fmtUs(o.EstSavingUs)), numc(fmtPct(o.SavingPct)),
-			code(strings.Join(shapes, "; ")), code(where),
+			numc(strconv.Itoa(o.LaunchesSaved)), code(strings.Join(shapes, "; ")), src,
 		})
-		if o.Advice != "" {
-			s.After = append(s.After, para{txt(fmt.Sprintf("%d. ", i+1)), code(o.Pattern), txt(": "), code(string(o.Advice))})
+		p := para{txt(fmt.Sprintf("%d. ", i+1)), code(o.Pattern)}
+		if o.Fused != "" {
+			p = append(p, txt(": fused as "), code(o.Fused))
 		}
+		for j, adv := range o.Advice {
+			if j == 0 {
+				p = append(p, txt(". Advice: "))
+			} else {
+				p = append(p, txt("; "))
+			}
+			p = append(p, code(adv))
+		}
+		s.After = append(s.After, p)
 	}
 	s.Table = tb
-	if len(s.After) > 0 {
-		s.After = append([]para{{txt("Advice:")}}, s.After...)
+	s.After = append([]para{{txt("What to do:")}}, s.After...)
+	if !hasSources(a) {
+		s.After = append(s.After, para{txt("The trace has no Python stacks: record it with "), code("with_stack=True"), txt(" to get the source line of each chain.")})
 	}
 	return s
+}
+
+func hasSources(a *patterns.Report) bool {
+	for _, o := range a.Opportunities {
+		for _, g := range o.Shapes {
+			if len(g.Sources) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func generatedSection(in Inputs, sp []Speedup) section {
@@ -268,26 +353,6 @@ func matches(name, pattern, dtype string, g GenFolder) bool {
 	return pattern == g.Pattern && (dtype == "" || dtype == g.Dtype)
 }
 
-func verifyStatus(v *VerifyResult, g GenFolder) cell {
-	if v == nil {
-		return cell{Text: "not verified", Class: "muted"}
-	}
-	var cs []VerifyCase
-	for _, c := range v.Cases {
-		if matches(c.Name, c.Pattern, c.Dtype, g) {
-			cs = append(cs, c)
-		}
-	}
-	pass, fail, _ := verifyCounts(cs)
-	switch {
-	case pass+fail == 0:
-		return cell{Text: "not verified", Class: "muted"}
-	case fail > 0:
-		return cell{Text: fmt.Sprintf("FAIL (%d of %d)", fail, pass+fail), Strong: true, Class: "fail"}
-	}
-	return cell{Text: fmt.Sprintf("pass (%d)", pass), Class: "ship"}
-}
-
 func benchStatus(sp []Speedup, g GenFolder) cell {
 	var found []Speedup
 	for _, s := range sp {
@@ -319,80 +384,6 @@ func verdictRank(v Verdict) int {
 		}
 	}
 	return -1
-}
-
-func verifyCounts(cs []VerifyCase) (pass, fail, skip int) {
-	for _, c := range cs {
-		switch {
-		case c.Skipped:
-			skip++
-		case c.Pass:
-			pass++
-		default:
-			fail++
-		}
-	}
-	return
-}
-
-func verifySection(v *VerifyResult) section {
-	s := section{ID: "verification", Title: "Verification"}
-	if v == nil {
-		s.Before = []para{{txt("No verification results given (run "), code("fuseadvise verify"), txt(").")}}
-		return s
-	}
-	pass, fail, skip := verifyCounts(v.Cases)
-	line := fmt.Sprintf("%d of %d cases pass", pass, pass+fail)
-	if skip > 0 {
-		line += fmt.Sprintf(" (%d skipped)", skip)
-	}
-	p := para{txt(line)}
-	if v.Mode != "" {
-		p = append(p, txt(", run in "), code(v.Mode))
-	}
-	p = append(p, txt(". Errors are the largest over the outputs; a case passes when every element is within atol + rtol·|reference|."))
-	s.Before = []para{p}
-	if v.Command != "" {
-		s.Before = append(s.Before, para{txt("Command: "), code(v.Command)})
-	}
-	if len(v.Cases) == 0 {
-		return s
-	}
-	tb := &table{
-		Head: []string{"folder / pattern", "case", "shapes", "dtype", "max abs err", "max rel err", "atol / rtol", "result"},
-		Num:  []bool{false, false, false, false, true, true, true, false},
-	}
-	for _, c := range v.Cases {
-		who := c.Name
-		if who == "" {
-			who = c.Pattern
-		}
-		shapes := c.Shapes
-		if len(shapes) == 0 && len(c.Shape) > 0 {
-			shapes = [][]int64{c.Shape}
-		}
-		tol := "-"
-		if c.Atol > 0 || c.Rtol > 0 {
-			tol = fmtSci(c.Atol) + " / " + fmtSci(c.Rtol)
-		}
-		res := cell{Text: "pass", Class: "ship"}
-		switch {
-		case c.Skipped:
-			res = cell{Text: "skipped", Class: "muted"}
-		case !c.Pass:
-			res = cell{Text: "FAIL", Strong: true, Class: "fail"}
-		}
-		errAbs, errRel := numc(fmtSci(c.MaxAbsErr)), numc(fmtSci(c.MaxRelErr))
-		if c.Skipped {
-			errAbs, errRel = numc("-"), numc("-")
-		}
-		tb.Rows = append(tb.Rows, []cell{code(who), code(c.Case), code(shapesString(shapes)), code(c.Dtype), errAbs, errRel, numc(tol), res})
-		if c.Error != "" {
-			s.After = append(s.After, para{code(who), txt(" "), code(c.Case), txt(": "), code(truncRunes(c.Error, 500))})
-		}
-	}
-	s.Table = tb
-	return s
 }
 
 func speedupSection(in Inputs, sp []Speedup) section {

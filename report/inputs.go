@@ -9,43 +9,31 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/fuseadvise/fuseadvise/bench"
+	"github.com/fuseadvise/fuseadvise/patterns"
+	"github.com/fuseadvise/fuseadvise/verify"
 )
 
 // Inputs are everything one report is drawn from. Every part may be missing (nil or
 // empty); the report then says what is missing instead of guessing.
 type Inputs struct {
-	Analysis  *Analysis     // `fuseadvise analyze -format json`
-	Generated []GenFolder   // one per folder written by `fuseadvise gen`
-	Verify    *VerifyResult // `fuseadvise verify` results
-	Bench     *bench.Result // `fuseadvise bench` results (nil: no GPU run)
+	Analysis  *patterns.Report // `fuseadvise analyze -format json`
+	Trace     *TraceExtra      // the analyze verb's additions to the trace summary, when present
+	Generated []GenFolder      // one per folder written by `fuseadvise gen`
+	Verify    *verify.Result   // `fuseadvise verify -format json`
+	Bench     *bench.Result    // `fuseadvise bench` (nil: no GPU run)
 
 	// Scale is the chart's time axis; the zero value picks one from the data.
 	Scale Scale
 }
 
-// Analysis is the JSON that `fuseadvise analyze -format json` writes (the contract in the
-// pattern catalog): a trace summary and the opportunities, best first. Fields the
-// analyzer adds beyond the contract are kept when the report knows them and ignored
-// otherwise.
-type Analysis struct {
-	Trace         TraceInfo     `json:"trace"`
-	Opportunities []Opportunity `json:"opportunities"`
-	Notes         []string      `json:"notes,omitempty"`
-}
-
-// TraceInfo is the analysis's "trace" object.
-type TraceInfo struct {
-	Path       string     `json:"path"`
-	Device     string     `json:"device"`
+// TraceExtra is what the analyze verb adds to the "trace" object of the analysis
+// contract: idle time, launch count and the top kernels and ops by GPU time.
+type TraceExtra struct {
 	Ranks      int        `json:"ranks,omitempty"`
-	Steps      int        `json:"steps"`
-	GPUBusyUs  float64    `json:"gpu_busy_us"`
 	IdleUs     float64    `json:"idle_us,omitempty"`
-	Kernels    int        `json:"kernels"`
 	Launches   int        `json:"launches,omitempty"`
 	TopKernels []NameTime `json:"top_kernels,omitempty"`
 	TopOps     []NameTime `json:"top_ops,omitempty"`
@@ -56,82 +44,6 @@ type NameTime struct {
 	Name  string  `json:"name"`
 	Count int     `json:"count"`
 	Us    float64 `json:"gpu_us"`
-}
-
-// Opportunity is one ranked fusion opportunity.
-type Opportunity struct {
-	Pattern           string       `json:"pattern"`
-	Instances         int          `json:"instances"`
-	BackwardInstances int          `json:"backward_instances,omitempty"`
-	GPUTimeUs         float64      `json:"gpu_time_us"`
-	EstFusedUs        float64      `json:"est_fused_us"`
-	EstSavingUs       float64      `json:"est_saving_us"`
-	SavingPct         float64      `json:"saving_pct_of_gpu_busy"`
-	Shapes            []ShapeGroup `json:"shapes,omitempty"`
-	Chain             Text         `json:"chain,omitempty"`  // the op chain, e.g. "aten::add -> aten::gelu"
-	Source            Text         `json:"source,omitempty"` // the Python source line, when the trace has stacks
-	Advice            Text         `json:"advice,omitempty"`
-}
-
-// ShapeGroup is the instances of an opportunity that share input shapes and dtype.
-type ShapeGroup struct {
-	Dims      [][]int64 `json:"dims"`
-	Dtype     string    `json:"dtype"`
-	Instances int       `json:"instances"`
-}
-
-// Text is a free-form string from the analysis. It decodes from a JSON string, a list of
-// strings (joined), or any other JSON value (kept as compact JSON), so that the report
-// reads an analyzer whose field shapes are still settling. It is data from the trace:
-// every renderer escapes it.
-type Text string
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (t *Text) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case len(b) == 0 || string(b) == "null":
-		*t = ""
-	case b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*t = Text(s)
-	case b[0] == '[':
-		var ss []string
-		if json.Unmarshal(b, &ss) == nil {
-			*t = Text(strings.Join(ss, " -> "))
-			return nil
-		}
-		fallthrough
-	default:
-		if b[0] == '{' {
-			// {"file": "model.py", "line": 42, ...} is the likely shape of a source.
-			var loc struct {
-				File string `json:"file"`
-				Line int    `json:"line"`
-				Text string `json:"text"`
-			}
-			if json.Unmarshal(b, &loc) == nil && loc.File != "" {
-				s := loc.File
-				if loc.Line > 0 {
-					s += ":" + strconv.Itoa(loc.Line)
-				}
-				if loc.Text != "" {
-					s += " " + loc.Text
-				}
-				*t = Text(s)
-				return nil
-			}
-		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, b); err != nil {
-			return err
-		}
-		*t = Text(buf.String())
-	}
-	return nil
 }
 
 // GenFolder is one generated kernel folder, described by its manifest.json.
@@ -163,50 +75,33 @@ type GenRun struct {
 	Bench       string `json:"bench"`
 }
 
-// VerifyResult is what `fuseadvise verify` writes: one entry per checked case.
-type VerifyResult struct {
-	Mode    string       `json:"mode,omitempty"` // "interpreter" or "gpu"
-	Command string       `json:"command,omitempty"`
-	Date    string       `json:"date,omitempty"`
-	Cases   []VerifyCase `json:"cases"`
-}
-
-// VerifyCase is one verified case of one generated folder.
-type VerifyCase struct {
-	Pattern   string    `json:"pattern"`
-	Name      string    `json:"name,omitempty"` // the generated folder's name
-	Case      string    `json:"case"`           // the test case id
-	Shape     []int64   `json:"shape,omitempty"`
-	Shapes    [][]int64 `json:"shapes,omitempty"`
-	Dtype     string    `json:"dtype"`
-	MaxAbsErr float64   `json:"max_abs_err"`
-	MaxRelErr float64   `json:"max_rel_err"`
-	Atol      float64   `json:"atol,omitempty"`
-	Rtol      float64   `json:"rtol,omitempty"`
-	Pass      bool      `json:"pass"`
-	Skipped   bool      `json:"skipped,omitempty"`
-	Error     string    `json:"error,omitempty"`
-}
-
 // maxInput bounds the JSON files the loaders read.
 const maxInput = 256 << 20
 
 // readJSON decodes the JSON file path into v, rejecting trailing data. Errors name the
 // file and, for syntax and type errors, the byte offset.
 func readJSON(path string, v any) error {
-	f, err := os.Open(path)
+	b, err := readFile(path)
 	if err != nil {
 		return err
+	}
+	return decodeJSON(path, b, v)
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxInput+1))
 	if err != nil {
-		return fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	if len(b) > maxInput {
-		return fmt.Errorf("%s: larger than %d bytes", path, maxInput)
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxInput)
 	}
-	return decodeJSON(path, b, v)
+	return b, nil
 }
 
 func decodeJSON(name string, b []byte, v any) error {
@@ -233,18 +128,33 @@ func decodeJSON(name string, b []byte, v any) error {
 	return nil
 }
 
-// LoadAnalysis reads the JSON written by `fuseadvise analyze -format json`.
-func LoadAnalysis(path string) (*Analysis, error) {
-	var a Analysis
-	if err := readJSON(path, &a); err != nil {
-		return nil, fmt.Errorf("report: analysis: %w", err)
+// LoadAnalysis reads the JSON written by `fuseadvise analyze -format json`: the analysis,
+// and the verb's additions to the trace summary (nil when it has none).
+func LoadAnalysis(path string) (*patterns.Report, *TraceExtra, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("report: analysis: %w", err)
+	}
+	var a patterns.Report
+	if err := decodeJSON(path, b, &a); err != nil {
+		return nil, nil, fmt.Errorf("report: analysis: %w", err)
 	}
 	for i, o := range a.Opportunities {
 		if o.Pattern == "" {
-			return nil, fmt.Errorf("report: analysis: %s: opportunity %d has no pattern", path, i)
+			return nil, nil, fmt.Errorf("report: analysis: %s: opportunity %d has no pattern", path, i)
 		}
 	}
-	return &a, nil
+	var extra struct {
+		Trace TraceExtra `json:"trace"`
+	}
+	if err := json.Unmarshal(b, &extra); err != nil {
+		return nil, nil, fmt.Errorf("report: analysis: %s: trace: %v", path, err)
+	}
+	x := &extra.Trace
+	if x.Ranks == 0 && x.IdleUs == 0 && x.Launches == 0 && len(x.TopKernels) == 0 && len(x.TopOps) == 0 {
+		x = nil
+	}
+	return &a, x, nil
 }
 
 // LoadGenFolder reads dir/manifest.json.
@@ -303,9 +213,9 @@ func LoadGenFolders(dirs ...string) ([]GenFolder, error) {
 	return out, nil
 }
 
-// LoadVerify reads the JSON written by `fuseadvise verify`.
-func LoadVerify(path string) (*VerifyResult, error) {
-	var v VerifyResult
+// LoadVerify reads the JSON written by `fuseadvise verify -format json`.
+func LoadVerify(path string) (*verify.Result, error) {
+	var v verify.Result
 	if err := readJSON(path, &v); err != nil {
 		return nil, fmt.Errorf("report: verify: %w", err)
 	}
@@ -339,7 +249,7 @@ func Load(p Paths) (Inputs, error) {
 	var in Inputs
 	var err error
 	if p.Analysis != "" {
-		if in.Analysis, err = LoadAnalysis(p.Analysis); err != nil {
+		if in.Analysis, in.Trace, err = LoadAnalysis(p.Analysis); err != nil {
 			return in, err
 		}
 	}

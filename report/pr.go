@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
+	"github.com/fuseadvise/fuseadvise/patterns"
+	"github.com/fuseadvise/fuseadvise/verify"
 )
 
 // The PR folder's layout.
@@ -248,11 +251,17 @@ func prMarkdown(w io.Writer, in Inputs) error {
 			if o.BackwardInstances > 0 {
 				inst += fmt.Sprintf(", %d backward", o.BackwardInstances)
 			}
-			row("instances in the trace", inst)
-			row("GPU time of the chain now", fmtUs(o.GPUTimeUs)+" µs")
-			row("estimated saving", fmt.Sprintf("%s µs (%s of GPU busy)", fmtUs(o.EstSavingUs), fmtPct(o.SavingPct)))
-			if o.Advice != "" {
-				row("advice", codeSpan(string(o.Advice), true))
+			row("instances of the pattern in the trace", inst)
+			row("GPU time of the pattern now", fmtUs(o.GPUTimeUs)+" µs forward")
+			row("estimated saving, whole pattern", fmt.Sprintf("%s µs (%s of GPU busy)", fmtUs(o.EstSavingUs), fmtPct(o.SavingPct)))
+			if sg := findShapeGroup(o, g); sg != nil {
+				row("this shape", mdText(fmt.Sprintf("%d instances, %s µs now, estimated %s µs fused", sg.Instances, fmtUs(sg.GPUTimeUs), fmtUs(sg.EstFusedUs))))
+				if len(sg.Sources) > 0 {
+					row("source lines", codeSpan(strings.Join(sg.Sources, "; "), true))
+				}
+			}
+			if len(o.Advice) > 0 {
+				row("advice", codeSpan(strings.Join(o.Advice, "; "), true))
 			}
 		} else {
 			row("estimated saving", fmtUs(g.EstSavingUs)+" µs")
@@ -320,7 +329,7 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
-func findOpportunity(a *Analysis, pattern string) *Opportunity {
+func findOpportunity(a *patterns.Report, pattern string) *patterns.Opportunity {
 	if a == nil {
 		return nil
 	}
@@ -332,18 +341,36 @@ func findOpportunity(a *Analysis, pattern string) *Opportunity {
 	return nil
 }
 
-// verifyErrors is ", max abs err X, max rel err Y" over the folder's passing and failing
-// cases, "" when there are none.
-func verifyErrors(v *VerifyResult, g GenFolder) string {
-	if v == nil {
-		return ""
+// findShapeGroup returns the opportunity's shape group that folder g was generated for:
+// same dtype and shapes, or same dtype and main input shape.
+func findShapeGroup(o *patterns.Opportunity, g GenFolder) *patterns.ShapeGroup {
+	var near *patterns.ShapeGroup
+	for i := range o.Shapes {
+		sg := &o.Shapes[i]
+		if string(sg.DType) != g.Dtype || len(sg.Dims) == 0 || len(g.Shapes) == 0 {
+			continue
+		}
+		if shapesString(sg.Dims) == shapesString(g.Shapes) {
+			return sg
+		}
+		if near == nil && shapeString(sg.Dims[0]) == shapeString(g.Shapes[0]) {
+			near = sg
+		}
 	}
+	return near
+}
+
+// verifyErrors is ", max abs err X, max rel err Y" over the folder's checked cases, ""
+// when there are none.
+func verifyErrors(v *verify.Result, g GenFolder) string {
 	var abs, rel float64
 	n := 0
-	for _, c := range v.Cases {
-		if matches(c.Name, c.Pattern, c.Dtype, g) && !c.Skipped {
-			abs, rel = max(abs, c.MaxAbsErr), max(rel, c.MaxRelErr)
-			n++
+	for _, f := range verifyFolders(v, g) {
+		for _, c := range f.Cases {
+			if checked(c) {
+				abs, rel = math.Max(abs, float64(c.MaxAbs)), math.Max(rel, float64(c.MaxRel))
+				n++
+			}
 		}
 	}
 	if n == 0 {

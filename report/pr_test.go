@@ -16,7 +16,7 @@ import (
 func genFolders(t *testing.T) (root string, dirs []string) {
 	t.Helper()
 	root = t.TempDir()
-	for _, name := range []string{"gelu_pyops_bf16", "mask_softmax_bf16"} {
+	for _, name := range []string{"gelu_pyops_bf16", "mask_softmax_fp32"} {
 		dst := filepath.Join(root, name)
 		if err := copyTree(filepath.Join("testdata", "gen", name), dst); err != nil {
 			t.Fatal(err)
@@ -68,8 +68,8 @@ func TestWritePR(t *testing.T) {
 		"kernels/gelu_pyops_bf16/README.md",
 		"kernels/gelu_pyops_bf16/manifest.json",
 		"kernels/gelu_pyops_bf16/run.sh",
-		"kernels/mask_softmax_bf16/README.md",
-		"kernels/mask_softmax_bf16/manifest.json",
+		"kernels/mask_softmax_fp32/README.md",
+		"kernels/mask_softmax_fp32/manifest.json",
 		"results/bench.csv",
 		"results/bench.json",
 		"results/report.md",
@@ -97,7 +97,7 @@ func TestWritePR(t *testing.T) {
 	if err := WritePR(out, in, dirs[:1], false); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("second write without force: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(out, "kernels", "mask_softmax_bf16")); err != nil {
+	if _, err := os.Stat(filepath.Join(out, "kernels", "mask_softmax_fp32")); err != nil {
 		t.Error("a refused write changed the folder")
 	}
 	// with force it is replaced
@@ -105,7 +105,7 @@ func TestWritePR(t *testing.T) {
 	if err := WritePR(out, in, dirs[:1], true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(out, "kernels", "mask_softmax_bf16")); err == nil {
+	if _, err := os.Stat(filepath.Join(out, "kernels", "mask_softmax_fp32")); err == nil {
 		t.Error("force did not replace the folder")
 	}
 	if _, err := os.Stat(filepath.Join(out, "results", "bench.csv")); err == nil {
