@@ -116,7 +116,7 @@ type Params struct {
 	MaskDims    []int64  `json:"mask_dims,omitempty"`   // the mask's broadcast shape
 	MaskDType   DType    `json:"mask_dtype,omitempty"`  // the mask's element type
 	ScaleOp     string   `json:"scale_op,omitempty"`    // "mul" | "div" when a scale precedes the mask
-	Scale       *float64 `json:"scale,omitempty"`       // the scale factor when recorded
+	Scale       *float64 `json:"scale,omitempty"`       // the scale op's scalar operand as recorded: multiply by it ("mul") or divide by it ("div")
 	SoftmaxDim  *int64   `json:"softmax_dim,omitempty"` // softmax dim (normalized, >= 0)
 	Attention   bool     `json:"attention,omitempty"`   // a GEMM feeds the scores and one reads the probabilities
 	Eps         *float64 `json:"eps,omitempty"`         // norm epsilon when recorded
@@ -522,9 +522,6 @@ func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
 		for i, in := range g.ins(scores) {
 			if i > 0 && !isTensor(in) {
 				if f, ok := concreteFloat(g.ins(scores), i); ok && f != 0 {
-					if p.ScaleOp == "div" {
-						f = 1 / f
-					}
 					p.Scale = &f
 				}
 			}

@@ -33,34 +33,34 @@ type graph struct {
 // nodeOps lists the nodes of t in thread and time order, and which of them
 // start a new iteration (see graph.barrier).
 func nodeOps(t *trace.Trace) (nodes []int32, barrier []bool) {
-	var scope int32 // the step or optimizer annotation enclosing the current node
-	var walk func(id, sc int32)
-	walk = func(id, sc int32) {
+	pending := false // an iteration boundary was crossed since the last node
+	var walk func(id int32)
+	walk = func(id int32) {
 		op := &t.Ops[id]
 		if op.Kind == trace.KindUserAnnotation {
-			if strings.HasPrefix(op.Name, "ProfilerStep#") || strings.HasPrefix(op.Name, "Optimizer.") {
-				sc = id
-			}
+			b := strings.HasPrefix(op.Name, "ProfilerStep#") || strings.HasPrefix(op.Name, "Optimizer.")
+			pending = pending || b
 			for _, c := range op.Children {
-				walk(c, sc)
+				walk(c)
 			}
+			pending = pending || b
 			return
 		}
-		b := sc != scope
+		b := pending
 		if !b && len(nodes) > 0 {
 			prev := &t.Ops[nodes[len(nodes)-1]]
 			if prev.Thread == op.Thread {
 				b = syncBetween(t.Threads[op.Thread].Syncs, prev.Start+prev.Dur, op.Start)
 			}
 		}
-		scope = sc
+		pending = false
 		nodes = append(nodes, id)
 		barrier = append(barrier, b)
 	}
 	for i := range t.Threads {
-		scope = -1
+		pending = false
 		for _, r := range t.Threads[i].Roots {
-			walk(r, -1)
+			walk(r)
 		}
 	}
 	return nodes, barrier
