@@ -74,7 +74,7 @@ def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, s
         z = _cast(z + b[None, :], Y.dtype.element_ty).to(tl.float32)
     if DROPOUT:
         keep = _keep(seed, rm, rn, N, p)
-        z = _cast(tl.where(keep, z * scale, 0.0), Y.dtype.element_ty).to(tl.float32)
+        z = _cast(z * tl.where(keep, scale, 0.0), Y.dtype.element_ty).to(tl.float32)  # NaN*0 = NaN, as eager
     r = tl.load(R + rm64 * srm + rn64 * srn, mask=mask, other=0.0).to(tl.float32)
     tl.store(Y + rm64 * sym + rn64 * syn, _cast(r + z, Y.dtype.element_ty), mask=mask)
 
@@ -91,7 +91,7 @@ def _dropout_add_bwd(DY, DZ, M, N, sdym, sdyn, p, scale, seed,
     rn64 = rn.to(tl.int64)[None, :]
     dz = tl.load(DY + rm64 * sdym + rn64 * sdyn, mask=mask, other=0.0).to(tl.float32)
     if DROPOUT:
-        dz = tl.where(_keep(seed, rm, rn, N, p), dz * scale, 0.0)
+        dz = dz * tl.where(_keep(seed, rm, rn, N, p), scale, 0.0)
     tl.store(DZ + rm64 * N + rn64, _cast(dz, DZ.dtype.element_ty), mask=mask)
 
 

@@ -1,0 +1,271 @@
+"""Fused scale + mask + softmax (+ dropout) over the last dim of attention scores.
+
+Replaces ``mul``/``div`` (scale) -> ``masked_fill`` / ``add`` (mask) -> ``softmax``
+(-> ``dropout``): eager writes and re-reads the scaled and the masked scores; this kernel reads
+the scores (and the mask, usually broadcast) once and writes the probabilities once. When the
+whole ``bmm -> mask -> softmax -> bmm`` chain is present, ``F.scaled_dot_product_attention`` is
+the better fix; this kernel is for code that needs the probabilities.
+
+- ``y = softmax(mask(scale * x))`` with mask kinds: ``"none"``; ``"bool"`` (True = masked,
+  ``masked_fill`` semantics, filled with ``mask_fill``: ``-inf``, ``"min"`` = the dtype's
+  finfo.min, or a number such as -10000); ``"additive"`` (a float mask added, e.g. HF's
+  ``[b, 1, 1, sk]`` / ``[b, 1, sq, sk]`` with finfo.min); ``"causal"`` (computed in-kernel:
+  column j of query row i is masked when ``j > i + (sk - sq)``, the KV-cache convention).
+- The mask is read through its own strides after broadcasting to the scores' shape (stride 0
+  on broadcast dims): no expanded copy is made.
+- Fully masked rows behave like PyTorch eager: with ``-inf`` fills ``softmax`` of an all
+  ``-inf`` row is NaN (and so is any row containing +inf or NaN); with finite fills the row
+  is uniform.
+- Rows longer than one block: an online (running max / running sum) first pass, then a
+  normalising pass; rows that fit one block (BLOCK_N = next_power_of_2(sk), capped at 8192 on a
+  GPU) are loaded once. fp32 math; ``scale * x`` (and ``+ mask``) is rounded to the dtype
+  before the softmax, as eager does.
+- Optional dropout on the probabilities (``p``, ``seed``): Philox ``tl.rand(seed, row * sk +
+  col)``, keep where ``rand >= p``, scaled by 1/(1-p); ``dropout_mask`` returns the mask used.
+- Autotuned over num_warps, keyed on sk; one fixed config under ``TRITON_INTERPRET=1``.
+- Training: ``MaskSoftmaxFunction`` has a backward for p == 0 through ATen
+  (``_softmax_backward_data`` on the saved probabilities, masked positions zeroed as
+  ``masked_fill``'s backward does, times ``scale``); no gradient flows to the mask. With
+  dropout (p > 0) the backward raises NotImplementedError: use it for inference or p = 0.
+
+Interpreter-safe: builtins only (``tl.exp``, ``tl.rand``), ``tl.full``, no bf16 arithmetic;
+runtime-length loops are ``while`` loops.
+"""
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+MAX_BLOCK_N = 128 if INTERPRET else 8192
+MASK_KINDS = {"none": 0, "bool": 1, "additive": 2, "causal": 3}
+
+_RNE_BF16 = tl.constexpr(INTERPRET)
+
+
+def _configs():
+    if INTERPRET:
+        return [triton.Config({}, num_warps=4, num_stages=1)]
+    return [triton.Config({}, num_warps=w, num_stages=1) for w in (1, 2, 4, 8, 16)]
+
+
+@triton.jit
+def _cast(y, dtype: tl.constexpr):
+    """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
+    if _RNE_BF16 and dtype == tl.bfloat16:
+        bits = y.to(tl.uint32, bitcast=True)
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
+    return y.to(dtype)
+
+
+@triton.jit
+def _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND: tl.constexpr):
+    """The masked, scaled scores of one chunk, fp32; -inf outside the row."""
+    inb = cols < N
+    s = tl.load(X + cols * sxn, mask=inb, other=0.0).to(tl.float32)
+    s = _cast(s * scale, X.dtype.element_ty).to(tl.float32)
+    if KIND == 1:
+        mk = tl.load(MASK + cols * smn, mask=inb, other=0).to(tl.int1)
+        s = tl.where(mk, fill, s)
+    elif KIND == 2:
+        a = tl.load(MASK + cols * smn, mask=inb, other=0.0).to(tl.float32)
+        s = _cast(s + a, X.dtype.element_ty).to(tl.float32)
+    elif KIND == 3:
+        s = tl.where(cols > qrow + (N - M), fill, s)
+    return tl.where(inb, s, float("-inf"))
+
+
+@triton.autotune(configs=_configs(), key=["N"])
+@triton.jit
+def _mask_softmax_fwd(X, MASK, Y, H, M, N,
+                      sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
+                      scale, fill, p, pscale, seed,
+                      KIND: tl.constexpr, DROPOUT: tl.constexpr, SINGLE: tl.constexpr,
+                      BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)  # flat index of (b, h, m)
+    qrow = row % M
+    bh = row // M
+    h = bh % H
+    b = bh // H
+    X += b * sxb + h * sxh + qrow * sxm
+    MASK += b * smb + h * smh + qrow * smm
+    Y += b * syb + h * syh + qrow * sym
+    if SINGLE:
+        cols = tl.arange(0, BLOCK_N)
+        s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)
+        mx = tl.max(s, axis=0)
+        safe = tl.where(mx == float("-inf"), 0.0, mx)  # all -inf: 0/0 = NaN below, as eager
+        e = tl.exp(s - safe)
+        y = e / tl.sum(e, axis=0)
+        if DROPOUT:
+            y = y * tl.where(tl.rand(seed, row * N + cols) >= p, pscale, 0.0)  # NaN * 0 = NaN, as eager
+        tl.store(Y + cols * syn, _cast(y, Y.dtype.element_ty), mask=cols < N)
+    else:
+        # pass 1: per-lane running max and running sum of exp
+        m_run = tl.full([BLOCK_N], float("-inf"), tl.float32)
+        l_run = tl.full([BLOCK_N], 0, tl.float32)
+        start = 0
+        while start < N:
+            cols = start + tl.arange(0, BLOCK_N)
+            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)
+            m_new = tl.maximum(m_run, s)
+            safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            l_run = l_run * tl.exp(m_run - safe) + tl.exp(s - safe)
+            m_run = m_new
+            start += BLOCK_N
+        mx = tl.max(m_run, axis=0)
+        safe = tl.where(mx == float("-inf"), 0.0, mx)
+        total = tl.sum(tl.where(m_run == float("-inf"), 0.0, l_run * tl.exp(m_run - safe)), axis=0)
+        # pass 2: normalise
+        start = 0
+        while start < N:
+            cols = start + tl.arange(0, BLOCK_N)
+            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)
+            y = tl.exp(s - safe) / total
+            if DROPOUT:
+                y = y * tl.where(tl.rand(seed, row * N + cols) >= p, pscale, 0.0)  # NaN * 0 = NaN, as eager
+            tl.store(Y + cols * syn, _cast(y, Y.dtype.element_ty), mask=cols < N)
+            start += BLOCK_N
+
+
+@triton.jit
+def _mask_kernel(K, N, p, seed, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    start = 0
+    while start < N:
+        cols = start + tl.arange(0, BLOCK_N)
+        keep = tl.rand(seed, row * N + cols) >= p
+        tl.store(K + row * N + cols, keep.to(tl.int8), mask=cols < N)
+        start += BLOCK_N
+
+
+def fill_value(mask_fill, dtype):
+    """The masked_fill value: a number, float('-inf'), or "min" (the dtype's finfo.min)."""
+    if isinstance(mask_fill, str):
+        if mask_fill == "min":
+            return float(torch.finfo(dtype).min)
+        if mask_fill == "-inf":
+            return float("-inf")
+        raise ValueError(f"mask_fill={mask_fill!r}")
+    return float(mask_fill)
+
+
+def _as4d(t):
+    while t.dim() < 4:
+        t = t.unsqueeze(0)
+    return t
+
+
+def _check(x, mask, mask_kind, p):
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"mask_softmax: unsupported dtype {x.dtype}")
+    if not 2 <= x.dim() <= 4:
+        raise ValueError(f"mask_softmax: scores of rank {x.dim()} (want 2..4)")
+    if mask_kind not in MASK_KINDS:
+        raise ValueError(f"mask_softmax: mask_kind={mask_kind!r} (want one of {sorted(MASK_KINDS)})")
+    if mask_kind in ("bool", "additive"):
+        if mask is None:
+            raise ValueError(f"mask_softmax: mask_kind={mask_kind!r} needs a mask")
+        if mask_kind == "bool" and mask.dtype != torch.bool:
+            raise TypeError("mask_softmax: a bool mask must have dtype torch.bool")
+        if mask_kind == "additive" and not mask.dtype.is_floating_point:
+            raise TypeError("mask_softmax: an additive mask must be floating point")
+    if not (0.0 <= p < 1.0):
+        raise ValueError(f"mask_softmax: p={p} (want 0 <= p < 1)")
+
+
+def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0, seed=0,
+                 out=None, block_n=None):
+    """y = dropout(softmax(mask(scale * x), dim=-1), p). ``block_n`` forces the chunk size."""
+    _check(x, mask, mask_kind, p)
+    kind = MASK_KINDS[mask_kind]
+    if out is None:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    elif out.shape != x.shape or out.dtype != x.dtype:
+        raise ValueError("mask_softmax: out has the wrong shape or dtype")
+    if x.numel() == 0:
+        return out
+    x4, y4 = _as4d(x), _as4d(out)
+    B, H, M, N = x4.shape
+    if kind in (1, 2):
+        try:
+            m4 = _as4d(mask).expand(x4.shape)  # stride 0 on broadcast dims, no copy
+        except RuntimeError:
+            raise ValueError(f"mask_softmax: mask {tuple(mask.shape)} does not broadcast to {tuple(x.shape)}")
+        if kind == 1:
+            m4 = m4.view(torch.int8) if m4.element_size() == 1 else m4
+    else:
+        m4 = x4  # never read
+    block = block_n or min(triton.next_power_of_2(N), MAX_BLOCK_N)
+    _mask_softmax_fwd[(B * H * M,)](
+        x4, m4, y4, H, M, N, *x4.stride(), *m4.stride(), *y4.stride(),
+        float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), int(seed),
+        KIND=kind, DROPOUT=p > 0, SINGLE=N <= block, BLOCK_N=block)
+    return out
+
+
+def dropout_mask(shape, p, seed, device):
+    """The keep-mask (bool) mask_softmax applies for these scores' shape, p and seed."""
+    shape = tuple(shape)
+    n = shape[-1]
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    k = torch.empty((rows, n), dtype=torch.int8, device=device)
+    if k.numel():
+        _mask_kernel[(rows,)](k, n, float(p), int(seed), BLOCK_N=min(triton.next_power_of_2(n), MAX_BLOCK_N))
+    return k.view(shape).bool()
+
+
+def _zeroed_positions(y, mask, mask_kind):
+    """Where masked_fill's backward zeroes the gradient (bool and causal masks)."""
+    if mask_kind == "bool":
+        return mask.expand(y.shape) if mask.dim() <= y.dim() else mask
+    if mask_kind == "causal":
+        sq, sk = y.shape[-2], y.shape[-1]
+        return torch.ones(sq, sk, dtype=torch.bool, device=y.device).triu(sk - sq + 1)
+    return None
+
+
+class MaskSoftmaxFunction(torch.autograd.Function):
+    """Autograd for mask_softmax: ATen softmax backward on the saved probabilities (p == 0 only)."""
+
+    @staticmethod
+    def forward(ctx, x, mask, scale, mask_kind, mask_fill, p, seed):
+        y = mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed)
+        ctx.save_for_backward(y, mask if mask_kind == "bool" else None)
+        ctx.scale, ctx.mask_kind, ctx.p = scale, mask_kind, p
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        if ctx.p > 0:
+            raise NotImplementedError("mask_softmax: no backward with dropout (p > 0); use p = 0")
+        y, mask = ctx.saved_tensors
+        g = torch._softmax_backward_data(dy, y, -1, y.dtype)
+        z = _zeroed_positions(y, mask, ctx.mask_kind)
+        if z is not None:
+            g = g.masked_fill(z, 0)
+        if ctx.scale != 1.0:
+            g = g * ctx.scale
+        return g, None, None, None, None, None, None
+
+
+class MaskSoftmax(torch.nn.Module):
+    """Drop-in for ``dropout(softmax(masked_fill(scores * scale, mask, fill)), p)`` and the
+    additive / causal variants: ``MaskSoftmax(scale, mask_kind, mask_fill, p)(scores, mask)``.
+    Dropout runs only in training mode, with a fresh seed per call from torch's CPU generator."""
+
+    def __init__(self, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0):
+        super().__init__()
+        if mask_kind not in MASK_KINDS:
+            raise ValueError(f"mask_kind={mask_kind!r}")
+        self.scale, self.mask_kind, self.mask_fill, self.p = scale, mask_kind, mask_fill, p
+
+    def forward(self, scores, mask=None):
+        p = self.p if self.training else 0.0
+        seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if p > 0 else 0
+        return MaskSoftmaxFunction.apply(scores, mask, self.scale, self.mask_kind, self.mask_fill, p, seed)
