@@ -228,6 +228,9 @@ func build(r *rawTrace) (*Trace, string) {
 			l := launch{ts: rt.ts + base, op: -1, graph: strings.Contains(name, "GraphLaunch"), grid: rt.grid, block: rt.block}
 			if th := keyThread[local[ci][rt.thread]]; th >= 0 {
 				l.op = enclosing(thLo[th], thLo[th+1], l.ts, opSpan, parent)
+				if isDeviceSync(name) {
+					t.Threads[th].Syncs = append(t.Threads[th].Syncs, l.ts)
+				}
 			}
 			if rt.corr >= 0 {
 				if _, dup := corr[rt.corr]; !dup {
@@ -237,6 +240,9 @@ func build(r *rawTrace) (*Trace, string) {
 			rts = append(rts, l)
 		}
 		c.rts = nil
+	}
+	for i := range t.Threads {
+		slices.Sort(t.Threads[i].Syncs)
 	}
 	t.Acts = make([]Activity, 0, nActs)
 	var flows []flow

@@ -103,6 +103,14 @@ const kineto = `{
     "ts": 363.000, "dur": 1.000, "args": {"correlation": 300}
   },
   {
+    "ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 10, "tid": 11,
+    "ts": 450.000, "dur": 10.000, "args": {"correlation": 400}
+  },
+  {
+    "ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 10, "tid": 11,
+    "ts": 440.000, "dur": 5.000, "args": {"correlation": 401}
+  },
+  {
     "ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: AddmmBackward0", "pid": 10, "tid": 12,
     "ts": 500.000, "dur": 100.000, "args": {"Sequence number": 5, "Fwd thread id": 1, "Ev Idx": 5}
   },
@@ -226,6 +234,9 @@ func checkKineto(t *testing.T, tr *Trace) {
 	}
 	if tr.Threads[0].Name != "thread 11 (python)" || tr.Threads[0].Tid != "11" {
 		t.Errorf("threads %+v", tr.Threads)
+	}
+	if s := tr.Threads[0].Syncs; len(s) != 2 || s[0] != base+440000 || s[1] != base+450000 || tr.Threads[1].Syncs != nil {
+		t.Errorf("syncs %v %v", s, tr.Threads[1].Syncs)
 	}
 	if tr.KernelCount() != 4 || tr.LaunchCount() != 2 {
 		t.Errorf("kernels %d launches %d", tr.KernelCount(), tr.LaunchCount())
