@@ -479,9 +479,10 @@ func predictionSummary(sp []Speedup) string {
 func readingSection() section {
 	return section{ID: "reading", Title: "How to read this report", List: []para{
 		{txt("vs eager, vs compile: the baseline's median time over the fused kernel's; above 1.0× the fused kernel is faster.")},
-		{txt("(noise): the two medians differ by less than the wider of their p20-p80 spreads, so the difference is not measurable.")},
+		{txt("(noise): the two medians differ by less than the wider of their p20-p80 spreads (or by less than the spread of the repeated runs' medians), so the difference is not measurable.")},
 		{txt("% of floor: the floor time (fewest bytes over the measured copy bandwidth, or FLOPs over the GEMM rate) over the fused time; 100% is as fast as the hardware allows.")},
 		{txt("prediction error: (predicted - measured) / measured fused time; negative means the cost model was optimistic.")},
-		{txt(fmt.Sprintf("verdicts: ship (measurably faster than eager); noise (within the spread); review (above %g×: check the baseline and shapes before believing it); do not ship (below %.1f×); failed (wrong results on the GPU); not timed.", ReviewAbove, ShipAtLeast))},
+		{txt(fmt.Sprintf("verdicts: ship (measurably faster than eager); noise (within the spread); review (above %g×: check the baseline and shapes before believing it); do not ship (below %.1f×); failed (wrong results on the GPU, or the harness failed); not timed.", ReviewAbove, ShipAtLeast))},
+		{txt("verification: pass, FAIL (an output or gradient outside the tolerance), ERROR (the kernel raised), not run (refused: too large for the interpreter, or timed out), skipped (the case does not apply).")},
 	}}
 }

@@ -20,7 +20,7 @@ import (
 // empty); the report then says what is missing instead of guessing.
 type Inputs struct {
 	Analysis  *patterns.Report // `fuseadvise analyze -format json`
-	Trace     *TraceExtra      // the analyze verb's additions to the trace summary, when present
+	Trace     *TraceExtra      // the analyze verb's "summary" (top kernels, idle time), when present
 	Generated []GenFolder      // one per folder written by `fuseadvise gen`
 	Verify    *verify.Result   // `fuseadvise verify -format json`
 	Bench     *bench.Result    // `fuseadvise bench` (nil: no GPU run)
@@ -29,8 +29,8 @@ type Inputs struct {
 	Scale Scale
 }
 
-// TraceExtra is what the analyze verb adds to the "trace" object of the analysis
-// contract: idle time, launch count and the top kernels and ops by GPU time.
+// TraceExtra is the "summary" object the analyze verb adds beside the contract's "trace":
+// ranks, idle time, launch count and the top kernels and ops by GPU time.
 type TraceExtra struct {
 	Ranks      int        `json:"ranks,omitempty"`
 	IdleUs     float64    `json:"idle_us,omitempty"`
@@ -129,7 +129,7 @@ func decodeJSON(name string, b []byte, v any) error {
 }
 
 // LoadAnalysis reads the JSON written by `fuseadvise analyze -format json`: the analysis,
-// and the verb's additions to the trace summary (nil when it has none).
+// and the verb's "summary" of the trace (nil when it has none).
 func LoadAnalysis(path string) (*patterns.Report, *TraceExtra, error) {
 	b, err := readFile(path)
 	if err != nil {
@@ -145,12 +145,15 @@ func LoadAnalysis(path string) (*patterns.Report, *TraceExtra, error) {
 		}
 	}
 	var extra struct {
-		Trace TraceExtra `json:"trace"`
+		Summary *TraceExtra `json:"summary"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
-		return nil, nil, fmt.Errorf("report: analysis: %s: trace: %v", path, err)
+		return nil, nil, fmt.Errorf("report: analysis: %s: summary: %v", path, err)
 	}
-	x := &extra.Trace
+	x := extra.Summary
+	if x == nil {
+		return &a, nil, nil
+	}
 	if x.Ranks == 0 && x.IdleUs == 0 && x.Launches == 0 && len(x.TopKernels) == 0 && len(x.TopOps) == 0 {
 		x = nil
 	}

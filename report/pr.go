@@ -204,7 +204,11 @@ func prMarkdown(w io.Writer, in Inputs) error {
 	p("shows running as separate kernels; the evidence, the verification and the measured speedups are below.\n")
 	if a := in.Analysis; a != nil {
 		p("\nTrace: " + codeSpan(a.Trace.Path, false) + " on " + codeSpan(orUnknown(a.Trace.Device), false))
-		p(fmt.Sprintf(", %s GPU busy over %d steps.\n", fmtMs(a.Trace.GPUBusyUs), a.Trace.Steps))
+		p(", " + fmtMs(a.Trace.GPUBusyUs) + " GPU busy")
+		if a.Trace.Steps > 0 {
+			p(" over " + plural(a.Trace.Steps, "profiled step"))
+		}
+		p(".\n")
 	}
 	if r := in.Bench; r != nil {
 		p("\nMeasured on " + codeSpan(orUnknown(r.GPU), false))
@@ -240,7 +244,7 @@ func prMarkdown(w io.Writer, in Inputs) error {
 		row := func(k, v string) { p("| " + k + " | " + v + " |\n") }
 		row("folder", codeSpan(KernelsDir+"/"+g.Name+"/", true))
 		row("trace", codeSpan(g.Source.Trace, true))
-		row("chain and source line", codeSpan(g.Source.Site, true))
+		row("call site", codeSpan(g.Source.Site, true))
 		row("shapes", codeSpan(shapesString(g.Shapes), true))
 		if len(g.Params) > 0 {
 			b, _ := json.Marshal(g.Params)

@@ -313,6 +313,10 @@ func TestSpeedupVerdicts(t *testing.T) {
 		{"no quantiles: never noise", with(func(c *bench.Case) {
 			c.FusedP20, c.FusedP80, c.EagerUs, c.EagerP20, c.EagerP80 = 0, 0, 10.01, 0, 0
 		}), Ship, 1.001, false},
+		{"repeats overlap", with(func(c *bench.Case) {
+			c.EagerUs, c.EagerP20, c.EagerP80 = 10.5, 10.45, 10.55
+			c.FusedSpread, c.EagerSpread = []float64{9.9, 10.6}, []float64{10.3, 10.7}
+		}), Noise, 1.05, true},
 		{"wrong on the GPU", with(func(c *bench.Case) { c.Correct, c.Error = false, "mismatch" }), Failed, 0, false},
 		{"errored", with(func(c *bench.Case) { c.Error = "out of memory" }), NotTimed, 0, false},
 		{"no eager time", with(func(c *bench.Case) { c.EagerUs = 0 }), NotTimed, 0, false},

@@ -36,7 +36,7 @@ type Speedup struct {
 
 	VsEager      float64 // eager / fused medians; 0 when either is missing
 	VsCompile    float64 // compile / fused medians; 0 when either is missing
-	EagerNoise   bool    // |eager - fused| is less than the wider p20-p80 spread of the two
+	EagerNoise   bool    // |eager - fused| is less than the wider p20-p80 spread of the two, or within the repeats' spread (bench.Noise)
 	CompileNoise bool    // the same against torch.compile
 	FloorPct     float64 // floor / fused, in percent; 0 when unknown
 	PredErrPct   float64 // (predicted - fused) / fused, in percent; valid when HasPred
@@ -81,11 +81,13 @@ func speedup(c bench.Case) Speedup {
 	timed := c.Error == "" && pos(c.FusedUs)
 	if timed && pos(c.EagerUs) {
 		s.VsEager = c.EagerUs / c.FusedUs
-		s.EagerNoise = noise(c.FusedUs, c.FusedP20, c.FusedP80, c.EagerUs, c.EagerP20, c.EagerP80)
+		s.EagerNoise = noise(c.FusedUs, c.FusedP20, c.FusedP80, c.EagerUs, c.EagerP20, c.EagerP80) ||
+			bench.Noise(c.FusedUs, c.EagerUs, c.FusedSpread, c.EagerSpread)
 	}
 	if timed && pos(c.CompileUs) {
 		s.VsCompile = c.CompileUs / c.FusedUs
-		s.CompileNoise = noise(c.FusedUs, c.FusedP20, c.FusedP80, c.CompileUs, c.CompileP20, c.CompileP80)
+		s.CompileNoise = noise(c.FusedUs, c.FusedP20, c.FusedP80, c.CompileUs, c.CompileP20, c.CompileP80) ||
+			bench.Noise(c.FusedUs, c.CompileUs, c.FusedSpread, c.CompileSpread)
 	}
 	if timed && pos(c.FloorUs) {
 		s.FloorPct = 100 * c.FloorUs / c.FusedUs
