@@ -33,6 +33,7 @@ var commands = []*Command{
 	cmdAnalyze,
 	cmdPprof,
 	cmdGen,
+	cmdVerify,
 	cmdBench,
 }
 
