@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -80,11 +81,11 @@ func readFile(path string) ([]byte, func(), error) {
 	var magic [2]byte
 	n, _ := io.ReadFull(f, magic[:])
 	if n == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		data, err := gunzip(f)
+		data, free, err := gunzip(f)
 		if err != nil {
 			return nil, nil, &Error{Path: path, Offset: -1, Msg: "gzip: " + err.Error()}
 		}
-		return data, func() {}, nil
+		return data, free, nil
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -108,9 +109,10 @@ func readFile(path string) ([]byte, func(), error) {
 	return data, unmap, nil
 }
 
-// gunzip decompresses all members of a gzip stream into memory, presizing the
-// buffer from the ISIZE trailer (a hint only: it is the size mod 2^32).
-func gunzip(f *os.File) ([]byte, error) {
+// gunzip decompresses all members of a gzip stream into memory outside the Go
+// heap (free releases it), presizing the buffer from the ISIZE trailer (a hint
+// only: it is the size mod 2^32).
+func gunzip(f *os.File) (data []byte, free func(), err error) {
 	var hint int64
 	if fi, err := f.Stat(); err == nil && fi.Size() >= 18 {
 		var tail [4]byte
@@ -122,18 +124,45 @@ func gunzip(f *os.File) ([]byte, error) {
 		}
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer zr.Close()
-	buf := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
-	if _, err := buf.ReadFrom(zr); err != nil {
-		return nil, err
+	buf, free, err := anonMap(int(hint) + 1<<16)
+	if err != nil {
+		return nil, nil, err
 	}
-	return buf.Bytes(), nil
+	n := 0
+	for {
+		if n == len(buf) {
+			// The hint was wrong (over 4 GiB, or several members): grow.
+			bigger, freeBigger, err := anonMap(2 * len(buf))
+			if err != nil {
+				free()
+				return nil, nil, err
+			}
+			copy(bigger, buf)
+			free()
+			buf, free = bigger, freeBigger
+		}
+		m, err := zr.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			free()
+			return nil, nil, err
+		}
+	}
+	if n == 0 {
+		free()
+		return nil, nil, errors.New("empty file")
+	}
+	return buf[:n], free, nil
 }
 
 // OpenDir reads the rank files of a directory concurrently: *.pt.trace.json[.gz]

@@ -423,3 +423,39 @@ func TestOpenDir(t *testing.T) {
 		t.Errorf("no error for a missing file")
 	}
 }
+
+func gz(text string) []byte {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(text))
+	zw.Close()
+	return b.Bytes()
+}
+
+// TestOpenGzipMembers reads a two-member gzip file whose ISIZE trailer (of the
+// last member only) understates the size, so the buffer has to grow.
+func TestOpenGzipMembers(t *testing.T) {
+	head := `{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}` + strings.Repeat(" ", 1<<20)
+	data := append(gz(head), gz(`]}`)...)
+	p := filepath.Join(t.TempDir(), "m.json.gz")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Ops) != 1 {
+		t.Errorf("ops %d", len(tr.Ops))
+	}
+	// Truncated gzip stream.
+	full := gz(kineto)
+	if err := os.WriteFile(p, full[:len(full)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(p)
+	var te *Error
+	if !errors.As(err, &te) || !strings.Contains(te.Msg, "gzip") {
+		t.Errorf("truncated gzip: got %v", err)
+	}
+}
