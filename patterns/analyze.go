@@ -27,7 +27,9 @@ type Report struct {
 	Ranks         []TraceSummary `json:"ranks,omitempty"` // one per trace when several were merged
 	Opportunities []Opportunity  `json:"opportunities"`
 	Calibration   []Calibration  `json:"calibration,omitempty"` // one per trace
-	Notes         []string       `json:"notes,omitempty"`
+	// Optimizers are optimizer steps run as per-tensor loops (advice: foreach/fused).
+	Optimizers []OptimizerFinding `json:"optimizers,omitempty"`
+	Notes      []string           `json:"notes,omitempty"`
 }
 
 // TraceSummary describes an analyzed trace (or, in Report.Trace when several
@@ -175,6 +177,12 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 		if cal.BandwidthSource == "none" {
 			note(fmt.Sprintf("%s: unknown device %q and too few large memory-bound kernels to calibrate bandwidth: fused times are not estimated (set CostModel.BandwidthGBs)", t.Path, s.Device))
+		}
+		for _, f := range optimizerLoops(t) {
+			if len(traces) > 1 {
+				f.Rank = rank
+			}
+			r.Optimizers = append(r.Optimizers, f)
 		}
 		for _, in := range detect(g, opts.Pattern) {
 			e := estimateInstance(&m, t, in)

@@ -37,8 +37,8 @@ func nodeOps(t *trace.Trace) (nodes []int32, barrier []bool) {
 	var walk func(id int32)
 	walk = func(id int32) {
 		op := &t.Ops[id]
-		if op.Kind == trace.KindUserAnnotation {
-			b := strings.HasPrefix(op.Name, "ProfilerStep#") || strings.HasPrefix(op.Name, "Optimizer.")
+		b := strings.HasPrefix(op.Name, "ProfilerStep#") || strings.HasPrefix(op.Name, "Optimizer.")
+		if op.Kind == trace.KindUserAnnotation || b { // PyTorch 1.x records these as cpu_ops
 			pending = pending || b
 			for _, c := range op.Children {
 				walk(c)
@@ -46,7 +46,7 @@ func nodeOps(t *trace.Trace) (nodes []int32, barrier []bool) {
 			pending = pending || b
 			return
 		}
-		b := pending
+		b = pending
 		if !b && len(nodes) > 0 {
 			prev := &t.Ops[nodes[len(nodes)-1]]
 			if prev.Thread == op.Thread {
