@@ -43,7 +43,7 @@ func TestCostEstimate(t *testing.T) {
 		t.Errorf("calibration %+v", r.Calibration[0])
 	}
 	// busy time: 3 kernels of 5 us, overlapping none of each other? They start 11 us apart.
-	if r.Trace.GPUBusyUs != 15 || math.Abs(o.SavingPct-round2(o.EstSavingUs/15*100)) > 1e-9 {
+	if r.Trace.GPUBusyUs != 15 || math.Abs(o.SavingPct-o.EstSavingUs/15*100) > 0.05 {
 		t.Errorf("busy %v, pct %v", r.Trace.GPUBusyUs, o.SavingPct)
 	}
 }
