@@ -35,6 +35,9 @@ var commands = []*Command{
 	cmdGen,
 	cmdVerify,
 	cmdBench,
+	cmdReport,
+	cmdPR,
+	cmdRun,
 }
 
 func lookup(name string) *Command {

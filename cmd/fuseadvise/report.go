@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/fuseadvise/fuseadvise/internal/safefile"
+	"github.com/fuseadvise/fuseadvise/report"
+)
+
+var cmdReport = &Command{
+	Name:      "report",
+	UsageLine: "report [-analysis FILE] [-verify FILE] [-bench FILE] [-o DIR] [-format markdown|html] [KERNEL_DIR...]",
+	Short:     "a markdown and HTML report from analysis, verification and benchmarks",
+	Long: `Report draws one report from the outputs of the other verbs: the analysis (analyze -format json),
+the generated kernel folders (arguments; a folder of them is expanded), the verification
+results (verify -format json) and the GPU benchmark (bench). Every part is optional; the
+report says what is missing rather than guessing.
+
+It shows the trace summary, the ranked opportunities with their source lines and advice, what
+was generated, the verification results, and the speedup table (fused / eager / torch.compile
+medians with p20/p80, speedups, % of the floor, predicted vs measured) with a chart drawn as
+SVG. Speedups above 10x are flagged for review, below 1.0x marked "do not ship", and
+differences inside the measurement spread called noise.
+
+With -o DIR it writes report.md, report.html and report.svg into DIR; without, it prints the
+-format report (markdown by default) on standard output.`,
+	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+		p := reportFlags(fs)
+		out := fs.String("o", "", "write report.md, report.html and report.svg into `DIR`")
+		format := fs.String("format", "markdown", "standard output `format`: markdown or html")
+		return func(ctx context.Context, env *Env, args []string) error {
+			if *format != "markdown" && *format != "md" && *format != "html" {
+				return usagef("unknown -format %q (want markdown or html)", *format)
+			}
+			in, err := loadReportInputs(p, args)
+			if err != nil {
+				return err
+			}
+			if *out != "" {
+				return writeReportFiles(*out, in)
+			}
+			if *format == "html" {
+				return report.HTML(env.Stdout, in)
+			}
+			return report.Markdown(env.Stdout, in)
+		}
+	},
+}
+
+type reportPaths struct{ analysis, verify, bench *string }
+
+func reportFlags(fs *flag.FlagSet) reportPaths {
+	return reportPaths{
+		analysis: fs.String("analysis", "", "the analysis JSON `FILE` (analyze -format json)"),
+		verify:   fs.String("verify", "", "the verification JSON `FILE` (verify -format json)"),
+		bench:    fs.String("bench", "", "the benchmark JSON `FILE` (bench)"),
+	}
+}
+
+func loadReportInputs(p reportPaths, kernelArgs []string) (report.Inputs, error) {
+	var dirs []string
+	if len(kernelArgs) > 0 {
+		var err error
+		if dirs, err = kernelFolders(kernelArgs); err != nil {
+			return report.Inputs{}, err
+		}
+	}
+	return report.Load(report.Paths{Analysis: *p.analysis, Verify: *p.verify, Bench: *p.bench, Generated: dirs})
+}
+
+// writeReportFiles writes report.md, report.html and report.svg into dir, each atomically.
+func writeReportFiles(dir string, in report.Inputs) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer, report.Inputs) error
+	}{{"report.md", report.Markdown}, {"report.html", report.HTML}, {"report.svg", report.SVG}} {
+		if err := safefile.Write(filepath.Join(dir, f.name), func(w io.Writer) error { return f.write(w, in) }); err != nil {
+			return fmt.Errorf("%s: %v", filepath.Join(dir, f.name), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/term"
+
+	"github.com/fuseadvise/fuseadvise/bench"
+	"github.com/fuseadvise/fuseadvise/internal/safefile"
+	"github.com/fuseadvise/fuseadvise/report"
+	"github.com/fuseadvise/fuseadvise/verify"
+)
+
+var cmdRun = &Command{
+	Name:      "run",
+	UsageLine: "run [-o DIR] [-top N] [-pattern ID] [-et FILE] [-bench auto|on|off] [-python PATH] [-force] TRACE|DIR",
+	Short:     "analyze, gen, verify, bench (with a GPU) and report in one command",
+	Long: `Run is the whole pipeline on one trace (or a directory of rank files):
+
+	1. analyze   rank the fusion opportunities       DIR/analysis.json, DIR/analysis.md
+	2. gen       one kernel folder per opportunity   DIR/kernels/<name>/
+	3. verify    each kernel in Triton's interpreter DIR/verify.json
+	4. bench     on the GPU, when there is one       DIR/bench.json
+	5. report    report and chart                    DIR/report.md, report.html, report.svg
+	6. pr        the PR-ready folder                 DIR/pr/
+
+DIR appears complete or not at all. -bench auto (the default) benchmarks when a CUDA GPU is
+visible to the Python environment and says so when not; on requires it; off skips it.
+The exit status is 1 when a kernel fails verification or its GPU check (the report says
+which), 2 for bad input or environment, 0 otherwise.`,
+	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+		out := fs.String("o", "fuseadvise-out", "write everything into `DIR`")
+		top := fs.Int("top", 5, "generate kernels for the `N` best opportunities (0: all)")
+		pattern := fs.String("pattern", "", "only the pattern `ID`")
+		et := fs.String("et", "", "execution trace `FILE` recorded with the trace, for exact dataflow")
+		benchMode := fs.String("bench", "auto", "benchmark on the GPU: auto, on or off")
+		python := fs.String("python", "", "Python interpreter with torch and triton (default: $FUSEADVISE_PYTHON or the pinned venv)")
+		maxAT := fs.Bool("max-autotune", false, `bench: also time torch.compile(mode="max-autotune-no-cudagraphs")`)
+		force := fs.Bool("force", false, "replace an existing DIR")
+		return func(ctx context.Context, env *Env, args []string) error {
+			if len(args) != 1 {
+				return usagef("want one trace file or directory, got %d arguments", len(args))
+			}
+			switch *benchMode {
+			case "auto", "on", "off":
+			default:
+				return usagef("unknown -bench %q (want auto, on or off)", *benchMode)
+			}
+			if *top < 0 {
+				return usagef("-top must be >= 0")
+			}
+			r := &pipeline{env: env, trace: args[0], bench: *benchMode, python: *python, maxAutotune: *maxAT,
+				opts: analyzeOptions{Top: *top, Pattern: *pattern, ET: *et, NTop: 5}}
+			var failed error
+			err := safefile.Dir(*out, *force, func(tmp string) error {
+				var err error
+				failed, err = r.run(ctx, tmp)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			r.progress("done: %s (open %s)", *out, filepath.Join(*out, "report.html"))
+			return failed
+		}
+	},
+}
+
+type pipeline struct {
+	env         *Env
+	trace       string
+	opts        analyzeOptions
+	bench       string
+	python      string
+	maxAutotune bool
+	stage       int
+	tty         bool
+}
+
+const stages = 6
+
+func (p *pipeline) progress(format string, a ...any) {
+	fmt.Fprintf(p.env.Stderr, format+"\n", a...)
+}
+
+// step announces stage n; on a terminal it draws a bar of the stages done.
+func (p *pipeline) step(name string) {
+	p.stage++
+	if p.tty {
+		done := p.stage - 1
+		bar := ""
+		for i := 0; i < stages; i++ {
+			if i < done {
+				bar += "█"
+			} else {
+				bar += "░"
+			}
+		}
+		fmt.Fprintf(p.env.Stderr, "%s %d/%d %s\n", bar, p.stage, stages, name)
+		return
+	}
+	p.progress("[%d/%d] %s", p.stage, stages, name)
+}
+
+// run executes the pipeline into dir. It returns failed (exit status 1: a kernel failed a
+// check, the outputs are still complete) or err (nothing is kept).
+func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
+	if f, ok := p.env.Stderr.(*os.File); ok {
+		p.tty = term.IsTerminal(int(f.Fd()))
+	}
+	p.step("analyze " + p.trace)
+	a, err := analyze(p.trace, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	warn(p.env, a.traces)
+	analysisPath := filepath.Join(dir, "analysis.json")
+	if err := safefile.Write(analysisPath, func(w io.Writer) error { return writeJSON(w, a.Result) }); err != nil {
+		return nil, err
+	}
+	if err := safefile.Write(filepath.Join(dir, "analysis.md"), func(w io.Writer) error { return writeAnalysisText(w, a.Result, true) }); err != nil {
+		return nil, err
+	}
+	p.progress("  %d opportunities", len(a.Result.Opportunities))
+
+	p.step("gen")
+	items, skipped, err := specsFromReport(a.Result.Report)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range skipped {
+		p.progress("  skipped %s", s)
+	}
+	paths := report.Paths{Analysis: analysisPath}
+	var kernels []string
+	if len(items) > 0 {
+		if kernels, err = writeFolders(filepath.Join(dir, "kernels"), items, false); err != nil {
+			return nil, err
+		}
+	}
+	p.progress("  %d kernel folders", len(kernels))
+	paths.Generated = kernels
+
+	p.step("verify (Triton interpreter)")
+	if len(kernels) > 0 {
+		res, err := runVerify(ctx, p.env, kernels, verify.Options{Python: p.python})
+		if err != nil {
+			return nil, err
+		}
+		paths.Verify = filepath.Join(dir, "verify.json")
+		if err := safefile.Write(paths.Verify, res.WriteJSON); err != nil {
+			return nil, err
+		}
+		n := res.Counts()
+		p.progress("  %d cases passed, %d failed", n[verify.StatusPass], len(res.Failures()))
+		if res.Failed() {
+			failed = verifyStatus(res)
+		}
+	}
+
+	p.step("bench (GPU)")
+	switch {
+	case p.bench == "off":
+		p.progress("  skipped (-bench off)")
+	case len(kernels) == 0:
+		p.progress("  nothing to measure")
+	default:
+		res, err := bench.Run(ctx, kernels, bench.Options{Python: p.python, MaxAutotune: p.maxAutotune, Getenv: p.env.Getenv, Stderr: p.env.Stderr})
+		var noGPU *bench.NoGPUError
+		switch {
+		case errors.As(err, &noGPU) && p.bench == "auto":
+			p.progress("  skipped: %s", noGPU.Msg)
+		case err != nil:
+			return nil, err
+		default:
+			paths.Bench = filepath.Join(dir, "bench.json")
+			if err := safefile.Write(paths.Bench, func(w io.Writer) error { return writeJSON(w, res) }); err != nil {
+				return nil, err
+			}
+			for _, c := range res.Cases {
+				if !c.Correct && failed == nil {
+					failed = &exitError{code: 1, err: fmt.Errorf("bench: %s failed its GPU check: %s", c.Name, c.Error)}
+				}
+			}
+		}
+	}
+
+	p.step("report")
+	in, err := report.Load(paths)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeReportFiles(dir, in); err != nil {
+		return nil, err
+	}
+
+	p.step("pr")
+	if len(kernels) > 0 {
+		if err := report.WritePR(filepath.Join(dir, "pr"), in, kernels, false); err != nil {
+			return nil, err
+		}
+	} else {
+		p.progress("  no kernels: no PR folder")
+	}
+	return failed, nil
+}
