@@ -36,6 +36,7 @@ type section struct {
 	Before    []para
 	List      []para
 	Table     *table
+	Fold      string // HTML: fold the table under this summary line (long tables)
 	After     []para
 	Chart     bool
 }

@@ -62,6 +62,7 @@ td.review { color: #b06000; background: #fef7e0; }
 td.noise, td.muted { color: #5f6368; }
 figure { margin: 12px 0; overflow-x: auto; }
 figcaption { color: #5f6368; font-size: 12px; }
+summary { cursor: pointer; color: #1a73e8; margin: 6px 0; }
 @media print { nav { display: none; } }
 </style>
 </head>
@@ -82,6 +83,8 @@ figcaption { color: #5f6368; font-size: 12px; }
 {{- end}}
 </ul>
 {{- end}}
+{{- if .Fold}}
+<details><summary>{{.Fold}}</summary>{{end}}
 {{- with .Table}}{{$t := .}}
 <div class="scroll"><table>
 {{- if hashead .Head}}
@@ -93,6 +96,9 @@ figcaption { color: #5f6368; font-size: 12px; }
 {{- end}}
 </tbody>
 </table></div>
+{{- end}}
+{{- if .Fold}}
+</details>
 {{- end}}
 {{- if .Chart}}
 <figure>

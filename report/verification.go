@@ -142,6 +142,9 @@ func errCell(v verify.Float) cell {
 	return numc(fmtSci(f))
 }
 
+// foldRows is the longest verification table the HTML page shows unfolded.
+const foldRows = 20
+
 func verifySection(v *verify.Result) section {
 	s := section{ID: "verification", Title: "Verification"}
 	if v == nil {
@@ -190,6 +193,9 @@ func verifySection(v *verify.Result) section {
 	}
 	if len(tb.Rows) > 0 {
 		s.Table = tb
+	}
+	if len(tb.Rows) > foldRows {
+		s.Fold = fmt.Sprintf("All %d cases", len(tb.Rows))
 	}
 	return s
 }
