@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fuseadvise/fuseadvise/internal/pyenv"
@@ -31,23 +32,28 @@ type Options struct {
 	MaxAutotune bool          // also time torch.compile(mode="max-autotune-no-cudagraphs")
 	Repeats     int           // timing repeats per provider (0: 3)
 	Timeout     time.Duration // for the whole run (0: none)
-	Getenv      func(string) string
-	Stderr      io.Writer // the harness's progress lines; nil discards them
-	Runner      Runner    // nil: run the harness with os/exec
+	// GPUs splits the folders over this many GPUs of the machine, one harness process per
+	// GPU (CUDA_VISIBLE_DEVICES=i), round-robin; results keep the folders' order. 0 or 1:
+	// one process on the default GPU.
+	GPUs   int
+	Getenv func(string) string
+	Stderr io.Writer // the harness's progress lines; nil discards them
+	Runner Runner    // nil: run the harness with os/exec
 }
 
-// Runner runs the harness: python and its arguments; it returns the harness's stdout.
+// Runner runs the harness: python and its arguments, with extra environment variables
+// (KEY=value); it returns the harness's stdout.
 type Runner interface {
-	Run(ctx context.Context, python string, args []string, stderr io.Writer) ([]byte, error)
+	Run(ctx context.Context, python string, args, env []string, stderr io.Writer) ([]byte, error)
 }
 
 // ExecRunner runs the harness as a subprocess.
 type ExecRunner struct{}
 
-func (ExecRunner) Run(ctx context.Context, python string, args []string, stderr io.Writer) ([]byte, error) {
+func (ExecRunner) Run(ctx context.Context, python string, args, env []string, stderr io.Writer) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, python, args...)
 	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
-	cmd.Env = withoutInterpret(cmd.Env)
+	cmd.Env = append(withoutInterpret(cmd.Env), env...)
 	cmd.Stderr = stderr
 	return cmd.Output()
 }
@@ -101,36 +107,98 @@ func Run(ctx context.Context, dirs []string, o Options) (*Result, error) {
 	if err := os.WriteFile(script, harness, 0o644); err != nil {
 		return nil, err
 	}
-	args := []string{script}
+	flags := []string{script}
 	if o.MaxAutotune {
-		args = append(args, "--max-autotune")
+		flags = append(flags, "--max-autotune")
 	}
 	if o.Repeats > 0 {
-		args = append(args, "--repeats", strconv.Itoa(o.Repeats))
+		flags = append(flags, "--repeats", strconv.Itoa(o.Repeats))
 	}
-	for _, d := range dirs {
-		abs, err := filepath.Abs(d)
-		if err != nil {
+	abs := make([]string, len(dirs))
+	for i, d := range dirs {
+		if abs[i], err = filepath.Abs(d); err != nil {
 			return nil, err
 		}
-		args = append(args, abs)
 	}
 	stderr := o.Stderr
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	out, runErr := o.Runner.Run(ctx, py, args, stderr)
-	res, perr := Parse(out)
-	if perr != nil {
-		return nil, perr
+	stderr = &syncWriter{w: stderr}
+	n := max(1, min(o.GPUs, len(dirs)))
+	type part struct {
+		res *Result
+		err error
 	}
-	if runErr != nil {
-		if ctx.Err() != nil {
-			return res, fmt.Errorf("bench: stopped after %v with %d of %d folders measured", o.Timeout, len(res.Cases), len(dirs))
+	parts := make([]part, n)
+	var wg sync.WaitGroup
+	for g := 0; g < n; g++ {
+		var mine []string // round-robin: folder i goes to GPU i % n
+		for i := g; i < len(abs); i += n {
+			mine = append(mine, abs[i])
 		}
-		return res, fmt.Errorf("bench: harness failed after %d of %d folders: %v", len(res.Cases), len(dirs), runErr)
+		var env []string
+		if n > 1 {
+			env = []string{"CUDA_VISIBLE_DEVICES=" + strconv.Itoa(g)}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, runErr := o.Runner.Run(ctx, py, append(append([]string(nil), flags...), mine...), env, stderr)
+			res, err := Parse(out)
+			switch {
+			case err != nil:
+			case runErr != nil && ctx.Err() != nil:
+				err = fmt.Errorf("bench: stopped after %v with %d of %d folders measured", o.Timeout, len(res.Cases), len(mine))
+			case runErr != nil:
+				err = fmt.Errorf("bench: harness failed after %d of %d folders: %v", len(res.Cases), len(mine), runErr)
+			}
+			parts[g] = part{res, err}
+		}()
+	}
+	wg.Wait()
+	// merge in the folders' order: folder i is case i/n of part i%n
+	res := &Result{}
+	var firstErr error
+	for g, p := range parts {
+		if p.err != nil && firstErr == nil {
+			firstErr = p.err
+		}
+		if p.res != nil && res.GPU == "" {
+			cases := res.Cases
+			*res = *p.res
+			res.Cases = cases
+		}
+		if p.res != nil && g > 0 && p.res.CopyTBps > 0 && p.res.CopyTBps < res.CopyTBps {
+			res.CopyTBps = p.res.CopyTBps // the slowest GPU's, to be conservative about floors
+		}
+	}
+	res.Cases = nil
+	for i := range abs {
+		p := parts[i%n]
+		if p.res != nil && i/n < len(p.res.Cases) {
+			res.Cases = append(res.Cases, p.res.Cases[i/n])
+		}
+	}
+	if firstErr != nil {
+		var ng *NoGPUError
+		if errors.As(firstErr, &ng) {
+			return nil, firstErr
+		}
+		return res, firstErr
 	}
 	return res, nil
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // Parse reads the harness's output: a header line, then one JSON object per folder.

@@ -3,11 +3,13 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fuseadvise/fuseadvise/codegen"
@@ -21,7 +23,7 @@ type fakeRunner struct {
 	args []string
 }
 
-func (f *fakeRunner) Run(ctx context.Context, python string, args []string, stderr io.Writer) ([]byte, error) {
+func (f *fakeRunner) Run(ctx context.Context, python string, args, env []string, stderr io.Writer) ([]byte, error) {
 	f.args = args
 	return f.out, f.err
 }
@@ -159,6 +161,50 @@ func TestAnchorsValidate(t *testing.T) {
 	for _, s := range specs {
 		if err := codegen.Validate(s); err != nil {
 			t.Errorf("%s %v: %v", s.Pattern, s.Shapes, err)
+		}
+	}
+}
+
+// echoRunner answers like the harness: one case per folder argument, named after it, and
+// records which GPU each folder was sent to.
+type echoRunner struct {
+	mu    sync.Mutex
+	gpuOf map[string]string
+}
+
+func (e *echoRunner) Run(ctx context.Context, python string, args, env []string, stderr io.Writer) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString(`{"gpu": "NVIDIA H200", "copy_tbps": 4.2}` + "\n")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, a := range args {
+		if !filepath.IsAbs(a) || strings.HasSuffix(a, "harness.py") {
+			continue
+		}
+		e.gpuOf[filepath.Base(a)] = strings.Join(env, ",")
+		fmt.Fprintf(&b, `{"name": %q, "correct": true, "fused_us": 1}`+"\n", filepath.Base(a))
+	}
+	return []byte(b.String()), nil
+}
+
+func TestSplitOverGPUsKeepsOrder(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e"}
+	e := &echoRunner{gpuOf: map[string]string{}}
+	res, err := Run(context.Background(), folders(t, names...), Options{Runner: e, GPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range res.Cases {
+		got = append(got, c.Name)
+	}
+	if strings.Join(got, "") != strings.Join(names, "") {
+		t.Errorf("merged order %v, want %v", got, names)
+	}
+	for i, n := range names {
+		want := fmt.Sprintf("CUDA_VISIBLE_DEVICES=%d", i%2)
+		if e.gpuOf[n] != want {
+			t.Errorf("%s ran with %q, want %q", n, e.gpuOf[n], want)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 var cmdBench = &Command{
 	Name:      "bench",
-	UsageLine: "bench [-o FILE] [-max-autotune] [-repeats N] [-timeout D] [-python PATH] DIR...",
+	UsageLine: "bench [-o FILE] [-max-autotune] [-repeats N] [-gpus N] [-timeout D] [-python PATH] DIR...",
 	Short:     "measure fused vs eager vs torch.compile on a GPU",
 	Long: `Bench measures each generated kernel folder (from 'fuseadvise gen') on the GPU: first a
 correctness check of the compiled kernel against the reference on the traced shapes (a kernel
@@ -31,6 +31,7 @@ Without a GPU, bench says so in one line and exits with status 2.`,
 		out := fs.String("o", "", "write the JSON result to `FILE` (default standard output)")
 		maxAT := fs.Bool("max-autotune", false, `also time torch.compile(mode="max-autotune-no-cudagraphs")`)
 		repeats := fs.Int("repeats", 3, "timing repeats per provider, for the spread")
+		gpus := fs.Int("gpus", 1, "split the folders over `N` GPUs, one harness process each")
 		timeout := fs.Duration("timeout", 0, "stop after `D` (e.g. 9m), keeping what was measured")
 		python := fs.String("python", "", "Python interpreter with torch and triton (default: $FUSEADVISE_PYTHON or the pinned venv)")
 		return func(ctx context.Context, env *Env, args []string) error {
@@ -41,7 +42,7 @@ Without a GPU, bench says so in one line and exits with status 2.`,
 				return usagef("-repeats must be >= 1")
 			}
 			res, err := bench.Run(ctx, args, bench.Options{
-				Python: *python, MaxAutotune: *maxAT, Repeats: *repeats, Timeout: *timeout,
+				Python: *python, MaxAutotune: *maxAT, Repeats: *repeats, Timeout: *timeout, GPUs: *gpus,
 				Getenv: env.Getenv, Stderr: env.Stderr,
 			})
 			if res != nil && len(res.Cases) > 0 {
