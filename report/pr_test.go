@@ -359,3 +359,28 @@ func TestCommitToRepoUnborn(t *testing.T) {
 		t.Error("an index was created in the user's repository")
 	}
 }
+
+func TestWriteDir(t *testing.T) {
+	in := recorded(t)
+	out := filepath.Join(t.TempDir(), "rep")
+	if err := WriteDir(out, in, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(listFiles(t, out), " "); got != "bench.csv report.html report.md report.svg" {
+		t.Errorf("files %q", got)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, MarkdownFile))
+	if want := render(t, Markdown, in); !bytes.Equal(md, want) {
+		t.Error("report.md differs from Markdown's output")
+	}
+	if err := WriteDir(out, in, false); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("second write without force: %v", err)
+	}
+	in.Bench = nil
+	if err := WriteDir(out, in, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(listFiles(t, out), " "); got != "report.html report.md report.svg" {
+		t.Errorf("without bench results: files %q", got)
+	}
+}

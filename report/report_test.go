@@ -473,3 +473,20 @@ func TestParseScale(t *testing.T) {
 		t.Error("ParseScale(cubic) succeeded")
 	}
 }
+
+func BenchmarkHTML(b *testing.B) {
+	in, err := Load(Paths{
+		Analysis:  filepath.Join("testdata", "analysis.json"),
+		Generated: []string{filepath.Join("testdata", "gen")},
+		Verify:    filepath.Join("testdata", "verify.json"),
+		Bench:     filepath.Join("testdata", "bench.json"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := HTML(io.Discard, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
