@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 )
 
 // benchFile returns $FUSEADVISE_BENCH_TRACE (e.g. a 1 GB file from
@@ -124,4 +125,22 @@ func gzBenchFile(b *testing.B) string {
 	}
 	b.Skip("owlv2 trace not found")
 	return ""
+}
+
+// BenchmarkParseDoc measures the parallel JSON pass alone (no model building).
+func BenchmarkParseDoc(b *testing.B) {
+	p := benchFile(b)
+	data, release, err := readFile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer release()
+	b.SetBytes(int64(len(data)))
+	s := unsafe.String(unsafe.SliceData(data), len(data))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := parseDoc(s); err != nil {
+			b.Fatal(err.msg)
+		}
+	}
 }

@@ -44,8 +44,19 @@ func (sc *scanner) ws() {
 	}
 	for i < len(s) && isSpace[s[i]] {
 		i++
+		// Indentation: skip runs of spaces 8 bytes at a time.
+		for i+8 <= len(s) && load64(s[i:i+8]) == 0x2020202020202020 {
+			i += 8
+		}
 	}
 	sc.i = i
+}
+
+// load64 reads 8 bytes little-endian (one load on amd64 and arm64).
+func load64(b string) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // peek returns the next non-space byte, or 0 at the end.
