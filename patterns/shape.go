@@ -272,6 +272,13 @@ func outputs(t *trace.Trace, id int32) []tval {
 	if len(ins) == 0 {
 		return nil
 	}
+	for _, in := range ins {
+		for _, d := range in.Dims {
+			if d < 0 { // a corrupt record: claim nothing
+				return nil
+			}
+		}
+	}
 	base := baseName(op.Name)
 	dt := outDType(t, id)
 	one := func(d []int64) []tval {
@@ -736,6 +743,9 @@ func splitShapes(base string, ins []trace.Input, dt DType) []tval {
 	var sizes []int64
 	switch base {
 	case "unbind":
+		if x[i] > 1<<16 {
+			return nil
+		}
 		out := make([]tval, x[i])
 		d := append(append([]int64{}, x[:i]...), x[i+1:]...)
 		for j := range out {
@@ -759,6 +769,9 @@ func splitShapes(base string, ins []trace.Input, dt DType) []tval {
 					return nil
 				}
 				sizes = append(sizes, min(s[0], rest))
+				if len(sizes) > 1<<16 {
+					return nil
+				}
 			}
 		} else {
 			sizes = s
@@ -768,7 +781,16 @@ func splitShapes(base string, ins []trace.Input, dt DType) []tval {
 		if !ok || n <= 0 {
 			return nil
 		}
-		c := (x[i] + n - 1) / n
+		c := x[i] / n
+		if x[i]%n != 0 {
+			c++
+		}
+		if c <= 0 {
+			return nil
+		}
+		if n > 1<<16 {
+			return nil
+		}
 		for rest := x[i]; rest > 0; rest -= c {
 			sizes = append(sizes, min(c, rest))
 		}
