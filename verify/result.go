@@ -66,6 +66,9 @@ type Case struct {
 	Mismatch *Mismatch `json:"mismatch,omitempty"`
 	Message  string    `json:"message,omitempty"`
 	Seconds  float64   `json:"seconds"`
+	// Tainted says the case raised or wrote out of bounds, so the runner process that ran it
+	// may be corrupted: Run starts a fresh one for the next folder.
+	Tainted bool `json:"tainted,omitempty"`
 }
 
 // Mismatch is the first element that failed a case.

@@ -208,6 +208,9 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 					fail(err)
 					return
 				}
+				if f.tainted() {
+					w.stop() // the next folder gets a process the kernel could not have corrupted
+				}
 				if w.hello != nil {
 					mu.Lock()
 					if !helloSet {
@@ -521,6 +524,19 @@ func (w *worker) folder(ctx context.Context, dir string) (Folder, error) {
 			}
 		}
 	}
+}
+
+// tainted reports whether a case of f may have corrupted the process that ran it.
+func (f *Folder) tainted() bool {
+	if f.Error != "" {
+		return true
+	}
+	for _, c := range f.Cases {
+		if c.Tainted {
+			return true
+		}
+	}
+	return false
 }
 
 func nanF() float64 { return math.NaN() }

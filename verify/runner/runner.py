@@ -185,7 +185,8 @@ def build_cases(f):
     probe = a.make_inputs(traced, DTYPES[base_dt], p, "cpu", 0)
     for name, v in (("strided", "strided"), ("strided-vec", "strided_vec"), ("transposed", "transposed"),
                     ("offset", "offset"),
-                    ("large", "large"), ("nan-inf", "specials"), ("masked-rows", "masked_rows")):
+                    ("large", "large"), ("small", "small"), ("nan-inf", "specials"),
+                    ("masked-rows", "masked_rows")):
         if transform(v, probe)[1]:
             cases.append(Case(name, traced, base_dt, variant=v))
     has_bwd = a.has_backward(p) if callable(getattr(a, "has_backward", None)) else False
@@ -263,15 +264,24 @@ def transform(variant, inputs):
                     changed.append(k)
                 out[k] = nv
         return out, changed
-    if variant == "large":
-        # magnitudes far from 1 and a large common offset: exercises max-subtraction,
-        # variance by E[(x - mean)^2], and overflow in intermediate products
+    if variant in ("large", "small"):
+        # large: magnitudes far from 1 and a large common offset (max-subtraction, variance
+        # as E[(x - mean)^2], overflow of intermediates); small: magnitudes around 1e-3, so a
+        # norm's eps matters (scaling by a power of two is exact). Applied to every floating
+        # input shaped like the first one (x and a residual, gate and up), not to vectors.
         k = _first_float(inputs)
         if k is None:
             return out, []
-        x = inputs[k]
-        out[k] = (x.float() * 64.0 + 128.0).to(x.dtype)
-        return out, [k]
+        shape = inputs[k].shape
+        changed = []
+        for name, v in inputs.items():
+            if _floating(v) and "mask" not in name and v.shape == shape:
+                if variant == "large":
+                    out[name] = (v.float() * 64.0 + 128.0).to(v.dtype)
+                else:
+                    out[name] = v * 2.0 ** -10
+                changed.append(name)
+        return out, changed
     if variant == "specials":
         k = _first_float(inputs)
         if k is None or inputs[k].numel() < 2:
@@ -443,6 +453,83 @@ def case_seed(case, trial):
     return ARGS.seed * 1_000_000 + (h % 100_000) * 10 + trial
 
 
+GUARD = 4096          # elements of guard band before and after every guarded buffer
+GUARD_VALUE = 4096.0  # exact in fp32, fp16 and bf16
+GUARD_INT = 90        # guard value for integer buffers (keep-masks); their body is POISON_INT
+POISON_INT = 77
+
+
+class OutOfBounds(Mismatch):
+    pass
+
+
+class Guarded:
+    """While active, replaces the folder's fa_testing.poison (outputs the adapter poisons) and
+    torch.empty (buffers the kernel wrapper allocates: outputs, saved statistics, gradients)
+    with buffers that are poisoned (NaN; POISON_INT for integers) and sit between two guard
+    bands of GUARD elements. check() then fails when a kernel wrote outside a buffer (a
+    dropped or off-by-one store mask on the last rows), even where the write would land in
+    memory nobody looks at; poisoned gradients fail where the backward left elements unwritten."""
+
+    def __init__(self, f):
+        self.mod = getattr(f.adapter, "fat", None)
+        self.bufs = []
+        self.saved = []
+
+    def _alloc(self, shape, dtype, device, fill):
+        n = 1
+        for d in shape:
+            n *= int(d)
+        gv = GUARD_VALUE if dtype.is_floating_point else GUARD_INT
+        buf = self.orig_empty([n + 2 * GUARD], dtype=dtype, device=device)
+        buf.fill_(gv)
+        buf[GUARD:GUARD + n] = fill
+        self.bufs.append((buf, n, gv))
+        return buf[GUARD:GUARD + n].view(tuple(int(d) for d in shape))
+
+    def poison(self, shape, dtype, device):
+        return self._alloc(shape, dtype, device, float("nan") if dtype.is_floating_point else POISON_INT)
+
+    def empty(self, *size, **kw):
+        if size and len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+            shape = tuple(size[0])
+        else:
+            shape = tuple(size)
+        dtype = kw.get("dtype") or torch.get_default_dtype()
+        if (set(kw) - {"dtype", "device"} or not all(isinstance(d, int) for d in shape)
+                or dtype == torch.bool or dtype.is_complex):
+            return self.orig_empty(*size, **kw)
+        fill = float("nan") if dtype.is_floating_point else POISON_INT
+        return self._alloc(shape, dtype, kw.get("device"), fill)
+
+    def __enter__(self):
+        self.orig_empty = torch.empty
+        if self.mod is not None and callable(getattr(self.mod, "poison", None)):
+            self.saved.append((self.mod, "poison", self.mod.poison))
+            self.mod.poison = self.poison
+        self.saved.append((torch, "empty", torch.empty))
+        torch.empty = self.empty
+        return self
+
+    def __exit__(self, *exc):
+        while self.saved:
+            mod, name, fn = self.saved.pop()
+            setattr(mod, name, fn)
+        return False
+
+    def check(self):
+        for buf, n, gv in self.bufs:
+            for where, band in (("after", buf[GUARD + n:]), ("before", buf[:GUARD])):
+                bad = (band != gv).nonzero().view(-1)
+                if bad.numel():
+                    j = int(bad[0]) if where == "after" else int(bad[-1])
+                    off = f"+{j + 1} past the end" if where == "after" else f"-{GUARD - j} before the start"
+                    raise OutOfBounds(
+                        f"the kernel wrote outside a {n}-element {str(buf.dtype).replace('torch.', '')} buffer: "
+                        f"{bad.numel()} of the {GUARD} guard elements {where} it changed "
+                        f"(first at {off}, value {_fmt(float(band[j]))})")
+
+
 def run_forward(f, case, dt, seed, acc):
     a = f.adapter
     inputs = a.make_inputs(case.shapes, dt, f.params, ARGS.device, seed)
@@ -451,10 +538,14 @@ def run_forward(f, case, dt, seed, acc):
         return "n/a"
     case.changed = changed
     before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-    got = tuple(a.fused(f.kernel, inputs, f.params, poison=True))
+    guard = Guarded(f)
+    with guard:
+        got = tuple(a.fused(f.kernel, inputs, f.params, poison=True))
+    guard.check()
     want = tuple(a.reference(f.reference, inputs, f.params))
     if len(got) != len(want):
         raise Mismatch(f"fused returned {len(got)} outputs, the reference {len(want)}")
+    check_dropout_rate(inputs, f.params)
     atol, rtol = a.tolerance(dt, case.shapes, f.params)
     names = list(getattr(a, "OUTPUTS", [])) or [f"out{i}" for i in range(len(want))]
     names += [f"out{i}" for i in range(len(names), len(want))]
@@ -467,6 +558,20 @@ def run_forward(f, case, dt, seed, acc):
             raise Mismatch(f"input {k} was modified by the kernel (first at {idx}: "
                            f"was {_fmt(float(v[tuple(idx)]))}, now {_fmt(float(inputs[k][tuple(idx)]))})")
     return ok
+
+
+def check_dropout_rate(inputs, params):
+    """Where fused() handed the reference its dropout keep-mask (inputs["keep"]), the share of
+    kept elements must be 1 - p: otherwise a kernel that drops the wrong elements would pass,
+    since the reference applies the kernel's own mask."""
+    keep, p = inputs.get("keep"), float(params.get("p", 0.0) or 0.0)
+    if not isinstance(keep, torch.Tensor) or p <= 0 or keep.numel() < 1000:
+        return
+    n = keep.numel()
+    rate = float(keep.float().mean())
+    sd = math.sqrt(p * (1 - p) / n)
+    if abs(rate - (1 - p)) > max(6 * sd, 0.005):
+        raise Mismatch(f"dropout keeps {rate:.4f} of {n} elements, want 1-p = {1 - p:.4f} (6 sd = {6 * sd:.4f})")
 
 
 def run_backward(f, case, dt, seed, acc):
@@ -485,13 +590,17 @@ def run_backward(f, case, dt, seed, acc):
         return d
 
     ia, ib = leaves(), leaves()
-    got = tuple(a.fused(f.kernel, ia, f.params, autograd=True))
+    guard = Guarded(f)  # gradients and saved buffers poisoned and guarded
+    with guard:
+        got = tuple(a.fused(f.kernel, ia, f.params, autograd=True))
     for k, v in ia.items():  # anything fused() left for the reference (a dropout mask)
         ib.setdefault(k, v)
     want = tuple(a.reference(f.reference, ib, f.params))
     g = _gen(seed + 7)
     dys = [(torch.randn(list(w.shape), generator=g, dtype=torch.float32)).to(w.device, w.dtype) for w in want]
-    gg = torch.autograd.grad(got, [ia[n] for n in names], dys, allow_unused=True)
+    with guard:
+        gg = torch.autograd.grad(got, [ia[n] for n in names], dys, allow_unused=True)
+    guard.check()
     gw = torch.autograd.grad(want, [ib[n] for n in names], dys, allow_unused=True)
     g32 = [None] * len(names)
     if getattr(a, "QUACK_GRAD", False) and dt != torch.float32:
@@ -534,10 +643,16 @@ def run_case(f, case):
             if not ok:
                 status = "fail"
                 break
+    except OutOfBounds as e:
+        status, msg = "fail", str(e)
+        res["tainted"] = True  # out-of-bounds writes may have corrupted this process
     except Mismatch as e:
         status, msg = "fail", str(e)
+        if "was modified by the kernel" in msg:
+            res["tainted"] = True
     except Exception as e:  # noqa: BLE001 - any kernel error is a failed case, with its cause
         status = "error"
+        res["tainted"] = True
         tb = traceback.format_exception(type(e), e, e.__traceback__)
         msg = f"{type(e).__name__}: {e}".strip()
         tail = "".join(tb[-3:])

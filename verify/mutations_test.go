@@ -1,0 +1,179 @@
+package verify
+
+import (
+	"fmt"
+	"strings"
+)
+
+// A mutation is one bug kernel authors make, injected into a template's kernel.py as a
+// textual edit: within the function whose definition starts with Func, Old must occur exactly
+// once and is replaced by New. When a template changes so that Old no longer matches once, the
+// suite fails: update the mutation, do not drop it.
+type mutation struct {
+	Pattern string
+	Name    string // short id, unique per pattern
+	Class   string // the kind of bug (see docs/verify.md)
+	Func    string // e.g. "def _bias_gelu_fwd(": the function (to the next top-level def/class/decorator) Old must be in
+	Old     string
+	New     string
+}
+
+// apply returns src with m applied, or an error saying why it does not apply exactly once.
+func (m mutation) apply(src string) (string, error) {
+	start := strings.Index(src, m.Func)
+	if start < 0 || strings.Count(src, m.Func) != 1 {
+		return "", fmt.Errorf("%s/%s: %q occurs %d times in kernel.py, want 1", m.Pattern, m.Name, m.Func, strings.Count(src, m.Func))
+	}
+	end := len(src)
+	for _, stop := range []string{"\ndef ", "\nclass ", "\n@"} {
+		if i := strings.Index(src[start+1:], stop); i >= 0 && start+1+i < end {
+			end = start + 1 + i
+		}
+	}
+	body := src[start:end]
+	if n := strings.Count(body, m.Old); n != 1 {
+		return "", fmt.Errorf("%s/%s: %q occurs %d times in %s...), want 1: the template changed; update the mutation",
+			m.Pattern, m.Name, m.Old, n, m.Func)
+	}
+	return src[:start] + strings.Replace(body, m.Old, m.New, 1) + src[end:], nil
+}
+
+// Bug classes.
+const (
+	classMaskLE    = "mask < becomes <="
+	classTailMask  = "dropped tail-block mask"
+	classLoadMask  = "dropped load mask in a reduction"
+	classBiasIndex = "wrong bias/weight broadcast index"
+	classScale     = "missing or wrong scale/constant"
+	classEps       = "wrong eps"
+	classUpcast    = "no fp32 upcast"
+	classStride    = "stride assumed contiguous"
+	classRowLoop   = "off-by-one in the row loop / grid"
+	classReduce    = "wrong reduction (max/sum swapped, wrong count or axis)"
+	classFormula   = "wrong formula (sign, derivative, branch)"
+)
+
+// gelu2D are the mutations of the 2-D tiled GELU kernels (bias_gelu and gelu_pyops share
+// the kernel code; their wrappers differ).
+func gelu2D(pattern string) []mutation {
+	fwd, bwd := "def _bias_gelu_fwd(", "def _bias_gelu_bwd("
+	return []mutation{
+		{pattern, "mask-le-n", classMaskLE, fwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
+		{pattern, "mask-le-m", classMaskLE, fwd, "(rm[:, None] < M)", "(rm[:, None] <= M)"},
+		{pattern, "store-unmasked", classTailMask, fwd, "_cast(y, Y.dtype.element_ty), mask=mask)", "_cast(y, Y.dtype.element_ty))"},
+		{pattern, "bias-by-row", classBiasIndex, fwd, "b = tl.load(B + rn, mask=rn < N, other=0.0)", "b = tl.load(B + rm, mask=rm < N, other=0.0)"},
+		{pattern, "no-upcast", classUpcast, fwd,
+			"x = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)",
+			"x = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0)"},
+		{pattern, "col-stride-1", classStride, fwd, "rm64 * sxm + rn64 * sxn", "rm64 * sxm + rn64"},
+		{pattern, "row-stride-n", classStride, fwd, "rm64 * sxm + rn64 * sxn", "rm64 * N + rn64 * sxn"},
+		{pattern, "half-missing", classScale, "def _gelu(", "y = 0.5 * x * (1.0 + _tanh(inner))", "y = x * (1.0 + _tanh(inner))"},
+		{pattern, "cubic-coef", classScale, "def _gelu(", "0.044715 * x * x * x", "0.044715 * x * x"},
+		{pattern, "erf-for-tanh", classFormula, "def _gelu(", "if APPROX == 1:", "if APPROX == 0:"},
+		{pattern, "grid-floor", classRowLoop, "def _grid(", `triton.cdiv(M, meta["BLOCK_M"])`, `M // meta["BLOCK_M"]`},
+		{pattern, "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
+		{pattern, "bwd-dtanh", classFormula, "def _gelu_grad(", "0.5 * x * (1.0 - t * t)", "0.5 * (1.0 - t * t)"},
+		{pattern, "bwd-no-dy", classFormula, bwd, "dz = dy * _gelu_grad(x, APPROX)", "dz = _gelu_grad(x, APPROX)"},
+		{pattern, "dbias-axis", classReduce, "def backward(", "_rows(dz).sum(0, dtype=torch.float32)", "_rows(dz).sum(1, dtype=torch.float32)"},
+	}
+}
+
+var mutations = func() []mutation {
+	var ms []mutation
+	ms = append(ms, gelu2D("bias_gelu")...)
+	ms = append(ms, gelu2D("gelu_pyops")...)
+
+	fwd, bwd := "def _dropout_add_fwd(", "def _dropout_add_bwd("
+	ms = append(ms, []mutation{
+		{"dropout_add", "mask-le-n", classMaskLE, fwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
+		{"dropout_add", "store-unmasked", classTailMask, fwd, "_cast(r + z, Y.dtype.element_ty), mask=mask)", "_cast(r + z, Y.dtype.element_ty))"},
+		{"dropout_add", "bias-by-row", classBiasIndex, fwd, "b = tl.load(B + rn, mask=rn < N, other=0.0)", "b = tl.load(B + rm, mask=rm < N, other=0.0)"},
+		{"dropout_add", "no-rescale", classScale, fwd, "tl.where(keep, scale, 0.0)", "tl.where(keep, 1.0, 0.0)"},
+		{"dropout_add", "keep-inverted", classFormula, "def _keep(", "tl.rand(seed, offs) >= p", "tl.rand(seed, offs) < p"},
+		{"dropout_add", "no-upcast", classUpcast, fwd,
+			"z = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)",
+			"z = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0)"},
+		{"dropout_add", "residual-col-stride-1", classStride, fwd, "rm64 * srm + rn64 * srn", "rm64 * srm + rn64"},
+		{"dropout_add", "x-row-stride-n", classStride, fwd, "rm64 * sxm + rn64 * sxn", "rm64 * N + rn64 * sxn"},
+		{"dropout_add", "grid-floor", classRowLoop, "def _grid(", `triton.cdiv(M, meta["BLOCK_M"])`, `M // meta["BLOCK_M"]`},
+		{"dropout_add", "bwd-no-rescale", classScale, bwd, "p), scale, 0.0)", "p), 1.0, 0.0)"},
+		{"dropout_add", "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
+	}...)
+
+	fwd, bwd = "def _swiglu_fwd(", "def _swiglu_bwd("
+	ms = append(ms, []mutation{
+		{"swiglu", "mask-le-n", classMaskLE, fwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
+		{"swiglu", "mask-le-m", classMaskLE, fwd, "(rm[:, None] < M)", "(rm[:, None] <= M)"},
+		{"swiglu", "store-unmasked", classTailMask, fwd, "_cast(s * u, Y.dtype.element_ty), mask=mask)", "_cast(s * u, Y.dtype.element_ty))"},
+		{"swiglu", "no-upcast", classUpcast, fwd, "g = tl.load(G + rm64 * sgm + rn64 * sgn, mask=mask, other=0.0).to(tl.float32)", "g = tl.load(G + rm64 * sgm + rn64 * sgn, mask=mask, other=0.0)"},
+		{"swiglu", "silu-sign", classFormula, fwd, "g / (1.0 + tl.exp(-g))", "g / (1.0 + tl.exp(g))"},
+		{"swiglu", "up-col-stride-1", classStride, fwd, "rm64 * sum_ + rn64 * sun", "rm64 * sum_ + rn64"},
+		{"swiglu", "up-row-stride-n", classStride, fwd, "rm64 * sum_ + rn64 * sun", "rm64 * N + rn64 * sun"},
+		{"swiglu", "bwd-dsilu", classFormula, bwd, "(1.0 + g * (1.0 - sig))", "(1.0 + g * sig)"},
+		{"swiglu", "bwd-du", classFormula, bwd, "du = dy * silu", "du = silu"},
+		{"swiglu", "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
+		{"swiglu", "grid-floor", classRowLoop, "def _grid(", `triton.cdiv(M, meta["BLOCK_M"])`, `M // meta["BLOCK_M"]`},
+	}...)
+
+	fwd, bwd = "def _rmsnorm_fwd(", "def _rmsnorm_bwd_dx("
+	ms = append(ms, []mutation{
+		{"rmsnorm_pyops", "sum-mask-le", classMaskLE, fwd, "mask=cols < N, other=0.0).to(tl.float32)\n        acc += x * x", "mask=cols <= N, other=0.0).to(tl.float32)\n        acc += x * x"},
+		{"rmsnorm_pyops", "sum-unmasked", classLoadMask, fwd, "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)\n        acc += x * x", "x = tl.load(X + cols * sxn).to(tl.float32)\n        acc += x * x"},
+		{"rmsnorm_pyops", "store-unmasked", classTailMask, fwd, "_cast(n * w, Y.dtype.element_ty), mask=m)", "_cast(n * w, Y.dtype.element_ty))"},
+		{"rmsnorm_pyops", "eps-outside-sqrt", classEps, fwd, "1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)", "1.0 / (tl.sqrt(tl.sum(acc, axis=0) / N) + eps)"},
+		{"rmsnorm_pyops", "eps-hardcoded", classEps, "def rms_norm(", "float(eps), CAST=", "1e-5, CAST="},
+		{"rmsnorm_pyops", "mean-n-minus-1", classReduce, fwd, "tl.sum(acc, axis=0) / N + eps", "tl.sum(acc, axis=0) / (N - 1) + eps"},
+		{"rmsnorm_pyops", "sum-as-max", classReduce, fwd, "tl.sum(acc, axis=0) / N + eps", "tl.max(acc, axis=0) / N + eps"},
+		{"rmsnorm_pyops", "last-chunk-dropped", classRowLoop, fwd, "while start < N:  #", "while start < N - BLOCK_N:  #"},
+		{"rmsnorm_pyops", "second-loop-short", classRowLoop, fwd, "    start = 0\n    while start < N:\n", "    start = 0\n    while start < N - 1:\n"},
+		{"rmsnorm_pyops", "weight-chunk-index", classBiasIndex, fwd, "w = tl.load(W + cols, mask=m, other=0.0)", "w = tl.load(W + cols - start, mask=m, other=0.0)"},
+		{"rmsnorm_pyops", "no-upcast", classUpcast, fwd, "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)\n        acc += x * x", "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0)\n        acc += x * x"},
+		{"rmsnorm_pyops", "col-stride-1", classStride, fwd, "x = tl.load(X + cols * sxn, mask=m, other=0.0)", "x = tl.load(X + cols, mask=m, other=0.0)"},
+		{"rmsnorm_pyops", "row-stride-n", classStride, fwd, "X += row * sxm", "X += row * N"},
+		{"rmsnorm_pyops", "bwd-mean-count", classReduce, bwd, "c = tl.sum(acc, axis=0) / N", "c = tl.sum(acc, axis=0) / (N + 1)"},
+		{"rmsnorm_pyops", "bwd-no-projection", classFormula, bwd, "dx = rstd * (dn - x * rstd * c)", "dx = rstd * dn"},
+	}...)
+
+	fwd = "def _add_layernorm_fwd("
+	ms = append(ms, []mutation{
+		{"add_layernorm", "mask-le", classMaskLE, "def _sum_chunk(", "m = cols < N", "m = cols <= N"},
+		{"add_layernorm", "sum-store-unmasked", classTailMask, "def _sum_chunk(", "tl.store(S + cols * ssn, s, mask=m)", "tl.store(S + cols * ssn, s)"},
+		{"add_layernorm", "single-var-unmasked", classLoadMask, fwd, "d = tl.where(m, s - mean, 0.0)", "d = s - mean"},
+		{"add_layernorm", "chunked-var-unmasked", classLoadMask, fwd, "d = tl.where(cols < N, s - mean, 0.0)", "d = s - mean"},
+		{"add_layernorm", "mean-over-block", classReduce, fwd, "mean = tl.sum(s, axis=0) / N", "mean = tl.sum(s, axis=0) / BLOCK_N"},
+		{"add_layernorm", "mean-as-max", classReduce, fwd, "mean = tl.sum(acc, axis=0) / N", "mean = tl.max(acc, axis=0)"},
+		{"add_layernorm", "eps-dropped", classEps, fwd, "tl.sum(d * d, axis=0) / N + eps)", "tl.sum(d * d, axis=0) / N)"},
+		{"add_layernorm", "eps-hardcoded", classEps, "def add_layer_norm(", "float(eps),", "1e-6,"},
+		{"add_layernorm", "last-chunk-dropped", classRowLoop, fwd, "while start < N:\n            acc += _sum_chunk(", "while start < N - BLOCK_N:\n            acc += _sum_chunk("},
+		{"add_layernorm", "weight-chunk-index", classBiasIndex, fwd, "                y = y * tl.load(W + cols, mask=m", "                y = y * tl.load(W + cols - start, mask=m"},
+		{"add_layernorm", "no-upcast", classUpcast, "def _sum_chunk(",
+			"x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)\n    r = tl.load(R + cols * srn, mask=m, other=0.0).to(tl.float32)",
+			"x = tl.load(X + cols * sxn, mask=m, other=0.0)\n    r = tl.load(R + cols * srn, mask=m, other=0.0)"},
+		{"add_layernorm", "residual-col-stride-1", classStride, "def _sum_chunk(", "tl.load(R + cols * srn,", "tl.load(R + cols,"},
+		{"add_layernorm", "residual-row-stride-n", classStride, fwd, "R += row * srm", "R += row * N"},
+		{"add_layernorm", "rstd-not-inverted", classFormula, fwd, "y = d * rstd", "y = d / rstd"},
+	}...)
+
+	fwd = "def _mask_softmax_fwd("
+	ms = append(ms, []mutation{
+		{"mask_softmax", "mask-le", classMaskLE, "def _scores(", "inb = cols < N", "inb = cols <= N"},
+		{"mask_softmax", "single-store-unmasked", classTailMask, fwd,
+			"tl.store(Y + cols * syn, _cast(y, Y.dtype.element_ty), mask=cols < N)\n    else:",
+			"tl.store(Y + cols * syn, _cast(y, Y.dtype.element_ty))\n    else:"},
+		{"mask_softmax", "max-as-sum", classReduce, fwd, "mx = tl.max(s, axis=0)", "mx = tl.sum(s, axis=0)"},
+		{"mask_softmax", "online-max-as-sum", classReduce, fwd, "m_new = tl.maximum(m_run, s)", "m_new = m_run + s"},
+		{"mask_softmax", "sum-as-max", classReduce, fwd, "y = e / tl.sum(e, axis=0)", "y = e / tl.max(e, axis=0)"},
+		{"mask_softmax", "no-rescale-running-sum", classFormula, fwd, "l_run = l_run * tl.exp(m_run - safe) + tl.exp(s - safe)", "l_run = l_run + tl.exp(s - safe)"},
+		{"mask_softmax", "missing-scale", classScale, "def _scores(", "s = _cast(s * scale, X.dtype.element_ty)", "s = _cast(s, X.dtype.element_ty)"},
+		{"mask_softmax", "mask-inverted", classFormula, "def _scores(", "s = tl.where(mk, fill, s)", "s = tl.where(mk, s, fill)"},
+		{"mask_softmax", "mask-row-full", classBiasIndex, fwd, "MASK += b * smb + h * smh + qrow * smm", "MASK += b * smb + h * smh + qrow * N"},
+		{"mask_softmax", "no-upcast", classUpcast, "def _scores(", "s = tl.load(X + cols * sxn, mask=inb, other=0.0).to(tl.float32)", "s = tl.load(X + cols * sxn, mask=inb, other=0.0)"},
+		{"mask_softmax", "col-stride-1", classStride, "def _scores(", "tl.load(X + cols * sxn,", "tl.load(X + cols,"},
+		{"mask_softmax", "row-stride-n", classStride, fwd, "X += b * sxb + h * sxh + qrow * sxm", "X += b * sxb + h * sxh + qrow * N"},
+		{"mask_softmax", "last-chunk-dropped", classRowLoop, fwd,
+			"while start < N:\n            cols = start + tl.arange(0, BLOCK_N)\n            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)\n            m_new",
+			"while start < N - BLOCK_N:\n            cols = start + tl.arange(0, BLOCK_N)\n            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)\n            m_new"},
+		{"mask_softmax", "bwd-missing-scale", classScale, "def backward(", "g = g * ctx.scale", "g = g"},
+	}...)
+	return ms
+}()
