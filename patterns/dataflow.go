@@ -28,6 +28,9 @@ type graph struct {
 	// of a profiler step, of an optimizer step and after it, and after an explicit
 	// device synchronize between ops (a benchmark loop's iteration boundary).
 	barrier []bool
+	// realUse and viewUse record, during inference, whether a node's own output
+	// (not through its views) has been read by a computing op, or only by views.
+	realUse, viewUse []bool
 }
 
 // nodeOps lists the nodes of t in thread and time order, and which of them
@@ -86,6 +89,8 @@ func newGraph(t *trace.Trace) *graph {
 	g.in = make([][]int32, n)
 	g.cons = make([][]int32, n)
 	g.src = make([]int32, n)
+	g.realUse = make([]bool, n)
+	g.viewUse = make([]bool, n)
 	for i, id := range g.nodes {
 		g.node[id] = int32(i)
 		op := &t.Ops[id]
@@ -190,6 +195,13 @@ func (g *graph) link(b int32, pos int, direct int32) {
 			g.cons[p] = append(c, b)
 		}
 	}
+	if direct >= 0 {
+		if g.pass[b] {
+			g.viewUse[direct] = true
+		} else {
+			g.realUse[direct] = true
+		}
+	}
 }
 
 // finishPass gives a pass-through node with no known input producer no source.
@@ -233,6 +245,8 @@ const maxScan = 48
 //  3. When the chosen value is a normalization's output and that normalization's
 //     input is also a candidate, the input wins: pre-norm residual blocks
 //     (x + f(norm(x))) read the norm's input, never its output, a second time.
+//  4. For later inputs, values that so far were only reshaped by views (heads
+//     split off a projection) rank after values a computing op already read.
 func (g *graph) infer() {
 	table := map[uint64][]entry{}
 	thread := int32(-1)
@@ -338,10 +352,42 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 			return
 		}
 		done[bestK] = true
+		if len(taken) > 0 {
+			bestC = g.preferComputed(bestC)
+		}
 		choice := g.preferNormInput(bestC)
 		g.link(b, pos[bestK], choice)
 		g.markChain(choice, taken)
 	}
+}
+
+// preferComputed reorders a later operand's candidates: values that so far were
+// only reshaped by views (attention heads split off a projection, a context
+// merged back) go after values some computing op already read (the residual
+// stream, read by a norm or a GEMM). Rule 4 of infer.
+func (g *graph) preferComputed(c []int32) []int32 {
+	viewOnly := func(n int32) bool { return g.viewUse[n] && !g.realUse[n] }
+	k := 0
+	for _, n := range c {
+		if !viewOnly(n) {
+			k++
+		}
+	}
+	if k == 0 || k == len(c) {
+		return c
+	}
+	out := make([]int32, 0, len(c))
+	for _, n := range c {
+		if !viewOnly(n) {
+			out = append(out, n)
+		}
+	}
+	for _, n := range c {
+		if viewOnly(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 var normOps = map[string]bool{
