@@ -122,9 +122,8 @@ type Params struct {
 	Eps         *float64 `json:"eps,omitempty"`         // norm epsilon when recorded
 	P           *float64 `json:"p,omitempty"`           // dropout probability
 	Casting     string   `json:"casting,omitempty"`     // rmsnorm: "llama" | "gemma" | "none"
-	Bias        *bool    `json:"bias,omitempty"`        // linear_gelu / layernorm_linear: the GEMM has a bias
+	Bias        *bool    `json:"bias,omitempty"`        // linear_gelu, layernorm_linear: the GEMM has a bias; dropout_add: a bias add precedes the dropout
 	Linears     int      `json:"linears,omitempty"`     // layernorm_linear: GEMMs reading the norm output
-	Residual    *bool    `json:"residual,omitempty"`    // dropout_add: the add has a second tensor operand
 	OutDType    DType    `json:"out_dtype,omitempty"`   // the chain's output type when it differs from dtype
 }
 
@@ -732,20 +731,41 @@ func matchDropoutAdd(g *graph, n int32) (*Instance, bool) {
 	if !ok {
 		return nil, false
 	}
-	in := newInstance(g, "dropout_add", n, n, add)
+	// A bias add feeding only the dropout joins the kernel: y = r + dropout(x + b).
+	var bias int32 = -1
+	var bdims []int64
+	var bsize int64
+	if b := g.producer(n, 0); b >= 0 && stripInplace(g.name[b]) == "add" && len(g.cons[b]) == 1 {
+		if ti := g.tensorInputs(b); len(ti) == 2 {
+			bi := g.ins(b)
+			x, y := bi[ti[0]], bi[ti[1]]
+			if len(x.Dims) == 1 {
+				x, y = y, x
+			}
+			if len(y.Dims) == 1 && len(x.Dims) > 1 && y.Dims[0] == x.Dims[len(x.Dims)-1] {
+				bias, bdims, bsize = b, y.Dims, y.Dims[0]*parseDType(y.Type).Size()
+			}
+		}
+	}
+	in := newInstance(g, "dropout_add", n, bias, n, add)
 	ai := g.ins(add)
 	ti := g.tensorInputs(add)
 	in.Dims = [][]int64{dims(ai[ti[0]].Dims), dims(ai[ti[1]].Dims)}
+	hasBias := bias >= 0
+	if hasBias {
+		in.Dims = append(in.Dims, dims(bdims))
+	}
+	in.Params.Bias = &hasBias
 	in.DType = v.dtype
 	if p, ok := concreteFloat(g.ins(n), 1); ok && p >= 0 && p < 1 {
 		in.Params.P = &p
 	}
-	res := true
-	in.Params.Residual = &res
 	in.Elems = numel(av.dims)
-	// read x and r, write y and the 1-byte keep mask backward needs.
+	in.Cols = av.dims[len(av.dims)-1]
+	in.Rows = in.Elems / max(in.Cols, 1)
+	// read x and r (and b), write y and the 1-byte keep mask backward needs.
 	in.Bytes = numel(ai[ti[0]].Dims)*parseDType(ai[ti[0]].Type).Size() +
-		numel(ai[ti[1]].Dims)*parseDType(ai[ti[1]].Type).Size() + in.Elems*av.dtype.Size() + numel(v.dims)
+		numel(ai[ti[1]].Dims)*parseDType(ai[ti[1]].Type).Size() + in.Elems*av.dtype.Size() + numel(v.dims) + bsize
 	return in, true
 }
 

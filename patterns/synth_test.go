@@ -142,6 +142,12 @@ func TestSyntheticChains(t *testing.T) {
 			{name: "add", in: []string{"f32:8x128x768", "f32:8x128x768", "=1"}}, // x + drop(f(ln(x)))
 			{name: "layer_norm", in: []string{"f32:8x128x768", "=[768]", "f32:768", "f32:768", "=1e-05", "=True"}},
 		}, map[string]int{"layernorm_linear": 1, "dropout_add": 2, "add_layernorm": 1}},
+		{"bias + dropout + residual add", []op{
+			{name: "mm", in: []string{"bf16:1024x768", "bf16:768x768"}},
+			{name: "add", in: []string{"bf16:1024x768", "bf16:768", "=1"}},
+			drop("bf16:1024x768", "0.1", "True"),
+			{name: "add", in: []string{"bf16:1024x768", "bf16:1024x768", "=1"}},
+		}, map[string]int{"dropout_add": 1}},
 		{"p=0 dropout is not dropout_add", []op{
 			{name: "linear", in: []string{x, "bf16:768x768", "bf16:768"}},
 			drop(x, "0.", "True"),
@@ -274,5 +280,27 @@ func TestParams(t *testing.T) {
 	o := r.Opportunities[0]
 	if o.GPUTimeUs != 15 || o.Kernels != 3 || o.LaunchesSaved != 2 {
 		t.Errorf("gpu %v us, kernels %d, launches saved %d; want 15, 3, 2", o.GPUTimeUs, o.Kernels, o.LaunchesSaved)
+	}
+}
+
+func TestBiasDropoutAddParams(t *testing.T) {
+	tr := synth(
+		op{name: "mm", in: []string{"bf16:1024x768", "bf16:768x768"}},
+		op{name: "add", in: []string{"bf16:1024x768", "bf16:768", "=1"}},
+		op{name: "dropout", in: []string{"bf16:1024x768", "=0.1", "=True"}},
+		op{name: "add", in: []string{"bf16:1024x768", "bf16:1024x768", "=1"}},
+	)
+	r, err := Analyze([]*trace.Trace{tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Opportunities) != 1 {
+		t.Fatalf("got %+v", r.Opportunities)
+	}
+	o := r.Opportunities[0]
+	g := o.Shapes[0]
+	if o.Pattern != "dropout_add" || g.Params.Bias == nil || !*g.Params.Bias || g.Params.P == nil || *g.Params.P != 0.1 ||
+		len(g.Dims) != 3 || o.Kernels != 3 || g.Bytes != 1024*768*(2+2+2+1)+768*2 {
+		t.Errorf("%s: params %+v dims %v kernels %d bytes %d", o.Pattern, g.Params, g.Dims, o.Kernels, g.Bytes)
 	}
 }
