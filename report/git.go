@@ -39,11 +39,13 @@ func CommitPR(repoPath, branch, prDir string) (string, error) {
 type gitRunner struct {
 	repo string
 	env  []string
+	opts []string // global options before the command
 }
 
 // run runs git in the repository with stdin and returns its trimmed standard output.
 func (g *gitRunner) run(stdin []byte, args ...string) (string, error) {
-	cmd := exec.Command("git", append([]string{"-C", g.repo}, args...)...)
+	all := append(append([]string{"-C", g.repo}, g.opts...), args...)
+	cmd := exec.Command("git", all...)
 	cmd.Env = g.env
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
@@ -127,7 +129,13 @@ func commitPR(repoPath, branch, prDir string) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	gi := &gitRunner{repo: absRepo, env: append(append([]string(nil), g.env...), "GIT_INDEX_FILE="+filepath.Join(tmp, "index"), "GIT_LITERAL_PATHSPECS=1")}
+	// The temporary index: no split index (it would write a shared index file into the
+	// repository), no untracked cache, no file-system monitor.
+	gi := &gitRunner{
+		repo: absRepo,
+		env:  append(append([]string(nil), g.env...), "GIT_INDEX_FILE="+filepath.Join(tmp, "index"), "GIT_LITERAL_PATHSPECS=1"),
+		opts: []string{"-c", "core.splitIndex=false", "-c", "core.untrackedCache=false", "-c", "core.fsmonitor=false"},
+	}
 	if parent != "" {
 		if _, err := gi.run(nil, "read-tree", parent); err != nil {
 			return "", err

@@ -384,3 +384,45 @@ func TestWriteDir(t *testing.T) {
 		t.Errorf("without bench results: files %q", got)
 	}
 }
+
+// gitFiles lists the files of the repository's .git folder outside objects/.
+func gitFiles(t *testing.T, repo string) map[string]bool {
+	t.Helper()
+	out := make(map[string]bool)
+	for _, f := range listFiles(t, filepath.Join(repo, ".git")) {
+		if !strings.HasPrefix(f, "objects/") {
+			out[f] = true
+		}
+	}
+	return out
+}
+
+func TestCommitToRepoSplitIndex(t *testing.T) {
+	isolateGit(t)
+	repo := userRepo(t)
+	git(t, repo, "config", "core.splitIndex", "true")
+	git(t, repo, "update-index", "--split-index")
+	git(t, repo, "status", "--porcelain")
+	before := gitFiles(t, repo)
+	prDir := filepath.Join(t.TempDir(), "p")
+	if err := os.MkdirAll(prDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(prDir, "PR.md"), []byte("# T\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CommitPR(repo, "fa", prDir); err != nil {
+		t.Fatal(err)
+	}
+	after := gitFiles(t, repo)
+	for f := range after {
+		if !before[f] && f != "refs/heads/fa" && f != "logs/refs/heads/fa" {
+			t.Errorf("CommitPR wrote %s into the repository", f)
+		}
+	}
+	for f := range before {
+		if !after[f] {
+			t.Errorf("CommitPR removed %s from the repository", f)
+		}
+	}
+}
