@@ -17,7 +17,7 @@ type Options struct {
 	// ET gives, per trace, its execution trace: dataflow then comes from exact
 	// tensor ids instead of shape inference.
 	ET   map[*trace.Trace]*trace.ExecTrace
-	Cost CostModel // zero value: DefaultCostModel()
+	Cost CostModel // zero fields take DefaultCostModel's values (or are calibrated, see CostModel)
 }
 
 // Report is the analysis of one or more traces (ranks of one run), marshalled
@@ -121,12 +121,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("patterns: unknown pattern %q", opts.Pattern)
 		}
 	}
-	cm := opts.Cost
-	if cm.Devices == nil && cm.CalibMinSamples == 0 {
-		d := DefaultCostModel()
-		d.BandwidthGBs, d.ComputeTFLOPs, d.KernelOverheadUs = cm.BandwidthGBs, cm.ComputeTFLOPs, cm.KernelOverheadUs
-		cm = d
-	}
+	cm := opts.Cost.withDefaults()
 	r := &Report{}
 	var all []ranked
 	var busyUs float64

@@ -7,10 +7,10 @@ import (
 	"github.com/fuseadvise/fuseadvise/trace"
 )
 
-// CostModel holds every assumption the estimates rest on, in one place. The
-// zero value is not useful; start from DefaultCostModel and override fields.
-// Fields left at zero are calibrated from the trace where the trace allows
-// (CalibrateFromTrace) and otherwise taken from the device table.
+// CostModel holds every assumption the estimates rest on, in one place. Analyze
+// fills its zero fields from DefaultCostModel; BandwidthGBs, ComputeTFLOPs and
+// KernelOverheadUs left at zero are calibrated from each trace where it allows,
+// and otherwise taken from the device table.
 type CostModel struct {
 	// BandwidthGBs is the memory bandwidth (bytes read + written per second, in
 	// GB/s) a good fused kernel reaches. 0: calibrate from the trace's own large
@@ -90,6 +90,33 @@ func DefaultCostModel() CostModel {
 			{Match: "MI300X", BandwidthGBs: 5300, Efficiency: 0.75, ComputeTFLOPs: 1307, ComputeEff: 0.5},
 		},
 	}
+}
+
+// withDefaults fills m's zero fields from DefaultCostModel (BandwidthGBs,
+// ComputeTFLOPs and KernelOverheadUs stay 0: calibrated per trace).
+func (m CostModel) withDefaults() CostModel {
+	d := DefaultCostModel()
+	set := func(v *float64, def float64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&m.MinKernelOverheadUs, d.MinKernelOverheadUs)
+	set(&m.MaxKernelOverheadUs, d.MaxKernelOverheadUs)
+	set(&m.DefaultKernelOverheadUs, d.DefaultKernelOverheadUs)
+	set(&m.CalibPercentile, d.CalibPercentile)
+	set(&m.EpilogueOverhead, d.EpilogueOverhead)
+	set(&m.LaunchUs, d.LaunchUs)
+	if m.CalibMinBytes == 0 {
+		m.CalibMinBytes = d.CalibMinBytes
+	}
+	if m.CalibMinSamples == 0 {
+		m.CalibMinSamples = d.CalibMinSamples
+	}
+	if m.Devices == nil {
+		m.Devices = d.Devices
+	}
+	return m
 }
 
 // Calibration says which figures an analysis used and where they came from.
