@@ -328,8 +328,8 @@ func generatedSection(in Inputs, sp []Speedup) section {
 	s.Before = []para{{txt("One folder per opportunity: the Triton kernel, the eager reference, tests and a benchmark script. Check one with "),
 		code("TRITON_INTERPRET=1 python -m pytest -q ."), txt(" (CPU) or "), code("python bench.py"), txt(" (GPU).")}}
 	tb := &table{
-		Head: []string{"folder", "pattern", "dtype", "shapes", "est. saving µs", "source", "verified", "benchmark"},
-		Num:  []bool{false, false, false, false, true, false, false, false},
+		Head: []string{"folder", "pattern", "dtype", "shapes", "est. saving µs", "est. fused µs per call", "source", "verified", "benchmark"},
+		Num:  []bool{false, false, false, false, true, true, false, false, false},
 	}
 	for _, g := range in.Generated {
 		src := g.Source.Site
@@ -338,11 +338,18 @@ func generatedSection(in Inputs, sp []Speedup) section {
 		}
 		tb.Rows = append(tb.Rows, []cell{
 			code(g.Name), code(g.Pattern), code(g.Dtype), code(shapesString(g.Shapes)),
-			numc(fmtUs(g.EstSavingUs)), code(src), verifyStatus(in.Verify, g), benchStatus(sp, g),
+			numc(fmtUs(g.EstSavingUs)), numc(estCell(g.EstFusedUs)), code(src), verifyStatus(in.Verify, g), benchStatus(sp, g),
 		})
 	}
 	s.Table = tb
 	return s
+}
+
+func estCell(us float64) string {
+	if !pos(us) {
+		return "-"
+	}
+	return fmtUs(us)
 }
 
 // matches reports whether a result row (name, pattern, dtype) belongs to folder g: by

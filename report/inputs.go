@@ -58,6 +58,7 @@ type GenFolder struct {
 	Params      map[string]any `json:"params"`
 	Source      GenSource      `json:"source"`
 	EstSavingUs float64        `json:"est_saving_us"`
+	EstFusedUs  float64        `json:"est_fused_us,omitempty"` // one call, as the cost model estimates it
 	Files       []string       `json:"files"`
 	Run         GenRun         `json:"run"`
 }
