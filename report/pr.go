@@ -270,6 +270,9 @@ func prMarkdown(w io.Writer, in Inputs) error {
 		} else {
 			row("estimated saving", fmtUs(g.EstSavingUs)+" µs")
 		}
+		if pos(g.EstFusedUs) {
+			row("estimated fused time per call", fmtUs(g.EstFusedUs)+" µs")
+		}
 		row("verification", mdCell(verifyStatus(in.Verify, g), true)+verifyErrors(in.Verify, g))
 		for _, s := range sp {
 			if !matches(s.Case.Name, s.Case.Pattern, s.Case.Dtype, g) {
