@@ -82,6 +82,7 @@ type ShapeGroup struct {
 	GPUTimeUs   float64   `json:"gpu_time_us"`
 	EstFusedUs  float64   `json:"est_fused_us"`
 	EstSavingUs float64   `json:"est_saving_us"`
+	SavingPct   float64   `json:"saving_pct_of_gpu_busy"`
 	Sources     []string  `json:"sources,omitempty"` // python source lines (with_stack traces)
 	// Valid is false when a dim or the dtype is out of range for a kernel (e.g.
 	// int64 inputs, a zero dim): the group is reported, never generated.
@@ -359,6 +360,9 @@ func group(all []ranked, busyUs, launchUs float64, perRank bool) []Opportunity {
 	var out []Opportunity
 	for id, o := range byPat {
 		for _, sg := range groups[id] {
+			if busyUs > 0 {
+				sg.SavingPct = round2(sg.EstSavingUs / busyUs * 100)
+			}
 			sg.GPUTimeUs, sg.EstFusedUs, sg.EstSavingUs = round2(sg.GPUTimeUs), round2(sg.EstFusedUs), round2(sg.EstSavingUs)
 			o.Shapes = append(o.Shapes, *sg)
 		}
