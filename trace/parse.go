@@ -609,9 +609,7 @@ func parseShapes(raw string) []shape {
 			}
 		})
 		if nested {
-			sh.dims = nil
-		} else if sh.dims == nil {
-			sh.dims = nil
+			sh.dims = nil // a TensorList: element sizes are in list
 		}
 		out = append(out, sh)
 	})
