@@ -270,20 +270,19 @@ func matchLinearGelu(g *graph, n int32) (*Instance, bool) {
 	}
 	ins := g.ins(a)
 	var x, w []int64
-	var xdt DType
 	bias := false
 	switch g.name[a] {
 	case "linear":
 		if len(ins) < 2 {
 			return nil, false
 		}
-		x, w, xdt = ins[0].Dims, ins[1].Dims, parseDType(ins[0].Type)
+		x, w = ins[0].Dims, ins[1].Dims
 		bias = len(ins) > 2 && isTensor(ins[2])
 	default:
 		if len(ins) < 3 {
 			return nil, false
 		}
-		x, w, xdt = ins[1].Dims, ins[2].Dims, parseDType(ins[1].Type)
+		x, w = ins[1].Dims, ins[2].Dims
 		bias = isTensor(ins[0])
 	}
 	v, ok := g.val0(n)
@@ -301,7 +300,6 @@ func matchLinearGelu(g *graph, n int32) (*Instance, bool) {
 	m := numel(x) / max(k, 1)
 	nOut := v.dims[len(v.dims)-1]
 	in.Rows, in.Cols = m, nOut
-	_ = xdt
 	// What the fusion removes: the GEMM output's write + the gelu's read and write
 	// become one epilogue write. Bytes here are the epilogue's own traffic (the
 	// output write), on top of the GEMM's measured time.
@@ -871,11 +869,8 @@ func matchRMSNormPyops(g *graph, n int32) (*Instance, bool) {
 	in.Dims = [][]int64{dims(xd), {xd[len(xd)-1]}}
 	xi := g.ins(sq)[0]
 	in.DType = parseDType(xi.Type)
-	if x >= 0 {
-		// the dtype of x before any to(float32) cast
-		for _, c := range g.cons[x] {
-			_ = c
-		}
+	if xv, ok := g.val0(x); x >= 0 && ok && xv.dtype.Kernel() {
+		in.DType = xv.dtype // x as the model holds it, before a to(float32)
 	}
 	wv, _ := g.val0(w)
 	in.Params.Casting = casting
