@@ -187,6 +187,9 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			all = append(all, rk)
 		}
 	}
+	if pairs := overlaps(all); len(pairs) > 0 {
+		note("chains of several patterns share ops (" + strings.Join(pairs, ", ") + "): their savings overlap and do not add up")
+	}
 	r.Trace = merge(r.Ranks)
 	if len(r.Ranks) == 1 {
 		r.Ranks = nil
@@ -210,6 +213,37 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 // summarize describes t. Steps are the ProfilerStep#N spans; without them the
 // optimizer steps (Optimizer.step#... annotations) on the busiest thread; 0 when
 // the trace shows neither (an inference loop without profiler steps).
+// overlaps lists the pattern pairs whose instances share an op (e.g. the
+// LayerNorm of add_layernorm and layernorm_linear), sorted.
+func overlaps(all []ranked) []string {
+	type key struct {
+		rank int
+		op   int32
+	}
+	owner := map[key]string{}
+	set := map[string]bool{}
+	for _, rk := range all {
+		for _, id := range rk.in.Ops {
+			k := key{rk.rank, id}
+			if p, ok := owner[k]; ok && p != rk.in.Pattern {
+				a, b := p, rk.in.Pattern
+				if b < a {
+					a, b = b, a
+				}
+				set[a+"/"+b] = true
+				continue
+			}
+			owner[k] = rk.in.Pattern
+		}
+	}
+	var out []string
+	for k := range set {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
 func summarize(t *trace.Trace) TraceSummary {
 	s := TraceSummary{Path: t.Path, Steps: len(t.Steps), Kernels: t.KernelCount(), GPUBusyUs: round1(float64(t.GPUBusyNs()) / 1e3)}
 	if len(t.Steps) == 1 && t.Steps[0].Num < 0 {
