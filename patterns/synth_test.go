@@ -148,6 +148,32 @@ func TestSyntheticChains(t *testing.T) {
 			drop("bf16:1024x768", "0.1", "True"),
 			{name: "add", in: []string{"bf16:1024x768", "bf16:1024x768", "=1"}},
 		}, map[string]int{"dropout_add": 1}},
+		{"fp32 GPT-2 block: heads split off the projection are not the residual", []op{
+			{name: "add", in: []string{"f32:2x16x64", "f32:1x16x64", "=1"}}, // embeddings
+			drop("f32:2x16x64", "0.1", "True"),                              // x
+			{name: "layer_norm", in: []string{"f32:2x16x64", "=[64]", "f32:64", "f32:64", "=1e-05", "=True"}},
+			{name: "view", in: []string{"f32:2x16x64", "=[-1, 64]"}},
+			{name: "addmm", in: []string{"f32:192", "f32:32x64", "f32:64x192", "=1", "=1"}},
+			{name: "view", in: []string{"f32:32x192", "=[2, 16, 192]"}},
+			{name: "split", in: []string{"f32:2x16x192", "=64", "=2"}},
+			{name: "view", in: []string{"f32:2x16x64", "=[2, 16, -1, 16]"}},
+			{name: "transpose", in: []string{"f32:2x16x4x16", "=1", "=2"}},
+			{name: "view", in: []string{"f32:2x16x64", "=[2, 16, -1, 16]"}},
+			{name: "transpose", in: []string{"f32:2x16x4x16", "=1", "=2"}},
+			{name: "view", in: []string{"f32:2x16x64", "=[2, 16, -1, 16]"}},
+			{name: "transpose", in: []string{"f32:2x16x4x16", "=1", "=2"}},
+			{name: "transpose", in: []string{"f32:2x4x16x16", "=-1", "=-2"}},
+			{name: "matmul", in: []string{"f32:2x4x16x16", "f32:2x4x16x16"}},
+			{name: "softmax", in: []string{"f32:2x4x16x16", "=-1", ""}},
+			{name: "matmul", in: []string{"f32:2x4x16x16", "f32:2x4x16x16"}},
+			{name: "transpose", in: []string{"f32:2x4x16x16", "=1", "=2"}},
+			{name: "reshape", in: []string{"f32:2x16x4x16", "=[2, 16, -1]"}},
+			{name: "view", in: []string{"f32:2x16x64", "=[-1, 64]"}},
+			{name: "addmm", in: []string{"f32:64", "f32:32x64", "f32:64x64", "=1", "=1"}},
+			{name: "view", in: []string{"f32:32x64", "=[2, 16, 64]"}},
+			drop("f32:2x16x64", "0.1", "True"),
+			{name: "add", in: []string{"f32:2x16x64", "f32:2x16x64", "=1"}}, // drop + x
+		}, map[string]int{"dropout_add": 2, "layernorm_linear": 1}},
 		{"p=0 dropout is not dropout_add", []op{
 			{name: "linear", in: []string{x, "bf16:768x768", "bf16:768"}},
 			drop(x, "0.", "True"),
