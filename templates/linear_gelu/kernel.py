@@ -1,0 +1,193 @@
+"""Linear + bias + GELU as one Triton GEMM with a fused epilogue: ``y = gelu(x @ W^T + b)``.
+
+Replaces ``aten::linear`` (``addmm``) -> ``aten::gelu``: eager writes the GEMM output and reads
+it back for the GELU; here the bias and the GELU are applied to the fp32 accumulator tile
+before the single store (the Triton matmul tutorial's epilogue). The GEMM itself is a plain
+tiled Triton GEMM: it can be slower than cuBLAS, so benchmark: fusing the epilogue saves one
+read and one write of the output, which matters when M*N is large relative to the GEMM's
+FLOPs (small K) or when the GEMM is memory-bound (small M, decode).
+
+- Tiles BLOCK_M x BLOCK_N x BLOCK_K with grouped ("super-grouping") program ordering for L2
+  reuse (GROUP_M), fp32 accumulation; autotuned over tiles, num_warps and num_stages keyed on
+  (M, N, K); one fixed small config under ``TRITON_INTERPRET=1``.
+- x: ``[..., K]`` in fp32 / fp16 / bf16 (a ``[rows, K]`` view read through its strides);
+  W: ``[N, K]`` as in ``nn.Linear`` (any strides); bias ``[N]`` optional. fp16/bf16 operands go
+  to ``tl.dot`` as they are (fp32 accumulation); fp32 operands use ``input_precision="ieee"``
+  (PyTorch does not use TF32 for fp32 matmuls by default). Under the interpreter operands are
+  upcast to fp32 first (its bf16 ``tl.dot`` is wrong), which is exact.
+- The GEMM result is rounded to the output dtype before the GELU, as eager does.
+- K is a compile-time constant (one compile per K; K is a model dimension): it gives the K loop
+  static bounds, which Triton can pipeline, and works around Triton 3.6's interpreter with
+  numpy 2.4 rejecting ``range`` over a runtime bound.
+- Forward only. ``LinearGELU`` runs the eager ``F.gelu(F.linear(...))`` when autograd needs a
+  graph (any input requires grad and grad mode is on), so it stays a drop-in in training; the
+  fused kernel is used for inference.
+
+Interpreter-safe: builtins only (``tl.math.erf``, tanh as ``2/(1+exp(-2x))-1``), ``tl.full``,
+no bf16 arithmetic.
+"""
+
+import os
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+APPROXIMATE = {"none": 0, "tanh": 1}
+
+_RNE_BF16 = tl.constexpr(INTERPRET)
+
+
+def _configs():
+    if INTERPRET:
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4, num_stages=1)]
+    tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), after the Triton matmul tutorial
+        (128, 256, 64, 3, 8), (128, 128, 64, 4, 8), (128, 128, 32, 4, 4), (64, 256, 32, 4, 4),
+        (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 64, 4, 4), (32, 64, 32, 5, 2), (16, 128, 64, 4, 4),
+    ]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w)
+            for m, n, k, s, w in tiles]
+
+
+@triton.jit
+def _cast(y, dtype: tl.constexpr):
+    """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
+    if _RNE_BF16 and dtype == tl.bfloat16:
+        bits = y.to(tl.uint32, bitcast=True)
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
+    return y.to(dtype)
+
+
+@triton.jit
+def _gelu(x, APPROX: tl.constexpr):
+    if APPROX == 1:
+        inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        y = 0.5 * x * (1.0 + (2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0))
+    else:
+        y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+    return y
+
+
+@triton.autotune(configs=_configs(), key=["M", "N", "K"])
+@triton.jit
+def _linear_gelu_kernel(A, W, BIAS, Y, M, N, K: tl.constexpr,
+                        sam, sak, swn, swk, sym, syn,
+                        HAS_BIAS: tl.constexpr, ACT: tl.constexpr, APPROX: tl.constexpr,
+                        DOT_F32: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        GROUP_M: tl.constexpr):
+    # grouped ordering: consecutive programs share the same A rows (L2 reuse)
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * num_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptr = A + rm.to(tl.int64)[:, None] * sam + rk[None, :] * sak
+    w_ptr = W + rn.to(tl.int64)[None, :] * swn + rk[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
+    acc = tl.full((BLOCK_M, BLOCK_N), 0, tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kmask = (k0 + rk) < K
+        a = tl.load(a_ptr, mask=(rm[:, None] < M) & kmask[None, :], other=0.0)
+        b = tl.load(w_ptr, mask=kmask[:, None] & (rn[None, :] < N), other=0.0)
+        if DOT_F32:
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, b, acc)
+        a_ptr += BLOCK_K * sak
+        w_ptr += BLOCK_K * swk
+
+    # epilogue on the fp32 accumulator: bias, round like eager's addmm output, GELU
+    if HAS_BIAS:
+        acc += tl.load(BIAS + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+    z = _cast(acc, Y.dtype.element_ty)
+    if ACT:
+        z = _cast(_gelu(z.to(tl.float32), APPROX), Y.dtype.element_ty)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(Y + rm.to(tl.int64)[:, None] * sym + rn[None, :] * syn, z, mask=mask)
+
+
+def _rows(t):
+    if t.dim() == 2:
+        return t
+    try:
+        return t.view(-1, t.shape[-1])
+    except RuntimeError:
+        return t.reshape(-1, t.shape[-1])
+
+
+def _check(x, weight, bias):
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"linear_gelu: unsupported dtype {x.dtype}")
+    if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
+        raise TypeError("linear_gelu: x, weight and bias must share a dtype (as F.linear requires)")
+    if x.dim() == 0 or weight.dim() != 2 or weight.shape[1] != x.shape[-1]:
+        raise ValueError(f"linear_gelu: weight {tuple(weight.shape)} does not match x {tuple(x.shape)}")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"linear_gelu: bias {tuple(bias.shape)} does not match weight {tuple(weight.shape)}")
+
+
+def linear_gelu(x, weight, bias=None, approximate="none", activation=True, out=None):
+    """y = gelu(x @ weight^T + bias) (``activation=False``: the plain linear); forward only."""
+    _check(x, weight, bias)
+    N, K = weight.shape
+    shape = tuple(x.shape[:-1]) + (N,)
+    if out is None:
+        out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    elif tuple(out.shape) != shape or out.dtype != x.dtype:
+        raise ValueError("linear_gelu: out has the wrong shape or dtype")
+    a = _rows(x)
+    y = out.view(-1, N) if out.dim() != 2 else out
+    M = a.shape[0]
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.copy_(F.gelu(bias.expand(shape), approximate=approximate) if bias is not None else 0)
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    _linear_gelu_kernel[grid](
+        a, weight, bias if bias is not None else weight, y, M, N, K,
+        a.stride(0), a.stride(1), weight.stride(0), weight.stride(1), y.stride(0), y.stride(1),
+        HAS_BIAS=bias is not None, ACT=activation, APPROX=APPROXIMATE[approximate],
+        DOT_F32=INTERPRET or x.dtype == torch.float32)
+    return out
+
+
+class LinearGELU(torch.nn.Linear):
+    """Drop-in for ``F.gelu(linear(x), approximate)``: an ``nn.Linear`` whose forward is fused.
+
+    Forward only: when autograd needs a graph it runs the eager chain instead."""
+
+    def __init__(self, in_features, out_features, bias=True, approximate="none", device=None, dtype=None):
+        super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
+        if approximate not in APPROXIMATE:
+            raise ValueError(f"approximate must be one of {sorted(APPROXIMATE)}")
+        self.approximate = approximate
+
+    @classmethod
+    def from_linear(cls, linear, approximate="none"):
+        """Shares the parameters of an existing ``nn.Linear``."""
+        new = cls.__new__(cls)
+        torch.nn.Module.__init__(new)
+        new.in_features, new.out_features = linear.in_features, linear.out_features
+        new.weight, new.bias = linear.weight, linear.bias
+        new.approximate = approximate
+        return new
+
+    def forward(self, x):
+        needs_graph = torch.is_grad_enabled() and (
+            x.requires_grad or self.weight.requires_grad or (self.bias is not None and self.bias.requires_grad))
+        if needs_graph:
+            return F.gelu(F.linear(x, self.weight, self.bias), approximate=self.approximate)
+        return linear_gelu(x, self.weight, self.bias, self.approximate)

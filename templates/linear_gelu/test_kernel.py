@@ -1,0 +1,69 @@
+"""Tests for the linear_gelu template: run under TRITON_INTERPRET=1 on CPU, or on CUDA (mark gpu)."""
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import fa_testing as fat  # noqa: E402
+
+kernel = fat.load_sibling(__file__, "kernel")
+ref = fat.load_sibling(__file__, "reference")
+adapter = fat.load_sibling(__file__, "adapter")
+
+DEVICES = fat.devices()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_forward(device, dtype, approximate):
+    params = {"approximate": approximate, "has_bias": True}
+    for i, shapes in enumerate(adapter.adversarial(params)):
+        fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, i)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_bias_and_plain_linear(device):
+    fat.run_case(kernel, ref, adapter, [[20, 50], [30, 50]], "fp32", {"has_bias": False}, device, 3)
+    x, w = torch.randn(5, 40, device=device), torch.randn(24, 40, device=device)
+    fat.assert_close(kernel.linear_gelu(x, w, activation=False), F.linear(x, w), 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_non_contiguous(device):
+    g = fat.gen(2)
+    x = fat.randn([70, 33], torch.float32, device, g).t()        # [33, 70], strides (1, 33)
+    w = fat.randn([70, 45], torch.float32, device, g).t() * 0.1  # [45, 70] transposed
+    b = fat.randn([45], torch.float32, device, g)
+    y = kernel.linear_gelu(x, w, b, "tanh", out=fat.poison((33, 45), torch.float32, device))
+    fat.assert_close(y, ref.linear_gelu(x, w, b, "tanh"), 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nan_inf(device):
+    x = torch.randn(4, 8, device=device)
+    w = torch.randn(6, 8, device=device)
+    x[1, 2] = float("nan")
+    x[2, 3] = float("inf")
+    # want: float64 (eager fp32 on the CPU gives NaN for gelu(+inf); the limit is +inf)
+    want = ref.linear_gelu(x.double().cpu(), w.double().cpu())
+    fat.assert_close(kernel.linear_gelu(x, w), want, 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_training_falls_back(device):
+    lin = torch.nn.Linear(24, 16, device=device)
+    m = kernel.LinearGELU.from_linear(lin, "tanh")
+    x = torch.randn(3, 24, device=device)
+    with torch.no_grad():
+        fat.assert_close(m(x), F.gelu(lin(x), approximate="tanh"), 1e-4, 1e-4)
+    y = m(x)  # weight requires grad: eager path, gradients flow
+    y.sum().backward()
+    assert lin.weight.grad is not None
+    with pytest.raises(ValueError):
+        kernel.linear_gelu(x, torch.randn(16, 23, device=device))
