@@ -130,7 +130,7 @@ func build(r *rawTrace) (*Trace, string) {
 				okeys = append(okeys, opKey{keyThread[local[ci][o.thread]], int32(ci), int32(i), o.ts, o.dur, o.evIdx})
 			}
 		}
-		slices.SortFunc(okeys, func(x, y opKey) int {
+		okeys = sortParallel(okeys, func(x, y opKey) int {
 			if x.thread != y.thread {
 				return cmp.Compare(x.thread, y.thread)
 			}
@@ -201,17 +201,19 @@ func build(r *rawTrace) (*Trace, string) {
 	if pyLo != nil {
 		span := func(i int32) (int64, int64) { return t.Python[i].Start, t.Python[i].Dur }
 		parent := func(i int32) int32 { return t.Python[i].Parent }
-		for i := range t.Ops {
-			op := &t.Ops[i]
-			g := threadKeyOf[op.Thread]
-			op.Py = enclosing(pyLo[g], pyLo[g+1], op.Start, span, parent)
-		}
+		parallelFor(len(t.Ops), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				op := &t.Ops[i]
+				g := threadKeyOf[op.Thread]
+				op.Py = enclosing(pyLo[g], pyLo[g+1], op.Start, span, parent)
+			}
+		})
 	}
 
 	// Runtime events -> innermost enclosing op on their thread.
 	type launch struct {
 		ts          int64
-		op          int32
+		op, th      int32
 		graph       bool
 		grid, block [3]int32
 	}
@@ -225,12 +227,9 @@ func build(r *rawTrace) (*Trace, string) {
 			if strings.Contains(name, "Launch") {
 				t.stats.launches++
 			}
-			l := launch{ts: rt.ts + base, op: -1, graph: strings.Contains(name, "GraphLaunch"), grid: rt.grid, block: rt.block}
-			if th := keyThread[local[ci][rt.thread]]; th >= 0 {
-				l.op = enclosing(thLo[th], thLo[th+1], l.ts, opSpan, parent)
-				if isDeviceSync(name) {
-					t.Threads[th].Syncs = append(t.Threads[th].Syncs, l.ts)
-				}
+			l := launch{ts: rt.ts + base, op: -1, th: keyThread[local[ci][rt.thread]], graph: strings.Contains(name, "GraphLaunch"), grid: rt.grid, block: rt.block}
+			if l.th >= 0 && isDeviceSync(name) {
+				t.Threads[l.th].Syncs = append(t.Threads[l.th].Syncs, l.ts)
 			}
 			if rt.corr >= 0 {
 				if _, dup := corr[rt.corr]; !dup {
@@ -241,6 +240,13 @@ func build(r *rawTrace) (*Trace, string) {
 		}
 		c.rts = nil
 	}
+	parallelFor(len(rts), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if l := &rts[i]; l.th >= 0 {
+				l.op = enclosing(thLo[l.th], thLo[l.th+1], l.ts, opSpan, parent)
+			}
+		}
+	})
 	for i := range t.Threads {
 		slices.Sort(t.Threads[i].Syncs)
 	}
@@ -426,7 +432,7 @@ func buildPython(t *Trace, chunks []*chunk, local [][]int32, keys []threadKey, k
 			pk = append(pk, pyKey{local[ci][p.thread], int32(ci), int32(i), p.ts, p.dur})
 		}
 	}
-	slices.SortFunc(pk, func(x, y pyKey) int {
+	pk = sortParallel(pk, func(x, y pyKey) int {
 		if x.group != y.group {
 			return cmp.Compare(x.group, y.group)
 		}
@@ -461,6 +467,33 @@ func buildPython(t *Trace, chunks []*chunk, local [][]int32, keys []threadKey, k
 		t.Python[i].Parent = p
 	}
 	return ranges(len(keys), len(t.Python), func(i int) int32 { return pyGroup[i] })
+}
+
+// sortParallel sorts x by cmp: two halves concurrently, then a merge into a new
+// slice. cmp must be a total order (ties broken by file position) so that the
+// result is the same as a sequential sort.
+func sortParallel[T any](x []T, cmp func(a, b T) int) []T {
+	if len(x) < 1<<16 || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(x, cmp)
+		return x
+	}
+	a, b := x[:len(x)/2], x[len(x)/2:]
+	var wg sync.WaitGroup
+	wg.Go(func() { slices.SortFunc(a, cmp) })
+	slices.SortFunc(b, cmp)
+	wg.Wait()
+	out := make([]T, 0, len(x))
+	for len(a) > 0 && len(b) > 0 {
+		if cmp(b[0], a[0]) < 0 {
+			out = append(out, b[0])
+			b = b[1:]
+		} else {
+			out = append(out, a[0])
+			a = a[1:]
+		}
+	}
+	out = append(out, a...)
+	return append(out, b...)
 }
 
 // parallelFor runs f over [0, n) split into GOMAXPROCS ranges.
@@ -591,20 +624,22 @@ func buildSteps(t *Trace) {
 		}
 		t.Steps = []Step{{Name: "whole trace", Num: -1, Start: lo, Dur: hi - lo}}
 	}
-	for i := range t.Ops {
-		op := &t.Ops[i]
-		j := sort.Search(len(t.Steps), func(k int) bool { return t.Steps[k].Start > op.Start }) - 1
-		for ; j >= 0; j-- {
-			s := &t.Steps[j]
-			if op.Start < s.Start+s.Dur || op.Start == s.Start {
-				op.Step = int32(j)
-				break
-			}
-			if j > 0 && t.Steps[j-1].Start+t.Steps[j-1].Dur <= s.Start {
-				break // steps do not overlap: no earlier one can contain it
+	parallelFor(len(t.Ops), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			op := &t.Ops[i]
+			j := sort.Search(len(t.Steps), func(k int) bool { return t.Steps[k].Start > op.Start }) - 1
+			for ; j >= 0; j-- {
+				s := &t.Steps[j]
+				if op.Start < s.Start+s.Dur || op.Start == s.Start {
+					op.Step = int32(j)
+					break
+				}
+				if j > 0 && t.Steps[j-1].Start+t.Steps[j-1].Dur <= s.Start {
+					break // steps do not overlap: no earlier one can contain it
+				}
 			}
 		}
-	}
+	})
 }
 
 // isDeviceSync reports a runtime call that waits for the whole device.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -457,5 +458,25 @@ func TestOpenGzipMembers(t *testing.T) {
 	var te *Error
 	if !errors.As(err, &te) || !strings.Contains(te.Msg, "gzip") {
 		t.Errorf("truncated gzip: got %v", err)
+	}
+}
+
+func TestSortParallel(t *testing.T) {
+	x := make([][2]int, 200000)
+	seed := uint32(1)
+	for i := range x {
+		seed = seed*1664525 + 1013904223
+		x[i] = [2]int{int(seed >> 20), i} // many equal first fields; second breaks ties
+	}
+	cmp := func(a, b [2]int) int {
+		if a[0] != b[0] {
+			return a[0] - b[0]
+		}
+		return a[1] - b[1]
+	}
+	want := slices.Clone(x)
+	slices.SortFunc(want, cmp)
+	if got := sortParallel(x, cmp); !slices.Equal(got, want) {
+		t.Errorf("sortParallel differs from slices.SortFunc")
 	}
 }
