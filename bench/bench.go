@@ -239,47 +239,6 @@ func Parse(out []byte) (*Result, error) {
 	return res, nil
 }
 
-// SpeedupEager is eager / fused (> 1: the fused kernel is faster); 0 when not timed.
-func (c *Case) SpeedupEager() float64 { return ratio(c.EagerUs, c.FusedUs) }
-
-// SpeedupCompile is torch.compile / fused; 0 when not timed.
-func (c *Case) SpeedupCompile() float64 { return ratio(c.CompileUs, c.FusedUs) }
-
-// FloorRatio is fused / floor (1.0 = at the floor); 0 when not timed.
-func (c *Case) FloorRatio() float64 { return ratio(c.FusedUs, c.FloorUs) }
-
-// PredictionError is (predicted - measured) / measured; NaN-free: 0 when either is missing.
-func (c *Case) PredictionError() float64 {
-	if c.PredictedUs <= 0 || c.FusedUs <= 0 {
-		return 0
-	}
-	return (c.PredictedUs - c.FusedUs) / c.FusedUs
-}
-
-func ratio(a, b float64) float64 {
-	if a <= 0 || b <= 0 {
-		return 0
-	}
-	return a / b
-}
-
-// Verdict is the one-word judgement a report prints next to a case.
-func (c *Case) Verdict() string {
-	switch {
-	case !c.Correct:
-		return "wrong"
-	case c.FusedUs <= 0:
-		return "not timed"
-	case c.SpeedupEager() > 10:
-		return "review" // > 10x over eager is more often a broken measurement than a kernel
-	case c.SpeedupEager() < 1:
-		return "do not ship"
-	case c.CompileUs > 0 && c.SpeedupCompile() < 1 && !Noise(c.FusedUs, c.CompileUs, c.FusedSpread, c.CompileSpread):
-		return "slower than compile"
-	}
-	return "ship"
-}
-
 // Noise reports whether medians a and b differ by less than their runs' spread.
 func Noise(a, b float64, sa, sb []float64) bool {
 	if len(sa) != 2 || len(sb) != 2 {

@@ -186,4 +186,3 @@ func topN(m map[string]*NameTime, order []string, n int) []NameTime {
 	}
 	return out
 }
-

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fuseadvise/fuseadvise/bench"
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
+	"github.com/fuseadvise/fuseadvise/report"
 )
 
 var cmdBench = &Command{
@@ -53,10 +54,10 @@ Without a GPU, bench says so in one line and exits with status 2.`,
 			if err != nil {
 				return err
 			}
-			for i := range res.Cases {
-				c := &res.Cases[i]
-				fmt.Fprintf(env.Stderr, "%-40s %-12s fused %8.1f µs  eager %8.1f  compile %8.1f  floor %7.1f  %s\n",
-					c.Name, c.Dtype, c.FusedUs, c.EagerUs, c.CompileUs, c.FloorUs, c.Verdict())
+			for _, s := range report.Speedups(res) {
+				c := &s.Case
+				fmt.Fprintf(env.Stderr, "%-44s fused %8.1f µs  eager %8.1f  compile %8.1f  floor %7.1f  %5.2fx eager  %5.2fx compile  %s\n",
+					s.Label, c.FusedUs, c.EagerUs, c.CompileUs, c.FloorUs, s.VsEager, s.VsCompile, s.Verdict)
 			}
 			return nil
 		}
@@ -70,4 +71,3 @@ func emitJSON(env *Env, path string, v any) error {
 	}
 	return safefile.Write(path, func(w io.Writer) error { return writeJSON(w, v) })
 }
-

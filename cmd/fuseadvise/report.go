@@ -3,12 +3,7 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 
-	"github.com/fuseadvise/fuseadvise/internal/safefile"
 	"github.com/fuseadvise/fuseadvise/report"
 )
 
@@ -27,12 +22,14 @@ medians with p20/p80, speedups, % of the floor, predicted vs measured) with a ch
 SVG. Speedups above 10x are flagged for review, below 1.0x marked "do not ship", and
 differences inside the measurement spread called noise.
 
-With -o DIR it writes report.md, report.html and report.svg into DIR; without, it prints the
--format report (markdown by default) on standard output.`,
+With -o DIR it writes report.md, report.html, report.svg and (with benchmark results) bench.csv
+in Liger-Kernel's schema into DIR; without, it prints the -format report (markdown by
+default) on standard output.`,
 	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 		p := reportFlags(fs)
 		out := fs.String("o", "", "write report.md, report.html and report.svg into `DIR`")
 		format := fs.String("format", "markdown", "standard output `format`: markdown or html")
+		force := fs.Bool("force", false, "replace an existing -o DIR")
 		return func(ctx context.Context, env *Env, args []string) error {
 			if *format != "markdown" && *format != "md" && *format != "html" {
 				return usagef("unknown -format %q (want markdown or html)", *format)
@@ -42,7 +39,7 @@ With -o DIR it writes report.md, report.html and report.svg into DIR; without, i
 				return err
 			}
 			if *out != "" {
-				return writeReportFiles(*out, in)
+				return report.WriteDir(*out, in, *force)
 			}
 			if *format == "html" {
 				return report.HTML(env.Stdout, in)
@@ -71,20 +68,4 @@ func loadReportInputs(p reportPaths, kernelArgs []string) (report.Inputs, error)
 		}
 	}
 	return report.Load(report.Paths{Analysis: *p.analysis, Verify: *p.verify, Bench: *p.bench, Generated: dirs})
-}
-
-// writeReportFiles writes report.md, report.html and report.svg into dir, each atomically.
-func writeReportFiles(dir string, in report.Inputs) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		name  string
-		write func(io.Writer, report.Inputs) error
-	}{{"report.md", report.Markdown}, {"report.html", report.HTML}, {"report.svg", report.SVG}} {
-		if err := safefile.Write(filepath.Join(dir, f.name), func(w io.Writer) error { return f.write(w, in) }); err != nil {
-			return fmt.Errorf("%s: %v", filepath.Join(dir, f.name), err)
-		}
-	}
-	return nil
 }

@@ -27,7 +27,7 @@ var cmdRun = &Command{
 	2. gen       one kernel folder per opportunity   DIR/kernels/<name>/
 	3. verify    each kernel in Triton's interpreter DIR/verify.json
 	4. bench     on the GPU, when there is one       DIR/bench.json
-	5. report    report and chart                    DIR/report.md, report.html, report.svg
+	5. report    report and chart                    DIR/report/report.html, .md, .svg, bench.csv
 	6. pr        the PR-ready folder                 DIR/pr/
 
 DIR appears complete or not at all. -bench auto (the default) benchmarks when a CUDA GPU is
@@ -66,7 +66,7 @@ which), 2 for bad input or environment, 0 otherwise.`,
 			if err != nil {
 				return err
 			}
-			r.progress("done: %s (open %s)", *out, filepath.Join(*out, "report.html"))
+			r.progress("done: %s (open %s)", *out, filepath.Join(*out, "report", "report.html"))
 			return failed
 		}
 	},
@@ -196,7 +196,7 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeReportFiles(dir, in); err != nil {
+	if err := report.WriteDir(filepath.Join(dir, "report"), in, false); err != nil {
 		return nil, err
 	}
 
