@@ -80,6 +80,9 @@ func readRef(t *testing.T, path string) []refEvent {
 }
 
 func TestAgainstReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decodes every shared trace with encoding/json (slow)")
+	}
 	for _, p := range sharedTraces(t) {
 		t.Run(traceName(p), func(t *testing.T) {
 			tr, err := Open(p)
