@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The H200 benchmark matrix behind docs/benchmarks/h200.{json,md}: every kernel folder of the
+# benchmark anchors (fuseadvise gen -anchors: the shapes of the project's H200 reference
+# timings, plus large and decode-size cases of the other patterns) and of every opportunity
+# fuseadvise finds in the shared H200 traces, measured by fuseadvise bench.
+#
+#   scripts/bench-h200.sh prepare DIR   # here: build a static fuseadvise into DIR and
+#                                       # generate the kernel folders into DIR/matrix
+#   scripts/bench-h200.sh run DIR OUT   # on the GPU machine (no Go there): bench them all,
+#                                       # split over every visible GPU, into OUT/h200.json
+#
+# The GPU machine has torch and triton in its python3 (torch 2.11.0, triton 3.6.0 there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+case "${1:-}" in
+prepare)
+  dir=${2:?usage: bench-h200.sh prepare DIR}
+  rm -rf "$dir/matrix"
+  mkdir -p "$dir/matrix"
+  CGO_ENABLED=0 go build -o "$dir/fuseadvise" ./cmd/fuseadvise
+  "$dir/fuseadvise" gen -anchors -o "$dir/matrix/anchors" >/dev/null
+  traces=${FUSEADVISE_SHARED:-../shared}/traces/h200
+  for t in "$traces"/*.json.gz; do
+    case "$t" in *.et.json.gz) continue ;; esac
+    name=$(basename "$t" .json.gz)
+    "$dir/fuseadvise" gen -o "$dir/matrix/$name" "$t" >/dev/null 2>"$dir/matrix/$name.skipped" || true
+  done
+  find "$dir/matrix" -name case.py | wc -l | xargs echo "kernel folders:" >&2
+  ;;
+run)
+  dir=${2:?usage: bench-h200.sh run DIR OUT}
+  out=${3:?usage: bench-h200.sh run DIR OUT}
+  gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+  mapfile -t folders < <(find "$dir/matrix" -name case.py -printf '%h\n' | sort)
+  echo "benchmarking ${#folders[@]} kernel folders on $gpus GPU(s)" >&2
+  FUSEADVISE_PYTHON=python3 "$dir/fuseadvise" bench -gpus "$gpus" -repeats "${REPEATS:-3}" \
+    -timeout "${TIMEOUT:-9m}" -o "$out/h200.json" "${folders[@]}"
+  ;;
+*)
+  echo "usage: bench-h200.sh prepare DIR | run DIR OUT" >&2
+  exit 2
+  ;;
+esac
