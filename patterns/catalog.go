@@ -117,7 +117,7 @@ type Params struct {
 	MaskDType   DType    `json:"mask_dtype,omitempty"`  // the mask's element type
 	ScaleOp     string   `json:"scale_op,omitempty"`    // "mul" | "div" when a scale precedes the mask
 	Scale       *float64 `json:"scale,omitempty"`       // the scale op's scalar operand as recorded: multiply by it ("mul") or divide by it ("div")
-	SoftmaxDim  *int64   `json:"softmax_dim,omitempty"` // softmax dim (normalized, >= 0)
+	SoftmaxDim  *int64   `json:"softmax_dim,omitempty"` // softmax dim (normalized, >= 0) of dims[0]
 	Attention   bool     `json:"attention,omitempty"`   // a GEMM feeds the scores and one reads the probabilities
 	Eps         *float64 `json:"eps,omitempty"`         // norm epsilon when recorded
 	P           *float64 `json:"p,omitempty"`           // dropout probability
@@ -454,6 +454,9 @@ func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
 	out := mv.dims
 	var p Params
 	dd := int64(d)
+	if !eqDims(out, x) {
+		dd = int64(len(out) - 1) // the last dim, on the mask op's shape (dims[0])
+	}
 	p.SoftmaxDim = &dd
 	scoresPos := -1
 	maskPos := -1
