@@ -231,7 +231,7 @@ func build(r *rawTrace) (*Trace, string) {
 			if l.th >= 0 && isDeviceSync(name) {
 				t.Threads[l.th].Syncs = append(t.Threads[l.th].Syncs, l.ts)
 			}
-			if rt.corr >= 0 {
+			if rt.corr > 0 { // CUPTI correlation ids start at 1
 				if _, dup := corr[rt.corr]; !dup {
 					corr[rt.corr] = int32(len(rts))
 				}
@@ -275,14 +275,14 @@ func build(r *rawTrace) (*Trace, string) {
 	})
 	perCorr := map[int64]int32{}
 	for i := range t.Acts {
-		if a := &t.Acts[i]; a.Kind == ActKernel && a.Correlation >= 0 {
+		if a := &t.Acts[i]; a.Kind == ActKernel && a.Correlation > 0 {
 			perCorr[a.Correlation]++
 		}
 	}
 	noOp := 0
 	for i := range t.Acts {
 		a := &t.Acts[i]
-		if a.Correlation < 0 {
+		if a.Correlation <= 0 {
 			continue
 		}
 		ri, ok := corr[a.Correlation]

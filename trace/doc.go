@@ -30,9 +30,10 @@
 //     one read-only []Input.
 //   - Acts: kernels, memcpys and memsets sorted by start. Act.Op is found by correlation:
 //     activity -> the runtime event with the same correlation (cuda_runtime,
-//     cuda_driver, hip*) -> the innermost op enclosing the launch on its pid/tid. External
-//     id is kept only as a cross-check. Op.Acts lists the activities an op launched
-//     directly; CUDA-graph launches (one correlation, many kernels) set Act.Graph.
+//     cuda_driver, hip*) -> the innermost op enclosing the launch on its pid/tid
+//     (correlation 0 counts as none). External id is kept only as a cross-check.
+//     Op.Acts lists the activities an op launched directly; CUDA-graph launches (one
+//     correlation, many kernels) set Act.Graph.
 //   - Fwd/Bwd: fwdbwd (fwd_bwd, forward_backward) flows bound by (pid, tid, ts) when
 //     the trace has them, else sequence numbers (latest-starting forward and backward
 //     op of each number).
