@@ -221,6 +221,16 @@ func TestSyntheticChains(t *testing.T) {
 			{name: "to", in: []string{"f32:8x128x768", "=6", "=False", "=False", ""}},
 			{name: "mul", in: []string{"f32:768", "f32:8x128x768"}},
 		}, map[string]int{"rmsnorm_pyops": 1}},
+		{"gemma rmsnorm (1 + weight)", []op{
+			{name: "linear", in: []string{"f32:8x128x768", "f32:768x768", ""}},
+			{name: "pow", in: []string{"f32:8x128x768", "=2"}},
+			{name: "mean", in: []string{"f32:8x128x768", "=[-1]", "=True", ""}},
+			{name: "add", in: []string{"f32:8x128x1", "#", "=1"}},
+			{name: "rsqrt", in: []string{"f32:8x128x1"}},
+			{name: "mul", in: []string{"f32:8x128x768", "f32:8x128x1"}},
+			{name: "add", in: []string{"f32:768", "#", "=1"}},
+			{name: "mul", in: []string{"f32:8x128x768", "f32:768"}},
+		}, map[string]int{"rmsnorm_pyops": 1}},
 		{"mean over a non-last dim is not rmsnorm", []op{
 			{name: "linear", in: []string{"f32:8x128x768", "f32:768x768", ""}},
 			{name: "pow", in: []string{"f32:8x128x768", "=2"}},
@@ -328,5 +338,50 @@ func TestBiasDropoutAddParams(t *testing.T) {
 	if o.Pattern != "dropout_add" || g.Params.Bias == nil || !*g.Params.Bias || g.Params.P == nil || *g.Params.P != 0.1 ||
 		len(g.Dims) != 3 || o.Kernels != 3 || g.Bytes != 1024*768*(2+2+2+1)+768*2 {
 		t.Errorf("%s: params %+v dims %v kernels %d bytes %d", o.Pattern, g.Params, g.Dims, o.Kernels, g.Bytes)
+	}
+}
+
+func TestRMSNormCasting(t *testing.T) {
+	norm := []op{
+		{name: "linear", in: []string{"bf16:8x128x768", "bf16:768x768", ""}},
+		{name: "to", in: []string{"bf16:8x128x768", "=6", "=False", "=False", ""}},
+		{name: "pow", in: []string{"f32:8x128x768", "=2"}},
+		{name: "mean", in: []string{"f32:8x128x768", "=[-1]", "=True", ""}},
+		{name: "add", in: []string{"f32:8x128x1", "#", "=1"}},
+		{name: "rsqrt", in: []string{"f32:8x128x1"}},
+		{name: "mul", in: []string{"f32:8x128x768", "f32:8x128x1"}},
+	}
+	tests := []struct {
+		name, casting string
+		dtype         DType
+		tail          []op
+	}{
+		{"llama", "llama", BF16, []op{
+			{name: "to", in: []string{"f32:8x128x768", "=15", "=False", "=False", ""}},
+			{name: "mul", in: []string{"bf16:768", "bf16:8x128x768"}},
+		}},
+		{"gemma", "gemma", BF16, []op{
+			{name: "add", in: []string{"f32:768", "#", "=1"}},
+			{name: "mul", in: []string{"f32:8x128x768", "f32:768"}},
+		}},
+		{"none", "none", BF16, []op{
+			{name: "mul", in: []string{"f32:768", "f32:8x128x768"}},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := append(append([]op(nil), norm...), tc.tail...)
+			r, err := Analyze([]*trace.Trace{synth(ops...)}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Opportunities) != 1 || r.Opportunities[0].Pattern != "rmsnorm_pyops" {
+				t.Fatalf("got %+v", r.Opportunities)
+			}
+			g := r.Opportunities[0].Shapes[0]
+			if g.Params.Casting != tc.casting || g.DType != tc.dtype || g.Rows != 8*128 || g.Cols != 768 {
+				t.Errorf("casting %q dtype %s rows %d cols %d; want %q %s 1024 768", g.Params.Casting, g.DType, g.Rows, g.Cols, tc.casting, tc.dtype)
+			}
+		})
 	}
 }
