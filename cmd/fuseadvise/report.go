@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 
 	"github.com/fuseadvise/fuseadvise/report"
 )
@@ -20,7 +21,9 @@ It shows the trace summary, the ranked opportunities with their source lines and
 was generated, the verification results, and the speedup table (fused / eager / torch.compile
 medians with p20/p80, speedups, % of the floor, predicted vs measured) with a chart drawn as
 SVG. Speedups above 10x are flagged for review, below 1.0x marked "do not ship", and
-differences inside the measurement spread called noise.
+differences inside the measurement spread called noise. -targets appends the check against
+the project's performance targets (fused / floor, vs torch.compile and eager, GEMM patterns
+vs the GEMM alone, decode-size launches, predicted vs measured).
 
 With -o DIR it writes report.md, report.html, report.svg and (with benchmark results) bench.csv
 in Liger-Kernel's schema into DIR; without, it prints the -format report (markdown by
@@ -30,6 +33,7 @@ default) on standard output.`,
 		out := fs.String("o", "", "write report.md, report.html and report.svg into `DIR`")
 		format := fs.String("format", "markdown", "standard output `format`: markdown or html")
 		force := fs.Bool("force", false, "replace an existing -o DIR")
+		targets := fs.Bool("targets", false, "append the check of the benchmark against the project's performance targets (markdown)")
 		return func(ctx context.Context, env *Env, args []string) error {
 			if *format != "markdown" && *format != "md" && *format != "html" {
 				return usagef("unknown -format %q (want markdown or html)", *format)
@@ -44,7 +48,14 @@ default) on standard output.`,
 			if *format == "html" {
 				return report.HTML(env.Stdout, in)
 			}
-			return report.Markdown(env.Stdout, in)
+			if err := report.Markdown(env.Stdout, in); err != nil {
+				return err
+			}
+			if *targets {
+				fmt.Fprint(env.Stdout, "\n## Performance targets\n\n")
+				return report.WriteTargets(env.Stdout, in.Bench)
+			}
+			return nil
 		}
 	},
 }

@@ -1,0 +1,189 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+
+	"github.com/fuseadvise/fuseadvise/bench"
+)
+
+// The project's performance targets for generated kernels on the benchmark matrix.
+const (
+	FloorRatioMax    = 1.11 // memory-bound cases at large shapes: fused <= 1.11x the floor (>= 90% of copy bandwidth)
+	LargeFloorUs     = 20.0 // "large": the floor is at least this long (about 85 MB moved on an H200)
+	VsCompileMin     = 1.0  // every case at least as fast as torch.compile
+	VsCompileGeomean = 1.5  // geometric mean over torch.compile
+	VsEagerGeomean   = 2.5  // geometric mean over eager ATen
+	GemmRatioMax     = 1.03 // GEMM patterns: fused <= 1.03x the GEMM alone
+	DecodeMaxRows    = 32   // decode-size: M <= 32 rows
+	DecodeMaxUs      = 6.0  // decode-size: one launch, <= 6 us
+	PredErrMax       = 0.20 // every case: |predicted - measured| / measured <= 20%
+	PredErrMedianMax = 0.10 // median of |error| <= 10%
+)
+
+// gemmPattern reports whether a pattern's fused kernel contains a GEMM.
+func gemmPattern(p string) bool { return p == "linear_gelu" || p == "layernorm_linear" }
+
+// rows is M: the product of the main input's dims but the last.
+func rows(c *bench.Case) int64 {
+	if len(c.Shape) == 0 {
+		return 0
+	}
+	m := int64(1)
+	for _, d := range c.Shape[:len(c.Shape)-1] {
+		m *= d
+	}
+	return m
+}
+
+// Target is one checked target: what was asked, what was measured, and the cases that miss it.
+type Target struct {
+	Name   string
+	Want   string
+	Got    string
+	Cases  int // cases the target applies to
+	Met    bool
+	Misses []string
+}
+
+// Targets checks r against the performance targets. Cases that failed their GPU check or
+// were not timed count as misses of every target they fall under.
+func Targets(r *bench.Result) []Target {
+	if r == nil {
+		return nil
+	}
+	var floor, compileEach, gemm, decode, pred Target
+	floor = Target{Name: "memory-bound, large shapes: fused / floor", Want: fmt.Sprintf("<= %.2fx", FloorRatioMax)}
+	compileEach = Target{Name: "every case vs torch.compile", Want: fmt.Sprintf(">= %.1fx", VsCompileMin)}
+	gemm = Target{Name: "GEMM patterns: fused / GEMM alone", Want: fmt.Sprintf("<= %.2fx", GemmRatioMax)}
+	decode = Target{Name: fmt.Sprintf("decode size (M <= %d): one launch, fused time", DecodeMaxRows), Want: fmt.Sprintf("1 launch, <= %.0f µs", DecodeMaxUs)}
+	pred = Target{Name: "predicted vs measured fused time", Want: fmt.Sprintf("each |err| <= %.0f%%, median <= %.0f%%", 100*PredErrMax, 100*PredErrMedianMax)}
+	var logC, logE []float64
+	var worstFloor, worstGemm, worstDecode, minCompile float64
+	minCompile = math.Inf(1)
+	var errs []float64
+	for _, s := range Speedups(r) {
+		c := s.Case
+		label := s.Label + " (" + s.Sub + ")"
+		timed := c.Correct && c.FusedUs > 0
+		if !gemmPattern(c.Pattern) && c.FloorUs >= LargeFloorUs {
+			floor.Cases++
+			ratio := 0.0
+			if timed {
+				ratio = c.FusedUs / c.FloorUs
+				worstFloor = max(worstFloor, ratio)
+			}
+			if !timed || ratio > FloorRatioMax {
+				floor.Misses = append(floor.Misses, fmt.Sprintf("%s %.2fx", label, ratio))
+			}
+		}
+		compileEach.Cases++
+		if timed && s.VsCompile > 0 {
+			logC = append(logC, math.Log(s.VsCompile))
+			minCompile = min(minCompile, s.VsCompile)
+		}
+		if timed && s.VsEager > 0 {
+			logE = append(logE, math.Log(s.VsEager))
+		}
+		if !timed || s.VsCompile < VsCompileMin && !s.CompileNoise {
+			compileEach.Misses = append(compileEach.Misses, fmt.Sprintf("%s %.2fx", label, s.VsCompile))
+		}
+		if gemmPattern(c.Pattern) {
+			gemm.Cases++
+			ratio := 0.0
+			if timed && c.GemmOnlyUs > 0 {
+				ratio = c.FusedUs / c.GemmOnlyUs
+				worstGemm = max(worstGemm, ratio)
+			}
+			if ratio == 0 || ratio > GemmRatioMax {
+				gemm.Misses = append(gemm.Misses, fmt.Sprintf("%s %.2fx", label, ratio))
+			}
+		}
+		if m := rows(&c); m > 0 && m <= DecodeMaxRows {
+			decode.Cases++
+			if timed {
+				worstDecode = max(worstDecode, c.FusedUs)
+			}
+			if !timed || c.Launches != 1 || c.FusedUs > DecodeMaxUs {
+				decode.Misses = append(decode.Misses, fmt.Sprintf("%s %.1f µs, %d launch(es)", label, c.FusedUs, c.Launches))
+			}
+		}
+		if c.PredictedUs > 0 {
+			pred.Cases++
+			e := 0.0
+			if timed {
+				e = (c.PredictedUs - c.FusedUs) / c.FusedUs
+				errs = append(errs, math.Abs(e))
+			}
+			if !timed || math.Abs(e) > PredErrMax {
+				pred.Misses = append(pred.Misses, fmt.Sprintf("%s %+.0f%%", label, 100*e))
+			}
+		}
+	}
+	geo := func(l []float64) float64 {
+		if len(l) == 0 {
+			return 0
+		}
+		s := 0.0
+		for _, v := range l {
+			s += v
+		}
+		return math.Exp(s / float64(len(l)))
+	}
+	floor.Got, floor.Met = fmt.Sprintf("worst %.2fx", worstFloor), len(floor.Misses) == 0
+	if math.IsInf(minCompile, 1) {
+		minCompile = 0
+	}
+	compileEach.Got, compileEach.Met = fmt.Sprintf("worst %.2fx", minCompile), len(compileEach.Misses) == 0
+	gc, ge := geo(logC), geo(logE)
+	geoC := Target{Name: "geometric mean vs torch.compile", Want: fmt.Sprintf(">= %.1fx", VsCompileGeomean),
+		Got: fmt.Sprintf("%.2fx over %d cases", gc, len(logC)), Cases: len(logC), Met: gc >= VsCompileGeomean}
+	geoE := Target{Name: "geometric mean vs eager ATen", Want: fmt.Sprintf(">= %.1fx", VsEagerGeomean),
+		Got: fmt.Sprintf("%.2fx over %d cases", ge, len(logE)), Cases: len(logE), Met: ge >= VsEagerGeomean}
+	gemm.Got, gemm.Met = fmt.Sprintf("worst %.2fx", worstGemm), len(gemm.Misses) == 0
+	decode.Got, decode.Met = fmt.Sprintf("worst %.1f µs", worstDecode), len(decode.Misses) == 0
+	med := 0.0
+	if len(errs) > 0 {
+		slices.Sort(errs)
+		med = errs[len(errs)/2]
+	}
+	pred.Got = fmt.Sprintf("median |err| %.0f%%", 100*med)
+	pred.Met = len(pred.Misses) == 0 && med <= PredErrMedianMax
+	return []Target{floor, compileEach, geoC, geoE, gemm, decode, pred}
+}
+
+// WriteTargets writes the targets as a markdown table, then each missed target's cases.
+func WriteTargets(w io.Writer, r *bench.Result) error {
+	ts := Targets(r)
+	if ts == nil {
+		_, err := fmt.Fprintln(w, "No benchmark results: no target can be checked.")
+		return err
+	}
+	fmt.Fprintln(w, "| target | wanted | measured | cases | met |")
+	fmt.Fprintln(w, "|---|---|---|---:|---|")
+	for _, t := range ts {
+		met := "yes"
+		switch {
+		case !t.Met && len(t.Misses) > 0:
+			met = fmt.Sprintf("**no** (%d of %d)", len(t.Misses), t.Cases)
+		case !t.Met:
+			met = "**no**"
+		}
+		if t.Cases == 0 {
+			met = "no case"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s |\n", mdText(t.Name), mdText(t.Want), mdText(t.Got), t.Cases, met)
+	}
+	for _, t := range ts {
+		if len(t.Misses) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nMissed — %s (%s):\n\n", mdText(t.Name), mdText(t.Want))
+		for _, m := range t.Misses {
+			fmt.Fprintf(w, "- %s\n", mdText(m))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/bench"
+)
+
+func TestTargets(t *testing.T) {
+	r := &bench.Result{GPU: "NVIDIA H200", Cases: []bench.Case{
+		// large memory-bound, at 1.07x the floor, 3.6x eager, 1.5x compile, predicted +4%
+		{Pattern: "bias_gelu", Name: "a", Shape: []int64{8192, 16384}, Dtype: "bf16", Correct: true,
+			FusedUs: 135, EagerUs: 493, CompileUs: 208, FloorUs: 126.5, PredictedUs: 140, Launches: 1},
+		// large, 1.5x the floor (a miss), slower than compile (a miss), predicted -30% (a miss)
+		{Pattern: "bias_gelu", Name: "b", Shape: []int64{8192, 16384}, Dtype: "bf16", Correct: true,
+			FusedUs: 190, EagerUs: 493, CompileUs: 180, FloorUs: 126.5, PredictedUs: 133, Launches: 1},
+		// decode size with two launches (a miss)
+		{Pattern: "swiglu", Name: "c", Shape: []int64{32, 11008}, Dtype: "fp16", Correct: true,
+			FusedUs: 3, EagerUs: 9, CompileUs: 6, FloorUs: 0.5, Launches: 2},
+		// GEMM at 1.02x the GEMM alone
+		{Pattern: "layernorm_linear", Name: "d", Shape: []int64{8192, 4096}, Dtype: "bf16", Correct: true,
+			FusedUs: 413, EagerUs: 452, CompileUs: 445, FloorUs: 404, GemmOnlyUs: 405, Launches: 2},
+	}}
+	got := map[string]Target{}
+	for _, tg := range Targets(r) {
+		got[tg.Name] = tg
+	}
+	check := func(name string, met bool, misses int, cases int) {
+		t.Helper()
+		tg, ok := got[name]
+		if !ok {
+			t.Fatalf("no target %q", name)
+		}
+		if tg.Met != met || len(tg.Misses) != misses || tg.Cases != cases {
+			t.Errorf("%s: met %v misses %v cases %d, want met %v, %d misses, %d cases", name, tg.Met, tg.Misses, tg.Cases, met, misses, cases)
+		}
+	}
+	check("memory-bound, large shapes: fused / floor", false, 1, 2)
+	check("every case vs torch.compile", false, 1, 4)
+	check("GEMM patterns: fused / GEMM alone", true, 0, 1)
+	check("decode size (M <= 32): one launch, fused time", false, 1, 1)
+	check("predicted vs measured fused time", false, 1, 2)
+	if g := got["geometric mean vs eager ATen"]; !strings.HasPrefix(g.Got, "2.36x") || g.Met {
+		// (493/135 * 493/190 * 9/3 * 452/413)^(1/4) = 2.36
+		t.Errorf("geomean vs eager: %+v", g)
+	}
+	var b strings.Builder
+	if err := WriteTargets(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`| memory-bound, large shapes: fused / floor | \<= 1.11x | worst 1.50x | 2 | **no** (1 of 2) |`, "| geometric mean vs eager ATen | \\>= 2.5x | 2.36x over 4 cases | 4 | **no** |", "- b (", "1.50x"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, b.String())
+		}
+	}
+}
