@@ -35,6 +35,8 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
+AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 APPROXIMATE = {"none": 0, "tanh": 1}
 
 _RNE_BF16 = tl.constexpr(INTERPRET)
@@ -43,12 +45,14 @@ _RNE_BF16 = tl.constexpr(INTERPRET)
 def _configs():
     if INTERPRET:
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4, num_stages=1)]
-    tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), after the Triton matmul tutorial
-        (128, 256, 64, 3, 8), (128, 128, 64, 4, 8), (128, 128, 32, 4, 4), (64, 256, 32, 4, 4),
-        (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 64, 4, 4), (32, 64, 32, 5, 2), (16, 128, 64, 4, 4),
+    tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), after the Triton
+        # matmul tutorial; the first fits shared memory for fp32 too (FUSEADVISE_AUTOTUNE=0)
+        (64, 128, 32, 4, 4), (128, 256, 64, 3, 8), (128, 128, 64, 4, 8), (128, 128, 32, 4, 4),
+        (64, 256, 32, 4, 4), (128, 64, 32, 4, 4), (64, 64, 64, 4, 4), (32, 64, 32, 5, 2), (16, 128, 64, 4, 4),
     ]
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w)
-            for m, n, k, s, w in tiles]
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w)
+               for m, n, k, s, w in tiles]
+    return configs if AUTOTUNE else configs[:1]
 
 
 @triton.jit

@@ -39,6 +39,8 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
+AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 MAX_BLOCK_N = 128 if INTERPRET else 8192
 MASK_KINDS = {"none": 0, "bool": 1, "additive": 2, "causal": 3}
 
@@ -48,7 +50,8 @@ _RNE_BF16 = tl.constexpr(INTERPRET)
 def _configs():
     if INTERPRET:
         return [triton.Config({}, num_warps=4, num_stages=1)]
-    return [triton.Config({}, num_warps=w, num_stages=1) for w in (1, 2, 4, 8, 16)]
+    configs = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 1, 2, 8, 16)]
+    return configs if AUTOTUNE else configs[:1]
 
 
 @triton.jit

@@ -22,6 +22,8 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
+AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 
 # Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
 _RNE_BF16 = tl.constexpr(INTERPRET)
@@ -32,7 +34,8 @@ def _configs():
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 64}, num_warps=4, num_stages=1)]
     tiles = [(1, 1024, 4), (4, 256, 4), (8, 128, 4), (16, 128, 4), (4, 1024, 8),
              (8, 512, 8), (32, 64, 4), (2, 2048, 8)]
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=1) for m, n, w in tiles]
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=1) for m, n, w in tiles]
+    return configs if AUTOTUNE else configs[:1]
 
 
 @triton.jit
