@@ -13,6 +13,7 @@ import (
 
 	"github.com/fuseadvise/fuseadvise/codegen"
 	"github.com/fuseadvise/fuseadvise/internal/pyenv"
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
 // fakeRunner replays recorded harness output, so bench's Go side is tested without a GPU.
@@ -179,5 +180,30 @@ func TestSplitOverGPUsKeepsOrder(t *testing.T) {
 		if e.gpuOf[n] != want {
 			t.Errorf("%s ran with %q, want %q", n, e.gpuOf[n], want)
 		}
+	}
+}
+
+func TestPredict(t *testing.T) {
+	r := &Result{GPU: "NVIDIA H200", Cases: []Case{
+		{Pattern: "bias_gelu", Correct: true, Bytes: 536903680},
+		{Pattern: "swiglu", Correct: true, Bytes: 1 << 20, PredictedUs: 7},
+		{Pattern: "layernorm_linear", Correct: true, Dtype: "bf16", Bytes: 1, GemmOnlyUs: 400,
+			Shapes: [][]int64{{8192, 4096}, {4096, 4096}, {4096}}},
+		{Pattern: "dropout_add", Correct: false, Bytes: 1 << 20},
+	}}
+	Predict(r, patterns.DefaultCostModel())
+	c := r.Cases
+	if want := 536903680/4250e3 + 2; c[0].PredictedFrom != FromCostModel || c[0].PredictedUs != want {
+		t.Errorf("memory-bound: %v %q, want %v", c[0].PredictedUs, c[0].PredictedFrom, want)
+	}
+	if c[1].PredictedUs != 7 || c[1].PredictedFrom != FromAnalysis {
+		t.Errorf("an analysis prediction was replaced: %+v", c[1])
+	}
+	// GEMM kept as measured + stats pass (8192*4096*2 + 8*8192 bytes) + one kernel overhead
+	if want := 400 + float64(8192*4096*2+8*8192)/4250e3 + 2; c[2].PredictedUs != want {
+		t.Errorf("layernorm_linear: %v, want %v", c[2].PredictedUs, want)
+	}
+	if c[3].PredictedUs != 0 {
+		t.Errorf("a case that failed its GPU check got a prediction: %v", c[3].PredictedUs)
 	}
 }

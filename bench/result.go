@@ -39,9 +39,10 @@ type Case struct {
 	CompileP20    float64   `json:"compile_p20_us"`
 	CompileP80    float64   `json:"compile_p80_us"`
 	CompileMaxUs  float64   `json:"compile_max_autotune_us,omitempty"`
-	GemmOnlyUs    float64   `json:"gemm_only_us,omitempty"` // GEMM patterns: the GEMM alone
-	FloorUs       float64   `json:"floor_us"`               // fewest bytes / copy bandwidth (or FLOPs / GEMM rate)
-	PredictedUs   float64   `json:"predicted_us,omitempty"` // the analyzer's estimate of the fused time
+	GemmOnlyUs    float64   `json:"gemm_only_us,omitempty"`   // GEMM patterns: the GEMM alone
+	FloorUs       float64   `json:"floor_us"`                 // fewest bytes / copy bandwidth (or FLOPs / GEMM rate)
+	PredictedUs   float64   `json:"predicted_us,omitempty"`   // the analyzer's estimate of the fused time
+	PredictedFrom string    `json:"predicted_from,omitempty"` // FromAnalysis or FromCostModel
 	Bytes         int64     `json:"bytes"`
 	Flops         float64   `json:"flops,omitempty"`
 	Launches      int       `json:"launches"` // kernel launches of the fused version

@@ -317,3 +317,42 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 	e.savingUs = max(e.gpuUs-e.fusedUs, 0)
 	return e
 }
+
+// Shape is one fused call described by what the cost model needs, for estimates made
+// without a trace (the benchmark's cases): the chain's fewest bytes, and for GEMM patterns
+// the GEMM's measured time and the bytes fusion adds to it.
+type Shape struct {
+	Pattern string
+	Bytes   int64   // fewest bytes the fused memory-bound kernel moves (memory-bound patterns)
+	GemmUs  float64 // GEMM patterns: the GEMM's measured time, as a trace would show it
+	// ExtraBytes, for GEMM patterns: layernorm_linear's stats pass reads x and writes
+	// mean/rstd; linear_gelu's epilogue touches the GEMM output once.
+	ExtraBytes int64
+}
+
+// FusedUs estimates one fused call on device (a deviceProperties name, e.g. "NVIDIA H200")
+// with the same rules as an analysis: memory-bound chains take Bytes / bandwidth plus one
+// kernel's overhead; layernorm_linear keeps the GEMM and adds its stats pass as a kernel;
+// linear_gelu keeps the GEMM and adds EpilogueOverhead of one pass over its output. The
+// bandwidth is m.BandwidthGBs, else the device table's; ok is false when neither is known.
+func (m CostModel) FusedUs(device string, s Shape) (us float64, ok bool) {
+	m = m.withDefaults()
+	bw, overhead := m.BandwidthGBs, m.KernelOverheadUs
+	if bw <= 0 {
+		d, found := m.device(device)
+		if !found {
+			return 0, false
+		}
+		bw = d.BandwidthGBs * d.Efficiency
+	}
+	if overhead <= 0 {
+		overhead = m.DefaultKernelOverheadUs
+	}
+	switch s.Pattern {
+	case "layernorm_linear":
+		return s.GemmUs + float64(s.ExtraBytes)/(bw*1e3) + overhead, s.GemmUs > 0
+	case "linear_gelu":
+		return s.GemmUs + m.EpilogueOverhead*float64(s.ExtraBytes)/(bw*1e3), s.GemmUs > 0
+	}
+	return float64(s.Bytes)/(bw*1e3) + overhead, true
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fuseadvise/fuseadvise/bench"
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
+	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/report"
 )
 
@@ -46,6 +47,9 @@ Without a GPU, bench says so in one line and exits with status 2.`,
 				Python: *python, MaxAutotune: *maxAT, Repeats: *repeats, Timeout: *timeout, GPUs: *gpus,
 				Getenv: env.Getenv, Stderr: env.Stderr,
 			})
+			if res != nil {
+				bench.Predict(res, patterns.DefaultCostModel())
+			}
 			if res != nil && len(res.Cases) > 0 {
 				if werr := emitJSON(env, *out, res); werr != nil {
 					return werr

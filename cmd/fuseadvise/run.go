@@ -13,6 +13,7 @@ import (
 
 	"github.com/fuseadvise/fuseadvise/bench"
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
+	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/report"
 	"github.com/fuseadvise/fuseadvise/verify"
 )
@@ -179,6 +180,7 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 		case err != nil:
 			return nil, err
 		default:
+			bench.Predict(res, patterns.DefaultCostModel())
 			paths.Bench = filepath.Join(dir, "bench.json")
 			if err := safefile.Write(paths.Bench, func(w io.Writer) error { return writeJSON(w, res) }); err != nil {
 				return nil, err

@@ -1,0 +1,61 @@
+package bench
+
+import "github.com/fuseadvise/fuseadvise/patterns"
+
+// Where a case's predicted time came from.
+const (
+	FromAnalysis  = "analysis"   // the analyzer's estimate for the traced chain (manifest.json)
+	FromCostModel = "cost model" // the same cost model applied to the case's shapes after the run
+)
+
+// Predict fills the predicted fused time of every timed case that has none (folders not
+// generated from a trace, such as the benchmark anchors) with the analyzer's cost model for
+// r's GPU: the case's fewest bytes over the model's bandwidth plus its kernel overhead, or,
+// for GEMM patterns, the measured GEMM alone plus what the model says fusion adds, as an
+// analysis does with the GEMM time it reads from a trace.
+func Predict(r *Result, cm patterns.CostModel) {
+	for i := range r.Cases {
+		c := &r.Cases[i]
+		if c.PredictedUs > 0 {
+			if c.PredictedFrom == "" {
+				c.PredictedFrom = FromAnalysis
+			}
+			continue
+		}
+		if !c.Correct || c.Bytes <= 0 {
+			continue
+		}
+		s := patterns.Shape{Pattern: c.Pattern, Bytes: c.Bytes}
+		if c.Pattern == "layernorm_linear" || c.Pattern == "linear_gelu" {
+			m, k, n, es, ok := gemmDims(c)
+			if !ok {
+				continue
+			}
+			s.GemmUs = c.GemmOnlyUs
+			if c.Pattern == "layernorm_linear" {
+				s.ExtraBytes = m*k*es + 8*m // the stats pass: read x, write mean and rstd
+			} else {
+				s.ExtraBytes = m * n * es // the epilogue's pass over the GEMM output
+			}
+		}
+		if us, ok := cm.FusedUs(r.GPU, s); ok {
+			c.PredictedUs, c.PredictedFrom = us, FromCostModel
+		}
+	}
+}
+
+// gemmDims reads M, K, N and the element size of a GEMM case: Shapes[0] is x [..., K] and
+// Shapes[1] the weight [N, K].
+func gemmDims(c *Case) (m, k, n, es int64, ok bool) {
+	if len(c.Shapes) < 2 || len(c.Shapes[0]) == 0 || len(c.Shapes[1]) != 2 {
+		return 0, 0, 0, 0, false
+	}
+	x := c.Shapes[0]
+	m = 1
+	for _, d := range x[:len(x)-1] {
+		m *= d
+	}
+	k, n = x[len(x)-1], c.Shapes[1][0]
+	es = map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[c.Dtype]
+	return m, k, n, es, es > 0
+}
