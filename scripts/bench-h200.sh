@@ -26,6 +26,9 @@ prepare)
     name=$(basename "$t" .json.gz)
     "$dir/fuseadvise" gen -o "$dir/matrix/$name" "$t" >/dev/null 2>"$dir/matrix/$name.skipped" || true
   done
+  # the same case (pattern, dtype, shapes, parameters) found in several traces is measured once
+  find "$dir/matrix" -name case.py -print0 | sort -z | xargs -0 md5sum | awk 'seen[$1]++ {print $2}' |
+    while read -r c; do rm -rf "$(dirname "$c")"; done
   find "$dir/matrix" -name case.py | wc -l | xargs echo "kernel folders:" >&2
   ;;
 run)
