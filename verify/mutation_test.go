@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,12 @@ import (
 
 	"github.com/fuseadvise/fuseadvise/codegen"
 )
+
+var mutPattern = flag.String("mutations.pattern", "", "TestMutations: run only these patterns' mutants (comma-separated)")
+
+func wantPattern(p string) bool {
+	return *mutPattern == "" || strings.Contains(","+*mutPattern+",", ","+p+",")
+}
 
 // survivors are the mutants known to survive, with the reason (docs/verify.md explains
 // each). A mutant that survives and is not listed here fails the suite.
@@ -86,7 +93,9 @@ func TestMutations(t *testing.T) {
 	// baseline: which cases the unmutated kernels fail (reported by TestTemplatesVerify)
 	var dirs []string
 	for _, p := range patterns {
-		dirs = append(dirs, base[p])
+		if wantPattern(p) {
+			dirs = append(dirs, base[p])
+		}
 	}
 	start := time.Now()
 	res, err := Run(context.Background(), dirs, opts)
@@ -114,7 +123,7 @@ func TestMutations(t *testing.T) {
 	covered := map[string]bool{}
 	for _, m := range mutations {
 		bdir, ok := base[m.Pattern]
-		if !ok {
+		if !ok || !wantPattern(m.Pattern) {
 			continue
 		}
 		covered[m.Pattern] = true

@@ -89,14 +89,14 @@ var mutations = func() []mutation {
 		{"dropout_add", "store-unmasked", classTailMask, fwd, "_cast(r + z, Y.dtype.element_ty), mask=mask)", "_cast(r + z, Y.dtype.element_ty))"},
 		{"dropout_add", "bias-by-row", classBiasIndex, fwd, "b = tl.load(B + rn, mask=rn < N, other=0.0)", "b = tl.load(B + rm, mask=rm < N, other=0.0)"},
 		{"dropout_add", "no-rescale", classScale, fwd, "tl.where(keep, scale, 0.0)", "tl.where(keep, 1.0, 0.0)"},
-		{"dropout_add", "keep-inverted", classFormula, "def _keep(", "tl.rand(seed, offs) >= p", "tl.rand(seed, offs) < p"},
+		{"dropout_add", "keep-inverted", classFormula, "def _keep(", "return u.to(tl.float32) >= p * 65536.0", "return u.to(tl.float32) < p * 65536.0"},
 		{"dropout_add", "no-upcast", classUpcast, fwd,
 			"z = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)",
 			"z = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0)"},
 		{"dropout_add", "residual-col-stride-1", classStride, fwd, "rm64 * srm + rn64 * srn", "rm64 * srm + rn64"},
 		{"dropout_add", "x-row-stride-n", classStride, fwd, "rm64 * sxm + rn64 * sxn", "rm64 * N + rn64 * sxn"},
 		{"dropout_add", "grid-floor", classRowLoop, "def _grid(", `triton.cdiv(M, meta["BLOCK_M"])`, `M // meta["BLOCK_M"]`},
-		{"dropout_add", "bwd-no-rescale", classScale, bwd, "p), scale, 0.0)", "p), 1.0, 0.0)"},
+		{"dropout_add", "bwd-no-rescale", classScale, bwd, "BLOCK_N), scale, 0.0)", "BLOCK_N), 1.0, 0.0)"},
 		{"dropout_add", "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 	}...)
 
@@ -174,6 +174,42 @@ var mutations = func() []mutation {
 			"while start < N:\n            cols = start + tl.arange(0, BLOCK_N)\n            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)\n            m_new",
 			"while start < N - BLOCK_N:\n            cols = start + tl.arange(0, BLOCK_N)\n            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)\n            m_new"},
 		{"mask_softmax", "bwd-missing-scale", classScale, "def backward(", "g = g * ctx.scale", "g = g"},
+	}...)
+
+	fwd = "def _linear_gelu_kernel("
+	ms = append(ms, []mutation{
+		{"linear_gelu", "k-mask-le", classMaskLE, fwd, "kmask = (k0 + rk) < K", "kmask = (k0 + rk) <= K"},
+		{"linear_gelu", "store-unmasked", classTailMask, fwd, "z, mask=mask)", "z)"},
+		{"linear_gelu", "bias-by-row", classBiasIndex, fwd, "tl.load(BIAS + rn, mask=rn < N,", "tl.load(BIAS + rm, mask=rm < N,"},
+		{"linear_gelu", "half-missing", classScale, "def _gelu(", "y = 0.5 * x * (1.0 + tl.math.erf(", "y = x * (1.0 + tl.math.erf("},
+		{"linear_gelu", "erf-constant", classScale, "def _gelu(", "tl.math.erf(x * 0.7071067811865476)", "tl.math.erf(x * 0.7978845608028654)"},
+		{"linear_gelu", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=\"ieee\")", "tl.dot(a, b, acc, input_precision=\"ieee\")"},
+		{"linear_gelu", "a-col-stride-1", classStride, fwd, "rk[None, :] * sak", "rk[None, :]"},
+		{"linear_gelu", "w-row-stride-k", classStride, fwd, "rn.to(tl.int64)[None, :] * swn", "rn.to(tl.int64)[None, :] * K"},
+		{"linear_gelu", "a-advance-1", classStride, fwd, "a_ptr += BLOCK_K * sak", "a_ptr += BLOCK_K"},
+		{"linear_gelu", "last-k-block-dropped", classRowLoop, fwd, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
+		{"linear_gelu", "group-overflow", classRowLoop, fwd, "group_m = tl.minimum(num_m - first_m, GROUP_M)", "group_m = GROUP_M"},
+	}...)
+
+	stats := "def _ln_stats_kernel("
+	fwd = "def _ln_linear_kernel("
+	ms = append(ms, []mutation{
+		{"layernorm_linear", "stats-mask-le", classMaskLE, stats, "acc += tl.load(X + cols * sxk, mask=cols < K,", "acc += tl.load(X + cols * sxk, mask=cols <= K,"},
+		{"layernorm_linear", "var-unmasked", classLoadMask, stats, "d = tl.where(cols < K, x - mean, 0.0)", "d = x - mean"},
+		{"layernorm_linear", "mean-over-block", classReduce, stats, "mean = tl.sum(acc, axis=0) / K", "mean = tl.sum(acc, axis=0) / BLOCK_K"},
+		{"layernorm_linear", "mean-as-max", classReduce, stats, "mean = tl.sum(acc, axis=0) / K", "mean = tl.max(acc, axis=0)"},
+		{"layernorm_linear", "eps-dropped", classEps, stats, "/ K + eps))", "/ K))"},
+		{"layernorm_linear", "eps-hardcoded", classEps, "def ln_stats(", "float(eps),", "1e-6,"},
+		{"layernorm_linear", "stats-row-stride-k", classStride, stats, "X += row * sxm", "X += row * K"},
+		{"layernorm_linear", "stats-last-chunk-dropped", classRowLoop, stats, "    start = 0\n    while start < K:\n        cols = start + tl.arange(0, BLOCK_K)\n        acc += ", "    start = 0\n    while start < K - BLOCK_K:\n        cols = start + tl.arange(0, BLOCK_K)\n        acc += "},
+		{"layernorm_linear", "no-rstd", classScale, fwd, "a = (a - mean[:, None]) * rstd[:, None]", "a = a - mean[:, None]"},
+		{"layernorm_linear", "gamma-block-index", classBiasIndex, fwd, "tl.load(G + kk, mask=kmask,", "tl.load(G + rk, mask=kmask,"},
+		{"layernorm_linear", "k-mask-le", classMaskLE, fwd, "kmask = kk < K", "kmask = kk <= K"},
+		{"layernorm_linear", "store-unmasked", classTailMask, fwd, "_cast(acc, Y.dtype.element_ty), mask=mask)", "_cast(acc, Y.dtype.element_ty))"},
+		{"layernorm_linear", "bias-by-row", classBiasIndex, fwd, "tl.load(BIAS + rn, mask=rn < N,", "tl.load(BIAS + rm, mask=rm < N,"},
+		{"layernorm_linear", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=\"ieee\")", "tl.dot(a, b, acc, input_precision=\"ieee\")"},
+		{"layernorm_linear", "a-col-stride-1", classStride, fwd, "rk[None, :] * sak", "rk[None, :]"},
+		{"layernorm_linear", "last-k-block-dropped", classRowLoop, fwd, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
 	}...)
 	return ms
 }()
