@@ -215,7 +215,9 @@ func (c *chunk) parseEvent(sc *scanner, e *event, legacy bool) {
 	}
 	for sc.err == nil {
 		k := sc.str()
-		if !sc.expect(':') {
+		if sc.i < len(sc.s) && sc.s[sc.i] == ':' { // the common case, inline
+			sc.i++
+		} else if !sc.expect(':') {
 			return
 		}
 		switch k {
@@ -246,6 +248,10 @@ func (c *chunk) parseEvent(sc *scanner, e *event, legacy bool) {
 		default:
 			sc.skip()
 		}
+		if sc.i < len(sc.s) && sc.s[sc.i] == ',' {
+			sc.i++
+			continue
+		}
 		switch sc.peek() {
 		case ',':
 			sc.i++
@@ -273,7 +279,9 @@ func (c *chunk) parseArgs(sc *scanner, e *event) {
 	}
 	for sc.err == nil {
 		k := sc.str()
-		if !sc.expect(':') {
+		if sc.i < len(sc.s) && sc.s[sc.i] == ':' { // the common case, inline
+			sc.i++
+		} else if !sc.expect(':') {
 			return
 		}
 		switch k {
@@ -325,6 +333,10 @@ func (c *chunk) parseArgs(sc *scanner, e *event) {
 			}
 		default:
 			sc.skipFast()
+		}
+		if sc.i < len(sc.s) && sc.s[sc.i] == ',' {
+			sc.i++
+			continue
 		}
 		switch sc.peek() {
 		case ',':

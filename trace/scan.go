@@ -36,12 +36,16 @@ func (sc *scanner) failf(off int, format string, args ...any) {
 
 var isSpace = [256]bool{' ': true, '\n': true, '\r': true, '\t': true}
 
-// ws skips JSON whitespace.
+// ws skips JSON whitespace. The check is small enough to be inlined; runs of
+// whitespace go to wsRun.
 func (sc *scanner) ws() {
-	i, s := sc.i, sc.s
-	if i < len(s) && !isSpace[s[i]] {
-		return
+	if sc.i < len(sc.s) && isSpace[sc.s[sc.i]] {
+		sc.wsRun()
 	}
+}
+
+func (sc *scanner) wsRun() {
+	i, s := sc.i+1, sc.s
 	for i < len(s) && isSpace[s[i]] {
 		i++
 		// Indentation: skip runs of spaces 8 bytes at a time.
