@@ -112,24 +112,34 @@ def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, K: tl.constexpr,
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
-    mean = tl.load(MEAN + rm, mask=rm < M, other=0.0)
-    rstd = tl.load(RSTD + rm, mask=rm < M, other=0.0)
-    a_ptr = A + rm.to(tl.int64)[:, None] * sam + rk[None, :] * sak
-    w_ptr = W + rn.to(tl.int64)[None, :] * swn + rk[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
+    mean = tl.load(MEAN + rm % M)
+    rstd = tl.load(RSTD + rm % M)
+    # rows/cols past M/N wrap around (their results are never stored), so only K needs a mask,
+    # and none at all when BLOCK_K divides K (as in the Triton matmul tutorial)
+    ra = (rm % M).to(tl.int64)
+    rb = (rn % N).to(tl.int64)
+    a_ptr = A + ra[:, None] * sam + rk[None, :] * sak
+    w_ptr = W + rb[None, :] * swn + rk[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
     acc = tl.full((BLOCK_M, BLOCK_N), 0, tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
         kmask = kk < K
-        amask = (rm[:, None] < M) & kmask[None, :]
-        a = tl.load(a_ptr, mask=amask, other=0.0).to(tl.float32)
+        if K % BLOCK_K == 0:
+            a = tl.load(a_ptr).to(tl.float32)
+        else:
+            a = tl.load(a_ptr, mask=kmask[None, :], other=0.0).to(tl.float32)
         # normalise on load: (x - mean) * rstd * gamma + beta, rounded like eager's LN output
         a = (a - mean[:, None]) * rstd[:, None]
         if HAS_G:
             a = a * tl.load(G + kk, mask=kmask, other=0.0).to(tl.float32)[None, :]
         if HAS_BETA:
             a = a + tl.load(BETA + kk, mask=kmask, other=0.0).to(tl.float32)[None, :]
-        a = _cast(tl.where(amask, a, 0.0), A.dtype.element_ty)
-        b = tl.load(w_ptr, mask=kmask[:, None] & (rn[None, :] < N), other=0.0)
+        if K % BLOCK_K == 0:
+            a = _cast(a, A.dtype.element_ty)
+            b = tl.load(w_ptr)
+        else:
+            a = _cast(tl.where(kmask[None, :], a, 0.0), A.dtype.element_ty)
+            b = tl.load(w_ptr, mask=kmask[:, None], other=0.0)
         if DOT_F32:
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
         else:

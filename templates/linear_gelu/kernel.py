@@ -96,13 +96,21 @@ def _linear_gelu_kernel(A, W, BIAS, Y, M, N, K: tl.constexpr,
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
-    a_ptr = A + rm.to(tl.int64)[:, None] * sam + rk[None, :] * sak
-    w_ptr = W + rn.to(tl.int64)[None, :] * swn + rk[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
+    # rows/cols past M/N wrap around (their results are never stored), so only K needs a mask,
+    # and none at all when BLOCK_K divides K (as in the Triton matmul tutorial)
+    ra = (rm % M).to(tl.int64)
+    rb = (rn % N).to(tl.int64)
+    a_ptr = A + ra[:, None] * sam + rk[None, :] * sak
+    w_ptr = W + rb[None, :] * swn + rk[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
     acc = tl.full((BLOCK_M, BLOCK_N), 0, tl.float32)
     for k0 in range(0, K, BLOCK_K):
-        kmask = (k0 + rk) < K
-        a = tl.load(a_ptr, mask=(rm[:, None] < M) & kmask[None, :], other=0.0)
-        b = tl.load(w_ptr, mask=kmask[:, None] & (rn[None, :] < N), other=0.0)
+        if K % BLOCK_K == 0:
+            a = tl.load(a_ptr)
+            b = tl.load(w_ptr)
+        else:
+            kmask = (k0 + rk) < K
+            a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)
+            b = tl.load(w_ptr, mask=kmask[:, None], other=0.0)
         if DOT_F32:
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
         else:

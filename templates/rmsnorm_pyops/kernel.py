@@ -5,9 +5,9 @@ Replaces ``to`` -> ``pow`` -> ``mean`` -> ``add`` (eps) -> ``rsqrt`` -> ``mul`` 
 reads x and the weight once per row and writes y (and 4 bytes of rstd per row for backward).
 ``F.rms_norm`` / ``nn.RMSNorm`` are also worth adopting in the model code.
 
-- One program per row; the row is read in BLOCK_N chunks (two passes: sum of squares, then
-  normalise), so rows longer than a block work; BLOCK_N = next_power_of_2(N) capped at 4096 on a
-  GPU. Autotuned over num_warps, keyed on N; one fixed config under ``TRITON_INTERPRET=1``.
+- One program per row. A row that fits one block (BLOCK_N = next_power_of_2(N), capped at 8192
+  on a GPU) is read once and kept in registers; longer rows are read in BLOCK_N chunks (two
+  passes: sum of squares, then normalise). Autotuned over num_warps, keyed on N; one fixed config under ``TRITON_INTERPRET=1``.
 - Casting (``casting=``), matching the model code or bf16 results differ:
   ``"llama"`` (LlamaRMSNorm): variance and normalisation in fp32, the normalised row cast back
   to the input dtype, then multiplied by the weight in ``promote_types(x, weight)`` (the
@@ -30,7 +30,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
 AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 CASTING = {"llama": 0, "fp32": 1}
-MAX_BLOCK_N = 128 if INTERPRET else 4096
+MAX_BLOCK_N = 128 if INTERPRET else 8192
 
 _RNE_BF16 = tl.constexpr(INTERPRET)
 
@@ -55,10 +55,22 @@ def _cast(y, dtype: tl.constexpr):
 @triton.autotune(configs=_configs(), key=["N"])
 @triton.jit
 def _rmsnorm_fwd(X, W, Y, RSTD, N, sxm, sxn, sym, syn, eps,
-                 CAST: tl.constexpr, BLOCK_N: tl.constexpr):
+                 CAST: tl.constexpr, SINGLE: tl.constexpr, BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     X += row * sxm
     Y += row * sym
+    if SINGLE:  # the whole row in registers: one read of x
+        cols = tl.arange(0, BLOCK_N)
+        m = cols < N
+        x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+        tl.store(RSTD + row, rstd)
+        n = x * rstd
+        if CAST == 0:  # llama: back to the input dtype before the weight multiply
+            n = _cast(n, X.dtype.element_ty).to(tl.float32)
+        w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
+        tl.store(Y + cols * syn, _cast(n * w, Y.dtype.element_ty), mask=m)
+        return
     acc = tl.full([BLOCK_N], 0, tl.float32)
     start = 0
     while start < N:  # (while: Triton 3.6's interpreter with numpy 2.4 rejects range(runtime N))
@@ -168,7 +180,7 @@ def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=
     if x.numel() == 0:
         return out
     _rmsnorm_fwd[(M,)](x2, weight, y2, rstd, N, x2.stride(0), x2.stride(1), y2.stride(0), y2.stride(1),
-                       float(eps), CAST=CASTING[casting], BLOCK_N=_block(N, block_n))
+                       float(eps), CAST=CASTING[casting], SINGLE=N <= _block(N, block_n), BLOCK_N=_block(N, block_n))
     return out
 
 
