@@ -24,6 +24,20 @@ var goldenSpecs = map[string]Spec{
 		Source:      Source{Trace: "traces/h200/gpt2_train_bf16.json", Site: "aten::add -> aten::gelu @ model.py:42"},
 		EstSavingUs: 123.4,
 	},
+	"mask_softmax_causal_fp16": {
+		Pattern: "mask_softmax", Dtype: "fp16", Shapes: [][]int64{{8, 12, 129, 129}},
+		Params:      Params{MaskKind: "causal", Scale: 0.125, MaskFill: "-10000"},
+		Source:      Source{Trace: "bert.json", Site: "aten::mul -> aten::masked_fill -> aten::softmax"},
+		EstSavingUs: 15,
+	},
+	"rmsnorm_pyops_bf16": {
+		Pattern: "rmsnorm_pyops", Dtype: "bf16", Shapes: [][]int64{{2, 2048, 4096}, {4096}},
+		Source: Source{Trace: "llama.json", Site: "LlamaRMSNorm"},
+	},
+	"layernorm_linear_fp32": {
+		Pattern: "layernorm_linear", Dtype: "fp32", Shapes: [][]int64{{8, 512, 768}, {2304, 768}, {2304}},
+		Params: Params{HasBias: true, Eps: 1e-12},
+	},
 }
 
 func TestGolden(t *testing.T) {
