@@ -70,27 +70,27 @@ def _rmsnorm_fwd(X, W, Y, RSTD, N, sxm, sxn, sym, syn, eps,
             n = _cast(n, X.dtype.element_ty).to(tl.float32)
         w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
         tl.store(Y + cols * syn, _cast(n * w, Y.dtype.element_ty), mask=m)
-        return
-    acc = tl.full([BLOCK_N], 0, tl.float32)
-    start = 0
-    while start < N:  # (while: Triton 3.6's interpreter with numpy 2.4 rejects range(runtime N))
-        cols = start + tl.arange(0, BLOCK_N)
-        x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)
-        acc += x * x
-        start += BLOCK_N
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
-    tl.store(RSTD + row, rstd)
-    start = 0
-    while start < N:
-        cols = start + tl.arange(0, BLOCK_N)
-        m = cols < N
-        x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)
-        w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
-        n = x * rstd
-        if CAST == 0:  # llama: back to the input dtype before the weight multiply
-            n = _cast(n, X.dtype.element_ty).to(tl.float32)
-        tl.store(Y + cols * syn, _cast(n * w, Y.dtype.element_ty), mask=m)
-        start += BLOCK_N
+    else:  # chunked: sum of squares, then normalise
+        acc = tl.full([BLOCK_N], 0, tl.float32)
+        start = 0
+        while start < N:  # (while: Triton 3.6's interpreter with numpy 2.4 rejects range(runtime N))
+            cols = start + tl.arange(0, BLOCK_N)
+            x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)
+            acc += x * x
+            start += BLOCK_N
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+        tl.store(RSTD + row, rstd)
+        start = 0
+        while start < N:
+            cols = start + tl.arange(0, BLOCK_N)
+            m = cols < N
+            x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
+            n = x * rstd
+            if CAST == 0:  # llama: back to the input dtype before the weight multiply
+                n = _cast(n, X.dtype.element_ty).to(tl.float32)
+            tl.store(Y + cols * syn, _cast(n * w, Y.dtype.element_ty), mask=m)
+            start += BLOCK_N
 
 
 @triton.autotune(configs=_configs(), key=["N"])
