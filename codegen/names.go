@@ -1,0 +1,43 @@
+package codegen
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ParseDtype maps a dtype as traces and users spell it ("c10::BFloat16", "float",
+// "torch.float16", "bf16", ...) to the Spec spelling ("fp32", "fp16" or "bf16").
+func ParseDtype(s string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "fp32", "float", "float32", "torch.float32", "torch.float", "c10::float":
+		return "fp32", nil
+	case "fp16", "half", "float16", "torch.float16", "torch.half", "c10::half":
+		return "fp16", nil
+	case "bf16", "bfloat16", "torch.bfloat16", "c10::bfloat16":
+		return "bf16", nil
+	}
+	return "", fmt.Errorf("codegen: unsupported dtype %s (want fp32, fp16 or bf16)", strconv.Quote(s))
+}
+
+// DirName suggests a folder name for spec: pattern, dtype, the first shape and a short hash
+// of the whole validated spec (params and source included), e.g.
+// "bias_gelu-bf16-8x512x3072-1a2b3c4d". Only letters, digits, '_', '-' and 'x' appear in it.
+func DirName(spec Spec) (string, error) {
+	s, err := resolve(spec)
+	if err != nil {
+		return "", err
+	}
+	m, err := manifest(s, nil)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(m)
+	dims := make([]string, len(s.Shapes[0]))
+	for i, d := range s.Shapes[0] {
+		dims[i] = strconv.FormatInt(d, 10)
+	}
+	return s.Pattern + "-" + s.Dtype + "-" + strings.Join(dims, "x") + "-" + hex.EncodeToString(sum[:4]), nil
+}
