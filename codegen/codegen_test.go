@@ -337,7 +337,7 @@ func TestInjection(t *testing.T) {
 				t.Errorf("evil %d appears in %s", i, n)
 			}
 		}
-		var m struct{ Source sourceJSON }
+		var m struct{ Source ManifestSource }
 		if err := json.Unmarshal(files["manifest.json"], &m); err != nil {
 			t.Fatal(err)
 		}

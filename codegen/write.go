@@ -239,32 +239,36 @@ func casePy(s Spec) []byte {
 	return b.Bytes()
 }
 
-type manifestJSON struct {
+// Manifest is the content of a generated folder's manifest.json: what was generated, from
+// where, and the commands that check and time it. Later stages (report, pr) read it back.
+type Manifest struct {
 	Format      int            `json:"format"`
 	Pattern     string         `json:"pattern"`
 	Dtype       string         `json:"dtype"`
 	TorchDtype  string         `json:"torch_dtype"`
 	Shapes      [][]int64      `json:"shapes"`
 	Params      map[string]any `json:"params"`
-	Source      sourceJSON     `json:"source"`
+	Source      ManifestSource `json:"source"`
 	EstSavingUs float64        `json:"est_saving_us"`
 	EstFusedUs  float64        `json:"est_fused_us,omitempty"` // one call, as the cost model estimates it
 	Files       []string       `json:"files"`
-	Run         runJSON        `json:"run"`
+	Run         ManifestRun    `json:"run"`
 }
 
-type sourceJSON struct {
+// ManifestSource is where the opportunity was found (data from the trace, never code).
+type ManifestSource struct {
 	Trace string `json:"trace"`
 	Site  string `json:"site"`
 }
 
-type runJSON struct {
+// ManifestRun holds the commands that check and time a generated folder.
+type ManifestRun struct {
 	Interpreter string `json:"interpreter"`
 	GPU         string `json:"gpu"`
 	Bench       string `json:"bench"`
 }
 
-var runCmds = runJSON{
+var runCmds = ManifestRun{
 	Interpreter: "TRITON_INTERPRET=1 python -m pytest -q .",
 	GPU:         "python -m pytest -q -m gpu .",
 	Bench:       "python bench.py",
@@ -275,9 +279,9 @@ func manifest(s Spec, files []string) ([]byte, error) {
 	for _, p := range params(s) {
 		ps[p.name] = p.json
 	}
-	m := manifestJSON{
+	m := Manifest{
 		Format: FormatVersion, Pattern: s.Pattern, Dtype: s.Dtype, TorchDtype: dtypes[s.Dtype],
-		Shapes: s.Shapes, Params: ps, Source: sourceJSON{s.Source.Trace, s.Source.Site},
+		Shapes: s.Shapes, Params: ps, Source: ManifestSource{s.Source.Trace, s.Source.Site},
 		EstSavingUs: s.EstSavingUs, EstFusedUs: s.EstFusedUs, Files: files, Run: runCmds,
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
@@ -318,7 +322,7 @@ func readme(s Spec) []byte {
 	b.WriteString("\nThe module's docstring says which parts have a backward. Benchmark before shipping: a\n")
 	b.WriteString("speedup below 1.0x in `bench.py` means do not ship.\n\n")
 	b.WriteString("## Source (data from the trace, JSON-escaped)\n\n")
-	src, _ := json.Marshal(sourceJSON{s.Source.Trace, s.Source.Site})
+	src, _ := json.Marshal(ManifestSource{s.Source.Trace, s.Source.Site})
 	b.WriteString("    " + string(src) + "\n")
 	fmt.Fprintf(&b, "\nEstimated saving: %s us.\n", strconv.FormatFloat(s.EstSavingUs, 'f', 1, 64))
 	return b.Bytes()

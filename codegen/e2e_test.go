@@ -1,0 +1,42 @@
+package codegen
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGeneratedFolderPasses writes folders and runs their own tests in Triton's interpreter,
+// when a Python with torch and triton is at hand (skipped otherwise, and with -short).
+func TestGeneratedFolderPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	py := findPython()
+	if py == "" || exec.Command(py, "-c", "import torch, triton, pytest").Run() != nil {
+		t.Skip("no Python with torch, triton and pytest (run scripts/setup-python.sh or set FUSEADVISE_PYTHON)")
+	}
+	root := t.TempDir()
+	specs := map[string]Spec{
+		"bias_gelu": {Pattern: "bias_gelu", Dtype: "bf16", Shapes: [][]int64{{8, 512, 3072}, {3072}},
+			Params: Params{Approximate: "tanh", HasBias: true}},
+		"mask_softmax": {Pattern: "mask_softmax", Dtype: "fp16", Shapes: [][]int64{{4, 12, 128, 128}, {4, 1, 1, 128}},
+			Params: Params{MaskKind: "bool", Scale: 0.125}},
+	}
+	var dirs []string
+	for name, s := range specs {
+		d := filepath.Join(root, name)
+		if err := Write(d, s, false); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	cmd := exec.Command(py, append([]string{"-m", "pytest", "-q", "--import-mode=importlib", "-p", "no:cacheprovider"}, dirs...)...)
+	cmd.Env = append(os.Environ(), "TRITON_INTERPRET=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), " passed") || strings.Contains(string(out), "failed") {
+		t.Fatalf("pytest on generated folders: %v\n%s", err, out)
+	}
+}
