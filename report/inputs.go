@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/fuseadvise/fuseadvise/bench"
+	"github.com/fuseadvise/fuseadvise/codegen"
 	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/verify"
 )
@@ -48,32 +49,9 @@ type NameTime struct {
 
 // GenFolder is one generated kernel folder, described by its manifest.json.
 type GenFolder struct {
-	Dir         string         `json:"-"` // where it was read from
-	Name        string         `json:"-"` // the folder's base name
-	Format      int            `json:"format"`
-	Pattern     string         `json:"pattern"`
-	Dtype       string         `json:"dtype"`
-	TorchDtype  string         `json:"torch_dtype"`
-	Shapes      [][]int64      `json:"shapes"`
-	Params      map[string]any `json:"params"`
-	Source      GenSource      `json:"source"`
-	EstSavingUs float64        `json:"est_saving_us"`
-	EstFusedUs  float64        `json:"est_fused_us,omitempty"` // one call, as the cost model estimates it
-	Files       []string       `json:"files"`
-	Run         GenRun         `json:"run"`
-}
-
-// GenSource is where a generated folder's opportunity was found.
-type GenSource struct {
-	Trace string `json:"trace"`
-	Site  string `json:"site"`
-}
-
-// GenRun holds the commands that check and time a generated folder.
-type GenRun struct {
-	Interpreter string `json:"interpreter"`
-	GPU         string `json:"gpu"`
-	Bench       string `json:"bench"`
+	Dir  string `json:"-"` // where it was read from
+	Name string `json:"-"` // the folder's base name
+	codegen.Manifest
 }
 
 // maxInput bounds the JSON files the loaders read.

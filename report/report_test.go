@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/fuseadvise/fuseadvise/bench"
+	"github.com/fuseadvise/fuseadvise/codegen"
 	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/verify"
 )
@@ -159,7 +160,7 @@ func hostile(t *testing.T) Inputs {
 	gens := append([]GenFolder(nil), in.Generated...)
 	gens[0].Name = evil
 	gens[0].Pattern = evil
-	gens[0].Source = GenSource{Trace: evil, Site: evil}
+	gens[0].Source = codegen.ManifestSource{Trace: evil, Site: evil}
 	in.Generated = gens
 
 	v := *in.Verify
