@@ -75,7 +75,7 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
         inputs["keep"] = kernel.dropout_mask(x.shape, p, seed, x.device)
     if autograd:
         return (kernel.MaskSoftmaxFunction.apply(x, mask, scale, kind, fill, p, seed),)
-    out = fat.poison(x.shape, x.dtype, x.device) if poison else None
+    out = fat.poison(x.shape, kernel.out_dtype(x, mask, kind), x.device) if poison else None
     return (kernel.mask_softmax(x, mask, scale, kind, fill, p, seed, out=out),)
 
 

@@ -9,7 +9,8 @@ the better fix; this kernel is for code that needs the probabilities.
 - ``y = softmax(mask(scale * x))`` with mask kinds: ``"none"``; ``"bool"`` (True = masked,
   ``masked_fill`` semantics, filled with ``mask_fill``: ``-inf``, ``"min"`` = the dtype's
   finfo.min, or a number such as -10000); ``"additive"`` (a float mask added, e.g. HF's
-  ``[b, 1, 1, sk]`` / ``[b, 1, sq, sk]`` with finfo.min); ``"causal"`` (computed in-kernel:
+  ``[b, 1, 1, sk]`` / ``[b, 1, sq, sk]`` with finfo.min; the output dtype is then
+  ``promote_types(scores, mask)``, as in eager); ``"causal"`` (computed in-kernel:
   column j of query row i is masked when ``j > i + (sk - sq)``, the KV-cache convention).
 - The mask is read through its own strides after broadcasting to the scores' shape (stride 0
   on broadcast dims): no expanded copy is made.
@@ -65,7 +66,7 @@ def _cast(y, dtype: tl.constexpr):
 
 
 @triton.jit
-def _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND: tl.constexpr):
+def _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND: tl.constexpr, SDT: tl.constexpr):
     """The masked, scaled scores of one chunk, fp32; -inf outside the row."""
     inb = cols < N
     s = tl.load(X + cols * sxn, mask=inb, other=0.0).to(tl.float32)
@@ -75,7 +76,7 @@ def _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND: tl.constexpr
         s = tl.where(mk, fill, s)
     elif KIND == 2:
         a = tl.load(MASK + cols * smn, mask=inb, other=0.0).to(tl.float32)
-        s = _cast(s + a, X.dtype.element_ty).to(tl.float32)
+        s = _cast(s + a, SDT).to(tl.float32)  # x + mask in promote_types(x, mask), as eager
     elif KIND == 3:
         s = tl.where(cols > qrow + (N - M), fill, s)
     return tl.where(inb, s, float("-inf"))
@@ -98,7 +99,7 @@ def _mask_softmax_fwd(X, MASK, Y, H, M, N,
     Y += b * syb + h * syh + qrow * sym
     if SINGLE:
         cols = tl.arange(0, BLOCK_N)
-        s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)
+        s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND, Y.dtype.element_ty)
         mx = tl.max(s, axis=0)
         safe = tl.where(mx == float("-inf"), 0.0, mx)  # all -inf: 0/0 = NaN below, as eager
         e = tl.exp(s - safe)
@@ -113,7 +114,7 @@ def _mask_softmax_fwd(X, MASK, Y, H, M, N,
         start = 0
         while start < N:
             cols = start + tl.arange(0, BLOCK_N)
-            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)
+            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND, Y.dtype.element_ty)
             m_new = tl.maximum(m_run, s)
             safe = tl.where(m_new == float("-inf"), 0.0, m_new)
             l_run = l_run * tl.exp(m_run - safe) + tl.exp(s - safe)
@@ -126,7 +127,7 @@ def _mask_softmax_fwd(X, MASK, Y, H, M, N,
         start = 0
         while start < N:
             cols = start + tl.arange(0, BLOCK_N)
-            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)
+            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND, Y.dtype.element_ty)
             y = tl.exp(s - safe) / total
             if DROPOUT:
                 y = y * tl.where(tl.rand(seed, row * N + cols) >= p, pscale, 0.0)  # NaN * 0 = NaN, as eager
@@ -154,6 +155,13 @@ def fill_value(mask_fill, dtype):
             return float("-inf")
         raise ValueError(f"mask_fill={mask_fill!r}")
     return float(mask_fill)
+
+
+def out_dtype(x, mask, mask_kind):
+    """x's dtype, or promote_types(x, mask) for an additive mask (eager's x + mask)."""
+    if mask_kind == "additive" and mask is not None:
+        return torch.promote_types(x.dtype, mask.dtype)
+    return x.dtype
 
 
 def _as4d(t):
@@ -185,9 +193,10 @@ def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-in
     """y = dropout(softmax(mask(scale * x), dim=-1), p). ``block_n`` forces the chunk size."""
     _check(x, mask, mask_kind, p)
     kind = MASK_KINDS[mask_kind]
+    dtype = out_dtype(x, mask, mask_kind)
     if out is None:
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    elif out.shape != x.shape or out.dtype != x.dtype:
+        out = torch.empty(x.shape, dtype=dtype, device=x.device)
+    elif out.shape != x.shape or out.dtype != dtype:
         raise ValueError("mask_softmax: out has the wrong shape or dtype")
     if x.numel() == 0:
         return out
@@ -240,7 +249,7 @@ class MaskSoftmaxFunction(torch.autograd.Function):
     def forward(ctx, x, mask, scale, mask_kind, mask_fill, p, seed):
         y = mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed)
         ctx.save_for_backward(y, mask if mask_kind == "bool" else None)
-        ctx.scale, ctx.mask_kind, ctx.p = scale, mask_kind, p
+        ctx.scale, ctx.mask_kind, ctx.p, ctx.xdtype = scale, mask_kind, p, x.dtype
         return y
 
     @staticmethod
@@ -254,7 +263,7 @@ class MaskSoftmaxFunction(torch.autograd.Function):
             g = g.masked_fill(z, 0)
         if ctx.scale != 1.0:
             g = g * ctx.scale
-        return g, None, None, None, None, None, None
+        return g.to(ctx.xdtype), None, None, None, None, None, None
 
 
 class MaskSoftmax(torch.nn.Module):

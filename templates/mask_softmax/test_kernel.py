@@ -79,6 +79,17 @@ def test_non_contiguous_scores(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_additive_mask_dtype_promotes(device):
+    g = fat.gen(9)
+    x = fat.randn([2, 3, 4, 40], torch.bfloat16, device, g, std=3)
+    mask = fat.randn([2, 1, 1, 40], torch.float32, device, g)
+    y = kernel.mask_softmax(x, mask, 0.125, "additive")
+    want = ref.mask_softmax(x, mask, 0.125, "additive")
+    assert y.dtype == want.dtype == torch.float32
+    fat.assert_close(y, want, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_dropout(device):
     params = {"mask_kind": "bool", "mask_fill": INF, "scale": 0.125, "p": 0.2}
     fat.run_case(kernel, ref, adapter, [[2, 2, 5, 40], [2, 1, 1, 40]], "fp32", params, device, 1)
