@@ -163,7 +163,10 @@ def linear_gelu(x, weight, bias=None, approximate="none", activation=True, out=N
     if M == 0 or N == 0:
         return out
     if K == 0:
-        return out.copy_(F.gelu(bias.expand(shape), approximate=approximate) if bias is not None else 0)
+        if bias is None:
+            return out.zero_()
+        z = bias.expand(shape)
+        return out.copy_(F.gelu(z, approximate=approximate) if activation else z)
 
     def grid(meta):
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
