@@ -22,9 +22,9 @@ func ParseDtype(s string) (string, error) {
 	return "", fmt.Errorf("codegen: unsupported dtype %s (want fp32, fp16 or bf16)", strconv.Quote(s))
 }
 
-// DirName suggests a folder name for spec: pattern, dtype, the first shape and a short hash
-// of the whole validated spec (params and source included), e.g.
-// "bias_gelu-bf16-8x512x3072-1a2b3c4d". Only letters, digits, '_', '-' and 'x' appear in it.
+// DirName suggests a folder name for spec: pattern, the variant (tanh GELU, the mask kind),
+// dtype, the first shape (and N for GEMM patterns) and a short hash of the whole validated
+// spec (params and source included), e.g. "bias_gelu-tanh-bf16-8x512x3072-1a2b3c4d". Only letters, digits, '_', '-' and 'x' appear in it.
 func DirName(spec Spec) (string, error) {
 	s, err := resolve(spec)
 	if err != nil {
@@ -39,5 +39,17 @@ func DirName(spec Spec) (string, error) {
 	for i, d := range s.Shapes[0] {
 		dims[i] = strconv.FormatInt(d, 10)
 	}
-	return s.Pattern + "-" + s.Dtype + "-" + strings.Join(dims, "x") + "-" + hex.EncodeToString(sum[:4]), nil
+	parts := []string{s.Pattern}
+	if s.Params.Approximate == "tanh" {
+		parts = append(parts, "tanh")
+	}
+	if k := s.Params.MaskKind; k != "" && k != "none" {
+		parts = append(parts, k) // an enum value: letters only
+	}
+	shape := strings.Join(dims, "x")
+	if (s.Pattern == "linear_gelu" || s.Pattern == "layernorm_linear") && len(s.Shapes) > 1 {
+		shape += "x" + strconv.FormatInt(s.Shapes[1][0], 10)
+	}
+	parts = append(parts, s.Dtype, shape, hex.EncodeToString(sum[:4]))
+	return strings.Join(parts, "-"), nil
 }

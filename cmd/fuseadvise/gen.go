@@ -43,7 +43,11 @@ deterministic; an existing folder is kept unless -force, and folders are written
 					return usagef("-anchors takes no trace and no -from")
 				}
 				for _, s := range bench.Anchors() {
-					items = append(items, genItem{Spec: s, Name: folderName(s)})
+					name, err := codegen.DirName(s)
+					if err != nil {
+						return err
+					}
+					items = append(items, genItem{Spec: s, Name: name})
 				}
 			default:
 				var skipped []string

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/fuseadvise/fuseadvise/codegen"
@@ -68,7 +67,6 @@ func selectOpportunities(ops []patterns.Opportunity, o analyzeOptions) []pattern
 func specsFromReport(rep *patterns.Report) ([]genItem, []string, error) {
 	var items []genItem
 	var skipped []string
-	used := map[string]int{}
 	have := map[string]bool{}
 	for _, p := range codegen.Patterns() {
 		have[p] = true
@@ -89,10 +87,9 @@ func specsFromReport(rep *patterns.Report) ([]genItem, []string, error) {
 				skipped = append(skipped, fmt.Sprintf("%s %s %s: %v", op.Pattern, dimsString(g.Dims), g.DType, err))
 				continue
 			}
-			name := folderName(s)
-			used[name]++
-			if n := used[name]; n > 1 {
-				name += "-" + strconv.Itoa(n)
+			name, err := codegen.DirName(s)
+			if err != nil {
+				return nil, nil, err
 			}
 			items = append(items, genItem{Spec: s, Name: name})
 		}
@@ -107,30 +104,6 @@ func site(op patterns.Opportunity, g patterns.ShapeGroup) string {
 		s += " at " + strings.Join(g.Sources, "; ")
 	}
 	return s
-}
-
-// folderName is pattern[-variant]-dtype-shape, e.g. "mask_softmax-causal-fp16-1x12x128x128".
-func folderName(s codegen.Spec) string {
-	parts := []string{s.Pattern}
-	if s.Params.Approximate == "tanh" && s.Pattern != "gelu_pyops" {
-		parts = append(parts, "tanh")
-	}
-	if k := s.Params.MaskKind; k != "" && k != "none" {
-		parts = append(parts, k)
-	}
-	parts = append(parts, s.Dtype)
-	if len(s.Shapes) > 0 {
-		dims := make([]string, len(s.Shapes[0]))
-		for i, d := range s.Shapes[0] {
-			dims[i] = strconv.FormatInt(d, 10)
-		}
-		shape := strings.Join(dims, "x")
-		if s.Pattern == "linear_gelu" || s.Pattern == "layernorm_linear" {
-			shape += "x" + strconv.FormatInt(s.Shapes[1][0], 10)
-		}
-		parts = append(parts, shape)
-	}
-	return strings.Join(parts, "-")
 }
 
 func kernelDtype(d patterns.DType) (string, bool) {
