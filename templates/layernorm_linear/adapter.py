@@ -77,3 +77,24 @@ def nbytes(shapes, dtype, params):
         m *= d
     n, k = shapes[1]
     return es * (m * k + n * k + m * n + n + 2 * k)
+
+
+def flops(shapes, dtype, params):
+    """The GEMM's arithmetic, 2*M*N*K: the floor of a GEMM-bound chain is flops over the GEMM rate."""
+    m = 1
+    for d in shapes[0][:-1]:
+        m *= d
+    n, k = shapes[1]
+    return 2 * m * n * k
+
+
+def gemm_only(inputs, params):
+    """The Linear alone on an already-normalized input (cuBLAS through F.linear): the floor of
+    any LayerNorm+Linear fusion in practice. The normalized input is computed once, on the
+    first (untimed) call, and kept in ``inputs``."""
+    xn = inputs.get("_normalized")
+    if xn is None:
+        x, g, b = inputs["x"], inputs["ln_weight"], inputs["ln_bias"]
+        xn = torch.nn.functional.layer_norm(x, (x.shape[-1],), g, b, params.get("eps", 1e-5))
+        inputs["_normalized"] = xn
+    return torch.nn.functional.linear(xn, inputs["weight"], inputs["bias"])

@@ -74,3 +74,14 @@ def test_module(device):
         fat.assert_close(m(x), lin(ln(x)), 1e-4, 1e-4)
     m(x).sum().backward()  # training: eager fallback, grads flow
     assert lin.weight.grad is not None and ln.weight.grad is not None
+
+
+def test_bench_hooks():
+    """gemm_only is the Linear of the reference's normalized input, flops is 2*M*N*K."""
+    shapes = [[3, 5, 64], [24, 64], [24]]
+    inputs = adapter.make_inputs(shapes, torch.float32, {"has_bias": True}, "cpu", 3)
+    want = adapter.reference(ref, inputs, {"has_bias": True})[0]
+    got = adapter.gemm_only(inputs, {"has_bias": True})
+    fat.assert_close(got, want, 1e-5, 1e-5, name="gemm_only")
+    assert "_normalized" in inputs
+    assert adapter.flops(shapes, torch.float32, {}) == 2 * 15 * 24 * 64

@@ -67,3 +67,14 @@ def test_module_training_falls_back(device):
     assert lin.weight.grad is not None
     with pytest.raises(ValueError):
         kernel.linear_gelu(x, torch.randn(16, 23, device=device))
+
+
+def test_bench_hooks():
+    """gemm_only is the Linear before the GELU, flops is 2*M*N*K."""
+    shapes = [[3, 5, 64], [24, 64], [24]]
+    params = {"has_bias": True, "approximate": "none"}
+    inputs = adapter.make_inputs(shapes, torch.float32, params, "cpu", 3)
+    want = adapter.reference(ref, inputs, params)[0]
+    got = torch.nn.functional.gelu(adapter.gemm_only(inputs, params))
+    fat.assert_close(got, want, 1e-5, 1e-5, name="gelu(gemm_only)")
+    assert adapter.flops(shapes, torch.float32, {}) == 2 * 15 * 24 * 64
