@@ -96,7 +96,7 @@ func writeSummary(w io.Writer, a *Analysis, markdown bool) error {
 		{"file", t.Path},
 		{"device", t.Device},
 		{"ranks", strconv.Itoa(s.Ranks)},
-		{"steps", strconv.Itoa(t.Steps)},
+		{"steps", stepsString(t.Steps)},
 		{"GPU busy", f1(t.GPUBusyUs) + " µs"},
 		{"GPU idle in steps", f1(s.IdleUs) + " µs (busy " + pct(busyPct) + ")"},
 		{"kernels", strconv.Itoa(t.Kernels)},
@@ -172,6 +172,14 @@ func writeOpportunities(w io.Writer, a *Analysis, markdown bool) error {
 		}
 	}
 	return nil
+}
+
+// stepsString says "unknown" rather than 0 when the trace marks no step.
+func stepsString(n int) string {
+	if n == 0 {
+		return "unknown (no ProfilerStep#N or optimizer step in the trace)"
+	}
+	return strconv.Itoa(n)
 }
 
 func dimsString(dims [][]int64) string {
