@@ -117,18 +117,25 @@ var mutations = func() []mutation {
 
 	fwd, bwd = "def _rmsnorm_fwd(", "def _rmsnorm_bwd_dx("
 	ms = append(ms, []mutation{
-		{"rmsnorm_pyops", "sum-mask-le", classMaskLE, fwd, "mask=cols < N, other=0.0).to(tl.float32)\n        acc += x * x", "mask=cols <= N, other=0.0).to(tl.float32)\n        acc += x * x"},
-		{"rmsnorm_pyops", "sum-unmasked", classLoadMask, fwd, "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)\n        acc += x * x", "x = tl.load(X + cols * sxn).to(tl.float32)\n        acc += x * x"},
-		{"rmsnorm_pyops", "store-unmasked", classTailMask, fwd, "_cast(n * w, Y.dtype.element_ty), mask=m)", "_cast(n * w, Y.dtype.element_ty))"},
+		// the single-block path (rows up to one block: 129x127, 31x37, ...)
+		{"rmsnorm_pyops", "single-mask-le", classMaskLE, fwd, "cols = tl.arange(0, BLOCK_N)\n        m = cols < N", "cols = tl.arange(0, BLOCK_N)\n        m = cols <= N"},
+		{"rmsnorm_pyops", "single-store-unmasked", classTailMask, fwd, "_cast(n * w, Y.dtype.element_ty), mask=m)\n    else:", "_cast(n * w, Y.dtype.element_ty))\n    else:"},
+		{"rmsnorm_pyops", "single-eps-dropped", classEps, fwd, "tl.sum(x * x, axis=0) / N + eps)", "tl.sum(x * x, axis=0) / N)"},
+		{"rmsnorm_pyops", "single-sum-as-max", classReduce, fwd, "tl.sum(x * x, axis=0) / N + eps)", "tl.max(x * x, axis=0) / N + eps)"},
+		{"rmsnorm_pyops", "single-no-upcast", classUpcast, fwd, "x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)\n        rstd", "x = tl.load(X + cols * sxn, mask=m, other=0.0)\n        rstd"},
+		{"rmsnorm_pyops", "single-col-stride-1", classStride, fwd, "x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)\n        rstd", "x = tl.load(X + cols, mask=m, other=0.0).to(tl.float32)\n        rstd"},
+		// the chunked path (rows longer than a block: the traced 300, 1500)
+		{"rmsnorm_pyops", "sum-mask-le", classMaskLE, fwd, "mask=cols < N, other=0.0).to(tl.float32)\n            acc += x * x", "mask=cols <= N, other=0.0).to(tl.float32)\n            acc += x * x"},
+		{"rmsnorm_pyops", "sum-unmasked", classLoadMask, fwd, "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)\n            acc += x * x", "x = tl.load(X + cols * sxn).to(tl.float32)\n            acc += x * x"},
 		{"rmsnorm_pyops", "eps-outside-sqrt", classEps, fwd, "1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)", "1.0 / (tl.sqrt(tl.sum(acc, axis=0) / N) + eps)"},
 		{"rmsnorm_pyops", "eps-hardcoded", classEps, "def rms_norm(", "float(eps), CAST=", "1e-5, CAST="},
 		{"rmsnorm_pyops", "mean-n-minus-1", classReduce, fwd, "tl.sum(acc, axis=0) / N + eps", "tl.sum(acc, axis=0) / (N - 1) + eps"},
 		{"rmsnorm_pyops", "sum-as-max", classReduce, fwd, "tl.sum(acc, axis=0) / N + eps", "tl.max(acc, axis=0) / N + eps"},
 		{"rmsnorm_pyops", "last-chunk-dropped", classRowLoop, fwd, "while start < N:  #", "while start < N - BLOCK_N:  #"},
-		{"rmsnorm_pyops", "second-loop-short", classRowLoop, fwd, "    start = 0\n    while start < N:\n", "    start = 0\n    while start < N - 1:\n"},
-		{"rmsnorm_pyops", "weight-chunk-index", classBiasIndex, fwd, "w = tl.load(W + cols, mask=m, other=0.0)", "w = tl.load(W + cols - start, mask=m, other=0.0)"},
-		{"rmsnorm_pyops", "no-upcast", classUpcast, fwd, "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)\n        acc += x * x", "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0)\n        acc += x * x"},
-		{"rmsnorm_pyops", "col-stride-1", classStride, fwd, "x = tl.load(X + cols * sxn, mask=m, other=0.0)", "x = tl.load(X + cols, mask=m, other=0.0)"},
+		{"rmsnorm_pyops", "second-loop-short", classRowLoop, fwd, "        start = 0\n        while start < N:\n", "        start = 0\n        while start < N - 1:\n"},
+		{"rmsnorm_pyops", "weight-chunk-index", classBiasIndex, fwd, "            w = tl.load(W + cols, mask=m, other=0.0)", "            w = tl.load(W + cols - start, mask=m, other=0.0)"},
+		{"rmsnorm_pyops", "no-upcast", classUpcast, fwd, "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)\n            acc += x * x", "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0)\n            acc += x * x"},
+		{"rmsnorm_pyops", "col-stride-1", classStride, fwd, "x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)\n            w", "x = tl.load(X + cols, mask=m, other=0.0).to(tl.float32)\n            w"},
 		{"rmsnorm_pyops", "row-stride-n", classStride, fwd, "X += row * sxm", "X += row * N"},
 		{"rmsnorm_pyops", "bwd-mean-count", classReduce, bwd, "c = tl.sum(acc, axis=0) / N", "c = tl.sum(acc, axis=0) / (N + 1)"},
 		{"rmsnorm_pyops", "bwd-no-projection", classFormula, bwd, "dx = rstd * (dn - x * rstd * c)", "dx = rstd * dn"},
@@ -171,8 +178,8 @@ var mutations = func() []mutation {
 		{"mask_softmax", "col-stride-1", classStride, "def _scores(", "tl.load(X + cols * sxn,", "tl.load(X + cols,"},
 		{"mask_softmax", "row-stride-n", classStride, fwd, "X += b * sxb + h * sxh + qrow * sxm", "X += b * sxb + h * sxh + qrow * N"},
 		{"mask_softmax", "last-chunk-dropped", classRowLoop, fwd,
-			"while start < N:\n            cols = start + tl.arange(0, BLOCK_N)\n            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)\n            m_new",
-			"while start < N - BLOCK_N:\n            cols = start + tl.arange(0, BLOCK_N)\n            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND)\n            m_new"},
+			"l_run = tl.full([BLOCK_N], 0, tl.float32)\n        start = 0\n        while start < N:",
+			"l_run = tl.full([BLOCK_N], 0, tl.float32)\n        start = 0\n        while start < N - BLOCK_N:"},
 		{"mask_softmax", "bwd-missing-scale", classScale, "def backward(", "g = g * ctx.scale", "g = g"},
 	}...)
 
@@ -185,7 +192,7 @@ var mutations = func() []mutation {
 		{"linear_gelu", "erf-constant", classScale, "def _gelu(", "tl.math.erf(x * 0.7071067811865476)", "tl.math.erf(x * 0.7978845608028654)"},
 		{"linear_gelu", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=\"ieee\")", "tl.dot(a, b, acc, input_precision=\"ieee\")"},
 		{"linear_gelu", "a-col-stride-1", classStride, fwd, "rk[None, :] * sak", "rk[None, :]"},
-		{"linear_gelu", "w-row-stride-k", classStride, fwd, "rn.to(tl.int64)[None, :] * swn", "rn.to(tl.int64)[None, :] * K"},
+		{"linear_gelu", "w-row-stride-k", classStride, fwd, "rb[None, :] * swn", "rb[None, :] * K"},
 		{"linear_gelu", "a-advance-1", classStride, fwd, "a_ptr += BLOCK_K * sak", "a_ptr += BLOCK_K"},
 		{"linear_gelu", "last-k-block-dropped", classRowLoop, fwd, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
 		{"linear_gelu", "group-overflow", classRowLoop, fwd, "group_m = tl.minimum(num_m - first_m, GROUP_M)", "group_m = GROUP_M"},

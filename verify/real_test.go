@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sort"
 	"strings"
@@ -52,5 +53,63 @@ func TestTemplatesVerify(t *testing.T) {
 				t.Errorf("%s %s (%s %s): %s", f.Pattern, c.Name, fmtShapes(c.Shapes), c.Dtype, Describe(c))
 			}
 		}
+	}
+}
+
+// TestGPUNoDevice: on a machine without CUDA, -gpu stops with a clear error (on a GPU
+// machine the test is skipped: the GPU run itself is exercised there by hand).
+func TestGPUNoDevice(t *testing.T) {
+	py := venv(t)
+	folders := genFolders(t)
+	dir := folders["bias_gelu"]
+	if dir == "" {
+		t.Skip("no bias_gelu template")
+	}
+	res, err := Run(context.Background(), []string{dir}, Options{Python: py, GPU: true, Trials: 1})
+	if err == nil {
+		if res.Device == "cuda" && !res.Failed() {
+			t.Skip("a CUDA device is present")
+		}
+		t.Fatalf("no error; result %+v", res)
+	}
+	var ee *EnvError
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "no CUDA device") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// TestRefused: an interpreter case above MaxElems is refused with a message, not run.
+func TestRefused(t *testing.T) {
+	py := venv(t)
+	folders := genFolders(t)
+	dir := folders["bias_gelu"]
+	if dir == "" {
+		t.Skip("no bias_gelu template")
+	}
+	res, err := Run(context.Background(), []string{dir}, Options{Python: py, Trials: 1, MaxElems: 2000, Skip: []string{"grad", "grad-129x127"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, ran int
+	for _, c := range res.Folders[0].Cases {
+		switch c.Status {
+		case StatusRefused:
+			refused++
+			if !strings.Contains(c.Message, "exceed the interpreter limit of 2000") || !strings.Contains(c.Message, "-gpu") {
+				t.Errorf("%s: message %q", c.ID, c.Message)
+			}
+		case StatusPass, StatusFail:
+			ran++
+		}
+		if c.Name == "grad" {
+			t.Errorf("skipped case %s ran", c.ID)
+		}
+	}
+	// 1x48x257 (+257) and 129x127 are over the limit; 1, 1x1, 31x37, 2x3x65 are not
+	if refused == 0 || ran == 0 {
+		t.Errorf("refused %d, ran %d", refused, ran)
+	}
+	if !res.Failed() {
+		t.Error("refused cases must fail the run")
 	}
 }

@@ -153,7 +153,7 @@ func TestRecorded(t *testing.T) {
 		t.Fatalf("%d folders", len(res.Folders))
 	}
 	f := res.Folders[0]
-	if f.Pattern != "bias_gelu" || f.Dtype != "bf16" || f.Planned != 17 || len(f.Cases) != 17 {
+	if f.Pattern != "bias_gelu" || f.Dtype != "bf16" || f.Planned != 25 || len(f.Cases) != 25 {
 		t.Errorf("folder = %s %s planned %d, %d cases", f.Pattern, f.Dtype, f.Planned, len(f.Cases))
 	}
 	c := f.Cases[0]
@@ -175,7 +175,7 @@ func TestRecorded(t *testing.T) {
 	if !res.Failed() {
 		t.Error("Failed() = false with a failing case")
 	}
-	if n := res.Counts(); n[StatusPass] != 16 || n[StatusFail] != 1 {
+	if n := res.Counts(); n[StatusPass] != 24 || n[StatusFail] != 1 {
 		t.Errorf("counts = %v", n)
 	}
 	// the request asked for the folder's absolute path and skipped nothing
