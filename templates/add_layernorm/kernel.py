@@ -149,6 +149,9 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
     ``out`` = (s, y) buffers to write into; ``stats=True`` also returns fp32 (mean, rstd) per
     row; ``block_n`` forces the chunk size (tests use it for rows longer than a block)."""
     _check(x, residual, weight, bias)
+    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
+    weight = None if weight is None else weight.contiguous()
+    bias = None if bias is None else bias.contiguous()
     dtype = torch.promote_types(x.dtype, residual.dtype)
     if out is None:
         out = (torch.empty(x.shape, dtype=dtype, device=x.device), torch.empty(x.shape, dtype=dtype, device=x.device))

@@ -155,6 +155,8 @@ def _check(x, bias):
 def bias_gelu(x, bias=None, approximate="none", out=None):
     """y = gelu(x + bias, approximate); forward only (see BiasGELUFunction for autograd)."""
     _check(x, bias)
+    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
+    bias = None if bias is None else bias.contiguous()
     approx = APPROXIMATE[approximate]
     dtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
     if out is None:

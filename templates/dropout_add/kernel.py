@@ -165,6 +165,8 @@ def new_seed():
 def dropout_add(x, residual, bias=None, p=0.0, seed=0, training=True, out=None):
     """y = residual + dropout(x + bias, p) with the mask of (seed, element index)."""
     _check(x, residual, bias, p)
+    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
+    bias = None if bias is None else bias.contiguous()
     dtype = _out_dtype(x, residual, bias)
     if out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)

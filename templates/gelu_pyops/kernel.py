@@ -153,6 +153,8 @@ def _check(x, bias):
 def new_gelu(x, bias=None, out=None):
     """y = NewGELU(x + bias) (tanh GELU); forward only (see NewGELUFunction for autograd)."""
     _check(x, bias)
+    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
+    bias = None if bias is None else bias.contiguous()
     dtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
     if out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)

@@ -194,6 +194,10 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
 
     ``stats`` = (mean, rstd) from ``ln_stats`` to share one stats pass between Linears."""
     _check(x, ln_weight, ln_bias, weight, bias)
+    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
+    ln_weight = None if ln_weight is None else ln_weight.contiguous()
+    ln_bias = None if ln_bias is None else ln_bias.contiguous()
+    bias = None if bias is None else bias.contiguous()
     N, K = weight.shape
     shape = tuple(x.shape[:-1]) + (N,)
     if out is None:

@@ -151,6 +151,8 @@ def _check(x, weight, bias):
 def linear_gelu(x, weight, bias=None, approximate="none", activation=True, out=None):
     """y = gelu(x @ weight^T + bias) (``activation=False``: the plain linear); forward only."""
     _check(x, weight, bias)
+    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
+    bias = None if bias is None else bias.contiguous()
     N, K = weight.shape
     shape = tuple(x.shape[:-1]) + (N,)
     if out is None:

@@ -168,6 +168,8 @@ def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=
     ``rstd``, if given, receives 1/sqrt(mean(x^2)+eps) per row (fp32). ``block_n`` forces the
     chunk size (tests use it to exercise rows longer than a block)."""
     _check(x, weight, casting)
+    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
+    weight = None if weight is None else weight.contiguous()
     dtype = out_dtype(x, weight, casting)
     if out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
