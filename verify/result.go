@@ -289,7 +289,7 @@ func (r *Result) WriteTable(w io.Writer, markdown bool) error {
 			fmt.Fprintf(&b, ", %d %s", counts[s], s)
 		}
 	}
-	fmt.Fprintf(&b, " (%s; torch %s, triton %s; %d trials per case)\n", r.Device, r.Torch, r.Triton, r.Trials)
+	fmt.Fprintf(&b, " (%s; torch %s, triton %s; up to %d trials per case)\n", r.Device, r.Torch, r.Triton, r.Trials)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
