@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -111,5 +112,19 @@ func TestRefused(t *testing.T) {
 	}
 	if !res.Failed() {
 		t.Error("refused cases must fail the run")
+	}
+}
+
+// TestRunnerPython runs the runner's own pytest tests (comparison, variants, guards).
+func TestRunnerPython(t *testing.T) {
+	py := venv(t)
+	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "runner")
+	cmd.Env = append(os.Environ(), "TRITON_INTERPRET=1", "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pytest runner: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "passed") {
+		t.Errorf("pytest output:\n%s", out)
 	}
 }

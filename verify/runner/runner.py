@@ -28,10 +28,17 @@ import sys
 import time
 import traceback
 
-# The protocol goes to a private copy of stdout; fd 1 (print, kernel debugging) joins stderr.
-_PROTO = os.fdopen(os.dup(1), "w", buffering=1)
-os.dup2(2, 1)
-sys.stdout = sys.stderr
+try:
+    import torch
+    import triton
+    _IMPORT_ERROR = None
+except Exception as e:  # noqa: BLE001 - reported to Go by main(), which says how to fix it
+    torch = triton = None
+    _IMPORT_ERROR = f"{type(e).__name__}: {e}"
+
+# The protocol goes to a private copy of stdout, set up by main(); fd 1 (print, kernel
+# debugging) then joins stderr. Until then (the module imported by its tests) it is stdout.
+_PROTO = sys.stdout
 
 
 def emit(ev, **fields):
@@ -50,7 +57,7 @@ def _finite(v):
     return v
 
 
-def parse_args():
+def parse_args(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--trials", type=int, default=3)
@@ -59,37 +66,38 @@ def parse_args():
                     help="refuse cases with more input elements than this (0: no limit)")
     ap.add_argument("--fail-fast", action="store_true", help="stop a folder at its first failing case")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    return ap.parse_args()
+    return ap.parse_args(argv)
 
 
-ARGS = parse_args()
-
-try:
-    import torch
-    import triton
-except Exception as e:  # noqa: BLE001 - reported to Go, which says how to fix the environment
-    emit("hello", error=f"{type(e).__name__}: {e}", python=sys.version.split()[0], executable=sys.executable)
-    sys.exit(3)
-
-if ARGS.threads > 0:
-    torch.set_num_threads(ARGS.threads)
-
+ARGS = parse_args([])  # the defaults; main() parses the command line
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-emit("hello", torch=torch.__version__, triton=triton.__version__, python=sys.version.split()[0],
-     executable=sys.executable, interpret=INTERPRET, cuda=bool(torch.cuda.is_available()))
-
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 ALL_DTYPES = ["fp32", "fp16", "bf16"]
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16} if torch else {}
 
-if ARGS.device == "cuda":
-    if INTERPRET:
-        emit("fatal", msg="GPU verification needs TRITON_INTERPRET unset")
-        sys.exit(4)
-    if not torch.cuda.is_available():
-        emit("fatal", msg="no CUDA device: torch.cuda.is_available() is False "
-                          f"(torch {torch.__version__}, CUDA build {torch.version.cuda})")
-        sys.exit(4)
+
+def start():
+    """Takes over stdout for the protocol, says hello (or why not), checks the device.
+    Returns an exit status, or None to go on."""
+    global _PROTO
+    _PROTO = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    if _IMPORT_ERROR is not None:
+        emit("hello", error=_IMPORT_ERROR, python=sys.version.split()[0], executable=sys.executable)
+        return 3
+    if ARGS.threads > 0:
+        torch.set_num_threads(ARGS.threads)
+    emit("hello", torch=torch.__version__, triton=triton.__version__, python=sys.version.split()[0],
+         executable=sys.executable, interpret=INTERPRET, cuda=bool(torch.cuda.is_available()))
+    if ARGS.device == "cuda":
+        if INTERPRET:
+            emit("fatal", msg="GPU verification needs TRITON_INTERPRET unset")
+            return 4
+        if not torch.cuda.is_available():
+            emit("fatal", msg="no CUDA device: torch.cuda.is_available() is False "
+                              f"(torch {torch.__version__}, CUDA build {torch.version.cuda})")
+            return 4
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -725,7 +733,12 @@ def serve(req):
     emit("done", dir=d)
 
 
-def main():
+def main(argv=None):
+    global ARGS
+    ARGS = parse_args(argv)
+    rc = start()
+    if rc is not None:
+        return rc
     for line in sys.stdin:
         line = line.strip()
         if not line:
