@@ -14,14 +14,16 @@
 // For each folder the runner builds its cases from the folder's adapter.py and case.py: the
 // traced shapes scaled to interpreter size (adapter.interp_shapes) at every dtype the pattern
 // supports; the pattern's adversarial shapes (adapter.adversarial: ragged, primes, a single
-// element, one past a block, rows longer than a block); the traced case with its inputs as
-// strided views, transposed (column-major) views and at a storage offset; large magnitudes;
-// NaN and -inf propagation; fully masked and fully open rows for inputs named "*mask*"; and
-// gradients for patterns with a backward. Every trial draws fresh inputs (the seeds are
-// reported), poisons the outputs with NaN so unwritten elements fail, checks that the inputs
-// were not written, and compares in float64 with the adapter's per-dtype tolerance:
-// |got-want| <= atol + rtol*|want|, with NaN and ±inf required in the same places.
-// Interpreter cases larger than Options.MaxElems input elements are refused, not run.
+// element, one past a block, rows longer than a block) at the traced dtype and in fp32; the
+// traced case with its inputs as strided views (activations and vectors separately),
+// transposed views and at a storage offset; large and small magnitudes; NaN and -inf
+// propagation; fully masked and fully open rows for inputs named "*mask*"; and gradients for
+// patterns with a backward. Every trial draws fresh inputs (the seeds are reported); while the
+// kernel runs, its outputs and the buffers its wrapper allocates (torch.empty) are NaN-poisoned
+// views between guard bands, so unwritten elements and out-of-bounds writes fail; inputs must
+// come back unmodified; outputs and gradients are compared in float64 with the adapter's
+// per-dtype tolerance, |got-want| <= atol + rtol*|want|, NaN and ±inf required in the same
+// places. Interpreter cases larger than Options.MaxElems input elements are refused, not run.
 //
 // A Runner interface stands between Run and the Python process, so the Go side (protocol,
 // time-outs, restarts, rendering) is tested with recorded runner output. Result renders as a
