@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fuseadvise/fuseadvise/internal/pyenv"
 )
@@ -126,5 +128,48 @@ func TestRunnerPython(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "passed") {
 		t.Errorf("pytest output:\n%s", out)
+	}
+}
+
+// TestRealTimeout: a kernel that hangs on one shape (the 129x127 case) is killed after
+// Options.Timeout; a fresh runner finishes the folder's other cases.
+func TestRealTimeout(t *testing.T) {
+	py := venv(t)
+	folders := genFolders(t)
+	dir := folders["swiglu"]
+	if dir == "" {
+		t.Skip("no swiglu template")
+	}
+	m := mutation{"swiglu", "hang", "", "def _grid(", "    return (triton.cdiv(", "    while N == 127:\n        pass\n    return (triton.cdiv("}
+	src, err := os.ReadFile(filepath.Join(dir, "kernel.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.apply(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernel.py"), []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// only the traced case and the hanging shape, in the traced dtype and fp32
+	res, err := Run(context.Background(), []string{dir}, Options{Python: py, Trials: 1, Timeout: 8 * time.Second,
+		Skip: []string{"adv-1", "adv-1x1", "adv-31x37", "adv-2x3x65", "strided", "transposed", "offset", "large", "small",
+			"nan-inf", "transposed-129x127", "small-129x127", "grad", "grad-129x127", "traced@fp32", "traced@fp16"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Status{}
+	for _, c := range res.Folders[0].Cases {
+		got[c.ID] = c.Status
+	}
+	want := map[string]Status{"traced@bf16": StatusPass, "adv-129x127@bf16": StatusTimeout, "adv-129x127@fp32": StatusTimeout}
+	for id, s := range want {
+		if got[id] != s {
+			t.Errorf("%s: %s, want %s (all: %v)", id, got[id], s, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("cases %v, want %v", got, want)
 	}
 }
