@@ -10,6 +10,10 @@ import fa_testing as fat
 KIND = "norm"
 OUTPUTS = ["y"]
 GRAD_INPUTS = ["x", "weight"]
+# eager's weight gradient is a bf16/fp16 row-sum of per-op-rounded products (one element of
+# 127 off by 0.03 at 129x127 bf16); the fused backward reduces in fp32: compare gradients with
+# the fp32 chain (quack check) rather than with eager's low-precision ones
+QUACK_GRAD = True
 # 300 and 1500: rows longer than one interpreter block (128)
 ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]]
 
