@@ -10,9 +10,13 @@ import (
 )
 
 func TestGenerate(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "g.json")
-	if err := run(out, "3MB", ""); err != nil {
+	src, err := shared.Path("traces", "h200", "gpt2_train_sdpa_stack.json.gz")
+	if err != nil {
 		t.Skip(err) // no shared data
+	}
+	out := filepath.Join(t.TempDir(), "g.json")
+	if err := run(out, "3MB", src); err != nil {
+		t.Fatal(err)
 	}
 	fi, err := os.Stat(out)
 	if err != nil || fi.Size() < 3e6 {
@@ -22,13 +26,9 @@ func TestGenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := shared.Path("traces", "h200", "gpt2_train_sdpa_stack.json.gz")
-	if err != nil {
-		t.Skip(err)
-	}
 	one, err := trace.Open(src)
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	k := len(tr.Acts) / len(one.Acts)
 	if k < 2 || len(tr.Acts)%len(one.Acts) != 0 {
