@@ -66,7 +66,7 @@ func TestGPUNoDevice(t *testing.T) {
 	folders := genFolders(t)
 	dir := folders["bias_gelu"]
 	if dir == "" {
-		t.Skip("no bias_gelu template")
+		t.Fatal("no bias_gelu folder generated")
 	}
 	res, err := Run(context.Background(), []string{dir}, Options{Python: py, GPU: true, Trials: 1})
 	if err == nil {
@@ -87,7 +87,7 @@ func TestRefused(t *testing.T) {
 	folders := genFolders(t)
 	dir := folders["bias_gelu"]
 	if dir == "" {
-		t.Skip("no bias_gelu template")
+		t.Fatal("no bias_gelu folder generated")
 	}
 	res, err := Run(context.Background(), []string{dir}, Options{Python: py, Trials: 1, MaxElems: 2000, Skip: []string{"grad", "grad-129x127"}})
 	if err != nil {
@@ -138,7 +138,7 @@ func TestRealTimeout(t *testing.T) {
 	folders := genFolders(t)
 	dir := folders["swiglu"]
 	if dir == "" {
-		t.Skip("no swiglu template")
+		t.Fatal("no swiglu folder generated")
 	}
 	m := mutation{"swiglu", "hang", "", "def _grid(", "    return (triton.cdiv(", "    while N == 127:\n        pass\n    return (triton.cdiv("}
 	src, err := os.ReadFile(filepath.Join(dir, "kernel.py"))

@@ -39,5 +39,10 @@ func genFolders(t testing.TB) map[string]string {
 		}
 		out[p] = dir
 	}
+	for p := range specs {
+		if _, ok := out[p]; !ok {
+			t.Errorf("spec %s has no template: codegen.Patterns() lacks it", p)
+		}
+	}
 	return out
 }
