@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fuseadvise/fuseadvise/internal/pyenv"
 	"github.com/fuseadvise/fuseadvise/templates"
 )
 
@@ -352,10 +353,7 @@ func TestInjection(t *testing.T) {
 
 // TestPythonParses byte-compiles every generated .py with the project's Python.
 func TestPythonParses(t *testing.T) {
-	py := findPython()
-	if py == "" {
-		t.Skip("no python3 found (set FUSEADVISE_PYTHON or run scripts/setup-python.sh)")
-	}
+	py := findPython(t)
 	root := t.TempDir()
 	var all []string
 	for _, p := range Patterns() {
@@ -387,20 +385,15 @@ func TestPythonParses(t *testing.T) {
 	}
 }
 
-func findPython() string {
-	if p := os.Getenv("FUSEADVISE_PYTHON"); p != "" {
-		return p
+// findPython returns the pinned interpreter (internal/pyenv), or skips the test when there
+// is none.
+func findPython(t *testing.T) string {
+	t.Helper()
+	py, err := pyenv.Find("", nil)
+	if err != nil {
+		t.Skipf("no Python environment (%v)", err)
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		m, _ := filepath.Glob(filepath.Join(home, ".cache", "fuseadvise", "venv-*", "bin", "python"))
-		if len(m) > 0 {
-			return m[len(m)-1]
-		}
-	}
-	if p, err := exec.LookPath("python3"); err == nil {
-		return p
-	}
-	return ""
+	return py
 }
 
 func nan() float64 { var z float64; return z / z }

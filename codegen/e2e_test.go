@@ -9,14 +9,14 @@ import (
 )
 
 // TestGeneratedFolderPasses writes folders and runs their own tests in Triton's interpreter,
-// when a Python with torch and triton is at hand (skipped otherwise, and with -short).
+// when the pinned Python (internal/pyenv) is at hand (skipped otherwise, and with -short).
 func TestGeneratedFolderPasses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	py := findPython()
-	if py == "" || exec.Command(py, "-c", "import torch, triton, pytest").Run() != nil {
-		t.Skip("no Python with torch, triton and pytest (run scripts/setup-python.sh or set FUSEADVISE_PYTHON)")
+	py := findPython(t)
+	if out, err := exec.Command(py, "-c", "import torch, triton, pytest").CombinedOutput(); err != nil {
+		t.Fatalf("%s lacks torch, triton or pytest: %v\n%s", py, err, out)
 	}
 	root := t.TempDir()
 	specs := map[string]Spec{
