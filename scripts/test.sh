@@ -7,12 +7,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The pinned venv first, so the Go tests that run Python use it too.
+py=$(bash scripts/setup-python.sh)
+export FUSEADVISE_PYTHON="$py"
+
+echo "== gofmt" >&2
+unformatted=$(git ls-files -z '*.go' | xargs -0 gofmt -l)
+if [ -n "$unformatted" ]; then
+	echo "gofmt: not formatted:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
 echo "== go vet" >&2
 go vet ./...
 echo "== go test" >&2
 go test -count=1 ./...
 
-py=$(bash scripts/setup-python.sh)
-export FUSEADVISE_PYTHON="$py"
 echo "== templates (TRITON_INTERPRET=1, $("$py" -c 'import torch,triton;print("torch",torch.__version__,"triton",triton.__version__)'))" >&2
 TRITON_INTERPRET=1 "$py" -m pytest -q -p no:cacheprovider --ignore=templates/_common templates
