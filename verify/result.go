@@ -30,7 +30,7 @@ const (
 // Result is the outcome of one Run.
 type Result struct {
 	Device  string   `json:"device"` // "cpu (TRITON_INTERPRET=1)" or "cuda"
-	Python  string   `json:"python"`
+	Python  string   `json:"python"` // the interpreter's base name, never its path (the JSON lands in PR folders)
 	Torch   string   `json:"torch"`
 	Triton  string   `json:"triton"`
 	Trials  int      `json:"trials"`

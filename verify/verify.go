@@ -156,7 +156,7 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	res := &Result{Trials: o.Trials, Seed: o.Seed, Python: python, Folders: make([]Folder, len(abs))}
+	res := &Result{Trials: o.Trials, Seed: o.Seed, Python: filepath.Base(python), Folders: make([]Folder, len(abs))}
 	if o.GPU {
 		res.Device = "cuda"
 	} else {
@@ -217,7 +217,7 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 						helloSet = true
 						res.Torch, res.Triton = w.hello.Torch, w.hello.Triton
 						if w.hello.Executable != "" {
-							res.Python = w.hello.Executable
+							res.Python = filepath.Base(w.hello.Executable)
 						}
 					}
 					mu.Unlock()

@@ -146,7 +146,7 @@ func TestRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Torch != "2.11.0+cu130" || res.Triton != "3.6.0" || res.Python != "/venv/bin/python" {
+	if res.Torch != "2.11.0+cu130" || res.Triton != "3.6.0" || res.Python != "python" {
 		t.Errorf("env = %q %q %q", res.Torch, res.Triton, res.Python)
 	}
 	if len(res.Folders) != 1 {
