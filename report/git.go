@@ -11,6 +11,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/fuseadvise/fuseadvise/internal/safefile"
 )
 
 // RepoSubdir is the folder of the user's repository that CommitToRepo puts PR folders in.
@@ -235,6 +237,9 @@ func listTree(dir, prefix string) ([]treeFile, error) {
 		}
 		if !d.Type().IsRegular() {
 			return fmt.Errorf("%s: not a regular file (links are not committed)", p)
+		}
+		if d.Name() == safefile.Marker && filepath.Dir(p) == absDir {
+			return nil // fuseadvise's own bookkeeping, not part of the user's commit
 		}
 		rel, err := filepath.Rel(absDir, p)
 		if err != nil {

@@ -64,6 +64,7 @@ func TestWritePR(t *testing.T) {
 	}
 	got := strings.Join(listFiles(t, out), "\n")
 	want := strings.Join([]string{
+		".fuseadvise",
 		"PR.md",
 		"kernels/gelu_pyops_bf16/README.md",
 		"kernels/gelu_pyops_bf16/manifest.json",
@@ -366,7 +367,7 @@ func TestWriteDir(t *testing.T) {
 	if err := WriteDir(out, in, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(listFiles(t, out), " "); got != "bench.csv report.html report.md report.svg" {
+	if got := strings.Join(listFiles(t, out), " "); got != ".fuseadvise bench.csv report.html report.md report.svg" {
 		t.Errorf("files %q", got)
 	}
 	md, _ := os.ReadFile(filepath.Join(out, MarkdownFile))
@@ -380,7 +381,7 @@ func TestWriteDir(t *testing.T) {
 	if err := WriteDir(out, in, true); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(listFiles(t, out), " "); got != "report.html report.md report.svg" {
+	if got := strings.Join(listFiles(t, out), " "); got != ".fuseadvise report.html report.md report.svg" {
 		t.Errorf("without bench results: files %q", got)
 	}
 }

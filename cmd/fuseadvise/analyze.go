@@ -49,6 +49,15 @@ instead.
 			if *top < 0 {
 				return usagef("-top must be >= 0")
 			}
+			if *ntop < 0 {
+				return usagef("-kernels must be >= 0")
+			}
+			if err := checkPattern(*pattern); err != nil {
+				return err
+			}
+			if err := checkOutputs([]string{args[0], *et}, *out, *pprofOut); err != nil {
+				return err
+			}
 			a, err := analyze(args[0], analyzeOptions{Top: *top, Pattern: *pattern, ET: *et, NTop: *ntop})
 			if err != nil {
 				return err

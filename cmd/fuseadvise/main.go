@@ -20,7 +20,14 @@ func main() {
 
 // Main runs one command line and returns the exit status: 0 success, 1 a check that
 // failed (verify, bench), 2 usage or input errors. Errors are printed once, here.
-func Main(ctx context.Context, env *Env, args []string) int {
+func Main(ctx context.Context, env *Env, args []string) (code int) {
+	defer func() {
+		// A panic is a bug in fuseadvise, never the user's fault: say so in one line.
+		if r := recover(); r != nil {
+			fmt.Fprintf(env.Stderr, "fuseadvise: internal error: %v (please report it with the command line)\n", r)
+			code = 2
+		}
+	}()
 	err := dispatch(ctx, env, args)
 	if err == nil {
 		return 0

@@ -32,6 +32,9 @@ normalization kernels under one op are the fusion candidates that 'analyze' rank
 			if len(args) != 1 {
 				return usagef("want one trace file or directory, got %d arguments", len(args))
 			}
+			if err := checkOutputs(args, *out); err != nil {
+				return err
+			}
 			traces, err := trace.Load(args[0])
 			if err != nil {
 				return err

@@ -82,11 +82,18 @@ func runVerify(ctx context.Context, env *Env, dirs []string, o verify.Options) (
 }
 
 func verifyStatus(res *verify.Result) error {
-	if res.Failed() {
-		f := res.Failures()
-		return &exitError{code: 1, err: fmt.Errorf("verify: %d case(s) failed; first: %s", len(f), verify.Describe(f[0]))}
+	if !res.Failed() {
+		return nil
 	}
-	return nil
+	for _, f := range res.Folders {
+		if f.Error != "" {
+			return &exitError{code: 1, err: fmt.Errorf("verify: %s: %s", f.Dir, f.Error)}
+		}
+	}
+	if fs := res.Failures(); len(fs) > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("verify: %d case(s) failed; first: %s", len(fs), verify.Describe(fs[0]))}
+	}
+	return &exitError{code: 1, err: fmt.Errorf("verify: no case ran, so nothing was verified")}
 }
 
 // kernelFolders expands the arguments: a generated folder (with case.py) stands for itself,

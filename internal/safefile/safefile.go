@@ -4,19 +4,74 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
 
+// Marker is the file Dir puts in every folder it creates. Replacing an existing folder
+// (replace=true, the CLI's -force) is allowed only when it holds this file, so -force can
+// replace an earlier output but never a user's own file or folder.
+const Marker = ".fuseadvise"
+
+const markerText = "Written by fuseadvise. 'fuseadvise ... -force' may replace this folder.\n"
+
 // Write creates path with the content fill writes. On any error the target is left as it
-// was (absent, or its previous content) and no temporary file remains.
-func Write(path string, fill func(w io.Writer) error) (err error) {
+// was (absent, or its previous content) and no temporary file remains. A path that is a
+// device or a pipe (/dev/stdout, a FIFO) is written directly; a symbolic link is followed;
+// a directory is refused. Errors name path, not the temporary file.
+func Write(path string, fill func(w io.Writer) error) error {
+	var fillErr error
+	err := write(path, func(w io.Writer) error {
+		fillErr = fill(w)
+		return fillErr
+	})
+	if err != nil && err == fillErr {
+		return err // the content's own error, as it was
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	return nil
+}
+
+func write(path string, fill func(w io.Writer) error) (err error) {
+	if fi, err := os.Lstat(path); err == nil {
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := filepath.EvalSymlinks(path)
+			if err != nil {
+				return err
+			}
+			return write(target, fill)
+		case fi.IsDir():
+			return errors.New("is a directory")
+		case !fi.Mode().IsRegular(): // a device or a pipe: no rename over it
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				return err
+			}
+			if err := fill(f); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		}
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && errors.Is(pe.Err, fs.ErrNotExist) {
+			return errors.New("no such directory: " + filepath.Clean(dir))
+		}
 		return err
 	}
 	tmp := f.Name()
@@ -39,13 +94,22 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 }
 
 // Dir creates the folder path by filling a temporary sibling folder and renaming it into
-// place. If path exists, Dir fails unless replace is set, in which case the old folder is
-// removed only after the new one is complete.
+// place; the folder gets a Marker file. If path exists, Dir fails unless replace is set and
+// path is a folder Dir wrote (it holds the Marker), which is then removed only after the new
+// one is complete.
 func Dir(path string, replace bool, fill func(tmpdir string) error) (err error) {
 	path = filepath.Clean(path)
-	if _, err := os.Stat(path); err == nil && !replace {
-		return fmt.Errorf("%s: already exists (use -force to replace it)", path)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if fi, err := os.Lstat(path); err == nil {
+		if !replace {
+			return fmt.Errorf("%s: already exists (use -force to replace it)", path)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: exists and is not a folder fuseadvise wrote: not replacing it", path)
+		}
+		if _, err := os.Stat(filepath.Join(path, Marker)); err != nil {
+			return fmt.Errorf("%s: exists and is not a folder fuseadvise wrote (no %s file): not replacing it", path, Marker)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	parent := filepath.Dir(path)
@@ -67,9 +131,12 @@ func Dir(path string, replace bool, fill func(tmpdir string) error) (err error) 
 	if err = fill(tmp); err != nil {
 		return err
 	}
-	if replace {
+	if err = os.WriteFile(filepath.Join(tmp, Marker), []byte(markerText), 0o644); err != nil {
+		return err
+	}
+	if _, statErr := os.Lstat(path); statErr == nil {
 		old := tmp + ".old"
-		if err = os.Rename(path, old); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err = os.Rename(path, old); err != nil {
 			return err
 		}
 		if err = os.Rename(tmp, path); err != nil {

@@ -67,3 +67,71 @@ func TestDir(t *testing.T) {
 		t.Fatalf("temporary folders left behind: %v", entries)
 	}
 }
+
+func TestDirReplacesOnlyItsOwnFolders(t *testing.T) {
+	root := t.TempDir()
+	precious := filepath.Join(root, "precious.txt")
+	os.WriteFile(precious, []byte("mine"), 0o644)
+	userDir := filepath.Join(root, "mydir")
+	os.Mkdir(userDir, 0o755)
+	os.WriteFile(filepath.Join(userDir, "keep.txt"), []byte("mine"), 0o644)
+	fill := func(tmp string) error { return os.WriteFile(filepath.Join(tmp, "report.md"), []byte("r"), 0o644) }
+	for _, p := range []string{precious, userDir} {
+		if err := Dir(p, true, fill); err == nil || !strings.Contains(err.Error(), "not a folder fuseadvise wrote") {
+			t.Errorf("%s: replace of a user's path: %v", p, err)
+		}
+	}
+	if b, _ := os.ReadFile(precious); string(b) != "mine" {
+		t.Error("a user's file was replaced")
+	}
+	if _, err := os.Stat(filepath.Join(userDir, "keep.txt")); err != nil {
+		t.Error("a user's folder was replaced")
+	}
+	ours := filepath.Join(root, "out")
+	if err := Dir(ours, false, fill); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ours, Marker)); err != nil {
+		t.Fatalf("no marker: %v", err)
+	}
+	if err := Dir(ours, true, fill); err != nil {
+		t.Errorf("replacing our own folder: %v", err)
+	}
+}
+
+func TestWriteSpecialPaths(t *testing.T) {
+	dir := t.TempDir()
+	// a directory is refused, naming the path, not a temporary file
+	err := Write(dir, func(w io.Writer) error { return nil })
+	if err == nil || !strings.HasPrefix(err.Error(), dir+": ") || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("directory: %v", err)
+	}
+	// a missing parent folder is named
+	err = Write(filepath.Join(dir, "absent", "x.json"), func(w io.Writer) error { return nil })
+	if err == nil || strings.Contains(err.Error(), ".tmp-") || !strings.Contains(err.Error(), "no such directory") {
+		t.Errorf("missing parent: %v", err)
+	}
+	// a symbolic link is followed: the target gets the content, the link stays a link
+	target := filepath.Join(dir, "target.json")
+	os.WriteFile(target, []byte("old"), 0o644)
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(target, link); err != nil {
+		t.Skip(err)
+	}
+	if err := Write(link, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
+		t.Error("the link was replaced by a file")
+	}
+	if b, _ := os.ReadFile(target); string(b) != "new" {
+		t.Errorf("target content %q", b)
+	}
+	// a device is written through, never renamed over
+	if err := Write(os.DevNull, func(w io.Writer) error { _, err := io.WriteString(w, "x"); return err }); err != nil {
+		t.Errorf("%s: %v", os.DevNull, err)
+	}
+	if fi, err := os.Stat(os.DevNull); err != nil || fi.Mode().IsRegular() {
+		t.Fatalf("%s is no longer a device: %v", os.DevNull, fi.Mode())
+	}
+}
