@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -86,17 +87,10 @@ func readFile(path string) ([]byte, error) {
 func decodeJSON(name string, b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(v); err != nil {
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
-			return fmt.Errorf("%s: offset %d: invalid JSON: %v", name, se.Offset, err)
-		case errors.As(err, &te):
-			return fmt.Errorf("%s: offset %d: field %s: cannot hold %s", name, te.Offset, te.Field, te.Value)
-		case errors.Is(err, io.EOF):
+		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%s: empty file, want a JSON object", name)
 		}
-		return fmt.Errorf("%s: %v", name, err)
+		return jsonError(name, err)
 	}
 	off := dec.InputOffset()
 	if _, err := dec.Token(); err != io.EOF {
@@ -107,15 +101,156 @@ func decodeJSON(name string, b []byte, v any) error {
 	return nil
 }
 
+// jsonError describes a decoding error of the file name in JSON's terms: the byte offset,
+// the field and what it should hold, never Go's type names.
+func jsonError(name string, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Errorf("%s: offset %d: invalid JSON: %s", name, se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.As(err, &te):
+		field := ""
+		if te.Field != "" {
+			field = " field " + te.Field + ":"
+		}
+		return fmt.Errorf("%s: offset %d:%s got %s, want %s", name, te.Offset, field, jsonValue(te.Value), jsonWant(te.Type))
+	}
+	return fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonValue names the kind of JSON value an UnmarshalTypeError found ("string", "number 1.5", ...).
+func jsonValue(v string) string {
+	switch {
+	case v == "array", v == "object":
+		return "an " + v
+	case v == "bool":
+		return "true or false"
+	case strings.HasPrefix(v, "number "):
+		return "the number " + strings.TrimPrefix(v, "number ")
+	case v == "":
+		return "a value"
+	}
+	return "a " + v
+}
+
+// jsonWant names the JSON value a Go type holds.
+func jsonWant(t reflect.Type) string {
+	if t == nil {
+		return "another kind of value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return fmt.Sprintf("an integer that fits in %d bits", t.Bits())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return fmt.Sprintf("a non-negative integer that fits in %d bits", t.Bits())
+	case reflect.Float32, reflect.Float64:
+		return "a number in range"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return jsonWant(t.Elem())
+	}
+	return "another kind of value"
+}
+
+// A signature is the top-level keys that tell one verb's JSON from another's (and from a
+// profiler trace).
+type signature struct {
+	what string // the command that writes the file
+	keys []sigKey
+}
+
+type sigKey struct {
+	name string
+	kind byte // the first byte of the value: '{', '[' or '"'
+	null bool // null is allowed too (an empty list written by Go)
+}
+
+var (
+	analysisSig = signature{"fuseadvise analyze -format json", []sigKey{{"trace", '{', false}, {"opportunities", '[', false}}}
+	verifySig   = signature{"fuseadvise verify -format json", []sigKey{{"device", '"', false}, {"folders", '[', true}}}
+	benchSig    = signature{"fuseadvise bench", []sigKey{{"gpu", '"', false}, {"cases", '[', true}}}
+)
+
+var kindName = map[byte]string{'{': "object", '[': "array", '"': "string"}
+
+// check reports whether b, the file name, is a JSON object with sig's keys. Syntax errors,
+// an empty file and trailing data are reported as decodeJSON does.
+func (sig signature) check(name string, b []byte) error {
+	var raw json.RawMessage
+	if err := decodeJSON(name, b, &raw); err != nil {
+		return err
+	}
+	var top map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &top) != nil {
+		got := "a number"
+		switch raw[0] {
+		case '[':
+			got = "an array"
+		case '"':
+			got = "a string"
+		case 't', 'f':
+			got = "true or false"
+		case 'n':
+			got = "null"
+		}
+		return fmt.Errorf("%s: not the JSON of '%s': %s, want an object", name, sig.what, got)
+	}
+	for _, k := range sig.keys {
+		v, ok := top[k.name]
+		if ok && len(v) > 0 && (v[0] == k.kind || k.null && string(v) == "null") {
+			continue
+		}
+		why := fmt.Sprintf("no %q %s", k.name, kindName[k.kind])
+		if _, ok := top["traceEvents"]; ok {
+			why = "it is a profiler trace (run 'fuseadvise analyze -format json' on it)"
+		} else {
+			for _, other := range []signature{analysisSig, verifySig, benchSig} {
+				if other.what != sig.what && other.matches(top) {
+					why = "it is the JSON of '" + other.what + "'"
+				}
+			}
+		}
+		return fmt.Errorf("%s: not the JSON of '%s': %s", name, sig.what, why)
+	}
+	return nil
+}
+
+func (sig signature) matches(top map[string]json.RawMessage) bool {
+	for _, k := range sig.keys {
+		v := top[k.name]
+		if len(v) == 0 || v[0] != k.kind && !(k.null && string(v) == "null") {
+			return false
+		}
+	}
+	return true
+}
+
+// readSigned reads the JSON file path, checks it has sig's keys, and decodes it into v.
+func readSigned(path string, sig signature, v any) ([]byte, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := sig.check(path, b); err != nil {
+		return nil, err
+	}
+	return b, decodeJSON(path, b, v)
+}
+
 // LoadAnalysis reads the JSON written by `fuseadvise analyze -format json`: the analysis,
 // and the verb's "summary" of the trace (nil when it has none).
 func LoadAnalysis(path string) (*patterns.Report, *TraceExtra, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("report: analysis: %w", err)
-	}
 	var a patterns.Report
-	if err := decodeJSON(path, b, &a); err != nil {
+	b, err := readSigned(path, analysisSig, &a)
+	if err != nil {
 		return nil, nil, fmt.Errorf("report: analysis: %w", err)
 	}
 	for i, o := range a.Opportunities {
@@ -127,7 +262,7 @@ func LoadAnalysis(path string) (*patterns.Report, *TraceExtra, error) {
 		Summary *TraceExtra `json:"summary"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
-		return nil, nil, fmt.Errorf("report: analysis: %s: summary: %v", path, err)
+		return nil, nil, fmt.Errorf("report: analysis: %w", jsonError(path, err))
 	}
 	x := extra.Summary
 	if x == nil {
@@ -198,7 +333,7 @@ func LoadGenFolders(dirs ...string) ([]GenFolder, error) {
 // LoadVerify reads the JSON written by `fuseadvise verify -format json`.
 func LoadVerify(path string) (*verify.Result, error) {
 	var v verify.Result
-	if err := readJSON(path, &v); err != nil {
+	if _, err := readSigned(path, verifySig, &v); err != nil {
 		return nil, fmt.Errorf("report: verify: %w", err)
 	}
 	return &v, nil
@@ -207,7 +342,7 @@ func LoadVerify(path string) (*verify.Result, error) {
 // LoadBench reads the JSON written by `fuseadvise bench`.
 func LoadBench(path string) (*bench.Result, error) {
 	var r bench.Result
-	if err := readJSON(path, &r); err != nil {
+	if _, err := readSigned(path, benchSig, &r); err != nil {
 		return nil, fmt.Errorf("report: bench: %w", err)
 	}
 	for i, c := range r.Cases {

@@ -442,19 +442,47 @@ func TestLoadErrors(t *testing.T) {
 		load          func(string) error
 		want          string
 	}{
-		{"syntax.json", `{"trace": {"path": "x",}}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "syntax.json: offset 24: invalid JSON"},
-		{"type.json", `{"cases": [{"pattern": "p", "fused_us": "fast"}]}`, func(p string) error { _, err := LoadBench(p); return err }, "type.json: offset 46: field cases.fused_us"},
-		{"trailing.json", `{"folders": []} {}`, func(p string) error { _, err := LoadVerify(p); return err }, "trailing.json: offset 16: data after the JSON object"},
+		{"syntax.json", `{"trace": {"path": "x",}}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "syntax.json: offset 24: invalid JSON: invalid character"},
+		{"type.json", `{"gpu": "g", "cases": [{"pattern": "p", "fused_us": "fast"}]}`, func(p string) error { _, err := LoadBench(p); return err }, "type.json: offset 58: field cases.fused_us: got a string, want a number in range"},
+		{"int.json", `{"gpu": "g", "cases": [{"pattern": "p", "shape": [1.5]}]}`, func(p string) error { _, err := LoadBench(p); return err }, "int.json: offset 53: field cases.shape: got the number 1.5, want an integer that fits in 64 bits"},
+		{"summary.json", `{"trace": {}, "opportunities": [], "summary": {"top_kernels": {}}}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "summary.json: offset 63: field summary.top_kernels: got an object, want an array"},
+		{"trailing.json", `{"device": "cpu", "folders": []} {}`, func(p string) error { _, err := LoadVerify(p); return err }, "trailing.json: offset 33: data after the JSON object"},
 		{"empty.json", ``, func(p string) error { _, err := LoadBench(p); return err }, "empty.json: empty file"},
-		{"nopattern.json", `{"cases": [{"fused_us": 1}]}`, func(p string) error { _, err := LoadBench(p); return err }, "case 0 has no pattern"},
-		{"noopp.json", `{"opportunities": [{"instances": 1}]}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "opportunity 0 has no pattern"},
+		{"nopattern.json", `{"gpu": "g", "cases": [{"fused_us": 1}]}`, func(p string) error { _, err := LoadBench(p); return err }, "case 0 has no pattern"},
+		{"noopp.json", `{"trace": {}, "opportunities": [{"instances": 1}]}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "opportunity 0 has no pattern"},
+		// each file must carry its verb's signature keys
+		{"kineto.json", `{"schemaVersion": 1, "traceEvents": []}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "kineto.json: not the JSON of 'fuseadvise analyze -format json': it is a profiler trace"},
+		{"other.json", `{"a": 1}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "other.json: not the JSON of 'fuseadvise analyze -format json': no \"trace\" object"},
+		{"noopps.json", `{"trace": {}}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "noopps.json: not the JSON of 'fuseadvise analyze -format json': no \"opportunities\" array"},
+		{"nullopps.json", `{"trace": {}, "opportunities": null}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "no \"opportunities\" array"},
+		{"array.json", " \n[{\"trace\": {}}]", func(p string) error { _, _, err := LoadAnalysis(p); return err }, "array.json: not the JSON of 'fuseadvise analyze -format json': an array, want an object"},
+		{"null.json", `null`, func(p string) error { _, err := LoadVerify(p); return err }, "null.json: not the JSON of 'fuseadvise verify -format json': null, want an object"},
+		{"a-as-verify.json", `{"trace": {}, "opportunities": []}`, func(p string) error { _, err := LoadVerify(p); return err }, "a-as-verify.json: not the JSON of 'fuseadvise verify -format json': it is the JSON of 'fuseadvise analyze -format json'"},
+		{"a-as-bench.json", `{"trace": {}, "opportunities": []}`, func(p string) error { _, err := LoadBench(p); return err }, "a-as-bench.json: not the JSON of 'fuseadvise bench': it is the JSON of 'fuseadvise analyze -format json'"},
+		{"b-as-verify.json", `{"gpu": "g", "cases": []}`, func(p string) error { _, err := LoadVerify(p); return err }, "b-as-verify.json: not the JSON of 'fuseadvise verify -format json': it is the JSON of 'fuseadvise bench'"},
+		{"v-as-bench.json", `{"device": "cpu", "folders": []}`, func(p string) error { _, err := LoadBench(p); return err }, "v-as-bench.json: not the JSON of 'fuseadvise bench': it is the JSON of 'fuseadvise verify -format json'"},
+		{"nodevice.json", `{"folders": []}`, func(p string) error { _, err := LoadVerify(p); return err }, "nodevice.json: not the JSON of 'fuseadvise verify -format json': no \"device\" string"},
+		{"foldersobj.json", `{"device": "cpu", "folders": {}}`, func(p string) error { _, err := LoadVerify(p); return err }, "no \"folders\" array"},
+		{"nocases.json", `{"gpu": "g"}`, func(p string) error { _, err := LoadBench(p); return err }, "nocases.json: not the JSON of 'fuseadvise bench': no \"cases\" array"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.load(write(tc.name, tc.content))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
+			} else if msg := err.Error(); strings.Contains(msg, "Go value") || strings.Contains(msg, "Go struct") || strings.Contains(msg, "unmarshal") || strings.Contains(msg, "\n") {
+				t.Errorf("error %q names Go types or spans lines", msg)
 			}
 		})
+	}
+	// the smallest files each verb can write load: an empty list may be null
+	if _, _, err := LoadAnalysis(write("a.json", `{"trace": {"path": "t"}, "opportunities": []}`)); err != nil {
+		t.Errorf("minimal analysis: %v", err)
+	}
+	if _, err := LoadVerify(write("v.json", `{"device": "cuda", "folders": null}`)); err != nil {
+		t.Errorf("minimal verify: %v", err)
+	}
+	if _, err := LoadBench(write("b.json", `{"gpu": "NVIDIA H200", "cases": null}`)); err != nil {
+		t.Errorf("minimal bench: %v", err)
 	}
 	if _, err := LoadBench(filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "missing.json") {
 		t.Errorf("missing file: %v", err)
