@@ -34,7 +34,9 @@ type Options struct {
 	Timeout     time.Duration // for the whole run (0: none)
 	// GPUs splits the folders over this many GPUs of the machine, one harness process per
 	// GPU (CUDA_VISIBLE_DEVICES=i), round-robin; results keep the folders' order. 0 or 1:
-	// one process on the default GPU.
+	// one process on the default GPU. When CUDA_VISIBLE_DEVICES is already set (a
+	// scheduler's "4,5"), process i gets the i-th listed device and GPUs is capped at the
+	// number listed.
 	GPUs   int
 	Getenv func(string) string
 	Stderr io.Writer // the harness's progress lines; nil discards them
@@ -125,7 +127,15 @@ func Run(ctx context.Context, dirs []string, o Options) (*Result, error) {
 		stderr = io.Discard
 	}
 	stderr = &syncWriter{w: stderr}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	devices := visibleDevices(getenv("CUDA_VISIBLE_DEVICES"))
 	n := max(1, min(o.GPUs, len(dirs)))
+	if devices != nil {
+		n = max(1, min(n, len(devices)))
+	}
 	type part struct {
 		res *Result
 		err error
@@ -139,7 +149,11 @@ func Run(ctx context.Context, dirs []string, o Options) (*Result, error) {
 		}
 		var env []string
 		if n > 1 {
-			env = []string{"CUDA_VISIBLE_DEVICES=" + strconv.Itoa(g)}
+			dev := strconv.Itoa(g)
+			if devices != nil {
+				dev = devices[g]
+			}
+			env = []string{"CUDA_VISIBLE_DEVICES=" + dev}
 		}
 		wg.Add(1)
 		go func() {
@@ -188,6 +202,18 @@ func Run(ctx context.Context, dirs []string, o Options) (*Result, error) {
 		return res, firstErr
 	}
 	return res, nil
+}
+
+// visibleDevices splits a CUDA_VISIBLE_DEVICES value ("4,5", "GPU-<uuid>,...") into its
+// devices; nil when the value is empty (every GPU of the machine is visible).
+func visibleDevices(v string) []string {
+	var out []string
+	for _, d := range strings.Split(v, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 type syncWriter struct {

@@ -183,6 +183,48 @@ func TestSplitOverGPUsKeepsOrder(t *testing.T) {
 	}
 }
 
+// TestSplitOverVisibleGPUs: with CUDA_VISIBLE_DEVICES set (by a scheduler), -gpus indexes
+// into its list and is capped at its length.
+func TestSplitOverVisibleGPUs(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	tests := []struct {
+		name    string
+		visible string // the parent's CUDA_VISIBLE_DEVICES; "" = unset
+		gpus    int
+		want    []string // env each folder ran with
+	}{
+		{"unset", "", 2, []string{"CUDA_VISIBLE_DEVICES=0", "CUDA_VISIBLE_DEVICES=1", "CUDA_VISIBLE_DEVICES=0"}},
+		{"scheduler list", "4,5", 2, []string{"CUDA_VISIBLE_DEVICES=4", "CUDA_VISIBLE_DEVICES=5", "CUDA_VISIBLE_DEVICES=4"}},
+		{"capped at the list", "4,5", 3, []string{"CUDA_VISIBLE_DEVICES=4", "CUDA_VISIBLE_DEVICES=5", "CUDA_VISIBLE_DEVICES=4"}},
+		{"one listed: inherit it", "6", 2, []string{"", "", ""}},
+		{"spaces and uuids", " GPU-aa , GPU-bb,GPU-cc ", 3, []string{"CUDA_VISIBLE_DEVICES=GPU-aa", "CUDA_VISIBLE_DEVICES=GPU-bb", "CUDA_VISIBLE_DEVICES=GPU-cc"}},
+		{"one gpu asked", "4,5", 1, []string{"", "", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := &echoRunner{gpuOf: map[string]string{}}
+			getenv := func(k string) string {
+				if k == "CUDA_VISIBLE_DEVICES" {
+					return tt.visible
+				}
+				return ""
+			}
+			res, err := Run(context.Background(), folders(t, names...), Options{Runner: e, GPUs: tt.gpus, Getenv: getenv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Cases) != len(names) {
+				t.Fatalf("%d cases, want %d", len(res.Cases), len(names))
+			}
+			for i, n := range names {
+				if e.gpuOf[n] != tt.want[i] {
+					t.Errorf("%s ran with %q, want %q", n, e.gpuOf[n], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestPredict(t *testing.T) {
 	r := &Result{GPU: "NVIDIA H200", Cases: []Case{
 		{Pattern: "bias_gelu", Correct: true, Bytes: 536903680},
