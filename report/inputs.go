@@ -29,6 +29,9 @@ type Inputs struct {
 
 	// Scale is the chart's time axis; the zero value picks one from the data.
 	Scale Scale
+	// Targets appends to the Markdown report (and so to WriteDir's report.md) a
+	// "Performance targets" section, WriteTargets' check of Bench, when Bench is present.
+	Targets bool
 }
 
 // TraceExtra is the "summary" object the analyze verb adds beside the contract's "trace":

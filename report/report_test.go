@@ -84,6 +84,8 @@ func TestGolden(t *testing.T) {
 	logScale.Scale = ScaleLog
 	linScale := full
 	linScale.Scale = ScaleLinear
+	withTargets := full
+	withTargets.Targets = true
 	csvOut := func(w io.Writer, in Inputs) error { return WriteCSV(w, in.Bench) }
 	for _, tc := range []struct {
 		file string
@@ -91,6 +93,7 @@ func TestGolden(t *testing.T) {
 		in   Inputs
 	}{
 		{"report.md", Markdown, full},
+		{"report_targets.md", Markdown, withTargets},
 		{"report.html", HTML, full},
 		{"report.svg", SVG, full},
 		{"report_linear.svg", SVG, linScale},

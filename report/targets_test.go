@@ -1,6 +1,9 @@
 package report
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,5 +56,43 @@ func TestTargets(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestTargetsInReport checks that Inputs.Targets appends the targets to the Markdown
+// report and so to WriteDir's report.md, and that it is off by default.
+func TestTargetsInReport(t *testing.T) {
+	in := recorded(t)
+	plain := render(t, Markdown, in)
+	if bytes.Contains(plain, []byte("Performance targets")) {
+		t.Fatal("the targets are in the report by default")
+	}
+	var tg bytes.Buffer
+	if err := WriteTargets(&tg, in.Bench); err != nil {
+		t.Fatal(err)
+	}
+	want := string(plain) + "\n## Performance targets\n\n" + tg.String()
+	if !strings.Contains(tg.String(), "| geometric mean vs eager ATen |") {
+		t.Fatalf("WriteTargets of the recorded bench lacks the eager geomean row:\n%s", tg.String())
+	}
+
+	in.Targets = true
+	if got := string(render(t, Markdown, in)); got != want {
+		t.Errorf("Markdown with Targets is not the report followed by the targets section:\n%s", got)
+	}
+	out := filepath.Join(t.TempDir(), "rep")
+	if err := WriteDir(out, in, false); err != nil {
+		t.Fatal(err)
+	}
+	if md, err := os.ReadFile(filepath.Join(out, MarkdownFile)); err != nil || string(md) != want {
+		t.Errorf("WriteDir with Targets: report.md lacks the targets section (%v)", err)
+	}
+
+	// without benchmark results there is nothing to check: no section
+	in.Bench = nil
+	noBench := in
+	noBench.Targets = false
+	if got, base := render(t, Markdown, in), render(t, Markdown, noBench); !bytes.Equal(got, base) {
+		t.Error("Targets without benchmark results changed the report")
 	}
 }
