@@ -14,7 +14,7 @@ import (
 
 var cmdAnalyze = &Command{
 	Name:      "analyze",
-	UsageLine: "analyze [-format table|json|markdown] [-top N] [-pattern ID] [-et FILE] [-pprof FILE] [-o FILE] TRACE|DIR",
+	UsageLine: "analyze [-format table|json|markdown] [-top N] [-pattern ID] [-et FILE] [-pprof FILE] [-kernels N] [-o FILE] TRACE|DIR",
 	Short:     "find and rank fusion opportunities in a trace",
 	Long: `Analyze reads a PyTorch profiler trace (.json or .json.gz, Kineto or the legacy array form)
 or a directory of rank files, links every GPU kernel to the CPU op that launched it, finds the

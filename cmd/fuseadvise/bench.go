@@ -43,7 +43,17 @@ Without a GPU, bench says so in one line and exits with status 2.`,
 			if *repeats < 1 {
 				return usagef("-repeats must be >= 1")
 			}
-			res, err := bench.Run(ctx, args, bench.Options{
+			if *gpus < 1 {
+				return usagef("-gpus must be >= 1")
+			}
+			if *timeout < 0 {
+				return usagef("-timeout must be >= 0")
+			}
+			dirs, err := kernelFolders(args)
+			if err != nil {
+				return err
+			}
+			res, err := bench.Run(ctx, dirs, bench.Options{
 				Python: *python, MaxAutotune: *maxAT, Repeats: *repeats, Timeout: *timeout, GPUs: *gpus,
 				Getenv: env.Getenv, Stderr: env.Stderr,
 			})
@@ -58,10 +68,17 @@ Without a GPU, bench says so in one line and exits with status 2.`,
 			if err != nil {
 				return err
 			}
+			wrong := 0
 			for _, s := range report.Speedups(res) {
 				c := &s.Case
 				fmt.Fprintf(env.Stderr, "%-44s fused %8.1f µs  eager %8.1f  compile %8.1f  floor %7.1f  %5.2fx eager  %5.2fx compile  %s\n",
 					s.Label, c.FusedUs, c.EagerUs, c.CompileUs, c.FloorUs, s.VsEager, s.VsCompile, s.Verdict)
+				if !c.Correct {
+					wrong++
+				}
+			}
+			if wrong > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("bench: %d kernel(s) failed their GPU check against the reference (not timed)", wrong)}
 			}
 			return nil
 		}

@@ -21,13 +21,14 @@ reference.py (the eager PyTorch chain exactly as the trace ran it), pytest tests
 and GPU marks), bench.py, case.py (the traced shapes and parameters), manifest.json and a
 README on how to swap it in.
 
-The opportunities come from analyzing TRACE (same selection flags as analyze), or from the
+The opportunities come from analyzing TRACE (with -pattern and -top as in analyze), or from the
 JSON that 'analyze -format json' wrote (-from). -anchors writes the H200 benchmark matrix
 instead (the reference shapes of the project's GPU results).
 
 Only validated numbers and known enum values from the trace enter the generated code; op
 names, paths and call sites go into manifest.json and README.md as data. Output is
-deterministic; an existing folder is kept unless -force, and folders are written atomically.`,
+deterministic; if a folder exists, gen writes nothing and stops unless -force (which
+replaces folders gen wrote), and folders are written atomically.`,
 	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 		out := fs.String("o", "fused", "write the kernel folders under `DIR`")
 		pattern := fs.String("pattern", "", "only the pattern `ID`")
@@ -36,6 +37,12 @@ deterministic; an existing folder is kept unless -force, and folders are written
 		anchors := fs.Bool("anchors", false, "write the H200 benchmark matrix instead of a trace's opportunities")
 		force := fs.Bool("force", false, "replace existing folders")
 		return func(ctx context.Context, env *Env, args []string) error {
+			if *top < 0 {
+				return usagef("-top must be >= 0")
+			}
+			if err := checkPattern(*pattern); err != nil {
+				return err
+			}
 			var items []genItem
 			switch {
 			case *anchors:

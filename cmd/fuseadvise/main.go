@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -31,6 +32,10 @@ func Main(ctx context.Context, env *Env, args []string) (code int) {
 	err := dispatch(ctx, env, args)
 	if err == nil {
 		return 0
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintln(env.Stderr, "fuseadvise: interrupted (nothing was left half-written)")
+		return 130
 	}
 	fmt.Fprintf(env.Stderr, "fuseadvise: %v\n", err)
 	if u, ok := err.(*usageError); ok && u.cmd != nil {

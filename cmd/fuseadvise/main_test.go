@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -137,5 +138,43 @@ func TestOutputFileNotLeftOnError(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// unescapedMarkup finds an HTML tag or a link target not preceded by a backslash escape.
+var unescapedMarkup = regexp.MustCompile(`(^|[^\\])(<img|\]\(javascript)`)
+
+// An op name crafted with a terminal escape sequence, a line break and Markdown reaches the
+// table and Markdown outputs as inert text.
+func TestAnalyzeEscapesTraceText(t *testing.T) {
+	evil := `A|B\u001b[31mRED\u001b[0m\nline2 [x](javascript:alert(1)) <img src=x onerror=alert(1)>`
+	tr := `{"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "` + evil + `", "pid": 1, "tid": 1, "ts": 10, "dur": 50, "args": {"External id": 1}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"correlation": 7}},
+  {"ph": "X", "cat": "kernel", "name": "k` + evil + `", "pid": 0, "tid": 7, "ts": 30, "dur": 10, "args": {"correlation": 7, "device": 0, "stream": 7}}
+]}`
+	path := filepath.Join(t.TempDir(), "evil.json")
+	if err := os.WriteFile(path, []byte(tr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"table", "markdown"} {
+		code, out, errs := run(t, "analyze", "-format", format, path)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", format, code, errs)
+		}
+		if !strings.Contains(out, "RED") {
+			t.Fatalf("%s: the op is not in the output:\n%s", format, out)
+		}
+		if strings.ContainsRune(out, '\x1b') {
+			t.Errorf("%s: an escape sequence reached the output", format)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "line2") {
+				t.Errorf("%s: a line break inside a name split the output: %q", format, line)
+			}
+		}
+		if format == "markdown" && unescapedMarkup.MatchString(out) {
+			t.Errorf("markdown: markup passed through: %q", unescapedMarkup.FindString(out))
+		}
 	}
 }

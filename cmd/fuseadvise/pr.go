@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/fuseadvise/fuseadvise/report"
 )
@@ -34,6 +36,16 @@ existing branch is refused.`,
 			if len(args) == 0 {
 				return usagef("want one or more generated kernel folders")
 			}
+			branchSet := false
+			fs.Visit(func(f *flag.Flag) { branchSet = branchSet || f.Name == "branch" })
+			if branchSet && *repo == "" {
+				return usagef("-branch needs -repo")
+			}
+			if *repo != "" {
+				if err := checkRepo(*repo, *branch); err != nil {
+					return err
+				}
+			}
 			dirs, err := kernelFolders(args)
 			if err != nil {
 				return err
@@ -45,6 +57,27 @@ existing branch is refused.`,
 			return writePR(env, *out, in, dirs, *force, *repo, *branch)
 		}
 	},
+}
+
+// checkRepo makes sure the commit that -repo asks for can be made, before any folder is
+// written: repo is a git repository, branch a valid and new branch name.
+func checkRepo(repo, branch string) error {
+	git := func(args ...string) error {
+		return exec.Command("git", append([]string{"-C", repo}, args...)...).Run()
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return fmt.Errorf("-repo needs git on PATH: %v", err)
+	}
+	if err := git("rev-parse", "--git-dir"); err != nil {
+		return fmt.Errorf("%s: not a git repository", repo)
+	}
+	if err := git("check-ref-format", "--branch", branch); err != nil || strings.HasPrefix(branch, "-") {
+		return usagef("-branch %q is not a valid branch name", branch)
+	}
+	if err := git("rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err == nil {
+		return fmt.Errorf("%s: branch %s already exists (choose another -branch)", repo, branch)
+	}
+	return nil
 }
 
 func writePR(env *Env, out string, in report.Inputs, dirs []string, force bool, repo, branch string) error {

@@ -11,6 +11,8 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/fuseadvise/fuseadvise/report"
 )
 
 func sortNameTimes(v []NameTime) {
@@ -45,7 +47,11 @@ func table(w io.Writer, markdown bool, align string, header []string, rows [][]s
 	t := tablewriter.NewTable(w, opts...)
 	t.Header(toAny(header)...)
 	for _, r := range rows {
-		if err := t.Append(toAny(r)...); err != nil {
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = cellText(c, markdown)
+		}
+		if err := t.Append(toAny(cells)...); err != nil {
 			return err
 		}
 	}
@@ -58,6 +64,15 @@ func toAny(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// cellText makes trace-derived text (op and kernel names, paths, python frames) safe for
+// the output: no escape sequences or line breaks reach a terminal, no markup a Markdown page.
+func cellText(s string, markdown bool) string {
+	if markdown {
+		return report.MarkdownText(s)
+	}
+	return report.PlainText(s)
 }
 
 // f1 formats microseconds with one decimal.
@@ -148,7 +163,7 @@ func writeOpportunities(w io.Writer, a *Analysis, markdown bool) error {
 	}
 	for i, o := range a.Opportunities {
 		fmt.Fprintln(w)
-		heading(w, markdown, 3, fmt.Sprintf("%d. %s: %s", i+1, o.Pattern, o.Fused))
+		heading(w, markdown, 3, cellText(fmt.Sprintf("%d. %s: %s", i+1, o.Pattern, o.Fused), markdown))
 		rows = rows[:0]
 		for _, g := range o.Shapes {
 			rows = append(rows, []string{dimsString(g.Dims), string(g.DType), strconv.Itoa(g.Instances), f1(g.GPUTimeUs), f1(g.EstFusedUs), f1(g.EstSavingUs)})
@@ -165,10 +180,10 @@ func writeOpportunities(w io.Writer, a *Analysis, markdown bool) error {
 			}
 		}
 		for _, s := range src {
-			fmt.Fprintf(w, "- source: %s\n", s)
+			fmt.Fprintf(w, "- source: %s\n", cellText(s, markdown))
 		}
 		for _, adv := range o.Advice {
-			fmt.Fprintf(w, "- %s\n", adv)
+			fmt.Fprintf(w, "- %s\n", cellText(adv, markdown))
 		}
 	}
 	return nil
@@ -208,7 +223,7 @@ func writeAnalysisText(w io.Writer, a *Analysis, markdown bool) error {
 		fmt.Fprintln(w)
 		heading(w, markdown, 3, "Notes")
 		for _, n := range a.Notes {
-			fmt.Fprintf(w, "- %s\n", n)
+			fmt.Fprintf(w, "- %s\n", cellText(n, markdown))
 		}
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 
 var cmdReport = &Command{
 	Name:      "report",
-	UsageLine: "report [-analysis FILE] [-verify FILE] [-bench FILE] [-o DIR] [-format markdown|html] [KERNEL_DIR...]",
+	UsageLine: "report [-analysis FILE] [-verify FILE] [-bench FILE] [-o DIR [-force]] [-format markdown|html] [-targets] [KERNEL_DIR...]",
 	Short:     "a markdown and HTML report from analysis, verification and benchmarks",
 	Long: `Report draws one report from the outputs of the other verbs: the analysis (analyze -format json),
 the generated kernel folders (arguments; a folder of them is expanded), the verification

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fuseadvise/fuseadvise/bench"
+	"github.com/fuseadvise/fuseadvise/internal/pyenv"
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
 	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/report"
@@ -20,7 +21,7 @@ import (
 
 var cmdRun = &Command{
 	Name:      "run",
-	UsageLine: "run [-o DIR] [-top N] [-pattern ID] [-et FILE] [-bench auto|on|off] [-python PATH] [-force] TRACE|DIR",
+	UsageLine: "run [-o DIR] [-top N] [-pattern ID] [-et FILE] [-bench auto|on|off] [-max-autotune] [-python PATH] [-force] TRACE|DIR",
 	Short:     "analyze, gen, verify, bench (with a GPU) and report in one command",
 	Long: `Run is the whole pipeline on one trace (or a directory of rank files):
 
@@ -55,6 +56,14 @@ which), 2 for bad input or environment, 0 otherwise.`,
 			}
 			if *top < 0 {
 				return usagef("-top must be >= 0")
+			}
+			if err := checkPattern(*pattern); err != nil {
+				return err
+			}
+			if *python != "" {
+				if _, err := pyenv.Find(*python, env.Getenv); err != nil {
+					return err
+				}
 			}
 			r := &pipeline{env: env, trace: args[0], bench: *benchMode, python: *python, maxAutotune: *maxAT,
 				opts: analyzeOptions{Top: *top, Pattern: *pattern, ET: *et, NTop: 5}}

@@ -15,7 +15,7 @@ import (
 
 var cmdVerify = &Command{
 	Name:      "verify",
-	UsageLine: "verify [-format table|json|markdown] [-o FILE] [-gpu] [-timeout D] [-trials N] [-python PATH] DIR...",
+	UsageLine: "verify [-format table|json|markdown] [-o FILE] [-gpu] [-timeout D] [-trials N] [-failfast] [-python PATH] DIR...",
 	Short:     "run the generated kernels in Triton's interpreter against the reference",
 	Long: `Verify runs each generated kernel folder (from 'fuseadvise gen'; a folder of such folders
 is expanded) under TRITON_INTERPRET=1 on the CPU against its eager PyTorch reference: the
@@ -46,6 +46,15 @@ triton 3.6.0), or -python, or $FUSEADVISE_PYTHON.`,
 			}
 			if len(args) == 0 {
 				return usagef("want one or more generated kernel folders")
+			}
+			if *trials < 0 {
+				return usagef("-trials must be >= 1 (0: the default)")
+			}
+			if *timeout < 0 {
+				return usagef("-timeout must be > 0 (0: the default)")
+			}
+			if err := checkOutputs(nil, *out); err != nil {
+				return err
 			}
 			dirs, err := kernelFolders(args)
 			if err != nil {
