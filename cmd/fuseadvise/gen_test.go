@@ -122,3 +122,27 @@ func TestGenFromTrace(t *testing.T) {
 		t.Errorf("gen -from: exit %d, %d folders, want %d: %s", code, len(strings.Fields(stdout2)), len(dirs), errs)
 	}
 }
+
+func TestGenFromRejectsOtherJSON(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"array.json":   `[1, 2]`,
+		"object.json":  `{"a": 1}`,
+		"trace.json":   `{"traceEvents": []}`,
+		"badtype.json": `{"trace": {}, "opportunities": {"x": 1}}`,
+		"notjson.json": `hello`,
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(content), 0o644)
+		code, out, errs := run(t, "gen", "-from", p, "-o", filepath.Join(dir, "k"))
+		if code != 2 || out != "" || !strings.Contains(errs, name+": not the JSON of 'fuseadvise analyze -format json'") {
+			t.Errorf("%s: exit %d, stderr %q", name, code, errs)
+		}
+		if strings.Contains(errs, "Go value") || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+			t.Errorf("%s: error not one plain line: %q", name, errs)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "k")); err == nil {
+		t.Error("an output folder was created")
+	}
+}

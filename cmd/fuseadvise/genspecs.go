@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -31,11 +32,19 @@ func specsFor(args []string, from string, o analyzeOptions) ([]genItem, []string
 			return nil, nil, err
 		}
 		var a Analysis
-		if err := json.Unmarshal(b, &a); err != nil || a.Report == nil {
-			if err == nil {
-				err = fmt.Errorf("no \"opportunities\"")
-			}
-			return nil, nil, fmt.Errorf("%s: not the JSON of 'fuseadvise analyze -format json': %v", from, err)
+		var shape struct {
+			Trace         *json.RawMessage `json:"trace"`
+			Opportunities *json.RawMessage `json:"opportunities"`
+		}
+		err = json.Unmarshal(b, &shape)
+		if err == nil && (shape.Trace == nil || shape.Opportunities == nil) {
+			err = fmt.Errorf("no \"trace\" object or \"opportunities\" list")
+		}
+		if err == nil {
+			err = json.Unmarshal(b, &a)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: not the JSON of 'fuseadvise analyze -format json': %s", from, jsonProblem(err))
 		}
 		rep = a.Report
 		rep.Opportunities = selectOpportunities(rep.Opportunities, o)
@@ -234,4 +243,20 @@ func orDefault(v, d string) string {
 		return d
 	}
 	return v
+}
+
+// jsonProblem describes a decoding error without Go type names.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("offset %d: %v", se.Offset, se)
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return fmt.Sprintf("offset %d: a JSON %s where an object was expected", te.Offset, te.Value)
+		}
+		return fmt.Sprintf("offset %d: field %q holds a JSON %s", te.Offset, te.Field, te.Value)
+	}
+	return err.Error()
 }
