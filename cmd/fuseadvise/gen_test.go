@@ -146,3 +146,17 @@ func TestGenFromRejectsOtherJSON(t *testing.T) {
 		t.Error("an output folder was created")
 	}
 }
+
+func TestAssumedParametersAreSaid(t *testing.T) {
+	g := patterns.ShapeGroup{Dims: [][]int64{{2, 8, 64}}, DType: patterns.FP16, Valid: true, Instances: 1}
+	if got := assumed("rmsnorm_pyops", g); !strings.Contains(got, "eps not recorded (1e-6 used)") {
+		t.Errorf("rmsnorm without eps: %q", got)
+	}
+	g.Params.Eps = f64(1e-5)
+	if got := assumed("rmsnorm_pyops", g); got != "" {
+		t.Errorf("rmsnorm with eps: %q", got)
+	}
+	if got := assumed("mask_softmax", g); !strings.Contains(got, "scale not recorded") {
+		t.Errorf("softmax without scale: %q", got)
+	}
+}

@@ -91,7 +91,7 @@ func specsFromReport(rep *patterns.Report) ([]genItem, []string, error) {
 				skipped = append(skipped, fmt.Sprintf("%s %s %s: %s", op.Pattern, dimsString(g.Dims), g.DType, why))
 				continue
 			}
-			s.Source = codegen.Source{Trace: rep.Trace.Path, Site: site(op, g)}
+			s.Source = codegen.Source{Trace: rep.Trace.Path, Site: site(op, g) + assumed(op.Pattern, g)}
 			if err := codegen.Validate(s); err != nil {
 				skipped = append(skipped, fmt.Sprintf("%s %s %s: %v", op.Pattern, dimsString(g.Dims), g.DType, err))
 				continue
@@ -121,6 +121,35 @@ func kernelDtype(d patterns.DType) (string, bool) {
 		return string(d), true
 	}
 	return "", false
+}
+
+// assumed names the parameters the trace did not record, for which the kernel uses its
+// default, so the folder says what it assumed rather than guessing silently.
+func assumed(pattern string, g patterns.ShapeGroup) string {
+	var a []string
+	p := g.Params
+	switch pattern {
+	case "add_layernorm", "layernorm_linear":
+		if p.Eps == nil {
+			a = append(a, "eps not recorded (1e-5 used)")
+		}
+	case "rmsnorm_pyops":
+		if p.Eps == nil {
+			a = append(a, "eps not recorded (1e-6 used)")
+		}
+	case "mask_softmax":
+		if p.Scale == nil {
+			a = append(a, "scale not recorded (1.0 used)")
+		}
+	case "dropout_add":
+		if p.P == nil {
+			a = append(a, "dropout p not recorded (0 used)")
+		}
+	}
+	if len(a) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(a, "; ")
 }
 
 // specFromGroup maps one shape group to a spec, or says why it cannot.
