@@ -70,7 +70,7 @@ func verdictCell(v Verdict) cell {
 }
 
 func fmtMs(us float64) string {
-	return strconv.FormatFloat(us/1e3, 'f', 2, 64) + " ms"
+	return fixed(us/1e3, 2) + " ms"
 }
 
 // build assembles the document for in.
@@ -195,12 +195,12 @@ func traceSection(a *patterns.Report, x *TraceExtra) section {
 		if len(a.Calibration) > 1 {
 			k += fmt.Sprintf(" (trace %d)", i+1)
 		}
-		v := fmt.Sprintf("bandwidth %s GB/s (%s", strconv.FormatFloat(c.BandwidthGBs, 'f', -1, 64), c.BandwidthSource)
+		v := fmt.Sprintf("bandwidth %s GB/s (%s", shortest(c.BandwidthGBs), c.BandwidthSource)
 		if c.BandwidthSamples > 0 {
 			v += fmt.Sprintf(", %d kernels", c.BandwidthSamples)
 		}
 		v += fmt.Sprintf("), compute %s TFLOP/s, kernel overhead %s µs (%s)",
-			strconv.FormatFloat(c.ComputeTFLOPs, 'f', -1, 64), fmtUs(c.KernelOverheadUs), c.OverheadSource)
+			shortest(c.ComputeTFLOPs), fmtUs(c.KernelOverheadUs), c.OverheadSource)
 		add(k, txt(v))
 	}
 	s.Table = tb
@@ -410,7 +410,7 @@ func speedupSection(in Inputs, sp []Speedup) section {
 		p = append(p, txt(", torch "), code(r.Torch), txt(", triton "), code(r.Triton))
 	}
 	if pos(r.CopyTBps) {
-		p = append(p, txt(fmt.Sprintf(", measured copy bandwidth %s TB/s", strconv.FormatFloat(r.CopyTBps, 'f', 2, 64))))
+		p = append(p, txt(fmt.Sprintf(", measured copy bandwidth %s TB/s", fixed(r.CopyTBps, 2))))
 	}
 	s.Before = []para{append(p, txt("."))}
 	if r.Command != "" || r.Date != "" {

@@ -86,10 +86,14 @@ func WriteCSV(w io.Writer, r *bench.Result) error {
 	return cw.Error()
 }
 
-// msString prints microseconds as milliseconds, to the nanosecond; "" when not positive.
+// msString prints microseconds as milliseconds, to the nanosecond (to nine significant
+// digits from bigNum ms on); "" when not positive.
 func msString(us float64) string {
 	if !pos(us) {
 		return ""
+	}
+	if ms := us / 1e3; ms >= bigNum {
+		return strconv.FormatFloat(ms, 'g', 9, 64) // 1e+305, not 306 digits
 	}
 	s := strconv.FormatFloat(math.Round(us*1e3)/1e6, 'f', 6, 64)
 	s = strings.TrimRight(s, "0")

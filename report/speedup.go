@@ -152,33 +152,64 @@ var verdictOrder = []Verdict{Ship, Noise, Review, DoNotShip, NotTimed, Failed}
 
 // Formatting shared by the renderers.
 
-// fmtUs prints a time in microseconds with three significant digits or more.
-func fmtUs(v float64) string {
+// bigNum is the magnitude from which numbers are printed with three significant digits
+// and an exponent (1.23e+06) instead of all their digits: a bench median of 1e308 would
+// otherwise fill a table cell with 309 digits.
+const bigNum = 1e6
+
+// fixed prints v with prec decimals, or as %.3g from bigNum on, so that its width is
+// bounded; NaN and infinities print as "?".
+func fixed(v float64, prec int) string {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return "?"
-	case math.Abs(v) >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case math.Abs(v) >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case math.Abs(v) >= 1:
-		return strconv.FormatFloat(v, 'f', 2, 64)
+	case math.Abs(v) >= bigNum:
+		return strconv.FormatFloat(v, 'g', 3, 64)
 	}
-	return strconv.FormatFloat(v, 'f', 3, 64)
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// shortest prints v with as few digits as read it back, as %.3g beyond bigNum or below
+// 0.001.
+func shortest(v float64) string {
+	if a := math.Abs(v); a >= bigNum || a != 0 && a < 1e-3 {
+		return fixed(v, 0)
+	}
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if len(s) > 12 { // 0.30000000000000004
+		s = strconv.FormatFloat(v, 'g', 6, 64)
+	}
+	return s
+}
+
+// fmtUs prints a time in microseconds with three significant digits or more (%.3g below
+// 0.001 and from bigNum on).
+func fmtUs(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return fixed(v, 0)
+	case a >= 10:
+		return fixed(v, 1)
+	case a >= 1:
+		return fixed(v, 2)
+	case a != 0 && a < 1e-3:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+	return fixed(v, 3)
 }
 
 func fmtX(v float64) string {
 	if v >= 100 {
-		return strconv.FormatFloat(v, 'f', 0, 64) + "×"
+		return fixed(v, 0) + "×"
 	}
-	return strconv.FormatFloat(v, 'f', 2, 64) + "×"
+	return fixed(v, 2) + "×"
 }
 
 func fmtPct(v float64) string {
 	if math.Abs(v) >= 10 {
-		return strconv.FormatFloat(v, 'f', 0, 64) + "%"
+		return fixed(v, 0) + "%"
 	}
-	return strconv.FormatFloat(v, 'f', 1, 64) + "%"
+	return fixed(v, 1) + "%"
 }
 
 func fmtSignedPct(v float64) string {

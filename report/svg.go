@@ -124,7 +124,7 @@ func tickLabel(v float64) string {
 	if v == 0 {
 		return "0"
 	}
-	if v >= 1 {
+	if v >= 1 && v < bigNum {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 3, 64)

@@ -76,7 +76,7 @@ func Targets(r *bench.Result) []Target {
 				worstFloor = max(worstFloor, ratio)
 			}
 			if !timed || ratio > FloorRatioMax {
-				floor.Misses = append(floor.Misses, fmt.Sprintf("%s %.2fx", label, ratio))
+				floor.Misses = append(floor.Misses, label+" "+fixed(ratio, 2)+"x")
 			}
 		}
 		compileEach.Cases++
@@ -88,7 +88,7 @@ func Targets(r *bench.Result) []Target {
 			logE = append(logE, math.Log(s.VsEager))
 		}
 		if !timed || s.VsCompile < VsCompileMin && !s.CompileNoise {
-			compileEach.Misses = append(compileEach.Misses, fmt.Sprintf("%s %.2fx", label, s.VsCompile))
+			compileEach.Misses = append(compileEach.Misses, label+" "+fixed(s.VsCompile, 2)+"x")
 		}
 		if gemmPattern(c.Pattern) {
 			gemm.Cases++
@@ -101,7 +101,7 @@ func Targets(r *bench.Result) []Target {
 			case timed && c.GemmOnlyUs <= 0:
 				gemm.Misses = append(gemm.Misses, label+" GEMM alone not measured")
 			case ratio == 0 || ratio > GemmRatioMax:
-				gemm.Misses = append(gemm.Misses, fmt.Sprintf("%s %.2fx", label, ratio))
+				gemm.Misses = append(gemm.Misses, label+" "+fixed(ratio, 2)+"x")
 			}
 		}
 		if m := rows(&c); m > 0 && m <= DecodeMaxRows {
@@ -110,7 +110,7 @@ func Targets(r *bench.Result) []Target {
 				worstDecode = max(worstDecode, c.FusedUs)
 			}
 			if !timed || c.Launches != 1 || c.FusedUs > DecodeMaxUs {
-				decode.Misses = append(decode.Misses, fmt.Sprintf("%s %.1f µs, %d launch(es)", label, c.FusedUs, c.Launches))
+				decode.Misses = append(decode.Misses, fmt.Sprintf("%s %s µs, %d launch(es)", label, fixed(c.FusedUs, 1), c.Launches))
 			}
 		}
 		if c.PredictedUs > 0 {
@@ -121,7 +121,7 @@ func Targets(r *bench.Result) []Target {
 				errs = append(errs, math.Abs(e))
 			}
 			if !timed || math.Abs(e) > PredErrMax {
-				pred.Misses = append(pred.Misses, fmt.Sprintf("%s %+.0f%%", label, 100*e))
+				pred.Misses = append(pred.Misses, label+" "+signed(fixed(100*e, 0), e)+"%")
 			}
 		}
 	}
@@ -135,29 +135,37 @@ func Targets(r *bench.Result) []Target {
 		}
 		return math.Exp(s / float64(len(l)))
 	}
-	floor.Got, floor.Met = fmt.Sprintf("worst %.2fx", worstFloor), len(floor.Misses) == 0
+	floor.Got, floor.Met = "worst "+fixed(worstFloor, 2)+"x", len(floor.Misses) == 0
 	if math.IsInf(minCompile, 1) {
 		minCompile = 0
 	}
-	compileEach.Got, compileEach.Met = fmt.Sprintf("worst %.2fx", minCompile), len(compileEach.Misses) == 0
+	compileEach.Got, compileEach.Met = "worst "+fixed(minCompile, 2)+"x", len(compileEach.Misses) == 0
 	gc, ge := geo(logC), geo(logE)
 	geoC := Target{Name: "geometric mean vs torch.compile", Want: fmt.Sprintf(">= %.1fx", VsCompileGeomean),
-		Got: fmt.Sprintf("%.2fx over %d cases", gc, len(logC)), Cases: len(logC), Met: gc >= VsCompileGeomean}
+		Got: fmt.Sprintf("%sx over %d cases", fixed(gc, 2), len(logC)), Cases: len(logC), Met: gc >= VsCompileGeomean}
 	geoE := Target{Name: "geometric mean vs eager ATen", Want: fmt.Sprintf(">= %.1fx", VsEagerGeomean),
-		Got: fmt.Sprintf("%.2fx over %d cases", ge, len(logE)), Cases: len(logE), Met: ge >= VsEagerGeomean}
-	gemm.Got, gemm.Met = fmt.Sprintf("worst %.2fx", worstGemm), len(gemm.Misses) == 0
+		Got: fmt.Sprintf("%sx over %d cases", fixed(ge, 2), len(logE)), Cases: len(logE), Met: ge >= VsEagerGeomean}
+	gemm.Got, gemm.Met = "worst "+fixed(worstGemm, 2)+"x", len(gemm.Misses) == 0
 	if worstGemm == 0 {
 		gemm.Got = "GEMM alone not measured"
 	}
-	decode.Got, decode.Met = fmt.Sprintf("worst %.1f µs", worstDecode), len(decode.Misses) == 0
+	decode.Got, decode.Met = "worst "+fixed(worstDecode, 1)+" µs", len(decode.Misses) == 0
 	med := 0.0
 	if len(errs) > 0 {
 		slices.Sort(errs)
 		med = errs[len(errs)/2]
 	}
-	pred.Got = fmt.Sprintf("median |err| %.0f%%", 100*med)
+	pred.Got = "median |err| " + fixed(100*med, 0) + "%"
 	pred.Met = len(pred.Misses) == 0 && med <= PredErrMedianMax
 	return []Target{floor, compileEach, geoC, geoE, gemm, decode, pred}
+}
+
+// signed puts a + before s, v's formatted value, when v is not negative.
+func signed(s string, v float64) string {
+	if v >= 0 && s != "?" {
+		return "+" + s
+	}
+	return s
 }
 
 // WriteTargets writes the targets as a markdown table, then each missed target's cases.
