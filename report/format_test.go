@@ -91,3 +91,55 @@ func TestHugeNumbers(t *testing.T) {
 		t.Errorf("targets: a number printed with %d digits", len(m))
 	}
 }
+
+// TestAxisExtremes checks that times at the ends of float64's range give a finite axis
+// with a few ticks: rounding 1.5e308 up to a nice number overflowed to +Inf (and 5e-324
+// down to 0, whose log is -Inf), and the tick loop never ended.
+func TestAxisExtremes(t *testing.T) {
+	huge := extreme(t).Bench.Cases
+	tiny := append([]bench.Case(nil), huge...)
+	tiny[0].CompileUs, tiny[0].CompileP20, tiny[0].CompileP80 = 5e-324, 5e-324, 1e-323
+	for _, cases := range [][]bench.Case{huge, tiny} {
+		for _, sc := range []Scale{ScaleAuto, ScaleLog, ScaleLinear} {
+			a := newAxis(cases, sc, labelW, chartW-valueW)
+			finite := func(v float64) bool { return !math.IsInf(v, 0) && !math.IsNaN(v) }
+			if !finite(a.lo) || !finite(a.hi) || a.lo >= a.hi {
+				t.Fatalf("%v axis from %v to %v", sc, a.lo, a.hi)
+			}
+			vs, labels := a.ticks()
+			if len(vs) < 2 || len(vs) > 2*maxDecadeTicks {
+				t.Errorf("%v axis: %d ticks %q", sc, len(vs), labels)
+			}
+			for i, v := range vs {
+				if x := a.x(v); !finite(v) || !finite(x) || len(labels[i]) > 8 {
+					t.Errorf("%v axis: tick %v at x %v labelled %q", sc, v, x, labels[i])
+				}
+			}
+		}
+	}
+	in := extreme(t)
+	for _, sc := range []Scale{ScaleLog, ScaleLinear} {
+		in.Scale = sc
+		for _, tc := range []struct {
+			name string
+			f    func(io.Writer, Inputs) error
+		}{{"svg", SVG}, {"html", HTML}} {
+			out := render(t, tc.f, in)
+			if tc.name == "svg" {
+				wellFormed(t, "extreme svg", out)
+			} else { // the chart (the verification table has NaN errors of its own)
+				i, j := bytes.Index(out, []byte("<svg")), bytes.Index(out, []byte("</svg>"))
+				if i < 0 || j < i {
+					t.Fatalf("html (%v): no chart", sc)
+				}
+				out = out[i:j]
+			}
+			if m := regexp.MustCompile(`NaN|Inf|[0-9]{16,}`).Find(out); m != nil {
+				t.Errorf("%s (%v): %.40q in the output", tc.name, sc, m)
+			}
+			if !bytes.Contains(out, []byte("fused (Triton): 1e+308 (1e+307-1.5e+308) µs")) {
+				t.Errorf("%s (%v): the huge median's title is missing", tc.name, sc)
+			}
+		}
+	}
+}

@@ -99,7 +99,9 @@ func (a axis) ticks() ([]float64, []string) {
 		if a.hi-a.lo <= 3 {
 			mults = []float64{1, 2, 5}
 		}
-		for k := math.Floor(a.lo); k <= math.Ceil(a.hi); k++ {
+		// at most about maxDecadeTicks ticks, however many decades the times span
+		stride := math.Max(1, math.Ceil((a.hi-a.lo)/maxDecadeTicks))
+		for k := math.Floor(a.lo); k <= math.Ceil(a.hi); k += stride {
 			for _, m := range mults {
 				v := m * math.Pow(10, k)
 				if l := math.Log10(v); l >= a.lo-1e-9 && l <= a.hi+1e-9 {
@@ -155,6 +157,15 @@ func niceFloor(v float64) float64 {
 	return p
 }
 
+// The axis spans at most minAxisUs to maxAxisUs (longer bars stop at its end), so that
+// rounding its ends to nice numbers cannot overflow to infinity or underflow to zero, and
+// a log axis gets a tick at most every few decades.
+const (
+	minAxisUs      = 1e-300
+	maxAxisUs      = 1e300
+	maxDecadeTicks = 12
+)
+
 // newAxis fits the axis to the timed values of cases.
 func newAxis(cases []bench.Case, scale Scale, x0, x1 float64) axis {
 	lo, hi := math.Inf(1), 0.0
@@ -175,6 +186,8 @@ func newAxis(cases []bench.Case, scale Scale, x0, x1 float64) axis {
 	if hi == 0 {
 		return axis{lo: 0, hi: 1, x0: x0, x1: x1}
 	}
+	lo = math.Min(math.Max(lo, minAxisUs), maxAxisUs)
+	hi = math.Min(math.Max(hi, minAxisUs), maxAxisUs)
 	if scale == ScaleAuto {
 		scale = ScaleLinear
 		if hi/lo > AutoLogRatio {
