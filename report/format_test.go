@@ -126,7 +126,9 @@ func TestAxisExtremes(t *testing.T) {
 		}{{"svg", SVG}, {"html", HTML}} {
 			out := render(t, tc.f, in)
 			if tc.name == "svg" {
-				wellFormed(t, "extreme svg", out)
+				if g := wellFormed(t, "extreme svg", out); g != len(in.Bench.Cases) {
+					t.Errorf("extreme svg (%v): %d case groups, want %d", sc, g, len(in.Bench.Cases))
+				}
 			} else { // the chart (the verification table has NaN errors of its own)
 				i, j := bytes.Index(out, []byte("<svg")), bytes.Index(out, []byte("</svg>"))
 				if i < 0 || j < i {

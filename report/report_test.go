@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -112,28 +113,86 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// wellFormed parses b as XML to the end.
-func wellFormed(t *testing.T, name string, b []byte) {
+// wellFormed parses b as XML to the end, checks that it is one <svg> element in the SVG
+// namespace, and returns the number of <g> elements directly inside it (one per case).
+func wellFormed(t *testing.T, name string, b []byte) (groups int) {
 	t.Helper()
+	groups, err := svgGroups(b)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return groups
+}
+
+// svgGroups is wellFormed's check.
+func svgGroups(b []byte) (groups int, err error) {
 	d := xml.NewDecoder(bytes.NewReader(b))
+	depth, roots := 0, 0
 	for {
-		_, err := d.Token()
+		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
-			return
+			break
 		}
 		if err != nil {
-			t.Fatalf("%s: not well-formed XML: %v", name, err)
+			return 0, fmt.Errorf("not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			switch depth {
+			case 0:
+				roots++
+				if tok.Name.Local != "svg" || tok.Name.Space != "http://www.w3.org/2000/svg" {
+					return 0, fmt.Errorf("root element %v, want svg in the SVG namespace", tok.Name)
+				}
+			case 1:
+				if tok.Name.Local == "g" {
+					groups++
+				}
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			if depth == 0 && len(bytes.TrimSpace(tok)) > 0 {
+				return 0, fmt.Errorf("text outside the root element: %q", tok)
+			}
 		}
 	}
+	if roots != 1 {
+		return 0, fmt.Errorf("%d root elements, want one <svg>", roots)
+	}
+	return groups, nil
 }
 
 func TestSVGWellFormed(t *testing.T) {
 	full := recorded(t)
-	wellFormed(t, "full", render(t, SVG, full))
+	n := len(full.Bench.Cases)
+	if n == 0 {
+		t.Fatal("the recorded bench has no cases")
+	}
+	if g := wellFormed(t, "full", render(t, SVG, full)); g != n {
+		t.Errorf("full: %d case groups, want %d", g, n)
+	}
 	full.Scale = ScaleLinear
-	wellFormed(t, "linear", render(t, SVG, full))
-	wellFormed(t, "no bench", render(t, SVG, Inputs{}))
-	wellFormed(t, "no cases", render(t, SVG, Inputs{Bench: &bench.Result{GPU: "x"}}))
+	if g := wellFormed(t, "linear", render(t, SVG, full)); g != n {
+		t.Errorf("linear: %d case groups, want %d", g, n)
+	}
+	if g := wellFormed(t, "no bench", render(t, SVG, Inputs{})); g != 0 {
+		t.Errorf("no bench: %d case groups", g)
+	}
+	if g := wellFormed(t, "no cases", render(t, SVG, Inputs{Bench: &bench.Result{GPU: "x"}})); g != 0 {
+		t.Errorf("no cases: %d case groups", g)
+	}
+}
+
+// TestWellFormedRejects checks that the check above can fail: empty output, a document
+// that is not an SVG, two roots, stray text.
+func TestWellFormedRejects(t *testing.T) {
+	for _, bad := range []string{"", "  \n", `<html></html>`, `<svg></svg>`, `<svg xmlns="http://www.w3.org/2000/svg"></svg><svg xmlns="http://www.w3.org/2000/svg"></svg>`, `x<svg xmlns="http://www.w3.org/2000/svg"></svg>`, `<svg xmlns="http://www.w3.org/2000/svg"><g></svg>`} {
+		if _, err := svgGroups([]byte(bad)); err == nil {
+			t.Errorf("wellFormed accepted %q", bad)
+		}
+	}
 }
 
 // hostile returns the recorded inputs with attack strings in every field that comes from
@@ -204,7 +263,9 @@ func TestEscaping(t *testing.T) {
 			t.Errorf("%s: a control character reached the output", tc.name)
 		}
 	}
-	wellFormed(t, "hostile svg", render(t, SVG, in))
+	if g := wellFormed(t, "hostile svg", render(t, SVG, in)); g != len(in.Bench.Cases) {
+		t.Errorf("hostile svg: %d case groups, want %d", g, len(in.Bench.Cases))
+	}
 
 	// Markdown: outside code spans, no markup and no link; inside, the name intact.
 	md := string(render(t, Markdown, in))
