@@ -187,6 +187,9 @@ var kindName = map[byte]string{'{': "object", '[': "array", '"': "string"}
 // check reports whether b, the file name, is a JSON object with sig's keys. Syntax errors,
 // an empty file and trailing data are reported as decodeJSON does.
 func (sig signature) check(name string, b []byte) error {
+	if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+		return fmt.Errorf("%s: not the JSON of '%s': gzip-compressed (a profiler trace? run 'fuseadvise analyze -format json' on it)", name, sig.what)
+	}
 	var raw json.RawMessage
 	if err := decodeJSON(name, b, &raw); err != nil {
 		return err

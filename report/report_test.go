@@ -515,6 +515,7 @@ func TestLoadErrors(t *testing.T) {
 		{"nopattern.json", `{"gpu": "g", "cases": [{"fused_us": 1}]}`, func(p string) error { _, err := LoadBench(p); return err }, "case 0 has no pattern"},
 		{"noopp.json", `{"trace": {}, "opportunities": [{"instances": 1}]}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "opportunity 0 has no pattern"},
 		// each file must carry its verb's signature keys
+		{"trace.json.gz", "\x1f\x8b\x08\x00", func(p string) error { _, _, err := LoadAnalysis(p); return err }, "trace.json.gz: not the JSON of 'fuseadvise analyze -format json': gzip-compressed"},
 		{"kineto.json", `{"schemaVersion": 1, "traceEvents": []}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "kineto.json: not the JSON of 'fuseadvise analyze -format json': it is a profiler trace"},
 		{"other.json", `{"a": 1}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "other.json: not the JSON of 'fuseadvise analyze -format json': no \"trace\" object"},
 		{"noopps.json", `{"trace": {}}`, func(p string) error { _, _, err := LoadAnalysis(p); return err }, "noopps.json: not the JSON of 'fuseadvise analyze -format json': no \"opportunities\" array"},
