@@ -33,7 +33,7 @@ Without a GPU, bench says so in one line and exits with status 2.`,
 		out := fs.String("o", "", "write the JSON result to `FILE` (default standard output)")
 		maxAT := fs.Bool("max-autotune", false, `also time torch.compile(mode="max-autotune-no-cudagraphs")`)
 		repeats := fs.Int("repeats", 3, "timing repeats per provider, for the spread")
-		gpus := fs.Int("gpus", 1, "split the folders over `N` GPUs, one harness process each")
+		gpus := fs.Int("gpus", 1, "split the folders over `N` GPUs, one harness process each (the first N of $CUDA_VISIBLE_DEVICES when it is set)")
 		timeout := fs.Duration("timeout", 0, "stop after `D` (e.g. 9m), keeping what was measured")
 		python := fs.String("python", "", "Python interpreter with torch and triton (default: $FUSEADVISE_PYTHON or the pinned venv)")
 		return func(ctx context.Context, env *Env, args []string) error {

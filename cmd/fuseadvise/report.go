@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 
 	"github.com/fuseadvise/fuseadvise/report"
 )
@@ -30,32 +29,30 @@ in Liger-Kernel's schema into DIR; without, it prints the -format report (markdo
 default) on standard output.`,
 	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 		p := reportFlags(fs)
+		bench := p.bench
 		out := fs.String("o", "", "write report.md, report.html and report.svg into `DIR`")
 		format := fs.String("format", "markdown", "standard output `format`: markdown or html")
 		force := fs.Bool("force", false, "replace an existing -o DIR")
-		targets := fs.Bool("targets", false, "append the check of the benchmark against the project's performance targets (markdown)")
+		targets := fs.Bool("targets", false, "end the Markdown report with the check of the benchmark against the project's performance targets")
 		return func(ctx context.Context, env *Env, args []string) error {
 			if *format != "markdown" && *format != "md" && *format != "html" {
 				return usagef("unknown -format %q (want markdown or html)", *format)
+			}
+			if *targets && *bench == "" {
+				return usagef("-targets needs -bench")
 			}
 			in, err := loadReportInputs(p, args)
 			if err != nil {
 				return err
 			}
+			in.Targets = *targets
 			if *out != "" {
 				return report.WriteDir(*out, in, *force)
 			}
 			if *format == "html" {
 				return report.HTML(env.Stdout, in)
 			}
-			if err := report.Markdown(env.Stdout, in); err != nil {
-				return err
-			}
-			if *targets {
-				fmt.Fprint(env.Stdout, "\n## Performance targets\n\n")
-				return report.WriteTargets(env.Stdout, in.Bench)
-			}
-			return nil
+			return report.Markdown(env.Stdout, in)
 		}
 	},
 }
