@@ -203,6 +203,7 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 			defer w.stop()
 			for i := range next {
 				f, err := w.folder(ctx, abs[i])
+				f.Dir = dirs[i] // as the caller named it: no absolute machine path in the result
 				res.Folders[i] = f
 				if err != nil {
 					fail(err)

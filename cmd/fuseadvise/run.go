@@ -163,6 +163,9 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 		if err != nil {
 			return nil, err
 		}
+		for i := range res.Folders { // relative to the output folder, not its temporary name
+			res.Folders[i].Dir = filepath.Join("kernels", filepath.Base(res.Folders[i].Dir))
+		}
 		paths.Verify = filepath.Join(dir, "verify.json")
 		if err := safefile.Write(paths.Verify, res.WriteJSON); err != nil {
 			return nil, err
