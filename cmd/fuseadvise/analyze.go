@@ -9,6 +9,7 @@ import (
 
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
 	"github.com/fuseadvise/fuseadvise/patterns"
+	"github.com/fuseadvise/fuseadvise/report"
 	"github.com/fuseadvise/fuseadvise/trace"
 )
 
@@ -112,21 +113,12 @@ type Analysis struct {
 	Summary Summary `json:"summary"`
 }
 
-// Summary is the part of the trace summary the contract's "trace" object lacks.
-type Summary struct {
-	Ranks      int        `json:"ranks"`
-	IdleUs     float64    `json:"idle_us"`
-	Launches   int        `json:"launches"`
-	TopKernels []NameTime `json:"top_kernels"`
-	TopOps     []NameTime `json:"top_ops"`
-}
+// Summary is the part of the trace summary the contract's "trace" object lacks (ranks,
+// idle time, launches, top kernels and ops); report reads it back as the same type.
+type Summary = report.TraceExtra
 
 // NameTime is a kernel or op name with its count and total GPU time.
-type NameTime struct {
-	Name  string  `json:"name"`
-	Count int     `json:"count"`
-	Us    float64 `json:"gpu_us"`
-}
+type NameTime = report.NameTime
 
 func us(ns int64) float64 { return float64(ns) / 1e3 }
 
