@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fuseadvise/fuseadvise/bench"
 	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
@@ -84,9 +85,36 @@ func build(in Inputs) document {
 		generatedSection(in, sp),
 		verifySection(in.Verify),
 		speedupSection(in, sp),
-		readingSection(),
 	)
+	if in.Targets && in.Bench != nil {
+		d.Sections = append(d.Sections, targetsSection(in.Bench))
+	}
+	d.Sections = append(d.Sections, readingSection())
 	return d
+}
+
+// targetsSection is the check of r against the performance targets (Targets): one row per
+// target, then the cases that miss each one.
+func targetsSection(r *bench.Result) section {
+	s := section{ID: "targets", Title: "Performance targets"}
+	t := &table{Head: []string{"target", "wanted", "measured", "cases", "met"}, Num: []bool{false, false, false, true, false}}
+	for _, tg := range Targets(r) {
+		met := cell{Text: "yes", Class: "ship"}
+		switch {
+		case tg.Cases == 0:
+			met = cell{Text: "no case", Class: "muted"}
+		case !tg.Met && len(tg.Misses) > 0:
+			met = cell{Text: fmt.Sprintf("no (%d of %d)", len(tg.Misses), tg.Cases), Strong: true, Class: "dns"}
+		case !tg.Met:
+			met = cell{Text: "no", Strong: true, Class: "dns"}
+		}
+		t.Rows = append(t.Rows, []cell{txt(tg.Name), txt(tg.Want), txt(tg.Got), numc(fmt.Sprint(tg.Cases)), met})
+		for _, m := range tg.Misses {
+			s.After = append(s.After, para{txt("Missed: " + tg.Name + " (" + tg.Want + "): "), code(m)})
+		}
+	}
+	s.Table = t
+	return s
 }
 
 func summarySection(in Inputs, sp []Speedup) section {

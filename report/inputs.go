@@ -29,8 +29,8 @@ type Inputs struct {
 
 	// Scale is the chart's time axis; the zero value picks one from the data.
 	Scale Scale
-	// Targets appends to the Markdown report (and so to WriteDir's report.md) a
-	// "Performance targets" section, WriteTargets' check of Bench, when Bench is present.
+	// Targets adds to the report (Markdown and HTML) a "Performance targets" section, the
+	// check of Bench against the project's targets (Targets), when Bench is present.
 	Targets bool
 }
 

@@ -12,17 +12,10 @@ const ChartFile = "report.svg"
 // Markdown writes the report as GitHub-flavoured Markdown. Data from the inputs (op
 // names, paths, shapes, error messages) is written as code spans, so it is never read as
 // Markdown or HTML. The chart is linked as ChartFile, which SVG writes. With in.Targets
-// and benchmark results, the check against the performance targets (WriteTargets) ends
-// the report under "## Performance targets".
+// and benchmark results, the report has a "Performance targets" section (as HTML has).
 func Markdown(w io.Writer, in Inputs) error {
 	bw := bufio.NewWriter(w)
 	writeMarkdown(bw, build(in))
-	if in.Targets && in.Bench != nil {
-		bw.WriteString("\n## Performance targets\n\n")
-		if err := WriteTargets(bw, in.Bench); err != nil {
-			return err
-		}
-	}
 	return bw.Flush()
 }
 

@@ -157,7 +157,13 @@ func Targets(r *bench.Result) []Target {
 	}
 	pred.Got = "median |err| " + fixed(100*med, 0) + "%"
 	pred.Met = len(pred.Misses) == 0 && med <= PredErrMedianMax
-	return []Target{floor, compileEach, geoC, geoE, gemm, decode, pred}
+	ts := []Target{floor, compileEach, geoC, geoE, gemm, decode, pred}
+	for i := range ts {
+		if ts[i].Cases == 0 {
+			ts[i].Got = "-" // nothing measured under this target
+		}
+	}
+	return ts
 }
 
 // signed puts a + before s, v's formatted value, when v is not negative.
