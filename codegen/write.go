@@ -3,15 +3,14 @@ package codegen
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/fuseadvise/fuseadvise/internal/safefile"
 	"github.com/fuseadvise/fuseadvise/templates"
 )
 
@@ -71,51 +70,28 @@ func Render(spec Spec) (map[string][]byte, error) {
 }
 
 // Write renders spec into the folder dir. dir must not exist unless force is set, in which
-// case it is replaced. The folder is written under a temporary name beside dir and renamed
-// into place, so dir is never seen half-written.
+// case it is replaced if it is a folder fuseadvise wrote (internal/safefile's marker). The
+// folder is written under a temporary name beside dir and renamed into place, so dir is
+// never seen half-written.
 func Write(dir string, spec Spec, force bool) error {
 	files, err := Render(spec)
 	if err != nil {
 		return err
-	}
-	dir = filepath.Clean(dir)
-	if _, err := os.Lstat(dir); err == nil && !force {
-		return fmt.Errorf("codegen: %s already exists (use force to replace it)", dir)
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("codegen: %v", err)
-	}
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("codegen: %v", err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return fmt.Errorf("codegen: %v", err)
-	}
-	defer os.RemoveAll(tmp) // no-op once renamed
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return fmt.Errorf("codegen: %v", err)
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		if err := writeFile(filepath.Join(tmp, n), files[n]); err != nil {
-			return fmt.Errorf("codegen: %v", err)
-		}
-	}
-	if force {
-		if _, err := os.Lstat(dir); err == nil {
-			old := tmp + ".old"
-			if err := os.Rename(dir, old); err != nil {
-				return fmt.Errorf("codegen: replacing %s: %v", dir, err)
+	err = safefile.Dir(dir, force, func(tmp string) error {
+		for _, n := range names {
+			if err := writeFile(filepath.Join(tmp, n), files[n]); err != nil {
+				return err
 			}
-			defer os.RemoveAll(old)
 		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("codegen: %v", err)
 	}
 	return nil

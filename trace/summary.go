@@ -62,26 +62,27 @@ func unionNs(iv []interval) int64 {
 // GPUBusyNs is the union of kernel, memcpy and memset intervals per device, summed
 // over devices.
 func (t *Trace) GPUBusyNs() int64 {
-	byDev := map[int][]interval{}
-	for i := range t.Acts {
-		a := &t.Acts[i]
-		byDev[a.Device] = append(byDev[a.Device], interval{a.Start, a.Start + a.Dur})
-	}
 	var total int64
-	for _, iv := range byDev {
+	for _, iv := range t.intervalsByDevice() {
 		total += unionNs(iv)
 	}
 	return total
 }
 
-// IdleNs returns, summed over steps and devices that ran anything, the time within
-// each step when the device had no activity.
-func (t *Trace) IdleNs() int64 {
+// intervalsByDevice returns the spans of the GPU activities of each device.
+func (t *Trace) intervalsByDevice() map[int][]interval {
 	byDev := map[int][]interval{}
 	for i := range t.Acts {
 		a := &t.Acts[i]
 		byDev[a.Device] = append(byDev[a.Device], interval{a.Start, a.Start + a.Dur})
 	}
+	return byDev
+}
+
+// IdleNs returns, summed over steps and devices that ran anything, the time within
+// each step when the device had no activity.
+func (t *Trace) IdleNs() int64 {
+	byDev := t.intervalsByDevice()
 	var idle int64
 	for _, s := range t.Steps {
 		lo, hi := s.Start, s.Start+s.Dur
