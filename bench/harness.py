@@ -12,11 +12,18 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
 2. Providers: ``fused`` (the Triton kernel), ``eager`` (the reference chain exactly as traced),
    ``compile`` (torch.compile of the reference, default mode), optionally ``compile_max``
    (mode "max-autotune-no-cudagraphs") and, for GEMM patterns, ``gemm_only`` (the GEMM alone).
-3. Timing: ``triton.testing.do_bench(fn, warmup, rep, quantiles=[0.5, 0.2, 0.8])`` (it flushes
-   L2 before every call), repeated ``--repeats`` times with the providers interleaved; the
-   reported median is the median of the repeats' medians and the spread their min..max. When
-   the fused kernel takes under ``--graph-below-us`` (or its floor does), every provider is also timed with
-   ``do_bench_cudagraph`` (launch overhead out of the measurement) and that figure is reported.
+3. Timing: each provider is captured once in a CUDA graph (after its warm-up call) and the
+   graph's replay is timed with ``triton.testing.do_bench(replay, warmup, rep,
+   quantiles=[0.5, 0.2, 0.8])``, which flushes L2 before every call: GPU time only. Timing
+   the Python call itself measured the host instead whenever a provider's per-call CPU time
+   (argument checks, allocations, the autotuner's dispatch) exceeded the GPU time of the L2
+   flush plus the kernels — the GPU then idles between do_bench's start event and the
+   kernel. A provider that cannot be captured is timed as a plain call (``timing`` says
+   which). Repeated ``--repeats`` times with the providers interleaved; the reported median is
+   the median of the repeats' medians and the spread their min..max. When the fused kernel
+   takes under ``--graph-below-us`` (or its floor does), every provider is timed with
+   ``do_bench_cudagraph`` instead (many back-to-back calls in one graph, no flush: the
+   steady state of a decode loop).
 4. Floor: the fewest bytes the chain must move (adapter.nbytes) over the measured copy
    bandwidth, or its FLOPs over the measured GEMM rate, whichever is larger.
 5. Launches: kernels launched by one call of each provider, counted with torch.profiler.
@@ -80,6 +87,30 @@ class Bench:
         else:
             r = self.do_bench(fn, warmup=self.args.warmup, rep=self.args.rep, quantiles=q)
         return [v * 1e3 for v in r]
+
+    def capture(self, fn):
+        """fn captured in a CUDA graph (after a warm-up call on a side stream, as PyTorch's
+        CUDA-graph notes do); returns the graph's replay, or None when fn cannot be captured
+        (a host synchronisation, a CPU tensor, an allocator it cannot use)."""
+        torch = self.torch
+        try:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                fn()
+            torch.cuda.current_stream().wait_stream(s)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            torch.cuda.synchronize()
+            g.replay()
+            torch.cuda.synchronize()
+            return g.replay
+        except Exception as e:
+            log(f"CUDA-graph capture failed ({str(e)[:200]}); timing the plain call")
+            torch.cuda.synchronize()
+            return None
 
     def copy_bandwidth(self):
         """Device-to-device copy of 1 GiB: bytes read + written per second."""
@@ -189,14 +220,21 @@ class Bench:
         med0 = self.time(providers["fused"], graph=False)[0]
         graph = med0 < self.args.graph_below_us or nbytes / self.copy_bw * 1e6 < self.args.graph_below_us
         res["cuda_graph"] = graph
+        timed, timing = {}, {}
+        for name, fn in providers.items():
+            replay = None if graph else self.capture(fn)
+            timed[name] = replay or fn
+            timing[name] = "cudagraph" if graph else ("graph-replay" if replay else "call")
+        res["timing"] = timing
         runs = {name: [] for name in providers}
         for _ in range(self.args.repeats):
-            for name, fn in providers.items():
+            for name, fn in timed.items():
                 try:
                     runs[name].append(self.time(fn, graph))
                 except Exception as e:  # e.g. a provider that cannot be captured in a graph
                     log(f"{folder.name}: timing {name} (graph={graph}) failed: {e}; plain do_bench")
-                    runs[name].append(self.time(fn, False))
+                    timing[name] = "call"
+                    runs[name].append(self.time(providers[name], False))
         for name, rs in runs.items():
             meds = sorted(r[0] for r in rs)
             med = meds[len(meds) // 2]

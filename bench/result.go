@@ -48,5 +48,9 @@ type Case struct {
 	Launches      int       `json:"launches"` // kernel launches of the fused version
 	EagerLaunches int       `json:"eager_launches,omitempty"`
 	CUDAGraph     bool      `json:"cuda_graph,omitempty"` // timed with do_bench_cudagraph (µs-scale cases)
-	Config        string    `json:"config,omitempty"`     // the autotuner's chosen config
+	// Timing says how each provider was timed: "graph-replay" (its CUDA-graph replay under
+	// do_bench, L2 flushed: GPU time only), "cudagraph" (do_bench_cudagraph, µs-scale cases)
+	// or "call" (the Python call itself, when it could not be captured).
+	Timing map[string]string `json:"timing,omitempty"`
+	Config string            `json:"config,omitempty"` // the autotuner's chosen config
 }
