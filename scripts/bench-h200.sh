@@ -8,6 +8,7 @@
 #                                       # generate the kernel folders into DIR/matrix
 #   scripts/bench-h200.sh run DIR OUT   # on the GPU machine (no Go there): bench them all,
 #                                       # split over every visible GPU, into OUT/h200.json
+#                                       # (ONLY=REGEX: the folders whose name matches)
 #
 # The GPU machine has torch and triton in its python3 (torch 2.11.0, triton 3.6.0 there).
 set -euo pipefail
@@ -35,7 +36,9 @@ run)
   dir=${2:?usage: bench-h200.sh run DIR OUT}
   out=${3:?usage: bench-h200.sh run DIR OUT}
   gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-  mapfile -t folders < <(find "$dir/matrix" -name case.py -printf '%h\n' | sort)
+  # ONLY=REGEX: just the folders whose name matches (e.g. ONLY='^(swiglu|mask_softmax)')
+  mapfile -t folders < <(find "$dir/matrix" -name case.py -printf '%h\n' | sort |
+    awk -v re="${ONLY:-.}" '{n = $0; sub(/.*\//, "", n)} n ~ re')
   echo "benchmarking ${#folders[@]} kernel folders on $gpus GPU(s)" >&2
   FUSEADVISE_PYTHON=python3 "$dir/fuseadvise" bench -gpus "$gpus" -repeats "${REPEATS:-3}" \
     -timeout "${TIMEOUT:-9m}" -o "$out/h200.json" "${folders[@]}"
