@@ -88,30 +88,6 @@ class Bench:
             r = self.do_bench(fn, warmup=self.args.warmup, rep=self.args.rep, quantiles=q)
         return [v * 1e3 for v in r]
 
-    def capture(self, fn):
-        """fn captured in a CUDA graph (after a warm-up call on a side stream, as PyTorch's
-        CUDA-graph notes do); returns the graph's replay, or None when fn cannot be captured
-        (a host synchronisation, a CPU tensor, an allocator it cannot use)."""
-        torch = self.torch
-        try:
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                fn()
-            torch.cuda.current_stream().wait_stream(s)
-            torch.cuda.synchronize()
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                fn()
-            torch.cuda.synchronize()
-            g.replay()
-            torch.cuda.synchronize()
-            return g.replay
-        except Exception as e:
-            log(f"CUDA-graph capture failed ({str(e)[:200]}); timing the plain call")
-            torch.cuda.synchronize()
-            return None
-
     def copy_bandwidth(self):
         """Device-to-device copy of 1 GiB: bytes read + written per second."""
         torch = self.torch
@@ -222,7 +198,7 @@ class Bench:
         res["cuda_graph"] = graph
         timed, timing = {}, {}
         for name, fn in providers.items():
-            replay = None if graph else self.capture(fn)
+            replay = None if graph else fat.graph_replay(fn)
             timed[name] = replay or fn
             timing[name] = "cudagraph" if graph else ("graph-replay" if replay else "call")
         res["timing"] = timing

@@ -69,6 +69,32 @@ def devices():
     ]
 
 
+def graph_replay(fn):
+    """fn captured in a CUDA graph, returned as the graph's replay; None when fn cannot be
+    captured (a host synchronisation, a CPU tensor). Timing the replay measures the GPU's
+    time only: timing the Python call measures the host instead whenever the call's CPU time
+    (checks, allocations, the autotuner's dispatch) exceeds the GPU time between calls.
+    Warm up (autotune, compile) before capturing; the warm-up here runs on a side stream, as
+    PyTorch's CUDA-graph notes require."""
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fn()
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        g.replay()
+        torch.cuda.synchronize()
+        return g.replay
+    except Exception as e:
+        print(f"CUDA-graph capture failed ({str(e)[:200]}); timing the plain call", file=sys.stderr)
+        torch.cuda.synchronize()
+        return None
+
+
 def poison(shape, dtype, device):
     """A NaN-filled tensor: an output the kernel must overwrite everywhere."""
     return torch.full(shape, float("nan"), dtype=dtype, device=device)
