@@ -63,8 +63,11 @@ func TestRunParsesRecordedHarnessOutput(t *testing.T) {
 			t.Errorf("harness args %q lack %q", args, want)
 		}
 	}
-	if c := res.Cases[0]; c.Launches != 1 || c.EagerLaunches != 2 || c.Bytes != 536903680 || !strings.Contains(c.Config, "BLOCK_N: 512") {
+	if c := res.Cases[0]; c.Launches != 1 || c.EagerLaunches != 2 || c.Bytes != 536903680 || c.CopyUs != 130.4 || !strings.Contains(c.Config, "BLOCK_N: 512") {
 		t.Errorf("case 0 details lost: %+v", c)
+	}
+	if c := res.Cases[1]; c.CopyUs != 0 {
+		t.Errorf("case 1 has no copy_us, got %v", c.CopyUs)
 	}
 	if c := res.Cases[2]; !strings.Contains(c.Error, "12 of 5767168") {
 		t.Errorf("case 2 error lost: %q", c.Error)

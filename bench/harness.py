@@ -26,8 +26,12 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
    steady state of a decode loop).
 4. Floor: the fewest bytes the chain must move (adapter.nbytes) over the measured copy
    bandwidth, or its FLOPs over the measured GEMM rate, whichever is larger.
-5. Launches: kernels launched by one call of each provider, counted with torch.profiler.
-6. The autotuner's chosen config for each autotuned Triton kernel in kernel.py.
+5. Copy ceiling: a plain device copy (``dst.copy_(src)``, uint8) moving the same bytes,
+   timed like the providers (``copy_us``, the median). The floor assumes the bandwidth of a
+   1 GiB copy, which smaller working sets never reach; the copy's time is what the memory
+   system delivers at this size. Omitted when it fails (out of memory).
+6. Launches: kernels launched by one call of each provider, counted with torch.profiler.
+7. The autotuner's chosen config for each autotuned Triton kernel in kernel.py.
 
 Usage: python harness.py [--max-autotune] [--repeats N] [--rep MS] [--warmup MS] DIR...
 """
@@ -97,6 +101,24 @@ class Bench:
         med, _, _ = self.time(lambda: y.copy_(x), graph=False)
         del x, y
         return 2 * n * 4 / (med * 1e-6)
+
+    def copy_time(self, nbytes, graph, fat):
+        """Median time in microseconds of a device copy moving nbytes (read + write), timed
+        like the providers; None when it fails."""
+        torch = self.torch
+        src = dst = replay = None
+        try:
+            src = torch.empty(max(1, nbytes // 2), dtype=torch.uint8, device="cuda").random_()
+            dst = torch.empty_like(src)
+            fn = lambda: dst.copy_(src)
+            replay = None if graph else fat.graph_replay(fn)
+            meds = sorted(self.time(replay or fn, graph)[0] for _ in range(max(1, self.args.repeats)))
+            return meds[len(meds) // 2]
+        except Exception as e:
+            log(f"copy of {nbytes} bytes failed: {e}")
+            return None
+        finally:
+            del src, dst, replay
 
     def gemm_rate(self, dtype):
         """FLOP/s of a large square GEMM in dtype (the ceiling for GEMM-bound chains)."""
@@ -221,6 +243,10 @@ class Bench:
                 res[f"{key}_p20_us"] = mid[1]
                 res[f"{key}_p80_us"] = mid[2]
                 res[f"{key}_spread_us"] = [meds[0], meds[-1]]
+
+        copy_us = self.copy_time(nbytes, graph, fat)
+        if copy_us is not None:
+            res["copy_us"] = copy_us
 
         res["bytes"] = nbytes
         floor = nbytes / self.copy_bw * 1e6

@@ -8,8 +8,8 @@
 //
 // Markdown and HTML write one report: the trace summary, the ranked opportunities, the
 // generated folders, the verification results, the speedup table (fused, eager and
-// torch.compile medians with p20-p80, speedups, % of the floor, predicted versus measured
-// fused time, a verdict per case) and a chart drawn as SVG with no script (SVG, embedded
+// torch.compile medians with p20-p80, speedups, % of the floor and of a plain copy of the
+// same bytes, predicted versus measured fused time, a verdict per case) and a chart drawn as SVG with no script (SVG, embedded
 // inline in the HTML). Speedups is the table's data for other renderers. WriteCSV writes
 // the timings in Liger-Kernel's benchmark CSV schema.
 //

@@ -290,6 +290,9 @@ func prMarkdown(w io.Writer, in Inputs) error {
 			if s.FloorPct > 0 {
 				m += "; " + fmtPct(s.FloorPct) + " of floor"
 			}
+			if s.CopyPct > 0 {
+				m += ", " + fmtPct(s.CopyPct) + " of a copy of the same bytes"
+			}
 			if s.HasPred {
 				m += "; predicted " + fmtUs(c.PredictedUs) + " µs (" + fmtSignedPct(s.PredErrPct) + ")"
 			}

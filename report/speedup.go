@@ -39,6 +39,7 @@ type Speedup struct {
 	EagerNoise   bool    // |eager - fused| is less than the wider p20-p80 spread of the two, or within the repeats' spread (bench.Noise)
 	CompileNoise bool    // the same against torch.compile
 	FloorPct     float64 // floor / fused, in percent; 0 when unknown
+	CopyPct      float64 // a plain copy of the same bytes / fused, in percent; 0 when unknown
 	PredErrPct   float64 // (predicted - fused) / fused, in percent; valid when HasPred
 	HasPred      bool
 
@@ -91,6 +92,9 @@ func speedup(c bench.Case) Speedup {
 	}
 	if timed && pos(c.FloorUs) {
 		s.FloorPct = 100 * c.FloorUs / c.FusedUs
+	}
+	if timed && pos(c.CopyUs) {
+		s.CopyPct = 100 * c.CopyUs / c.FusedUs
 	}
 	if timed && pos(c.PredictedUs) {
 		s.HasPred = true

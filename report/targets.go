@@ -12,6 +12,7 @@ import (
 // The project's performance targets for generated kernels on the benchmark matrix.
 const (
 	FloorRatioMax    = 1.11 // memory-bound cases at large shapes: fused <= 1.11x the floor (>= 90% of copy bandwidth)
+	CopyRatioNear    = 1.05 // a floor miss within 1.05x of a plain copy of the same bytes is at the copy ceiling
 	LargeFloorUs     = 20.0 // "large": the floor is at least this long (about 85 MB moved on an H200)
 	VsCompileMin     = 1.0  // every case at least as fast as torch.compile
 	VsCompileGeomean = 1.5  // geometric mean over torch.compile
@@ -76,7 +77,11 @@ func Targets(r *bench.Result) []Target {
 				worstFloor = max(worstFloor, ratio)
 			}
 			if !timed || ratio > FloorRatioMax {
-				floor.Misses = append(floor.Misses, label+" "+fixed(ratio, 2)+"x")
+				m := label + " " + fixed(ratio, 2) + "x"
+				if timed && pos(c.CopyUs) && c.FusedUs <= CopyRatioNear*c.CopyUs {
+					m += " (at the copy ceiling for this size: copy " + fmtUs(c.CopyUs) + " µs)"
+				}
+				floor.Misses = append(floor.Misses, m)
 			}
 		}
 		compileEach.Cases++

@@ -15,9 +15,9 @@ func TestTargets(t *testing.T) {
 		// large memory-bound, at 1.07x the floor, 3.6x eager, 1.5x compile, predicted +4%
 		{Pattern: "bias_gelu", Name: "a", Shape: []int64{8192, 16384}, Dtype: "bf16", Correct: true,
 			FusedUs: 135, EagerUs: 493, CompileUs: 208, FloorUs: 126.5, PredictedUs: 140, Launches: 1},
-		// large, 1.5x the floor (a miss), slower than compile (a miss), predicted -30% (a miss)
+		// large, 1.5x the floor (a miss; 1.12x a plain copy: no note), slower than compile (a miss), predicted -30% (a miss)
 		{Pattern: "bias_gelu", Name: "b", Shape: []int64{8192, 16384}, Dtype: "bf16", Correct: true,
-			FusedUs: 190, EagerUs: 493, CompileUs: 180, FloorUs: 126.5, PredictedUs: 133, Launches: 1},
+			FusedUs: 190, EagerUs: 493, CompileUs: 180, FloorUs: 126.5, CopyUs: 170, PredictedUs: 133, Launches: 1},
 		// decode size with two launches (a miss)
 		{Pattern: "swiglu", Name: "c", Shape: []int64{32, 11008}, Dtype: "fp16", Correct: true,
 			FusedUs: 3, EagerUs: 9, CompileUs: 6, FloorUs: 0.5, Launches: 2},
@@ -40,6 +40,9 @@ func TestTargets(t *testing.T) {
 		}
 	}
 	check("memory-bound, large shapes: fused / floor", false, 1, 2)
+	if m := got["memory-bound, large shapes: fused / floor"].Misses; len(m) != 1 || strings.Contains(m[0], "copy ceiling") {
+		t.Errorf("a miss 1.12x a plain copy is not at the copy ceiling: %q", m)
+	}
 	check("every case vs torch.compile", false, 1, 4)
 	check("GEMM patterns: fused / GEMM alone", true, 0, 1)
 	check("decode size (M <= 32): one launch, fused time", false, 1, 1)
@@ -94,5 +97,34 @@ func TestTargetsInReport(t *testing.T) {
 	noBench.Targets = false
 	if got, base := render(t, Markdown, in), render(t, Markdown, noBench); !bytes.Equal(got, base) {
 		t.Error("Targets without benchmark results changed the report")
+	}
+}
+
+// TestTargetsCopyCeiling checks the note on a floor miss that a plain copy of the same bytes
+// cannot beat either: rmsnorm bf16 8192x4096 on the H200, 37.2 µs fused, 31.6 µs floor,
+// 37.1 µs copy.
+func TestTargetsCopyCeiling(t *testing.T) {
+	r := &bench.Result{GPU: "NVIDIA H200", Cases: []bench.Case{
+		{Pattern: "rmsnorm", Name: "near", Shape: []int64{8192, 4096}, Dtype: "bf16", Correct: true,
+			FusedUs: 37.2, EagerUs: 90, CompileUs: 40, FloorUs: 31.6, CopyUs: 37.1, Launches: 1},
+		{Pattern: "rmsnorm", Name: "far", Shape: []int64{8192, 4096}, Dtype: "bf16", Correct: true,
+			FusedUs: 45, EagerUs: 90, CompileUs: 40, FloorUs: 31.6, CopyUs: 37.1, Launches: 1},
+	}}
+	var misses []string
+	for _, tg := range Targets(r) {
+		if tg.Name == "memory-bound, large shapes: fused / floor" {
+			misses = tg.Misses
+		}
+	}
+	want := []string{
+		"near (bf16 [8192, 4096]) 1.18x (at the copy ceiling for this size: copy 37.1 µs)",
+		"far (bf16 [8192, 4096]) 1.42x",
+	}
+	if strings.Join(misses, "\n") != strings.Join(want, "\n") {
+		t.Errorf("floor misses = %q, want %q", misses, want)
+	}
+	sp := Speedups(r)
+	if got := fmtPct(sp[0].CopyPct); got != "100%" {
+		t.Errorf("%% of copy = %s, want 100%%", got)
 	}
 }
