@@ -198,25 +198,33 @@ var mutations = func() []mutation {
 		{"linear_gelu", "group-overflow", classRowLoop, fwd, "group_m = tl.minimum(num_m - first_m, GROUP_M)", "group_m = GROUP_M"},
 	}...)
 
+	// the fold variant (the default, what verify runs): row stats, the pointer GEMM's FOLD path
+	// (unaligned or fp32 operands), the TMA GEMM (aligned fp16/bf16) and their shared epilogue;
+	// the normalize-on-load variant is covered by the template's own tests
 	stats := "def _ln_stats_kernel("
 	fwd = "def _ln_linear_kernel("
+	tma := "def _fold_tma_kernel("
+	epi := "def _fold_epilogue("
 	ms = append(ms, []mutation{
 		{"layernorm_linear", "stats-mask-le", classMaskLE, stats, "acc += tl.load(X + cols * sxk, mask=cols < K,", "acc += tl.load(X + cols * sxk, mask=cols <= K,"},
-		{"layernorm_linear", "var-unmasked", classLoadMask, stats, "d = tl.where(cols < K, x - mean, 0.0)", "d = x - mean"},
-		{"layernorm_linear", "mean-over-block", classReduce, stats, "mean = tl.sum(acc, axis=0) / K", "mean = tl.sum(acc, axis=0) / BLOCK_K"},
+		{"layernorm_linear", "var-unmasked", classLoadMask, stats, "d = tl.where(cols < K, x - mean, 0.0)\n        var = tl.sum(d * d", "d = x - mean\n        var = tl.sum(d * d"},
+		{"layernorm_linear", "mean-over-block", classReduce, stats, "mean = tl.sum(x, axis=0) / K", "mean = tl.sum(x, axis=0) / BLOCK_K"},
 		{"layernorm_linear", "mean-as-max", classReduce, stats, "mean = tl.sum(acc, axis=0) / K", "mean = tl.max(acc, axis=0)"},
-		{"layernorm_linear", "eps-dropped", classEps, stats, "/ K + eps))", "/ K))"},
-		{"layernorm_linear", "eps-hardcoded", classEps, "def ln_stats(", "float(eps),", "1e-6,"},
+		{"layernorm_linear", "eps-dropped", classEps, stats, "rstd = 1.0 / tl.sqrt(var + eps)", "rstd = 1.0 / tl.sqrt(var)"},
+		{"layernorm_linear", "eps-hardcoded", classEps, "def _stats(", "float(eps),", "1e-6,"},
 		{"layernorm_linear", "stats-row-stride-k", classStride, stats, "X += row * sxm", "X += row * K"},
-		{"layernorm_linear", "stats-last-chunk-dropped", classRowLoop, stats, "    start = 0\n    while start < K:\n        cols = start + tl.arange(0, BLOCK_K)\n        acc += ", "    start = 0\n    while start < K - BLOCK_K:\n        cols = start + tl.arange(0, BLOCK_K)\n        acc += "},
-		{"layernorm_linear", "no-rstd", classScale, fwd, "a = (a - mean[:, None]) * rstd[:, None]", "a = a - mean[:, None]"},
-		{"layernorm_linear", "gamma-block-index", classBiasIndex, fwd, "tl.load(G + kk, mask=kmask,", "tl.load(G + rk, mask=kmask,"},
+		{"layernorm_linear", "stats-last-chunk-dropped", classRowLoop, stats, "        start = 0\n        while start < K:\n            cols = start + tl.arange(0, BLOCK_K)\n            acc += ", "        start = 0\n        while start < K - BLOCK_K:\n            cols = start + tl.arange(0, BLOCK_K)\n            acc += "},
+		{"layernorm_linear", "no-rstd", classScale, epi, "y = rstd[:, None] * (acc - mean[:, None] * s[None, :])", "y = acc - mean[:, None] * s[None, :]"},
+		{"layernorm_linear", "colsum-by-row", classBiasIndex, epi, "s = tl.load(S + rn, mask=rn < N, other=0.0)", "s = tl.load(S + rm, mask=rm < N, other=0.0)"},
+		{"layernorm_linear", "bias-by-row", classBiasIndex, epi, "tl.load(BF + rn, mask=rn < N,", "tl.load(BF + rm, mask=rm < N,"},
 		{"layernorm_linear", "k-mask-le", classMaskLE, fwd, "kmask = kk < K", "kmask = kk <= K"},
 		{"layernorm_linear", "store-unmasked", classTailMask, fwd, "_cast(acc, Y.dtype.element_ty), mask=mask)", "_cast(acc, Y.dtype.element_ty))"},
-		{"layernorm_linear", "bias-by-row", classBiasIndex, fwd, "tl.load(BIAS + rn, mask=rn < N,", "tl.load(BIAS + rm, mask=rm < N,"},
 		{"layernorm_linear", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=\"ieee\")", "tl.dot(a, b, acc, input_precision=\"ieee\")"},
 		{"layernorm_linear", "a-col-stride-1", classStride, fwd, "rk[None, :] * sak", "rk[None, :]"},
 		{"layernorm_linear", "last-k-block-dropped", classRowLoop, fwd, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
+		{"layernorm_linear", "tma-w-tile-at-m", classStride, tma, "w = w_desc.load([off_n, k0])", "w = w_desc.load([off_m, k0])"},
+		{"layernorm_linear", "tma-bf16-dot", classUpcast, tma, "tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision=\"ieee\")", "tl.dot(a, w.T, acc, input_precision=\"ieee\")"},
+		{"layernorm_linear", "tma-last-k-block-dropped", classRowLoop, tma, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
 	}...)
 	return ms
 }()

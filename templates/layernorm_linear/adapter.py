@@ -17,13 +17,17 @@ GRAD_INPUTS = []
 
 
 def adversarial(params):
-    # ragged M/N/K, a single row, K one past a block (32), rows longer than a stats block (128)
+    # ragged M/N/K, a single row, K one past a block (32), rows longer than a stats block (128);
+    # the last three meet TMA's 16-byte alignment in fp16/bf16 (K and N multiples of 8), so
+    # the TMA kernel runs on ragged tiles (M 33, K 72 = 2 blocks + 8, N 48)
     return [
         [[33, 70], [45, 70]],
         [[1, 2], [1, 2]],
         [[1, 33], [17, 33]],
         [[2, 9, 64], [40, 64]],
         [[5, 300], [24, 300]],
+        [[33, 72], [48, 72]],
+        [[3, 11, 136], [24, 136]],
     ]
 
 
@@ -56,10 +60,19 @@ def _args(inputs):
 
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
+    """variant params["variant"] ("fold" by default); the folded weights are computed on the
+    first call and kept in ``inputs``, as a model folds once at load time."""
     x, g, b, w, bias = _args(inputs)
     shape = tuple(x.shape[:-1]) + (w.shape[0],)
     out = fat.poison(shape, x.dtype, x.device) if poison else None
-    return (kernel.layernorm_linear(x, g, b, w, bias, params.get("eps", 1e-5), out=out),)
+    variant = params.get("variant", "fold")
+    folded = None
+    if variant == "fold":
+        folded = inputs.get("_folded")
+        if folded is None:
+            folded = inputs["_folded"] = kernel.fold_weights(g, b, w, bias)
+    return (kernel.layernorm_linear(x, g, b, w, bias, params.get("eps", 1e-5), out=out, variant=variant,
+                                    folded=folded),)
 
 
 def reference(ref, inputs, params):
