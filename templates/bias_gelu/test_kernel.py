@@ -60,6 +60,25 @@ def test_nan_inf(device, approximate):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_erf_gelu_dense(device):
+    # the kernel's own erf (A&S 7.1.26) over a dense grid: a wrong coefficient or a lost sign
+    # shows here even where the random cases would not look
+    x = torch.linspace(-10.0, 10.0, 20001, dtype=torch.float64)
+    x = torch.cat([x, torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=torch.float64)])
+    x32 = x.float()
+    got = kernel.bias_gelu(x32.to(device)[None, :]).double().cpu()[0]
+    want = torch.nn.functional.gelu(x32.double())  # on the fp32 inputs, in float64
+    special = ~torch.isfinite(x32)
+    assert torch.equal(torch.isnan(got[special]), torch.isnan(want[special]))
+    assert torch.equal(got[special].nan_to_num(), want[special].nan_to_num())
+    err = (got - want).abs()[~special]
+    bound = 2e-6 * x32.double().abs().clamp(min=1.0)[~special]
+    worst = int(torch.argmax(err / bound))
+    assert bool((err <= bound).all()), (
+        f"max |error| {err[worst].item():.3g} at x = {x32[~special][worst].item()} (bound {bound[worst].item():.3g})")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_grad(device, dtype, approximate):
