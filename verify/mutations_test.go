@@ -67,12 +67,9 @@ func gelu2D(pattern string) []mutation {
 			"x = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0)"},
 		{pattern, "col-stride-1", classStride, fwd, "rm64 * sxm + rn64 * sxn", "rm64 * sxm + rn64"},
 		{pattern, "row-stride-n", classStride, fwd, "rm64 * sxm + rn64 * sxn", "rm64 * N + rn64 * sxn"},
-		{pattern, "half-missing", classScale, "def _gelu(", "y = 0.5 * x * (1.0 + _tanh(inner))", "y = x * (1.0 + _tanh(inner))"},
-		{pattern, "cubic-coef", classScale, "def _gelu(", "0.044715 * x * x * x", "0.044715 * x * x"},
 		{pattern, "erf-for-tanh", classFormula, "def _gelu(", "if APPROX == 1:", "if APPROX == 0:"},
 		{pattern, "grid-floor", classRowLoop, "def _grid(", `triton.cdiv(M, meta["BLOCK_M"])`, `M // meta["BLOCK_M"]`},
 		{pattern, "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
-		{pattern, "bwd-dtanh", classFormula, "def _gelu_grad(", "0.5 * x * (1.0 - t * t)", "0.5 * (1.0 - t * t)"},
 		{pattern, "bwd-no-dy", classFormula, bwd, "dz = dy * _gelu_grad(x, APPROX)", "dz = _gelu_grad(x, APPROX)"},
 		{pattern, "dbias-axis", classReduce, "def backward(", "_rows(dz).sum(0, dtype=torch.float32)", "_rows(dz).sum(1, dtype=torch.float32)"},
 	}
@@ -81,7 +78,22 @@ func gelu2D(pattern string) []mutation {
 var mutations = func() []mutation {
 	var ms []mutation
 	ms = append(ms, gelu2D("bias_gelu")...)
+	ms = append(ms, []mutation{
+		{"bias_gelu", "erf-coef", classScale, "def _erf(", "t * (1.421413741 + ", "t * (1.412413741 + "},
+		{"bias_gelu", "erf-p", classScale, "def _erf(", "1.0 + 0.3275911 * ax", "1.0 + 0.3257911 * ax"},
+		{"bias_gelu", "erf-no-sign", classFormula, "def _erf(", "return tl.where(x < 0, -y, y)", "return y"},
+		{"bias_gelu", "erf-t-rsqrt", classFormula, "def _erf(", "t = r * r", "t = r"},
+		{"bias_gelu", "erf-exp-abs", classFormula, "def _erf(", "tl.exp(-ax * ax)", "tl.exp(-ax)"},
+		{"bias_gelu", "erf-constant", classScale, "def _gelu(", "_erf(x * 0.7071067811865476)", "_erf(x * 0.7978845608028654)"},
+		{"bias_gelu", "bwd-erf-constant", classScale, "def _gelu_grad(", "_erf(x * 0.7071067811865476)", "_erf(x * 0.7978845608028654)"},
+		{"bias_gelu", "bwd-no-pdf", classFormula, "def _gelu_grad(", "d = cdf + x * pdf", "d = cdf"},
+	}...)
 	ms = append(ms, gelu2D("gelu_pyops")...)
+	ms = append(ms, []mutation{
+		{"gelu_pyops", "half-missing", classScale, "def _gelu(", "y = 0.5 * x * (1.0 + _tanh(inner))", "y = x * (1.0 + _tanh(inner))"},
+		{"gelu_pyops", "cubic-coef", classScale, "def _gelu(", "0.044715 * x * x * x", "0.044715 * x * x"},
+		{"gelu_pyops", "bwd-dtanh", classFormula, "def _gelu_grad(", "0.5 * x * (1.0 - t * t)", "0.5 * (1.0 - t * t)"},
+	}...)
 
 	fwd, bwd := "def _dropout_add_fwd(", "def _dropout_add_bwd("
 	ms = append(ms, []mutation{
@@ -187,15 +199,20 @@ var mutations = func() []mutation {
 	ms = append(ms, []mutation{
 		{"linear_gelu", "k-mask-le", classMaskLE, fwd, "kmask = (k0 + rk) < K", "kmask = (k0 + rk) <= K"},
 		{"linear_gelu", "store-unmasked", classTailMask, fwd, "z, mask=mask)", "z)"},
-		{"linear_gelu", "bias-by-row", classBiasIndex, fwd, "tl.load(BIAS + rn, mask=rn < N,", "tl.load(BIAS + rm, mask=rm < N,"},
-		{"linear_gelu", "half-missing", classScale, "def _gelu(", "y = 0.5 * x * (1.0 + tl.math.erf(", "y = x * (1.0 + tl.math.erf("},
-		{"linear_gelu", "erf-constant", classScale, "def _gelu(", "tl.math.erf(x * 0.7071067811865476)", "tl.math.erf(x * 0.7978845608028654)"},
+		{"linear_gelu", "bias-by-row", classBiasIndex, "def _epilogue(", "tl.load(BIAS + rn, mask=rn < N,", "tl.load(BIAS + rn * 0, mask=rn < N,"},
+		{"linear_gelu", "half-missing", classScale, "def _gelu(", "y = 0.5 * x * (1.0 + _erf(", "y = x * (1.0 + _erf("},
+		{"linear_gelu", "erf-constant", classScale, "def _gelu(", "_erf(x * 0.7071067811865476)", "_erf(x * 0.7978845608028654)"},
+		{"linear_gelu", "erf-coefficient", classFormula, "def _erf(", "t * 1.061405429", "t * 1.07"},
+		{"linear_gelu", "erf-sign-dropped", classFormula, "def _erf(", "return tl.where(x < 0, -y, y)", "return y"},
 		{"linear_gelu", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=\"ieee\")", "tl.dot(a, b, acc, input_precision=\"ieee\")"},
 		{"linear_gelu", "a-col-stride-1", classStride, fwd, "rk[None, :] * sak", "rk[None, :]"},
 		{"linear_gelu", "w-row-stride-k", classStride, fwd, "rb[None, :] * swn", "rb[None, :] * K"},
 		{"linear_gelu", "a-advance-1", classStride, fwd, "a_ptr += BLOCK_K * sak", "a_ptr += BLOCK_K"},
 		{"linear_gelu", "last-k-block-dropped", classRowLoop, fwd, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
-		{"linear_gelu", "group-overflow", classRowLoop, fwd, "group_m = tl.minimum(num_m - first_m, GROUP_M)", "group_m = GROUP_M"},
+		{"linear_gelu", "group-overflow", classRowLoop, "def _tile(", "group_m = tl.minimum(num_m - first_m, GROUP_M)", "group_m = GROUP_M"},
+		{"linear_gelu", "tma-w-tile-at-m", classStride, "def _linear_gelu_tma_kernel(", "w = w_desc.load([off_n, k0])", "w = w_desc.load([off_m, k0])"},
+		{"linear_gelu", "tma-bf16-dot", classUpcast, "def _linear_gelu_tma_kernel(", "tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision=\"ieee\")", "tl.dot(a, w.T, acc, input_precision=\"ieee\")"},
+		{"linear_gelu", "tma-last-k-block-dropped", classRowLoop, "def _linear_gelu_tma_kernel(", "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
 	}...)
 
 	// the fold variant (the default, what verify runs): row stats, the pointer GEMM's FOLD path

@@ -16,13 +16,17 @@ GRAD_INPUTS = []
 
 
 def adversarial(params):
-    # ragged M/N/K, a single row, K one past a block (32 in the interpreter), a 3-D input
+    # ragged M/N/K, a single row, K one past a block (32 in the interpreter), a 3-D input; the
+    # last two meet TMA's 16-byte alignment in fp16/bf16 (K and N multiples of 8), so the TMA
+    # kernel runs on ragged tiles (M 33, K 72 = 2 blocks + 8, N 48)
     return [
         [[33, 70], [45, 70]],
         [[1, 1], [1, 1]],
         [[1, 33], [17, 33]],
         [[2, 9, 64], [40, 64]],
         [[37, 129], [31, 129]],
+        [[33, 72], [48, 72]],
+        [[3, 11, 136], [24, 136]],
     ]
 
 

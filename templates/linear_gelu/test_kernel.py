@@ -78,3 +78,52 @@ def test_bench_hooks():
     got = torch.nn.functional.gelu(adapter.gemm_only(inputs, params))
     fat.assert_close(got, want, 1e-5, 1e-5, name="gelu(gemm_only)")
     assert adapter.flops(shapes, torch.float32, {}) == 2 * 15 * 24 * 64
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_takes_tma_when_aligned(device, monkeypatch):
+    """The TMA kernel runs for aligned fp16/bf16 operands, the pointer kernel otherwise (a
+    kernel that is never launched by the tests would go unchecked)."""
+    calls = []
+
+    class Spy:
+        def __init__(self, real, name):
+            self.real, self.name = real, name
+
+        def __getitem__(self, grid):
+            calls.append(self.name)
+            return self.real[grid]
+
+    for name in ("_linear_gelu_tma_kernel", "_linear_gelu_kernel"):
+        monkeypatch.setattr(kernel, name, Spy(getattr(kernel, name), name))
+    for shapes, dtype, want in (([[33, 72], [48, 72]], torch.bfloat16, "_linear_gelu_tma_kernel"),
+                                ([[33, 70], [48, 70]], torch.bfloat16, "_linear_gelu_kernel"),
+                                ([[33, 70], [48, 70]], torch.float16, "_linear_gelu_kernel"),
+                                ([[33, 72], [48, 72]], torch.float32, "_linear_gelu_kernel")):
+        calls.clear()
+        params = {"has_bias": True, "approximate": "none"}
+        inputs = adapter.make_inputs(shapes, dtype, params, device, 0)
+        got = adapter.fused(kernel, inputs, params)[0]
+        assert calls == [want], (shapes, dtype, calls)
+        fat.assert_close(got, adapter.reference(ref, inputs, params)[0], *fat.tol("gemm", dtype))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_erf_gelu_dense_grid(device):
+    """The epilogue's erf GELU (A&S 7.1.26 with an rsqrt reciprocal) against float64 F.gelu
+    over a dense grid and the special values: a wrong coefficient or sign fails it."""
+    x = torch.cat([torch.linspace(-10, 10, 4001), torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0])])
+    n = x.numel()
+    # y = gelu(x @ I^T): x as a [n, 8] input whose first column carries the grid, W = e_0
+    a = torch.zeros(n, 8)
+    a[:, 0] = x
+    w = torch.zeros(8, 8)
+    w[:, 0] = 1.0
+    y = kernel.linear_gelu(a.to(device), w.to(device), None, "none")[:, 0].cpu().double()
+    want = F.gelu(x.double())
+    finite = want.isfinite()
+    err = (y[finite] - want[finite]).abs()
+    bound = 2e-6 * x.double()[finite].abs().clamp(min=1.0)
+    assert bool((err <= bound).all()), f"max error {err.max().item():.3g}"
+    assert torch.equal(y[~finite].isnan(), want[~finite].isnan())
+    assert bool((y[~finite][~want[~finite].isnan()] == want[~finite][~want[~finite].isnan()]).all())
