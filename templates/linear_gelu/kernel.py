@@ -57,10 +57,11 @@ _RNE_BF16 = tl.constexpr(INTERPRET)
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), after the Triton matmul tutorials; the
 # first of each list is the FUSEADVISE_AUTOTUNE=0 config (it fits shared memory for fp32 too)
-TILES_LARGE_M = [(64, 128, 32, 4, 4), (128, 256, 64, 3, 8), (128, 128, 64, 4, 8), (128, 128, 64, 3, 4),
-                 (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4), (128, 128, 32, 4, 4)]
-TILES_SMALL_M = [(16, 64, 128, 4, 4), (64, 32, 128, 4, 4), (64, 64, 128, 4, 4), (16, 128, 64, 4, 4),
-                 (32, 64, 64, 5, 2)]
+# (the large-M list holds the winners of the H200 probe, bench/experiments/probe_gemm.py: few
+# candidates keep the autotuning, one compile each, short)
+TILES_LARGE_M = [(64, 128, 32, 4, 4), (128, 256, 64, 3, 8), (128, 128, 64, 3, 4), (128, 64, 64, 4, 4),
+                 (64, 64, 64, 4, 4), (128, 64, 32, 4, 4)]
+TILES_SMALL_M = [(16, 64, 128, 4, 4), (64, 32, 128, 4, 4), (64, 64, 128, 4, 4), (16, 128, 64, 4, 4)]
 SMALL_M = 64
 SMEM_BYTES = 232448  # H100/H200 opt-in shared memory per block
 
