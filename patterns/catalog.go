@@ -668,7 +668,11 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	in.Params.Eps = lnParams(ins)
 	in.Params.Bias = &bias
 	in.Params.Linears = len(gemms)
+	// the chain's output is the GEMM's: under autocast an fp32 LayerNorm feeds a bf16 GEMM
 	in.Params.OutDType = v.dtype
+	if gv, ok := g.val0(gemms[0]); ok && gv.dtype != DTypeUnknown {
+		in.Params.OutDType = gv.dtype
+	}
 	in.Elems = numel(v.dims)
 	in.Cols = v.dims[len(v.dims)-1]
 	in.Rows = in.Elems / max(in.Cols, 1)

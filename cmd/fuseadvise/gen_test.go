@@ -160,3 +160,25 @@ func TestAssumedParametersAreSaid(t *testing.T) {
 		t.Errorf("softmax without scale: %q", got)
 	}
 }
+
+// An fp32 LayerNorm feeding a bf16 GEMM (autocast) is generated in the GEMM's type, and the
+// folder says so; a chain that ran in fp32 throughout stays fp32.
+func TestLayerNormLinearUnderAutocast(t *testing.T) {
+	bias := true
+	g := patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {768, 2304}}, DType: patterns.FP32, Valid: true, Instances: 8,
+		Cols: 768, Params: patterns.Params{Eps: f64(1e-5), Bias: &bias, OutDType: patterns.BF16}}
+	s, why := specFromGroup("layernorm_linear", g)
+	if why != "" || s.Dtype != "bf16" {
+		t.Fatalf("autocast chain: dtype %q (%s), want bf16", s.Dtype, why)
+	}
+	if got := assumed("layernorm_linear", g); !strings.Contains(got, "GEMM in bf16 (autocast)") {
+		t.Errorf("autocast chain: the note says %q", got)
+	}
+	g.Params.OutDType = patterns.FP32
+	if s, _ := specFromGroup("layernorm_linear", g); s.Dtype != "fp32" {
+		t.Errorf("fp32 chain: dtype %q, want fp32", s.Dtype)
+	}
+	if got := assumed("layernorm_linear", g); strings.Contains(got, "autocast") {
+		t.Errorf("fp32 chain: the note says %q", got)
+	}
+}

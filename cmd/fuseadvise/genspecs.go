@@ -115,6 +115,13 @@ func site(op patterns.Opportunity, g patterns.ShapeGroup) string {
 	return s
 }
 
+// autocastGEMM reports a layernorm_linear chain whose GEMM ran in a 16-bit type under
+// autocast while its LayerNorm ran in fp32: the case is generated in the GEMM's type, which
+// decides the chain's time (the template takes one dtype for x, the weights and y).
+func autocastGEMM(g patterns.ShapeGroup) bool {
+	return g.DType == patterns.FP32 && (g.Params.OutDType == patterns.BF16 || g.Params.OutDType == patterns.FP16)
+}
+
 func kernelDtype(d patterns.DType) (string, bool) {
 	switch d {
 	case patterns.FP32, patterns.FP16, patterns.BF16:
@@ -132,6 +139,10 @@ func assumed(pattern string, g patterns.ShapeGroup) string {
 	case "add_layernorm", "layernorm_linear":
 		if p.Eps == nil {
 			a = append(a, "eps not recorded (1e-5 used)")
+		}
+		if pattern == "layernorm_linear" && autocastGEMM(g) {
+			a = append(a, fmt.Sprintf("the trace ran the LayerNorm in %s and the GEMM in %s (autocast); this case runs both in %s",
+				g.DType, p.OutDType, p.OutDType))
 		}
 	case "rmsnorm_pyops":
 		if p.Eps == nil {
@@ -207,8 +218,13 @@ func specFromGroup(pattern string, g patterns.ShapeGroup) (codegen.Spec, string)
 		}
 		if pattern == "linear_gelu" {
 			s.Params.Approximate = orDefault(p.Approximate, "none")
-		} else if p.Eps != nil {
-			s.Params.Eps = *p.Eps
+		} else {
+			if p.Eps != nil {
+				s.Params.Eps = *p.Eps
+			}
+			if autocastGEMM(g) {
+				s.Dtype = string(p.OutDType)
+			}
 		}
 	case "mask_softmax":
 		if p.SoftmaxDim != nil && *p.SoftmaxDim != int64(len(x)-1) {
