@@ -31,7 +31,7 @@ func Predict(r *Result, cm patterns.CostModel) {
 			if !ok {
 				continue
 			}
-			s.GemmUs = c.GemmOnlyUs
+			s.GemmUs, s.GemmElemSize = c.GemmOnlyUs, es
 			if c.Pattern == "layernorm_linear" {
 				s.ExtraBytes = m*k*es + 8*m // the stats pass: read x, write mean and rstd
 			} else {

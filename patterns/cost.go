@@ -42,6 +42,14 @@ type CostModel struct {
 	// BandwidthGBs: the output is written by the GEMM anyway, only the GELU
 	// arithmetic on it is new (0.25: about a quarter of streaming it once).
 	EpilogueOverhead float64
+	// GemmRatio16 and GemmRatio32 are a generated Triton GEMM's time over the GEMM a trace
+	// measures (cuBLAS) at the same shape, for fp16/bf16 and for fp32 operands, and
+	// GemmFixedUs what a fused GEMM call adds regardless of size (launch ramp, tile tail):
+	// fused = GemmRatio * gemm + GemmFixedUs + what fusion adds. Fitted on the H200
+	// (docs/benchmarks/h200.json, the 33 linear_gelu/layernorm_linear cases against their
+	// measured cuBLAS GEMM alone): 1.10 and 6 us for 16-bit operands (TMA kernels), 2.1 for
+	// fp32 (FMA-based IEEE fp32 against cuBLAS SGEMM).
+	GemmRatio16, GemmRatio32, GemmFixedUs float64
 	// FusedEfficiency is the fraction of BandwidthGBs a generated fused kernel reaches on
 	// its memory traffic. 0.92: on the H200 the fused kernels that run at the floor at
 	// large shapes measured 91-94% of the device-to-device copy bandwidth
@@ -78,6 +86,9 @@ func DefaultCostModel() CostModel {
 		CalibMinSamples:         5,
 		CalibPercentile:         0.9,
 		EpilogueOverhead:        0.25,
+		GemmRatio16:             1.10,
+		GemmRatio32:             2.1,
+		GemmFixedUs:             6,
 		FusedEfficiency:         0.92,
 		LaunchUs:                4.0,
 		Devices: []DeviceSpec{
@@ -115,6 +126,9 @@ func (m CostModel) withDefaults() CostModel {
 	set(&m.DefaultKernelOverheadUs, d.DefaultKernelOverheadUs)
 	set(&m.CalibPercentile, d.CalibPercentile)
 	set(&m.EpilogueOverhead, d.EpilogueOverhead)
+	set(&m.GemmRatio16, d.GemmRatio16)
+	set(&m.GemmRatio32, d.GemmRatio32)
+	set(&m.GemmFixedUs, d.GemmFixedUs)
 	set(&m.FusedEfficiency, d.FusedEfficiency)
 	set(&m.LaunchUs, d.LaunchUs)
 	if m.CalibMinBytes == 0 {
@@ -274,10 +288,11 @@ type estimate struct {
 // estimateInstance measures an instance's kernels and models the fused kernel.
 //
 //   - Memory-bound chains: fused = Bytes / bandwidth + one kernel's overhead.
-//   - Chains with GEMMs keep the GEMMs' measured time and add only what fusion
-//     cannot remove: layernorm_linear a stats pass (its Bytes) as a separate
-//     kernel; linear_gelu the epilogue's arithmetic, EpilogueOverhead of one
-//     pass over the GEMM output (its Bytes).
+//   - Chains with GEMMs keep the GEMMs' measured time, as a generated Triton GEMM
+//     runs it (GemmRatio, GemmFixedUs), and add only what fusion cannot remove:
+//     layernorm_linear a stats pass (its Bytes) as a separate kernel; linear_gelu
+//     the epilogue's arithmetic, EpilogueOverhead of one pass over the GEMM output
+//     (its Bytes).
 func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 	var e estimate
 	var ns int64
@@ -314,7 +329,11 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 			n, _ := subtreeActs(t, id)
 			gemmNs += n
 		}
-		gemmUs := float64(gemmNs) / 1e3
+		dt := in.DType
+		if in.Params.OutDType != DTypeUnknown && in.Params.OutDType != "" {
+			dt = in.Params.OutDType // the GEMM's type (autocast: bf16 after an fp32 LayerNorm)
+		}
+		gemmUs := m.fusedGemmUs(float64(gemmNs)/1e3, dt.Size())
 		switch in.Pattern {
 		case "linear_gelu":
 			e.fusedUs = gemmUs + m.EpilogueOverhead*memUs // Bytes: the GEMM output
@@ -336,12 +355,25 @@ type Shape struct {
 	// ExtraBytes, for GEMM patterns: layernorm_linear's stats pass reads x and writes
 	// mean/rstd; linear_gelu's epilogue touches the GEMM output once.
 	ExtraBytes int64
+	// GemmElemSize is the GEMM operands' element size in bytes (4: fp32; 2: fp16/bf16).
+	GemmElemSize int64
+}
+
+// fusedGemmUs is a cuBLAS GEMM time as a generated Triton GEMM of operands of elemSize bytes
+// runs it.
+func (m CostModel) fusedGemmUs(gemmUs float64, elemSize int64) float64 {
+	r := m.GemmRatio16
+	if elemSize >= 4 {
+		r = m.GemmRatio32
+	}
+	return r*gemmUs + m.GemmFixedUs
 }
 
 // FusedUs estimates one fused call on device (a deviceProperties name, e.g. "NVIDIA H200")
 // with the same rules as an analysis: memory-bound chains take Bytes / bandwidth plus one
-// kernel's overhead; layernorm_linear keeps the GEMM and adds its stats pass as a kernel;
-// linear_gelu keeps the GEMM and adds EpilogueOverhead of one pass over its output. The
+// kernel's overhead; layernorm_linear keeps the GEMM (as a Triton GEMM runs it: GemmRatio,
+// GemmFixedUs) and adds its stats pass as a kernel; linear_gelu keeps the GEMM likewise and
+// adds EpilogueOverhead of one pass over its output. The
 // bandwidth is m.BandwidthGBs, else the device table's; ok is false when neither is known.
 func (m CostModel) FusedUs(device string, s Shape) (us float64, ok bool) {
 	m = m.withDefaults()
@@ -359,9 +391,9 @@ func (m CostModel) FusedUs(device string, s Shape) (us float64, ok bool) {
 	bw *= m.FusedEfficiency
 	switch s.Pattern {
 	case "layernorm_linear":
-		return s.GemmUs + float64(s.ExtraBytes)/(bw*1e3) + overhead, s.GemmUs > 0
+		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + float64(s.ExtraBytes)/(bw*1e3) + overhead, s.GemmUs > 0
 	case "linear_gelu":
-		return s.GemmUs + m.EpilogueOverhead*float64(s.ExtraBytes)/(bw*1e3), s.GemmUs > 0
+		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + m.EpilogueOverhead*float64(s.ExtraBytes)/(bw*1e3), s.GemmUs > 0
 	}
 	return float64(s.Bytes)/(bw*1e3) + overhead, true
 }
