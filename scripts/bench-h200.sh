@@ -9,6 +9,7 @@
 #   scripts/bench-h200.sh run DIR OUT   # on the GPU machine (no Go there): bench them all,
 #                                       # split over every visible GPU, into OUT/h200.json
 #                                       # (ONLY=REGEX: the folders whose name matches)
+#   scripts/bench-h200.sh merge OUT.json IN.json...  # runs of subsets into one result
 #
 # The GPU machine has torch and triton in its python3 (torch 2.11.0, triton 3.6.0 there).
 set -euo pipefail
@@ -43,8 +44,33 @@ run)
   FUSEADVISE_PYTHON=python3 "$dir/fuseadvise" bench -gpus "$gpus" -repeats "${REPEATS:-3}" \
     -timeout "${TIMEOUT:-9m}" -o "$out/h200.json" "${folders[@]}"
   ;;
+merge)
+  # merge OUT.json IN.json...: one result from runs of subsets of the matrix (ONLY=...) on the
+  # same kind of machine; a case measured in several inputs keeps the last input's figures
+  out=${2:?usage: bench-h200.sh merge OUT.json IN.json...}
+  shift 2
+  python3 - "$out" "$@" <<'PY'
+import json, statistics, sys
+out, ins = sys.argv[1], [json.load(open(f)) for f in sys.argv[2:]]
+for r in ins[1:]:
+    for k in ("gpu", "torch", "triton"):
+        if r[k] != ins[0][k]:
+            sys.exit(f"merge: {k} differs between inputs: {ins[0][k]!r} vs {r[k]!r}")
+cases = {}
+for r in ins:
+    for c in r["cases"]:
+        cases.pop(c["name"], None)
+        cases[c["name"]] = c
+merged = {k: ins[0][k] for k in ("gpu", "torch", "triton")}
+# each case's floor was computed with its own run's measured copy bandwidth; the header gives the median
+merged["copy_tbps"] = statistics.median(r["copy_tbps"] for r in ins)
+merged["cases"] = list(cases.values())
+json.dump(merged, open(out, "w"), indent=2)
+print(f"merge: {len(merged['cases'])} cases from {len(ins)} runs", file=sys.stderr)
+PY
+  ;;
 *)
-  echo "usage: bench-h200.sh prepare DIR | run DIR OUT" >&2
+  echo "usage: bench-h200.sh prepare DIR | run DIR OUT | merge OUT.json IN.json..." >&2
   exit 2
   ;;
 esac
