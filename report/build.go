@@ -430,7 +430,9 @@ func speedupSection(in Inputs, sp []Speedup) section {
 			txt(" on a machine with CUDA; until then the savings above are estimates, not measurements.")}}
 		return s
 	}
-	p := para{txt("Forward pass, one call, times in µs: median (p20-p80) of "), code("triton.testing.do_bench"), txt(".")}
+	p := para{txt("Forward pass, one call, GPU time in µs: median (p20-p80) of "), code("triton.testing.do_bench"),
+		txt(" over each provider's CUDA-graph replay (L2 flushed before every call; microsecond-scale cases: "),
+		code("do_bench_cudagraph"), txt(").")}
 	if r.GPU != "" {
 		p = append(p, txt(" GPU "), code(r.GPU))
 	}
