@@ -189,6 +189,29 @@ func subtreeActs(t *trace.Trace, id int32) (ns int64, kernels int) {
 	return ns, kernels
 }
 
+// gemmActs is subtreeActs of a GEMM op without the casts and copies nested in it (autocast's
+// fp32 -> bf16 copies of the input, weight and bias): the GEMM kernels a fusion keeps.
+// A fused kernel takes the activation in the GEMM's type and the weights cast once.
+func gemmActs(t *trace.Trace, id int32) (ns int64, kernels int) {
+	op := &t.Ops[id]
+	for _, a := range op.Acts {
+		ns += t.Acts[a].Dur
+		if t.Acts[a].Kind == trace.ActKernel {
+			kernels++
+		}
+	}
+	for _, c := range op.Children {
+		switch baseName(t.Ops[c].Name) {
+		case "to", "_to_copy", "copy_", "contiguous", "clone":
+			continue
+		}
+		n, k := gemmActs(t, c)
+		ns += n
+		kernels += k
+	}
+	return ns, kernels
+}
+
 // memBoundOps are ops whose single kernel is a pure streaming kernel: the
 // calibration samples.
 var memBoundOps = map[string]bool{
@@ -288,7 +311,8 @@ type estimate struct {
 // estimateInstance measures an instance's kernels and models the fused kernel.
 //
 //   - Memory-bound chains: fused = Bytes / bandwidth + one kernel's overhead.
-//   - Chains with GEMMs keep the GEMMs' measured time, as a generated Triton GEMM
+//   - Chains with GEMMs keep the GEMMs' measured time (their kernels without the
+//     casts autocast nests in them, gemmActs), as a generated Triton GEMM
 //     runs it (GemmRatio, GemmFixedUs), and add only what fusion cannot remove:
 //     layernorm_linear a stats pass (its Bytes) as a separate kernel; linear_gelu
 //     the epilogue's arithmetic, EpilogueOverhead of one pass over the GEMM output
@@ -305,7 +329,7 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 	e.timed = ns > 0
 	e.fusedKernels = 1
 	for _, id := range in.GEMMs {
-		_, k := subtreeActs(t, id)
+		_, k := gemmActs(t, id)
 		e.fusedKernels += k
 	}
 	if in.Pattern == "linear_gelu" && len(in.GEMMs) > 0 {
@@ -326,7 +350,7 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 	} else {
 		var gemmNs int64
 		for _, id := range in.GEMMs {
-			n, _ := subtreeActs(t, id)
+			n, _ := gemmActs(t, id)
 			gemmNs += n
 		}
 		dt := in.DType
