@@ -254,6 +254,15 @@ func TestValidate(t *testing.T) {
 			*s = minimalSpec("linear_gelu")
 			s.Shapes = s.Shapes[:1]
 		}, "weight"},
+		{"residual dtype unused", func(s *Spec) { s.Params.ResidualDtype = "fp32" }, "not used"},
+		{"residual dtype code", func(s *Spec) {
+			*s = minimalSpec("dropout_add")
+			s.Params.ResidualDtype = "fp32\"); import os; (\""
+		}, "residual_dtype"},
+		{"residual dtype fp32", func(s *Spec) {
+			*s = minimalSpec("add_layernorm")
+			s.Params.ResidualDtype = "fp32"
+		}, ""},
 		{"rms eps negative", func(s *Spec) {
 			*s = minimalSpec("rmsnorm_pyops")
 			s.Params.Eps = -1
@@ -398,3 +407,28 @@ func findPython(t *testing.T) string {
 
 func nan() float64 { var z float64; return z / z }
 func inf() float64 { var z float64; return 1 / z }
+
+// A residual of another dtype is written into case.py; the same dtype is the default and
+// leaves the text of same-dtype cases unchanged.
+func TestResidualDtypeParam(t *testing.T) {
+	s := minimalSpec("dropout_add")
+	s.Dtype = "bf16"
+	base := string(casePy(mustResolve(t, s)))
+	s.Params.ResidualDtype = "bf16"
+	if got := string(casePy(mustResolve(t, s))); got != base {
+		t.Errorf("residual_dtype equal to dtype changed case.py:\n%s", got)
+	}
+	s.Params.ResidualDtype = "fp32"
+	if got := string(casePy(mustResolve(t, s))); !strings.Contains(got, `"residual_dtype": "fp32",`) {
+		t.Errorf("residual_dtype not written:\n%s", got)
+	}
+}
+
+func mustResolve(t *testing.T, s Spec) Spec {
+	t.Helper()
+	r, err := resolve(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -36,6 +36,9 @@ type Params struct {
 	Eps         float64 // add_layernorm, layernorm_linear (default 1e-5), rmsnorm_pyops (default 1e-6)
 	P           float64 // dropout probability in [0, 1): dropout_add, mask_softmax (default 0)
 	Casting     string  // rmsnorm_pyops: "llama" (default) or "fp32"
+	// ResidualDtype is the residual's dtype when it differs from Dtype (add_layernorm,
+	// dropout_add: an fp32 residual stream plus a bf16 branch under autocast); "" = Dtype.
+	ResidualDtype string
 }
 
 // Source locates the opportunity in the trace. It is copied into manifest.json and README.md
@@ -58,8 +61,8 @@ var dtypes = map[string]string{"fp32": "torch.float32", "fp16": "torch.float16",
 
 // patternInfo says which parameters a pattern uses.
 type patternInfo struct {
-	approximate, bias, mask, eps, p, casting bool
-	defaultEps                               float64
+	approximate, bias, mask, eps, p, casting, residual bool
+	defaultEps                                         float64
 }
 
 var patternTable = map[string]patternInfo{
@@ -68,8 +71,8 @@ var patternTable = map[string]patternInfo{
 	"linear_gelu":      {approximate: true, bias: true},
 	"mask_softmax":     {mask: true, p: true},
 	"layernorm_linear": {bias: true, eps: true, defaultEps: 1e-5},
-	"add_layernorm":    {eps: true, defaultEps: 1e-5},
-	"dropout_add":      {bias: true, p: true},
+	"add_layernorm":    {eps: true, residual: true, defaultEps: 1e-5},
+	"dropout_add":      {bias: true, p: true, residual: true},
 	"rmsnorm_pyops":    {eps: true, casting: true, defaultEps: 1e-6},
 	"swiglu":           {},
 }
@@ -137,6 +140,17 @@ func resolve(s Spec) (Spec, error) {
 	}
 	if !info.casting && p.Casting != "" {
 		return s, bad("casting", p.Casting)
+	}
+	if !info.residual && p.ResidualDtype != "" {
+		return s, bad("residual_dtype", p.ResidualDtype)
+	}
+	if p.ResidualDtype != "" {
+		if _, ok := dtypes[p.ResidualDtype]; !ok {
+			return s, fmt.Errorf("codegen: %s: residual_dtype=%s (want fp32, fp16 or bf16)", s.Pattern, strconv.Quote(p.ResidualDtype))
+		}
+		if p.ResidualDtype == s.Dtype {
+			p.ResidualDtype = "" // canonical: the same dtype is the default
+		}
 	}
 	if info.approximate {
 		if p.Approximate == "" {

@@ -183,6 +183,9 @@ func params(s Spec) []param {
 	if info.casting {
 		out = append(out, param{"casting", pyStr(p.Casting), p.Casting})
 	}
+	if info.residual && p.ResidualDtype != "" { // written only when set: same-dtype cases keep their text
+		out = append(out, param{"residual_dtype", pyStr(p.ResidualDtype), p.ResidualDtype})
+	}
 	return out
 }
 

@@ -125,6 +125,9 @@ type Params struct {
 	Bias        *bool    `json:"bias,omitempty"`        // linear_gelu, layernorm_linear: the GEMM has a bias; dropout_add: a bias add precedes the dropout
 	Linears     int      `json:"linears,omitempty"`     // layernorm_linear: GEMMs reading the norm output
 	OutDType    DType    `json:"out_dtype,omitempty"`   // the chain's output type when it differs from dtype
+	// ResidualDType, dropout_add and add_layernorm: the residual's type when it differs from
+	// dtype (under autocast an fp32 residual stream meets a bf16 branch; the sum is fp32).
+	ResidualDType DType `json:"residual_dtype,omitempty"`
 }
 
 // Instance is one occurrence of a pattern's forward chain.
@@ -703,6 +706,15 @@ func matchAddLayerNorm(g *graph, n int32) (*Instance, bool) {
 	ti := g.tensorInputs(a)
 	in.Dims = [][]int64{dims(ai[ti[0]].Dims), dims(ai[ti[1]].Dims)}
 	in.DType = av.dtype
+	// operands of two types (a bf16 branch added to an fp32 residual stream): dtype is the
+	// branch's, the residual is the wider one, whose type the sum has
+	if d0, d1 := parseDType(ai[ti[0]].Type), parseDType(ai[ti[1]].Type); d0 != d1 && d0 != DTypeUnknown && d1 != DTypeUnknown {
+		if d0 == av.dtype {
+			in.Dims[0], in.Dims[1] = in.Dims[1], in.Dims[0]
+			d0, d1 = d1, d0
+		}
+		in.DType, in.Params.ResidualDType = d0, d1
+	}
 	in.Params.Eps = lnParams(ins)
 	in.Params.OutDType = v.dtype
 	in.Elems = numel(v.dims)
@@ -762,15 +774,24 @@ func matchDropoutAdd(g *graph, n int32) (*Instance, bool) {
 	}
 	in.Params.Bias = &hasBias
 	in.DType = v.dtype
+	for _, i := range ti { // the add's other operand is the residual
+		if !slices.Contains(g.readsFrom(add, n), i) {
+			if d := parseDType(ai[i].Type); d != DTypeUnknown && d != v.dtype {
+				in.Params.ResidualDType = d
+			}
+			break
+		}
+	}
 	if p, ok := concreteFloat(g.ins(n), 1); ok && p >= 0 && p < 1 {
 		in.Params.P = &p
 	}
 	in.Elems = numel(av.dims)
 	in.Cols = av.dims[len(av.dims)-1]
 	in.Rows = in.Elems / max(in.Cols, 1)
-	// read x and r (and b), write y and the 1-byte keep mask backward needs.
+	// read x and r (and b), write y; no mask: the kernel regenerates it from its seed in
+	// the backward.
 	in.Bytes = numel(ai[ti[0]].Dims)*parseDType(ai[ti[0]].Type).Size() +
-		numel(ai[ti[1]].Dims)*parseDType(ai[ti[1]].Type).Size() + in.Elems*av.dtype.Size() + numel(v.dims) + bsize
+		numel(ai[ti[1]].Dims)*parseDType(ai[ti[1]].Type).Size() + in.Elems*av.dtype.Size() + bsize
 	return in, true
 }
 

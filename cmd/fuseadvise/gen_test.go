@@ -182,3 +182,19 @@ func TestLayerNormLinearUnderAutocast(t *testing.T) {
 		t.Errorf("fp32 chain: the note says %q", got)
 	}
 }
+
+// A residual add of an fp32 stream and a bf16 branch (autocast) keeps both types in the case.
+func TestResidualDtypeFromTrace(t *testing.T) {
+	g := patterns.ShapeGroup{Dims: [][]int64{{8, 512, 1024}, {8, 512, 1024}}, DType: patterns.BF16, Valid: true,
+		Instances: 16, Cols: 1024, Params: patterns.Params{P: f64(0.1), ResidualDType: patterns.FP32}}
+	for _, pattern := range []string{"dropout_add", "add_layernorm"} {
+		s, why := specFromGroup(pattern, g)
+		if why != "" || s.Dtype != "bf16" || s.Params.ResidualDtype != "fp32" {
+			t.Errorf("%s: dtype %q residual %q (%s), want bf16 and fp32", pattern, s.Dtype, s.Params.ResidualDtype, why)
+		}
+	}
+	g.Params.ResidualDType = patterns.BF16
+	if s, _ := specFromGroup("dropout_add", g); s.Params.ResidualDtype != "" {
+		t.Errorf("same dtypes: residual %q, want none", s.Params.ResidualDtype)
+	}
+}

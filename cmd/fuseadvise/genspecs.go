@@ -122,6 +122,15 @@ func autocastGEMM(g patterns.ShapeGroup) bool {
 	return g.DType == patterns.FP32 && (g.Params.OutDType == patterns.BF16 || g.Params.OutDType == patterns.FP16)
 }
 
+// residualDtype is the case's residual dtype: the traced one when it is a kernel dtype
+// other than dtype, else "" (the same as dtype).
+func residualDtype(dtype string, r patterns.DType) string {
+	if d, ok := kernelDtype(r); ok && d != dtype {
+		return d
+	}
+	return ""
+}
+
 func kernelDtype(d patterns.DType) (string, bool) {
 	switch d {
 	case patterns.FP32, patterns.FP16, patterns.BF16:
@@ -254,11 +263,13 @@ func specFromGroup(pattern string, g patterns.ShapeGroup) (codegen.Spec, string)
 		if p.Eps != nil {
 			s.Params.Eps = *p.Eps
 		}
+		s.Params.ResidualDtype = residualDtype(s.Dtype, p.ResidualDType)
 	case "dropout_add":
 		s.Shapes = [][]int64{x}
 		if p.P != nil {
 			s.Params.P = *p.P
 		}
+		s.Params.ResidualDtype = residualDtype(s.Dtype, p.ResidualDType)
 	case "rmsnorm_pyops":
 		switch p.Casting {
 		case "llama", "":

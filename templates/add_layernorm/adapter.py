@@ -1,7 +1,9 @@
 """Uniform test/bench interface for the add_layernorm template (see docs/templates.md).
 
-SHAPES[0] is x's shape; the residual has the same shape; weight and bias are [x.shape[-1]]
-in x's dtype. x has a non-zero mean (-2.3 + 0.5 randn), as LayerNorm tests should.
+SHAPES[0] is x's shape; the residual has the same shape, in params["residual_dtype"] when
+given (an fp32 residual stream plus a bf16 branch under autocast), else x's dtype; weight and
+bias are [x.shape[-1]] in the sum's dtype (the promotion of the two). x has a non-zero mean
+(-2.3 + 0.5 randn), as LayerNorm tests should.
 """
 
 import torch
@@ -27,13 +29,20 @@ def interp_shapes(shapes):
     return [fat.shrink(shapes[0], max_last=300, max_rows=16)]
 
 
+def _dtypes(dtype, params):
+    """(residual dtype, sum dtype)."""
+    rd = fat.DTYPES[params["residual_dtype"]] if params.get("residual_dtype") else dtype
+    return rd, torch.promote_types(dtype, rd)
+
+
 def make_inputs(shapes, dtype, params, device, seed):
     g = fat.gen(seed)
+    rd, sd = _dtypes(dtype, params)
     x = fat.randn(shapes[0], dtype, device, g, mean=-2.3, std=0.5)
-    r = fat.randn(shapes[0], dtype, device, g)
+    r = fat.randn(shapes[0], rd, device, g)
     n = shapes[0][-1]
-    w = fat.randn([n], dtype, device, g, mean=1.0, std=0.2)
-    b = fat.randn([n], dtype, device, g, std=0.2)
+    w = fat.randn([n], sd, device, g, mean=1.0, std=0.2)
+    b = fat.randn([n], sd, device, g, std=0.2)
     return {"x": x, "residual": r, "weight": w, "bias": b}
 
 
@@ -64,8 +73,10 @@ def tolerance(dtype, shapes, params, grad=False):
 
 
 def nbytes(shapes, dtype, params):
-    es = torch.tensor([], dtype=dtype).element_size()
+    """x and the residual read, the sum and y written (in the sum's dtype), weight and bias."""
+    rd, sd = _dtypes(dtype, params)
+    size = lambda t: torch.tensor([], dtype=t).element_size()  # noqa: E731
     n = 1
     for d in shapes[0]:
         n *= d
-    return es * (4 * n + 2 * shapes[0][-1])
+    return n * (size(dtype) + size(rd) + 2 * size(sd)) + 2 * shapes[0][-1] * size(sd)

@@ -82,3 +82,18 @@ def test_module(device):
     x, r = torch.randn(3, 48, device=device), torch.randn(3, 48, device=device)
     s, y = m(x, r)
     fat.assert_close(y, ln(x + r), 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_fp32_residual(device, dtype):
+    """Autocast's residual stream: x in 16 bits, the residual, the sum, y and the norm weights
+    in fp32."""
+    params = {"eps": 1e-5, "residual_dtype": "fp32"}
+    inputs = adapter.make_inputs([[33, 70]], fat.DTYPES[dtype], params, device, 0)
+    assert inputs["residual"].dtype == torch.float32 and inputs["weight"].dtype == torch.float32
+    s, y = adapter.fused(kernel, inputs, params, poison=True)
+    assert s.dtype == torch.float32 and y.dtype == torch.float32
+    for shapes in ([[33, 70]], [[3, 300]]):
+        fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, 1)
+    assert adapter.nbytes([[4, 8]], fat.DTYPES[dtype], params) == 32 * (2 + 4 + 2 * 4) + 2 * 8 * 4

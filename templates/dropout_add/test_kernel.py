@@ -82,3 +82,17 @@ def test_module():
         fat.assert_close(m(x, r), x + r, 1e-6, 1e-6)
     with pytest.raises(ValueError):
         kernel.DropoutAdd(1.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_fp32_residual(device, dtype):
+    """Autocast's residual stream: x (and the bias) in 16 bits, the residual in fp32, y fp32."""
+    params = {"p": 0.3, "has_bias": True, "residual_dtype": "fp32"}
+    inputs = adapter.make_inputs([[33, 70]], fat.DTYPES[dtype], params, device, 0)
+    assert inputs["residual"].dtype == torch.float32
+    y = adapter.fused(kernel, inputs, params, poison=True)[0]
+    assert y.dtype == torch.float32
+    for shapes in ([[33, 70]], [[2, 3, 129]]):
+        fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, 1)
+    assert adapter.nbytes([[4, 8]], fat.DTYPES[dtype], params) == 32 * (2 + 4 + 4) + 8 * 2
