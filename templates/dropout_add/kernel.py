@@ -56,6 +56,16 @@ def _cast(y, dtype: tl.constexpr):
 
 
 @triton.jit
+def _round(z, ZT: tl.constexpr):
+    """z (fp32) rounded to the branch's type (ZT: 0 fp32, 1 fp16, 2 bf16), back in fp32."""
+    if ZT == 1:
+        z = _cast(z, tl.float16).to(tl.float32)
+    elif ZT == 2:
+        z = _cast(z, tl.bfloat16).to(tl.float32)
+    return z
+
+
+@triton.jit
 def _keep(seed, rm, pid_n, N, p, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The dropout keep-mask for rows rm, columns pid_n * BLOCK_N + [0, BLOCK_N) of [M, N].
 
@@ -81,8 +91,8 @@ def _keep(seed, rm, pid_n, N, p, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, seed,
                      HAS_BIAS: tl.constexpr, DROPOUT: tl.constexpr, ZT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # ZT: the branch's type (x + b, the dropout), which eager rounds to before the residual add
-    # (bf16 under autocast even when the residual, and so y, is fp32)
+    # ZT: the branch's type (x + b, the dropout; 0 fp32, 1 fp16, 2 bf16), which eager rounds
+    # to before the residual add (bf16 under autocast even when the residual, and so y, is fp32)
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
@@ -91,10 +101,10 @@ def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, s
     z = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)
-        z = _cast(z + b[None, :], ZT).to(tl.float32)
+        z = _round(z + b[None, :], ZT)
     if DROPOUT:
         keep = _keep(seed, rm, tl.program_id(1), N, p, BLOCK_M, BLOCK_N)
-        z = _cast(z * tl.where(keep, scale, 0.0), ZT).to(tl.float32)  # NaN*0 = NaN, as eager
+        z = _round(z * tl.where(keep, scale, 0.0), ZT)  # NaN*0 = NaN, as eager
     r = tl.load(R + rm64 * srm + rn64 * srn, mask=mask, other=0.0).to(tl.float32)
     tl.store(Y + rm64 * sym + rn64 * syn, _cast(r + z, Y.dtype.element_ty), mask=mask)
 
@@ -163,7 +173,7 @@ def _out_dtype(x, residual, bias):
     return torch.promote_types(_branch_dtype(x, bias), residual.dtype)
 
 
-_TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+_ZT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 
 def new_seed():
@@ -189,7 +199,7 @@ def dropout_add(x, residual, bias=None, p=0.0, seed=0, training=True, out=None):
     _dropout_add_fwd[lambda meta: _grid(meta, M, N)](
         x2, bias if bias is not None else x2, r2, y2, M, N, x2.stride(0), x2.stride(1),
         r2.stride(0), r2.stride(1), y2.stride(0), y2.stride(1), float(p), 1.0 / (1.0 - p), int(seed),
-        HAS_BIAS=bias is not None, DROPOUT=drop, ZT=_TL[_branch_dtype(x, bias)])
+        HAS_BIAS=bias is not None, DROPOUT=drop, ZT=_ZT[_branch_dtype(x, bias)])
     return out
 
 
