@@ -20,12 +20,14 @@ var cmdBench = &Command{
 correctness check of the compiled kernel against the reference on the traced shapes (a kernel
 that fails it is not timed), then the fused kernel, the unfused eager chain exactly as the
 trace ran it, and torch.compile of that chain (default mode; -max-autotune adds
-"max-autotune-no-cudagraphs"), each with triton.testing.do_bench (L2 flushed, median with
-p20/p80, repeated -repeats times for a spread; CUDA-graph timing for microsecond-scale cases).
+"max-autotune-no-cudagraphs"), each captured in a CUDA graph and its replay timed with
+triton.testing.do_bench (GPU time; L2 flushed, median with p20/p80, repeated -repeats times
+for a spread; do_bench_cudagraph for microsecond-scale cases).
 
 Reported per case: medians and spreads, speedups, the floor (fewest bytes / measured copy
-bandwidth), % of floor, launches, the autotuner's choice, the analyzer's predicted time, and a
-verdict: "do not ship" below 1.0x over eager, "review" above 10x.
+bandwidth), % of floor, a plain copy of the same bytes timed the same way, launches, the
+autotuner's choice, the analyzer's predicted time, and a verdict: "do not ship" below 1.0x
+over eager, "review" above 10x.
 
 The result is JSON (-o, default standard output), read by 'fuseadvise report' and 'pr'.
 Without a GPU, bench says so in one line and exits with status 2.`,
