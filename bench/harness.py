@@ -26,7 +26,8 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
    steady state of a decode loop).
 4. Floor: the fewest bytes the chain must move (adapter.nbytes) over the measured copy
    bandwidth, or its FLOPs over the measured GEMM rate, whichever is larger.
-5. Copy ceiling: a plain device copy (``dst.copy_(src)``, uint8) moving the same bytes,
+5. Copy ceiling: an elementwise copy on the SMs (``dst = src * 1`` over fp32; a ``copy_`` is
+   a memcpy, slower inside a CUDA graph) moving the same bytes,
    timed like the providers (``copy_us``, the median). The floor assumes the bandwidth of a
    1 GiB copy, which smaller working sets never reach; the copy's time is what the memory
    system delivers at this size. Omitted when it fails (out of memory).

@@ -41,7 +41,7 @@ type Case struct {
 	CompileMaxUs  float64   `json:"compile_max_autotune_us,omitempty"`
 	GemmOnlyUs    float64   `json:"gemm_only_us,omitempty"`   // GEMM patterns: the GEMM alone
 	FloorUs       float64   `json:"floor_us"`                 // fewest bytes / copy bandwidth (or FLOPs / GEMM rate)
-	CopyUs        float64   `json:"copy_us,omitempty"`        // a plain device copy moving the same bytes, timed the same way: the memory system's ceiling at this size
+	CopyUs        float64   `json:"copy_us,omitempty"`        // an elementwise copy moving the same bytes, timed the same way: the memory system's ceiling at this size
 	PredictedUs   float64   `json:"predicted_us,omitempty"`   // the analyzer's estimate of the fused time
 	PredictedFrom string    `json:"predicted_from,omitempty"` // FromAnalysis or FromCostModel
 	Bytes         int64     `json:"bytes"`

@@ -522,7 +522,7 @@ func readingSection() section {
 		{txt("vs eager, vs compile: the baseline's median time over the fused kernel's; above 1.0× the fused kernel is faster.")},
 		{txt("(noise): the two medians differ by less than the wider of their p20-p80 spreads (or by less than the spread of the repeated runs' medians), so the difference is not measurable.")},
 		{txt("% of floor: the floor time (fewest bytes over the measured copy bandwidth, or FLOPs over the GEMM rate) over the fused time; 100% is as fast as the hardware allows.")},
-		{txt("% of copy: a plain device copy of the same bytes, timed the same way, over the fused time; 100% is as fast as the memory system moves that many bytes (smaller working sets do not reach the floor's bandwidth); not shown for GEMM patterns, whose floor is their arithmetic.")},
+		{txt("% of copy: an elementwise copy of the same bytes, timed the same way, over the fused time; 100% is as fast as the memory system moves that many bytes (smaller working sets do not reach the floor's bandwidth); not shown for GEMM patterns, whose floor is their arithmetic.")},
 		{txt("prediction error: (predicted - measured) / measured fused time; negative means the cost model was optimistic.")},
 		{txt(fmt.Sprintf("verdicts: ship (measurably faster than eager); noise (within the spread); review (above %g×: check the baseline and shapes before believing it); do not ship (below %.1f×); failed (wrong results on the GPU, or the harness failed); not timed.", ReviewAbove, ShipAtLeast))},
 		{txt("verification: pass, FAIL (an output or gradient outside the tolerance), ERROR (the kernel raised), not run (refused: too large for the interpreter, or timed out), skipped (the case does not apply).")},
