@@ -263,6 +263,22 @@ func TestValidate(t *testing.T) {
 			*s = minimalSpec("add_layernorm")
 			s.Params.ResidualDtype = "fp32"
 		}, ""},
+		{"out dtype unused", func(s *Spec) {
+			*s = minimalSpec("swiglu")
+			s.Params.OutDtype = "fp32"
+		}, "not used"},
+		{"out dtype code", func(s *Spec) {
+			*s = minimalSpec("gelu_pyops")
+			s.Params.OutDtype = "torch.float32) or (1"
+		}, "out_dtype"},
+		{"mask dtype unused", func(s *Spec) {
+			*s = minimalSpec("gelu_pyops")
+			s.Params.MaskDtype = "fp32"
+		}, "not used"},
+		{"mask dtype without additive mask", func(s *Spec) {
+			*s = minimalSpec("mask_softmax")
+			s.Params.MaskDtype = "fp32"
+		}, "additive"},
 		{"rms eps negative", func(s *Spec) {
 			*s = minimalSpec("rmsnorm_pyops")
 			s.Params.Eps = -1
@@ -421,6 +437,31 @@ func TestResidualDtypeParam(t *testing.T) {
 	s.Params.ResidualDtype = "fp32"
 	if got := string(casePy(mustResolve(t, s))); !strings.Contains(got, `"residual_dtype": "fp32",`) {
 		t.Errorf("residual_dtype not written:\n%s", got)
+	}
+}
+
+// out_dtype and mask_dtype are written only when they differ from what the pattern gives
+// anyway, so cases of one dtype keep their text.
+func TestOutAndMaskDtypeParams(t *testing.T) {
+	s := minimalSpec("mask_softmax")
+	s.Dtype = "bf16"
+	s.Params.MaskKind = "additive"
+	s.Shapes = [][]int64{{2, 3, 8, 16}, {2, 1, 1, 16}}
+	base := string(casePy(mustResolve(t, s)))
+	s.Params.MaskDtype, s.Params.OutDtype = "bf16", "bf16"
+	if got := string(casePy(mustResolve(t, s))); got != base {
+		t.Errorf("default mask_dtype/out_dtype changed case.py:\n%s", got)
+	}
+	s.Params.MaskDtype, s.Params.OutDtype = "fp32", "fp32" // fp32 is the promoted default
+	got := string(casePy(mustResolve(t, s)))
+	if !strings.Contains(got, `"mask_dtype": "fp32",`) || strings.Contains(got, "out_dtype") {
+		t.Errorf("want mask_dtype written and the promoted out_dtype left out:\n%s", got)
+	}
+	g := minimalSpec("gelu_pyops")
+	g.Dtype = "bf16"
+	g.Params.OutDtype = "fp32"
+	if got := string(casePy(mustResolve(t, g))); !strings.Contains(got, `"out_dtype": "fp32",`) {
+		t.Errorf("out_dtype not written:\n%s", got)
 	}
 }
 

@@ -39,6 +39,13 @@ type Params struct {
 	// ResidualDtype is the residual's dtype when it differs from Dtype (add_layernorm,
 	// dropout_add: an fp32 residual stream plus a bf16 branch under autocast); "" = Dtype.
 	ResidualDtype string
+	// OutDtype is the output's dtype when it differs from the pattern's default (gelu_pyops:
+	// Dtype; mask_softmax: Dtype, or Dtype promoted with MaskDtype for an additive mask):
+	// autocast runs pow and softmax in fp32, so a bf16 input gives an fp32 output. "" = default.
+	OutDtype string
+	// MaskDtype is an additive mask's dtype when it differs from Dtype (mask_softmax: an fp32
+	// mask added to bf16 scores under autocast). "" = Dtype.
+	MaskDtype string
 }
 
 // Source locates the opportunity in the trace. It is copied into manifest.json and README.md
@@ -61,15 +68,15 @@ var dtypes = map[string]string{"fp32": "torch.float32", "fp16": "torch.float16",
 
 // patternInfo says which parameters a pattern uses.
 type patternInfo struct {
-	approximate, bias, mask, eps, p, casting, residual bool
-	defaultEps                                         float64
+	approximate, bias, mask, eps, p, casting, residual, outDtype bool
+	defaultEps                                                   float64
 }
 
 var patternTable = map[string]patternInfo{
 	"bias_gelu":        {approximate: true, bias: true},
-	"gelu_pyops":       {bias: true},
+	"gelu_pyops":       {bias: true, outDtype: true},
 	"linear_gelu":      {approximate: true, bias: true},
-	"mask_softmax":     {mask: true, p: true},
+	"mask_softmax":     {mask: true, p: true, outDtype: true},
 	"layernorm_linear": {bias: true, eps: true, defaultEps: 1e-5},
 	"add_layernorm":    {eps: true, residual: true, defaultEps: 1e-5},
 	"dropout_add":      {bias: true, p: true, residual: true},
@@ -152,6 +159,17 @@ func resolve(s Spec) (Spec, error) {
 			p.ResidualDtype = "" // canonical: the same dtype is the default
 		}
 	}
+	if !info.outDtype && p.OutDtype != "" {
+		return s, bad("out_dtype", p.OutDtype)
+	}
+	if !info.mask && p.MaskDtype != "" {
+		return s, bad("mask_dtype", p.MaskDtype)
+	}
+	for _, d := range []struct{ name, v string }{{"out_dtype", p.OutDtype}, {"mask_dtype", p.MaskDtype}} {
+		if _, ok := dtypes[d.v]; d.v != "" && !ok {
+			return s, fmt.Errorf("codegen: %s: %s=%s (want fp32, fp16 or bf16)", s.Pattern, d.name, strconv.Quote(d.v))
+		}
+	}
 	if info.approximate {
 		if p.Approximate == "" {
 			p.Approximate = "none"
@@ -188,6 +206,15 @@ func resolve(s Spec) (Spec, error) {
 		if err := checkMask(s); err != nil {
 			return s, fmt.Errorf("codegen: %s: %v", s.Pattern, err)
 		}
+		if p.MaskDtype != "" && p.MaskKind != "additive" {
+			return s, fmt.Errorf("codegen: %s: mask_dtype=%s needs an additive mask", s.Pattern, strconv.Quote(p.MaskDtype))
+		}
+		if p.MaskDtype == s.Dtype {
+			p.MaskDtype = "" // canonical: the same dtype is the default
+		}
+	}
+	if info.outDtype && p.OutDtype == defaultOutDtype(s) {
+		p.OutDtype = "" // canonical: the default is not written
 	}
 	if info.eps {
 		if p.Eps == 0 {
@@ -218,6 +245,15 @@ func resolve(s Spec) (Spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// defaultOutDtype is the output dtype a pattern gives without out_dtype: the input's, or for an
+// additive mask of another dtype, the promoted type (fp32 whenever the two differ).
+func defaultOutDtype(s Spec) string {
+	if s.Params.MaskDtype != "" && s.Params.MaskDtype != s.Dtype {
+		return "fp32"
+	}
+	return s.Dtype
 }
 
 func checkShapes(shapes [][]int64) error {

@@ -186,6 +186,12 @@ func params(s Spec) []param {
 	if info.residual && p.ResidualDtype != "" { // written only when set: same-dtype cases keep their text
 		out = append(out, param{"residual_dtype", pyStr(p.ResidualDtype), p.ResidualDtype})
 	}
+	if info.mask && p.MaskDtype != "" {
+		out = append(out, param{"mask_dtype", pyStr(p.MaskDtype), p.MaskDtype})
+	}
+	if info.outDtype && p.OutDtype != "" {
+		out = append(out, param{"out_dtype", pyStr(p.OutDtype), p.OutDtype})
+	}
 	return out
 }
 

@@ -408,6 +408,9 @@ func matchGeluPyops(g *graph, n int32) (*Instance, bool) {
 		in.DType = parseDType(g.ins(chain[0])[0].Type)
 	}
 	in.Params.Approximate = "tanh"
+	if last.dtype != in.DType && last.dtype != DTypeUnknown {
+		in.Params.OutDType = last.dtype // autocast: pow runs in fp32, and every later op with it
+	}
 	in.Elems = numel(v.dims)
 	in.Cols = v.dims[len(v.dims)-1]
 	in.Rows = in.Elems / max(in.Cols, 1)

@@ -205,6 +205,9 @@ func specFromGroup(pattern string, g patterns.ShapeGroup) (codegen.Spec, string)
 		s.Shapes = [][]int64{x, {x[len(x)-1]}}
 	case "gelu_pyops":
 		s.Shapes = [][]int64{x}
+		if d, ok := kernelDtype(p.OutDType); ok {
+			s.Params.OutDtype = d // autocast: bf16 in, fp32 out (codegen drops it when equal)
+		}
 	case "linear_gelu", "layernorm_linear":
 		if len(g.Dims) < 2 || len(g.Dims[1]) != 2 {
 			return s, "no weight shape recorded"
@@ -257,6 +260,12 @@ func specFromGroup(pattern string, g patterns.ShapeGroup) (codegen.Spec, string)
 				return s, "mask shape not recorded"
 			}
 			s.Shapes = append(s.Shapes, mask)
+		}
+		if d, ok := kernelDtype(p.MaskDType); ok && s.Params.MaskKind == "additive" {
+			s.Params.MaskDtype = d
+		}
+		if d, ok := kernelDtype(p.OutDType); ok {
+			s.Params.OutDtype = d // autocast's fp32 softmax, or softmax(dtype=torch.float32)
 		}
 	case "add_layernorm":
 		s.Shapes = [][]int64{x}

@@ -36,6 +36,11 @@ TOL = {
 }
 
 
+def name(dtype):
+    """The DTYPES key of a torch dtype ("fp32", "fp16", "bf16")."""
+    return next(k for k, v in DTYPES.items() if v == dtype)
+
+
 def tol(kind, dtype):
     return TOL[kind][dtype]
 

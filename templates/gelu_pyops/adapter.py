@@ -1,6 +1,7 @@
 """Uniform test/bench interface for the gelu_pyops template (see docs/templates.md).
 
 SHAPES[0] is the input x (any rank); the bias, when params["has_bias"], has shape [x.shape[-1]].
+params["out_dtype"] is y's dtype when it differs from x's (autocast: bf16 x, fp32 y).
 """
 
 import torch
@@ -37,17 +38,21 @@ def make_inputs(shapes, dtype, params, device, seed):
     return {"x": x, "bias": bias}
 
 
+def _out(params):
+    return fat.DTYPES[params["out_dtype"]] if params.get("out_dtype") else None
+
+
 def fused(kernel, inputs, params, poison=False, autograd=False):
     x, bias = inputs["x"], inputs["bias"]
     if autograd:
-        return (kernel.NewGELUFunction.apply(x, bias),)
-    dtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
+        return (kernel.NewGELUFunction.apply(x, bias, _out(params)),)
+    dtype = _out(params) or (x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype))
     out = fat.poison(x.shape, dtype, x.device) if poison else None
-    return (kernel.new_gelu(x, bias, out=out),)
+    return (kernel.new_gelu(x, bias, out=out, dtype=dtype),)
 
 
 def reference(ref, inputs, params):
-    return (ref.new_gelu(inputs["x"], inputs["bias"]),)
+    return (ref.new_gelu(inputs["x"], inputs["bias"], _out(params)),)
 
 
 def tolerance(dtype, shapes, params, grad=False):
@@ -57,7 +62,8 @@ def tolerance(dtype, shapes, params, grad=False):
 def nbytes(shapes, dtype, params):
     """Fewest bytes the fused chain must move: read x (+ bias), write y."""
     es = torch.tensor([], dtype=dtype).element_size()
+    ys = torch.tensor([], dtype=_out(params) or dtype).element_size()
     n = 1
     for d in shapes[0]:
         n *= d
-    return es * (2 * n + (shapes[0][-1] if params.get("has_bias", True) else 0))
+    return es * (n + (shapes[0][-1] if params.get("has_bias", True) else 0)) + ys * n

@@ -9,6 +9,9 @@ reads x once and writes y once. It computes the same function as
 - Inputs fp32 / fp16 / bf16, any rank; optional bias of the size of the last dim. Math is
   fp32 (every load is upcast at once); eager rounds after every op in fp16/bf16, this kernel
   rounds once, so it is closer to the fp32 result than eager is.
+- ``dtype``: y's dtype when it differs from x's. Under autocast ``torch.pow`` runs in fp32, so
+  the traced chain takes bf16/fp16 x and returns fp32 y; ``dtype=torch.float32`` does the same
+  in one kernel (x + bias is then kept in fp32; eager rounds it to the inputs' type first).
 - Strides are runtime arguments (2-D ``[rows, N]`` view, no copy when one exists).
 - Autotuned over BLOCK_M x BLOCK_N and num_warps, keyed on the shape; one fixed config under
   ``TRITON_INTERPRET=1``.
@@ -167,12 +170,16 @@ def _check(x, bias):
             raise ValueError("gelu_pyops: x and bias on different devices")
 
 
-def new_gelu(x, bias=None, out=None):
-    """y = NewGELU(x + bias) (tanh GELU); forward only (see NewGELUFunction for autograd)."""
+def new_gelu(x, bias=None, out=None, dtype=None):
+    """y = NewGELU(x + bias) (tanh GELU) in ``dtype`` (default: x's, promoted with the bias');
+    forward only (see NewGELUFunction for autograd)."""
     _check(x, bias)
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
     bias = None if bias is None else bias.contiguous()
-    dtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
+    if dtype is None:
+        dtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"gelu_pyops: unsupported output dtype {dtype}")
     if out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
     elif out.shape != x.shape or out.dtype != dtype:
@@ -192,8 +199,8 @@ class NewGELUFunction(torch.autograd.Function):
     """Autograd for new_gelu: fused Triton derivative kernel; ATen row-sum for the bias grad."""
 
     @staticmethod
-    def forward(ctx, x, bias=None):
-        y = new_gelu(x, bias)
+    def forward(ctx, x, bias=None, dtype=None):
+        y = new_gelu(x, bias, dtype=dtype)
         ctx.save_for_backward(x, bias)
         ctx.has_bias = bias is not None
         ctx.zdtype = y.dtype
@@ -214,7 +221,7 @@ class NewGELUFunction(torch.autograd.Function):
         db = None
         if ctx.has_bias and ctx.needs_input_grad[1]:
             db = _rows(dz).sum(0, dtype=torch.float32).to(bias.dtype)
-        return dx, db
+        return dx, db, None
 
 
 class NewGELU(torch.nn.Module):

@@ -57,3 +57,21 @@ def test_grad(device, dtype):
 def test_module(device):
     x = torch.randn(3, 4, device=device)
     fat.assert_close(kernel.NewGELU()(x), ref.new_gelu(x), 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_fp32_output_of_bf16_input(device, has_bias):
+    # autocast runs torch.pow in fp32: bf16 x in, fp32 y out
+    params = {"has_bias": has_bias, "out_dtype": "fp32"}
+    for i, shapes in enumerate(ADV_FP32_OUT):
+        fat.run_case(kernel, ref, adapter, shapes, "bf16", params, device, i)
+    g = fat.gen(8)
+    x = fat.randn([31, 37], torch.bfloat16, device, g, std=2.0)
+    y = kernel.new_gelu(x, dtype=torch.float32)
+    assert y.dtype == torch.float32
+    fat.assert_close(y, ref.new_gelu(x, dtype=torch.float32), 1e-5, 1e-5)  # no bf16 rounding of y
+    fat.run_grad_case(kernel, ref, adapter, [[2, 5, 70]], "bf16", params, device, 4)
+
+
+ADV_FP32_OUT = [[[129, 127]], [[2, 3, 65]]]

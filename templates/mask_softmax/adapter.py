@@ -1,7 +1,9 @@
 """Uniform test/bench interface for the mask_softmax template (see docs/templates.md).
 
 SHAPES[0] is the scores' shape (rank 2..4); SHAPES[1], for bool and additive masks, the mask's
-shape (broadcastable to the scores). Scores are randn * 3 (large magnitudes); masks mask ~30%
+shape (broadcastable to the scores). params["mask_dtype"] is an additive mask's dtype (default:
+the scores'; autocast adds an fp32 mask to bf16 scores) and params["out_dtype"] the probabilities'
+dtype when it differs from the default (autocast's fp32 softmax). Scores are randn * 3 (large magnitudes); masks mask ~30%
 of positions, and the mask's first row is fully masked (additive: -inf), so fully masked rows
 are always exercised. In test mode (poison=True) with p > 0, fused() stores the kernel's
 dropout mask in inputs["keep"] for the reference.
@@ -59,8 +61,12 @@ def make_inputs(shapes, dtype, params, device, seed):
             add = torch.randn(list(mshape), generator=g)
             add = add.masked_fill(masked, torch.finfo(dtype).min)
             add.view(-1, mshape[-1])[0, :] = float("-inf")
-            mask = add.to(device=device, dtype=dtype)
+            mask = add.to(device=device, dtype=fat.DTYPES[params.get("mask_dtype") or fat.name(dtype)])
     return {"x": x, "mask": mask, "seed": 77 + int(seed)}
+
+
+def _out(params):
+    return fat.DTYPES[params["out_dtype"]] if params.get("out_dtype") else None
 
 
 def _args(params):
@@ -74,14 +80,16 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     if (poison or autograd) and p > 0:
         inputs["keep"] = kernel.dropout_mask(x.shape, p, seed, x.device)
     if autograd:
-        return (kernel.MaskSoftmaxFunction.apply(x, mask, scale, kind, fill, p, seed),)
-    out = fat.poison(x.shape, kernel.out_dtype(x, mask, kind), x.device) if poison else None
-    return (kernel.mask_softmax(x, mask, scale, kind, fill, p, seed, out=out),)
+        return (kernel.MaskSoftmaxFunction.apply(x, mask, scale, kind, fill, p, seed, _out(params)),)
+    dtype = _out(params) or kernel.out_dtype(x, mask, kind)
+    out = fat.poison(x.shape, dtype, x.device) if poison else None
+    return (kernel.mask_softmax(x, mask, scale, kind, fill, p, seed, out=out, dtype=dtype),)
 
 
 def reference(ref, inputs, params):
     scale, kind, fill, p = _args(params)
-    return (ref.mask_softmax(inputs["x"], inputs["mask"], scale, kind, fill, p, keep=inputs.get("keep")),)
+    return (ref.mask_softmax(inputs["x"], inputs["mask"], scale, kind, fill, p, keep=inputs.get("keep"),
+                             dtype=_out(params)),)
 
 
 def tolerance(dtype, shapes, params, grad=False):
@@ -89,14 +97,22 @@ def tolerance(dtype, shapes, params, grad=False):
 
 
 def nbytes(shapes, dtype, params):
-    es = torch.tensor([], dtype=dtype).element_size()
+    def size(d):
+        return torch.tensor([], dtype=d).element_size()
+
     n = 1
     for d in shapes[0]:
         n *= d
+    kind = params.get("mask_kind")
     mb = 0
-    if params.get("mask_kind") in ("bool", "additive") and len(shapes) > 1:
+    if kind in ("bool", "additive") and len(shapes) > 1:
         mb = 1
         for d in shapes[1]:
             mb *= d
-        mb *= 1 if params.get("mask_kind") == "bool" else es
-    return 2 * n * es + mb
+        mb *= 1 if kind == "bool" else size(fat.DTYPES[params.get("mask_dtype") or fat.name(dtype)])
+    ydt = _out(params)
+    if ydt is None:
+        ydt = dtype
+        if kind == "additive" and params.get("mask_dtype"):
+            ydt = torch.promote_types(dtype, fat.DTYPES[params["mask_dtype"]])
+    return n * size(dtype) + mb + n * size(ydt)

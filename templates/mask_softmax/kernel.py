@@ -17,13 +17,18 @@ the better fix; this kernel is for code that needs the probabilities.
 - Fully masked rows behave like PyTorch eager: with ``-inf`` fills ``softmax`` of an all
   ``-inf`` row is NaN (and so is any row containing +inf or NaN); with finite fills the row
   is uniform.
-- Rows longer than one block: an online (running max / running sum) first pass, then a
-  normalising pass; rows that fit one block (BLOCK_N = next_power_of_2(sk), capped at 8192 on a
-  GPU) are loaded once. fp32 math; ``scale * x`` (and ``+ mask``) is rounded to the dtype
-  before the softmax, as eager does.
+- Rows that fit one block (BLOCK_N = next_power_of_2(sk), capped at 8192 on a GPU) are loaded
+  once, ROWS of them per program (a [ROWS, BLOCK_N] tile): one short row per program leaves too
+  few bytes in flight (sk = 129..512 ran at 20-50% of copy bandwidth on an H200). Longer rows,
+  one per program: an online (running max / running sum) first pass, then a normalising pass.
+  fp32 math; ``scale * x`` (and ``+ mask``) is rounded to the dtype before the softmax, as
+  eager does.
+- ``out_dtype``: the probabilities' dtype when it differs from the default (autocast runs
+  ``softmax`` in fp32, and ``softmax(..., dtype=torch.float32)`` does too: bf16/fp16 scores in,
+  fp32 probabilities out).
 - Optional dropout on the probabilities (``p``, ``seed``): Philox ``tl.rand(seed, row * sk +
   col)``, keep where ``rand >= p``, scaled by 1/(1-p); ``dropout_mask`` returns the mask used.
-- Autotuned over num_warps, keyed on sk; one fixed config under ``TRITON_INTERPRET=1``.
+- Autotuned over ROWS and num_warps, keyed on sk; fixed configs under ``TRITON_INTERPRET=1``.
 - Training: ``MaskSoftmaxFunction`` has a backward for p == 0 through ATen
   (``_softmax_backward_data`` on the saved probabilities, masked positions zeroed as
   ``masked_fill``'s backward does, times ``scale``); no gradient flows to the mask. With
@@ -48,11 +53,29 @@ MASK_KINDS = {"none": 0, "bool": 1, "additive": 2, "causal": 3}
 _RNE_BF16 = tl.constexpr(INTERPRET)
 
 
-def _configs():
+def _long_configs():
     if INTERPRET:
         return [triton.Config({}, num_warps=4, num_stages=1)]
     configs = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 1, 2, 8, 16)]
     return configs if AUTOTUNE else configs[:1]
+
+
+def _rows_configs():
+    if INTERPRET:
+        return [triton.Config({"ROWS": 4}, num_warps=4, num_stages=1)]
+    tiles = [(1, 4), (2, 4), (4, 4), (8, 4), (16, 4), (4, 8), (8, 8), (16, 8), (32, 8), (1, 8), (1, 16), (2, 16)]
+    configs = [triton.Config({"ROWS": r}, num_warps=w, num_stages=1) for r, w in tiles]
+    return configs if AUTOTUNE else configs[:1]
+
+
+def _prune_rows(configs, named_args, **kwargs):
+    """Tiles of 2K-16K elements, and at least one element per thread (one config if none)."""
+    n = kwargs.get("BLOCK_N", named_args.get("BLOCK_N"))
+    keep = [c for c in configs
+            if 2048 <= c.kwargs["ROWS"] * n <= 16384 and c.num_warps * 32 <= c.kwargs["ROWS"] * n]
+    if not keep:  # tiny rows: the largest tile; long rows: one row per program
+        keep = [max(configs, key=lambda c: (c.kwargs["ROWS"] * n <= 16384, c.kwargs["ROWS"], -c.num_warps))]
+    return keep
 
 
 @triton.jit
@@ -66,29 +89,56 @@ def _cast(y, dtype: tl.constexpr):
 
 
 @triton.jit
-def _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND: tl.constexpr, SDT: tl.constexpr):
-    """The masked, scaled scores of one chunk, fp32; -inf outside the row."""
-    inb = cols < N
-    s = tl.load(X + cols * sxn, mask=inb, other=0.0).to(tl.float32)
-    s = _cast(s * scale, X.dtype.element_ty).to(tl.float32)
+def _scores(xp, mp, cols, qrow, inb, M, N, sxn, smn, scale, fill, KIND: tl.constexpr, SDT: tl.constexpr):
+    """The masked, scaled scores at cols, fp32; -inf outside the row. xp/mp point at the
+    row(s): a scalar pointer for one row, a [ROWS, 1] block of them for a tile (qrow alike)."""
+    s = tl.load(xp + cols * sxn, mask=inb, other=0.0).to(tl.float32)
+    s = _cast(s * scale, xp.dtype.element_ty).to(tl.float32)
     if KIND == 1:
-        mk = tl.load(MASK + cols * smn, mask=inb, other=0).to(tl.int1)
+        mk = tl.load(mp + cols * smn, mask=inb, other=0).to(tl.int1)
         s = tl.where(mk, fill, s)
     elif KIND == 2:
-        a = tl.load(MASK + cols * smn, mask=inb, other=0.0).to(tl.float32)
+        a = tl.load(mp + cols * smn, mask=inb, other=0.0).to(tl.float32)
         s = _cast(s + a, SDT).to(tl.float32)  # x + mask in promote_types(x, mask), as eager
     elif KIND == 3:
         s = tl.where(cols > qrow + (N - M), fill, s)
     return tl.where(inb, s, float("-inf"))
 
 
-@triton.autotune(configs=_configs(), key=["N"])
+@triton.autotune(configs=_rows_configs(), key=["N", "BLOCK_N"], prune_configs_by={"early_config_prune": _prune_rows})
 @triton.jit
-def _mask_softmax_fwd(X, MASK, Y, H, M, N,
-                      sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
-                      scale, fill, p, pscale, seed,
-                      KIND: tl.constexpr, DROPOUT: tl.constexpr, SINGLE: tl.constexpr,
-                      BLOCK_N: tl.constexpr):
+def _mask_softmax_rows(X, MASK, Y, SUM, R, H, M, N,
+                       sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
+                       scale, fill, p, pscale, seed,
+                       KIND: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
+    """Rows that fit one block: ROWS of them per program, each loaded once."""
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)  # flat index of (b, h, m)
+    qrow = row % M
+    bh = row // M
+    h = bh % H
+    b = bh // H
+    cols = tl.arange(0, BLOCK_N)[None, :]
+    inb = (row < R)[:, None] & (cols < N)
+    xp = X + (b * sxb + h * sxh + qrow * sxm)[:, None]
+    mp = MASK + (b * smb + h * smh + qrow * smm)[:, None]
+    s = _scores(xp, mp, cols, qrow[:, None], inb, M, N, sxn, smn, scale, fill, KIND, SUM.dtype.element_ty)
+    mx = tl.max(s, axis=1)
+    safe = tl.where(mx == float("-inf"), 0.0, mx)  # all -inf: 0/0 = NaN below, as eager
+    e = tl.exp(s - safe[:, None])
+    y = e / tl.sum(e, axis=1)[:, None]
+    if DROPOUT:
+        y = y * tl.where(tl.rand(seed, row[:, None] * N + cols) >= p, pscale, 0.0)  # NaN * 0 = NaN, as eager
+    yp = Y + (b * syb + h * syh + qrow * sym)[:, None]
+    tl.store(yp + cols * syn, _cast(y, Y.dtype.element_ty), mask=inb)
+
+
+@triton.autotune(configs=_long_configs(), key=["N"])
+@triton.jit
+def _mask_softmax_long(X, MASK, Y, SUM, H, M, N,
+                       sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
+                       scale, fill, p, pscale, seed,
+                       KIND: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Rows longer than one block, one per program: an online pass, then a normalising pass."""
     row = tl.program_id(0).to(tl.int64)  # flat index of (b, h, m)
     qrow = row % M
     bh = row // M
@@ -97,42 +147,31 @@ def _mask_softmax_fwd(X, MASK, Y, H, M, N,
     X += b * sxb + h * sxh + qrow * sxm
     MASK += b * smb + h * smh + qrow * smm
     Y += b * syb + h * syh + qrow * sym
-    if SINGLE:
-        cols = tl.arange(0, BLOCK_N)
-        s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND, Y.dtype.element_ty)
-        mx = tl.max(s, axis=0)
-        safe = tl.where(mx == float("-inf"), 0.0, mx)  # all -inf: 0/0 = NaN below, as eager
-        e = tl.exp(s - safe)
-        y = e / tl.sum(e, axis=0)
+    # pass 1: per-lane running max and running sum of exp
+    m_run = tl.full([BLOCK_N], float("-inf"), tl.float32)
+    l_run = tl.full([BLOCK_N], 0, tl.float32)
+    start = 0
+    while start < N:
+        cols = start + tl.arange(0, BLOCK_N)
+        s = _scores(X, MASK, cols, qrow, cols < N, M, N, sxn, smn, scale, fill, KIND, SUM.dtype.element_ty)
+        m_new = tl.maximum(m_run, s)
+        safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        l_run = l_run * tl.exp(m_run - safe) + tl.exp(s - safe)
+        m_run = m_new
+        start += BLOCK_N
+    mx = tl.max(m_run, axis=0)
+    safe = tl.where(mx == float("-inf"), 0.0, mx)
+    total = tl.sum(tl.where(m_run == float("-inf"), 0.0, l_run * tl.exp(m_run - safe)), axis=0)
+    # pass 2: normalise
+    start = 0
+    while start < N:
+        cols = start + tl.arange(0, BLOCK_N)
+        s = _scores(X, MASK, cols, qrow, cols < N, M, N, sxn, smn, scale, fill, KIND, SUM.dtype.element_ty)
+        y = tl.exp(s - safe) / total
         if DROPOUT:
             y = y * tl.where(tl.rand(seed, row * N + cols) >= p, pscale, 0.0)  # NaN * 0 = NaN, as eager
         tl.store(Y + cols * syn, _cast(y, Y.dtype.element_ty), mask=cols < N)
-    else:
-        # pass 1: per-lane running max and running sum of exp
-        m_run = tl.full([BLOCK_N], float("-inf"), tl.float32)
-        l_run = tl.full([BLOCK_N], 0, tl.float32)
-        start = 0
-        while start < N:
-            cols = start + tl.arange(0, BLOCK_N)
-            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND, Y.dtype.element_ty)
-            m_new = tl.maximum(m_run, s)
-            safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            l_run = l_run * tl.exp(m_run - safe) + tl.exp(s - safe)
-            m_run = m_new
-            start += BLOCK_N
-        mx = tl.max(m_run, axis=0)
-        safe = tl.where(mx == float("-inf"), 0.0, mx)
-        total = tl.sum(tl.where(m_run == float("-inf"), 0.0, l_run * tl.exp(m_run - safe)), axis=0)
-        # pass 2: normalise
-        start = 0
-        while start < N:
-            cols = start + tl.arange(0, BLOCK_N)
-            s = _scores(X, MASK, cols, qrow, M, N, sxn, smn, scale, fill, KIND, Y.dtype.element_ty)
-            y = tl.exp(s - safe) / total
-            if DROPOUT:
-                y = y * tl.where(tl.rand(seed, row * N + cols) >= p, pscale, 0.0)  # NaN * 0 = NaN, as eager
-            tl.store(Y + cols * syn, _cast(y, Y.dtype.element_ty), mask=cols < N)
-            start += BLOCK_N
+        start += BLOCK_N
 
 
 @triton.jit
@@ -189,11 +228,15 @@ def _check(x, mask, mask_kind, p):
 
 
 def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0, seed=0,
-                 out=None, block_n=None):
-    """y = dropout(softmax(mask(scale * x), dim=-1), p). ``block_n`` forces the chunk size."""
+                 out=None, block_n=None, dtype=None):
+    """y = dropout(softmax(mask(scale * x), dim=-1), p), in ``dtype`` (default: out_dtype(x, mask,
+    mask_kind); e.g. torch.float32 for autocast's fp32 softmax). ``block_n`` forces the chunk size."""
     _check(x, mask, mask_kind, p)
     kind = MASK_KINDS[mask_kind]
-    dtype = out_dtype(x, mask, mask_kind)
+    sum_dtype = out_dtype(x, mask, mask_kind)  # the type eager rounds x + mask to
+    dtype = dtype or sum_dtype
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"mask_softmax: unsupported output dtype {dtype}")
     if out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
     elif out.shape != x.shape or out.dtype != dtype:
@@ -211,11 +254,19 @@ def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-in
             m4 = m4.view(torch.int8) if m4.element_size() == 1 else m4
     else:
         m4 = x4  # never read
+    # a tensor of the sum's dtype: the kernels read only its element type
+    tag = next((t for t in (x, out, mask) if t is not None and t.dtype == sum_dtype), None)
+    if tag is None:
+        tag = torch.empty(1, dtype=sum_dtype, device=x.device)
     block = block_n or min(triton.next_power_of_2(N), MAX_BLOCK_N)
-    _mask_softmax_fwd[(B * H * M,)](
-        x4, m4, y4, H, M, N, *x4.stride(), *m4.stride(), *y4.stride(),
-        float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), int(seed),
-        KIND=kind, DROPOUT=p > 0, SINGLE=N <= block, BLOCK_N=block)
+    args = (*x4.stride(), *m4.stride(), *y4.stride(),
+            float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), int(seed))
+    R = B * H * M
+    if N <= block:
+        _mask_softmax_rows[lambda meta: (triton.cdiv(R, meta["ROWS"]),)](
+            x4, m4, y4, tag, R, H, M, N, *args, KIND=kind, DROPOUT=p > 0, BLOCK_N=block)
+    else:
+        _mask_softmax_long[(R,)](x4, m4, y4, tag, H, M, N, *args, KIND=kind, DROPOUT=p > 0, BLOCK_N=block)
     return out
 
 
@@ -246,8 +297,8 @@ class MaskSoftmaxFunction(torch.autograd.Function):
     """Autograd for mask_softmax: ATen softmax backward on the saved probabilities (p == 0 only)."""
 
     @staticmethod
-    def forward(ctx, x, mask, scale, mask_kind, mask_fill, p, seed):
-        y = mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed)
+    def forward(ctx, x, mask, scale, mask_kind, mask_fill, p, seed, dtype=None):
+        y = mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed, dtype=dtype)
         ctx.save_for_backward(y, mask if mask_kind == "bool" else None)
         ctx.scale, ctx.mask_kind, ctx.p, ctx.xdtype = scale, mask_kind, p, x.dtype
         return y
@@ -263,21 +314,22 @@ class MaskSoftmaxFunction(torch.autograd.Function):
             g = g.masked_fill(z, 0)
         if ctx.scale != 1.0:
             g = g * ctx.scale
-        return g.to(ctx.xdtype), None, None, None, None, None, None
+        return g.to(ctx.xdtype), None, None, None, None, None, None, None
 
 
 class MaskSoftmax(torch.nn.Module):
     """Drop-in for ``dropout(softmax(masked_fill(scores * scale, mask, fill)), p)`` and the
-    additive / causal variants: ``MaskSoftmax(scale, mask_kind, mask_fill, p)(scores, mask)``.
+    additive / causal variants: ``MaskSoftmax(scale, mask_kind, mask_fill, p, dtype)(scores, mask)``
+    (``dtype=torch.float32`` for ``softmax(..., dtype=torch.float32)`` or autocast's fp32 softmax).
     Dropout runs only in training mode, with a fresh seed per call from torch's CPU generator."""
 
-    def __init__(self, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0):
+    def __init__(self, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0, dtype=None):
         super().__init__()
         if mask_kind not in MASK_KINDS:
             raise ValueError(f"mask_kind={mask_kind!r}")
-        self.scale, self.mask_kind, self.mask_fill, self.p = scale, mask_kind, mask_fill, p
+        self.scale, self.mask_kind, self.mask_fill, self.p, self.dtype = scale, mask_kind, mask_fill, p, dtype
 
     def forward(self, scores, mask=None):
         p = self.p if self.training else 0.0
         seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if p > 0 else 0
-        return MaskSoftmaxFunction.apply(scores, mask, self.scale, self.mask_kind, self.mask_fill, p, seed)
+        return MaskSoftmaxFunction.apply(scores, mask, self.scale, self.mask_kind, self.mask_fill, p, seed, self.dtype)

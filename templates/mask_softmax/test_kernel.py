@@ -118,3 +118,33 @@ def test_module_and_errors(device):
     y = kernel.MaskSoftmaxFunction.apply(xd, None, 1.0, "none", INF, 0.5, 1)
     with pytest.raises(NotImplementedError):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", ["causal", "additive"])
+def test_fp32_softmax_of_bf16_scores(device, variant):
+    # autocast's softmax (and softmax(dtype=torch.float32)): bf16 scores in, fp32 probabilities
+    # out, an fp32 additive mask; scale * x is still rounded to bf16 first, as eager does
+    params = dict(VARIANTS[variant], p=0.0, out_dtype="fp32", mask_dtype="fp32")
+    for i, shapes in enumerate([[[2, 3, 9, 129], [2, 1, 1, 129]], [[3, 5, 37], [3, 1, 37]]]):
+        fat.run_case(kernel, ref, adapter, shapes, "bf16", params, device, i)
+    g = fat.gen(4)
+    x = fat.randn([2, 2, 5, 40], torch.bfloat16, device, g, std=3)
+    y = kernel.mask_softmax(x, None, 0.3, "causal", dtype=torch.float32)
+    assert y.dtype == torch.float32
+    want = ref.mask_softmax(x, None, 0.3, "causal", dtype=torch.float32)
+    fat.assert_close(y, want, 1e-6, 1e-5)  # exact up to fp32 rounding: no bf16 on the way out
+    fat.run_grad_case(kernel, ref, adapter, [[2, 2, 5, 40], [2, 1, 1, 40]], "bf16",
+                      dict(VARIANTS["causal"], p=0.0, out_dtype="fp32"), device, 6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rows_per_program_ragged(device):
+    # many short rows, a row count that is not a multiple of the rows per program, and each
+    # row distinct, so a row written to its neighbour's place fails
+    g = fat.gen(11)
+    for shape in ([1, 1, 7, 3], [3, 5, 11, 17], [2, 1, 13, 64]):
+        x = fat.randn(shape, torch.float32, device, g, std=3)
+        x += torch.arange(shape[-2], device=device, dtype=torch.float32)[:, None]
+        y = kernel.mask_softmax(x, None, 0.7, "causal", out=fat.poison(x.shape, x.dtype, device))
+        fat.assert_close(y, ref.mask_softmax(x, None, 0.7, "causal"), 1e-6, 1e-6)
