@@ -13,7 +13,7 @@ var specs = map[string]codegen.Spec{
 	"bias_gelu":        {Pattern: "bias_gelu", Dtype: "bf16", Shapes: [][]int64{{8, 512, 3072}, {3072}}, Params: codegen.Params{Approximate: "none", HasBias: true}},
 	"gelu_pyops":       {Pattern: "gelu_pyops", Dtype: "fp16", Shapes: [][]int64{{4, 128, 3072}, {3072}}, Params: codegen.Params{HasBias: true}},
 	"linear_gelu":      {Pattern: "linear_gelu", Dtype: "bf16", Shapes: [][]int64{{8, 128, 768}, {3072, 768}, {3072}}, Params: codegen.Params{HasBias: true}},
-	"mask_softmax":     {Pattern: "mask_softmax", Dtype: "fp16", Shapes: [][]int64{{2, 12, 128, 128}, {2, 1, 1, 128}}, Params: codegen.Params{MaskKind: "bool", Scale: 0.125}},
+	"mask_softmax":     {Pattern: "mask_softmax", Dtype: "fp16", Shapes: [][]int64{{2, 12, 128, 128}, {2, 1, 1, 128}}, Params: codegen.Params{MaskKind: "bool", Scale: 0.125, OutDtype: "fp32"}},
 	"layernorm_linear": {Pattern: "layernorm_linear", Dtype: "bf16", Shapes: [][]int64{{8, 128, 768}, {768, 768}, {768}}, Params: codegen.Params{HasBias: true}},
 	"add_layernorm":    {Pattern: "add_layernorm", Dtype: "fp32", Shapes: [][]int64{{8, 128, 768}}},
 	"dropout_add":      {Pattern: "dropout_add", Dtype: "bf16", Shapes: [][]int64{{8, 128, 768}}, Params: codegen.Params{HasBias: true, P: 0.1}},

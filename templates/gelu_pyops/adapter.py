@@ -56,6 +56,10 @@ def reference(ref, inputs, params):
 
 
 def tolerance(dtype, shapes, params, grad=False):
+    # an fp32 output of a 16-bit input is compared at fp32 tolerance (without a bias: with one,
+    # eager rounds x + bias to the input's type and the kernel keeps it in fp32)
+    if _out(params) and not params.get("has_bias", True) and not grad:
+        return fat.tol(KIND, _out(params))
     return fat.tol(KIND, dtype)
 
 
