@@ -63,16 +63,17 @@ def _long_configs():
 def _rows_configs():
     if INTERPRET:
         return [triton.Config({"ROWS": 4}, num_warps=4, num_stages=1)]
-    tiles = [(1, 4), (2, 4), (4, 4), (8, 4), (16, 4), (4, 8), (8, 8), (16, 8), (32, 8), (1, 8), (1, 16), (2, 16)]
+    tiles = [(1, 4), (1, 1), (1, 2), (2, 2), (4, 2), (2, 4), (4, 4), (8, 4), (16, 4), (4, 8), (8, 8), (16, 8),
+             (32, 8), (1, 8), (1, 16), (2, 16)]
     configs = [triton.Config({"ROWS": r}, num_warps=w, num_stages=1) for r, w in tiles]
     return configs if AUTOTUNE else configs[:1]
 
 
 def _prune_rows(configs, named_args, **kwargs):
-    """Tiles of 2K-16K elements, and at least one element per thread (one config if none)."""
+    """Tiles of 256-16K elements, and at least one element per thread (one config if none)."""
     n = kwargs.get("BLOCK_N", named_args.get("BLOCK_N"))
     keep = [c for c in configs
-            if 2048 <= c.kwargs["ROWS"] * n <= 16384 and c.num_warps * 32 <= c.kwargs["ROWS"] * n]
+            if 256 <= c.kwargs["ROWS"] * n <= 16384 and c.num_warps * 32 <= c.kwargs["ROWS"] * n]
     if not keep:  # tiny rows: the largest tile; long rows: one row per program
         keep = [max(configs, key=lambda c: (c.kwargs["ROWS"] * n <= 16384, c.kwargs["ROWS"], -c.num_warps))]
     return keep
@@ -112,11 +113,14 @@ def _mask_softmax_rows(X, MASK, Y, SUM, R, H, M, N,
                        scale, fill, p, pscale, seed,
                        KIND: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
     """Rows that fit one block: ROWS of them per program, each loaded once."""
-    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)  # flat index of (b, h, m)
+    # flat index of (b, h, m); int32 (R < 2**31): 64-bit division costs more than a short row
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     qrow = row % M
     bh = row // M
-    h = bh % H
-    b = bh // H
+    h = (bh % H).to(tl.int64)
+    b = (bh // H).to(tl.int64)
+    qrow = qrow.to(tl.int64)
+    row = row.to(tl.int64)
     cols = tl.arange(0, BLOCK_N)[None, :]
     inb = (row < R)[:, None] & (cols < N)
     xp = X + (b * sxb + h * sxh + qrow * sxm)[:, None]
@@ -139,11 +143,13 @@ def _mask_softmax_long(X, MASK, Y, SUM, H, M, N,
                        scale, fill, p, pscale, seed,
                        KIND: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr):
     """Rows longer than one block, one per program: an online pass, then a normalising pass."""
-    row = tl.program_id(0).to(tl.int64)  # flat index of (b, h, m)
+    row = tl.program_id(0)  # flat index of (b, h, m), int32 (R < 2**31)
     qrow = row % M
     bh = row // M
-    h = bh % H
-    b = bh // H
+    h = (bh % H).to(tl.int64)
+    b = (bh // H).to(tl.int64)
+    qrow = qrow.to(tl.int64)
+    row = row.to(tl.int64)
     X += b * sxb + h * sxh + qrow * sxm
     MASK += b * smb + h * smh + qrow * smm
     Y += b * syb + h * syh + qrow * sym
@@ -262,6 +268,8 @@ def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-in
     args = (*x4.stride(), *m4.stride(), *y4.stride(),
             float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), int(seed))
     R = B * H * M
+    if R >= 2**31:
+        raise ValueError(f"mask_softmax: {R} rows (at most 2**31 - 1)")
     if N <= block:
         _mask_softmax_rows[lambda meta: (triton.cdiv(R, meta["ROWS"]),)](
             x4, m4, y4, tag, R, H, M, N, *args, KIND=kind, DROPOUT=p > 0, BLOCK_N=block)
