@@ -25,7 +25,7 @@ func Predict(r *Result, cm patterns.CostModel) {
 		if !c.Correct || c.Bytes <= 0 {
 			continue
 		}
-		s := patterns.Shape{Pattern: c.Pattern, Bytes: c.Bytes}
+		s := patterns.Shape{Pattern: c.Pattern, Bytes: c.Bytes, WriteBytes: writeBytes(c)}
 		if c.Pattern == "layernorm_linear" || c.Pattern == "linear_gelu" {
 			m, k, n, es, ok := gemmDims(c)
 			if !ok {
@@ -58,4 +58,21 @@ func gemmDims(c *Case) (m, k, n, es int64, ok bool) {
 	k, n = x[len(x)-1], c.Shapes[1][0]
 	es = map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[c.Dtype]
 	return m, k, n, es, es > 0
+}
+
+// writeBytes is what a memory-bound case's kernel writes: its output in the case's dtype
+// (add_layernorm: the sum and y); 0 when the shape or dtype is unknown.
+func writeBytes(c *Case) int64 {
+	es := map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[c.Dtype]
+	if len(c.Shape) == 0 || es == 0 {
+		return 0
+	}
+	n := es
+	for _, d := range c.Shape {
+		n *= d
+	}
+	if c.Pattern == "add_layernorm" {
+		n *= 2
+	}
+	return n
 }

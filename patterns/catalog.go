@@ -124,7 +124,10 @@ type Params struct {
 	Casting     string   `json:"casting,omitempty"`     // rmsnorm: "llama" | "gemma" | "none"
 	Bias        *bool    `json:"bias,omitempty"`        // linear_gelu, layernorm_linear: the GEMM has a bias; dropout_add: a bias add precedes the dropout
 	Linears     int      `json:"linears,omitempty"`     // layernorm_linear: GEMMs reading the norm output
-	OutDType    DType    `json:"out_dtype,omitempty"`   // the chain's output type when it differs from dtype
+	// Concat, layernorm_linear: the Linears GEMMs share one weight shape and bias-ness (Q, K
+	// and V projections), so they can run as one GEMM over their concatenated weights.
+	Concat   bool  `json:"concat,omitempty"`
+	OutDType DType `json:"out_dtype,omitempty"` // the chain's output type when it differs from dtype
 	// ResidualDType, dropout_add and add_layernorm: the residual's type when it differs from
 	// dtype (under autocast an fp32 residual stream meets a bf16 branch; the sum is fp32).
 	ResidualDType DType `json:"residual_dtype,omitempty"`
@@ -143,8 +146,9 @@ type Instance struct {
 	// its row count and row length for row-wise kernels.
 	Elems, Rows, Cols int64
 	// Bytes is the fewest bytes one fused kernel must move (inputs read once,
-	// outputs written once); Flops the arithmetic it cannot avoid (GEMMs).
-	Bytes, Flops int64
+	// outputs written once), WriteBytes the part of them it writes; Flops the arithmetic
+	// it cannot avoid (GEMMs).
+	Bytes, WriteBytes, Flops int64
 }
 
 // ---- helpers on the graph ----
@@ -263,6 +267,7 @@ func matchBiasGelu(g *graph, n int32) (*Instance, bool) {
 	in.Elems = numel(x.Dims)
 	xs, bs, ys := parseDType(x.Type).Size(), parseDType(b.Type).Size(), v.dtype.Size()
 	in.Bytes = in.Elems*xs + numel(b.Dims)*bs + in.Elems*ys
+	in.WriteBytes = in.Elems * ys
 	return in, true
 }
 
@@ -415,6 +420,7 @@ func matchGeluPyops(g *graph, n int32) (*Instance, bool) {
 	in.Cols = v.dims[len(v.dims)-1]
 	in.Rows = in.Elems / max(in.Cols, 1)
 	in.Bytes = in.Elems*in.DType.Size() + in.Elems*max(last.dtype.Size(), 1)
+	in.WriteBytes = in.Elems * max(last.dtype.Size(), 1)
 	return in, true
 }
 
@@ -562,6 +568,7 @@ func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
 		first = v.dtype
 	}
 	in.Bytes = in.Elems*first.Size() + numel(p.MaskDims)*max(p.MaskDType.Size(), 1) + in.Elems*v.dtype.Size()
+	in.WriteBytes = in.Elems * v.dtype.Size()
 	return in, true
 }
 
@@ -630,6 +637,29 @@ func lnParams(ins []trace.Input) (eps *float64) {
 	return nil
 }
 
+// gemmWeight is a GEMM op's weight shape as recorded ([N, K] for linear, [K, N] for addmm's
+// Conv1D form) and whether it adds a bias.
+func (g *graph) gemmWeight(c int32) (w []int64, bias bool) {
+	in := g.ins(c)
+	switch g.name[c] {
+	case "linear":
+		if len(in) > 1 {
+			w = in[1].Dims
+		}
+		bias = len(in) > 2 && isTensor(in[2])
+	case "addmm", "_addmm_activation":
+		if len(in) > 2 {
+			w = in[2].Dims
+		}
+		bias = isTensor(in[0])
+	default:
+		if len(in) > 1 {
+			w = in[1].Dims
+		}
+	}
+	return w, bias
+}
+
 func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	v, ok := g.val0(n)
 	if !ok || len(v.dims) == 0 {
@@ -644,23 +674,13 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	if len(gemms) == 0 {
 		return nil, false
 	}
-	first := g.ins(gemms[0])
-	var w []int64
-	bias := false
-	switch g.name[gemms[0]] {
-	case "linear":
-		if len(first) > 1 {
-			w = first[1].Dims
-		}
-		bias = len(first) > 2 && isTensor(first[2])
-	case "addmm", "_addmm_activation":
-		if len(first) > 2 {
-			w = first[2].Dims
-		}
-		bias = isTensor(first[0])
-	default:
-		if len(first) > 1 {
-			w = first[1].Dims
+	w, bias := g.gemmWeight(gemms[0])
+	// GEMMs of one weight shape and bias-ness (Q, K and V projections) can run as one GEMM
+	// over their concatenated weights: the fused kernel then reads the norm output once
+	concat := len(gemms) > 1 && len(w) == 2
+	for _, c := range gemms[1:] {
+		if cw, cb := g.gemmWeight(c); !slices.Equal(cw, w) || cb != bias || g.name[c] != g.name[gemms[0]] {
+			concat = false
 		}
 	}
 	ops := append([]int32{n}, gemms...)
@@ -674,6 +694,7 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	in.Params.Eps = lnParams(ins)
 	in.Params.Bias = &bias
 	in.Params.Linears = len(gemms)
+	in.Params.Concat = concat
 	// the chain's output is the GEMM's: under autocast an fp32 LayerNorm feeds a bf16 GEMM
 	in.Params.OutDType = v.dtype
 	if gv, ok := g.val0(gemms[0]); ok && gv.dtype != DTypeUnknown {
@@ -685,6 +706,7 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	// The fused form keeps the GEMMs and adds a stats pass: read x once, write
 	// mean and rstd (fp32) per row.
 	in.Bytes = in.Elems*in.DType.Size() + 8*in.Rows
+	in.WriteBytes = 8 * in.Rows
 	for _, c := range gemms {
 		if cv, ok := g.val0(c); ok && len(cv.dims) > 0 {
 			in.Flops += 2 * in.Elems * cv.dims[len(cv.dims)-1]
@@ -726,6 +748,7 @@ func matchAddLayerNorm(g *graph, n int32) (*Instance, bool) {
 	in.Bytes = numel(ai[ti[0]].Dims)*parseDType(ai[ti[0]].Type).Size() +
 		numel(ai[ti[1]].Dims)*parseDType(ai[ti[1]].Type).Size() +
 		in.Elems*av.dtype.Size() + in.Elems*v.dtype.Size() + 2*in.Cols*4
+	in.WriteBytes = in.Elems*av.dtype.Size() + in.Elems*v.dtype.Size() // the sum and y
 	return in, true
 }
 
@@ -795,6 +818,7 @@ func matchDropoutAdd(g *graph, n int32) (*Instance, bool) {
 	// the backward.
 	in.Bytes = numel(ai[ti[0]].Dims)*parseDType(ai[ti[0]].Type).Size() +
 		numel(ai[ti[1]].Dims)*parseDType(ai[ti[1]].Type).Size() + in.Elems*av.dtype.Size() + bsize
+	in.WriteBytes = in.Elems * av.dtype.Size()
 	return in, true
 }
 
@@ -913,6 +937,7 @@ func matchRMSNormPyops(g *graph, n int32) (*Instance, bool) {
 	in.Cols = xd[len(xd)-1]
 	in.Rows = in.Elems / max(in.Cols, 1)
 	in.Bytes = in.Elems*in.DType.Size() + in.Cols*in.DType.Size() + in.Elems*wv.dtype.Size()
+	in.WriteBytes = in.Elems * wv.dtype.Size()
 	return in, true
 }
 
@@ -956,6 +981,7 @@ func matchSwiGLU(g *graph, n int32) (*Instance, bool) {
 		in.Rows = in.Elems / max(in.Cols, 1)
 		gi := g.ins(n)[0]
 		in.Bytes = in.Elems*parseDType(gi.Type).Size() + in.Elems*cv.dtype.Size()*2
+		in.WriteBytes = in.Elems * cv.dtype.Size()
 		return in, true
 	}
 	return nil, false

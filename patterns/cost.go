@@ -44,18 +44,29 @@ type CostModel struct {
 	EpilogueOverhead float64
 	// GemmRatio16 and GemmRatio32 are a generated Triton GEMM's time over the GEMM a trace
 	// measures (cuBLAS) at the same shape, for fp16/bf16 and for fp32 operands, and
-	// GemmFixedUs what a fused GEMM call adds regardless of size (launch ramp, tile tail):
-	// fused = GemmRatio * gemm + GemmFixedUs + what fusion adds. Fitted on the H200
-	// (docs/benchmarks/h200.json, the 33 linear_gelu/layernorm_linear cases against their
-	// measured cuBLAS GEMM alone): 1.10 and 6 us for 16-bit operands (TMA kernels), 2.1 for
-	// fp32 (FMA-based IEEE fp32 against cuBLAS SGEMM).
-	GemmRatio16, GemmRatio32, GemmFixedUs float64
+	// GemmFixedUs what a fused GEMM call adds on top (launch ramp, tile tail), at most
+	// GemmFixedFrac of the GEMM's own time (a small GEMM has a small tail):
+	// fused = GemmRatio * gemm + min(GemmFixedUs, GemmFixedFrac * gemm) + what fusion adds.
+	// Fitted on the H200 (docs/benchmarks/h200.json: the 32 fp16/bf16
+	// linear_gelu/layernorm_linear cases against their measured cuBLAS GEMM alone, 29 within
+	// +-20%, median |error| 9.7%): 1.04, 8.5 us and 0.5 for 16-bit operands (TMA kernels);
+	// 2.1 for fp32 (FMA-based IEEE fp32 against cuBLAS SGEMM).
+	GemmRatio16, GemmRatio32, GemmFixedUs, GemmFixedFrac float64
 	// FusedEfficiency is the fraction of BandwidthGBs a generated fused kernel reaches on
 	// its memory traffic. 0.92: on the H200 the fused kernels that run at the floor at
 	// large shapes measured 91-94% of the device-to-device copy bandwidth
 	// (docs/benchmarks/h200.json: tanh bias+GELU and gelu_pyops bf16 91%, swiglu 94%,
 	// the large additive-mask softmax cases 91-92%, fp32 bias+GELU 93%).
 	FusedEfficiency float64
+	// L2Bytes is the device's L2 cache (0: from the device table; unknown: no L2 effect).
+	// A kernel whose whole footprint (Bytes) fits in L2 finishes before its writes reach
+	// memory: at most L2AbsorbAll * L2Bytes all writes are absorbed, from L2AbsorbNone *
+	// L2Bytes none, linearly in between; only the reads and the unabsorbed writes are
+	// charged. Measured on the H200 (50 MiB L2): an SM copy of 31.5-36 MB ran at 5.7-5.8 TB/s
+	// (its writes free), of 41.9 MB at 4.6, of 44 MB at 4.4, of 50 MB and more at 4.1-4.3
+	// (copy_us in docs/benchmarks/h200.json): 0.69 and 0.96.
+	L2Bytes                   int64
+	L2AbsorbAll, L2AbsorbNone float64
 	// LaunchUs is the host-side cost of one kernel launch (driver + runtime),
 	// reported as est_launch_saving_us for the launches a fusion removes; it is
 	// not GPU time and not part of est_saving_us. 4.0 us is do_bench's time for
@@ -74,6 +85,7 @@ type DeviceSpec struct {
 	Efficiency    float64 // fraction of BandwidthGBs reachable by a fused kernel
 	ComputeTFLOPs float64 // dense bf16/fp16 tensor-core peak
 	ComputeEff    float64 // fraction of ComputeTFLOPs a large GEMM reaches
+	L2Bytes       int64   // L2 cache (0: unknown)
 }
 
 // DefaultCostModel returns the documented defaults.
@@ -84,29 +96,33 @@ func DefaultCostModel() CostModel {
 		DefaultKernelOverheadUs: 2.0,
 		CalibMinBytes:           16 << 20,
 		CalibMinSamples:         5,
-		CalibPercentile:         0.9,
+		CalibPercentile:         0.98,
 		EpilogueOverhead:        0.25,
-		GemmRatio16:             1.10,
+		GemmRatio16:             1.04,
 		GemmRatio32:             2.1,
-		GemmFixedUs:             6,
+		GemmFixedUs:             8.5,
+		GemmFixedFrac:           0.5,
+		L2AbsorbAll:             0.69,
+		L2AbsorbNone:            0.96,
 		FusedEfficiency:         0.92,
 		LaunchUs:                4.0,
 		Devices: []DeviceSpec{
 			// Measured: device-to-device copy 4.25 TB/s (read+write) and bf16 8192^3
 			// GEMM 679 TFLOP/s on one H200 (h200-anchors.md); efficiency 1 since
 			// these are already achieved figures.
-			{Match: "H200", BandwidthGBs: 4250, Efficiency: 1.0, ComputeTFLOPs: 679, ComputeEff: 1.0},
+			{Match: "H200", BandwidthGBs: 4250, Efficiency: 1.0, ComputeTFLOPs: 679, ComputeEff: 1.0, L2Bytes: 50 << 20},
 			// Published HBM3 3.35 TB/s, dense bf16 989 TFLOP/s; same achieved
 			// fractions as the H200 measurement (4.25/4.8 = 0.89, 679/989 = 0.69).
-			{Match: "H100", BandwidthGBs: 3350, Efficiency: 0.89, ComputeTFLOPs: 989, ComputeEff: 0.69},
+			{Match: "H100", BandwidthGBs: 3350, Efficiency: 0.89, ComputeTFLOPs: 989, ComputeEff: 0.69, L2Bytes: 50 << 20},
 			// A100 80GB: 2.04 TB/s, 312 TFLOP/s; A100 40GB: 1.56 TB/s.
-			{Match: "A100-SXM4-80GB", BandwidthGBs: 2039, Efficiency: 0.89, ComputeTFLOPs: 312, ComputeEff: 0.75},
-			{Match: "A100 80GB", BandwidthGBs: 1935, Efficiency: 0.89, ComputeTFLOPs: 312, ComputeEff: 0.75},
-			{Match: "A100", BandwidthGBs: 1555, Efficiency: 0.89, ComputeTFLOPs: 312, ComputeEff: 0.75},
+			{Match: "A100-SXM4-80GB", BandwidthGBs: 2039, Efficiency: 0.89, ComputeTFLOPs: 312, ComputeEff: 0.75, L2Bytes: 40 << 20},
+			{Match: "A100 80GB", BandwidthGBs: 1935, Efficiency: 0.89, ComputeTFLOPs: 312, ComputeEff: 0.75, L2Bytes: 40 << 20},
+			{Match: "A100", BandwidthGBs: 1555, Efficiency: 0.89, ComputeTFLOPs: 312, ComputeEff: 0.75, L2Bytes: 40 << 20},
 			// V100: 900 GB/s, 125 TFLOP/s fp16 tensor cores.
-			{Match: "V100", BandwidthGBs: 900, Efficiency: 0.85, ComputeTFLOPs: 125, ComputeEff: 0.7},
+			{Match: "V100", BandwidthGBs: 900, Efficiency: 0.85, ComputeTFLOPs: 125, ComputeEff: 0.7, L2Bytes: 6 << 20},
 			// MI300X: 5.3 TB/s, 1307 TFLOP/s dense bf16; lower achieved fractions
-			// are typical of published microbenchmarks.
+			// are typical of published microbenchmarks. L2 not set: its 4 MB L2 is
+			// small and whether the 256 MB Infinity Cache absorbs writes is not measured.
 			{Match: "MI300X", BandwidthGBs: 5300, Efficiency: 0.75, ComputeTFLOPs: 1307, ComputeEff: 0.5},
 		},
 	}
@@ -129,6 +145,9 @@ func (m CostModel) withDefaults() CostModel {
 	set(&m.GemmRatio16, d.GemmRatio16)
 	set(&m.GemmRatio32, d.GemmRatio32)
 	set(&m.GemmFixedUs, d.GemmFixedUs)
+	set(&m.GemmFixedFrac, d.GemmFixedFrac)
+	set(&m.L2AbsorbAll, d.L2AbsorbAll)
+	set(&m.L2AbsorbNone, d.L2AbsorbNone)
 	set(&m.FusedEfficiency, d.FusedEfficiency)
 	set(&m.LaunchUs, d.LaunchUs)
 	if m.CalibMinBytes == 0 {
@@ -189,9 +208,12 @@ func subtreeActs(t *trace.Trace, id int32) (ns int64, kernels int) {
 	return ns, kernels
 }
 
-// gemmActs is subtreeActs of a GEMM op without the casts and copies nested in it (autocast's
-// fp32 -> bf16 copies of the input, weight and bias): the GEMM kernels a fusion keeps.
-// A fused kernel takes the activation in the GEMM's type and the weights cast once.
+// gemmActs is subtreeActs of a GEMM op without the casts, copies and bias adds nested in it
+// (autocast's fp32 -> bf16 copies of the input, weight and bias; the contiguous copy of a
+// strided input and the separate add_ of the bias that aten::linear runs on 3-D
+// non-contiguous inputs, as nn.MultiheadAttention's in_proj does): the GEMM kernels a fusion
+// keeps. A fused kernel takes the activation in the GEMM's type, the weights cast once and the
+// bias in its epilogue.
 func gemmActs(t *trace.Trace, id int32) (ns int64, kernels int) {
 	op := &t.Ops[id]
 	for _, a := range op.Acts {
@@ -202,8 +224,8 @@ func gemmActs(t *trace.Trace, id int32) (ns int64, kernels int) {
 	}
 	for _, c := range op.Children {
 		switch baseName(t.Ops[c].Name) {
-		case "to", "_to_copy", "copy_", "contiguous", "clone":
-			continue
+		case "to", "_to_copy", "copy_", "contiguous", "clone", "add", "add_":
+			continue // casts, the copy of a strided input, a bias added apart (mm + add_)
 		}
 		n, k := gemmActs(t, c)
 		ns += n
@@ -213,12 +235,33 @@ func gemmActs(t *trace.Trace, id int32) (ns int64, kernels int) {
 }
 
 // memBoundOps are ops whose single kernel is a pure streaming kernel: the
-// calibration samples.
+// calibration samples. Not the transcendental ones (gelu, tanh, exp, silu...): ATen's erf
+// GELU ran at 1.5 TB/s on the H200 traces, limited by its arithmetic, not by memory.
 var memBoundOps = map[string]bool{
-	"add": true, "sub": true, "mul": true, "div": true, "gelu": true, "silu": true, "relu": true,
-	"tanh": true, "sigmoid": true, "neg": true, "to": true, "_to_copy": true, "copy_": true,
-	"clone": true, "contiguous": true, "add_": true, "mul_": true, "where": true, "masked_fill": true,
-	"rsqrt": true, "exp": true, "pow": true,
+	"add": true, "sub": true, "mul": true, "div": true, "relu": true, "neg": true,
+	"to": true, "_to_copy": true, "copy_": true, "clone": true, "contiguous": true,
+	"add_": true, "mul_": true, "where": true, "masked_fill": true,
+}
+
+// streamingKernel reports whether the one kernel op id's subtree launched is a vectorized
+// streaming kernel: not ATen's generic elementwise_kernel / unrolled_elementwise_kernel, the
+// paths for mixed dtypes and strided inputs, which run far below the memory bandwidth (1.5-2
+// TB/s on the H200 traces, where the vectorized kernels of the same ops reach 4-5 TB/s) and
+// would make calibration say the memory is slow when only those kernels are.
+func streamingKernel(t *trace.Trace, id int32) bool {
+	op := &t.Ops[id]
+	for _, a := range op.Acts {
+		if act := &t.Acts[a]; act.Kind == trace.ActKernel {
+			n := act.Name
+			return !strings.Contains(n, "unrolled_elementwise_kernel") && !strings.Contains(n, "native::elementwise_kernel<")
+		}
+	}
+	for _, c := range op.Children {
+		if _, k := subtreeActs(t, c); k > 0 {
+			return streamingKernel(t, c)
+		}
+	}
+	return true
 }
 
 // calibrate fills the zero fields of m from trace g (bandwidth, overhead) and the
@@ -240,7 +283,7 @@ func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
 				continue
 			}
 			ns, k := subtreeActs(t, g.nodes[n])
-			if k != 1 || ns <= 0 {
+			if k != 1 || ns <= 0 || !streamingKernel(t, g.nodes[n]) {
 				continue
 			}
 			var bytes int64
@@ -272,6 +315,9 @@ func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
 		} else {
 			c.BandwidthSource = "none"
 		}
+	}
+	if m.L2Bytes == 0 && hasSpec {
+		m.L2Bytes = spec.L2Bytes
 	}
 	if m.ComputeTFLOPs == 0 && hasSpec {
 		m.ComputeTFLOPs = spec.ComputeTFLOPs * spec.ComputeEff
@@ -310,7 +356,8 @@ type estimate struct {
 
 // estimateInstance measures an instance's kernels and models the fused kernel.
 //
-//   - Memory-bound chains: fused = Bytes / bandwidth + one kernel's overhead.
+//   - Memory-bound chains: fused = (Bytes less the writes L2 absorbs) / bandwidth + one
+//     kernel's overhead.
 //   - Chains with GEMMs keep the GEMMs' measured time (their kernels without the
 //     casts autocast nests in them, gemmActs), as a generated Triton GEMM
 //     runs it (GemmRatio, GemmFixedUs), and add only what fusion cannot remove:
@@ -342,6 +389,7 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 	e.modeled = true
 	memUs := float64(in.Bytes) / (m.FusedEfficiency * m.BandwidthGBs * 1e3) // GB/s = 1e3 bytes/us
 	if len(in.GEMMs) == 0 {
+		memUs = m.streamUs(in.Bytes, in.WriteBytes, m.BandwidthGBs)
 		flopUs := 0.0
 		if m.ComputeTFLOPs > 0 {
 			flopUs = float64(in.Flops) / (m.ComputeTFLOPs * 1e6)
@@ -374,8 +422,10 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 // the GEMM's measured time and the bytes fusion adds to it.
 type Shape struct {
 	Pattern string
-	Bytes   int64   // fewest bytes the fused memory-bound kernel moves (memory-bound patterns)
-	GemmUs  float64 // GEMM patterns: the GEMM's measured time, as a trace would show it
+	Bytes   int64 // fewest bytes the fused memory-bound kernel moves (memory-bound patterns)
+	// WriteBytes is the part of Bytes the kernel writes (its outputs), which L2 may absorb.
+	WriteBytes int64
+	GemmUs     float64 // GEMM patterns: the GEMM's measured time, as a trace would show it
 	// ExtraBytes, for GEMM patterns: layernorm_linear's stats pass reads x and writes
 	// mean/rstd; linear_gelu's epilogue touches the GEMM output once.
 	ExtraBytes int64
@@ -390,12 +440,23 @@ func (m CostModel) fusedGemmUs(gemmUs float64, elemSize int64) float64 {
 	if elemSize >= 4 {
 		r = m.GemmRatio32
 	}
-	return r*gemmUs + m.GemmFixedUs
+	return r*gemmUs + min(m.GemmFixedUs, m.GemmFixedFrac*gemmUs)
+}
+
+// streamUs is the time a fused streaming kernel takes to move bytes (writes of them
+// written) at bw GB/s times FusedEfficiency: the reads and the writes L2 does not absorb.
+func (m CostModel) streamUs(bytes, writes int64, bw float64) float64 {
+	charged := float64(bytes)
+	if l2 := float64(m.L2Bytes); l2 > 0 && m.L2AbsorbNone > m.L2AbsorbAll {
+		f := (m.L2AbsorbNone*l2 - float64(bytes)) / ((m.L2AbsorbNone - m.L2AbsorbAll) * l2)
+		charged -= float64(writes) * min(max(f, 0), 1)
+	}
+	return charged / (m.FusedEfficiency * bw * 1e3) // GB/s = 1e3 bytes/us
 }
 
 // FusedUs estimates one fused call on device (a deviceProperties name, e.g. "NVIDIA H200")
-// with the same rules as an analysis: memory-bound chains take Bytes / bandwidth plus one
-// kernel's overhead; layernorm_linear keeps the GEMM (as a Triton GEMM runs it: GemmRatio,
+// with the same rules as an analysis: memory-bound chains take Bytes (less the writes L2
+// absorbs) / bandwidth plus one kernel's overhead; layernorm_linear keeps the GEMM (as a Triton GEMM runs it: GemmRatio,
 // GemmFixedUs) and adds its stats pass as a kernel; linear_gelu keeps the GEMM likewise and
 // adds EpilogueOverhead of one pass over its output. The
 // bandwidth is m.BandwidthGBs, else the device table's; ok is false when neither is known.
@@ -412,12 +473,14 @@ func (m CostModel) FusedUs(device string, s Shape) (us float64, ok bool) {
 	if overhead <= 0 {
 		overhead = m.DefaultKernelOverheadUs
 	}
-	bw *= m.FusedEfficiency
+	if d, found := m.device(device); found && m.L2Bytes == 0 {
+		m.L2Bytes = d.L2Bytes
+	}
 	switch s.Pattern {
 	case "layernorm_linear":
-		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + float64(s.ExtraBytes)/(bw*1e3) + overhead, s.GemmUs > 0
+		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + float64(s.ExtraBytes)/(m.FusedEfficiency*bw*1e3) + overhead, s.GemmUs > 0
 	case "linear_gelu":
-		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + m.EpilogueOverhead*float64(s.ExtraBytes)/(bw*1e3), s.GemmUs > 0
+		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + m.EpilogueOverhead*float64(s.ExtraBytes)/(m.FusedEfficiency*bw*1e3), s.GemmUs > 0
 	}
-	return float64(s.Bytes)/(bw*1e3) + overhead, true
+	return m.streamUs(s.Bytes, s.WriteBytes, bw) + overhead, true
 }

@@ -30,6 +30,26 @@ func TestSpecFromGroup(t *testing.T) {
 		{name: "Conv1D weight [K,N] is transposed", pattern: "layernorm_linear",
 			g:      patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {768, 2304}}, DType: patterns.BF16, Valid: true, Cols: 768},
 			shapes: "[8,512,768] [2304,768] [2304]", dtype: "bf16"},
+		{name: "Q, K, V GEMMs as one over concatenated weights", pattern: "layernorm_linear",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {768, 768}}, DType: patterns.BF16, Valid: true, Cols: 768, Params: patterns.Params{Bias: yes(), Linears: 3, Concat: true}},
+			shapes: "[16,256,768] [2304,768] [2304]", dtype: "bf16"},
+		{name: "GEMMs of different weights", pattern: "layernorm_linear",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {768, 768}}, DType: patterns.BF16, Valid: true, Cols: 768, Params: patterns.Params{Linears: 2}},
+			skip: "different weight shapes"},
+		{name: "gelu_pyops under autocast returns fp32", pattern: "gelu_pyops",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{8, 512, 3072}}, DType: patterns.BF16, Valid: true, Params: patterns.Params{Approximate: "tanh", OutDType: patterns.FP32}},
+			shapes: "[8,512,3072]", dtype: "bf16", check: func(t *testing.T, got string) {
+				if got != "fp32" {
+					t.Errorf("out_dtype %q, want fp32", got)
+				}
+			}},
+		{name: "fp32 softmax of bf16 scores with an fp32 mask", pattern: "mask_softmax",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 12, 256, 256}, {16, 1, 256, 256}}, DType: patterns.BF16, Valid: true, Params: patterns.Params{MaskKind: "additive", MaskDType: patterns.FP32, OutDType: patterns.FP32, SoftmaxDim: i64(3)}},
+			shapes: "[16,12,256,256] [16,1,256,256]", dtype: "bf16", check: func(t *testing.T, got string) {
+				if got != "fp32" {
+					t.Errorf("out_dtype %q, want fp32", got)
+				}
+			}},
 		{name: "weight that does not fit", pattern: "linear_gelu",
 			g:    patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {100, 200}}, DType: patterns.BF16, Valid: true},
 			skip: "does not match the input's last dim"},
@@ -73,10 +93,13 @@ func TestSpecFromGroup(t *testing.T) {
 			if s.Dtype != tt.dtype {
 				t.Errorf("dtype %s, want %s", s.Dtype, tt.dtype)
 			}
+			if tt.check != nil {
+				tt.check(t, s.Params.OutDtype)
+			}
 		})
 	}
 	// a div-scale becomes its reciprocal
-	s, _ := specFromGroup("mask_softmax", tests[8].g)
+	s, _ := specFromGroup("mask_softmax", tests[12].g)
 	if s.Params.Scale != 0.125 {
 		t.Errorf("scale %v, want 1/8", s.Params.Scale)
 	}
