@@ -238,6 +238,8 @@ func TestPredict(t *testing.T) {
 		{Pattern: "dropout_add", Correct: false, Bytes: 1 << 20},
 		// 16 MiB in, 8 MiB out: under 0.69 of the H200's 50 MiB L2, so the writes are free
 		{Pattern: "swiglu", Correct: true, Dtype: "bf16", Shape: []int64{1024, 4096}, Bytes: 3 * 1024 * 4096 * 2},
+		// timed back to back in one graph, two launches: the graph's gaps join the prediction
+		{Pattern: "layernorm_linear", Correct: true, PredictedUs: 3, Launches: 2, Timing: map[string]string{"fused": "cudagraph"}},
 	}}
 	Predict(r, patterns.DefaultCostModel())
 	c := r.Cases
@@ -248,9 +250,16 @@ func TestPredict(t *testing.T) {
 		t.Errorf("an analysis prediction was replaced: %+v", c[1])
 	}
 	// the measured GEMM as a Triton GEMM runs it (1.04x + min(8.5 us, half the GEMM) for
-	// bf16) + stats pass (8192*4096*2 + 8*8192 bytes) + one kernel overhead
-	if want := 1.04*400 + 8.5 + float64(8192*4096*2+8*8192)/(0.92*4250e3) + 2; math.Abs(c[2].PredictedUs-want) > 1e-9 {
+	// bf16) + stats pass (8192*4096*2 + 8*8192 bytes) + one row kernel's overhead
+	if want := 1.04*400 + 8.5 + float64(8192*4096*2+8*8192)/(0.92*4250e3) + 2 + 0.5; math.Abs(c[2].PredictedUs-want) > 1e-9 {
 		t.Errorf("layernorm_linear: %v, want %v", c[2].PredictedUs, want)
+	}
+	if c[5].PredictedGapUs != 0.9 || c[5].PredictedUs != 3+0.9 {
+		t.Errorf("back-to-back timing: %+v, want 0.45 us per launch added to 3", c[5])
+	}
+	Predict(r, patterns.DefaultCostModel())
+	if c[5].PredictedUs != 3+0.9 {
+		t.Errorf("a second Predict added the gap again: %v", c[5].PredictedUs)
 	}
 	if c[3].PredictedUs != 0 {
 		t.Errorf("a case that failed its GPU check got a prediction: %v", c[3].PredictedUs)

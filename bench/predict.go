@@ -13,34 +13,52 @@ const (
 // r's GPU: the case's fewest bytes over the model's bandwidth plus its kernel overhead, or,
 // for GEMM patterns, the measured GEMM alone plus what the model says fusion adds, as an
 // analysis does with the GEMM time it reads from a trace.
+//
+// The model estimates kernel durations, as a trace records them; a case timed back to back
+// in one CUDA graph (do_bench_cudagraph, the microsecond-scale cases) also pays the graph's
+// gap between kernels, so its prediction gets cm.GraphGapUs per fused launch
+// (PredictedGapUs says how much), once.
 func Predict(r *Result, cm patterns.CostModel) {
+	gap := cm.GraphGapUs
+	if gap == 0 {
+		gap = patterns.DefaultCostModel().GraphGapUs
+	}
 	for i := range r.Cases {
 		c := &r.Cases[i]
-		if c.PredictedUs > 0 {
-			if c.PredictedFrom == "" {
-				c.PredictedFrom = FromAnalysis
-			}
-			continue
+		predict(c, r.GPU, cm)
+		if c.PredictedUs > 0 && c.PredictedGapUs == 0 && c.Timing["fused"] == "cudagraph" {
+			c.PredictedGapUs = gap * float64(max(c.Launches, 1))
+			c.PredictedUs += c.PredictedGapUs
 		}
-		if !c.Correct || c.Bytes <= 0 {
-			continue
+	}
+}
+
+// predict fills c's prediction before any launch gap: the analysis's, else the cost model's.
+func predict(c *Case, gpu string, cm patterns.CostModel) {
+	if c.PredictedUs > 0 {
+		if c.PredictedFrom == "" {
+			c.PredictedFrom = FromAnalysis
 		}
-		s := patterns.Shape{Pattern: c.Pattern, Bytes: c.Bytes, WriteBytes: writeBytes(c)}
-		if c.Pattern == "layernorm_linear" || c.Pattern == "linear_gelu" {
-			m, k, n, es, ok := gemmDims(c)
-			if !ok {
-				continue
-			}
-			s.GemmUs, s.GemmElemSize = c.GemmOnlyUs, es
-			if c.Pattern == "layernorm_linear" {
-				s.ExtraBytes = m*k*es + 8*m // the stats pass: read x, write mean and rstd
-			} else {
-				s.ExtraBytes = m * n * es // the epilogue's pass over the GEMM output
-			}
+		return
+	}
+	if !c.Correct || c.Bytes <= 0 {
+		return
+	}
+	s := patterns.Shape{Pattern: c.Pattern, Bytes: c.Bytes, WriteBytes: writeBytes(c)}
+	if c.Pattern == "layernorm_linear" || c.Pattern == "linear_gelu" {
+		m, k, n, es, ok := gemmDims(c)
+		if !ok {
+			return
 		}
-		if us, ok := cm.FusedUs(r.GPU, s); ok {
-			c.PredictedUs, c.PredictedFrom = us, FromCostModel
+		s.GemmUs, s.GemmElemSize = c.GemmOnlyUs, es
+		if c.Pattern == "layernorm_linear" {
+			s.ExtraBytes = m*k*es + 8*m // the stats pass: read x, write mean and rstd
+		} else {
+			s.ExtraBytes = m * n * es // the epilogue's pass over the GEMM output
 		}
+	}
+	if us, ok := cm.FusedUs(gpu, s); ok {
+		c.PredictedUs, c.PredictedFrom = us, FromCostModel
 	}
 }
 

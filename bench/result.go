@@ -44,11 +44,14 @@ type Case struct {
 	CopyUs        float64   `json:"copy_us,omitempty"`        // an elementwise copy moving the same bytes, timed the same way: the memory system's ceiling at this size
 	PredictedUs   float64   `json:"predicted_us,omitempty"`   // the analyzer's estimate of the fused time
 	PredictedFrom string    `json:"predicted_from,omitempty"` // FromAnalysis or FromCostModel
-	Bytes         int64     `json:"bytes"`
-	Flops         float64   `json:"flops,omitempty"`
-	Launches      int       `json:"launches"` // kernel launches of the fused version
-	EagerLaunches int       `json:"eager_launches,omitempty"`
-	CUDAGraph     bool      `json:"cuda_graph,omitempty"` // timed with do_bench_cudagraph (µs-scale cases)
+	// PredictedGapUs is the part of PredictedUs that is the launch gaps of back-to-back
+	// timing (cases timed with do_bench_cudagraph): the model estimates kernel durations.
+	PredictedGapUs float64 `json:"predicted_gap_us,omitempty"`
+	Bytes          int64   `json:"bytes"`
+	Flops          float64 `json:"flops,omitempty"`
+	Launches       int     `json:"launches"` // kernel launches of the fused version
+	EagerLaunches  int     `json:"eager_launches,omitempty"`
+	CUDAGraph      bool    `json:"cuda_graph,omitempty"` // timed with do_bench_cudagraph (µs-scale cases)
 	// Timing says how each provider was timed: "graph-replay" (its CUDA-graph replay under
 	// do_bench, L2 flushed: GPU time only), "cudagraph" (do_bench_cudagraph, µs-scale cases)
 	// or "call" (the Python call itself, when it could not be captured).

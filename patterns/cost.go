@@ -23,9 +23,21 @@ type CostModel struct {
 	// and tail), added once to every fused estimate. 0: the 5th percentile of the
 	// trace's kernel durations, clamped to [MinKernelOverheadUs, MaxKernelOverheadUs].
 	KernelOverheadUs float64
+	// RowKernelUs is what a row-reduction kernel (norms, softmax, a stats pass) adds to
+	// KernelOverheadUs: at decode sizes on the H200 the fused row kernels took 1.5-1.7 us
+	// against 1.1-1.4 us for the pointwise ones (kernel durations from the profiler,
+	// bench/experiments/probe_gap.py): 0.5 us.
+	RowKernelUs float64
+	// GraphGapUs is the time between consecutive kernels replayed back to back in one CUDA
+	// graph, which a kernel's duration does not contain: 0.45 us per kernel on the H200
+	// (probe_gap.py: per-call time of do_bench_cudagraph minus the profiled kernel
+	// durations, 0.24-0.51 us over 13 decode-size cases). Not part of the estimates; the
+	// benchmark adds it to the prediction of cases it times back to back.
+	GraphGapUs float64
 	// MinKernelOverheadUs and MaxKernelOverheadUs clamp the calibrated overhead;
 	// DefaultKernelOverheadUs is used when the trace has no kernel shorter than the
-	// maximum (2 us: the GPU time of a one-element kernel on recent NVIDIA parts).
+	// maximum (1.1 us: the profiled duration of the decode-size fused pointwise kernels on the
+	// H200, bench/experiments/probe_gap.py, and the 5th percentile of the H200 traces' kernels).
 	MinKernelOverheadUs, MaxKernelOverheadUs, DefaultKernelOverheadUs float64
 	// CalibMinBytes is the smallest kernel (bytes moved) used to calibrate
 	// bandwidth: smaller kernels are latency-bound and would underestimate it.
@@ -93,7 +105,7 @@ func DefaultCostModel() CostModel {
 	return CostModel{
 		MinKernelOverheadUs:     1.0,
 		MaxKernelOverheadUs:     5.0,
-		DefaultKernelOverheadUs: 2.0,
+		DefaultKernelOverheadUs: 1.1,
 		CalibMinBytes:           16 << 20,
 		CalibMinSamples:         5,
 		CalibPercentile:         0.98,
@@ -106,6 +118,8 @@ func DefaultCostModel() CostModel {
 		L2AbsorbNone:            0.96,
 		FusedEfficiency:         0.92,
 		LaunchUs:                4.0,
+		RowKernelUs:             0.5,
+		GraphGapUs:              0.45,
 		Devices: []DeviceSpec{
 			// Measured: device-to-device copy 4.25 TB/s (read+write) and bf16 8192^3
 			// GEMM 679 TFLOP/s on one H200 (h200-anchors.md); efficiency 1 since
@@ -150,6 +164,8 @@ func (m CostModel) withDefaults() CostModel {
 	set(&m.L2AbsorbNone, d.L2AbsorbNone)
 	set(&m.FusedEfficiency, d.FusedEfficiency)
 	set(&m.LaunchUs, d.LaunchUs)
+	set(&m.RowKernelUs, d.RowKernelUs)
+	set(&m.GraphGapUs, d.GraphGapUs)
 	if m.CalibMinBytes == 0 {
 		m.CalibMinBytes = d.CalibMinBytes
 	}
@@ -389,12 +405,12 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 	e.modeled = true
 	memUs := float64(in.Bytes) / (m.FusedEfficiency * m.BandwidthGBs * 1e3) // GB/s = 1e3 bytes/us
 	if len(in.GEMMs) == 0 {
-		memUs = m.streamUs(in.Bytes, in.WriteBytes, m.BandwidthGBs)
+		memUs = m.streamUs(in.Pattern, in.Bytes, in.WriteBytes, m.BandwidthGBs)
 		flopUs := 0.0
 		if m.ComputeTFLOPs > 0 {
 			flopUs = float64(in.Flops) / (m.ComputeTFLOPs * 1e6)
 		}
-		e.fusedUs = max(memUs, flopUs) + m.KernelOverheadUs
+		e.fusedUs = max(memUs, flopUs) + m.kernelUs(in.Pattern)
 	} else {
 		var gemmNs int64
 		for _, id := range in.GEMMs {
@@ -410,7 +426,7 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 		case "linear_gelu":
 			e.fusedUs = gemmUs + m.EpilogueOverhead*memUs // Bytes: the GEMM output
 		default:
-			e.fusedUs = gemmUs + memUs + m.KernelOverheadUs
+			e.fusedUs = gemmUs + memUs + m.kernelUs(in.Pattern) // the stats pass
 		}
 	}
 	e.savingUs = max(e.gpuUs-e.fusedUs, 0)
@@ -443,11 +459,27 @@ func (m CostModel) fusedGemmUs(gemmUs float64, elemSize int64) float64 {
 	return r*gemmUs + min(m.GemmFixedUs, m.GemmFixedFrac*gemmUs)
 }
 
-// streamUs is the time a fused streaming kernel takes to move bytes (writes of them
-// written) at bw GB/s times FusedEfficiency: the reads and the writes L2 does not absorb.
-func (m CostModel) streamUs(bytes, writes int64, bw float64) float64 {
+// rowPatterns are the patterns whose fused kernel reduces over rows (a norm or softmax, or
+// layernorm_linear's stats pass): a load, a reduction and a dependent pass over the row.
+var rowPatterns = map[string]bool{"add_layernorm": true, "rmsnorm_pyops": true, "mask_softmax": true, "layernorm_linear": true}
+
+// kernelUs is a fused kernel's fixed time: KernelOverheadUs, plus RowKernelUs for a row
+// reduction.
+func (m CostModel) kernelUs(pattern string) float64 {
+	if rowPatterns[pattern] {
+		return m.KernelOverheadUs + m.RowKernelUs
+	}
+	return m.KernelOverheadUs
+}
+
+// streamUs is the time a fused kernel of pattern takes to move bytes (writes of them
+// written) at bw GB/s times FusedEfficiency: for a pointwise kernel the reads and the writes
+// L2 does not absorb; a row kernel is charged all its bytes (its dependent passes keep too
+// few bytes in flight to run at L2 speed: on the H200 softmax and RMSNorm ran at 0.5-0.8x a
+// copy of their bytes when those fit in L2, at 0.9-1.0x beyond).
+func (m CostModel) streamUs(pattern string, bytes, writes int64, bw float64) float64 {
 	charged := float64(bytes)
-	if l2 := float64(m.L2Bytes); l2 > 0 && m.L2AbsorbNone > m.L2AbsorbAll {
+	if l2 := float64(m.L2Bytes); l2 > 0 && m.L2AbsorbNone > m.L2AbsorbAll && !rowPatterns[pattern] {
 		f := (m.L2AbsorbNone*l2 - float64(bytes)) / ((m.L2AbsorbNone - m.L2AbsorbAll) * l2)
 		charged -= float64(writes) * min(max(f, 0), 1)
 	}
@@ -478,9 +510,12 @@ func (m CostModel) FusedUs(device string, s Shape) (us float64, ok bool) {
 	}
 	switch s.Pattern {
 	case "layernorm_linear":
-		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + float64(s.ExtraBytes)/(m.FusedEfficiency*bw*1e3) + overhead, s.GemmUs > 0
+		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + float64(s.ExtraBytes)/(m.FusedEfficiency*bw*1e3) + overhead + m.RowKernelUs, s.GemmUs > 0
 	case "linear_gelu":
 		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + m.EpilogueOverhead*float64(s.ExtraBytes)/(m.FusedEfficiency*bw*1e3), s.GemmUs > 0
 	}
-	return m.streamUs(s.Bytes, s.WriteBytes, bw) + overhead, true
+	if rowPatterns[s.Pattern] {
+		overhead += m.RowKernelUs
+	}
+	return m.streamUs(s.Pattern, s.Bytes, s.WriteBytes, bw) + overhead, true
 }

@@ -12,7 +12,7 @@ func TestFusedUsWithoutTrace(t *testing.T) {
 		t.Errorf("bias_gelu: %v %v", us, ok)
 	}
 	// layernorm_linear keeps the GEMM and adds the stats pass (x read + 8 B/row) as a kernel
-	if us, ok := m.FusedUs("NVIDIA H200", Shape{Pattern: "layernorm_linear", GemmUs: 400, ExtraBytes: 0.92 * 4250e3}); !ok || math.Abs(us-(1.04*400+8.5+1+2)) > 1e-9 {
+	if us, ok := m.FusedUs("NVIDIA H200", Shape{Pattern: "layernorm_linear", GemmUs: 400, ExtraBytes: 0.92 * 4250e3}); !ok || math.Abs(us-(1.04*400+8.5+1+2+0.5)) > 1e-9 {
 		t.Errorf("layernorm_linear: %v %v", us, ok)
 	}
 	// a small GEMM pays at most half its time as the fixed cost
@@ -43,15 +43,18 @@ func TestStreamL2(t *testing.T) {
 		{200, 50, 200},
 	}
 	for _, tt := range tests {
-		if got := m.streamUs(tt.bytes, tt.writes, 1e-3); math.Abs(got-tt.want) > 1e-9 {
+		if got := m.streamUs("swiglu", tt.bytes, tt.writes, 1e-3); math.Abs(got-tt.want) > 1e-9 {
 			t.Errorf("streamUs(%d, %d) = %v, want %v", tt.bytes, tt.writes, got, tt.want)
 		}
 	}
-	if got := m.streamUs(82, 27, 1e-3); math.Abs(got-(82-27*(96-82)/27.0)) > 1e-9 {
+	if got := m.streamUs("swiglu", 82, 27, 1e-3); math.Abs(got-(82-27*(96-82)/27.0)) > 1e-9 {
 		t.Errorf("between the bounds: %v", got)
 	}
+	if got := m.streamUs("rmsnorm_pyops", 60, 30, 1e-3); got != 60 {
+		t.Errorf("a row kernel is charged all its bytes: %v, want 60", got)
+	}
 	m.L2Bytes = 0
-	if got := m.streamUs(60, 30, 1e-3); got != 60 {
+	if got := m.streamUs("swiglu", 60, 30, 1e-3); got != 60 {
 		t.Errorf("no L2: %v, want 60", got)
 	}
 }
