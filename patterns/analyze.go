@@ -149,6 +149,13 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		} else {
 			g.infer()
 			s.Dataflow = "inferred"
+			if g.passes > 0 {
+				if s.Steps == 0 {
+					s.Steps = g.passes // the iterations of an unmarked inference loop
+				}
+				note(fmt.Sprintf("%s: %d forward passes told apart by the host time between them (the ops repeat one unit and nothing else marks the iterations); no value is inferred to flow from one pass to the next",
+					t.Path, g.passes))
+			}
 		}
 		m, cal := calibrate(cm, g, s.Device)
 		r.Calibration = append(r.Calibration, cal)

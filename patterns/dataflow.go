@@ -25,9 +25,13 @@ type graph struct {
 	cons [][]int32 // consumer nodes (not pass-throughs) of each node's value, in time order
 	src  []int32   // for a pass-through node: the real producer of its value (-1 unknown); else itself
 	// barrier marks nodes before which no earlier value is live: the first node
-	// of a profiler step, of an optimizer step and after it, and after an explicit
-	// device synchronize between ops (a benchmark loop's iteration boundary).
+	// of a profiler step, of an optimizer step and after it, after an explicit
+	// device synchronize between ops (a benchmark loop's iteration boundary), and of
+	// each forward pass of an unmarked inference loop (passBarriers).
 	barrier []bool
+	// passes is the number of forward passes found by their host gaps (passBarriers) on
+	// a thread without iteration marks; 0 when none were.
+	passes int
 	// realUse and viewUse record, during inference, whether a node's own output
 	// (not through its views) has been read by a computing op, or only by views.
 	realUse, viewUse []bool
@@ -78,6 +82,7 @@ func syncBetween(syncs []int64, lo, hi int64) bool {
 func newGraph(t *trace.Trace) *graph {
 	g := &graph{t: t}
 	g.nodes, g.barrier = nodeOps(t)
+	g.passes = passBarriers(t, g.nodes, g.barrier)
 	n := len(g.nodes)
 	g.node = make([]int32, len(t.Ops))
 	for i := range g.node {
