@@ -124,9 +124,11 @@ type Params struct {
 	Casting     string   `json:"casting,omitempty"`     // rmsnorm: "llama" | "gemma" | "none"
 	Bias        *bool    `json:"bias,omitempty"`        // linear_gelu, layernorm_linear: the GEMM has a bias; dropout_add: a bias add precedes the dropout
 	Linears     int      `json:"linears,omitempty"`     // layernorm_linear: GEMMs reading the norm output
-	// Concat, layernorm_linear: the Linears GEMMs share one weight shape and bias-ness (Q, K
-	// and V projections), so they can run as one GEMM over their concatenated weights.
-	Concat   bool  `json:"concat,omitempty"`
+	// ConcatN, layernorm_linear with several GEMMs reading the norm output (Q, K and V
+	// projections): their output features summed, when they share the input features, the
+	// op and bias-ness, so they can run as one GEMM over their concatenated weights (its
+	// output split after); 0 otherwise.
+	ConcatN  int64 `json:"concat_n,omitempty"`
 	OutDType DType `json:"out_dtype,omitempty"` // the chain's output type when it differs from dtype
 	// ResidualDType, dropout_add and add_layernorm: the residual's type when it differs from
 	// dtype (under autocast an fp32 residual stream meets a bf16 branch; the sum is fp32).
@@ -638,7 +640,7 @@ func lnParams(ins []trace.Input) (eps *float64) {
 }
 
 // gemmWeight is a GEMM op's weight shape as recorded ([N, K] for linear, [K, N] for addmm's
-// Conv1D form) and whether it adds a bias.
+// Conv1D form and matmul) and whether it adds a bias.
 func (g *graph) gemmWeight(c int32) (w []int64, bias bool) {
 	in := g.ins(c)
 	switch g.name[c] {
@@ -660,6 +662,19 @@ func (g *graph) gemmWeight(c int32) (w []int64, bias bool) {
 	return w, bias
 }
 
+// gemmNK is a GEMM op's output and input features from its weight (ok false when the
+// weight is not 2-D).
+func (g *graph) gemmNK(c int32) (n, k int64, ok bool) {
+	w, _ := g.gemmWeight(c)
+	if len(w) != 2 {
+		return 0, 0, false
+	}
+	if g.name[c] == "linear" {
+		return w[0], w[1], true
+	}
+	return w[1], w[0], true
+}
+
 func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	v, ok := g.val0(n)
 	if !ok || len(v.dims) == 0 {
@@ -677,10 +692,17 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	w, bias := g.gemmWeight(gemms[0])
 	// GEMMs of one weight shape and bias-ness (Q, K and V projections) can run as one GEMM
 	// over their concatenated weights: the fused kernel then reads the norm output once
-	concat := len(gemms) > 1 && len(w) == 2
-	for _, c := range gemms[1:] {
-		if cw, cb := g.gemmWeight(c); !slices.Equal(cw, w) || cb != bias || g.name[c] != g.name[gemms[0]] {
-			concat = false
+	var concatN int64
+	if n0, k0, ok := g.gemmNK(gemms[0]); ok && len(gemms) > 1 {
+		concatN = n0
+		for _, c := range gemms[1:] {
+			n1, k1, ok := g.gemmNK(c)
+			_, cb := g.gemmWeight(c)
+			if !ok || k1 != k0 || cb != bias || g.name[c] != g.name[gemms[0]] {
+				concatN = 0
+				break
+			}
+			concatN += n1
 		}
 	}
 	ops := append([]int32{n}, gemms...)
@@ -694,7 +716,7 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	in.Params.Eps = lnParams(ins)
 	in.Params.Bias = &bias
 	in.Params.Linears = len(gemms)
-	in.Params.Concat = concat
+	in.Params.ConcatN = concatN
 	// the chain's output is the GEMM's: under autocast an fp32 LayerNorm feeds a bf16 GEMM
 	in.Params.OutDType = v.dtype
 	if gv, ok := g.val0(gemms[0]); ok && gv.dtype != DTypeUnknown {

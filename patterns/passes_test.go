@@ -81,3 +81,50 @@ func TestForwardPassesNotOverMarks(t *testing.T) {
 		t.Error("passes searched on a thread that has iteration marks")
 	}
 }
+
+// The GEMMs reading one LayerNorm are concatenable when they share K, op and bias-ness:
+// BERT's Q, K and V projections (3 x 768) on the shared H200 trace; the others read their
+// LayerNorm alone.
+func TestLayerNormLinearConcat(t *testing.T) {
+	dir, _ := loadExpected(t)
+	tr, err := trace.Open(dir + "/bert_train_bf16.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Analyze([]*trace.Trace{tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, o := range r.Opportunities {
+		if o.Pattern != "layernorm_linear" {
+			continue
+		}
+		for _, g := range o.Shapes {
+			seen++
+			want := int64(0)
+			if g.Params.Linears == 3 {
+				want = 2304
+			}
+			if g.Params.ConcatN != want {
+				t.Errorf("%v linears %d: concat_n %d, want %d", g.Dims, g.Params.Linears, g.Params.ConcatN, want)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no layernorm_linear group")
+	}
+}
+
+// A GEMM's N and K come from its weight as each op records it: [N, K] for linear, [K, N]
+// for addmm (mat2 = W^T).
+func TestGemmNK(t *testing.T) {
+	g := newGraph(synth(
+		op{name: "linear", in: []string{"f32:8x1024", "f32:1024x1024", "f32:1024"}},
+		op{name: "addmm", in: []string{"f32:256", "f32:8x1024", "f32:1024x256", "=1", "=1"}}))
+	n0, k0, ok0 := g.gemmNK(0)
+	n1, k1, ok1 := g.gemmNK(1)
+	if !ok0 || !ok1 || n0 != 1024 || k0 != 1024 || n1 != 256 || k1 != 1024 {
+		t.Errorf("gemmNK: linear %d x %d (%v), addmm %d x %d (%v)", n0, k0, ok0, n1, k1, ok1)
+	}
+}

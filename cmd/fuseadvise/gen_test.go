@@ -31,11 +31,14 @@ func TestSpecFromGroup(t *testing.T) {
 			g:      patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {768, 2304}}, DType: patterns.BF16, Valid: true, Cols: 768},
 			shapes: "[8,512,768] [2304,768] [2304]", dtype: "bf16"},
 		{name: "Q, K, V GEMMs as one over concatenated weights", pattern: "layernorm_linear",
-			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {768, 768}}, DType: patterns.BF16, Valid: true, Cols: 768, Params: patterns.Params{Bias: yes(), Linears: 3, Concat: true}},
+			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {768, 768}}, DType: patterns.BF16, Valid: true, Cols: 768, Params: patterns.Params{Bias: yes(), Linears: 3, ConcatN: 2304}},
 			shapes: "[16,256,768] [2304,768] [2304]", dtype: "bf16"},
-		{name: "GEMMs of different weights", pattern: "layernorm_linear",
+		{name: "Q and smaller K, V (grouped-query attention) concatenated", pattern: "layernorm_linear",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{2, 256, 1024}, {1024, 1024}}, DType: patterns.FP16, Valid: true, Cols: 1024, Params: patterns.Params{Linears: 3, ConcatN: 1536}},
+			shapes: "[2,256,1024] [1536,1024] [1536]", dtype: "fp16"},
+		{name: "GEMMs that cannot be concatenated", pattern: "layernorm_linear",
 			g:    patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {768, 768}}, DType: patterns.BF16, Valid: true, Cols: 768, Params: patterns.Params{Linears: 2}},
-			skip: "different weight shapes"},
+			skip: "different inputs or ops"},
 		{name: "gelu_pyops under autocast returns fp32", pattern: "gelu_pyops",
 			g:      patterns.ShapeGroup{Dims: [][]int64{{8, 512, 3072}}, DType: patterns.BF16, Valid: true, Params: patterns.Params{Approximate: "tanh", OutDType: patterns.FP32}},
 			shapes: "[8,512,3072]", dtype: "bf16", check: func(t *testing.T, got string) {
@@ -99,7 +102,7 @@ func TestSpecFromGroup(t *testing.T) {
 		})
 	}
 	// a div-scale becomes its reciprocal
-	s, _ := specFromGroup("mask_softmax", tests[12].g)
+	s, _ := specFromGroup("mask_softmax", tests[13].g)
 	if s.Params.Scale != 0.125 {
 		t.Errorf("scale %v, want 1/8", s.Params.Scale)
 	}

@@ -149,9 +149,9 @@ func assumed(pattern string, g patterns.ShapeGroup) string {
 		if p.Eps == nil {
 			a = append(a, "eps not recorded (1e-5 used)")
 		}
-		if pattern == "layernorm_linear" && p.Linears > 1 && p.Concat {
-			a = append(a, fmt.Sprintf("the %d GEMMs reading the norm output run as one GEMM over their concatenated weights (N = %d x %d)",
-				p.Linears, p.Linears, linearN(g)))
+		if pattern == "layernorm_linear" && p.Linears > 1 && p.ConcatN > 0 {
+			a = append(a, fmt.Sprintf("the %d GEMMs reading the norm output run as one GEMM over their concatenated weights (N = %d, split after)",
+				p.Linears, p.ConcatN))
 		}
 		if pattern == "layernorm_linear" && autocastGEMM(g) {
 			a = append(a, fmt.Sprintf("the trace ran the LayerNorm in %s and the GEMM in %s (autocast); this case runs both in %s",
@@ -228,10 +228,10 @@ func specFromGroup(pattern string, g patterns.ShapeGroup) (codegen.Spec, string)
 			return s, fmt.Sprintf("weight %v does not match the input's last dim %d", w, k)
 		}
 		if pattern == "layernorm_linear" && p.Linears > 1 {
-			if !p.Concat {
-				return s, fmt.Sprintf("%d GEMMs of different weight shapes read the norm output (one case per GEMM is not the chain)", p.Linears)
+			if p.ConcatN <= 0 {
+				return s, fmt.Sprintf("%d GEMMs of different inputs or ops read the norm output (one case per GEMM is not the chain)", p.Linears)
 			}
-			n *= int64(p.Linears) // Q, K, V: one GEMM over the concatenated weights
+			n = p.ConcatN // Q, K, V: one GEMM over the concatenated weights
 		}
 		s.Shapes = [][]int64{x, {n, k}}
 		if p.Bias == nil || *p.Bias {
@@ -311,18 +311,6 @@ func specFromGroup(pattern string, g patterns.ShapeGroup) (codegen.Spec, string)
 		return s, "no template"
 	}
 	return s, ""
-}
-
-// linearN is the output features of one GEMM of a layernorm_linear group (0: unknown).
-func linearN(g patterns.ShapeGroup) int64 {
-	if len(g.Dims) < 2 || len(g.Dims[1]) != 2 || len(g.Dims[0]) == 0 {
-		return 0
-	}
-	k, w := g.Dims[0][len(g.Dims[0])-1], g.Dims[1]
-	if w[1] == k {
-		return w[0]
-	}
-	return w[1]
 }
 
 func orDefault(v, d string) string {
