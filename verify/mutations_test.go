@@ -169,7 +169,7 @@ var mutations = func() []mutation {
 			"x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)\n    r = tl.load(R + cols * srn, mask=m, other=0.0).to(tl.float32)",
 			"x = tl.load(X + cols * sxn, mask=m, other=0.0)\n    r = tl.load(R + cols * srn, mask=m, other=0.0)"},
 		{"add_layernorm", "residual-col-stride-1", classStride, "def _sum_chunk(", "tl.load(R + cols * srn,", "tl.load(R + cols,"},
-		{"add_layernorm", "residual-row-stride-n", classStride, fwd, "R += row * srm", "R += row * N"},
+		{"add_layernorm", "residual-row-stride-n", classStride, fwd, "R += (tl.program_id(0) % RR).to(tl.int64) * srm", "R += (tl.program_id(0) % RR).to(tl.int64) * N"},
 		{"add_layernorm", "rstd-not-inverted", classFormula, fwd, "y = d * rstd", "y = d / rstd"},
 	}...)
 

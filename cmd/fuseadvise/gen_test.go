@@ -53,6 +53,12 @@ func TestSpecFromGroup(t *testing.T) {
 					t.Errorf("out_dtype %q, want fp32", got)
 				}
 			}},
+		{name: "position embeddings: a residual broadcast along the batch", pattern: "add_layernorm",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {1, 256, 768}}, DType: patterns.FP32, Valid: true, Cols: 768},
+			shapes: "[16,256,768] [1,256,768]", dtype: "fp32"},
+		{name: "a residual broadcast in the middle", pattern: "add_layernorm",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {16, 1, 768}}, DType: patterns.FP32, Valid: true, Cols: 768},
+			skip: "other than along leading dims"},
 		{name: "weight that does not fit", pattern: "linear_gelu",
 			g:    patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {100, 200}}, DType: patterns.BF16, Valid: true},
 			skip: "does not match the input's last dim"},
@@ -102,7 +108,7 @@ func TestSpecFromGroup(t *testing.T) {
 		})
 	}
 	// a div-scale becomes its reciprocal
-	s, _ := specFromGroup("mask_softmax", tests[13].g)
+	s, _ := specFromGroup("mask_softmax", tests[15].g)
 	if s.Params.Scale != 0.125 {
 		t.Errorf("scale %v, want 1/8", s.Params.Scale)
 	}

@@ -1,6 +1,8 @@
 """Uniform test/bench interface for the add_layernorm template (see docs/templates.md).
 
-SHAPES[0] is x's shape; the residual has the same shape, in params["residual_dtype"] when
+SHAPES[0] is x's shape; the residual has the same shape, or SHAPES[1] when given (a residual
+that broadcasts along x's leading dims, e.g. [1, S, H] position embeddings), in
+params["residual_dtype"] when
 given (an fp32 residual stream plus a bf16 branch under autocast), else x's dtype; weight and
 bias are [x.shape[-1]] in the sum's dtype (the promotion of the two). x has a non-zero mean
 (-2.3 + 0.5 randn), as LayerNorm tests should.
@@ -25,8 +27,20 @@ def has_backward(params):
     return True
 
 
+def _rshape(shapes):
+    return shapes[1] if len(shapes) > 1 else shapes[0]
+
+
 def interp_shapes(shapes):
-    return [fat.shrink(shapes[0], max_last=300, max_rows=16)]
+    x = fat.shrink(shapes[0], max_last=300, max_rows=16)
+    if len(shapes) < 2:
+        return [x]
+    # a broadcast residual: x keeps 2 along each dim the residual broadcasts (so the rows
+    # repeat at interpreter size too), up to 4 elsewhere; the residual keeps its 1s
+    r = [1] * (len(shapes[0]) - len(shapes[1])) + list(shapes[1])
+    xs = [min(d, 2) if rd == 1 else min(d, 4) for d, rd in zip(shapes[0][:-1], r[:-1])] + [x[-1]]
+    rs = [1 if rd == 1 and d > 1 else s for d, rd, s in zip(shapes[0], r, xs)]
+    return [xs, rs[len(rs) - len(shapes[1]):]]
 
 
 def _dtypes(dtype, params):
@@ -39,7 +53,7 @@ def make_inputs(shapes, dtype, params, device, seed):
     g = fat.gen(seed)
     rd, sd = _dtypes(dtype, params)
     x = fat.randn(shapes[0], dtype, device, g, mean=-2.3, std=0.5)
-    r = fat.randn(shapes[0], rd, device, g)
+    r = fat.randn(_rshape(shapes), rd, device, g)
     n = shapes[0][-1]
     w = fat.randn([n], sd, device, g, mean=1.0, std=0.2)
     b = fat.randn([n], sd, device, g, std=0.2)
@@ -76,7 +90,9 @@ def nbytes(shapes, dtype, params):
     """x and the residual read, the sum and y written (in the sum's dtype), weight and bias."""
     rd, sd = _dtypes(dtype, params)
     size = lambda t: torch.tensor([], dtype=t).element_size()  # noqa: E731
-    n = 1
+    n = rn = 1
     for d in shapes[0]:
         n *= d
-    return n * (size(dtype) + size(rd) + 2 * size(sd)) + 2 * shapes[0][-1] * size(sd)
+    for d in _rshape(shapes):
+        rn *= d
+    return n * (size(dtype) + 2 * size(sd)) + rn * size(rd) + 2 * shapes[0][-1] * size(sd)

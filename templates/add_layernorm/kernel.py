@@ -10,7 +10,10 @@ writes y; this kernel reads x and r and writes s and y.
   (BLOCK_N = next_power_of_2(N), capped at 8192 on a GPU) it stays in registers; longer rows
   are processed in chunks, recomputing ``x + r``. ``s`` is rounded to its dtype before the
   statistics, as eager does.
-- fp32 / fp16 / bf16; strides are runtime arguments (2-D ``[rows, N]`` views).
+- fp32 / fp16 / bf16; strides are runtime arguments (2-D ``[rows, N]`` views). The residual
+  may broadcast along x's leading dims (BERT's position embeddings ``[1, S, H]`` added to
+  ``[B, S, H]``): its rows repeat every ``S`` rows of x and are read, not expanded; its
+  gradient sums over the repeats.
 - Autotuned over num_warps, keyed on N; one fixed config under ``TRITON_INTERPRET=1``.
 - Training: ``AddLayerNormFunction`` has a backward through ATen's
   ``native_layer_norm_backward`` using the mean/rstd this kernel saved (Liger's data show a
@@ -74,13 +77,13 @@ def _sum_chunk(X, R, S, cols, N, sxn, srn, ssn, STORE: tl.constexpr):
 
 @triton.autotune(configs=_configs(), key=["N"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
-def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N,
+def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
                        sxm, sxn, srm, srn, ssm, ssn, sym, syn, eps,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, SINGLE: tl.constexpr,
                        BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     X += row * sxm
-    R += row * srm
+    R += (tl.program_id(0) % RR).to(tl.int64) * srm  # a broadcast residual repeats every RR rows
     S += row * ssm
     Y += row * sym
     if SINGLE:  # the whole row in registers
@@ -141,12 +144,31 @@ def _rows(t, view_only=False):
         return t.reshape(-1, n)
 
 
+def _residual_rows(x, residual):
+    """How many rows the residual has when it is x's shape or broadcasts along x's leading
+    dims only (position embeddings [1, S, H] added to [B, S, H]): its rows then repeat every
+    that many rows of x. None when it broadcasts otherwise."""
+    if residual.dim() == 0 or residual.dim() > x.dim():
+        return None
+    shape = (1,) * (x.dim() - residual.dim()) + tuple(residual.shape)
+    k = 0
+    while k < x.dim() - 1 and shape[k] == 1:
+        k += 1
+    if shape[k:] != tuple(x.shape[k:]):
+        return None
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return rows
+
+
 def _check(x, residual, weight, bias):
     for t in (x, residual):
         if t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError(f"add_layernorm: unsupported dtype {t.dtype}")
-    if x.dim() == 0 or residual.shape != x.shape:
-        raise ValueError(f"add_layernorm: residual {tuple(residual.shape)} and x {tuple(x.shape)} differ")
+    if x.dim() == 0 or _residual_rows(x, residual) is None:
+        raise ValueError(f"add_layernorm: residual {tuple(residual.shape)} does not match x {tuple(x.shape)} "
+                         "(x's shape, or its trailing dims with leading 1s)")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.shape != (x.shape[-1],):
             raise ValueError(f"add_layernorm: {name} {tuple(t.shape)} does not match x {tuple(x.shape)}")
@@ -169,12 +191,13 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
         raise ValueError("add_layernorm: out has the wrong shape or dtype")
     x2, r2, s2, y2 = _rows(x), _rows(residual), _rows(s, view_only=True), _rows(y, view_only=True)
     M, N = x2.shape
+    rr = max(_residual_rows(x, residual), 1)
     mean = torch.empty(M, dtype=torch.float32, device=x.device)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     if x.numel():
         block = block_n or min(triton.next_power_of_2(N), MAX_BLOCK_N)
         _add_layernorm_fwd[(M,)](
-            x2, r2, weight if weight is not None else x2, bias if bias is not None else x2, s2, y2, mean, rstd, N,
+            x2, r2, weight if weight is not None else x2, bias if bias is not None else x2, s2, y2, mean, rstd, N, rr,
             x2.stride(0), x2.stride(1), r2.stride(0), r2.stride(1), s2.stride(0), s2.stride(1),
             y2.stride(0), y2.stride(1), float(eps),
             HAS_W=weight is not None, HAS_B=bias is not None, SINGLE=N <= block, BLOCK_N=block)
@@ -189,6 +212,7 @@ class AddLayerNormFunction(torch.autograd.Function):
         s, y, mean, rstd = add_layer_norm(x, residual, weight, bias, eps, stats=True)
         ctx.save_for_backward(s, weight, bias, mean, rstd)
         ctx.dtypes = (x.dtype, residual.dtype)
+        ctx.rshape = residual.shape
         return s, y
 
     @staticmethod
@@ -204,7 +228,13 @@ class AddLayerNormFunction(torch.autograd.Function):
         dsn, dw, db = torch.ops.aten.native_layer_norm_backward(
             dy.contiguous(), s, [n], mean.view(shp).to(sd), rstd.view(shp).to(sd), weight, bias, mask)
         total = dsn if ds is None else dsn + ds
-        return total.to(ctx.dtypes[0]), total.to(ctx.dtypes[1]), dw, db, None
+        dr = total
+        if ctx.rshape != total.shape:  # a broadcast residual: its gradient sums the repeats
+            n = total.shape[-1]
+            rows = total.numel() // n
+            rr = max(1, torch.Size(ctx.rshape).numel() // n)
+            dr = total.reshape(rows // rr, rr, n).sum(0, dtype=torch.float32).reshape(ctx.rshape)
+        return total.to(ctx.dtypes[0]), dr.to(ctx.dtypes[1]), dw, db, None
 
 
 class AddLayerNorm(torch.nn.Module):

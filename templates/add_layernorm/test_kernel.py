@@ -97,3 +97,16 @@ def test_fp32_residual(device, dtype):
     for shapes in ([[33, 70]], [[3, 300]]):
         fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, 1)
     assert adapter.nbytes([[4, 8]], fat.DTYPES[dtype], params) == 32 * (2 + 4 + 2 * 4) + 2 * 8 * 4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_broadcast_residual(device, dtype):
+    # BERT's embeddings: word embeddings [B, S, H] + position embeddings [1, S, H] -> LayerNorm;
+    # the residual's rows repeat every S rows (each row distinct, so a wrong repeat fails)
+    for i, shapes in enumerate([[[4, 9, 40], [1, 9, 40]], [[3, 5, 300], [5, 300]], [[2, 3, 4, 8], [1, 1, 4, 8]]]):
+        fat.run_case(kernel, ref, adapter, shapes, dtype, {"eps": 1e-5}, device, i)
+    fat.run_grad_case(kernel, ref, adapter, [[4, 9, 40], [1, 9, 40]], dtype, {"eps": 1e-5}, device, 3)
+    x = torch.zeros(2, 3, 8, device=device)
+    with pytest.raises(ValueError):
+        kernel.add_layer_norm(x, torch.zeros(2, 1, 8, device=device))  # broadcast in the middle
