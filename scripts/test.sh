@@ -23,5 +23,12 @@ go vet ./...
 echo "== go test" >&2
 go test -count=1 ./...
 
+echo "== python syntax (every tracked .py, the GPU-only experiment scripts included)" >&2
+git ls-files -z '*.py' | xargs -0 "$py" -c '
+import ast, sys
+for f in sys.argv[1:]:
+    ast.parse(open(f, encoding="utf-8").read(), f)
+'
+
 echo "== templates (TRITON_INTERPRET=1, $("$py" -c 'import torch,triton;print("torch",torch.__version__,"triton",triton.__version__)'))" >&2
 TRITON_INTERPRET=1 "$py" -m pytest -q -p no:cacheprovider --ignore=templates/_common templates
