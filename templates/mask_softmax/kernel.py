@@ -18,12 +18,13 @@ the better fix; this kernel is for code that needs the probabilities.
   ``-inf`` row is NaN (and so is any row containing +inf or NaN); with finite fills the row
   is uniform.
 - Rows that fit one block (BLOCK_N = next_power_of_2(sk), capped at 8192 on a GPU) are loaded
-  once, ROWS of them per program (a [ROWS, BLOCK_N] tile): one short row per program leaves too
-  few bytes in flight (sk = 129..512 ran at 20-50% of copy bandwidth on an H200). Longer rows,
-  one per program: an online (running max / running sum) first pass, then a normalising pass.
+  once, 1 to 32 of them per program (a [ROWS, BLOCK_N] tile, ROWS autotuned), with 32-bit row
+  index arithmetic: one short row per program with 64-bit index math (four divisions per row)
+  left sk = 129..512 at 20-50% of copy bandwidth on an H200. Longer rows, one per program:
+  an online (running max / running sum) first pass, then a normalising pass.
   fp32 math; ``scale * x`` (and ``+ mask``) is rounded to the dtype before the softmax, as
   eager does.
-- ``out_dtype``: the probabilities' dtype when it differs from the default (autocast runs
+- ``dtype`` (a case's ``out_dtype``): the probabilities' dtype when it differs from the default (autocast runs
   ``softmax`` in fp32, and ``softmax(..., dtype=torch.float32)`` does too: bf16/fp16 scores in,
   fp32 probabilities out).
 - Optional dropout on the probabilities (``p``, ``seed``): Philox ``tl.rand(seed, row * sk +
