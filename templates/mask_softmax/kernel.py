@@ -24,9 +24,9 @@ the better fix; this kernel is for code that needs the probabilities.
   an online (running max / running sum) first pass, then a normalising pass.
   fp32 math; ``scale * x`` (and ``+ mask``) is rounded to the dtype before the softmax, as
   eager does.
-- ``dtype`` (a case's ``out_dtype``): the probabilities' dtype when it differs from the default (autocast runs
-  ``softmax`` in fp32, and ``softmax(..., dtype=torch.float32)`` does too: bf16/fp16 scores in,
-  fp32 probabilities out).
+- ``dtype`` (a case's ``out_dtype``): the probabilities' dtype when it differs from the
+  default (autocast runs ``softmax`` in fp32, and ``softmax(..., dtype=torch.float32)`` does
+  too: bf16/fp16 scores in, fp32 probabilities out).
 - Optional dropout on the probabilities (``p``, ``seed``): Philox ``tl.rand(seed, row * sk +
   col)``, keep where ``rand >= p``, scaled by 1/(1-p); ``dropout_mask`` returns the mask used.
 - Autotuned over ROWS and num_warps, keyed on sk; fixed configs under ``TRITON_INTERPRET=1``.
