@@ -269,8 +269,8 @@ def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-in
     args = (*x4.stride(), *m4.stride(), *y4.stride(),
             float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), int(seed))
     R = B * H * M
-    if R >= 2**31:
-        raise ValueError(f"mask_softmax: {R} rows (at most 2**31 - 1)")
+    if R > 2**31 - 64:  # 32-bit row arithmetic, the last tile's rows included
+        raise ValueError(f"mask_softmax: {R} rows (at most 2**31 - 64)")
     if N <= block:
         _mask_softmax_rows[lambda meta: (triton.cdiv(R, meta["ROWS"]),)](
             x4, m4, y4, tag, R, H, M, N, *args, KIND=kind, DROPOUT=p > 0, BLOCK_N=block)
