@@ -279,6 +279,14 @@ func TestValidate(t *testing.T) {
 			*s = minimalSpec("mask_softmax")
 			s.Params.MaskDtype = "fp32"
 		}, "additive"},
+		{"add_layernorm residual broadcast along the batch", func(s *Spec) {
+			*s = minimalSpec("add_layernorm")
+			s.Shapes = [][]int64{{4, 8, 16}, {1, 8, 16}}
+		}, ""},
+		{"add_layernorm residual broadcast in the middle", func(s *Spec) {
+			*s = minimalSpec("add_layernorm")
+			s.Shapes = [][]int64{{4, 8, 16}, {4, 1, 16}}
+		}, "leading dims"},
 		{"rms eps negative", func(s *Spec) {
 			*s = minimalSpec("rmsnorm_pyops")
 			s.Params.Eps = -1

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/fuseadvise/fuseadvise/templates"
@@ -235,6 +236,9 @@ func resolve(s Spec) (Spec, error) {
 			return s, fmt.Errorf("codegen: %s: casting=%s (want llama or fp32)", s.Pattern, strconv.Quote(p.Casting))
 		}
 	}
+	if s.Pattern == "add_layernorm" && len(s.Shapes) > 1 && !LeadingBroadcast(s.Shapes[1], s.Shapes[0]) {
+		return s, fmt.Errorf("codegen: add_layernorm: residual %v must be x's shape %v or broadcast along its leading dims", s.Shapes[1], s.Shapes[0])
+	}
 	if s.Pattern == "linear_gelu" || s.Pattern == "layernorm_linear" {
 		if len(s.Shapes) < 2 || len(s.Shapes[1]) != 2 {
 			return s, fmt.Errorf("codegen: %s: needs the input [..., K] and the weight [N, K] as shapes", s.Pattern)
@@ -254,6 +258,24 @@ func defaultOutDtype(s Spec) string {
 		return "fp32"
 	}
 	return s.Dtype
+}
+
+// LeadingBroadcast reports whether r is x's shape with some leading dims 1 (or dropped):
+// the residual broadcast the add_layernorm kernel reads in place.
+func LeadingBroadcast(r, x []int64) bool {
+	if len(r) == 0 || len(r) > len(x) {
+		return false
+	}
+	full := make([]int64, len(x))
+	for i := range full {
+		full[i] = 1
+	}
+	copy(full[len(x)-len(r):], r)
+	k := 0
+	for k < len(x)-1 && full[k] == 1 {
+		k++
+	}
+	return slices.Equal(full[k:], x[k:])
 }
 
 func checkShapes(shapes [][]int64) error {

@@ -752,6 +752,11 @@ func matchAddLayerNorm(g *graph, n int32) (*Instance, bool) {
 	ai := g.ins(a)
 	ti := g.tensorInputs(a)
 	in.Dims = [][]int64{dims(ai[ti[0]].Dims), dims(ai[ti[1]].Dims)}
+	if !slices.Equal(in.Dims[0], av.dims) && slices.Equal(in.Dims[1], av.dims) {
+		// x is the operand of the sum's shape: pos_emb + x reads as x + pos_emb
+		in.Dims[0], in.Dims[1] = in.Dims[1], in.Dims[0]
+		ti[0], ti[1] = ti[1], ti[0]
+	}
 	in.DType = av.dtype
 	// operands of two types (a bf16 branch added to an fp32 residual stream): dtype is the
 	// branch's, the residual is the wider one, whose type the sum has

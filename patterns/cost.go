@@ -290,6 +290,14 @@ func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
 	case m.BandwidthGBs > 0:
 		c.BandwidthSource = "option"
 	default:
+		// samples must move more than L2 holds: a kernel whose data fits in L2 runs faster
+		// than memory delivers, and streamUs grants that discount on its own
+		minBytes := m.CalibMinBytes
+		if l2 := m.L2Bytes; l2 == 0 && hasSpec {
+			minBytes = max(minBytes, int64(m.L2AbsorbNone*float64(spec.L2Bytes)))
+		} else if l2 > 0 {
+			minBytes = max(minBytes, int64(m.L2AbsorbNone*float64(l2)))
+		}
 		var samples []float64
 		for n := range g.nodes {
 			if g.pass[n] && !isName(g.name[n], "to", "_to_copy", "clone", "contiguous", "copy_") {
@@ -313,7 +321,7 @@ func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
 				continue
 			}
 			bytes += numel(v.dims) * v.dtype.Size()
-			if bytes < m.CalibMinBytes {
+			if bytes < minBytes {
 				continue
 			}
 			samples = append(samples, float64(bytes)/float64(ns)) // bytes/ns == GB/s
@@ -322,8 +330,8 @@ func calibrate(m CostModel, g *graph, device string) (CostModel, Calibration) {
 		if len(samples) >= m.CalibMinSamples {
 			m.BandwidthGBs = percentile(samples, m.CalibPercentile)
 			c.BandwidthSource = "trace"
-			if hasSpec && m.BandwidthGBs > spec.BandwidthGBs {
-				m.BandwidthGBs = spec.BandwidthGBs // broadcast inputs read from cache; never beyond the device
+			if hasSpec && m.BandwidthGBs > spec.BandwidthGBs*spec.Efficiency {
+				m.BandwidthGBs = spec.BandwidthGBs * spec.Efficiency // never beyond what the device table says is reachable
 			}
 		} else if hasSpec {
 			m.BandwidthGBs = spec.BandwidthGBs * spec.Efficiency

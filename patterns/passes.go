@@ -20,12 +20,13 @@ import (
 // op sequence must be an exact repetition of one unit (name, input shapes and types of
 // every op), at least passMinUnits times, and the host gaps between units must split it
 // into at least passMinPasses equal runs of units: every gap at a run boundary longer than
-// passGapRatio times every other gap. Then the first op of each run after the first starts
+// passGapRatio times, and passGapMinNs more than, every other gap. Then the first op of each run after the first starts
 // a new iteration (no value flows across it). Anything less regular, and nothing is marked.
 const (
 	passMinUnits  = 6
 	passMinPasses = 3
 	passGapRatio  = 1.2
+	passGapMinNs  = 5000 // and at least 5 us longer: a ratio of tiny gaps is noise
 )
 
 // passBarriers marks, in barrier (indexed like nodes), the first node of each forward pass
@@ -100,7 +101,7 @@ func threadPasses(t *trace.Trace, nodes []int32, barrier []bool) int {
 		if maxO <= 0 || minB <= 0 {
 			continue // one unit per pass leaves nothing to compare with; or clock noise
 		}
-		if r := float64(minB) / float64(maxO); r >= passGapRatio && r > bestRatio {
+		if r := float64(minB) / float64(maxO); r >= passGapRatio && minB-maxO >= passGapMinNs && r > bestRatio {
 			bestD, bestRatio = d, r
 		}
 	}

@@ -385,3 +385,39 @@ func TestRMSNormCasting(t *testing.T) {
 		})
 	}
 }
+
+// pos_emb + x -> LayerNorm: the group's x is the operand of the sum's shape, whichever side
+// of the add it was on, and the broadcast one is the residual.
+func TestAddLayerNormBroadcastOperandOrder(t *testing.T) {
+	for _, in := range [][]string{
+		{"f32:1x128x768", "f32:8x128x768", "=1"},
+		{"f32:8x128x768", "f32:1x128x768", "=1"},
+	} {
+		tr := synth(op{name: "add", in: in},
+			op{name: "layer_norm", in: []string{"f32:8x128x768", "=[768]", "f32:768", "f32:768", "=1e-05", "=True"}})
+		r, err := Analyze([]*trace.Trace{tr}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dims [][]int64
+		for _, o := range r.Opportunities {
+			if o.Pattern == "add_layernorm" {
+				dims = o.Shapes[0].Dims
+			}
+		}
+		if len(dims) != 2 || dimsKey(dims[0]) != "8x128x768" || dimsKey(dims[1]) != "1x128x768" {
+			t.Errorf("add(%s, %s): dims %v, want x [8 128 768] then the residual [1 128 768]", in[0], in[1], dims)
+		}
+	}
+}
+
+func dimsKey(d []int64) string {
+	s := ""
+	for i, v := range d {
+		if i > 0 {
+			s += "x"
+		}
+		s += itoa(int(v))
+	}
+	return s
+}

@@ -282,7 +282,7 @@ func specFromGroup(pattern string, g patterns.ShapeGroup) (codegen.Spec, string)
 		s.Shapes = [][]int64{x}
 		if len(g.Dims) > 1 && !slices.Equal(g.Dims[1], x) {
 			r := g.Dims[1]
-			if !broadcastsLeading(r, x) {
+			if !codegen.LeadingBroadcast(r, x) {
 				return s, fmt.Sprintf("the residual %v broadcasts to x %v other than along leading dims", r, x)
 			}
 			s.Shapes = append(s.Shapes, r) // e.g. position embeddings [1, S, H] on [B, S, H]
@@ -319,24 +319,6 @@ func specFromGroup(pattern string, g patterns.ShapeGroup) (codegen.Spec, string)
 		return s, "no template"
 	}
 	return s, ""
-}
-
-// broadcastsLeading reports whether r is x's shape with some leading dims 1 (or dropped):
-// the only broadcast the add_layernorm kernel reads in place (its rows repeat).
-func broadcastsLeading(r, x []int64) bool {
-	if len(r) == 0 || len(r) > len(x) {
-		return false
-	}
-	pad := make([]int64, len(x)-len(r), len(x))
-	for i := range pad {
-		pad[i] = 1
-	}
-	full := append(pad, r...)
-	k := 0
-	for k < len(x)-1 && full[k] == 1 {
-		k++
-	}
-	return slices.Equal(full[k:], x[k:])
 }
 
 func orDefault(v, d string) string {

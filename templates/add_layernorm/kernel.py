@@ -230,10 +230,7 @@ class AddLayerNormFunction(torch.autograd.Function):
         total = dsn if ds is None else dsn + ds
         dr = total
         if ctx.rshape != total.shape:  # a broadcast residual: its gradient sums the repeats
-            n = total.shape[-1]
-            rows = total.numel() // n
-            rr = max(1, torch.Size(ctx.rshape).numel() // n)
-            dr = total.reshape(rows // rr, rr, n).sum(0, dtype=torch.float32).reshape(ctx.rshape)
+            dr = total.float().sum_to_size(ctx.rshape)
         return total.to(ctx.dtypes[0]), dr.to(ctx.dtypes[1]), dw, db, None
 
 

@@ -118,7 +118,8 @@ def _bias_gelu_fwd(X, B, Y, M, N, sxm, sxn, sym, syn,
     x = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)
-        # eager rounds x + b to the output dtype before the GELU
+        # eager rounds x + b to its dtype before the GELU (here: y's; with dtype=fp32 the sum
+        # stays fp32 where eager rounds it to the inputs' type first, see the module docstring)
         x = _cast(x + b[None, :], Y.dtype.element_ty).to(tl.float32)
     y = _gelu(x, APPROX)
     tl.store(Y + rm64 * sym + rn64 * syn, _cast(y, Y.dtype.element_ty), mask=mask)
