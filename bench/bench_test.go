@@ -268,3 +268,38 @@ func TestPredict(t *testing.T) {
 		t.Errorf("L2-resident swiglu: %v, want %v (reads only)", c[4].PredictedUs, want)
 	}
 }
+
+// Repredict takes each case's estimate from its folder's manifest, runs Predict for the
+// others, drops the old gap, and refuses a case without a folder.
+func TestRepredict(t *testing.T) {
+	root := t.TempDir()
+	mk := func(name, manifest string) string {
+		d := filepath.Join(root, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "manifest.json"), []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	traced := mk("traced", `{"est_fused_us": 12.5}`)
+	anchor := mk("anchor", `{}`)
+	r := &Result{GPU: "NVIDIA H200", Cases: []Case{
+		{Name: "traced", Pattern: "swiglu", Correct: true, Bytes: 1 << 30, PredictedUs: 99, PredictedFrom: FromAnalysis},
+		{Name: "anchor", Pattern: "bias_gelu", Correct: true, Bytes: 536903680, PredictedUs: 7, PredictedFrom: FromCostModel,
+			PredictedGapUs: 0.45, Timing: map[string]string{"fused": "graph-replay"}},
+	}}
+	if err := Repredict(r, []string{traced, anchor}, patterns.DefaultCostModel()); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Cases[0]; c.PredictedUs != 12.5 || c.PredictedFrom != FromAnalysis {
+		t.Errorf("traced case: %v %q, want the manifest's 12.5 from analysis", c.PredictedUs, c.PredictedFrom)
+	}
+	if c := r.Cases[1]; c.PredictedFrom != FromCostModel || c.PredictedGapUs != 0 || math.Abs(c.PredictedUs-(536903680/(0.92*4250e3)+1.1)) > 1e-9 {
+		t.Errorf("anchor case: %+v, want the cost model's estimate and no gap", c)
+	}
+	if err := Repredict(r, []string{traced}, patterns.DefaultCostModel()); err == nil {
+		t.Error("a case without a folder was accepted")
+	}
+}

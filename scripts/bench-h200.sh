@@ -10,6 +10,8 @@
 #                                       # split over every visible GPU, into OUT/h200.json
 #                                       # (ONLY=REGEX: the folders whose name matches)
 #   scripts/bench-h200.sh merge OUT.json IN.json...  # runs of subsets into one result
+#   scripts/bench-h200.sh predict DIR RESULT.json    # here: its predictions from the current
+#                                       # cost model (the folders of DIR/matrix, prepared now)
 #
 # The GPU machine has torch and triton in its python3 (torch 2.11.0, triton 3.6.0 there).
 set -euo pipefail
@@ -69,8 +71,14 @@ json.dump(merged, open(out, "w"), indent=2)
 print(f"merge: {len(merged['cases'])} cases from {len(ins)} runs", file=sys.stderr)
 PY
   ;;
+predict)
+  dir=${2:?usage: bench-h200.sh predict DIR RESULT.json}
+  res=${3:?usage: bench-h200.sh predict DIR RESULT.json}
+  mapfile -t folders < <(find "$dir/matrix" -name case.py -printf '%h\n' | sort)
+  "$dir/fuseadvise" bench -predict "$res" -o "$res" "${folders[@]}"
+  ;;
 *)
-  echo "usage: bench-h200.sh prepare DIR | run DIR OUT | merge OUT.json IN.json..." >&2
+  echo "usage: bench-h200.sh prepare DIR | run DIR OUT | merge OUT.json IN.json... | predict DIR RESULT.json" >&2
   exit 2
   ;;
 esac

@@ -14,7 +14,7 @@ import (
 
 var cmdBench = &Command{
 	Name:      "bench",
-	UsageLine: "bench [-o FILE] [-max-autotune] [-repeats N] [-gpus N] [-timeout D] [-python PATH] DIR...",
+	UsageLine: "bench [-o FILE] [-max-autotune] [-repeats N] [-gpus N] [-timeout D] [-python PATH] DIR... | bench -predict RESULT [-o FILE] DIR...",
 	Short:     "measure fused vs eager vs torch.compile on a GPU",
 	Long: `Bench measures each generated kernel folder (from 'fuseadvise gen') on the GPU: first a
 correctness check of the compiled kernel against the reference on the traced shapes (a kernel
@@ -30,7 +30,11 @@ autotuner's choice, the analyzer's predicted time, and a verdict: "do not ship" 
 over eager, "review" above 10x.
 
 The result is JSON (-o, default standard output), read by 'fuseadvise report' and 'pr'.
-Without a GPU, bench says so in one line and exits with status 2.`,
+Without a GPU, bench says so in one line and exits with status 2.
+
+-predict RESULT measures nothing: it rewrites the predicted times of an earlier result with
+the current cost model (each case's folder among DIR... gives the analysis's estimate from its
+manifest.json, the cost model the rest), for results measured before the model changed.`,
 	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 		out := fs.String("o", "", "write the JSON result to `FILE` (default standard output)")
 		maxAT := fs.Bool("max-autotune", false, `also time torch.compile(mode="max-autotune-no-cudagraphs")`)
@@ -38,9 +42,13 @@ Without a GPU, bench says so in one line and exits with status 2.`,
 		gpus := fs.Int("gpus", 1, "split the folders over `N` GPUs, one harness process each (the first N of $CUDA_VISIBLE_DEVICES when it is set)")
 		timeout := fs.Duration("timeout", 0, "stop after `D` (e.g. 9m), keeping what was measured")
 		python := fs.String("python", "", "Python interpreter with torch and triton (default: $FUSEADVISE_PYTHON or the pinned venv)")
+		predict := fs.String("predict", "", "no GPU: rewrite the predictions of the earlier result `RESULT` with the current cost model")
 		return func(ctx context.Context, env *Env, args []string) error {
 			if len(args) == 0 {
 				return usagef("want one or more generated kernel folders")
+			}
+			if *predict != "" {
+				return repredict(env, *predict, *out, args)
 			}
 			if *repeats < 1 {
 				return usagef("-repeats must be >= 1")
@@ -93,4 +101,20 @@ func emitJSON(env *Env, path string, v any) error {
 		return writeJSON(env.Stdout, v)
 	}
 	return safefile.Write(path, func(w io.Writer) error { return writeJSON(w, v) })
+}
+
+// repredict is bench -predict: an earlier result's predictions from the current code.
+func repredict(env *Env, path, out string, args []string) error {
+	res, err := report.LoadBench(path)
+	if err != nil {
+		return err
+	}
+	dirs, err := kernelFolders(args)
+	if err != nil {
+		return err
+	}
+	if err := bench.Repredict(res, dirs, patterns.DefaultCostModel()); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	return emitJSON(env, out, res)
 }
