@@ -23,13 +23,16 @@ func ParseDtype(s string) (string, error) {
 }
 
 // DirName suggests a folder name for spec: pattern, the variant (tanh GELU, the mask kind),
-// dtype, the first shape (and N for GEMM patterns) and a short hash of the whole validated
-// spec (params and source included), e.g. "bias_gelu-tanh-bf16-8x512x3072-1a2b3c4d". Only letters, digits, '_', '-' and 'x' appear in it.
+// dtype, the first shape (and N for GEMM patterns) and a short hash of the validated spec
+// (params and source included; not the cost model's estimates, so a case keeps its name when
+// the model changes), e.g. "bias_gelu-tanh-bf16-8x512x3072-1a2b3c4d". Only letters, digits,
+// '_', '-' and 'x' appear in it.
 func DirName(spec Spec) (string, error) {
 	s, err := resolve(spec)
 	if err != nil {
 		return "", err
 	}
+	s.EstSavingUs, s.EstFusedUs = 0, 0
 	m, err := manifest(s, nil)
 	if err != nil {
 		return "", err

@@ -38,6 +38,11 @@ func TestDirName(t *testing.T) {
 	if n1 != n2 || n1 == n3 {
 		t.Errorf("DirName not a function of the spec: %q %q %q", n1, n2, n3)
 	}
+	c := a
+	c.EstFusedUs, c.EstSavingUs = 12.5, 300
+	if n5, _ := DirName(c); n5 != n1 {
+		t.Errorf("the cost model's estimates renamed the case: %q, was %q", n5, n1)
+	}
 	a.Source.Site = "../../etc"
 	n4, _ := DirName(a)
 	if !regexp.MustCompile(`^[a-z0-9_x-]+$`).MatchString(n4) {
