@@ -1,8 +1,8 @@
 package patterns
 
 import (
+	"encoding/binary"
 	"hash/fnv"
-	"strconv"
 
 	"github.com/fuseadvise/fuseadvise/trace"
 )
@@ -117,13 +117,16 @@ func threadPasses(t *trace.Trace, nodes []int32, barrier []bool) int {
 // opSignature identifies an op by what inference sees of it: name, input types and shapes.
 func opSignature(op *trace.Op) uint64 {
 	h := fnv.New64a()
+	var b [8]byte
 	h.Write([]byte(op.Name))
 	for _, in := range op.Inputs {
 		h.Write([]byte{0})
 		h.Write([]byte(in.Type))
+		binary.LittleEndian.PutUint64(b[:], uint64(len(in.Dims)))
+		h.Write(b[:])
 		for _, d := range in.Dims {
-			h.Write([]byte(strconv.FormatInt(d, 10)))
-			h.Write([]byte{','})
+			binary.LittleEndian.PutUint64(b[:], uint64(d))
+			h.Write(b[:])
 		}
 	}
 	return h.Sum64()
