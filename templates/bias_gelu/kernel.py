@@ -48,10 +48,6 @@ GELU_ERF = 0
 GELU_TANH = 1
 APPROXIMATE = {"none": GELU_ERF, "tanh": GELU_TANH}
 
-# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
-# Under the interpreter, _cast rounds explicitly so both give the same bits.
-_RNE_BF16 = tl.constexpr(INTERPRET)
-
 
 def _configs():
     if INTERPRET:
@@ -62,6 +58,12 @@ def _configs():
     return configs if AUTOTUNE else configs[:1]
 
 
+# --- fa:shared cast ---
+# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
+# Under the interpreter, _cast rounds explicitly so both give the same bits.
+_RNE_BF16 = tl.constexpr(INTERPRET)
+
+
 @triton.jit
 def _cast(y, dtype: tl.constexpr):
     """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
@@ -70,6 +72,7 @@ def _cast(y, dtype: tl.constexpr):
         bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
     return y.to(dtype)
+# --- fa:end cast ---
 
 
 @triton.jit
@@ -155,6 +158,7 @@ def _bias_gelu_bwd(DY, X, B, DZ, M, N, sdym, sdyn, sxm, sxn, sdzm, sdzn,
     tl.store(DZ + rm64 * sdzm + rn64 * sdzn, _cast(dz, DZ.dtype.element_ty), mask=mask)
 
 
+# --- fa:shared rows ---
 def _rows(t, view_only=False):
     """A 2-D [rows, N] view of t; a copy only when no such view exists (never for outputs)."""
     if t.dim() == 2:
@@ -166,6 +170,7 @@ def _rows(t, view_only=False):
         if view_only:
             raise ValueError("output must be viewable as [rows, N]")
         return t.reshape(-1, n)
+# --- fa:end rows ---
 
 
 def _grid(meta, M, N):

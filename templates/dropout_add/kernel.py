@@ -32,9 +32,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
 AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 
-# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
-_RNE_BF16 = tl.constexpr(INTERPRET)
-
 
 def _configs():
     if INTERPRET:
@@ -45,6 +42,12 @@ def _configs():
     return configs if AUTOTUNE else configs[:1]
 
 
+# --- fa:shared cast ---
+# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
+# Under the interpreter, _cast rounds explicitly so both give the same bits.
+_RNE_BF16 = tl.constexpr(INTERPRET)
+
+
 @triton.jit
 def _cast(y, dtype: tl.constexpr):
     """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
@@ -53,6 +56,7 @@ def _cast(y, dtype: tl.constexpr):
         bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
     return y.to(dtype)
+# --- fa:end cast ---
 
 
 @triton.jit
@@ -135,6 +139,7 @@ def _mask_kernel(K, M, N, p, seed, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr)
     tl.store(K + rm.to(tl.int64)[:, None] * N + rn[None, :], keep.to(tl.int8), mask=mask)
 
 
+# --- fa:shared rows ---
 def _rows(t, view_only=False):
     """A 2-D [rows, N] view of t; a copy only when no such view exists (never for outputs)."""
     if t.dim() == 2:
@@ -146,6 +151,7 @@ def _rows(t, view_only=False):
         if view_only:
             raise ValueError("output must be viewable as [rows, N]")
         return t.reshape(-1, n)
+# --- fa:end rows ---
 
 
 def _grid(meta, M, N):

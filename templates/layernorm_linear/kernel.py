@@ -64,7 +64,6 @@ AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 MAX_BLOCK_K = 128 if INTERPRET else 4096
 VARIANTS = ("fold", "normalize")
 
-_RNE_BF16 = tl.constexpr(INTERPRET)
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), after the Triton matmul tutorials; the
 # first of each list is the FUSEADVISE_AUTOTUNE=0 config (it fits shared memory for fp32 too)
@@ -114,6 +113,12 @@ def _prune(configs, named_args, **kwargs):
     return kept or configs[:1]
 
 
+# --- fa:shared cast ---
+# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
+# Under the interpreter, _cast rounds explicitly so both give the same bits.
+_RNE_BF16 = tl.constexpr(INTERPRET)
+
+
 @triton.jit
 def _cast(y, dtype: tl.constexpr):
     """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
@@ -122,6 +127,7 @@ def _cast(y, dtype: tl.constexpr):
         bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
     return y.to(dtype)
+# --- fa:end cast ---
 
 
 @triton.jit
@@ -270,13 +276,19 @@ def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, K: tl.constexpr,
     tl.store(Y + rm.to(tl.int64)[:, None] * sym + rn[None, :] * syn, _cast(acc, Y.dtype.element_ty), mask=mask)
 
 
-def _rows(t):
+# --- fa:shared rows ---
+def _rows(t, view_only=False):
+    """A 2-D [rows, N] view of t; a copy only when no such view exists (never for outputs)."""
     if t.dim() == 2:
         return t
+    n = t.shape[-1] if t.dim() > 0 else 1
     try:
-        return t.view(-1, t.shape[-1])
+        return t.view(-1, n)
     except RuntimeError:
-        return t.reshape(-1, t.shape[-1])
+        if view_only:
+            raise ValueError("output must be viewable as [rows, N]")
+        return t.reshape(-1, n)
+# --- fa:end rows ---
 
 
 def _stats(a, eps, flat_zero):

@@ -51,8 +51,6 @@ AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 MAX_BLOCK_N = 128 if INTERPRET else 8192
 MASK_KINDS = {"none": 0, "bool": 1, "additive": 2, "causal": 3}
 
-_RNE_BF16 = tl.constexpr(INTERPRET)
-
 
 def _long_configs():
     if INTERPRET:
@@ -80,6 +78,12 @@ def _prune_rows(configs, named_args, **kwargs):
     return keep
 
 
+# --- fa:shared cast ---
+# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
+# Under the interpreter, _cast rounds explicitly so both give the same bits.
+_RNE_BF16 = tl.constexpr(INTERPRET)
+
+
 @triton.jit
 def _cast(y, dtype: tl.constexpr):
     """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
@@ -88,6 +92,7 @@ def _cast(y, dtype: tl.constexpr):
         bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
     return y.to(dtype)
+# --- fa:end cast ---
 
 
 @triton.jit

@@ -32,8 +32,6 @@ AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 CASTING = {"llama": 0, "fp32": 1}
 MAX_BLOCK_N = 128 if INTERPRET else 8192
 
-_RNE_BF16 = tl.constexpr(INTERPRET)
-
 
 def _configs():
     if INTERPRET:
@@ -51,6 +49,12 @@ def _prune(configs, named_args, **kwargs):
     return [c for c in configs if c.num_warps <= most] or configs[:1]
 
 
+# --- fa:shared cast ---
+# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
+# Under the interpreter, _cast rounds explicitly so both give the same bits.
+_RNE_BF16 = tl.constexpr(INTERPRET)
+
+
 @triton.jit
 def _cast(y, dtype: tl.constexpr):
     """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
@@ -59,6 +63,7 @@ def _cast(y, dtype: tl.constexpr):
         bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
     return y.to(dtype)
+# --- fa:end cast ---
 
 
 @triton.autotune(configs=_configs(), key=["N"], prune_configs_by={"early_config_prune": _prune})
@@ -141,6 +146,7 @@ def _rmsnorm_bwd_dx(DY, X, W, RSTD, DX, N, sdym, sdyn, sxm, sxn,
         start += BLOCK_N
 
 
+# --- fa:shared rows ---
 def _rows(t, view_only=False):
     """A 2-D [rows, N] view of t; a copy only when no such view exists (never for outputs)."""
     if t.dim() == 2:
@@ -152,6 +158,7 @@ def _rows(t, view_only=False):
         if view_only:
             raise ValueError("output must be viewable as [rows, N]")
         return t.reshape(-1, n)
+# --- fa:end rows ---
 
 
 def _block(n, block_n):

@@ -1,0 +1,82 @@
+"""Host cost of one kernel launch, per way of launching (GPU-only probe; prints a table).
+
+Per-call wall time of N back-to-back calls with one synchronize at the end (how an eager model
+calls a kernel) and the host time of one call (until it returns), for: an ATen add, a plain
+@triton.jit kernel launched as kernel[grid](...), the same kernel behind @triton.autotune (one
+config, tuned), and the CompiledKernel returned by the first launch, launched directly.
+
+Usage: python3 bench/experiments/probe_launch.py
+"""
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add(X, Y, Z, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(Z + offs, tl.load(X + offs, mask=m) + tl.load(Y + offs, mask=m), mask=m)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 1024}, num_warps=4)], key=["n"])
+@triton.jit
+def _add_tuned(X, Y, Z, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(Z + offs, tl.load(X + offs, mask=m) + tl.load(Y + offs, mask=m), mask=m)
+
+
+def per_call(fn, n=2000):
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    return (t1 - t0) / n * 1e6, (t2 - t0) / n * 1e6
+
+
+def main():
+    x = torch.randn(4096, device="cuda")
+    y = torch.randn_like(x)
+    z = torch.empty_like(x)
+    n = x.numel()
+    grid = (triton.cdiv(n, 1024),)
+    ck = _add[grid](x, y, z, n, BLOCK=1024)
+    rows = [
+        ("aten add out=", lambda: torch.add(x, y, out=z)),
+        ("aten add", lambda: x + y),
+        ("jit kernel[grid]", lambda: _add[grid](x, y, z, n, BLOCK=1024)),
+        ("jit kernel[lambda grid]", lambda: _add[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, y, z, n, BLOCK=1024)),
+        ("autotuned", lambda: _add_tuned[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, y, z, n)),
+        ("empty_like + jit", lambda: _add[grid](x, y, torch.empty_like(x), n, BLOCK=1024)),
+    ]
+    try:
+        launch = ck[(grid[0], 1, 1)]
+        rows.append(("CompiledKernel[grid]", lambda: launch(x, y, z, n, 1024)))
+        fn, pm, run = ck.function, ck.packed_metadata, ck.run
+        lm = ck.launch_metadata
+        cs = torch.cuda.current_stream
+
+        def raw():
+            run(grid[0], 1, 1, cs().cuda_stream, fn, pm, None, None, None, x, y, z, n, 1024)
+        rows.append(("CompiledKernel.run raw", raw))
+    except Exception as e:  # noqa: BLE001
+        print("CompiledKernel launch failed:", e)
+    print(f"{'way':28s} {'host us/call':>12s} {'wall us/call':>12s}")
+    for name, fn in rows:
+        try:
+            h, w = per_call(fn)
+            print(f"{name:28s} {h:12.2f} {w:12.2f}")
+        except Exception as e:  # noqa: BLE001
+            print(f"{name:28s} failed: {str(e)[:150]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Tests of the helpers every template carries (templates/_common/shared.py, copied into each
+kernel.py as generated blocks): the alias check and the launch path's argument checks."""
+
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+_spec = importlib.util.spec_from_file_location(
+    "_fa_shared", pathlib.Path(__file__).resolve().parent / "_common" / "shared.py")
+shared = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(shared)
+
+
+def test_span_covers_strided_and_empty():
+    x = torch.empty(4, 6)
+    es = x.element_size()
+    assert shared._span(x) == (x.data_ptr(), x.data_ptr() + 24 * es)
+    t = x.t()  # same bytes, other strides
+    assert shared._span(t) == shared._span(x)
+    col = x[:, 2]
+    assert shared._span(col) == (x.data_ptr() + 2 * es, x.data_ptr() + (3 * 6 + 2 + 1) * es)
+    e = x[:0]
+    lo, hi = shared._span(e)
+    assert lo == hi
+
+
+def test_check_alias():
+    x = torch.randn(8, 16)
+    b = torch.randn(16)
+    ok = torch.empty(8, 16)
+    shared._check_alias("f", [("out", ok)], [("x", x), ("bias", b)])
+    shared._check_alias("f", [("out", None)], [("x", x), ("bias", None)])
+    # exactly the input, and allowed in place
+    shared._check_alias("f", [("out", x)], [("x", x), ("bias", b)], in_place=("x",))
+    cases = [
+        ([("out", x)], ()),  # in place not allowed
+        ([("out", x[1:])], ("x",)),  # shifted by a row: not element for element
+        ([("out", x.t().contiguous().t())], ("x",)),  # a copy: fine, checked below
+        ([("out", x.view(16, 8))], ("x",)),  # same bytes, other shape
+        ([("out", x[:, :8])], ("x",)),  # part of x
+    ]
+    for outs, in_place in cases:
+        o = outs[0][1]
+        if o.data_ptr() != x.data_ptr() and shared._span(o)[0] >= shared._span(x)[1]:
+            shared._check_alias("f", outs, [("x", x)], in_place=in_place)
+            continue
+        with pytest.raises(ValueError, match="shares memory with x"):
+            shared._check_alias("f", outs, [("x", x)], in_place=in_place)
+    # two outputs on one buffer
+    buf = torch.empty(2, 8, 16)
+    with pytest.raises(ValueError, match="output y shares memory with s"):
+        shared._check_alias("f", [("s", buf[0]), ("y", buf.view(16, 16)[4:12])], [("x", x)])
+    shared._check_alias("f", [("s", buf[0]), ("y", buf[1])], [("x", x)])
+    # an output inside the bias
+    with pytest.raises(ValueError, match="bias"):
+        shared._check_alias("f", [("out", b.view(1, 16))], [("x", x), ("bias", b)])
+
+
+@triton.jit
+def _axpy(X, Y, n, a, BLOCK: tl.constexpr, NEG: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(X + offs, mask=m).to(tl.float32)
+    y = a * x
+    if NEG:
+        y = -y
+    tl.store(Y + offs, y, mask=m)
+
+
+@pytest.mark.skipif(not shared.INTERPRET, reason="needs TRITON_INTERPRET=1")
+def test_launch_interpreter():
+    x = torch.randn(100)
+    y = torch.full_like(x, float("nan"))
+    shared._launch(_axpy, (triton.cdiv(100, 32),), (x, y, 100, 2.0), BLOCK=32, NEG=True)
+    torch.testing.assert_close(y, -2.0 * x)
+    with pytest.raises(TypeError, match="constexprs"):
+        shared._launch(_axpy, (4,), (x, y, 100, 2.0), NEG=True, BLOCK=32)
+
+
+def test_spec_keys():
+    assert shared._spec(1) != shared._spec(17)
+    assert shared._spec(16) != shared._spec(17)
+    assert shared._spec(2**31) != shared._spec(2**31 - 16)
+    assert shared._spec(2.0) == shared._spec(3.5)
+    assert shared._spec(True) != shared._spec(False)
+    x = torch.empty(64)
+    assert shared._spec(x) != shared._spec(x[1:])  # 16-byte alignment
+    assert shared._spec(x) != shared._spec(x.half())
