@@ -16,11 +16,7 @@ import (
 const benchTrace = "tl_h100_owlv2-large_pt2.6.json.gz"
 
 func benchPath(b *testing.B) string {
-	p, err := shared.Path("traces", "public", benchTrace)
-	if err != nil {
-		b.Skip(err)
-	}
-	return p
+	return shared.Require(b, "traces", "public", benchTrace)
 }
 
 // BenchmarkParse is trace.Open on the benchmark trace (the reference).

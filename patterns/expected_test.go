@@ -20,10 +20,7 @@ type expected struct {
 
 func loadExpected(t *testing.T) (string, map[string]expected) {
 	t.Helper()
-	dir, err := shared.Path("traces", "h200")
-	if err != nil {
-		t.Skip(err)
-	}
+	dir := shared.Require(t, "traces", "h200")
 	b, err := os.ReadFile(dir + "/EXPECTED.json")
 	if err != nil {
 		t.Fatal(err)

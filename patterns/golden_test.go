@@ -20,10 +20,7 @@ func goldenTraces(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	for _, dir := range []string{"public", "h200"} {
-		d, err := shared.Path("traces", dir)
-		if err != nil {
-			t.Skip(err)
-		}
+		d := shared.Require(t, "traces", dir)
 		ents, err := os.ReadDir(d)
 		if err != nil {
 			t.Fatal(err)

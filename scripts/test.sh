@@ -18,6 +18,11 @@ if [ -n "$unformatted" ]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
+echo "== go mod tidy" >&2
+if ! go mod tidy -diff; then
+	echo "go.mod/go.sum are not tidy (the diff above): run 'go mod tidy'" >&2
+	exit 1
+fi
 echo "== go vet" >&2
 go vet ./...
 echo "== go test" >&2

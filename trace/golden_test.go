@@ -14,15 +14,12 @@ import (
 var update = flag.Bool("update", false, "update the golden files")
 
 // sharedTraces lists the shared traces (public and h200), skipping the test when
-// the shared data is absent.
+// the shared data is absent (failing it when it is required: shared.Require).
 func sharedTraces(t testing.TB) []string {
 	t.Helper()
 	var out []string
 	for _, dir := range []string{"public", "h200"} {
-		d, err := shared.Path("traces", dir)
-		if err != nil {
-			t.Skip(err)
-		}
+		d := shared.Require(t, "traces", dir)
 		m, _ := filepath.Glob(filepath.Join(d, "*.json.gz"))
 		for _, p := range m {
 			if !isETName(filepath.Base(p)) {
@@ -31,7 +28,7 @@ func sharedTraces(t testing.TB) []string {
 		}
 	}
 	if len(out) == 0 {
-		t.Skip("no shared traces")
+		shared.Missing(t, "no *.json.gz in the shared traces/public and traces/h200")
 	}
 	return out
 }

@@ -29,10 +29,7 @@ func TestSplitPyFrame(t *testing.T) {
 // The profile of a real trace with Python stacks parses back, its GPU time equals the
 // trace's activity time, and a kernel's stack runs kernel -> op -> ... -> Python frames.
 func TestProfileOfRealTrace(t *testing.T) {
-	path, err := shared.Path("traces", "h200", "gpt2_train_sdpa_stack.json.gz")
-	if err != nil {
-		t.Skip(err)
-	}
+	path := shared.Require(t, "traces", "h200", "gpt2_train_sdpa_stack.json.gz")
 	tr, err := trace.Open(path)
 	if err != nil {
 		t.Fatal(err)

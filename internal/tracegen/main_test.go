@@ -10,10 +10,7 @@ import (
 )
 
 func TestGenerate(t *testing.T) {
-	src, err := shared.Path("traces", "h200", "gpt2_train_sdpa_stack.json.gz")
-	if err != nil {
-		t.Skip(err) // no shared data
-	}
+	src := shared.Require(t, "traces", "h200", "gpt2_train_sdpa_stack.json.gz")
 	out := filepath.Join(t.TempDir(), "g.json")
 	if err := run(out, "3MB", src); err != nil {
 		t.Fatal(err)
