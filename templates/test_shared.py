@@ -90,3 +90,26 @@ def test_spec_keys():
     x = torch.empty(64)
     assert shared._spec(x) != shared._spec(x[1:])  # 16-byte alignment
     assert shared._spec(x) != shared._spec(x.half())
+
+
+def _cuda():
+    return torch.cuda.is_available() and not shared.INTERPRET
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_launch_gpu_specializations():
+    """A cached compiled kernel is reused only for launches Triton would compile the same way:
+    sizes 1, 16, 17 (specialized as a constant / by divisibility), misaligned pointers, other
+    dtypes, other constexprs: each result right, before and after its cache entry exists."""
+    base = torch.randn(4096 + 8, device="cuda")
+    for _ in range(2):  # second round: every launch from the cache
+        for n in (1, 16, 17, 1000, 4096):
+            for off in (0, 1, 4):
+                for dt in (torch.float32, torch.float16):
+                    x = base[off:off + n].to(dt) if dt != torch.float32 else base[off:off + n]
+                    y = torch.full((n + 3,), float("nan"), device="cuda")[3:]  # misaligned output
+                    for neg in (False, True):
+                        shared._launch(_axpy, (triton.cdiv(n, 256),), (x, y, n, 1.5), BLOCK=256, NEG=neg)
+                        want = 1.5 * x.float() * (-1 if neg else 1)
+                        torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
