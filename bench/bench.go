@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fuseadvise/fuseadvise/internal/pyenv"
+	"github.com/fuseadvise/fuseadvise/templates"
 )
 
 //go:embed harness.py
@@ -25,6 +26,11 @@ var harness []byte
 
 // Harness returns the Python benchmark harness that Run executes.
 func Harness() []byte { return harness }
+
+// TimingLib is the file the harness times with (gpu_time_us, wall_time_us): the templates'
+// fa_testing.py, which Run writes beside the harness. Every folder is timed by this copy,
+// whatever version of it the folder holds.
+const TimingLib = "_common/fa_testing.py"
 
 // Options control a benchmark run.
 type Options struct {
@@ -107,6 +113,13 @@ func Run(ctx context.Context, dirs []string, o Options) (*Result, error) {
 	defer os.RemoveAll(tmp)
 	script := filepath.Join(tmp, "harness.py")
 	if err := os.WriteFile(script, harness, 0o644); err != nil {
+		return nil, err
+	}
+	lib, err := templates.Read(TimingLib)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "fa_testing.py"), lib, 0o644); err != nil {
 		return nil, err
 	}
 	flags := []string{script}

@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -67,11 +69,76 @@ func TestRunParsesRecordedHarnessOutput(t *testing.T) {
 	if c := res.Cases[0]; c.Launches != 1 || c.EagerLaunches != 2 || c.Bytes != 536903680 || c.CopyUs != 130.4 || !strings.Contains(c.Config, "BLOCK_N: 512") {
 		t.Errorf("case 0 details lost: %+v", c)
 	}
-	if c := res.Cases[1]; c.CopyUs != 0 {
-		t.Errorf("case 1 has no copy_us, got %v", c.CopyUs)
+	if res.FlushBytes != 256<<20 {
+		t.Errorf("flush_bytes = %d, want 256 MiB", res.FlushBytes)
+	}
+	c := res.Cases[0]
+	perCall := []struct {
+		name      string
+		got, want float64
+	}{
+		{"fused_wall_us", c.FusedWallUs, 136.4}, {"fused_host_us", c.FusedHostUs, 9.8},
+		{"eager_wall_us", c.EagerWallUs, 494.6}, {"eager_host_us", c.EagerHostUs, 14.1},
+		{"compile_wall_us", c.CompileWallUs, 210.3}, {"compile_host_us", c.CompileHostUs, 31.0},
+		{"compile_max_autotune_wall_us", c.CompileMaxWallUs, 209.1}, {"compile_max_autotune_host_us", c.CompileMaxHostUs, 30.2},
+		{"fused_wall_spread_us[1]", c.FusedWallSpread[1], 137.0}, {"eager_wall_spread_us[0]", c.EagerWallSpread[0], 494.0},
+		{"compile_wall_spread_us[1]", c.CompileWallSpread[1], 211.0},
+	}
+	for _, f := range perCall {
+		if f.got != f.want {
+			t.Errorf("case 0 %s = %v, want %v", f.name, f.got, f.want)
+		}
+	}
+	if c.WallCalls["fused"] != 147 || c.WallCalls["compile_max"] != 96 {
+		t.Errorf("case 0 wall_calls = %v", c.WallCalls)
+	}
+	// a case from a harness without the per-call figures (and without copy_us) loads with zeros
+	if c := res.Cases[1]; c.CopyUs != 0 || c.FusedWallUs != 0 || c.EagerHostUs != 0 || c.FusedWallSpread != nil || c.WallCalls != nil {
+		t.Errorf("case 1 has no copy_us nor per-call figures, got %+v", c)
 	}
 	if c := res.Cases[2]; !strings.Contains(c.Error, "12 of 5767168") {
 		t.Errorf("case 2 error lost: %q", c.Error)
+	}
+}
+
+// libRunner records what Run put beside the harness script.
+type libRunner struct{ lib []byte }
+
+func (l *libRunner) Run(ctx context.Context, python string, args, env []string, stderr io.Writer) ([]byte, error) {
+	var err error
+	l.lib, err = os.ReadFile(filepath.Join(filepath.Dir(args[0]), "fa_testing.py"))
+	return []byte(`{"gpu": "NVIDIA H200", "copy_tbps": 4.2}` + "\n"), err
+}
+
+// TestRunWritesTimingLib: the harness times every folder with the templates' fa_testing.py,
+// which Run writes beside it, not with the folder's own (possibly older) copy.
+func TestRunWritesTimingLib(t *testing.T) {
+	l := &libRunner{}
+	if _, err := Run(context.Background(), folders(t, "a"), Options{Runner: l}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("..", "templates", TimingLib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(l.lib, want) || !bytes.Contains(l.lib, []byte("def gpu_time_us(")) {
+		t.Errorf("fa_testing.py beside the harness is not the templates' (%d bytes, want %d)", len(l.lib), len(want))
+	}
+}
+
+// TestPythonTiming runs test_timing.py with the pinned venv: the timing loops against a
+// simulated GPU, the harness's JSON fields (checked against this package's json tags) and a
+// folder's bench.py output. On a GPU machine it also times a real kernel.
+func TestPythonTiming(t *testing.T) {
+	py, err := pyenv.Find("", nil)
+	if err != nil {
+		t.Skipf("no Python environment: %v", err)
+	}
+	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_timing.py")
+	cmd.Env = withoutInterpret(os.Environ())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pytest test_timing.py: %v\n%s", err, out)
 	}
 }
 

@@ -2,15 +2,28 @@ package bench
 
 // Result is one benchmark run on one GPU: what `fuseadvise bench` writes as JSON and what
 // `report` and `pr` read. Times are medians in microseconds unless a name says otherwise;
-// each timed figure also has its p20 and p80 (triton.testing.do_bench quantiles).
+// each GPU time of the main providers also has its p20 and p80.
+//
+// Two figures per provider. GPU time (FusedUs, ...): the provider's CUDA-graph replay timed
+// by CUDA events around the call alone, L2 emptied of dirty lines before every call
+// (fa_testing.gpu_time_us), or, for microsecond-scale cases (CUDAGraph), many calls back to
+// back in one graph, L2-warm. Per call (FusedWallUs, FusedHostUs, ...): the provider called
+// as an eager model calls it, no CUDA graph (fa_testing.wall_time_us). Results written
+// before the per-call figures have them all zero.
 type Result struct {
 	GPU      string  `json:"gpu"`
 	Torch    string  `json:"torch"`
 	Triton   string  `json:"triton"`
 	CopyTBps float64 `json:"copy_tbps"` // measured device-to-device copy bandwidth, bytes read + written
-	Command  string  `json:"command,omitempty"`
-	Date     string  `json:"date,omitempty"`
-	Cases    []Case  `json:"cases"`
+	// FlushBytes is the size of each of the two buffers of the L2 flush before every timed
+	// call, one written and then one read, so that no dirty line is left to be written back
+	// inside the timed call. 0: a result from before, timed by triton.testing.do_bench, whose
+	// flush only writes 256 MiB (4.5 µs of RMSNorm bf16 8192x4096's 38.4 on the H200 was
+	// that write-back).
+	FlushBytes int64  `json:"flush_bytes,omitempty"`
+	Command    string `json:"command,omitempty"`
+	Date       string `json:"date,omitempty"`
+	Cases      []Case `json:"cases"`
 }
 
 // Case is one generated kernel at one shape and dtype.
@@ -52,9 +65,33 @@ type Case struct {
 	Launches       int     `json:"launches"` // kernel launches of the fused version
 	EagerLaunches  int     `json:"eager_launches,omitempty"`
 	CUDAGraph      bool    `json:"cuda_graph,omitempty"` // timed with do_bench_cudagraph (µs-scale cases)
-	// Timing says how each provider was timed: "graph-replay" (its CUDA-graph replay under
-	// do_bench, L2 flushed: GPU time only), "cudagraph" (do_bench_cudagraph, µs-scale cases)
-	// or "call" (the Python call itself, when it could not be captured).
+	// Timing says how each provider's GPU time was taken: "graph-replay" (its CUDA-graph
+	// replay, L2 flushed: GPU time only), "cudagraph" (do_bench_cudagraph, µs-scale cases:
+	// back to back, L2-warm) or "call" (the Python call itself, when it could not be
+	// captured).
 	Timing map[string]string `json:"timing,omitempty"`
 	Config string            `json:"config,omitempty"` // the autotuner's chosen config
+
+	// Per call, as an eager model calls a kernel (no CUDA graph, no L2 flush). WallUs: the
+	// wall time per call of a loop of back-to-back calls (WallCalls of them, about 20 ms)
+	// with one synchronize at the end, host overhead and launch gaps included. HostUs: the
+	// time for one call to return (Python, checks, allocations, launches), from bursts of
+	// calls started on an idle GPU so that a full launch queue never makes the host wait.
+	// Medians over the repeats; the wall spreads are their min..max. 0 when not measured.
+	FusedWallUs       float64   `json:"fused_wall_us,omitempty"`
+	FusedHostUs       float64   `json:"fused_host_us,omitempty"`
+	FusedWallSpread   []float64 `json:"fused_wall_spread_us,omitempty"`
+	EagerWallUs       float64   `json:"eager_wall_us,omitempty"`
+	EagerHostUs       float64   `json:"eager_host_us,omitempty"`
+	EagerWallSpread   []float64 `json:"eager_wall_spread_us,omitempty"`
+	CompileWallUs     float64   `json:"compile_wall_us,omitempty"`
+	CompileHostUs     float64   `json:"compile_host_us,omitempty"`
+	CompileWallSpread []float64 `json:"compile_wall_spread_us,omitempty"`
+	CompileMaxWallUs  float64   `json:"compile_max_autotune_wall_us,omitempty"`
+	CompileMaxHostUs  float64   `json:"compile_max_autotune_host_us,omitempty"`
+	GemmOnlyWallUs    float64   `json:"gemm_only_wall_us,omitempty"`
+	GemmOnlyHostUs    float64   `json:"gemm_only_host_us,omitempty"`
+	// WallCalls is the number of calls in each provider's per-call loop (the last repeat's),
+	// by provider: "fused", "eager", "compile", "compile_max", "gemm_only".
+	WallCalls map[string]int `json:"wall_calls,omitempty"`
 }

@@ -2,11 +2,20 @@
 
 Times, on the traced shapes from case.py, the fused Triton kernel, the eager reference chain
 and torch.compile of the reference (default mode), forward only, after a correctness check
-on the GPU: each is captured in a CUDA graph and its replay timed with
-``triton.testing.do_bench(replay, warmup=25, rep=100, quantiles=[0.5, 0.2, 0.8])`` (L2 flushed
-before every call; GPU time, not the host's launch overhead). Prints one JSON object on stdout; diagnostics go to stderr.
+on the GPU. Two figures per provider (fa_testing.py has the timing functions):
 
-Usage: python bench.py [--no-compile] [--warmup MS] [--rep MS]
+- GPU time (``median_us``, ``p20_us``, ``p80_us``): the provider captured in a CUDA graph and
+  its replay timed by ``fa_testing.gpu_time_us`` (warm-up and repetitions of --warmup and
+  --rep milliseconds); before every call L2 is emptied without leaving dirty lines, and CUDA
+  events around the call alone time it. GPU time, not the host's launch overhead.
+- Per call (``wall_us``, ``host_us``, ``calls``): the provider called as an eager model calls
+  it, no CUDA graph, by ``fa_testing.wall_time_us``: the wall time per call of ``calls``
+  back-to-back calls (a loop of about --wall-ms) with one synchronize at the end, and the
+  time one call takes to return (the host's share: Python, checks, allocations, launches).
+
+Prints one JSON object on stdout; diagnostics go to stderr.
+
+Usage: python bench.py [--no-compile] [--warmup MS] [--rep MS] [--wall-ms MS]
 """
 
 import argparse
@@ -24,16 +33,31 @@ ref = fat.load_sibling(__file__, "reference")
 adapter = fat.load_sibling(__file__, "adapter")
 
 
+def time_provider(fn, warmup_ms, rep_ms, wall_ms):
+    """One provider's figures: GPU time of its CUDA-graph replay (or of the call, when it
+    cannot be captured) and its per-call wall and host time."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    replay = fat.graph_replay(fn)  # GPU time only; None: time the call itself
+    med, p20, p80 = fat.gpu_time_us(replay or fn, warmup_ms, rep_ms)
+    out = {"median_us": med, "p20_us": p20, "p80_us": p80, "timing": "graph-replay" if replay else "call"}
+    out.update(fat.wall_time_us(fn, wall_ms))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     ap.add_argument("--warmup", type=float, default=25.0)
     ap.add_argument("--rep", type=float, default=100.0)
+    ap.add_argument("--wall-ms", type=float, default=fat.WALL_TARGET_MS,
+                    help="length of the per-call loop of back-to-back plain calls")
     args = ap.parse_args()
 
     import torch
     import triton
-    from triton.testing import do_bench
 
     def jsonable(v):  # JSON has no inf / nan
         return str(v) if isinstance(v, float) and (v != v or abs(v) == float("inf")) else v
@@ -46,6 +70,7 @@ def main():
         print(json.dumps(result))
         return 2
     result["device"] = torch.cuda.get_device_name()
+    result["flush_bytes"] = fat.FLUSH_BYTES
 
     # correctness on the GPU before any timing
     try:
@@ -75,21 +100,18 @@ def main():
     times = {}
     for name, fn in providers:
         try:
-            fn()
-            torch.cuda.synchronize()
-            replay = fat.graph_replay(fn)  # GPU time only; None: time the call itself
-            med, p20, p80 = do_bench(replay or fn, warmup=args.warmup, rep=args.rep, quantiles=[0.5, 0.2, 0.8])
-            times[name] = {"median_us": med * 1e3, "p20_us": p20 * 1e3, "p80_us": p80 * 1e3,
-                           "timing": "graph-replay" if replay else "call"}
+            times[name] = time_provider(fn, args.warmup, args.rep, args.wall_ms)
         except Exception as e:  # a failing baseline is reported, not fatal
             times[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
             print(f"bench: {name} failed: {e}", file=sys.stderr)
     result["times"] = times
+    for figure, prefix in (("median_us", "speedup_vs_"), ("wall_us", "per_call_speedup_vs_")):
+        f = times["fused"].get(figure)
+        for base in ("eager", "compile"):
+            b = times.get(base, {}).get(figure)
+            if f and b:
+                result[prefix + base] = b / f
     f = times["fused"].get("median_us")
-    for base in ("eager", "compile"):
-        b = times.get(base, {}).get("median_us")
-        if f and b:
-            result[f"speedup_vs_{base}"] = b / f
     if f and hasattr(adapter, "nbytes"):
         nb = adapter.nbytes(case.SHAPES, dt, params)
         result["bytes"] = nb

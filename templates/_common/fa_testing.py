@@ -12,13 +12,18 @@ imports nothing but the standard library and torch.
 - ``TOL`` holds the per-dtype tolerances from the project's kernel conventions.
 - ``devices()`` gives the pytest parameters ``cpu`` (Triton interpreter) and ``cuda`` (marked
   ``gpu``); each is skipped where it cannot run.
+- ``gpu_time_us(fn)`` and ``wall_time_us(fn)`` time a call on the GPU (bench.py and the
+  benchmark harness use them): GPU time with L2 emptied of dirty lines before every call, and
+  the per-call wall and host time of calls made as an eager model makes them.
 """
 
 import hashlib
 import importlib.util
+import math
 import os
 import pathlib
 import sys
+import time
 
 import torch
 
@@ -98,6 +103,177 @@ def graph_replay(fn):
         print(f"CUDA-graph capture failed ({str(e)[:200]}); timing the plain call", file=sys.stderr)
         torch.cuda.synchronize()
         return None
+
+
+# Timing. bench.py and the benchmark harness time every provider with these two functions:
+#
+# - gpu_time_us: GPU time of one call, L2 emptied before every call (no dirty lines left whose
+#   write-back would land in the timed window), CUDA events around the call only; median, p20
+#   and p80 in microseconds.
+# - wall_time_us: per-call wall time of calls made as an eager model makes them (no CUDA
+#   graph, back to back, one synchronize at the end), and the host time of one call.
+
+QUANTILES = (0.5, 0.2, 0.8)  # median, p20, p80: triton.testing.do_bench's quantiles=[0.5, 0.2, 0.8]
+FLUSH_BYTES = 256 << 20  # each L2 flush buffer: over 4x the H200's 60 MB L2
+WALL_TARGET_MS = 20.0  # a per-call loop runs about this long
+WALL_MIN_CALLS, WALL_MAX_CALLS = 10, 10_000  # ... within these bounds
+HOST_BURST = 16  # calls per host-time burst: too few to fill the launch queue
+
+
+def quantiles(xs, qs=QUANTILES):
+    """The qs quantiles of xs, interpolated linearly between order statistics (as
+    triton.testing.do_bench computes its quantiles)."""
+    a = sorted(xs)
+    if not a:
+        raise ValueError("quantiles of no samples")
+    out = []
+    for q in qs:
+        if not 0 <= q <= 1:
+            raise ValueError(f"quantile {q} outside [0, 1]")
+        point = q * (len(a) - 1)
+        lo, hi = math.floor(point), math.ceil(point)
+        out.append(a[lo] + (a[hi] - a[lo]) * (point - lo))
+    return out
+
+
+def require_cuda(what):
+    """Raises RuntimeError, saying why, when timing cannot run here (no CUDA device, or the
+    Triton interpreter is on)."""
+    if not cuda_ok():
+        why = "TRITON_INTERPRET=1 is set" if INTERPRET else "torch.cuda.is_available() is False"
+        raise RuntimeError(f"{what} needs a CUDA GPU ({why})")
+
+
+class L2Flush:
+    """Empties the L2 cache and leaves no dirty line in it: writes one buffer larger than L2
+    (evicting whatever the previous call left, its outputs' write-back happening now), then
+    reads another (evicting the first buffer's dirty lines in turn). After it, L2 holds only
+    clean lines of the read buffer, which cost nothing to evict.
+
+    triton.testing.do_bench only writes (``cache.zero_()``): the write-back of the dirty lines
+    it leaves lands inside the next timed call. On the H200 that added 4.5 us to RMSNorm bf16
+    8192x4096 (38.4 -> 33.9 us with a read sweep after the write), 5 us to add+LayerNorm and
+    6 us to the fp32 copy of the same bytes."""
+
+    def __init__(self, device="cuda", nbytes=FLUSH_BYTES):
+        n = max(1, int(nbytes) // 4)
+        self.nbytes = 4 * n
+        self.written = torch.empty(n, dtype=torch.float32, device=device)
+        self.read = torch.ones(n, dtype=torch.float32, device=device)
+        self.sink = torch.empty((), dtype=torch.float32, device=device)
+
+    def __call__(self):
+        self.written.zero_()
+        torch.sum(self.read, 0, out=self.sink)
+
+
+_flushes = {}
+
+
+def l2_flush():
+    """The L2Flush of the current CUDA device, allocated once (2 x FLUSH_BYTES)."""
+    dev = torch.cuda.current_device()
+    if dev not in _flushes:
+        _flushes[dev] = L2Flush(f"cuda:{dev}")
+    return _flushes[dev]
+
+
+def rep_counts(estimate_ms, warmup_ms, rep_ms):
+    """Warm-up calls and timed calls for a call that takes estimate_ms (its flush included):
+    warmup_ms and rep_ms worth of them, at least one each, as triton.testing.do_bench counts."""
+    est = max(float(estimate_ms), 1e-6)
+    return max(1, int(warmup_ms / est)), max(1, int(rep_ms / est))
+
+
+def gpu_time_us(fn, warmup_ms=25.0, rep_ms=100.0, flush=None):
+    """GPU time of fn() in microseconds: [median, p20, p80] over rep_ms worth of calls, each
+    after an L2 flush (L2Flush: no dirty lines left), timed by CUDA events recorded around the
+    call only. Time a CUDA-graph replay (graph_replay) to leave the host's launch overhead
+    out: the GPU runs the flush while the host launches the call, so the start event is
+    reached with the call already queued. Raises RuntimeError without CUDA."""
+    require_cuda("gpu_time_us")
+    return _event_times_us(fn, flush or l2_flush(), lambda: torch.cuda.Event(enable_timing=True),
+                           torch.cuda.synchronize, warmup_ms, rep_ms)
+
+
+def _event_times_us(fn, flush, event, sync, warmup_ms, rep_ms):
+    """gpu_time_us's loop, given the flush, an event factory and the synchronize call."""
+    fn()
+    sync()
+    # the per-call estimate includes the flush, as do_bench's does: rep_ms bounds the loop
+    start, end = event(), event()
+    start.record()
+    for _ in range(5):
+        flush()
+        fn()
+    end.record()
+    sync()
+    n_warmup, n_rep = rep_counts(start.elapsed_time(end) / 5, warmup_ms, rep_ms)
+    for _ in range(n_warmup):
+        fn()
+    starts = [event() for _ in range(n_rep)]
+    ends = [event() for _ in range(n_rep)]
+    for s, e in zip(starts, ends):
+        flush()
+        s.record()
+        fn()
+        e.record()
+    sync()
+    return quantiles([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
+
+
+def loop_calls(per_call_us, target_ms=WALL_TARGET_MS, lo=WALL_MIN_CALLS, hi=WALL_MAX_CALLS):
+    """How many back-to-back calls of per_call_us each make a loop of about target_ms:
+    rounded up, within [lo, hi] (hi when the estimate is zero, lo when it is not a number)."""
+    if not math.isfinite(per_call_us) or per_call_us < 0:
+        return lo
+    if per_call_us == 0:
+        return hi
+    return int(min(hi, max(lo, math.ceil(target_ms * 1e3 / per_call_us))))
+
+
+def wall_time_us(fn, target_ms=WALL_TARGET_MS, burst=HOST_BURST):
+    """Per-call wall time and host time of fn() called as an eager model calls it: no CUDA
+    graph, no L2 flush. Returns {"wall_us", "host_us", "calls"}:
+
+    - wall_us: after a warm-up, ``calls`` calls back to back (loop_calls: about target_ms)
+      and one synchronize at the end, over ``calls``: what the call costs in a model step,
+      the host's launch overhead and the gaps between kernels included.
+    - host_us: the time for a call to return (Python, argument checks, allocations,
+      launches), the median over bursts of ``burst`` calls, each burst started on an idle GPU.
+      Not from the wall loop itself: there a GPU-bound provider fills the launch queue and
+      every call then waits for the GPU, which would report GPU time as host time.
+
+    Raises RuntimeError without CUDA."""
+    require_cuda("wall_time_us")
+    return _wall_times_us(fn, torch.cuda.synchronize, time.perf_counter, target_ms, burst)
+
+
+def _wall_times_us(fn, sync, clock, target_ms=WALL_TARGET_MS, burst=HOST_BURST):
+    """wall_time_us's loops, given the synchronize call and a clock in seconds."""
+    for _ in range(3):
+        fn()
+    sync()
+    t0 = clock()
+    for _ in range(5):
+        fn()
+    sync()
+    calls = loop_calls((clock() - t0) / 5 * 1e6, target_ms)
+    t0 = clock()
+    for _ in range(calls):
+        fn()
+    sync()
+    wall = (clock() - t0) / calls * 1e6
+    k = max(1, min(burst, calls))
+    host = []
+    for _ in range(max(3, min(50, calls // k))):
+        sync()
+        t0 = clock()
+        for _ in range(k):
+            fn()
+        host.append((clock() - t0) / k * 1e6)
+    sync()
+    return {"wall_us": wall, "host_us": quantiles(host, (0.5,))[0], "calls": calls}
 
 
 def poison(shape, dtype, device):

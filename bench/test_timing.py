@@ -1,0 +1,281 @@
+"""CPU tests of the benchmark's timing (templates/_common/fa_testing.py), the harness's JSON
+fields (harness.py) and a folder's bench.py output. No GPU: the timing loops run against a
+simulated GPU (a clock, events and a stream that the fake calls advance); on a machine with
+CUDA, test_gpu_smoke also times a real kernel.
+
+Run: python -m pytest -q bench/test_timing.py (go test ./bench runs it with the pinned venv).
+"""
+
+import importlib.util
+import itertools
+import json
+import math
+import pathlib
+import re
+import shutil
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+COMMON = REPO / "templates" / "_common"
+
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fat = load(COMMON / "fa_testing.py", "_test_timing_fa_testing")
+harness = load(HERE / "harness.py", "_test_timing_harness")
+
+
+class SimGPU:
+    """A GPU and a host clock: calls run host_us on the host, then gpu_us on the GPU, which
+    starts a kernel when both it and the kernel's launch are ready. Events stamp the GPU's
+    time when the stream reaches them."""
+
+    def __init__(self):
+        self.host = 0.0  # host clock, us
+        self.gpu = 0.0  # when the stream is free, us
+        self.log = []
+
+    def call(self, host_us, gpu_us, what="call"):
+        def fn():
+            self.host += host_us
+            self.gpu = max(self.gpu, self.host) + gpu_us
+            self.log.append(what)
+        return fn
+
+    def sync(self):
+        self.host = max(self.host, self.gpu)
+
+    def clock(self):  # seconds, as time.perf_counter
+        return self.host * 1e-6
+
+    def event(self):
+        gpu = self
+
+        class Event:
+            def record(self):
+                gpu.log.append("event")
+                self.t = max(gpu.gpu, gpu.host)
+
+            def elapsed_time(self, end):  # ms, as torch.cuda.Event
+                return (end.t - self.t) * 1e-3
+
+        return Event()
+
+
+def test_quantiles_match_triton():
+    from triton.testing import _quantile
+
+    xs = [3.0, 1.0, 4.0, 1.5, 9.0, 2.6, 5.0]
+    assert fat.quantiles(xs) == pytest.approx(_quantile(xs, [0.5, 0.2, 0.8]))
+    assert fat.quantiles([7.0]) == [7.0, 7.0, 7.0]
+    with pytest.raises(ValueError):
+        fat.quantiles([])
+
+
+def test_rep_counts_as_do_bench():
+    # 100 ms of 130 us calls: int(100 / 0.13) = 769; 25 ms of warm-up: 192
+    assert fat.rep_counts(0.13, 25, 100) == (192, 769)
+    assert fat.rep_counts(500, 25, 100) == (1, 1)  # at least one of each
+    w, r = fat.rep_counts(0, 25, 100)  # an estimate of zero does not divide by zero
+    assert w >= 1 and r >= 1
+
+
+def test_loop_calls():
+    cases = [
+        (2.0, 10_000),  # 20 ms / 2 us
+        (3.0, 6667),  # rounded up
+        (40.0, 500),
+        (1000.0, 20),
+        (10_000.0, 10),  # at least WALL_MIN_CALLS
+        (0.5, 10_000),  # at most WALL_MAX_CALLS
+        (0.0, 10_000),
+        (float("nan"), 10),
+        (float("inf"), 10),
+    ]
+    for per_call, want in cases:
+        assert fat.loop_calls(per_call) == want, per_call
+    assert fat.loop_calls(40.0, target_ms=4) == 100
+
+
+def test_flush_before_each_timed_call_outside_the_window():
+    sim = SimGPU()
+    fn = sim.call(host_us=5, gpu_us=40)
+    flush = sim.call(host_us=0, gpu_us=130, what="flush")
+    med, p20, p80 = fat._event_times_us(fn, flush, sim.event, sim.sync, warmup_ms=25, rep_ms=100)
+    # only the call is timed, not the flush before it
+    assert (med, p20, p80) == pytest.approx((40, 40, 40))
+    # the estimate includes the flush: 5 x (130 + 40) us, so int(100 / 0.17) timed calls
+    timed = "".join("F" if w == "flush" else "E" if w == "event" else "c" for w in sim.log)
+    timed = timed[timed.rindex("c" * 10) + 10:]  # after the warm-up calls
+    assert timed == "FEcE" * int(100 / 0.17)
+
+
+def test_gpu_time_quantiles_of_varying_calls():
+    sim = SimGPU()
+    durations = itertools.cycle([20.0, 30.0, 40.0, 50.0, 60.0])
+
+    def fn():
+        sim.call(1, next(durations))()
+
+    med, p20, p80 = fat._event_times_us(fn, sim.call(1, 100, "flush"), sim.event, sim.sync, 1, 10)
+    assert p20 < med < p80
+    assert med == pytest.approx(40, abs=1)
+    assert 20 <= p20 and p80 <= 60
+
+
+@pytest.mark.parametrize("host_us,gpu_us,wall", [
+    (5.0, 40.0, 40.0),  # GPU-bound: the host runs ahead, the loop takes the GPU's time
+    (12.0, 3.0, 12.0),  # host-bound: the GPU waits for each launch
+])
+def test_wall_and_host_time(host_us, gpu_us, wall):
+    sim = SimGPU()
+    r = fat._wall_times_us(sim.call(host_us, gpu_us), sim.sync, sim.clock)
+    assert r["wall_us"] == pytest.approx(wall, rel=0.01)
+    # the host time is the call's own, not the GPU's, even when the GPU is the bottleneck
+    assert r["host_us"] == pytest.approx(host_us)
+    # the loop runs about WALL_TARGET_MS (its count comes from an estimate of 5 calls)
+    assert r["calls"] * r["wall_us"] == pytest.approx(fat.WALL_TARGET_MS * 1e3, rel=0.05)
+
+
+def test_timing_refuses_without_cuda():
+    if fat.cuda_ok():
+        pytest.skip("CUDA is available here")
+    called = []
+    for f in (fat.gpu_time_us, fat.wall_time_us):
+        with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+            f(lambda: called.append(1))
+    assert not called
+
+
+def test_flush_writes_then_reads():
+    assert fat.FLUSH_BYTES >= 256 << 20  # over 4x the H200's L2
+    fl = fat.L2Flush("cpu", 1 << 12)
+    fl.written.fill_(7)
+    fl()
+    assert fl.nbytes == 1 << 12
+    assert not fl.written.any()
+    assert fl.sink.item() == fl.read.numel()  # the read buffer was summed: every line read
+
+
+def test_provider_fields():
+    gpu = [[10.0, 9.0, 11.0], [12.0, 11.5, 12.5], [11.0, 10.5, 11.8]]
+    wall = [{"wall_us": 30.0, "host_us": 8.0, "calls": 600}, {"wall_us": 28.0, "host_us": 9.0, "calls": 700},
+            {"wall_us": 35.0, "host_us": 7.5, "calls": 580}]
+    f = harness.provider_fields("fused", gpu, wall)
+    assert f == {"fused_us": 11.0, "fused_p20_us": 10.5, "fused_p80_us": 11.8, "fused_spread_us": [10.0, 12.0],
+                 "fused_wall_us": 30.0, "fused_host_us": 8.0, "fused_wall_spread_us": [28.0, 35.0]}
+    # secondary providers: medians only, under their JSON names
+    assert harness.provider_fields("compile_max", gpu, wall) == {
+        "compile_max_autotune_us": 11.0, "compile_max_autotune_wall_us": 30.0, "compile_max_autotune_host_us": 8.0}
+    # a provider whose per-call timing failed keeps its GPU time
+    assert set(harness.provider_fields("eager", gpu, [])) == {"eager_us", "eager_p20_us", "eager_p80_us", "eager_spread_us"}
+
+
+def test_fields_are_what_go_reads():
+    """Every key the harness writes is a json tag of bench.Case or bench.Result."""
+    gotags = set(re.findall(r'json:"([a-z0-9_]+)', "".join(p.read_text() for p in HERE.glob("result.go"))))
+    gpu, wall = [[1.0, 1.0, 1.0]], [{"wall_us": 2.0, "host_us": 1.0, "calls": 10}]
+    keys = {"wall_calls", "flush_bytes"}
+    for name in harness.KEYS:
+        keys |= set(harness.provider_fields(name, gpu, wall))
+    assert keys - gotags == set()
+
+
+def test_timing_path(tmp_path):
+    # from the checkout: the templates' copy
+    assert harness.timing_path() == COMMON / "fa_testing.py"
+    # beside the harness first (fuseadvise bench writes both into one folder)
+    (tmp_path / "harness.py").write_text("")
+    assert harness.timing_path(tmp_path / "harness.py") is None
+    (tmp_path / "fa_testing.py").write_text("")
+    assert harness.timing_path(tmp_path / "harness.py") == tmp_path / "fa_testing.py"
+
+
+FAKE_FOLDER = {
+    "case.py": 'PATTERN = "fake"\nDTYPE = "fp32"\nSHAPES = [[4, 8]]\nPARAMS = {"p": float("inf")}\n',
+    "kernel.py": "",
+    "reference.py": "",
+    "adapter.py": (
+        "def make_inputs(shapes, dt, params, device, seed):\n    return {}\n"
+        "def fused(kernel, inputs, params, poison=False):\n    return 'fused'\n"
+        "def reference(ref, inputs, params):\n    return 'eager'\n"
+        "def nbytes(shapes, dt, params):\n    return 1 << 20\n"
+    ),
+}
+
+
+@pytest.fixture
+def bench_py(tmp_path, monkeypatch):
+    """A folder's bench.py over a fake kernel folder, imported with its own fa_testing."""
+    for name, text in FAKE_FOLDER.items():
+        (tmp_path / name).write_text(text)
+    shutil.copy(COMMON / "fa_testing.py", tmp_path)
+    shutil.copy(COMMON / "bench.py", tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fa_testing", raising=False)
+    mod = load(tmp_path / "bench.py", "_test_timing_bench")
+    yield mod
+    sys.modules.pop("fa_testing", None)
+
+
+def run_main(mod, monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["bench.py", *args])
+    rc = mod.main()
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_bench_py_without_cuda(bench_py, monkeypatch, capsys):
+    monkeypatch.setattr(bench_py.fat, "cuda_ok", lambda: False)
+    rc, out = run_main(bench_py, monkeypatch, capsys)
+    assert rc == 2
+    assert out["pattern"] == "fake" and "needs CUDA" in out["error"]
+    assert out["params"] == {"p": "inf"}  # JSON has no inf
+    assert "times" not in out
+
+
+def test_bench_py_json(bench_py, monkeypatch, capsys):
+    import torch
+
+    fat_ = bench_py.fat
+    figures = {"fused": ([10.0, 9.5, 10.5], 14.0, 9.0), "eager": ([30.0, 29.0, 31.0], 35.0, 21.0)}
+    monkeypatch.setattr(fat_, "cuda_ok", lambda: True)
+    monkeypatch.setattr(fat_, "run_case", lambda *a: None)
+    monkeypatch.setattr(fat_, "graph_replay", lambda fn: fn)
+    monkeypatch.setattr(fat_, "gpu_time_us", lambda fn, w, r: figures[fn()][0])
+    monkeypatch.setattr(fat_, "wall_time_us", lambda fn, ms: {"wall_us": figures[fn()][1], "host_us": figures[fn()][2], "calls": 1000})
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "Fake GPU")
+    rc, out = run_main(bench_py, monkeypatch, capsys, "--no-compile")
+    assert rc == 0
+    assert out["times"]["fused"] == {"median_us": 10.0, "p20_us": 9.5, "p80_us": 10.5, "timing": "graph-replay",
+                                     "wall_us": 14.0, "host_us": 9.0, "calls": 1000}
+    assert out["speedup_vs_eager"] == 3.0
+    assert out["per_call_speedup_vs_eager"] == 2.5
+    assert "speedup_vs_compile" not in out and "per_call_speedup_vs_compile" not in out
+    assert out["flush_bytes"] == fat_.FLUSH_BYTES and out["device"] == "Fake GPU"
+    assert out["fused_gbps"] == pytest.approx((1 << 20) / 10e-6 / 1e9)
+
+
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA")
+def test_gpu_smoke():
+    import torch
+
+    x = torch.randn(1 << 24, device="cuda")
+    y = torch.empty_like(x)
+    fn = lambda: torch.mul(x, 2.0, out=y)  # noqa: E731
+    med, p20, p80 = fat.gpu_time_us(fat.graph_replay(fn) or fn, 5, 20)
+    assert 0 < p20 <= med <= p80
+    # 128 MiB moved: at most ~4.8 TB/s on an H200, and a flushed call cannot be faster
+    assert med > 128 * 2**20 / 5e12 * 1e6
+    r = fat.wall_time_us(fn, 5)
+    assert r["calls"] >= fat.WALL_MIN_CALLS
+    assert 0 < r["host_us"] and r["wall_us"] >= med * 0.5
+    assert math.isfinite(r["wall_us"])
