@@ -77,7 +77,7 @@ func fmtMs(us float64) string {
 // build assembles the document for in.
 func build(in Inputs) document {
 	d := document{Title: "fuseadvise report"}
-	sp := Speedups(in.Bench)
+	sp := SpeedupsFor(in.Bench, in.Use)
 	d.Sections = append(d.Sections,
 		summarySection(in, sp),
 		traceSection(in.Analysis, in.Trace),
@@ -163,6 +163,9 @@ func summarySection(in Inputs, sp []Speedup) section {
 		}
 		if len(parts) > 0 {
 			line = append(line, txt(": "+strings.Join(parts, ", ")))
+		}
+		if n := decidedPerCall(sp); n > 0 {
+			line = append(line, txt(fmt.Sprintf(" (%s decided on per-call time, as an eager model calls its kernels)", plural(n, "verdict"))))
 		}
 		s.List = append(s.List, append(line, txt(".")))
 	}
@@ -407,10 +410,25 @@ func benchStatus(sp []Speedup, g GenFolder) cell {
 		}
 	}
 	c := verdictCell(worst.Verdict)
-	if worst.VsEager > 0 {
-		c.Text = speedupCell(worst.VsEager, worst.EagerNoise) + " " + c.Text
+	if vs, isNoise := worst.VsEagerDecided(); vs > 0 {
+		sep := " "
+		if worst.Basis == OnPerCall {
+			sep = " per call: "
+		}
+		c.Text = speedupCell(vs, isNoise) + sep + c.Text
 	}
 	return c
+}
+
+// decidedPerCall counts the verdicts of sp decided on per-call time.
+func decidedPerCall(sp []Speedup) int {
+	n := 0
+	for _, s := range sp {
+		if s.Basis == OnPerCall {
+			n++
+		}
+	}
+	return n
 }
 
 func verdictRank(v Verdict) int {
@@ -430,9 +448,23 @@ func speedupSection(in Inputs, sp []Speedup) section {
 			txt(" on a machine with CUDA; until then the savings above are estimates, not measurements.")}}
 		return s
 	}
-	p := para{txt("Forward pass, one call, GPU time in µs: median (p20-p80) of "), code("triton.testing.do_bench"),
-		txt(" over each provider's CUDA-graph replay (L2 flushed before every call; microsecond-scale cases: "),
-		code("do_bench_cudagraph"), txt(").")}
+	p := para{txt("Forward pass, one call. GPU time in µs: median (p20-p80) of each provider's CUDA-graph replay, timed by CUDA events around the call alone, ")}
+	if r.FlushBytes > 0 {
+		p = append(p, txt(fmt.Sprintf("L2 emptied before every call without leaving dirty lines (%s written, then %s read)", fmtBytes(r.FlushBytes), fmtBytes(r.FlushBytes))))
+	} else {
+		p = append(p, txt("L2 flushed before every call by "), code("triton.testing.do_bench"),
+			txt(" (a 256 MiB write, whose dirty lines are written back inside the timed call: these times read a few µs high at large shapes)"))
+	}
+	p = append(p, txt("; microsecond-scale cases: "), code("do_bench_cudagraph"),
+		txt(", many calls back to back in one graph, L2-warm."))
+	if hasPerCall(sp) {
+		p = append(p, txt(" Per call µs: the wall time per call of the provider called as an eager model calls it (no CUDA graph, back-to-back calls, one synchronize at the end), host overhead included; in parentheses, the host's time for one call to return."))
+		if in.Use == UseGraphs {
+			p = append(p, txt(" Verdicts are decided on GPU time: the traced model runs under CUDA graphs or torch.compile, where a kernel's host overhead is not paid per call; the per-call verdict is beside it."))
+		} else {
+			p = append(p, txt(" Verdicts are decided on per-call time, as an eager model pays it (the analysis does not record whether the trace ran under CUDA graphs or torch.compile; if it did, the GPU-time verdict beside it applies)."))
+		}
+	}
 	if r.GPU != "" {
 		p = append(p, txt(" GPU "), code(r.GPU))
 	}
@@ -460,10 +492,50 @@ func speedupSection(in Inputs, sp []Speedup) section {
 		s.Before = append(s.Before, para{txt("The benchmark results hold no case.")})
 		return s
 	}
-	tb := &table{
-		Head: []string{"case", "dtype, shape", "fused µs", "eager µs", "compile µs", "vs eager", "vs compile", "% of floor", "% of copy", "predicted µs", "prediction error", "verdict", "notes"},
-		Num:  []bool{false, false, true, true, true, true, true, true, true, true, true, false, false},
+	s.Table = speedupTable(sp, in.Use)
+	s.Chart = true
+	if errs := predictionSummary(sp); errs != "" {
+		s.After = append(s.After, para{txt(errs)})
 	}
+	return s
+}
+
+// speedupTable is the speedup section's table. With per-call figures (any case has them),
+// each time and speedup has a per-call column beside it, and the verdict the other figure's
+// verdict.
+func speedupTable(sp []Speedup, use Use) *table {
+	perCall := hasPerCall(sp)
+	tb := &table{}
+	col := func(head string, num bool) {
+		tb.Head = append(tb.Head, head)
+		tb.Num = append(tb.Num, num)
+	}
+	col("case", false)
+	col("dtype, shape", false)
+	for _, p := range []string{"fused", "eager", "compile"} {
+		col(p+" µs", true)
+		if perCall {
+			col(p+" per call µs", true)
+		}
+	}
+	for _, p := range []string{"vs eager", "vs compile"} {
+		col(p, true)
+		if perCall {
+			col(p+" per call", true)
+		}
+	}
+	for _, h := range []string{"% of floor", "% of copy", "predicted µs", "prediction error"} {
+		col(h, true)
+	}
+	col("verdict", false)
+	if perCall {
+		other := "per-call verdict"
+		if use == UseEager {
+			other = "GPU-time verdict"
+		}
+		col(other, false)
+	}
+	col("notes", false)
 	for _, x := range sp {
 		c := x.Case
 		floor, cp, pred, perr := "-", "-", "-", "-"
@@ -477,23 +549,59 @@ func speedupSection(in Inputs, sp []Speedup) section {
 			pred = fmtUs(c.PredictedUs)
 			perr = fmtSignedPct(x.PredErrPct)
 		}
-		tb.Rows = append(tb.Rows, []cell{
-			code(x.Label), code(x.Sub),
-			numc(timeCell(c.FusedUs, c.FusedP20, c.FusedP80)),
-			numc(timeCell(c.EagerUs, c.EagerP20, c.EagerP80)),
-			numc(timeCell(c.CompileUs, c.CompileP20, c.CompileP80)),
-			numc(speedupCell(x.VsEager, x.EagerNoise)),
-			numc(speedupCell(x.VsCompile, x.CompileNoise)),
-			numc(floor), numc(cp), numc(pred), numc(perr),
-			verdictCell(x.Verdict), code(strings.Join(x.Notes, "; ")),
-		})
+		row := []cell{code(x.Label), code(x.Sub)}
+		for _, t := range [][5]float64{
+			{c.FusedUs, c.FusedP20, c.FusedP80, c.FusedWallUs, c.FusedHostUs},
+			{c.EagerUs, c.EagerP20, c.EagerP80, c.EagerWallUs, c.EagerHostUs},
+			{c.CompileUs, c.CompileP20, c.CompileP80, c.CompileWallUs, c.CompileHostUs},
+		} {
+			row = append(row, numc(timeCell(t[0], t[1], t[2])))
+			if perCall {
+				row = append(row, numc(perCallCell(t[3], t[4])))
+			}
+		}
+		row = append(row, numc(speedupCell(x.VsEager, x.EagerNoise)))
+		if perCall {
+			row = append(row, numc(speedupCell(x.WallVsEager, x.WallEagerNoise)))
+		}
+		row = append(row, numc(speedupCell(x.VsCompile, x.CompileNoise)))
+		if perCall {
+			row = append(row, numc(speedupCell(x.WallVsCompile, x.WallCompileNoise)))
+		}
+		row = append(row, numc(floor), numc(cp), numc(pred), numc(perr), verdictCell(x.Verdict))
+		if perCall { // the column holds the verdict on the figure that does not decide for use
+			other := x.CallVerdict
+			if use == UseEager {
+				other = x.GPUVerdict
+			}
+			if other == "" {
+				row = append(row, cell{Text: "-", Class: "muted"})
+			} else {
+				row = append(row, verdictCell(other))
+			}
+		}
+		tb.Rows = append(tb.Rows, append(row, code(strings.Join(x.Notes, "; "))))
 	}
-	s.Table = tb
-	s.Chart = true
-	if errs := predictionSummary(sp); errs != "" {
-		s.After = append(s.After, para{txt(errs)})
+	return tb
+}
+
+// perCallCell is "wall (host h)", "-" when not measured.
+func perCallCell(wall, host float64) string {
+	if !pos(wall) {
+		return "-"
 	}
-	return s
+	if pos(host) {
+		return fmtUs(wall) + " (host " + fmtUs(host) + ")"
+	}
+	return fmtUs(wall)
+}
+
+// fmtBytes prints a byte count in MiB, or in bytes below one MiB.
+func fmtBytes(n int64) string {
+	if n >= 1<<20 {
+		return shortest(float64(n)/(1<<20)) + " MiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 // predictionSummary describes how far the analyzer's predicted fused times were from the
@@ -524,7 +632,8 @@ func readingSection() section {
 		{txt("% of floor: the floor time (fewest bytes over the measured copy bandwidth, or FLOPs over the GEMM rate) over the fused time; 100% is as fast as the hardware allows.")},
 		{txt("% of copy: an elementwise copy of the same bytes, timed the same way, over the fused time; 100% is as fast as the memory system moves that many bytes (smaller working sets do not reach the floor's bandwidth); not shown for GEMM patterns, whose floor is their arithmetic.")},
 		{txt("prediction error: (predicted - measured) / measured fused time; negative means the cost model was optimistic.")},
-		{txt(fmt.Sprintf("verdicts: ship (measurably faster than eager); noise (within the spread); review (above %g×: check the baseline and shapes before believing it); do not ship (below %.1f×); failed (wrong results on the GPU, or the harness failed); not timed.", ReviewAbove, ShipAtLeast))},
+		{txt("per call: the wall time per call of plain calls back to back (no CUDA graph), what an eager model pays, the host's overhead included; host: the time for one call to return. GPU time leaves the host out, as CUDA graphs and torch.compile do.")},
+		{txt(fmt.Sprintf("verdicts: ship (measurably faster than eager); noise (within the spread); review (above %g×: check the baseline and shapes before believing it); do not ship (below %.1f×); failed (wrong results on the GPU, or the harness failed); not timed. Decided on per-call time for a model that calls its kernels eagerly, on GPU time under CUDA graphs or torch.compile (and for results without per-call times); the other figure's verdict is beside it.", ReviewAbove, ShipAtLeast))},
 		{txt("verification: pass, FAIL (an output or gradient outside the tolerance), ERROR (the kernel raised), not run (refused: too large for the interpreter, or timed out), skipped (the case does not apply).")},
 	}}
 }

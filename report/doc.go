@@ -8,10 +8,12 @@
 //
 // Markdown and HTML write one report: the trace summary, the ranked opportunities, the
 // generated folders, the verification results, the speedup table (fused, eager and
-// torch.compile medians with p20-p80, speedups, % of the floor and of a plain copy of the
-// same bytes, predicted versus measured fused time, a verdict per case) and a chart drawn as SVG with no script (SVG, embedded
-// inline in the HTML). Speedups is the table's data for other renderers. WriteCSV writes
-// the timings in Liger-Kernel's benchmark CSV schema.
+// torch.compile GPU-time medians with p20-p80 and, beside each, the per-call wall and host
+// time of plain calls; speedups on both figures, % of the floor and of a plain copy of the
+// same bytes, predicted versus measured fused time, a verdict per case on the figure that
+// matches how the model runs, Inputs.Use) and a chart drawn as SVG with no script (SVG,
+// embedded inline in the HTML). Speedups and SpeedupsFor are the table's data for other
+// renderers. WriteCSV writes the GPU times in Liger-Kernel's benchmark CSV schema.
 //
 // WritePR writes a folder ready to propose as a pull request (kernels, tests, bench
 // script, results, PR.md with the evidence), atomically. CommitToRepo commits such a

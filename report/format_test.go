@@ -55,6 +55,9 @@ func extreme(t *testing.T) Inputs {
 	c.EagerUs, c.EagerP20, c.EagerP80 = 1.7e308, 1e308, 1.79e308
 	c.CompileUs, c.CompileP20, c.CompileP80 = 1e-300, 1e-301, 2e-300
 	c.PredictedUs, c.FloorUs, c.GemmOnlyUs = 1e300, 1e-9, 1e307
+	c.FusedWallUs, c.FusedHostUs = 1.2e308, 1e307
+	c.EagerWallUs, c.EagerHostUs = 1.75e308, 1.1e308
+	c.CompileWallUs, c.CompileHostUs = 2e-300, 1e-300
 	in.Bench = &b
 	in.Targets = true
 	return in
@@ -70,7 +73,7 @@ func TestHugeNumbers(t *testing.T) {
 		f    func(io.Writer, Inputs) error
 		want []string
 	}{
-		{"markdown", Markdown, []string{"| 1e+308 (1e+307-1.5e+308) | 1.7e+308 (1e+308-1.79e+308) | 1e-300 (1e-301-2e-300) |", "measured copy bandwidth 1e+300 TB/s", "GEMM alone 1e+307 µs"}},
+		{"markdown", Markdown, []string{"| 1e+308 (1e+307-1.5e+308) | 1.2e+308 (host 1e+307) | 1.7e+308 (1e+308-1.79e+308) | 1.75e+308 (host 1.1e+308) | 1e-300 (1e-301-2e-300) | 2e-300 (host 1e-300) |", "measured copy bandwidth 1e+300 TB/s", "GEMM alone 1e+307 µs"}},
 		{"csv", csvOut, []string{",1e+305,1e+304,1.5e+305,"}},
 	} {
 		out := render(t, tc.f, in)

@@ -14,7 +14,7 @@ import (
 func HTML(w io.Writer, in Inputs) error {
 	var chart bytes.Buffer
 	cw := bufio.NewWriter(&chart)
-	writeSVG(cw, in.Bench, in.Scale)
+	writeSVG(cw, in.Bench, in.Scale, in.Use)
 	cw.Flush()
 	d := build(in)
 	data := struct {

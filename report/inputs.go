@@ -32,6 +32,11 @@ type Inputs struct {
 	// Targets adds to the report (Markdown and HTML) a "Performance targets" section, the
 	// check of Bench against the project's targets (Targets), when Bench is present.
 	Targets bool
+	// Use is how the traced model calls its kernels, which picks the figure each verdict is
+	// decided on: per-call time for UseEager (the zero value; GPU time for cases without
+	// per-call figures), GPU time for UseGraphs (CUDA graphs, torch.compile). The analysis
+	// does not record it; the report says which figure decided.
+	Use Use
 }
 
 // TraceExtra is the "summary" object the analyze verb adds beside the contract's "trace":

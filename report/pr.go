@@ -191,7 +191,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 func prMarkdown(w io.Writer, in Inputs) error {
 	bw := bufio.NewWriter(w)
 	p := func(s string) { bw.WriteString(s) }
-	sp := Speedups(in.Bench)
+	sp := SpeedupsFor(in.Bench, in.Use)
 
 	var pats []string
 	for _, g := range in.Generated {
@@ -287,6 +287,13 @@ func prMarkdown(w io.Writer, in Inputs) error {
 			if s.VsCompile > 0 {
 				m += ", " + speedupCell(s.VsCompile, s.CompileNoise) + " vs compile"
 			}
+			if pos(c.FusedWallUs) {
+				m += "; per call: fused " + perCallCell(c.FusedWallUs, c.FusedHostUs) + " µs, eager " + perCallCell(c.EagerWallUs, c.EagerHostUs) +
+					" µs, torch.compile " + perCallCell(c.CompileWallUs, c.CompileHostUs) + " µs"
+				if s.WallVsEager > 0 {
+					m += ", " + speedupCell(s.WallVsEager, s.WallEagerNoise) + " vs eager"
+				}
+			}
 			if s.FloorPct > 0 {
 				m += "; " + fmtPct(s.FloorPct) + " of floor"
 			}
@@ -297,6 +304,9 @@ func prMarkdown(w io.Writer, in Inputs) error {
 				m += "; predicted " + fmtUs(c.PredictedUs) + " µs (" + fmtSignedPct(s.PredErrPct) + ")"
 			}
 			m = mdText(m) + ": " + mdCell(verdictCell(s.Verdict), true)
+			if s.Basis == OnPerCall {
+				m += " (per call)"
+			}
 			if len(s.Notes) > 0 {
 				m += " " + codeSpan(strings.Join(s.Notes, "; "), true)
 			}

@@ -387,7 +387,7 @@ func TestSpeedupVerdicts(t *testing.T) {
 		{"no eager time", with(func(c *bench.Case) { c.EagerUs = 0 }), NotTimed, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := speedup(tc.c)
+			s := speedup(tc.c, UseEager)
 			if s.Verdict != tc.verdict {
 				t.Errorf("verdict %q, want %q (notes %q)", s.Verdict, tc.verdict, s.Notes)
 			}
@@ -399,24 +399,112 @@ func TestSpeedupVerdicts(t *testing.T) {
 			}
 		})
 	}
-	s := speedup(base)
+	s := speedup(base, UseEager)
 	if s.FloorPct != 50 || !s.HasPred || s.PredErrPct != -20 || s.VsCompile != 1.5 {
 		t.Errorf("floor %v%%, prediction error %v%% (%v), vs compile %v; want 50, -20, 1.5", s.FloorPct, s.PredErrPct, s.HasPred, s.VsCompile)
 	}
-	slowerThanCompile := speedup(with(func(c *bench.Case) { c.CompileUs, c.CompileP20, c.CompileP80 = 7, 6.9, 7.1 }))
+	slowerThanCompile := speedup(with(func(c *bench.Case) { c.CompileUs, c.CompileP20, c.CompileP80 = 7, 6.9, 7.1 }), UseEager)
 	if !strings.Contains(strings.Join(slowerThanCompile.Notes, ";"), "torch.compile is faster") {
 		t.Errorf("notes %q do not say torch.compile is faster", slowerThanCompile.Notes)
 	}
 }
 
 func TestRecordedVerdicts(t *testing.T) {
-	var got []Verdict
-	for _, s := range Speedups(recorded(t).Bench) {
-		got = append(got, s.Verdict)
+	// case 1 has no per-call figures (GPU time decides for any use); case 3 is host-bound
+	// (slower than eager on GPU time, faster per call), case 4 the other way round
+	for _, tc := range []struct {
+		use  Use
+		want []Verdict
+	}{
+		{UseEager, []Verdict{Ship, Review, Ship, Ship, DoNotShip, Noise, Failed}},
+		{UseGraphs, []Verdict{Ship, Review, Ship, DoNotShip, Ship, Noise, Failed}},
+	} {
+		var got []Verdict
+		for _, s := range SpeedupsFor(recorded(t).Bench, tc.use) {
+			got = append(got, s.Verdict)
+		}
+		if strings.Join(verdictStrings(got), ",") != strings.Join(verdictStrings(tc.want), ",") {
+			t.Errorf("use %d: verdicts %q, want %q", tc.use, got, tc.want)
+		}
 	}
-	want := []Verdict{Ship, Review, Ship, DoNotShip, Ship, Noise, Failed}
-	if strings.Join(verdictStrings(got), ",") != strings.Join(verdictStrings(want), ",") {
-		t.Errorf("verdicts %q, want %q", got, want)
+}
+
+func TestPerCallVerdicts(t *testing.T) {
+	base := bench.Case{Pattern: "p", Dtype: "bf16", Shape: []int64{4}, Correct: true,
+		FusedUs: 10, FusedP20: 9.9, FusedP80: 10.1, EagerUs: 20, EagerP20: 19.8, EagerP80: 20.2,
+		FusedWallUs: 12, FusedHostUs: 6, EagerWallUs: 30, EagerHostUs: 25}
+	with := func(f func(c *bench.Case)) bench.Case { c := base; f(&c); return c }
+	for _, tc := range []struct {
+		name         string
+		c            bench.Case
+		use          Use
+		verdict      Verdict
+		basis        Basis
+		gpu, perCall Verdict
+		note         string // a note the verdict must carry
+	}{
+		{"eager use: per call decides", base, UseEager, Ship, OnPerCall, Ship, Ship, ""},
+		{"graphs: GPU time decides", base, UseGraphs, Ship, OnGPUTime, Ship, Ship, ""},
+		{"host-heavy fused call loses per call", with(func(c *bench.Case) { c.FusedWallUs, c.FusedHostUs = 35, 33 }),
+			UseEager, DoNotShip, OnPerCall, Ship, DoNotShip, "on GPU time: ship (2.00× vs eager)"},
+		{"the same under graphs", with(func(c *bench.Case) { c.FusedWallUs, c.FusedHostUs = 35, 33 }),
+			UseGraphs, Ship, OnGPUTime, Ship, DoNotShip, "per call: do not ship (0.86× vs eager)"},
+		{"host-bound eager chain: per call wins", with(func(c *bench.Case) { c.EagerUs, c.EagerP20, c.EagerP80 = 8, 7.9, 8.1 }),
+			UseEager, Ship, OnPerCall, DoNotShip, Ship, "on GPU time: do not ship (0.80× vs eager)"},
+		{"per-call spreads overlap", with(func(c *bench.Case) {
+			c.EagerWallUs, c.FusedWallSpread, c.EagerWallSpread = 12.5, []float64{11.8, 12.6}, []float64{12.3, 12.9}
+		}), UseEager, Noise, OnPerCall, Ship, Noise, "faster than eager by less than the repeats' spread"},
+		{"no eager per-call time: GPU time decides", with(func(c *bench.Case) { c.EagerWallUs = 0 }),
+			UseEager, Ship, OnGPUTime, Ship, "", ""},
+		{"old result: no per-call figures", with(func(c *bench.Case) { c.FusedWallUs, c.FusedHostUs, c.EagerWallUs, c.EagerHostUs = 0, 0, 0, 0 }),
+			UseEager, Ship, OnGPUTime, Ship, "", ""},
+		{"wrong on the GPU", with(func(c *bench.Case) { c.Correct = false }), UseEager, Failed, OnGPUTime, Failed, "", ""},
+		{"host-bound fused call", with(func(c *bench.Case) { c.FusedHostUs = 11 }), UseEager, Ship, OnPerCall, Ship, Ship,
+			"host-bound: a fused call takes 11.0 µs to return, its kernels 10.0 µs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := speedup(tc.c, tc.use)
+			if s.Verdict != tc.verdict || s.Basis != tc.basis || s.GPUVerdict != tc.gpu || s.CallVerdict != tc.perCall {
+				t.Errorf("verdict %q on %q (GPU %q, per call %q), want %q on %q (%q, %q)",
+					s.Verdict, s.Basis, s.GPUVerdict, s.CallVerdict, tc.verdict, tc.basis, tc.gpu, tc.perCall)
+			}
+			if notes := strings.Join(s.Notes, "; "); tc.note != "" && !strings.Contains(notes, tc.note) {
+				t.Errorf("notes %q lack %q", notes, tc.note)
+			}
+		})
+	}
+	if s := speedup(base, UseEager); s.WallVsEager != 2.5 || s.VsEager != 2 {
+		t.Errorf("per call %vx, GPU %vx; want 2.5 and 2", s.WallVsEager, s.VsEager)
+	}
+}
+
+// TestOldResults: a result from before the per-call figures and the read-back flush (the
+// committed H200 results) loads, is judged on GPU time, shows no per-call column and says
+// how its L2 flush was done.
+func TestOldResults(t *testing.T) {
+	r, err := LoadBench(filepath.Join("..", "docs", "benchmarks", "h200.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.FlushBytes != 0 || len(r.Cases) == 0 {
+		t.Fatalf("flush_bytes %d, %d cases: want an old result", r.FlushBytes, len(r.Cases))
+	}
+	for _, s := range Speedups(r) {
+		if s.Basis != OnGPUTime || s.Verdict != s.GPUVerdict || s.CallVerdict != "" || s.WallVsEager != 0 {
+			t.Fatalf("%s: verdict %q on %q, per call %q: want the GPU-time verdict", s.Label, s.Verdict, s.Basis, s.CallVerdict)
+		}
+	}
+	md := string(render(t, Markdown, Inputs{Bench: r}))
+	if strings.Contains(md, "per call µs") || strings.Contains(md, "GPU-time verdict") || strings.Contains(md, "decided on per-call") {
+		t.Error("an old result's report has per-call columns")
+	}
+	if !strings.Contains(md, "whose dirty lines are written back inside the timed call") {
+		t.Error("an old result's report does not say its flush left dirty lines")
+	}
+	in := recorded(t)
+	md = string(render(t, Markdown, in))
+	if !strings.Contains(md, "256 MiB written, then 256 MiB read") || !strings.Contains(md, "fused per call µs") {
+		t.Error("a new result's report lacks its flush or its per-call columns")
 	}
 }
 

@@ -28,35 +28,89 @@ const (
 	ShipAtLeast = 1.0  // speedups below this are marked "do not ship"
 )
 
+// Basis is the figure a verdict is decided on.
+type Basis string
+
+const (
+	OnGPUTime Basis = "GPU time" // CUDA-graph replays: the kernels alone, as under CUDA graphs or torch.compile
+	OnPerCall Basis = "per call" // plain calls back to back: the host's overhead included, as an eager model pays it
+)
+
+// Use is how the traced model calls its kernels; it picks the basis of the verdicts.
+type Use int
+
+const (
+	// UseEager: plain calls, one launch after another (the default: the analysis does not
+	// record whether a trace ran under CUDA graphs). Verdicts on per-call time, where
+	// measured; on GPU time for results without it.
+	UseEager Use = iota
+	// UseGraphs: under CUDA graphs (or torch.compile's): verdicts on GPU time.
+	UseGraphs
+)
+
 // Speedup is one benchmarked case with the figures the report derives from it.
 type Speedup struct {
 	Case  bench.Case
 	Label string // the folder name, or the pattern
 	Sub   string // dtype and main shape
 
-	VsEager      float64 // eager / fused medians; 0 when either is missing
-	VsCompile    float64 // compile / fused medians; 0 when either is missing
+	VsEager      float64 // eager / fused GPU-time medians; 0 when either is missing
+	VsCompile    float64 // compile / fused GPU-time medians; 0 when either is missing
 	EagerNoise   bool    // |eager - fused| is less than the wider p20-p80 spread of the two, or within the repeats' spread (bench.Noise)
 	CompileNoise bool    // the same against torch.compile
-	FloorPct     float64 // floor / fused, in percent; 0 when unknown
-	CopyPct      float64 // a plain copy of the same bytes / fused, in percent; 0 when unknown
-	PredErrPct   float64 // (predicted - fused) / fused, in percent; valid when HasPred
-	HasPred      bool
+	// Per call: the baseline's per-call wall time over the fused one (0 when either is
+	// missing), and whether they differ by less than the repeats' spread (bench.Noise).
+	WallVsEager      float64
+	WallVsCompile    float64
+	WallEagerNoise   bool
+	WallCompileNoise bool
+	FloorPct         float64 // floor / fused, in percent; 0 when unknown
+	CopyPct          float64 // a plain copy of the same bytes / fused, in percent; 0 when unknown
+	PredErrPct       float64 // (predicted - fused) / fused, in percent; valid when HasPred
+	HasPred          bool
 
-	Verdict Verdict
-	Notes   []string
+	// Verdict is the case's verdict: CallVerdict when Basis is OnPerCall, else GPUVerdict.
+	Verdict     Verdict
+	Basis       Basis
+	GPUVerdict  Verdict // on GPU time
+	CallVerdict Verdict // on per-call wall time; "" when not measured
+	Notes       []string
 }
 
-// Speedups derives the report's figures for every case of r, in order.
-func Speedups(r *bench.Result) []Speedup {
+// Speedups derives the report's figures for every case of r, in order, with verdicts for
+// UseEager (SpeedupsFor).
+func Speedups(r *bench.Result) []Speedup { return SpeedupsFor(r, UseEager) }
+
+// SpeedupsFor derives the report's figures for every case of r, in order, with verdicts on
+// the figure that matches use: per-call time for UseEager (where measured), GPU time for
+// UseGraphs.
+func SpeedupsFor(r *bench.Result, use Use) []Speedup {
 	if r == nil {
 		return nil
 	}
 	out := make([]Speedup, 0, len(r.Cases))
 	for _, c := range r.Cases {
-		out = append(out, speedup(c))
+		out = append(out, speedup(c, use))
 	}
 	return out
+}
+
+// hasPerCall reports whether any case of sp has per-call figures.
+func hasPerCall(sp []Speedup) bool {
+	for _, s := range sp {
+		if c := &s.Case; pos(c.FusedWallUs) || pos(c.EagerWallUs) || pos(c.CompileWallUs) {
+			return true
+		}
+	}
+	return false
+}
+
+// VsEagerDecided is the speedup over eager on the verdict's basis, and whether it is noise.
+func (s *Speedup) VsEagerDecided() (float64, bool) {
+	if s.Basis == OnPerCall {
+		return s.WallVsEager, s.WallEagerNoise
+	}
+	return s.VsEager, s.EagerNoise
 }
 
 func pos(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
@@ -74,7 +128,7 @@ func noise(a, a20, a80, b, b20, b80 float64) bool {
 	return math.Abs(a-b) < math.Max(sa, sb)
 }
 
-func speedup(c bench.Case) Speedup {
+func speedup(c bench.Case, use Use) Speedup {
 	s := Speedup{Case: c, Label: c.Name, Sub: c.Dtype + " " + shapeString(c.Shape)}
 	if s.Label == "" {
 		s.Label = c.Pattern
@@ -101,35 +155,56 @@ func speedup(c bench.Case) Speedup {
 		s.HasPred = true
 		s.PredErrPct = 100 * (c.PredictedUs - c.FusedUs) / c.FusedUs
 	}
+	if timed && pos(c.FusedWallUs) && pos(c.EagerWallUs) {
+		s.WallVsEager = c.EagerWallUs / c.FusedWallUs
+		s.WallEagerNoise = bench.Noise(c.FusedWallUs, c.EagerWallUs, c.FusedWallSpread, c.EagerWallSpread)
+	}
+	if timed && pos(c.FusedWallUs) && pos(c.CompileWallUs) {
+		s.WallVsCompile = c.CompileWallUs / c.FusedWallUs
+		s.WallCompileNoise = bench.Noise(c.FusedWallUs, c.CompileWallUs, c.FusedWallSpread, c.CompileWallSpread)
+	}
+	var gpuNote, callNote string
 	switch {
 	case !c.Correct:
-		s.Verdict = Failed
+		s.GPUVerdict = Failed
 		if c.Error != "" {
 			s.Notes = append(s.Notes, "error: "+c.Error)
 		} else {
 			s.Notes = append(s.Notes, "the GPU check against the reference failed")
 		}
 	case !timed || s.VsEager == 0:
-		s.Verdict = NotTimed
+		s.GPUVerdict = NotTimed
 		if c.Error != "" {
 			s.Notes = append(s.Notes, "error: "+c.Error)
 		}
-	case s.VsEager < ShipAtLeast:
-		s.Verdict = DoNotShip
-		if s.EagerNoise {
-			s.Notes = append(s.Notes, "slower than eager within noise: no gain")
-		}
-	case s.VsEager > ReviewAbove:
-		s.Verdict = Review
-		s.Notes = append(s.Notes, fmt.Sprintf("speedup above %g×: check the baseline and the shapes", ReviewAbove))
-	case s.EagerNoise:
-		s.Verdict = Noise
-		s.Notes = append(s.Notes, "faster than eager by less than the p20-p80 spread")
 	default:
-		s.Verdict = Ship
+		s.GPUVerdict, gpuNote = judge(s.VsEager, s.EagerNoise, "the p20-p80 spread")
+	}
+	if c.Correct && s.WallVsEager > 0 {
+		s.CallVerdict, callNote = judge(s.WallVsEager, s.WallEagerNoise, "the repeats' spread")
+	}
+	// the verdict on the figure that matches how the model runs; the other one beside it
+	var note string
+	s.Verdict, s.Basis, note = s.GPUVerdict, OnGPUTime, gpuNote
+	other, on, otherVs, otherNoise := s.CallVerdict, "per call", s.WallVsEager, s.WallEagerNoise
+	if use == UseEager && s.CallVerdict != "" {
+		s.Verdict, s.Basis, note = s.CallVerdict, OnPerCall, callNote
+		other, on, otherVs, otherNoise = s.GPUVerdict, "on GPU time", s.VsEager, s.EagerNoise
+	}
+	if note != "" {
+		s.Notes = append(s.Notes, note)
+	}
+	if other != "" && other != s.Verdict && other != NotTimed {
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s (%s vs eager)", on, other, speedupCell(otherVs, otherNoise)))
 	}
 	if s.VsCompile > 0 && s.VsCompile < 1 && !s.CompileNoise {
 		s.Notes = append(s.Notes, "torch.compile is faster")
+	}
+	if s.WallVsCompile > 0 && s.WallVsCompile < 1 && !s.WallCompileNoise {
+		s.Notes = append(s.Notes, "torch.compile is faster per call")
+	}
+	if timed && pos(c.FusedHostUs) && c.FusedHostUs > c.FusedUs {
+		s.Notes = append(s.Notes, fmt.Sprintf("host-bound: a fused call takes %s µs to return, its kernels %s µs", fmtUs(c.FusedHostUs), fmtUs(c.FusedUs)))
 	}
 	if pos(c.GemmOnlyUs) && timed {
 		s.Notes = append(s.Notes, fmt.Sprintf("GEMM alone %s µs (%s of fused)", fmtUs(c.GemmOnlyUs), fmtPct(100*c.GemmOnlyUs/c.FusedUs)))
@@ -141,6 +216,23 @@ func speedup(c bench.Case) Speedup {
 		s.Notes = append(s.Notes, "timed in a CUDA graph")
 	}
 	return s
+}
+
+// judge is the verdict of a correct, timed case from its speedup over eager and whether
+// that is within noise (spread names the noise), with a note explaining it ("" for ship).
+func judge(vs float64, isNoise bool, spread string) (Verdict, string) {
+	switch {
+	case vs < ShipAtLeast:
+		if isNoise {
+			return DoNotShip, "slower than eager within noise: no gain"
+		}
+		return DoNotShip, ""
+	case vs > ReviewAbove:
+		return Review, fmt.Sprintf("speedup above %g×: check the baseline and the shapes", ReviewAbove)
+	case isNoise:
+		return Noise, "faster than eager by less than " + spread
+	}
+	return Ship, ""
 }
 
 // Tally counts speedups by verdict.

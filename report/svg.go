@@ -61,16 +61,34 @@ const (
 	labelRune = 42 // longest label drawn, in runes
 )
 
-// series are the bars of one group, in drawing order.
+// series are the bars of one group, in drawing order: GPU time, and the per-call wall and
+// host time drawn as a marker on the bar.
 var series = []struct {
 	name, color string
 	get         func(c *bench.Case) (med, p20, p80 float64)
+	perCall     func(c *bench.Case) (wall, host float64)
 }{
-	{"fused (Triton)", "#1a73e8", func(c *bench.Case) (float64, float64, float64) { return c.FusedUs, c.FusedP20, c.FusedP80 }},
-	{"eager", "#8a8f98", func(c *bench.Case) (float64, float64, float64) { return c.EagerUs, c.EagerP20, c.EagerP80 }},
-	{"torch.compile", "#e8a317", func(c *bench.Case) (float64, float64, float64) {
-		return c.CompileUs, c.CompileP20, c.CompileP80
-	}},
+	{"fused (Triton)", "#1a73e8",
+		func(c *bench.Case) (float64, float64, float64) { return c.FusedUs, c.FusedP20, c.FusedP80 },
+		func(c *bench.Case) (float64, float64) { return c.FusedWallUs, c.FusedHostUs }},
+	{"eager", "#8a8f98",
+		func(c *bench.Case) (float64, float64, float64) { return c.EagerUs, c.EagerP20, c.EagerP80 },
+		func(c *bench.Case) (float64, float64) { return c.EagerWallUs, c.EagerHostUs }},
+	{"torch.compile", "#e8a317",
+		func(c *bench.Case) (float64, float64, float64) { return c.CompileUs, c.CompileP20, c.CompileP80 },
+		func(c *bench.Case) (float64, float64) { return c.CompileWallUs, c.CompileHostUs }},
+}
+
+// anyPerCall reports whether a timed case of cases has a per-call time to mark.
+func anyPerCall(cases []bench.Case) bool {
+	for i := range cases {
+		for _, s := range series {
+			if wall, _ := s.perCall(&cases[i]); timedForChart(&cases[i]) && pos(wall) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // axis maps times to x coordinates.
@@ -175,7 +193,8 @@ func newAxis(cases []bench.Case, scale Scale, x0, x1 float64) axis {
 		}
 		for _, s := range series {
 			med, p20, p80 := s.get(&cases[i])
-			for _, v := range []float64{med, p20, p80} {
+			wall, _ := s.perCall(&cases[i])
+			for _, v := range []float64{med, p20, p80, wall} {
 				if pos(v) {
 					lo = math.Min(lo, v)
 					hi = math.Max(hi, v)
@@ -214,11 +233,11 @@ func timedForChart(c *bench.Case) bool { return c.Error == "" && pos(c.FusedUs) 
 // inline in HTML.
 func SVG(w io.Writer, in Inputs) error {
 	bw := bufio.NewWriter(w)
-	writeSVG(bw, in.Bench, in.Scale)
+	writeSVG(bw, in.Bench, in.Scale, in.Use)
 	return bw.Flush()
 }
 
-func writeSVG(w *bufio.Writer, r *bench.Result, scale Scale) {
+func writeSVG(w *bufio.Writer, r *bench.Result, scale Scale, use Use) {
 	var cases []bench.Case
 	if r != nil {
 		cases = r.Cases
@@ -254,7 +273,11 @@ func writeSVG(w *bufio.Writer, r *bench.Result, scale Scale) {
 		p(`<text x="%d" y="46" fill="#202124">%s</text>`+"\n", lx+16, esc(s.name))
 		lx += 16 + 8*len(s.name) + 16
 	}
-	p(`<text x="%d" y="46" fill="#5f6368">bars: median µs (%s scale); whiskers: p20-p80</text>`+"\n", lx+8, scaleName)
+	legend := "bars: median GPU µs (" + scaleName + " scale); whiskers: p20-p80"
+	if anyPerCall(cases) {
+		legend += "; ◇ per call (no CUDA graph)"
+	}
+	p(`<text x="%d" y="46" fill="#5f6368">%s</text>`+"\n", lx+8, esc(legend))
 
 	top := headH
 	bottom := top + len(cases)*groupH
@@ -270,7 +293,7 @@ func writeSVG(w *bufio.Writer, r *bench.Result, scale Scale) {
 
 	for i := range cases {
 		c := &cases[i]
-		s := speedup(*c)
+		s := speedup(*c, use)
 		y := top + i*groupH
 		if i%2 == 1 {
 			p(`<rect x="0" y="%d" width="%d" height="%d" fill="#f7f8fa"/>`+"\n", y-groupPad/2, chartW, groupH)
@@ -280,8 +303,12 @@ func writeSVG(w *bufio.Writer, r *bench.Result, scale Scale) {
 		p(`<text x="12" y="%d" font-weight="bold" fill="#202124">%s</text>`, y+11, esc(truncRunes(s.Label, labelRune)))
 		p(`<text x="12" y="%d" fill="#5f6368">%s</text>`, y+25, esc(truncRunes(s.Sub, labelRune+6)))
 		line3 := string(s.Verdict)
-		if s.VsEager > 0 {
-			line3 = speedupCell(s.VsEager, s.EagerNoise) + " vs eager: " + line3
+		if vs, isNoise := s.VsEagerDecided(); vs > 0 {
+			on := " vs eager: "
+			if s.Basis == OnPerCall {
+				on = " vs eager per call: "
+			}
+			line3 = speedupCell(vs, isNoise) + on + line3
 		}
 		p(`<text x="12" y="%d" fill="%s">%s</text>`+"\n", y+39, verdictColor(s.Verdict), esc(line3))
 		if !timedForChart(c) {
@@ -309,6 +336,12 @@ func writeSVG(w *bufio.Writer, r *bench.Result, scale Scale) {
 				p(`<path d="M%s %dH%sM%s %dv%dM%s %dv%d" stroke="#202124" stroke-width="1.2" fill="none"/>`,
 					num(a), cy, num(b), num(a), cy-4, 8, num(b), cy-4, 8)
 				end = math.Max(end, b)
+			}
+			if wall, host := sr.perCall(c); pos(wall) {
+				x, cy := ax.x(wall), by+barH/2
+				p(`<path d="M%s %dl5 5l-5 5l-5 -5z" fill="#ffffff" stroke="#202124" stroke-width="1.2"><title>%s</title></path>`,
+					num(x), cy-5, esc(sr.name+" per call: "+perCallCell(wall, host)+" µs"))
+				end = math.Max(end, x+5)
 			}
 			p(`<text x="%s" y="%d" fill="#202124">%s</text>`+"\n", num(end+5), by+barH-2, esc(fmtUs(med)))
 		}

@@ -22,6 +22,8 @@ const (
 	DecodeMaxUs      = 6.0  // decode-size: one launch, <= 6 us
 	PredErrMax       = 0.20 // every case: |predicted - measured| / measured <= 20%
 	PredErrMedianMax = 0.10 // median of |error| <= 10%
+	HostMaxUs        = 15.0 // every case with per-call figures: a fused call returns within 15 µs
+	WallVsEagerMin   = 1.0  // every case with per-call figures: fused per-call wall time <= eager's
 )
 
 // gemmPattern reports whether a pattern's fused kernel contains a GEMM.
@@ -55,12 +57,16 @@ func Targets(r *bench.Result) []Target {
 	if r == nil {
 		return nil
 	}
-	var floor, compileEach, gemm, decode, pred Target
+	var floor, compileEach, gemm, decode, pred, host, perCall Target
 	floor = Target{Name: "memory-bound, large shapes: fused / floor", Want: fmt.Sprintf("<= %.2fx", FloorRatioMax)}
 	compileEach = Target{Name: "every case vs torch.compile", Want: fmt.Sprintf(">= %.1fx", VsCompileMin)}
 	gemm = Target{Name: "GEMM patterns: fused / GEMM alone", Want: fmt.Sprintf("<= %.2fx", GemmRatioMax)}
 	decode = Target{Name: fmt.Sprintf("decode size (M <= %d): one launch, fused time", DecodeMaxRows), Want: fmt.Sprintf("1 launch, <= %.0f µs", DecodeMaxUs)}
 	pred = Target{Name: "predicted vs measured fused time", Want: fmt.Sprintf("each |err| <= %.0f%%, median <= %.0f%%", 100*PredErrMax, 100*PredErrMedianMax)}
+	host = Target{Name: "host time of a fused call", Want: fmt.Sprintf("<= %.0f µs", HostMaxUs)}
+	perCall = Target{Name: "every case per call vs eager", Want: fmt.Sprintf(">= %.1fx", WallVsEagerMin)}
+	var worstHost float64
+	minPerCall := math.Inf(1)
 	var logC, logE []float64
 	var worstFloor, worstGemm, worstDecode, minCompile float64
 	minCompile = math.Inf(1)
@@ -118,6 +124,23 @@ func Targets(r *bench.Result) []Target {
 				decode.Misses = append(decode.Misses, fmt.Sprintf("%s %s µs, %d launch(es)", label, fixed(c.FusedUs, 1), c.Launches))
 			}
 		}
+		// per call: only results that measured it (a failed case has none)
+		if pos(c.FusedHostUs) {
+			host.Cases++
+			worstHost = max(worstHost, c.FusedHostUs)
+			if c.FusedHostUs > HostMaxUs {
+				host.Misses = append(host.Misses, label+" "+fixed(c.FusedHostUs, 1)+" µs")
+			}
+		}
+		if pos(c.FusedWallUs) || pos(c.EagerWallUs) {
+			perCall.Cases++
+			if s.WallVsEager > 0 {
+				minPerCall = min(minPerCall, s.WallVsEager)
+			}
+			if s.WallVsEager == 0 || s.WallVsEager < WallVsEagerMin && !s.WallEagerNoise {
+				perCall.Misses = append(perCall.Misses, label+" "+fixed(s.WallVsEager, 2)+"x")
+			}
+		}
 		if c.PredictedUs > 0 {
 			pred.Cases++
 			e := 0.0
@@ -162,7 +185,12 @@ func Targets(r *bench.Result) []Target {
 	}
 	pred.Got = "median |err| " + fixed(100*med, 0) + "%"
 	pred.Met = len(pred.Misses) == 0 && med <= PredErrMedianMax
-	ts := []Target{floor, compileEach, geoC, geoE, gemm, decode, pred}
+	host.Got, host.Met = "worst "+fixed(worstHost, 1)+" µs", len(host.Misses) == 0
+	if math.IsInf(minPerCall, 1) {
+		minPerCall = 0
+	}
+	perCall.Got, perCall.Met = "worst "+fixed(minPerCall, 2)+"x", len(perCall.Misses) == 0
+	ts := []Target{floor, compileEach, geoC, geoE, gemm, decode, pred, host, perCall}
 	for i := range ts {
 		if ts[i].Cases == 0 {
 			ts[i].Got = "-" // nothing measured under this target

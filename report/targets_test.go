@@ -128,3 +128,47 @@ func TestTargetsCopyCeiling(t *testing.T) {
 		t.Errorf("%% of copy = %s, want 100%%", got)
 	}
 }
+
+// TestTargetsPerCall: a fused call returns within HostMaxUs, and its per-call wall time is no
+// worse than eager's (a difference within the repeats' spread is no miss); cases without
+// per-call figures (older results) are not counted.
+func TestTargetsPerCall(t *testing.T) {
+	r := &bench.Result{GPU: "NVIDIA H200", Cases: []bench.Case{
+		{Pattern: "bias_gelu", Name: "a", Shape: []int64{8192, 16384}, Dtype: "bf16", Correct: true,
+			FusedUs: 135, EagerUs: 493, FusedWallUs: 136, FusedHostUs: 9.8, EagerWallUs: 494, EagerHostUs: 14},
+		// host 16.2 µs (a miss); per call within the spread of eager's (no miss)
+		{Pattern: "swiglu", Name: "b", Shape: []int64{8192, 11008}, Dtype: "bf16", Correct: true,
+			FusedUs: 190, EagerUs: 195, FusedWallUs: 200, FusedHostUs: 16.2, EagerWallUs: 198, EagerHostUs: 12,
+			FusedWallSpread: []float64{197, 203}, EagerWallSpread: []float64{196, 201}},
+		// slower per call than eager (a miss)
+		{Pattern: "rmsnorm_pyops", Name: "c", Shape: []int64{32, 4096}, Dtype: "fp16", Correct: true,
+			FusedUs: 2, EagerUs: 6, FusedWallUs: 12, FusedHostUs: 5, EagerWallUs: 9, EagerHostUs: 8},
+		// an older result's case: not counted
+		{Pattern: "bias_gelu", Name: "d", Shape: []int64{8192, 16384}, Dtype: "bf16", Correct: true, FusedUs: 135, EagerUs: 493},
+	}}
+	got := map[string]Target{}
+	for _, tg := range Targets(r) {
+		got[tg.Name] = tg
+	}
+	for _, tc := range []struct {
+		name   string
+		gotStr string
+		misses []string
+		cases  int
+	}{
+		{"host time of a fused call", "worst 16.2 µs", []string{"b (bf16 [8192, 11008]) 16.2 µs"}, 3},
+		{"every case per call vs eager", "worst 0.75x", []string{"c (fp16 [32, 4096]) 0.75x"}, 3},
+	} {
+		tg := got[tc.name]
+		if tg.Got != tc.gotStr || strings.Join(tg.Misses, "\n") != strings.Join(tc.misses, "\n") || tg.Cases != tc.cases || tg.Met {
+			t.Errorf("%s: %+v, want %q, misses %q over %d cases, not met", tc.name, tg, tc.gotStr, tc.misses, tc.cases)
+		}
+	}
+	// an older result: no case falls under either target
+	old := &bench.Result{GPU: "NVIDIA H200", Cases: r.Cases[3:]}
+	for _, tg := range Targets(old) {
+		if (tg.Name == "host time of a fused call" || tg.Name == "every case per call vs eager") && (tg.Cases != 0 || tg.Got != "-") {
+			t.Errorf("%s on a result without per-call figures: %+v", tg.Name, tg)
+		}
+	}
+}
