@@ -199,6 +199,54 @@ def test_timing_path(tmp_path):
     assert harness.timing_path(tmp_path / "harness.py") == tmp_path / "fa_testing.py"
 
 
+@pytest.mark.parametrize("copy_bw,graph", [
+    (4e12, True),  # the fake case's 1 MiB: a 0.26 us floor, timed back to back in one graph
+    (1e9, False),  # a 1 ms floor: each provider's graph replay, flushed
+])
+def test_harness_case_json(tmp_path, monkeypatch, copy_bw, graph):
+    """run_folder's result for one case, with the GPU faked at its edges (the correctness
+    check, the timing functions, the launch count, the copy): every provider gets its GPU
+    time and its per-call figures under the names bench.Case reads."""
+    import argparse
+    import types
+
+    import torch
+
+    folder = tmp_path / "fake-fp32-4x8"
+    folder.mkdir()
+    for name, text in FAKE_FOLDER.items():
+        (folder / name).write_text(text)
+    with open(folder / "adapter.py", "a") as f:
+        f.write("def gemm_only(inputs, params):\n    return 'gemm_only'\n")
+    (folder / "fa_testing.py").write_text("DTYPES = {'fp32': None}\ndef run_case(*a):\n    pass\n")
+    gpu = {"fused": [40.0, 39.0, 41.0], "eager": [90.0, 88.0, 92.0], "compile": [50.0, 49.0, 51.0], "gemm_only": [30.0, 29.0, 31.0]}
+    wall = {"fused": 45.0, "eager": 120.0, "compile": 80.0, "gemm_only": 33.0}
+    timing = types.SimpleNamespace(
+        QUANTILES=fat.QUANTILES, graph_replay=lambda fn: fn,
+        gpu_time_us=lambda fn, w, r: gpu[fn()],
+        wall_time_us=lambda fn, ms: {"wall_us": wall[fn()], "host_us": wall[fn()] / 10, "calls": 500})
+    monkeypatch.setattr(torch, "compile", lambda f, **kw: lambda inp: "compile")
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(harness.Bench, "launches", lambda self, fn: 1)
+    monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: 12.5)
+    args = argparse.Namespace(max_autotune=False, repeats=3, warmup=25.0, rep=100.0, graph_below_us=30.0, wall_ms=20.0)
+    b = harness.Bench(args, timing)
+    b.copy_bw = copy_bw
+    monkeypatch.setattr(b, "do_bench_cudagraph", lambda fn, rep, quantiles: [v * 1e-3 for v in gpu[fn()]])
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    res = b.run_folder(folder)
+    assert res["correct"] and res["cuda_graph"] == graph
+    assert res["timing"] == {p: "cudagraph" if graph else "graph-replay" for p in gpu}
+    for p in ("fused", "eager", "compile"):
+        assert res[f"{p}_us"] == gpu[p][0] and res[f"{p}_p20_us"] == gpu[p][1] and res[f"{p}_spread_us"] == [gpu[p][0]] * 2
+        assert res[f"{p}_wall_us"] == wall[p] and res[f"{p}_host_us"] == wall[p] / 10
+        assert res[f"{p}_wall_spread_us"] == [wall[p]] * 2
+    assert res["gemm_only_us"] == 30.0 and res["gemm_only_wall_us"] == 33.0 and res["gemm_only_host_us"] == 3.3
+    assert res["wall_calls"] == {p: 500 for p in gpu}
+    assert res["copy_us"] == 12.5 and res["launches"] == 1
+
+
 FAKE_FOLDER = {
     "case.py": 'PATTERN = "fake"\nDTYPE = "fp32"\nSHAPES = [[4, 8]]\nPARAMS = {"p": float("inf")}\n',
     "kernel.py": "",
