@@ -66,6 +66,12 @@ for r in ins:
 merged = {k: ins[0][k] for k in ("gpu", "torch", "triton")}
 # each case's floor was computed with its own run's measured copy bandwidth; the header gives the median
 merged["copy_tbps"] = statistics.median(r["copy_tbps"] for r in ins)
+# runs timed with different L2 flushes do not merge (absent: do_bench's zero_() flush)
+flushes = {r.get("flush_bytes") for r in ins}
+if len(flushes) > 1:
+    sys.exit(f"merge: the inputs were timed with different L2 flushes: {sorted(map(str, flushes))}")
+if ins[0].get("flush_bytes"):
+    merged["flush_bytes"] = ins[0]["flush_bytes"]
 merged["cases"] = list(cases.values())
 json.dump(merged, open(out, "w"), indent=2)
 print(f"merge: {len(merged['cases'])} cases from {len(ins)} runs", file=sys.stderr)

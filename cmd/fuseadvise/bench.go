@@ -20,14 +20,21 @@ var cmdBench = &Command{
 correctness check of the compiled kernel against the reference on the traced shapes (a kernel
 that fails it is not timed), then the fused kernel, the unfused eager chain exactly as the
 trace ran it, and torch.compile of that chain (default mode; -max-autotune adds
-"max-autotune-no-cudagraphs"), each captured in a CUDA graph and its replay timed with
-triton.testing.do_bench (GPU time; L2 flushed, median with p20/p80, repeated -repeats times
-for a spread; do_bench_cudagraph for microsecond-scale cases).
+"max-autotune-no-cudagraphs"), each timed two ways:
+  GPU time: captured in a CUDA graph and its replay timed between CUDA events, L2 flushed
+    before every call by writing one 256 MiB buffer and reading another (no dirty lines left
+    to write back inside the timed window); median with p20/p80, repeated -repeats times for
+    a spread; microsecond-scale cases as many replays back to back (do_bench_cudagraph,
+    L2-warm).
+  per call: the plain call, no graph, as an eager model makes it: wall time per call of about
+    20 ms of back-to-back calls with one synchronize at the end, and the host time a call
+    takes to return.
 
 Reported per case: medians and spreads, speedups, the floor (fewest bytes / measured copy
 bandwidth), % of floor, a plain copy of the same bytes timed the same way, launches, the
-autotuner's choice, the analyzer's predicted time, and a verdict: "do not ship" below 1.0x
-over eager, "review" above 10x.
+kernel's configuration, the analyzer's predicted time, and a verdict: "do not ship" below
+1.0x over eager, "review" above 10x, decided on per-call time (eager use) where it was
+measured, with the GPU-time verdict beside it.
 
 The result is JSON (-o, default standard output), read by 'fuseadvise report' and 'pr'.
 Without a GPU, bench says so in one line and exits with status 2.
@@ -81,8 +88,13 @@ manifest.json, the cost model the rest), for results measured before the model c
 			wrong := 0
 			for _, s := range report.Speedups(res) {
 				c := &s.Case
-				fmt.Fprintf(env.Stderr, "%-44s fused %8.1f µs  eager %8.1f  compile %8.1f  floor %7.1f  %5.2fx eager  %5.2fx compile  %s\n",
-					s.Label, c.FusedUs, c.EagerUs, c.CompileUs, c.FloorUs, s.VsEager, s.VsCompile, s.Verdict)
+				fmt.Fprintf(env.Stderr, "%-44s GPU: fused %8.1f µs  eager %8.1f  compile %8.1f  floor %7.1f  %5.2fx eager  %5.2fx compile",
+					s.Label, c.FusedUs, c.EagerUs, c.CompileUs, c.FloorUs, s.VsEager, s.VsCompile)
+				if c.FusedWallUs > 0 {
+					fmt.Fprintf(env.Stderr, "  per call: fused %7.1f µs (host %5.1f)  eager %7.1f  %5.2fx eager",
+						c.FusedWallUs, c.FusedHostUs, c.EagerWallUs, s.WallVsEager)
+				}
+				fmt.Fprintf(env.Stderr, "  %s (on %s)\n", s.Verdict, s.Basis)
 				if !c.Correct {
 					wrong++
 				}
