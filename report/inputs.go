@@ -34,8 +34,8 @@ type Inputs struct {
 	Targets bool
 	// Use is how the traced model calls its kernels, which picks the figure each verdict is
 	// decided on: per-call time for UseEager (the zero value; GPU time for cases without
-	// per-call figures), GPU time for UseGraphs (CUDA graphs, torch.compile). The analysis
-	// does not record it; the report says which figure decided.
+	// per-call figures), GPU time for UseGraphs (CUDA graphs, torch.compile). UseFor picks
+	// it from the analysis's summary (Trace); the report says which figure decided.
 	Use Use
 }
 
@@ -45,8 +45,46 @@ type TraceExtra struct {
 	Ranks      int        `json:"ranks,omitempty"`
 	IdleUs     float64    `json:"idle_us,omitempty"`
 	Launches   int        `json:"launches,omitempty"`
+	// KernelUs is the GPU time of all kernels; GraphKernelUs of those launched by
+	// cudaGraphLaunch, CompiledKernelUs of Inductor's (torch.compile: triton_ kernels).
+	KernelUs         float64 `json:"kernel_us,omitempty"`
+	GraphKernelUs    float64 `json:"graph_kernel_us,omitempty"`
+	CompiledKernelUs float64 `json:"compiled_kernel_us,omitempty"`
+	// LaunchMode is how the traced model launched its kernels: "eager", "cuda_graphs" (at
+	// least half the kernel time from graph launches) or "compiled" (at least a tenth from
+	// Inductor's kernels); "" in analyses from before it was recorded.
+	LaunchMode string `json:"launch_mode,omitempty"`
 	TopKernels []NameTime `json:"top_kernels,omitempty"`
 	TopOps     []NameTime `json:"top_ops,omitempty"`
+}
+
+// Launch modes of TraceExtra.LaunchMode.
+const (
+	LaunchEager    = "eager"
+	LaunchGraphs   = "cuda_graphs"
+	LaunchCompiled = "compiled"
+)
+
+// LaunchModeOf classifies a trace by where its kernel time came from (TraceExtra.LaunchMode).
+func LaunchModeOf(kernelUs, graphUs, compiledUs float64) string {
+	switch {
+	case kernelUs <= 0:
+		return LaunchEager
+	case graphUs >= 0.5*kernelUs:
+		return LaunchGraphs
+	case compiledUs >= 0.1*kernelUs:
+		return LaunchCompiled
+	}
+	return LaunchEager
+}
+
+// UseFor is the Use matching a trace summary: GPU time for a model run under CUDA graphs or
+// torch.compile, per-call time otherwise (no summary or no recorded mode included).
+func UseFor(x *TraceExtra) Use {
+	if x != nil && (x.LaunchMode == LaunchGraphs || x.LaunchMode == LaunchCompiled) {
+		return UseGraphs
+	}
+	return UseEager
 }
 
 // NameTime is a kernel or op name with its count and total GPU time.
@@ -380,6 +418,7 @@ func Load(p Paths) (Inputs, error) {
 		if in.Analysis, in.Trace, err = LoadAnalysis(p.Analysis); err != nil {
 			return in, err
 		}
+		in.Use = UseFor(in.Trace)
 	}
 	if len(p.Generated) > 0 {
 		if in.Generated, err = LoadGenFolders(p.Generated...); err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
 	"github.com/fuseadvise/fuseadvise/patterns"
@@ -167,10 +168,24 @@ func summarize(traces []*trace.Trace, ntop int) Summary {
 		for _, k := range t.TopKernels(-1) {
 			add(kernels, &korder, k)
 		}
+		for i := range t.Acts {
+			a := &t.Acts[i]
+			if a.Kind != trace.ActKernel {
+				continue
+			}
+			s.KernelUs += us(a.Dur)
+			if a.Graph {
+				s.GraphKernelUs += us(a.Dur)
+			}
+			if strings.HasPrefix(a.Name, "triton_") {
+				s.CompiledKernelUs += us(a.Dur)
+			}
+		}
 		for _, k := range t.TopOps(-1) {
 			add(ops, &oorder, k)
 		}
 	}
+	s.LaunchMode = report.LaunchModeOf(s.KernelUs, s.GraphKernelUs, s.CompiledKernelUs)
 	s.TopKernels = topN(kernels, korder, ntop)
 	s.TopOps = topN(ops, oorder, ntop)
 	return s
