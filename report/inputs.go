@@ -42,9 +42,9 @@ type Inputs struct {
 // TraceExtra is the "summary" object the analyze verb adds beside the contract's "trace":
 // ranks, idle time, launch count and the top kernels and ops by GPU time.
 type TraceExtra struct {
-	Ranks      int        `json:"ranks,omitempty"`
-	IdleUs     float64    `json:"idle_us,omitempty"`
-	Launches   int        `json:"launches,omitempty"`
+	Ranks    int     `json:"ranks,omitempty"`
+	IdleUs   float64 `json:"idle_us,omitempty"`
+	Launches int     `json:"launches,omitempty"`
 	// KernelUs is the GPU time of all kernels; GraphKernelUs of those launched by
 	// cudaGraphLaunch, CompiledKernelUs of Inductor's (torch.compile: triton_ kernels).
 	KernelUs         float64 `json:"kernel_us,omitempty"`
@@ -53,7 +53,7 @@ type TraceExtra struct {
 	// LaunchMode is how the traced model launched its kernels: "eager", "cuda_graphs" (at
 	// least half the kernel time from graph launches) or "compiled" (at least a tenth from
 	// Inductor's kernels); "" in analyses from before it was recorded.
-	LaunchMode string `json:"launch_mode,omitempty"`
+	LaunchMode string     `json:"launch_mode,omitempty"`
 	TopKernels []NameTime `json:"top_kernels,omitempty"`
 	TopOps     []NameTime `json:"top_ops,omitempty"`
 }
