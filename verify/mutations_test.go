@@ -51,6 +51,8 @@ const (
 	classRowLoop   = "off-by-one in the row loop / grid"
 	classReduce    = "wrong reduction (max/sum swapped, wrong count or axis)"
 	classFormula   = "wrong formula (sign, derivative, branch)"
+	classIndex32   = "32-bit index arithmetic (offsets past 2**31)"
+	classAlias     = "overlapping output accepted, or an input read after it was overwritten"
 )
 
 // gelu2D are the mutations of the 2-D tiled GELU kernels (bias_gelu and gelu_pyops share
@@ -130,17 +132,19 @@ var mutations = func() []mutation {
 	fwd, bwd = "def _rmsnorm_fwd(", "def _rmsnorm_bwd_dx("
 	ms = append(ms, []mutation{
 		// the single-block path (rows up to one block: 129x127, 31x37, ...)
-		{"rmsnorm_pyops", "single-mask-le", classMaskLE, fwd, "cols = tl.arange(0, BLOCK_N)\n        m = cols < N", "cols = tl.arange(0, BLOCK_N)\n        m = cols <= N"},
+		{"rmsnorm_pyops", "single-mask-le", classMaskLE, fwd, "m = cols < N\n        x = tl.load(", "m = cols <= N\n        x = tl.load("},
 		{"rmsnorm_pyops", "single-store-unmasked", classTailMask, fwd, "_cast(n * w, Y.dtype.element_ty), mask=m)\n    else:", "_cast(n * w, Y.dtype.element_ty))\n    else:"},
 		{"rmsnorm_pyops", "single-eps-dropped", classEps, fwd, "tl.sum(x * x, axis=0) / N + eps)", "tl.sum(x * x, axis=0) / N)"},
 		{"rmsnorm_pyops", "single-sum-as-max", classReduce, fwd, "tl.sum(x * x, axis=0) / N + eps)", "tl.max(x * x, axis=0) / N + eps)"},
 		{"rmsnorm_pyops", "single-no-upcast", classUpcast, fwd, "x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)\n        rstd", "x = tl.load(X + cols * sxn, mask=m, other=0.0)\n        rstd"},
 		{"rmsnorm_pyops", "single-col-stride-1", classStride, fwd, "x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)\n        rstd", "x = tl.load(X + cols, mask=m, other=0.0).to(tl.float32)\n        rstd"},
+		{"rmsnorm_pyops", "single-cols-int32", classIndex32, fwd, "cols = tl.arange(0, BLOCK_N).to(tl.int64)", "cols = tl.arange(0, BLOCK_N)"},
 		// the chunked path (rows longer than a block: the traced 300, 1500)
 		{"rmsnorm_pyops", "sum-mask-le", classMaskLE, fwd, "mask=cols < N, other=0.0).to(tl.float32)\n            acc += x * x", "mask=cols <= N, other=0.0).to(tl.float32)\n            acc += x * x"},
 		{"rmsnorm_pyops", "sum-unmasked", classLoadMask, fwd, "x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)\n            acc += x * x", "x = tl.load(X + cols * sxn).to(tl.float32)\n            acc += x * x"},
 		{"rmsnorm_pyops", "eps-outside-sqrt", classEps, fwd, "1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)", "1.0 / (tl.sqrt(tl.sum(acc, axis=0) / N) + eps)"},
-		{"rmsnorm_pyops", "eps-hardcoded", classEps, "def rms_norm(", "float(eps), CAST=", "1e-5, CAST="},
+		{"rmsnorm_pyops", "eps-hardcoded", classEps, "def rms_norm(", "float(eps)),", "1e-5),"},
+		{"rmsnorm_pyops", "chunked-cols-int32", classIndex32, fwd, "offs = tl.arange(0, BLOCK_N).to(tl.int64)", "offs = tl.arange(0, BLOCK_N)"},
 		{"rmsnorm_pyops", "mean-n-minus-1", classReduce, fwd, "tl.sum(acc, axis=0) / N + eps", "tl.sum(acc, axis=0) / (N - 1) + eps"},
 		{"rmsnorm_pyops", "sum-as-max", classReduce, fwd, "tl.sum(acc, axis=0) / N + eps", "tl.max(acc, axis=0) / N + eps"},
 		{"rmsnorm_pyops", "last-chunk-dropped", classRowLoop, fwd, "while start < N:  #", "while start < N - BLOCK_N:  #"},
@@ -151,6 +155,12 @@ var mutations = func() []mutation {
 		{"rmsnorm_pyops", "row-stride-n", classStride, fwd, "X += row * sxm", "X += row * N"},
 		{"rmsnorm_pyops", "bwd-mean-count", classReduce, bwd, "c = tl.sum(acc, axis=0) / N", "c = tl.sum(acc, axis=0) / (N + 1)"},
 		{"rmsnorm_pyops", "bwd-no-projection", classFormula, bwd, "dx = rstd * (dn - x * rstd * c)", "dx = rstd * dn"},
+		{"rmsnorm_pyops", "rstd-not-stored", classFormula, "def rms_norm(", "STATS=rstd is not None", "STATS=False"},
+		// in place (out=x) and the refusals (the IN_PLACE adversarial cases)
+		{"rmsnorm_pyops", "overlap-accepted", classAlias, "def rms_norm(",
+			"_check_alias(\"rmsnorm\", [(\"out\", out), (\"rstd\", rstd)], [(\"x\", x), (\"weight\", weight)], in_place=(\"x\",))",
+			"pass"},
+		{"rmsnorm_pyops", "expanded-out-accepted", classAlias, "def rms_norm(", "_check_dense(\"rmsnorm\", [(\"out\", out)])", "pass"},
 	}...)
 
 	fwd = "def _add_layernorm_fwd("
@@ -162,7 +172,7 @@ var mutations = func() []mutation {
 		{"add_layernorm", "mean-over-block", classReduce, fwd, "mean = tl.sum(s, axis=0) / N", "mean = tl.sum(s, axis=0) / BLOCK_N"},
 		{"add_layernorm", "mean-as-max", classReduce, fwd, "mean = tl.sum(acc, axis=0) / N", "mean = tl.max(acc, axis=0)"},
 		{"add_layernorm", "eps-dropped", classEps, fwd, "tl.sum(d * d, axis=0) / N + eps)", "tl.sum(d * d, axis=0) / N)"},
-		{"add_layernorm", "eps-hardcoded", classEps, "def add_layer_norm(", "float(eps),", "1e-6,"},
+		{"add_layernorm", "eps-hardcoded", classEps, "def add_layer_norm(", "float(eps)),", "1e-6),"},
 		{"add_layernorm", "last-chunk-dropped", classRowLoop, fwd, "while start < N:\n            acc += _sum_chunk(", "while start < N - BLOCK_N:\n            acc += _sum_chunk("},
 		{"add_layernorm", "weight-chunk-index", classBiasIndex, fwd, "                y = y * tl.load(W + cols, mask=m", "                y = y * tl.load(W + cols - start, mask=m"},
 		{"add_layernorm", "no-upcast", classUpcast, "def _sum_chunk(",
@@ -171,6 +181,21 @@ var mutations = func() []mutation {
 		{"add_layernorm", "residual-col-stride-1", classStride, "def _sum_chunk(", "tl.load(R + cols * srn,", "tl.load(R + cols,"},
 		{"add_layernorm", "residual-row-stride-n", classStride, fwd, "R += (tl.program_id(0) % RR).to(tl.int64) * srm", "R += (tl.program_id(0) % RR).to(tl.int64) * N"},
 		{"add_layernorm", "rstd-not-inverted", classFormula, fwd, "y = d * rstd", "y = d / rstd"},
+		{"add_layernorm", "stats-not-stored", classFormula, "def add_layer_norm(", "STATS=stats,", "STATS=False,"},
+		{"add_layernorm", "residual-rows-1", classBiasIndex, "def _residual_rows(", "return x.numel() // x.shape[-1] if x.shape[-1] else 0", "return 1"},
+		// offsets past 2**31 (the FAR adversarial cases: rows of 100 single-block, 299 chunked)
+		{"add_layernorm", "single-cols-int32", classIndex32, fwd, "cols = tl.arange(0, BLOCK_N).to(tl.int64)", "cols = tl.arange(0, BLOCK_N)"},
+		{"add_layernorm", "chunked-cols-int32", classIndex32, fwd, "offs = tl.arange(0, BLOCK_N).to(tl.int64)", "offs = tl.arange(0, BLOCK_N)"},
+		// in place and the refusals (the IN_PLACE adversarial cases: s over x, s over the residual)
+		{"add_layernorm", "chunked-rereads-inputs", classAlias, fwd,
+			"s = tl.load(S + cols * ssn, mask=m, other=0.0).to(tl.float32)\n            y = (s - mean) * rstd",
+			"s = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32) + tl.load(R + cols * srn, mask=m, other=0.0).to(tl.float32)\n            y = (s - mean) * rstd"},
+		{"add_layernorm", "s-overlap-accepted", classAlias, "def add_layer_norm(",
+			"_check_alias(\"add_layernorm\", [(\"s\", s)], ins, in_place=(\"x\", \"residual\"))", "pass"},
+		{"add_layernorm", "y-over-sum-accepted", classAlias, "def add_layer_norm(",
+			"_check_alias(\"add_layernorm\", [(\"y\", y)], ins + [(\"s\", s)])",
+			"_check_alias(\"add_layernorm\", [(\"y\", y)], ins, in_place=(\"x\", \"residual\"))"},
+		{"add_layernorm", "expanded-out-accepted", classAlias, "def add_layer_norm(", "_check_dense(\"add_layernorm\", [(\"s\", s), (\"y\", y)])", "pass"},
 	}...)
 
 	rows, long := "def _mask_softmax_rows(", "def _mask_softmax_long("
@@ -197,6 +222,14 @@ var mutations = func() []mutation {
 			"l_run = tl.full([BLOCK_N], 0, tl.float32)\n    start = 0\n    while start < N - BLOCK_N:"},
 		{"mask_softmax", "fp32-out-rounded", classUpcast, rows, "tl.store(yp + cols * syn, _cast(y, Y.dtype.element_ty), mask=inb)", "tl.store(yp + cols * syn, _cast(_cast(y, X.dtype.element_ty).to(tl.float32), Y.dtype.element_ty), mask=inb)"},
 		{"mask_softmax", "bwd-missing-scale", classScale, "def backward(", "g = g * ctx.scale", "g = g"},
+		{"mask_softmax", "mask-broadcast-stride", classBiasIndex, "def _broadcast_strides(", "        elif n != 1:\n            return None", "        else:\n            out[pad + i] = st"},
+		// offsets past 2**31 (the FAR adversarial cases: rows of 100 in tiles, 299 chunked)
+		{"mask_softmax", "rows-cols-int32", classIndex32, rows, "cols = tl.arange(0, BLOCK_N).to(tl.int64)[None, :]", "cols = tl.arange(0, BLOCK_N)[None, :]"},
+		{"mask_softmax", "long-cols-int32", classIndex32, long, "offs = tl.arange(0, BLOCK_N).to(tl.int64)", "offs = tl.arange(0, BLOCK_N)"},
+		// in place (out=x) and the refusals (the IN_PLACE adversarial cases, in fp32)
+		{"mask_softmax", "overlap-accepted", classAlias, "def mask_softmax(",
+			"_check_alias(\"mask_softmax\", [(\"out\", out)], [(\"x\", x), (\"mask\", mask)], in_place=(\"x\",))", "pass"},
+		{"mask_softmax", "expanded-out-accepted", classAlias, "def mask_softmax(", "_check_dense(\"mask_softmax\", [(\"out\", out)])", "pass"},
 	}...)
 
 	fwd = "def _linear_gelu_kernel("

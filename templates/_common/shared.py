@@ -133,3 +133,16 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
         raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
     _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
 # --- fa:end launch ---
+
+
+# --- fa:shared overlap ---
+def _check_dense(fn, outs):
+    """Refuses an output some of whose elements share memory (an expanded view: stride 0 on a
+    dim of size > 1): several programs would write one element, and written in place over an
+    input, a program would overwrite what another still reads. ``outs`` are (name, tensor)
+    pairs; None tensors are skipped."""
+    for name, o in outs:
+        if o is not None and torch._debug_has_internal_overlap(o) == 1:
+            raise ValueError(f"{fn}: output {name} has elements that share memory (an expanded view); "
+                             "pass a tensor whose elements are distinct")
+# --- fa:end overlap ---

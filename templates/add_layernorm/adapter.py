@@ -2,11 +2,25 @@
 
 SHAPES[0] is x's shape; the residual has the same shape, or SHAPES[1] when given (a residual
 that broadcasts along x's leading dims, e.g. [1, S, H] position embeddings), in
-params["residual_dtype"] when
-given (an fp32 residual stream plus a bf16 branch under autocast), else x's dtype; weight and
-bias are [x.shape[-1]] in the sum's dtype (the promotion of the two). x has a non-zero mean
-(-2.3 + 0.5 randn), as LayerNorm tests should.
+params["residual_dtype"] when given (an fp32 residual stream plus a bf16 branch under
+autocast), else x's dtype; weight and bias are [x.shape[-1]] in the sum's dtype (the
+promotion of the two). x has a non-zero mean (-2.3 + 0.5 randn), as LayerNorm tests should.
+
+Two kinds of adversarial case are about memory rather than shape (the verifier's layout
+variants do not reach them); make_inputs recognises them by their shapes:
+
+- FAR: x and the residual are transposed views whose element offsets pass 2**31, so that
+  32-bit ``cols * stride`` arithmetic reads the wrong elements. Their storage is
+  reserved, not committed: only the viewed elements' pages are touched (about 1 MB).
+- IN_PLACE: s is written over (a copy of) x, or of the residual, the in-place forms the
+  wrapper allows; fused() first checks that outputs overlapping an input partially, a y over
+  the sum and an expanded s are refused.
+
+Each at a row that fits one interpreter block (100) and one that does not (299, 301).
 """
+
+import mmap
+import sys
 
 import torch
 
@@ -15,8 +29,11 @@ import fa_testing as fat
 KIND = "norm"
 OUTPUTS = ["sum", "y"]
 GRAD_INPUTS = ["x", "residual", "weight", "bias"]
+FAR_BASE = 2**31  # elements before each FAR view
+FAR = [[[3, 100]], [[2, 299]]]
+IN_PLACE = [[[4, 100]], [[3, 301]]]  # s over x, s over the residual
 # 300 and 1500: rows longer than one interpreter block (128)
-ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]]
+ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]] + FAR + IN_PLACE
 
 
 def adversarial(params):
@@ -57,7 +74,32 @@ def make_inputs(shapes, dtype, params, device, seed):
     n = shapes[0][-1]
     w = fat.randn([n], sd, device, g, mean=1.0, std=0.2)
     b = fat.randn([n], sd, device, g, std=0.2)
-    return {"x": x, "residual": r, "weight": w, "bias": b}
+    inputs = {"x": x, "residual": r, "weight": w, "bias": b}
+    if shapes in FAR:
+        inputs["x"], inputs["residual"] = far_view(x), far_view(r)
+    elif shapes in IN_PLACE:
+        inputs["in_place"] = "x" if shapes == IN_PLACE[0] else "residual"
+    return inputs
+
+
+def far_view(t):
+    """t ([rows, N], N > 1) copied into a transposed view whose last column lies past 2**31
+    elements from its first, FAR_BASE elements into the storage (an offset that wrapped in 32
+    bits still lands inside it: wrong values, not a fault). The storage is reserved, not
+    committed (CPU: an anonymous mapping with MAP_NORESERVE; CUDA: real memory), and only the
+    viewed elements are written: one page per column is touched."""
+    rows, n = t.shape
+    stride = 2**31 // (n - 1) + 1
+    numel = FAR_BASE + (n - 1) * stride + rows
+    if t.device.type == "cpu":
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
+            mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+        base = torch.frombuffer(mmap.mmap(-1, numel * t.element_size(), flags=flags), dtype=t.dtype)
+    else:
+        base = torch.empty_strided((numel,), (1,), dtype=t.dtype, device=t.device)
+    v = base.as_strided((rows, n), (1, stride), FAR_BASE)
+    v.copy_(t)
+    return v
 
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
@@ -65,11 +107,40 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     eps = params.get("eps", 1e-5)
     if autograd:
         return kernel.AddLayerNormFunction.apply(x, r, w, b, eps)
+    if inputs.get("in_place"):
+        return _in_place(kernel, x, r, w, b, eps, inputs["in_place"])
     out = None
     if poison:
         dt = torch.promote_types(x.dtype, r.dtype)
         out = (fat.poison(x.shape, dt, x.device), fat.poison(x.shape, dt, x.device))
     return kernel.add_layer_norm(x, r, w, b, eps, out=out)
+
+
+def _in_place(kernel, x, r, w, b, eps, over):
+    """s written over a copy of x (over="x") or of the residual, y poisoned. First, outputs
+    the wrapper must refuse: s one row off that operand (a partial overlap), y over the sum,
+    y one row off the operand, an s whose rows share memory (an expanded view). In place needs
+    the sum's dtype: when the operand has another, the other operand is taken."""
+    dt = torch.promote_types(x.dtype, r.dtype)
+    if (x if over == "x" else r).dtype != dt:
+        over = "residual" if over == "x" else "x"
+    rows = x.shape[0]
+    buf = fat.poison([rows + 1] + list(x.shape[1:]), dt, x.device)
+    op, shifted = buf[:rows], buf[1:]  # the operand's copy, and a view one row off it
+    op.copy_(x if over == "x" else r)
+    args = (op, r) if over == "x" else (x, op)
+    y = fat.poison(x.shape, dt, x.device)
+    expanded = fat.poison(x.shape[-1:], dt, x.device).expand(x.shape)
+    for out, what in (((shifted, y), "s one row off an input"), ((op, op), "y over the sum"),
+                      ((fat.poison(x.shape, dt, x.device), shifted), "y one row off an input"),
+                      ((expanded, y), "s with rows sharing memory")):
+        try:
+            kernel.add_layer_norm(*args, w, b, eps, out=out)
+        except ValueError:
+            continue
+        raise AssertionError(f"add_layer_norm wrote {what} instead of refusing it")
+    s = (x if over == "x" else r).clone()
+    return kernel.add_layer_norm(*((s, r) if over == "x" else (x, s)), w, b, eps, out=(s, y))
 
 
 def reference(ref, inputs, params):

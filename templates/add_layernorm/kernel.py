@@ -2,19 +2,29 @@
 
 Replaces ``aten::add`` -> ``aten::layer_norm`` (``native_layer_norm``) in pre-/post-LN
 transformer blocks. The sum ``s`` is still needed (it is the next residual), so the kernel
-writes it, but it never reads it back from memory: eager reads x and r, writes s, reads s,
-writes y; this kernel reads x and r and writes s and y.
+writes it: eager reads x and r, writes s, reads s, writes y; this kernel reads x and r and
+writes s and y (rows longer than one block read s back, see below).
 
 - One program per row, LayerNorm over the last dim with optional weight and bias, two-pass
-  statistics (mean, then variance of ``s - mean``) in fp32. When the row fits one block
-  (BLOCK_N = next_power_of_2(N), capped at 8192 on a GPU) it stays in registers; longer rows
-  are processed in chunks, recomputing ``x + r``. ``s`` is rounded to its dtype before the
-  statistics, as eager does.
-- fp32 / fp16 / bf16; strides are runtime arguments (2-D ``[rows, N]`` views). The residual
-  may broadcast along x's leading dims (BERT's position embeddings ``[1, S, H]`` added to
-  ``[B, S, H]``): its rows repeat every ``S`` rows of x and are read, not expanded; its
-  gradient sums over the repeats.
-- Autotuned over num_warps, keyed on N; one fixed config under ``TRITON_INTERPRET=1``.
+  statistics (mean, then variance of ``s - mean``) in fp32. ``s`` is rounded to its dtype
+  before the statistics, as eager does. When the row fits one block (BLOCK_N =
+  next_power_of_2(N), at most 8192 on a GPU) it stays in registers. Longer rows go in
+  chunks: the first pass reads x and r and writes s, the variance and the normalisation read
+  s back (the sum as stored, which is what eager normalises; fewer bytes than x and r).
+- No autotuner: BLOCK_N and num_warps come from the row length (``_plan``: the Triton
+  LayerNorm tutorial's ``BLOCK_N // 256`` warps, 1 to 8), so nothing is benchmarked on the
+  caller's buffers, a new shape costs no tuning and CUDA-graph capture works at any shape.
+  The kernel is launched through ``_launch`` (its compiled form cached per specialization).
+- fp32 / fp16 / bf16; strides are runtime arguments (2-D ``[rows, N]`` views). Row and column
+  offsets are 64-bit: ``cols * stride`` passes 2**31 in a transposed ``[600000, 4096]`` view.
+  The residual may broadcast along x's leading dims (BERT's position embeddings ``[1, S, H]``
+  added to ``[B, S, H]``): its rows repeat every ``S`` rows of x and are read, not expanded;
+  its gradient sums over the repeats.
+- In place: ``out=(x, y)`` or ``out=(residual, y)`` writes the sum over x (or over a residual
+  of x's shape): each program reads its row of x and r before it writes that row of s, and
+  never reads x or r again. y may not overlap x, the residual or s, and any other overlap of
+  an output with an input is refused (``_check_alias``), as is an output whose elements share
+  memory (``_check_dense``).
 - Training: ``AddLayerNormFunction`` has a backward through ATen's
   ``native_layer_norm_backward`` using the mean/rstd this kernel saved (Liger's data show a
   fused LayerNorm backward is often slower than ATen's for N <= 4096), plus the gradient
@@ -31,25 +41,17 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
-AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
+# the longest row held in registers; longer rows go in chunks of this size (the interpreter
+# keeps blocks small so that the tests' rows of 300 and 1500 take the chunked path)
 MAX_BLOCK_N = 128 if INTERPRET else 8192
 
 
-def _configs():
-    if INTERPRET:
-        return [triton.Config({}, num_warps=4, num_stages=1)]
-    configs = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 2, 8, 16)]
-    return configs if AUTOTUNE else configs[:1]
-
-
-def _prune(configs, named_args, **kwargs):
-    """At least 8 elements of a block per thread: more warps than BLOCK_N / 256 only add
-    cross-warp reduction steps, and at microsecond scale the autotuner's timings are noise
-    enough to pick them (16 warps for rows of 768 measured 18.4 us where 4 warps took 13.3 us
-    on the H200)."""
-    most = max(2, kwargs.get("BLOCK_N", 8192) // 256)
-    return [c for c in configs if c.num_warps <= most] or configs[:1]
+def _plan(N):
+    """(BLOCK_N, num_warps) for rows of N elements: the row in one block up to MAX_BLOCK_N,
+    BLOCK_N // 256 warps (at least 8 elements per thread, as the Triton LayerNorm tutorial
+    chooses), 1 to 8 of them."""
+    block = min(triton.next_power_of_2(N), MAX_BLOCK_N)
+    return block, min(max(block // 256, 1), 8)
 
 
 # --- fa:shared cast ---
@@ -70,21 +72,20 @@ def _cast(y, dtype: tl.constexpr):
 
 
 @triton.jit
-def _sum_chunk(X, R, S, cols, N, sxn, srn, ssn, STORE: tl.constexpr):
+def _sum_chunk(X, R, S, cols, N, sxn, srn, ssn):
+    """s = x + r at cols (int64), rounded to S's type and stored; returned in fp32, 0 past N."""
     m = cols < N
     x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)
     r = tl.load(R + cols * srn, mask=m, other=0.0).to(tl.float32)
     s = _cast(x + r, S.dtype.element_ty)
-    if STORE:
-        tl.store(S + cols * ssn, s, mask=m)
+    tl.store(S + cols * ssn, s, mask=m)
     return tl.where(m, s.to(tl.float32), 0.0)
 
 
-@triton.autotune(configs=_configs(), key=["N"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
                        sxm, sxn, srm, srn, ssm, ssn, sym, syn, eps,
-                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, SINGLE: tl.constexpr,
+                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, SINGLE: tl.constexpr, STATS: tl.constexpr,
                        BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     X += row * sxm
@@ -92,9 +93,9 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
     S += row * ssm
     Y += row * sym
     if SINGLE:  # the whole row in registers
-        cols = tl.arange(0, BLOCK_N)
+        cols = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
         m = cols < N
-        s = _sum_chunk(X, R, S, cols, N, sxn, srn, ssn, True)
+        s = _sum_chunk(X, R, S, cols, N, sxn, srn, ssn)
         mean = tl.sum(s, axis=0) / N
         d = tl.where(m, s - mean, 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / N + eps)
@@ -104,27 +105,29 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
         if HAS_B:
             y = y + tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
         tl.store(Y + cols * syn, _cast(y, Y.dtype.element_ty), mask=m)
-    else:  # chunked: sum (writing s), variance, normalise
+    else:  # chunked: the sum (written), then its variance and the normalisation, reading s back
+        offs = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
         acc = tl.full([BLOCK_N], 0, tl.float32)
         start = 0
         while start < N:
-            acc += _sum_chunk(X, R, S, start + tl.arange(0, BLOCK_N), N, sxn, srn, ssn, True)
+            acc += _sum_chunk(X, R, S, start + offs, N, sxn, srn, ssn)
             start += BLOCK_N
         mean = tl.sum(acc, axis=0) / N
+        tl.debug_barrier()  # s as written above, seen by every thread of the program
         acc = tl.full([BLOCK_N], 0, tl.float32)
         start = 0
         while start < N:
-            cols = start + tl.arange(0, BLOCK_N)
-            s = _sum_chunk(X, R, S, cols, N, sxn, srn, ssn, False)
+            cols = start + offs
+            s = tl.load(S + cols * ssn, mask=cols < N, other=0.0).to(tl.float32)
             d = tl.where(cols < N, s - mean, 0.0)
             acc += d * d
             start += BLOCK_N
         rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
         start = 0
         while start < N:
-            cols = start + tl.arange(0, BLOCK_N)
+            cols = start + offs
             m = cols < N
-            s = _sum_chunk(X, R, S, cols, N, sxn, srn, ssn, False)
+            s = tl.load(S + cols * ssn, mask=m, other=0.0).to(tl.float32)
             y = (s - mean) * rstd
             if HAS_W:
                 y = y * tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
@@ -132,8 +135,9 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
                 y = y + tl.load(B + cols, mask=m, other=0.0).to(tl.float32)
             tl.store(Y + cols * syn, _cast(y, Y.dtype.element_ty), mask=m)
             start += BLOCK_N
-    tl.store(MEAN + row, mean)
-    tl.store(RSTD + row, rstd)
+    if STATS:
+        tl.store(MEAN + row, mean)
+        tl.store(RSTD + row, rstd)
 
 
 # --- fa:shared rows ---
@@ -151,10 +155,111 @@ def _rows(t, view_only=False):
 # --- fa:end rows ---
 
 
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
+
+
+# --- fa:shared overlap ---
+def _check_dense(fn, outs):
+    """Refuses an output some of whose elements share memory (an expanded view: stride 0 on a
+    dim of size > 1): several programs would write one element, and written in place over an
+    input, a program would overwrite what another still reads. ``outs`` are (name, tensor)
+    pairs; None tensors are skipped."""
+    for name, o in outs:
+        if o is not None and torch._debug_has_internal_overlap(o) == 1:
+            raise ValueError(f"{fn}: output {name} has elements that share memory (an expanded view); "
+                             "pass a tensor whose elements are distinct")
+# --- fa:end overlap ---
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and launched
+# directly: on the H200 (bench/experiments/probe_launch.py, per call) kernel[grid](...) took
+# 12-15 us of host time, the compiled kernel launched directly 7.4 us, a kernel behind
+# @triton.autotune 17-25 us, an ATen add 6 us. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+
+def _spec(a):
+    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
+    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
+    (constexpr flags, None) its value."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
+    if type(a) is int:
+        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
+    if type(a) is float:
+        return float
+    return a
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; the constexprs are the kernel's last parameters,
+    passed in its order. After the first call of a specialization its compiled kernel is
+    launched directly. Under the interpreter: the plain call."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *constexprs.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+# --- fa:end launch ---
+
+
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
 def _residual_rows(x, residual):
     """How many rows the residual has when it is x's shape or broadcasts along x's leading
     dims only (position embeddings [1, S, H] added to [B, S, H]): its rows then repeat every
     that many rows of x. None when it broadcasts otherwise."""
+    if residual.shape == x.shape:
+        return x.numel() // x.shape[-1] if x.shape[-1] else 0
     if residual.dim() == 0 or residual.dim() > x.dim():
         return None
     shape = (1,) * (x.dim() - residual.dim()) + tuple(residual.shape)
@@ -170,44 +275,66 @@ def _residual_rows(x, residual):
 
 
 def _check(x, residual, weight, bias):
-    for t in (x, residual):
-        if t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-            raise TypeError(f"add_layernorm: unsupported dtype {t.dtype}")
-    if x.dim() == 0 or _residual_rows(x, residual) is None:
+    """The residual's row count (see _residual_rows), after checking the arguments."""
+    if x.dtype not in _FLOATS or residual.dtype not in _FLOATS:
+        raise TypeError(f"add_layernorm: unsupported dtype {x.dtype} / {residual.dtype}")
+    rr = _residual_rows(x, residual) if x.dim() else None
+    if rr is None:
         raise ValueError(f"add_layernorm: residual {tuple(residual.shape)} does not match x {tuple(x.shape)} "
                          "(x's shape, or its trailing dims with leading 1s)")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.shape != (x.shape[-1],):
             raise ValueError(f"add_layernorm: {name} {tuple(t.shape)} does not match x {tuple(x.shape)}")
+    for t in (residual, weight, bias):
+        if t is not None and t.device != x.device:
+            raise ValueError("add_layernorm: the inputs are on different devices")
+    return rr
 
 
 def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, block_n=None, stats=False):
     """Returns (s, y): s = x + residual, y = layer_norm(s, (N,), weight, bias, eps).
 
-    ``out`` = (s, y) buffers to write into; ``stats=True`` also returns fp32 (mean, rstd) per
-    row; ``block_n`` forces the chunk size (tests use it for rows longer than a block)."""
-    _check(x, residual, weight, bias)
+    ``out`` = (s, y) buffers to write into; s may be x itself, or the residual when it has
+    x's shape (in place). ``stats=True`` also returns fp32 (mean, rstd) per row; ``block_n``
+    forces the chunk size (tests use it for rows longer than a block)."""
+    rr = _check(x, residual, weight, bias)
+    N = x.shape[-1]
+    if N and x.numel() // N >= 2**31:
+        raise ValueError(f"add_layernorm: {x.numel() // N} rows (one program each: at most 2**31 - 1)")
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
-    weight = None if weight is None else weight.contiguous()
-    bias = None if bias is None else bias.contiguous()
-    dtype = torch.promote_types(x.dtype, residual.dtype)
+    if weight is not None and weight.stride(0) != 1:
+        weight = weight.contiguous()
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    dtype = x.dtype if residual.dtype == x.dtype else torch.promote_types(x.dtype, residual.dtype)
     if out is None:
-        out = (torch.empty(x.shape, dtype=dtype, device=x.device), torch.empty(x.shape, dtype=dtype, device=x.device))
-    s, y = out
-    if s.shape != x.shape or y.shape != x.shape or s.dtype != dtype or y.dtype != dtype:
-        raise ValueError("add_layernorm: out has the wrong shape or dtype")
+        s = torch.empty(x.shape, dtype=dtype, device=x.device)
+        y = torch.empty(x.shape, dtype=dtype, device=x.device)
+    else:
+        s, y = out
+        for t in (s, y):
+            if t.shape != x.shape or t.dtype != dtype or t.device != x.device:
+                raise ValueError("add_layernorm: out has the wrong shape, dtype or device")
+        ins = [("x", x), ("residual", residual), ("weight", weight), ("bias", bias)]
+        _check_alias("add_layernorm", [("s", s)], ins, in_place=("x", "residual"))
+        _check_alias("add_layernorm", [("y", y)], ins + [("s", s)])
+        _check_dense("add_layernorm", [("s", s), ("y", y)])
     x2, r2, s2, y2 = _rows(x), _rows(residual), _rows(s, view_only=True), _rows(y, view_only=True)
-    M, N = x2.shape
-    rr = max(_residual_rows(x, residual), 1)
-    mean = torch.empty(M, dtype=torch.float32, device=x.device)
-    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
+    M = x2.shape[0]
+    mean = rstd = x2  # dummies, never written without stats
+    if stats:
+        mean = torch.empty(M, dtype=torch.float32, device=x.device)
+        rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     if x.numel():
-        block = block_n or min(triton.next_power_of_2(N), MAX_BLOCK_N)
-        _add_layernorm_fwd[(M,)](
-            x2, r2, weight if weight is not None else x2, bias if bias is not None else x2, s2, y2, mean, rstd, N, rr,
-            x2.stride(0), x2.stride(1), r2.stride(0), r2.stride(1), s2.stride(0), s2.stride(1),
-            y2.stride(0), y2.stride(1), float(eps),
-            HAS_W=weight is not None, HAS_B=bias is not None, SINGLE=N <= block, BLOCK_N=block)
+        block, warps = _plan(N)
+        if block_n:
+            block = block_n
+        sx, sr, ss, sy = x2.stride(), r2.stride(), s2.stride(), y2.stride()
+        _launch(_add_layernorm_fwd, (M,),
+                (x2, r2, x2 if weight is None else weight, x2 if bias is None else bias,  # x2: dummies, never read
+                 s2, y2, mean, rstd, N, rr, sx[0], sx[1], sr[0], sr[1], ss[0], ss[1], sy[0], sy[1], float(eps)),
+                num_warps=warps, HAS_W=weight is not None, HAS_B=bias is not None, SINGLE=N <= block,
+                STATS=stats, BLOCK_N=block)
     return (s, y, mean, rstd) if stats else (s, y)
 
 

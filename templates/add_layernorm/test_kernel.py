@@ -1,5 +1,6 @@
 """Tests for the add_layernorm template: run under TRITON_INTERPRET=1 on CPU, or on CUDA (mark gpu)."""
 
+import os
 import pathlib
 import sys
 
@@ -7,6 +8,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import triton  # noqa: E402
 
 import fa_testing as fat  # noqa: E402
 
@@ -110,3 +112,165 @@ def test_broadcast_residual(device, dtype):
     x = torch.zeros(2, 3, 8, device=device)
     with pytest.raises(ValueError):
         kernel.add_layer_norm(x, torch.zeros(2, 1, 8, device=device))  # broadcast in the middle
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("over", ["x", "residual"])
+@pytest.mark.parametrize("n,block_n", [(100, None), (1000, 256), (1000, 64)])
+def test_in_place(device, over, n, block_n):
+    """out=(x, y) and out=(residual, y): the sum written over an operand, on the single-block
+    path and the chunked one (the review's repro: N=1000, block_n=256, out=(x, y) gave errors
+    of 2.7 when the chunked passes re-read x after s had overwritten it)."""
+    g = fat.gen(21)
+    x = fat.randn([4, n], torch.float32, device, g, mean=-2.3)
+    r = fat.randn([4, n], torch.float32, device, g)
+    w = fat.randn([n], torch.float32, device, g)
+    b = fat.randn([n], torch.float32, device, g)
+    s0, y0 = ref.add_layer_norm(x, r, w, b, 1e-5)
+    op = (x if over == "x" else r).clone()
+    args = (op, r) if over == "x" else (x, op)
+    y = fat.poison(x.shape, x.dtype, device)
+    s, y = kernel.add_layer_norm(*args, w, b, 1e-5, out=(op, y), block_n=block_n)
+    assert s is op
+    fat.assert_close(s, s0, 0, 0)
+    fat.assert_close(y, y0, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_both_operands_one_tensor(device):
+    # s = x + x written over x: each program reads its row (twice) before writing it
+    x = fat.randn([3, 200], torch.float32, device, fat.gen(22))
+    s0, y0 = ref.add_layer_norm(x, x, None, None, 1e-5)
+    s, y = kernel.add_layer_norm(x, x, out=(x, fat.poison(x.shape, x.dtype, device)))
+    fat.assert_close(s, s0, 0, 0)
+    fat.assert_close(y, y0, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_overlapping_outputs_refused(device):
+    x = torch.randn(16, 16, device=device)
+    r = torch.randn(16, 16, device=device)
+    w = torch.randn(16, device=device)
+    buf = torch.randn(17, 16, device=device)
+    xb, shifted = buf[:16], buf[1:]  # shifted: one row off xb
+    rb = r[:1].expand(16, 16)  # a residual broadcast over the rows
+
+    def fresh():
+        return torch.empty(16, 16, device=device)
+
+    refused = {
+        "s one row off x": ((xb, r), (shifted, fresh())),
+        "s over x's bytes, transposed": ((x, r), (x.t(), fresh())),
+        "y over x and s": ((x, r), (x, x)),
+        "y over x": ((x, r), (fresh(), x)),
+        "y over the residual": ((x, r), (fresh(), r)),
+        "y one row off x": ((xb, r), (fresh(), shifted)),
+        "s over a broadcast residual": ((x, rb), (rb, fresh())),
+        "s over the weight": ((x, r), (w.expand(16, 16), fresh())),
+        "s with elements sharing memory": ((x, r), (torch.empty(16, device=device).expand(16, 16), fresh())),
+    }
+    for what, (args, out) in refused.items():
+        with pytest.raises(ValueError, match="add_layernorm: output"):
+            kernel.add_layer_norm(*args, w, None, out=out)
+            pytest.fail(f"{what}: not refused")
+    # the allowed forms pass
+    s0, y0 = ref.add_layer_norm(x, r, w, None, 1e-5)
+    for over in ("x", "residual"):
+        op = (x if over == "x" else r).clone()
+        s, y = kernel.add_layer_norm(*((op, r) if over == "x" else (x, op)), w, None, out=(op, fresh()))
+        fat.assert_close(s, s0, 0, 0)
+        fat.assert_close(y, y0, 1e-5, 1e-5)
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [100, 300])
+def test_offsets_past_2_31(device, n):
+    """x and the residual as transposed views whose last column lies past 2**31 elements into
+    a reserved (not committed) storage: 32-bit ``cols * stride`` would read elsewhere (the
+    review's repro, a transposed bf16 [600000, 4096] view, gave errors of 5.0 on the GPU).
+    Only the viewed elements' pages are touched."""
+    g = fat.gen(23)
+    before = _rss_mb()
+    x = adapter.far_view(fat.randn([3, n], torch.bfloat16, device, g, mean=-2.3))
+    r = adapter.far_view(fat.randn([3, n], torch.bfloat16, device, g))
+    assert (n - 1) * x.stride(1) >= 2**31 and (n - 1) * r.stride(1) >= 2**31
+    w = fat.randn([n], torch.bfloat16, device, g)
+    out = (fat.poison(x.shape, x.dtype, device), fat.poison(x.shape, x.dtype, device))
+    s, y = kernel.add_layer_norm(x, r, w, None, out=out)
+    s0, y0 = ref.add_layer_norm(x, r, w, None)
+    fat.assert_close(s, s0, 0, 0)
+    fat.assert_close(y, y0, *fat.tol("norm", torch.bfloat16))
+    if device == "cpu":
+        assert _rss_mb() - before < 64, "the views' storage was committed"
+
+
+def test_plan():
+    """BLOCK_N covers the row up to MAX_BLOCK_N, with 1-8 warps and at least 8 elements per
+    thread; the launch for huge shapes, without running it: one program per row on grid axis
+    0 (at most 2**31 - 1 of them), a row of 2**26 in chunks."""
+    for n in [1, 2, 7, 127, 128, 129, 768, 1000, 4096, 8192, 8193, 2**26]:
+        block, warps = kernel._plan(n)
+        assert block == min(triton.next_power_of_2(n), kernel.MAX_BLOCK_N)
+        assert 1 <= warps <= 8 and (block < 256 or block >= warps * 256)
+    launches = []
+    saved = kernel._launch, kernel.MAX_BLOCK_N
+    kernel._launch = lambda k, grid, args, num_warps, **c: launches.append((grid, num_warps, c))
+    kernel.MAX_BLOCK_N = 8192  # the GPU's plan
+    try:
+        x = torch.empty(1, 2**26, dtype=torch.bfloat16)  # never written: no pages committed
+        kernel.add_layer_norm(x, x)
+        grid, warps, c = launches[-1]
+        assert grid == (1,) and c["BLOCK_N"] == 8192 and not c["SINGLE"] and warps == 8
+        x = torch.empty(3000, 768, dtype=torch.float16)
+        kernel.add_layer_norm(x, x[:1])
+        grid, warps, c = launches[-1]
+        assert grid == (3000,) and c["BLOCK_N"] == 1024 and c["SINGLE"] and warps == 4
+        with pytest.raises(ValueError, match="rows"):
+            kernel.add_layer_norm(torch.empty(1, 1).expand(2**31, 1), torch.empty(1, 1).expand(2**31, 1))
+    finally:
+        kernel._launch, kernel.MAX_BLOCK_N = saved
+
+
+def _assert_close_gpu(got, want, atol, rtol, name, chunk=1 << 26):
+    """assert_close for tensors too large to copy to the host: compared on the GPU in chunks
+    of rows, the first bad chunk then reported through fat.assert_close."""
+    g2, w2 = got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1])
+    step = max(1, chunk // g2.shape[1])
+    for i in range(0, g2.shape[0], step):
+        a, b = g2[i:i + step].float(), w2[i:i + step].float()
+        ok = ((a - b).abs() <= atol + rtol * b.abs()) | (a.isnan() & b.isnan())
+        if not bool(ok.all()):
+            fat.assert_close(g2[i:i + step], w2[i:i + step], atol, rtol, name=f"{name} rows {i}..")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_review_repros_gpu():
+    """The review's repros on the GPU: out=(x, y) on the first call (errors 2046 in s and 15.6
+    in y when the autotuner benchmarked its configs on the caller's buffers), the chunked path
+    in place, and a transposed bf16 [600000, 4096] view (stride 600000: cols * stride passes
+    2**31; errors 5.0 and 3.5 with 32-bit offsets)."""
+    g = fat.gen(31)
+    for shape, dt, block_n in (([4096, 768], torch.float16, None), ([64, 10000], torch.float32, None),
+                               ([8, 1000], torch.float32, 256)):
+        x = fat.randn(shape, dt, "cuda", g, mean=-2.3)
+        r = fat.randn(shape, dt, "cuda", g)
+        w = fat.randn(shape[-1:], dt, "cuda", g)
+        b = fat.randn(shape[-1:], dt, "cuda", g)
+        s0, y0 = ref.add_layer_norm(x, r, w, b)
+        s, y = kernel.add_layer_norm(x, r, w, b, out=(x, torch.empty_like(x)), block_n=block_n)
+        fat.assert_close(s, s0, 0, 0, name=f"s {shape}")
+        fat.assert_close(y, y0, *fat.tol("norm", dt), name=f"y {shape}")
+    x = torch.randn(4096, 600000, device="cuda", dtype=torch.bfloat16).t()
+    r = torch.randn(4096, 600000, device="cuda", dtype=torch.bfloat16).t()
+    assert x.stride() == (1, 600000)
+    s, y = kernel.add_layer_norm(x, r)
+    s0, y0 = ref.add_layer_norm(x, r)
+    _assert_close_gpu(s, s0, 0, 0, "s")
+    _assert_close_gpu(y, y0, *fat.tol("norm", torch.bfloat16), "y")

@@ -7,7 +7,22 @@ dtype when it differs from the default (autocast's fp32 softmax). Scores are ran
 of positions, and the mask's first row is fully masked (additive: -inf), so fully masked rows
 are always exercised. In test mode (poison=True) with p > 0, fused() stores the kernel's
 dropout mask in inputs["keep"] for the reference.
+
+Two kinds of adversarial case are about memory rather than shape (the verifier's layout
+variants do not reach them); make_inputs recognises them by their shapes:
+
+- FAR: the scores are a transposed view whose element offsets pass 2**31, so that 32-bit
+  ``cols * stride`` arithmetic reads the wrong elements. Its storage is
+  reserved, not committed: only the viewed elements' pages are touched (about 1 MB).
+- IN_PLACE: the probabilities are written over (a copy of) the scores, the in-place form the
+  wrapper allows, when they have the scores' dtype (the fp32 runs of fp16 cases); fused()
+  first checks that an output one row off the scores, and an expanded one, are refused.
+
+Each at a row that fits one interpreter block (100) and one that does not (299, 301).
 """
+
+import mmap
+import sys
 
 import torch
 
@@ -16,6 +31,9 @@ import fa_testing as fat
 KIND = "softmax"
 OUTPUTS = ["probs"]
 GRAD_INPUTS = ["x"]
+FAR_BASE = 2**31  # elements before each FAR view
+FAR = [[[3, 100], [3, 100]], [[2, 299], [1, 299]]]
+IN_PLACE = [[[4, 100], [4, 100]], [[3, 301], [1, 301]]]
 
 
 def adversarial(params):
@@ -28,7 +46,7 @@ def adversarial(params):
         [[2, 300], [2, 300]],
         [[1, 2, 5, 1500], [1, 1, 5, 1500]],
         [[2, 2, 9, 5], [2, 1, 9, 5]],
-    ]
+    ] + FAR + IN_PLACE
 
 
 def has_backward(params):
@@ -62,7 +80,32 @@ def make_inputs(shapes, dtype, params, device, seed):
             add = add.masked_fill(masked, torch.finfo(dtype).min)
             add.view(-1, mshape[-1])[0, :] = float("-inf")
             mask = add.to(device=device, dtype=fat.DTYPES[params.get("mask_dtype") or fat.name(dtype)])
-    return {"x": x, "mask": mask, "seed": 77 + int(seed)}
+    inputs = {"x": x, "mask": mask, "seed": 77 + int(seed)}
+    if shapes in FAR:
+        inputs["x"] = far_view(x)
+    elif shapes in IN_PLACE:
+        inputs["in_place"] = True
+    return inputs
+
+
+def far_view(t):
+    """t ([rows, N], N > 1) copied into a transposed view whose last column lies past 2**31
+    elements from its first, FAR_BASE elements into the storage (an offset that wrapped in 32
+    bits still lands inside it: wrong values, not a fault). The storage is reserved, not
+    committed (CPU: an anonymous mapping with MAP_NORESERVE; CUDA: real memory), and only the
+    viewed elements are written: one page per column is touched."""
+    rows, n = t.shape
+    stride = 2**31 // (n - 1) + 1
+    numel = FAR_BASE + (n - 1) * stride + rows
+    if t.device.type == "cpu":
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
+            mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+        base = torch.frombuffer(mmap.mmap(-1, numel * t.element_size(), flags=flags), dtype=t.dtype)
+    else:
+        base = torch.empty_strided((numel,), (1,), dtype=t.dtype, device=t.device)
+    v = base.as_strided((rows, n), (1, stride), FAR_BASE)
+    v.copy_(t)
+    return v
 
 
 def _out(params):
@@ -82,8 +125,28 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     if autograd:
         return (kernel.MaskSoftmaxFunction.apply(x, mask, scale, kind, fill, p, seed, _out(params)),)
     dtype = _out(params) or kernel.out_dtype(x, mask, kind)
+    if inputs.get("in_place") and dtype == x.dtype:
+        return (_in_place(kernel, x, mask, scale, kind, fill, p, seed),)
     out = fat.poison(x.shape, dtype, x.device) if poison else None
     return (kernel.mask_softmax(x, mask, scale, kind, fill, p, seed, out=out, dtype=dtype),)
+
+
+def _in_place(kernel, x, mask, scale, kind, fill, p, seed):
+    """The probabilities written over a copy of x. First, outputs the wrapper must refuse:
+    one row off x (a partial overlap), and one whose rows share memory (an expanded view)."""
+    rows = x.shape[0]
+    buf = fat.poison([rows + 1] + list(x.shape[1:]), x.dtype, x.device)
+    xc, shifted = buf[:rows], buf[1:]  # x's copy, and a view one row off it
+    xc.copy_(x)
+    expanded = fat.poison(x.shape[-1:], x.dtype, x.device).expand(x.shape)
+    for out, what in ((shifted, "an output one row off x"), (expanded, "an output with rows sharing memory")):
+        try:
+            kernel.mask_softmax(xc, mask, scale, kind, fill, p, seed, out=out, dtype=x.dtype)
+        except ValueError:
+            continue
+        raise AssertionError(f"mask_softmax wrote {what} instead of refusing it")
+    y = x.clone()
+    return kernel.mask_softmax(y, mask, scale, kind, fill, p, seed, out=y, dtype=x.dtype)
 
 
 def reference(ref, inputs, params):

@@ -17,19 +17,32 @@ the better fix; this kernel is for code that needs the probabilities.
 - Fully masked rows behave like PyTorch eager: with ``-inf`` fills ``softmax`` of an all
   ``-inf`` row is NaN (and so is any row containing +inf or NaN); with finite fills the row
   is uniform.
-- Rows that fit one block (BLOCK_N = next_power_of_2(sk), capped at 8192 on a GPU) are loaded
-  once, 1 to 32 of them per program (a [ROWS, BLOCK_N] tile, ROWS autotuned), with 32-bit row
-  index arithmetic: one short row per program with 64-bit index math (four divisions per row)
-  left sk = 129..512 at 20-50% of copy bandwidth on an H200. Longer rows, one per program:
-  an online (running max / running sum) first pass, then a normalising pass.
-  fp32 math; ``scale * x`` (and ``+ mask``) is rounded to the dtype before the softmax, as
-  eager does.
+- Rows that fit one block (BLOCK_N = next_power_of_2(sk), at most 8192 on a GPU) are loaded
+  once, 1 to 32 of them per program (a [ROWS, BLOCK_N] tile), with 32-bit row index
+  arithmetic (the wrapper refuses 2**31 - 64 rows or more, so the row index, the last tile's
+  included, stays below 2**31): one short row per program with 64-bit index math (four
+  divisions per row) left sk = 129..512 at 20-50% of copy bandwidth on an H200. Longer rows,
+  one per program: an online (running max / running sum) first pass, then a normalising
+  pass. Column offsets are 64-bit (``cols * stride`` passes 2**31 in a transposed view of a
+  tall tensor), and so is everything multiplied by a stride. fp32 math; ``scale * x`` (and
+  ``+ mask``) is rounded to the dtype before the softmax, as eager does.
+- No autotuner: the layout comes from the row length (``_plan``): tiles of about 1024
+  elements (ROWS = 1024 // BLOCK_N, 1 to 32) with 2 warps for rows up to 512, one row per
+  program and BLOCK_N // 1024 warps from 1024 (the configurations the autotuner chose on the
+  H200 for the benchmark matrix, docs/benchmarks/h200.md), 16 warps for chunked rows. Nothing
+  is benchmarked on the caller's buffers, a new shape costs no tuning and CUDA-graph capture
+  works at any shape; launched through ``_launch`` (the compiled kernel cached per
+  specialization).
+- In place: ``out=x`` is allowed (when the probabilities have the scores' dtype): a program
+  reads a whole row (or a whole chunk, for long rows, in the normalising pass) before it
+  writes it, and never reads it again. Any other overlap of ``out`` with the scores or the
+  mask is refused (``_check_alias``), as is an output whose elements share memory
+  (``_check_dense``).
 - ``dtype`` (a case's ``out_dtype``): the probabilities' dtype when it differs from the
   default (autocast runs ``softmax`` in fp32, and ``softmax(..., dtype=torch.float32)`` does
   too: bf16/fp16 scores in, fp32 probabilities out).
 - Optional dropout on the probabilities (``p``, ``seed``): Philox ``tl.rand(seed, row * sk +
   col)``, keep where ``rand >= p``, scaled by 1/(1-p); ``dropout_mask`` returns the mask used.
-- Autotuned over ROWS and num_warps, keyed on sk; fixed configs under ``TRITON_INTERPRET=1``.
 - Training: ``MaskSoftmaxFunction`` has a backward for p == 0 through ATen
   (``_softmax_backward_data`` on the saved probabilities, masked positions zeroed as
   ``masked_fill``'s backward does, times ``scale``); no gradient flows to the mask. With
@@ -46,36 +59,26 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
-AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
+# the longest row held in registers; longer rows go in chunks of this size (the interpreter
+# keeps blocks small so that the tests' rows of 129, 300 and 1500 take the chunked path)
 MAX_BLOCK_N = 128 if INTERPRET else 8192
 MASK_KINDS = {"none": 0, "bool": 1, "additive": 2, "causal": 3}
+_TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
 
-def _long_configs():
-    if INTERPRET:
-        return [triton.Config({}, num_warps=4, num_stages=1)]
-    configs = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 1, 2, 8, 16)]
-    return configs if AUTOTUNE else configs[:1]
-
-
-def _rows_configs():
-    if INTERPRET:
-        return [triton.Config({"ROWS": 4}, num_warps=4, num_stages=1)]
-    tiles = [(1, 4), (1, 1), (1, 2), (2, 2), (4, 2), (2, 4), (4, 4), (8, 4), (16, 4), (4, 8), (8, 8), (16, 8),
-             (32, 8), (1, 8), (1, 16), (2, 16)]
-    configs = [triton.Config({"ROWS": r}, num_warps=w, num_stages=1) for r, w in tiles]
-    return configs if AUTOTUNE else configs[:1]
-
-
-def _prune_rows(configs, named_args, **kwargs):
-    """Tiles of 256-16K elements, and at least one element per thread (one config if none)."""
-    n = kwargs.get("BLOCK_N", named_args.get("BLOCK_N"))
-    keep = [c for c in configs
-            if 256 <= c.kwargs["ROWS"] * n <= 16384 and c.num_warps * 32 <= c.kwargs["ROWS"] * n]
-    if not keep:  # tiny rows: the largest tile; long rows: one row per program
-        keep = [max(configs, key=lambda c: (c.kwargs["ROWS"] * n <= 16384, c.kwargs["ROWS"], -c.num_warps))]
-    return keep
+def _plan(N, block=None):
+    """(BLOCK_N, ROWS, num_warps) for rows of N elements; ``block`` forces BLOCK_N. Rows that
+    fit one block go ROWS to a program in [ROWS, BLOCK_N] tiles of about 1024 elements, with
+    2 warps (1 for tiles under 512 elements); from 1024 columns one row per program and
+    BLOCK_N // 1024 warps (32 elements per thread). Longer rows (N > BLOCK_N): one per
+    program, in chunks of BLOCK_N, 16 warps for chunks of 8192."""
+    block = block or min(triton.next_power_of_2(N), MAX_BLOCK_N)
+    if N > block:
+        return block, 1, max(1, min(block // 512, 16))
+    if block >= 1024:
+        return block, 1, min(block // 1024, 8)
+    rows = min(32, 1024 // block)
+    return block, rows, max(1, rows * block // 512)
 
 
 # --- fa:shared cast ---
@@ -112,14 +115,14 @@ def _scores(xp, mp, cols, qrow, inb, M, N, sxn, smn, scale, fill, KIND: tl.const
     return tl.where(inb, s, float("-inf"))
 
 
-@triton.autotune(configs=_rows_configs(), key=["N", "BLOCK_N"], prune_configs_by={"early_config_prune": _prune_rows})
 @triton.jit
-def _mask_softmax_rows(X, MASK, Y, SUM, R, H, M, N,
+def _mask_softmax_rows(X, MASK, Y, R, H, M, N,
                        sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
                        scale, fill, p, pscale, seed,
-                       KIND: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
+                       KIND: tl.constexpr, SDT: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr,
+                       ROWS: tl.constexpr):
     """Rows that fit one block: ROWS of them per program, each loaded once."""
-    # flat index of (b, h, m); int32 (R < 2**31): 64-bit division costs more than a short row
+    # flat index of (b, h, m); int32 (R <= 2**31 - 64): 64-bit division costs more than a short row
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     qrow = row % M
     bh = row // M
@@ -127,11 +130,11 @@ def _mask_softmax_rows(X, MASK, Y, SUM, R, H, M, N,
     b = (bh // H).to(tl.int64)
     qrow = qrow.to(tl.int64)
     row = row.to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)[None, :]
+    cols = tl.arange(0, BLOCK_N).to(tl.int64)[None, :]  # 64-bit: cols * stride may pass 2**31
     inb = (row < R)[:, None] & (cols < N)
     xp = X + (b * sxb + h * sxh + qrow * sxm)[:, None]
     mp = MASK + (b * smb + h * smh + qrow * smm)[:, None]
-    s = _scores(xp, mp, cols, qrow[:, None], inb, M, N, sxn, smn, scale, fill, KIND, SUM.dtype.element_ty)
+    s = _scores(xp, mp, cols, qrow[:, None], inb, M, N, sxn, smn, scale, fill, KIND, SDT)
     mx = tl.max(s, axis=1)
     safe = tl.where(mx == float("-inf"), 0.0, mx)  # all -inf: 0/0 = NaN below, as eager
     e = tl.exp(s - safe[:, None])
@@ -142,14 +145,13 @@ def _mask_softmax_rows(X, MASK, Y, SUM, R, H, M, N,
     tl.store(yp + cols * syn, _cast(y, Y.dtype.element_ty), mask=inb)
 
 
-@triton.autotune(configs=_long_configs(), key=["N"])
 @triton.jit
-def _mask_softmax_long(X, MASK, Y, SUM, H, M, N,
+def _mask_softmax_long(X, MASK, Y, R, H, M, N,
                        sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
                        scale, fill, p, pscale, seed,
-                       KIND: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr):
+                       KIND: tl.constexpr, SDT: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr):
     """Rows longer than one block, one per program: an online pass, then a normalising pass."""
-    row = tl.program_id(0)  # flat index of (b, h, m), int32 (R < 2**31)
+    row = tl.program_id(0)  # flat index of (b, h, m), int32 (R <= 2**31 - 64)
     qrow = row % M
     bh = row // M
     h = (bh % H).to(tl.int64)
@@ -159,13 +161,14 @@ def _mask_softmax_long(X, MASK, Y, SUM, H, M, N,
     X += b * sxb + h * sxh + qrow * sxm
     MASK += b * smb + h * smh + qrow * smm
     Y += b * syb + h * syh + qrow * sym
+    offs = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
     # pass 1: per-lane running max and running sum of exp
     m_run = tl.full([BLOCK_N], float("-inf"), tl.float32)
     l_run = tl.full([BLOCK_N], 0, tl.float32)
     start = 0
     while start < N:
-        cols = start + tl.arange(0, BLOCK_N)
-        s = _scores(X, MASK, cols, qrow, cols < N, M, N, sxn, smn, scale, fill, KIND, SUM.dtype.element_ty)
+        cols = start + offs
+        s = _scores(X, MASK, cols, qrow, cols < N, M, N, sxn, smn, scale, fill, KIND, SDT)
         m_new = tl.maximum(m_run, s)
         safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         l_run = l_run * tl.exp(m_run - safe) + tl.exp(s - safe)
@@ -177,8 +180,8 @@ def _mask_softmax_long(X, MASK, Y, SUM, H, M, N,
     # pass 2: normalise
     start = 0
     while start < N:
-        cols = start + tl.arange(0, BLOCK_N)
-        s = _scores(X, MASK, cols, qrow, cols < N, M, N, sxn, smn, scale, fill, KIND, SUM.dtype.element_ty)
+        cols = start + offs
+        s = _scores(X, MASK, cols, qrow, cols < N, M, N, sxn, smn, scale, fill, KIND, SDT)
         y = tl.exp(s - safe) / total
         if DROPOUT:
             y = y * tl.where(tl.rand(seed, row * N + cols) >= p, pscale, 0.0)  # NaN * 0 = NaN, as eager
@@ -195,6 +198,102 @@ def _mask_kernel(K, N, p, seed, BLOCK_N: tl.constexpr):
         keep = tl.rand(seed, row * N + cols) >= p
         tl.store(K + row * N + cols, keep.to(tl.int8), mask=cols < N)
         start += BLOCK_N
+
+
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
+
+
+# --- fa:shared overlap ---
+def _check_dense(fn, outs):
+    """Refuses an output some of whose elements share memory (an expanded view: stride 0 on a
+    dim of size > 1): several programs would write one element, and written in place over an
+    input, a program would overwrite what another still reads. ``outs`` are (name, tensor)
+    pairs; None tensors are skipped."""
+    for name, o in outs:
+        if o is not None and torch._debug_has_internal_overlap(o) == 1:
+            raise ValueError(f"{fn}: output {name} has elements that share memory (an expanded view); "
+                             "pass a tensor whose elements are distinct")
+# --- fa:end overlap ---
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and launched
+# directly: on the H200 (bench/experiments/probe_launch.py, per call) kernel[grid](...) took
+# 12-15 us of host time, the compiled kernel launched directly 7.4 us, a kernel behind
+# @triton.autotune 17-25 us, an ATen add 6 us. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+
+def _spec(a):
+    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
+    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
+    (constexpr flags, None) its value."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
+    if type(a) is int:
+        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
+    if type(a) is float:
+        return float
+    return a
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; the constexprs are the kernel's last parameters,
+    passed in its order. After the first call of a specialization its compiled kernel is
+    launched directly. Under the interpreter: the plain call."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *constexprs.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+# --- fa:end launch ---
 
 
 def fill_value(mask_fill, dtype):
@@ -215,14 +314,23 @@ def out_dtype(x, mask, mask_kind):
     return x.dtype
 
 
-def _as4d(t):
-    while t.dim() < 4:
-        t = t.unsqueeze(0)
-    return t
+def _broadcast_strides(t, shape):
+    """t's strides when broadcast to the 4-D ``shape`` (0 on broadcast dims: no expanded copy
+    is made), or None when it does not broadcast to it."""
+    pad = 4 - t.dim()
+    if pad < 0:
+        return None
+    out = [0, 0, 0, 0]
+    for i, (n, st) in enumerate(zip(t.shape, t.stride())):
+        if n == shape[pad + i]:
+            out[pad + i] = st if n != 1 else 0
+        elif n != 1:
+            return None
+    return out
 
 
 def _check(x, mask, mask_kind, p):
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if x.dtype not in _TL:
         raise TypeError(f"mask_softmax: unsupported dtype {x.dtype}")
     if not 2 <= x.dim() <= 4:
         raise ValueError(f"mask_softmax: scores of rank {x.dim()} (want 2..4)")
@@ -235,52 +343,56 @@ def _check(x, mask, mask_kind, p):
             raise TypeError("mask_softmax: a bool mask must have dtype torch.bool")
         if mask_kind == "additive" and not mask.dtype.is_floating_point:
             raise TypeError("mask_softmax: an additive mask must be floating point")
+        if mask.device != x.device:
+            raise ValueError("mask_softmax: scores and mask on different devices")
     if not (0.0 <= p < 1.0):
         raise ValueError(f"mask_softmax: p={p} (want 0 <= p < 1)")
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    if rows > 2**31 - 64:  # 32-bit row arithmetic, the last tile's rows included
+        raise ValueError(f"mask_softmax: {rows} rows (at most 2**31 - 64)")
 
 
 def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0, seed=0,
                  out=None, block_n=None, dtype=None):
     """y = dropout(softmax(mask(scale * x), dim=-1), p), in ``dtype`` (default: out_dtype(x, mask,
-    mask_kind); e.g. torch.float32 for autocast's fp32 softmax). ``block_n`` forces the chunk size."""
+    mask_kind); e.g. torch.float32 for autocast's fp32 softmax). ``out`` may be x itself (in
+    place, when it has x's dtype). ``block_n`` forces the chunk size."""
     _check(x, mask, mask_kind, p)
     kind = MASK_KINDS[mask_kind]
     sum_dtype = out_dtype(x, mask, mask_kind)  # the type eager rounds x + mask to
     dtype = dtype or sum_dtype
-    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if dtype not in _TL:
         raise TypeError(f"mask_softmax: unsupported output dtype {dtype}")
     if out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
-    elif out.shape != x.shape or out.dtype != dtype:
-        raise ValueError("mask_softmax: out has the wrong shape or dtype")
+    else:
+        if out.shape != x.shape or out.dtype != dtype or out.device != x.device:
+            raise ValueError("mask_softmax: out has the wrong shape, dtype or device")
+        _check_alias("mask_softmax", [("out", out)], [("x", x), ("mask", mask)], in_place=("x",))
+        _check_dense("mask_softmax", [("out", out)])
     if x.numel() == 0:
         return out
-    x4, y4 = _as4d(x), _as4d(out)
-    B, H, M, N = x4.shape
+    # x, the mask and out are read through their own strides as [B, H, M, N]: no 4-D views
+    pad = [0] * (4 - x.dim())
+    B, H, M, N = shape = [1] * len(pad) + list(x.shape)
     if kind in (1, 2):
-        try:
-            m4 = _as4d(mask).expand(x4.shape)  # stride 0 on broadcast dims, no copy
-        except RuntimeError:
+        sm = _broadcast_strides(mask, shape)
+        if sm is None:
             raise ValueError(f"mask_softmax: mask {tuple(mask.shape)} does not broadcast to {tuple(x.shape)}")
         if kind == 1:
-            m4 = m4.view(torch.int8) if m4.element_size() == 1 else m4
+            mask = mask.view(torch.int8)
     else:
-        m4 = x4  # never read
-    # a tensor of the sum's dtype: the kernels read only its element type
-    tag = next((t for t in (x, out, mask) if t is not None and t.dtype == sum_dtype), None)
-    if tag is None:
-        tag = torch.empty(1, dtype=sum_dtype, device=x.device)
-    block = block_n or min(triton.next_power_of_2(N), MAX_BLOCK_N)
-    args = (*x4.stride(), *m4.stride(), *y4.stride(),
-            float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), int(seed))
+        mask, sm = x, [0, 0, 0, 0]  # never read
+    block, rows, warps = _plan(N, block_n)
     R = B * H * M
-    if R > 2**31 - 64:  # 32-bit row arithmetic, the last tile's rows included
-        raise ValueError(f"mask_softmax: {R} rows (at most 2**31 - 64)")
+    args = (x, mask, out, R, H, M, N, *pad, *x.stride(), *sm, *pad, *out.stride(),
+            float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), int(seed))
     if N <= block:
-        _mask_softmax_rows[lambda meta: (triton.cdiv(R, meta["ROWS"]),)](
-            x4, m4, y4, tag, R, H, M, N, *args, KIND=kind, DROPOUT=p > 0, BLOCK_N=block)
+        _launch(_mask_softmax_rows, (triton.cdiv(R, rows),), args, num_warps=warps,
+                KIND=kind, SDT=_TL[sum_dtype], DROPOUT=p > 0, BLOCK_N=block, ROWS=rows)
     else:
-        _mask_softmax_long[(R,)](x4, m4, y4, tag, H, M, N, *args, KIND=kind, DROPOUT=p > 0, BLOCK_N=block)
+        _launch(_mask_softmax_long, (R,), args, num_warps=warps,
+                KIND=kind, SDT=_TL[sum_dtype], DROPOUT=p > 0, BLOCK_N=block)
     return out
 
 
@@ -293,7 +405,8 @@ def dropout_mask(shape, p, seed, device):
         rows *= d
     k = torch.empty((rows, n), dtype=torch.int8, device=device)
     if k.numel():
-        _mask_kernel[(rows,)](k, n, float(p), int(seed), BLOCK_N=min(triton.next_power_of_2(n), MAX_BLOCK_N))
+        _launch(_mask_kernel, (rows,), (k, n, float(p), int(seed)),
+                BLOCK_N=min(triton.next_power_of_2(n), MAX_BLOCK_N))
     return k.view(shape).bool()
 
 

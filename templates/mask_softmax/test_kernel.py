@@ -1,5 +1,6 @@
 """Tests for the mask_softmax template: run under TRITON_INTERPRET=1 on CPU, or on CUDA (mark gpu)."""
 
+import os
 import pathlib
 import sys
 
@@ -7,6 +8,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import triton  # noqa: E402
 
 import fa_testing as fat  # noqa: E402
 
@@ -151,16 +153,114 @@ def test_rows_per_program_ragged(device):
         fat.assert_close(y, ref.mask_softmax(x, None, 0.7, "causal"), 1e-6, 1e-6)
 
 
-def test_prune_rows_never_empty():
-    # the GPU's autotune configs (pruning never runs under the interpreter's single config)
-    import triton
-    tiles = [(1, 4), (1, 1), (1, 2), (2, 2), (4, 2), (2, 4), (4, 4), (8, 4), (16, 4), (4, 8), (8, 8), (16, 8),
-             (32, 8), (1, 8), (1, 16), (2, 16)]
-    configs = [triton.Config({"ROWS": r}, num_warps=w) for r, w in tiles]
-    for n in [2 ** k for k in range(14)]:
-        kept = kernel._prune_rows(configs, {}, BLOCK_N=n)
-        assert kept, n
-        for c in kept:
-            assert c.kwargs["ROWS"] * n <= 16384, (n, c)
-        if n >= 256:  # one row per program stays a candidate where a row fills a tile
-            assert any(c.kwargs["ROWS"] == 1 for c in kept), n
+def test_plan():
+    """The layout from the row length: the configurations the autotuner chose on the H200 for
+    the benchmark matrix (docs/benchmarks/h200.md) where they agreed, tiles of at most 16K
+    elements with at least one element per thread, one row per program for chunked rows;
+    and the launch for huge shapes, without running it (grid axis 0 only)."""
+    saved = kernel._launch, kernel.MAX_BLOCK_N
+    kernel.MAX_BLOCK_N = 8192  # the GPU's plan
+    try:
+        assert kernel._plan(129) == (256, 4, 2)  # 8x12x129x129
+        assert kernel._plan(512) == (512, 2, 2)  # 8x12x512x512, 1x32x512x512
+        assert kernel._plan(1024) == (1024, 1, 1)  # 8x16x1024x1024
+        assert kernel._plan(2048) == (2048, 1, 2)  # 4x32x2048x2048
+        for n in [1, 2, 5, 37, 64, 100, 128, 129, 300, 1000, 1500, 4096, 8192, 8193, 2**26]:
+            block, rows, warps = kernel._plan(n)
+            assert block == min(triton.next_power_of_2(n), 8192)
+            assert rows in (1, 2, 4, 8, 16, 32) and rows * block <= 16384 and warps * 32 <= rows * block
+            assert n <= block or rows == 1
+        launches = []
+        kernel._launch = lambda k, grid, args, num_warps, **c: launches.append((k, grid, num_warps, c))
+        x = torch.empty(1, 2**26, dtype=torch.bfloat16)  # never written: no pages committed
+        kernel.mask_softmax(x)
+        k, grid, warps, c = launches[-1]
+        assert k is kernel._mask_softmax_long and grid == (1,) and c["BLOCK_N"] == 8192 and warps == 16
+        x = torch.empty(1, 1, dtype=torch.float16).expand(2**20, 128)  # 2**20 rows, one element stored
+        kernel.mask_softmax(x)
+        k, grid, warps, c = launches[-1]
+        assert k is kernel._mask_softmax_rows and grid == (2**17,) and c["ROWS"] == 8
+        with pytest.raises(ValueError, match="rows"):
+            kernel.mask_softmax(torch.empty(1, 1).expand(2**31 - 63, 1))
+    finally:
+        kernel._launch, kernel.MAX_BLOCK_N = saved
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", ["bool-inf", "additive", "causal"])
+@pytest.mark.parametrize("n,block_n", [(100, None), (300, None), (300, 64)])
+def test_in_place(device, variant, n, block_n):
+    """out=x: short rows (a [ROWS, BLOCK_N] tile loaded whole before any store) and long rows
+    (the normalising pass reads each chunk before it writes it)."""
+    params = dict(VARIANTS[variant], p=0.0)
+    inputs = adapter.make_inputs([[2, 3, 5, n], [2, 1, 1, n]], torch.float32, params, device, 3)
+    x = inputs["x"]
+    want = ref.mask_softmax(x, inputs["mask"], params["scale"], params["mask_kind"], params["mask_fill"])
+    y = x.clone()
+    got = kernel.mask_softmax(y, inputs["mask"], params["scale"], params["mask_kind"], params["mask_fill"],
+                              out=y, block_n=block_n)
+    assert got is y
+    fat.assert_close(y, want, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_overlapping_outputs_refused(device):
+    x = torch.randn(2, 16, 16, device=device)
+    mask = torch.randn(2, 16, 16, device=device)
+    buf = torch.randn(3, 16, 16, device=device)
+    xb, shifted = buf[:2], buf[1:]  # shifted: one batch off xb
+    refused = {
+        "out one batch off x": (xb, shifted, "none"),
+        "out over x's bytes, transposed": (x, x.transpose(1, 2), "none"),
+        "out over the additive mask": (x, mask, "additive"),
+        "out with elements sharing memory": (x, torch.empty(16, device=device).expand(2, 16, 16), "none"),
+    }
+    for what, (xin, out, kind) in refused.items():
+        with pytest.raises(ValueError, match="mask_softmax: output"):
+            kernel.mask_softmax(xin, mask, 1.0, kind, out=out)
+            pytest.fail(f"{what}: not refused")
+    y = x.clone()
+    fat.assert_close(kernel.mask_softmax(y, mask, 0.5, "additive", out=y), ref.mask_softmax(x, mask, 0.5, "additive"),
+                     1e-6, 1e-6)
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [100, 300])
+def test_offsets_past_2_31(device, n):
+    """The scores as a transposed view whose last column lies past 2**31 elements into a
+    reserved (not committed) storage: 32-bit ``cols * stride`` would read elsewhere. Only the
+    viewed elements' pages are touched."""
+    g = fat.gen(23)
+    before = _rss_mb()
+    x = adapter.far_view(fat.randn([3, n], torch.float16, device, g, std=3))
+    assert (n - 1) * x.stride(1) >= 2**31
+    mask = torch.rand(1, n, generator=g).lt(0.3).to(device)
+    y = kernel.mask_softmax(x, mask, 0.125, "bool", out=fat.poison(x.shape, x.dtype, device))
+    fat.assert_close(y, ref.mask_softmax(x, mask, 0.125, "bool"), *fat.tol("softmax", torch.float16))
+    if device == "cpu":
+        assert _rss_mb() - before < 64, "the view's storage was committed"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_review_repros_gpu():
+    """On the GPU: out=x on the first call (short and long rows), and transposed scores
+    [600000, 4096] bf16 (stride 600000: cols * stride passes 2**31)."""
+    g = fat.gen(31)
+    for shape in ([8, 12, 512, 512], [2, 4, 16, 10000]):
+        x = fat.randn(shape, torch.float16, "cuda", g, std=3)
+        want = ref.mask_softmax(x, None, 0.125, "causal")
+        fat.assert_close(kernel.mask_softmax(x, None, 0.125, "causal", out=x), want, *fat.tol("softmax", torch.float16))
+    x = torch.randn(4096, 600000, device="cuda", dtype=torch.bfloat16).t()
+    assert x.stride() == (1, 600000)
+    y = kernel.mask_softmax(x, None, 0.5)
+    want = ref.mask_softmax(x, None, 0.5)
+    step = 1 << 14
+    for i in range(0, x.shape[0], step):
+        fat.assert_close(y[i:i + step], want[i:i + step], *fat.tol("softmax", torch.bfloat16), name=f"rows {i}..")

@@ -1,7 +1,21 @@
 """Uniform test/bench interface for the rmsnorm_pyops template (see docs/templates.md).
 
 SHAPES[0] is x's shape; the weight is [x.shape[-1]] in x's dtype.
+
+Two kinds of adversarial case are about memory rather than shape (the verifier's layout
+variants do not reach them); make_inputs recognises them by their shapes:
+
+- FAR: x is a transposed view whose element offsets pass 2**31, so that 32-bit
+  ``cols * stride`` arithmetic reads the wrong elements. Its storage is
+  reserved, not committed: only the viewed elements' pages are touched (about 1 MB).
+- IN_PLACE: y is written over (a copy of) x, the in-place form the wrapper allows; fused()
+  first checks that outputs overlapping x or the weight, and an expanded y, are refused.
+
+Each at a row that fits one interpreter block (100) and one that does not (299, 301).
 """
+
+import mmap
+import sys
 
 import torch
 
@@ -14,8 +28,11 @@ GRAD_INPUTS = ["x", "weight"]
 # 127 off by 0.03 at 129x127 bf16); the fused backward reduces in fp32: compare gradients with
 # the fp32 chain (quack check) rather than with eager's low-precision ones
 QUACK_GRAD = True
+FAR_BASE = 2**31  # elements before each FAR view
+FAR = [[[3, 100]], [[2, 299]]]
+IN_PLACE = [[[4, 100]], [[3, 301]]]
 # 300 and 1500: rows longer than one interpreter block (128)
-ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]]
+ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]] + FAR + IN_PLACE
 
 
 def adversarial(params):
@@ -34,7 +51,32 @@ def make_inputs(shapes, dtype, params, device, seed):
     g = fat.gen(seed)
     x = fat.randn(shapes[0], dtype, device, g, mean=0.5, std=1.5)
     w = fat.randn([shapes[0][-1]], dtype, device, g, mean=1.0, std=0.2)
-    return {"x": x, "weight": w}
+    inputs = {"x": x, "weight": w}
+    if shapes in FAR:
+        inputs["x"] = far_view(x)
+    elif shapes in IN_PLACE:
+        inputs["in_place"] = True
+    return inputs
+
+
+def far_view(t):
+    """t ([rows, N], N > 1) copied into a transposed view whose last column lies past 2**31
+    elements from its first, FAR_BASE elements into the storage (an offset that wrapped in 32
+    bits still lands inside it: wrong values, not a fault). The storage is reserved, not
+    committed (CPU: an anonymous mapping with MAP_NORESERVE; CUDA: real memory), and only the
+    viewed elements are written: one page per column is touched."""
+    rows, n = t.shape
+    stride = 2**31 // (n - 1) + 1
+    numel = FAR_BASE + (n - 1) * stride + rows
+    if t.device.type == "cpu":
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
+            mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+        base = torch.frombuffer(mmap.mmap(-1, numel * t.element_size(), flags=flags), dtype=t.dtype)
+    else:
+        base = torch.empty_strided((numel,), (1,), dtype=t.dtype, device=t.device)
+    v = base.as_strided((rows, n), (1, stride), FAR_BASE)
+    v.copy_(t)
+    return v
 
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
@@ -42,8 +84,30 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     eps, casting = params.get("eps", 1e-6), params.get("casting", "llama")
     if autograd:
         return (kernel.RMSNormFunction.apply(x, w, eps, casting),)
-    out = fat.poison(x.shape, kernel.out_dtype(x, w, casting), x.device) if poison else None
+    dtype = kernel.out_dtype(x, w, casting)
+    if inputs.get("in_place") and dtype == x.dtype:
+        return (_in_place(kernel, x, w, eps, casting),)
+    out = fat.poison(x.shape, dtype, x.device) if poison else None
     return (kernel.rms_norm(x, w, eps, casting, out=out),)
+
+
+def _in_place(kernel, x, w, eps, casting):
+    """y written over a copy of x. First, outputs the wrapper must refuse: y one row off x
+    (a partial overlap), y over the weight, a y whose rows share memory (an expanded view)."""
+    rows = x.shape[0]
+    buf = fat.poison([rows + 1] + list(x.shape[1:]), x.dtype, x.device)
+    xc, shifted = buf[:rows], buf[1:]  # x's copy, and a view one row off it
+    xc.copy_(x)
+    expanded = fat.poison(x.shape[-1:], x.dtype, x.device).expand(x.shape)
+    for xin, out, what in ((xc, shifted, "y one row off x"), (x, w.expand(x.shape), "y over the weight"),
+                           (x, expanded, "y with rows sharing memory")):
+        try:
+            kernel.rms_norm(xin, w, eps, casting, out=out)
+        except ValueError:
+            continue
+        raise AssertionError(f"rms_norm wrote {what} instead of refusing it")
+    y = x.clone()
+    return kernel.rms_norm(y, w, eps, casting, out=y)
 
 
 def reference(ref, inputs, params):

@@ -5,14 +5,23 @@ Replaces ``to`` -> ``pow`` -> ``mean`` -> ``add`` (eps) -> ``rsqrt`` -> ``mul`` 
 reads x and the weight once per row and writes y (and 4 bytes of rstd per row for backward).
 ``F.rms_norm`` / ``nn.RMSNorm`` are also worth adopting in the model code.
 
-- One program per row. A row that fits one block (BLOCK_N = next_power_of_2(N), capped at 8192
+- One program per row. A row that fits one block (BLOCK_N = next_power_of_2(N), at most 8192
   on a GPU) is read once and kept in registers; longer rows are read in BLOCK_N chunks (two
-  passes: sum of squares, then normalise). Autotuned over num_warps, keyed on N; one fixed config under ``TRITON_INTERPRET=1``.
+  passes: sum of squares, then normalise).
+- No autotuner: BLOCK_N and num_warps come from the row length (``_plan``: the Triton
+  LayerNorm tutorial's ``BLOCK_N // 256`` warps, 1 to 8), so nothing is benchmarked on the
+  caller's buffers, a new shape costs no tuning and CUDA-graph capture works at any shape;
+  launched through ``_launch`` (the compiled kernel cached per specialization).
 - Casting (``casting=``), matching the model code or bf16 results differ:
   ``"llama"`` (LlamaRMSNorm): variance and normalisation in fp32, the normalised row cast back
   to the input dtype, then multiplied by the weight in ``promote_types(x, weight)`` (the
   output dtype). ``"fp32"``: everything in fp32, ``(x * rstd * w)`` cast once to x's dtype.
-- fp32 / fp16 / bf16; strides are runtime arguments (2-D ``[rows, N]`` view).
+- fp32 / fp16 / bf16; strides are runtime arguments (2-D ``[rows, N]`` view). Row and column
+  offsets are 64-bit: ``cols * stride`` passes 2**31 in a transposed ``[600000, 4096]`` view.
+- In place: ``out=x`` is allowed (when the output has x's dtype): each program reads each
+  chunk of its row before it writes that chunk, and never reads it again. Any other overlap
+  of an output with an input is refused (``_check_alias``), as is an output whose elements
+  share memory (``_check_dense``).
 - Training: ``RMSNormFunction`` has a backward: d_x is a fused Triton row kernel (recomputes
   the normalised row from x and the saved rstd); d_weight is an ATen reduction over rows in
   fp32 (a cross-row reduction).
@@ -27,26 +36,18 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
-AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 CASTING = {"llama": 0, "fp32": 1}
+# the longest row held in registers; longer rows go in chunks of this size (the interpreter
+# keeps blocks small so that the tests' rows of 300 and 1500 take the chunked path)
 MAX_BLOCK_N = 128 if INTERPRET else 8192
 
 
-def _configs():
-    if INTERPRET:
-        return [triton.Config({}, num_warps=4, num_stages=1)]
-    configs = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 2, 8, 16)]
-    return configs if AUTOTUNE else configs[:1]
-
-
-def _prune(configs, named_args, **kwargs):
-    """At least 8 elements of a block per thread: more warps than BLOCK_N / 256 only add
-    cross-warp reduction steps, and at microsecond scale the autotuner's timings are noise
-    enough to pick them (16 warps for rows of 768 measured 18.4 us where 4 warps took 13.3 us
-    on the H200)."""
-    most = max(2, kwargs.get("BLOCK_N", 8192) // 256)
-    return [c for c in configs if c.num_warps <= most] or configs[:1]
+def _plan(N):
+    """(BLOCK_N, num_warps) for rows of N elements: the row in one block up to MAX_BLOCK_N,
+    BLOCK_N // 256 warps (at least 8 elements per thread, as the Triton LayerNorm tutorial
+    chooses), 1 to 8 of them."""
+    block = min(triton.next_power_of_2(N), MAX_BLOCK_N)
+    return block, min(max(block // 256, 1), 8)
 
 
 # --- fa:shared cast ---
@@ -66,37 +67,35 @@ def _cast(y, dtype: tl.constexpr):
 # --- fa:end cast ---
 
 
-@triton.autotune(configs=_configs(), key=["N"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def _rmsnorm_fwd(X, W, Y, RSTD, N, sxm, sxn, sym, syn, eps,
-                 CAST: tl.constexpr, SINGLE: tl.constexpr, BLOCK_N: tl.constexpr):
+                 CAST: tl.constexpr, SINGLE: tl.constexpr, STATS: tl.constexpr, BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     X += row * sxm
     Y += row * sym
     if SINGLE:  # the whole row in registers: one read of x
-        cols = tl.arange(0, BLOCK_N)
+        cols = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
         m = cols < N
         x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
-        tl.store(RSTD + row, rstd)
         n = x * rstd
         if CAST == 0:  # llama: back to the input dtype before the weight multiply
             n = _cast(n, X.dtype.element_ty).to(tl.float32)
         w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
         tl.store(Y + cols * syn, _cast(n * w, Y.dtype.element_ty), mask=m)
     else:  # chunked: sum of squares, then normalise
+        offs = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
         acc = tl.full([BLOCK_N], 0, tl.float32)
         start = 0
         while start < N:  # (while: Triton 3.6's interpreter with numpy 2.4 rejects range(runtime N))
-            cols = start + tl.arange(0, BLOCK_N)
+            cols = start + offs
             x = tl.load(X + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)
             acc += x * x
             start += BLOCK_N
         rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
-        tl.store(RSTD + row, rstd)
         start = 0
         while start < N:
-            cols = start + tl.arange(0, BLOCK_N)
+            cols = start + offs
             m = cols < N
             x = tl.load(X + cols * sxn, mask=m, other=0.0).to(tl.float32)
             w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
@@ -105,9 +104,10 @@ def _rmsnorm_fwd(X, W, Y, RSTD, N, sxm, sxn, sym, syn, eps,
                 n = _cast(n, X.dtype.element_ty).to(tl.float32)
             tl.store(Y + cols * syn, _cast(n * w, Y.dtype.element_ty), mask=m)
             start += BLOCK_N
+    if STATS:
+        tl.store(RSTD + row, rstd)
 
 
-@triton.autotune(configs=_configs(), key=["N"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def _rmsnorm_bwd_dx(DY, X, W, RSTD, DX, N, sdym, sdyn, sxm, sxn,
                     CAST: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -117,10 +117,11 @@ def _rmsnorm_bwd_dx(DY, X, W, RSTD, DX, N, sdym, sdyn, sxm, sxn,
     X += row * sxm
     DX += row * N
     rstd = tl.load(RSTD + row)
+    offs = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
     acc = tl.full([BLOCK_N], 0, tl.float32)
     start = 0
     while start < N:
-        cols = start + tl.arange(0, BLOCK_N)
+        cols = start + offs
         m = cols < N
         dy = tl.load(DY + cols * sdyn, mask=m, other=0.0).to(tl.float32)
         w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
@@ -133,7 +134,7 @@ def _rmsnorm_bwd_dx(DY, X, W, RSTD, DX, N, sdym, sdyn, sxm, sxn,
     c = tl.sum(acc, axis=0) / N
     start = 0
     while start < N:
-        cols = start + tl.arange(0, BLOCK_N)
+        cols = start + offs
         m = cols < N
         dy = tl.load(DY + cols * sdyn, mask=m, other=0.0).to(tl.float32)
         w = tl.load(W + cols, mask=m, other=0.0).to(tl.float32)
@@ -161,8 +162,100 @@ def _rows(t, view_only=False):
 # --- fa:end rows ---
 
 
-def _block(n, block_n):
-    return block_n or min(triton.next_power_of_2(max(n, 1)), MAX_BLOCK_N)
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
+
+
+# --- fa:shared overlap ---
+def _check_dense(fn, outs):
+    """Refuses an output some of whose elements share memory (an expanded view: stride 0 on a
+    dim of size > 1): several programs would write one element, and written in place over an
+    input, a program would overwrite what another still reads. ``outs`` are (name, tensor)
+    pairs; None tensors are skipped."""
+    for name, o in outs:
+        if o is not None and torch._debug_has_internal_overlap(o) == 1:
+            raise ValueError(f"{fn}: output {name} has elements that share memory (an expanded view); "
+                             "pass a tensor whose elements are distinct")
+# --- fa:end overlap ---
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and launched
+# directly: on the H200 (bench/experiments/probe_launch.py, per call) kernel[grid](...) took
+# 12-15 us of host time, the compiled kernel launched directly 7.4 us, a kernel behind
+# @triton.autotune 17-25 us, an ATen add 6 us. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+
+def _spec(a):
+    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
+    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
+    (constexpr flags, None) its value."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
+    if type(a) is int:
+        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
+    if type(a) is float:
+        return float
+    return a
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; the constexprs are the kernel's last parameters,
+    passed in its order. After the first call of a specialization its compiled kernel is
+    launched directly. Under the interpreter: the plain call."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *constexprs.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+# --- fa:end launch ---
 
 
 def out_dtype(x, weight, casting):
@@ -176,29 +269,42 @@ def _check(x, weight, casting):
         raise ValueError(f"rmsnorm: casting={casting!r} (want one of {sorted(CASTING)})")
     if x.dim() == 0 or weight.shape != (x.shape[-1],):
         raise ValueError(f"rmsnorm: weight {tuple(weight.shape)} does not match x {tuple(x.shape)}")
+    if weight.device != x.device:
+        raise ValueError("rmsnorm: x and weight on different devices")
+    n = x.shape[-1]
+    if n and x.numel() // n >= 2**31:
+        raise ValueError(f"rmsnorm: {x.numel() // n} rows (one program each: at most 2**31 - 1)")
 
 
 def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=None):
     """y = RMSNorm(x) * weight over the last dim; forward only (see RMSNormFunction).
 
-    ``rstd``, if given, receives 1/sqrt(mean(x^2)+eps) per row (fp32). ``block_n`` forces the
-    chunk size (tests use it to exercise rows longer than a block)."""
+    ``out`` may be x itself (in place, when it has x's dtype). ``rstd``, if given, receives
+    1/sqrt(mean(x^2)+eps) per row (fp32). ``block_n`` forces the chunk size (tests use it to
+    exercise rows longer than a block)."""
     _check(x, weight, casting)
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
-    weight = None if weight is None else weight.contiguous()
+    if weight.stride(0) != 1:
+        weight = weight.contiguous()
     dtype = out_dtype(x, weight, casting)
     if out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
-    elif out.shape != x.shape or out.dtype != dtype:
-        raise ValueError("rmsnorm: out has the wrong shape or dtype")
-    x2, y2 = _rows(x), _rows(out, view_only=True)
-    M, N = x2.shape
-    if rstd is None:
-        rstd = torch.empty(M, dtype=torch.float32, device=x.device)
+    else:
+        if out.shape != x.shape or out.dtype != dtype or out.device != x.device:
+            raise ValueError("rmsnorm: out has the wrong shape, dtype or device")
+        _check_alias("rmsnorm", [("out", out), ("rstd", rstd)], [("x", x), ("weight", weight)], in_place=("x",))
+        _check_dense("rmsnorm", [("out", out)])
     if x.numel() == 0:
         return out
-    _rmsnorm_fwd[(M,)](x2, weight, y2, rstd, N, x2.stride(0), x2.stride(1), y2.stride(0), y2.stride(1),
-                       float(eps), CAST=CASTING[casting], SINGLE=N <= _block(N, block_n), BLOCK_N=_block(N, block_n))
+    x2, y2 = _rows(x), _rows(out, view_only=True)
+    N = x2.shape[1]
+    block, warps = _plan(N)
+    if block_n:
+        block = block_n
+    sx, sy = x2.stride(), y2.stride()
+    _launch(_rmsnorm_fwd, (x2.shape[0],),
+            (x2, weight, y2, x2 if rstd is None else rstd, N, sx[0], sx[1], sy[0], sy[1], float(eps)),
+            num_warps=warps, CAST=CASTING[casting], SINGLE=N <= block, STATS=rstd is not None, BLOCK_N=block)
     return out
 
 
@@ -221,8 +327,10 @@ class RMSNormFunction(torch.autograd.Function):
         M, N = x2.shape
         dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         if x.numel() and ctx.needs_input_grad[0]:
-            _rmsnorm_bwd_dx[(M,)](dy2, x2, weight, rstd, dx, N, dy2.stride(0), dy2.stride(1),
-                                  x2.stride(0), x2.stride(1), CAST=CASTING[ctx.casting], BLOCK_N=_block(N, None))
+            block, warps = _plan(N)
+            _launch(_rmsnorm_bwd_dx, (M,), (dy2, x2, weight, rstd, dx, N, dy2.stride(0), dy2.stride(1),
+                                            x2.stride(0), x2.stride(1)),
+                    num_warps=warps, CAST=CASTING[ctx.casting], BLOCK_N=block)
         dw = None
         if ctx.needs_input_grad[1]:
             n = x2.float() * rstd[:, None]

@@ -1,5 +1,6 @@
 """Tests for the rmsnorm_pyops template: run under TRITON_INTERPRET=1 on CPU, or on CUDA (mark gpu)."""
 
+import os
 import pathlib
 import sys
 
@@ -7,6 +8,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import triton  # noqa: E402
 
 import fa_testing as fat  # noqa: E402
 
@@ -80,3 +82,119 @@ def test_module(device):
     fat.assert_close(m(x), ref.rms_norm(x, m.weight, 1e-5), 1e-5, 1e-5)
     with pytest.raises(ValueError):
         kernel.rms_norm(x, torch.ones(31, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("casting", ["llama", "fp32"])
+@pytest.mark.parametrize("n,block_n", [(100, None), (1000, 256), (1000, 64)])
+def test_in_place(device, casting, n, block_n):
+    """out=x: the single-block path and the chunked one (each chunk read before it is written)."""
+    g = fat.gen(21)
+    x = fat.randn([4, n], torch.bfloat16, device, g, mean=0.5, std=1.5)
+    w = fat.randn([n], torch.bfloat16, device, g, mean=1.0)
+    want = ref.rms_norm(x, w, 1e-6, casting)
+    y = x.clone()
+    assert kernel.rms_norm(y, w, 1e-6, casting, out=y, block_n=block_n) is y
+    fat.assert_close(y, want, *fat.tol("norm", torch.bfloat16))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_overlapping_outputs_refused(device):
+    x = torch.randn(16, 16, device=device)
+    w = torch.randn(16, device=device)
+    buf = torch.randn(17, 16, device=device)
+    xb, shifted = buf[:16], buf[1:]
+    refused = {
+        "y one row off x": (xb, shifted, None),
+        "y over x's bytes, transposed": (x, x.t(), None),
+        "y over the weight": (x, w.expand(16, 16), None),
+        "y with elements sharing memory": (x, torch.empty(16, device=device).expand(16, 16), None),
+        "rstd inside x": (x, torch.empty(16, 16, device=device), x.view(-1)[:16]),
+    }
+    for what, (xin, out, rstd) in refused.items():
+        with pytest.raises(ValueError, match="rmsnorm: output"):
+            kernel.rms_norm(xin, w, out=out, rstd=rstd)
+            pytest.fail(f"{what}: not refused")
+    y = x.clone()
+    fat.assert_close(kernel.rms_norm(y, w, out=y), ref.rms_norm(x, w), 1e-5, 1e-5)
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [100, 300])
+def test_offsets_past_2_31(device, n):
+    """x as a transposed view whose last column lies past 2**31 elements into a reserved (not
+    committed) storage: 32-bit ``cols * stride`` would read elsewhere. Only the viewed
+    elements' pages are touched."""
+    g = fat.gen(23)
+    before = _rss_mb()
+    x = adapter.far_view(fat.randn([3, n], torch.bfloat16, device, g, mean=0.5))
+    assert (n - 1) * x.stride(1) >= 2**31
+    w = fat.randn([n], torch.bfloat16, device, g)
+    y = kernel.rms_norm(x, w, out=fat.poison(x.shape, x.dtype, device))
+    fat.assert_close(y, ref.rms_norm(x, w), *fat.tol("norm", torch.bfloat16))
+    if device == "cpu":
+        assert _rss_mb() - before < 64, "the view's storage was committed"
+
+
+def test_plan():
+    """BLOCK_N covers the row up to MAX_BLOCK_N, with 1-8 warps and at least 8 elements per
+    thread; the launch for huge shapes, without running it: one program per row on grid axis
+    0, a row of 2**26 in chunks, more than 2**31 - 1 rows refused."""
+    for n in [1, 2, 7, 127, 128, 129, 768, 1000, 4096, 8192, 8193, 2**26]:
+        block, warps = kernel._plan(n)
+        assert block == min(triton.next_power_of_2(n), kernel.MAX_BLOCK_N)
+        assert 1 <= warps <= 8 and (block < 256 or block >= warps * 256)
+    launches = []
+    saved = kernel._launch, kernel.MAX_BLOCK_N
+    kernel._launch = lambda k, grid, args, num_warps, **c: launches.append((grid, num_warps, c))
+    kernel.MAX_BLOCK_N = 8192  # the GPU's plan
+    try:
+        x = torch.empty(1, 2**26, dtype=torch.bfloat16)  # never written: no pages committed
+        kernel.rms_norm(x, torch.ones(2**26, dtype=torch.bfloat16))
+        grid, warps, c = launches[-1]
+        assert grid == (1,) and c["BLOCK_N"] == 8192 and not c["SINGLE"] and warps == 8
+        x = torch.empty(3000, 4096, dtype=torch.float16)
+        kernel.rms_norm(x, torch.ones(4096, dtype=torch.float16))
+        grid, warps, c = launches[-1]
+        assert grid == (3000,) and c["BLOCK_N"] == 4096 and c["SINGLE"] and warps == 8 and not c["STATS"]
+        with pytest.raises(ValueError, match="rows"):
+            kernel.rms_norm(torch.empty(1, 1).expand(2**31, 1), torch.ones(1))
+    finally:
+        kernel._launch, kernel.MAX_BLOCK_N = saved
+
+
+def _assert_close_gpu(got, want, atol, rtol, name, chunk=1 << 26):
+    """assert_close for tensors too large to copy to the host: compared on the GPU in chunks
+    of rows, the first bad chunk then reported through fat.assert_close."""
+    g2, w2 = got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1])
+    step = max(1, chunk // g2.shape[1])
+    for i in range(0, g2.shape[0], step):
+        a, b = g2[i:i + step].float(), w2[i:i + step].float()
+        ok = ((a - b).abs() <= atol + rtol * b.abs()) | (a.isnan() & b.isnan())
+        if not bool(ok.all()):
+            fat.assert_close(g2[i:i + step], w2[i:i + step], atol, rtol, name=f"{name} rows {i}..")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_review_repros_gpu():
+    """On the GPU: out=x on the first call at a traced size and on the chunked path, and a
+    transposed bf16 [600000, 4096] view (stride 600000: cols * stride passes 2**31)."""
+    g = fat.gen(31)
+    for shape, dt, block_n in (([8192, 4096], torch.bfloat16, None), ([64, 10000], torch.float32, None),
+                               ([8, 1000], torch.float16, 256)):
+        x = fat.randn(shape, dt, "cuda", g, mean=0.5)
+        w = fat.randn(shape[-1:], dt, "cuda", g, mean=1.0)
+        want = ref.rms_norm(x, w)
+        y = kernel.rms_norm(x, w, out=x, block_n=block_n)
+        fat.assert_close(y, want, *fat.tol("norm", dt), name=f"y {shape}")
+    x = torch.randn(4096, 600000, device="cuda", dtype=torch.bfloat16).t()
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    assert x.stride() == (1, 600000)
+    _assert_close_gpu(kernel.rms_norm(x, w), ref.rms_norm(x, w), *fat.tol("norm", torch.bfloat16), "y")
