@@ -232,6 +232,11 @@ var mutations = func() []mutation {
 		{"mask_softmax", "expanded-out-accepted", classAlias, "def mask_softmax(", "_check_dense(\"mask_softmax\", [(\"out\", out)])", "pass"},
 	}...)
 
+	// linear_gelu: the pointer GEMM (fp32, strided or unaligned operands), the TMA GEMM (aligned
+	// fp16/bf16), their epilogue with both GELUs (every folder checks both: the adapter's test
+	// mode), the 64-bit offsets (the adapter's FAR case) and the refused outputs (ALIAS)
+	index32 := "32-bit index math (int64 dropped)"
+	overlap := "overlapping output not refused"
 	fwd = "def _linear_gelu_kernel("
 	ms = append(ms, []mutation{
 		{"linear_gelu", "k-mask-le", classMaskLE, fwd, "kmask = (k0 + rk) < K", "kmask = (k0 + rk) <= K"},
@@ -241,44 +246,85 @@ var mutations = func() []mutation {
 		{"linear_gelu", "erf-constant", classScale, "def _gelu(", "_erf(x * 0.7071067811865476)", "_erf(x * 0.7978845608028654)"},
 		{"linear_gelu", "erf-coefficient", classFormula, "def _erf(", "t * 1.061405429", "t * 1.07"},
 		{"linear_gelu", "erf-sign-dropped", classFormula, "def _erf(", "return tl.where(x < 0, -y, y)", "return y"},
-		{"linear_gelu", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=\"ieee\")", "tl.dot(a, b, acc, input_precision=\"ieee\")"},
-		{"linear_gelu", "a-col-stride-1", classStride, fwd, "rk[None, :] * sak", "rk[None, :]"},
+		{"linear_gelu", "tanh-half-missing", classScale, "def _gelu(", "y = 0.5 * x * (1.0 + (2.0 /", "y = x * (1.0 + (2.0 /"},
+		{"linear_gelu", "tanh-cubic-coef", classScale, "def _gelu(", "0.044715 * x * x * x", "0.044715 * x * x"},
+		{"linear_gelu", "tanh-constant", classScale, "def _gelu(", "inner = 0.7978845608028654 *", "inner = 0.7071067811865476 *"},
+		{"linear_gelu", "tanh-sign", classFormula, "def _gelu(", "tl.exp(-2.0 * inner)", "tl.exp(2.0 * inner)"},
+		{"linear_gelu", "gelu-branch-swapped", classFormula, "def _gelu(", "if APPROX == 1:", "if APPROX == 0:"},
+		{"linear_gelu", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=_F32_DOT)", "tl.dot(a, b, acc, input_precision=_F32_DOT)"},
+		{"linear_gelu", "a-col-stride-1", classStride, fwd, "rk64[None, :] * sak", "rk64[None, :]"},
 		{"linear_gelu", "w-row-stride-k", classStride, fwd, "rb[None, :] * swn", "rb[None, :] * K"},
-		{"linear_gelu", "a-advance-1", classStride, fwd, "a_ptr += BLOCK_K * sak", "a_ptr += BLOCK_K"},
+		{"linear_gelu", "a-advance-1", classStride, fwd, "a_ptr += a_step", "a_ptr += BLOCK_K"},
 		{"linear_gelu", "last-k-block-dropped", classRowLoop, fwd, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
 		{"linear_gelu", "group-overflow", classRowLoop, "def _tile(", "group_m = tl.minimum(num_m - first_m, GROUP_M)", "group_m = GROUP_M"},
 		{"linear_gelu", "tma-w-tile-at-m", classStride, "def _linear_gelu_tma_kernel(", "w = w_desc.load([off_n, k0])", "w = w_desc.load([off_m, k0])"},
-		{"linear_gelu", "tma-bf16-dot", classUpcast, "def _linear_gelu_tma_kernel(", "tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision=\"ieee\")", "tl.dot(a, w.T, acc, input_precision=\"ieee\")"},
+		{"linear_gelu", "tma-bf16-dot", classUpcast, "def _linear_gelu_tma_kernel(", "tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision=_F32_DOT)", "tl.dot(a, w.T, acc, input_precision=_F32_DOT)"},
 		{"linear_gelu", "tma-last-k-block-dropped", classRowLoop, "def _linear_gelu_tma_kernel(", "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
+		{"linear_gelu", "a-row-int32", index32, fwd, "ra = (rm % M).to(tl.int64)", "ra = rm % M"},
+		{"linear_gelu", "a-col-int32", index32, fwd, "rk64[None, :] * sak", "rk[None, :] * sak"},
+		{"linear_gelu", "a-step-int32", index32, fwd, "a_step = BLOCK_K * tl.cast(sak, tl.int64)", "a_step = BLOCK_K * sak"},
+		{"linear_gelu", "y-row-int32", index32, fwd, "rm.to(tl.int64)[:, None] * sym", "rm[:, None] * sym"},
+		{"linear_gelu", "y-col-int32", index32, fwd, "rn.to(tl.int64)[None, :] * syn", "rn[None, :] * syn"},
+		{"linear_gelu", "out-overlap-unchecked", overlap, "def linear_gelu(",
+			`_check_alias("linear_gelu", [("out", out)], [("x", x), ("weight", weight), ("bias", bias)])`, "pass"},
+		{"linear_gelu", "out-overlap-x-unchecked", overlap, "def linear_gelu(", `[("x", x), ("weight", weight),`, `[("weight", weight),`},
 	}...)
 
-	// the fold variant (the default, what verify runs): row stats, the pointer GEMM's FOLD path
-	// (unaligned or fp32 operands), the TMA GEMM (aligned fp16/bf16) and their shared epilogue;
-	// the normalize-on-load variant is covered by the template's own tests
+	// layernorm_linear: row statistics (several rows per program, shifted by the first
+	// element, the zero-variance guard), the pointer GEMM in both variants (fold: unaligned or
+	// fp32 operands; normalize on load: every folder checks it too, the adapter's test mode),
+	// the TMA GEMM (aligned fp16/bf16), the fold's epilogue, the 64-bit offsets (FAR), the
+	// refused outputs (ALIAS) and constant rows through shared statistics (CONSTANT)
 	stats := "def _ln_stats_kernel("
+	shifted := "def _shifted("
 	fwd = "def _ln_linear_kernel("
 	tma := "def _fold_tma_kernel("
 	epi := "def _fold_epilogue("
 	ms = append(ms, []mutation{
-		{"layernorm_linear", "stats-mask-le", classMaskLE, stats, "acc += tl.load(X + cols * sxk, mask=cols < K,", "acc += tl.load(X + cols * sxk, mask=cols <= K,"},
-		{"layernorm_linear", "var-unmasked", classLoadMask, stats, "d = tl.where(cols < K, x - mean, 0.0)\n        var = tl.sum(d * d", "d = x - mean\n        var = tl.sum(d * d"},
-		{"layernorm_linear", "mean-over-block", classReduce, stats, "mean = tl.sum(x, axis=0) / K", "mean = tl.sum(x, axis=0) / BLOCK_K"},
-		{"layernorm_linear", "mean-as-max", classReduce, stats, "mean = tl.sum(acc, axis=0) / K", "mean = tl.max(acc, axis=0)"},
+		{"layernorm_linear", "stats-mask-le", classMaskLE, shifted, "(cols < K)[None, :]", "(cols <= K)[None, :]"},
+		{"layernorm_linear", "stats-rows-store-unmasked", classTailMask, stats, "tl.store(RSTD + rows, rstd, mask=rmask)", "tl.store(RSTD + rows, rstd)"},
+		{"layernorm_linear", "var-unmasked", classLoadMask, stats,
+			"d = tl.where((cols < K)[None, :], xs - mean[:, None], 0.0)", "d = xs - mean[:, None]"},
+		{"layernorm_linear", "chunked-var-unmasked", classLoadMask, stats,
+			"d = tl.where((cols < K)[None, :], _shifted(X, x0, rmask, cols, K, sxk) - mean[:, None], 0.0)",
+			"d = _shifted(X, x0, rmask, cols, K, sxk) - mean[:, None]"},
+		{"layernorm_linear", "mean-over-block", classReduce, stats, "mean = tl.sum(xs, axis=1) / K", "mean = tl.sum(xs, axis=1) / BLOCK_K"},
+		{"layernorm_linear", "mean-as-max", classReduce, stats, "mean = tl.sum(acc, axis=1) / K", "mean = tl.max(acc, axis=1)"},
+		{"layernorm_linear", "var-wrong-axis", classReduce, stats, "var = tl.sum(d * d, axis=1) / K", "var = tl.sum(d * d, axis=0) / K"},
+		{"layernorm_linear", "shift-not-added-back", classFormula, stats, "tl.store(MEAN + rows, tl.sum(x0, axis=1) + mean, mask=rmask)", "tl.store(MEAN + rows, mean, mask=rmask)"},
 		{"layernorm_linear", "eps-dropped", classEps, stats, "rstd = 1.0 / tl.sqrt(var + eps)", "rstd = 1.0 / tl.sqrt(var)"},
-		{"layernorm_linear", "eps-hardcoded", classEps, "def _stats(", "float(eps),", "1e-6,"},
-		{"layernorm_linear", "stats-row-stride-k", classStride, stats, "X += row * sxm", "X += row * K"},
-		{"layernorm_linear", "stats-last-chunk-dropped", classRowLoop, stats, "        start = 0\n        while start < K:\n            cols = start + tl.arange(0, BLOCK_K)\n            acc += ", "        start = 0\n        while start < K - BLOCK_K:\n            cols = start + tl.arange(0, BLOCK_K)\n            acc += "},
+		{"layernorm_linear", "eps-hardcoded", classEps, "def _stats(", "float(eps)),", "1e-6),"},
+		{"layernorm_linear", "flat-guard-dropped", classFormula, stats, "rstd = tl.where(var == 0.0, 0.0, rstd)", "rstd = rstd"},
+		{"layernorm_linear", "stats-row-stride-k", classStride, stats, "X += rows.to(tl.int64)[:, None] * sxm", "X += rows.to(tl.int64)[:, None] * K"},
+		{"layernorm_linear", "stats-col-stride-1", classStride, shifted, "cols.to(tl.int64)[None, :] * sxk", "cols.to(tl.int64)[None, :]"},
+		{"layernorm_linear", "stats-last-chunk-dropped", classRowLoop, stats,
+			"        while start < K:\n            acc += _shifted(", "        while start < K - BLOCK_K:\n            acc += _shifted("},
+		{"layernorm_linear", "stats-row-int32", index32, stats, "X += rows.to(tl.int64)[:, None] * sxm", "X += rows[:, None] * sxm"},
+		{"layernorm_linear", "stats-col-int32", index32, shifted, "cols.to(tl.int64)[None, :] * sxk", "cols[None, :] * sxk"},
 		{"layernorm_linear", "no-rstd", classScale, epi, "y = rstd[:, None] * (acc - mean[:, None] * s[None, :])", "y = acc - mean[:, None] * s[None, :]"},
 		{"layernorm_linear", "colsum-by-row", classBiasIndex, epi, "s = tl.load(S + rn, mask=rn < N, other=0.0)", "s = tl.load(S + rm, mask=rm < N, other=0.0)"},
 		{"layernorm_linear", "bias-by-row", classBiasIndex, epi, "tl.load(BF + rn, mask=rn < N,", "tl.load(BF + rm, mask=rm < N,"},
 		{"layernorm_linear", "k-mask-le", classMaskLE, fwd, "kmask = kk < K", "kmask = kk <= K"},
-		{"layernorm_linear", "store-unmasked", classTailMask, fwd, "_cast(acc, Y.dtype.element_ty), mask=mask)", "_cast(acc, Y.dtype.element_ty))"},
-		{"layernorm_linear", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=\"ieee\")", "tl.dot(a, b, acc, input_precision=\"ieee\")"},
-		{"layernorm_linear", "a-col-stride-1", classStride, fwd, "rk[None, :] * sak", "rk[None, :]"},
+		{"layernorm_linear", "store-unmasked", classTailMask, fwd, "y, mask=mask)", "y)"},
+		{"layernorm_linear", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=_F32_DOT)", "tl.dot(a, b, acc, input_precision=_F32_DOT)"},
+		{"layernorm_linear", "a-col-stride-1", classStride, fwd, "rk64[None, :] * sak", "rk64[None, :]"},
+		{"layernorm_linear", "a-advance-1", classStride, fwd, "a_ptr += a_step", "a_ptr += BLOCK_K"},
 		{"layernorm_linear", "last-k-block-dropped", classRowLoop, fwd, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
+		{"layernorm_linear", "a-row-int32", index32, fwd, "ra = (rm % M).to(tl.int64)", "ra = rm % M"},
+		{"layernorm_linear", "a-col-int32", index32, fwd, "rk64[None, :] * sak", "rk[None, :] * sak"},
+		{"layernorm_linear", "a-step-int32", index32, fwd, "a_step = BLOCK_K * tl.cast(sak, tl.int64)", "a_step = BLOCK_K * sak"},
+		{"layernorm_linear", "y-row-int32", index32, fwd, "rm.to(tl.int64)[:, None] * sym", "rm[:, None] * sym"},
+		{"layernorm_linear", "y-col-int32", index32, fwd, "rn.to(tl.int64)[None, :] * syn", "rn[None, :] * syn"},
+		{"layernorm_linear", "norm-mean-sign", classFormula, fwd, "(a.to(tl.float32) - mean[:, None])", "(a.to(tl.float32) + mean[:, None])"},
+		{"layernorm_linear", "norm-no-rstd", classScale, fwd, "- mean[:, None]) * rstd[:, None]", "- mean[:, None])"},
+		{"layernorm_linear", "norm-gamma-index", classBiasIndex, fwd, "tl.load(G + kk, mask=kmask,", "tl.load(G + rk, mask=kmask,"},
+		{"layernorm_linear", "norm-beta-dropped", classFormula, fwd, "a = a + tl.load(BETA + kk,", "a = a + 0 * tl.load(BETA + kk,"},
+		{"layernorm_linear", "norm-bias-by-row", classBiasIndex, fwd, "acc += tl.load(BIAS + rn, mask=rn < N,", "acc += tl.load(BIAS + rm, mask=rm < N,"},
 		{"layernorm_linear", "tma-w-tile-at-m", classStride, tma, "w = w_desc.load([off_n, k0])", "w = w_desc.load([off_m, k0])"},
-		{"layernorm_linear", "tma-bf16-dot", classUpcast, tma, "tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision=\"ieee\")", "tl.dot(a, w.T, acc, input_precision=\"ieee\")"},
+		{"layernorm_linear", "tma-bf16-dot", classUpcast, tma, "tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision=_F32_DOT)", "tl.dot(a, w.T, acc, input_precision=_F32_DOT)"},
 		{"layernorm_linear", "tma-last-k-block-dropped", classRowLoop, tma, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
+		{"layernorm_linear", "out-overlap-unchecked", overlap, "def layernorm_linear(", `_check_alias("layernorm_linear", [("out", out)], ins)`, "pass"},
+		{"layernorm_linear", "out-overlap-x-unchecked", overlap, "def layernorm_linear(", `ins = [("x", x), `, `ins = [`},
 	}...)
 	return ms
 }()

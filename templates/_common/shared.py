@@ -146,3 +146,147 @@ def _check_dense(fn, outs):
             raise ValueError(f"{fn}: output {name} has elements that share memory (an expanded view); "
                              "pass a tensor whose elements are distinct")
 # --- fa:end overlap ---
+
+
+# --- fa:shared gemm ---
+# The GEMM templates' tiles (linear_gelu, layernorm_linear) and how one is chosen, without
+# @triton.autotune. A tile is (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). It is tuned
+# once per bucket: M rounded up to a power of two (at least 16, so that every decode M of 1-16
+# is one bucket), N, K, the dtype, the device and the kernel with its flags. Tuning times the
+# candidates with the caller's inputs (read only) and a scratch output, never the caller's
+# output; the winner is then launched directly (_gemm_launch, the compiled kernel as _launch
+# launches it). A bucket first met while the current stream captures a CUDA graph gets the
+# first candidate untimed (timing would synchronize the stream and break the capture); it is
+# tuned at its first call outside a capture. Under the interpreter: one small tile.
+# Candidates: the winners of the H200 probes (bench/experiments/probe_gemm.py,
+# probe_tiles_gemm.py), pruned by shared memory and K; decode-size M takes the small-M list,
+# whose narrow BLOCK_N tiles spread a weight-bound GEMM over more programs. The first
+# candidate of each list is the untimed choice.
+import triton.testing  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+GEMM_TILES_LARGE_M = [(128, 128, 64, 3, 4), (128, 256, 64, 3, 8), (128, 64, 64, 4, 4), (64, 128, 32, 4, 4),
+                      (64, 64, 64, 4, 4), (128, 64, 32, 4, 4)]
+GEMM_TILES_SMALL_M = [(16, 32, 256, 4, 4), (16, 64, 128, 4, 4), (16, 32, 128, 4, 4), (64, 32, 128, 4, 4),
+                      (64, 64, 128, 4, 4), (16, 128, 64, 4, 4)]
+GEMM_SMALL_M = 64
+GEMM_INTERP_TILE = (16, 32, 32, 1, 4)
+_GEMM_GROUP_M = 4 if INTERPRET else 8
+_GEMM_SMEM = 232448  # H100/H200 opt-in shared memory per block
+_GEMM_TUNE = not INTERPRET
+_GEMM_TUNED = {}
+# (host code here avoids triton.cdiv and triton.next_power_of_2, constexpr functions in
+# Triton 3.6 that cost microseconds per call, and keys on id(kernel): hashing a JITFunction
+# hashes its source)
+# fp32 operands on the GPU: tf32x3 (three TF32 products, about fp32's accuracy: 2.8e-6 against
+# fp64 at 4096x2048x8192 where eager cuBLAS gives 1.2e-5, in a third of ieee's time on the
+# H200); the interpreter multiplies in fp32 whatever it is told
+_F32_DOT = tl.constexpr("ieee" if INTERPRET else "tf32x3")
+
+
+def _gemm_candidates(bucket, K, elem_bytes):
+    """The tiles worth timing for an M bucket: those whose pipelined operand tiles fit shared
+    memory and whose BLOCK_K does not exceed K rounded up to a power of two (at least 32)."""
+    tiles = GEMM_TILES_SMALL_M if bucket <= GEMM_SMALL_M else GEMM_TILES_LARGE_M
+    kmax = max(32, 1 << (K - 1).bit_length())
+    kept = [t for t in tiles
+            if t[2] <= kmax and (t[3] * (t[0] + t[1]) * t[2] + t[0] * t[1]) * elem_bytes <= _GEMM_SMEM]
+    return kept or [(64, 64, 32, 2, 4)]
+
+
+def _gemm_tile(kernel, M, N, K, x, flags, run):
+    """The tile for a launch of kernel on an [M, K] x [K, N] product of x's dtype and device,
+    with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
+    candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
+    while the stream captures a CUDA graph, the first candidate, not kept."""
+    bucket = max(16, 1 << (M - 1).bit_length())
+    key = (id(kernel), bucket, N, K, x.dtype, x.device.index, flags)  # id: hashing a JITFunction costs more
+    tile = _GEMM_TUNED.get(key)
+    if tile is not None:
+        return tile
+    if not _GEMM_TUNE:
+        return GEMM_INTERP_TILE
+    cands = _gemm_candidates(bucket, K, x.element_size())
+    if torch.cuda.is_current_stream_capturing():
+        return cands[0]
+    best, best_ms = cands[0], float("inf")
+    if len(cands) > 1:
+        for t in cands:
+            try:
+                ms = triton.testing.do_bench(lambda: run(t), warmup=5, rep=20, return_mode="median")
+            except Exception:  # noqa: BLE001 - a tile that does not compile here (resources) is skipped
+                continue
+            if ms < best_ms:
+                best, best_ms = t, ms
+    _GEMM_TUNED[key] = best
+    return best
+
+
+def _gemm_grid(M, N, tile):
+    """One program per output tile, all on grid axis 0 (up to 2**31 - 1 programs)."""
+    return ((M + tile[0] - 1) // tile[0] * ((N + tile[1] - 1) // tile[1]),)
+
+
+def _tma_ok(*ts):
+    """TMA descriptors need 2-D tensors with a contiguous last dim and 16-byte aligned base and
+    row stride; fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32 operands
+    measured 20-50x slower on the H200)."""
+    for t in ts:
+        if t.dtype not in (torch.float16, torch.bfloat16) or t.dim() != 2 or t.stride(1) != 1:
+            return False
+        if (t.stride(0) * 2) % 16 or t.data_ptr() % 16 or t.shape[0] == 0:
+            return False
+    return True
+
+
+def _desc(t, block_shape):
+    """A TMA tensor descriptor of t (which _tma_ok accepted) with the tile's block shape, built
+    without TensorDescriptor's per-call validation (_tma_ok did it)."""
+    d = object.__new__(TensorDescriptor)
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, list(t.shape), list(t.stride()), block_shape, "zero"
+    return d
+
+
+def _gemm_spec(a):
+    """_spec, and for a tensor descriptor what Triton specializes it on: dtype and block shape
+    (its base, shape and strides are read at every launch)."""
+    if isinstance(a, TensorDescriptor):
+        return ("desc", a.base.dtype, tuple(a.block_shape), a.base.device.index)
+    return _spec(a)
+
+
+def _gemm_launch(kernel, grid, args, tile, **constexprs):
+    """``kernel[grid](*args, **constexprs)`` with the tile's BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+    num_stages and num_warps (BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M are the kernel's last
+    parameters, after constexprs); after the first call of a specialization its compiled
+    kernel is launched directly."""
+    bm, bn, bk, stages, warps = tile
+    consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+        return
+    key = (id(kernel), tile, tuple(constexprs.values()), tuple(map(_gemm_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *consts.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(consts) != names:
+        raise TypeError(f"_gemm_launch: constexprs {list(consts)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+
+
+@triton.jit
+def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's output tile, in grouped order: consecutive programs share A rows (L2)."""
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * num_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+    return pid_m, pid_n
+# --- fa:end gemm ---

@@ -3,25 +3,55 @@
 SHAPES[0] is x ``[..., K]``, SHAPES[1] the Linear's weight ``[N, K]``; the LayerNorm has weight
 and bias ``[K]``; the Linear bias (params["has_bias"]) is ``[N]``. x has a non-zero mean
 (-2.3 + 0.5 randn). Forward only.
+
+In test mode (``poison=True``) fused() also returns y from the other variant ("normalize" for
+a "fold" case and the other way round) and tells reference() so through
+``inputs["both_variants"]``: the variant is the caller's choice wherever the folder is used,
+so every folder's checks run both.
+
+Three kinds of adversarial case are about memory or values rather than shape; make_inputs and
+fused recognise them by their shapes:
+
+- FAR: x and y are views whose element offsets pass 2**31 (a row times the row stride, x's
+  column stride times K and times a K step of BLOCK_K columns, y's column stride times N),
+  so that 32-bit index math reads or writes the wrong elements. Their storage is reserved, not committed: only the
+  viewed elements' pages are touched. 16-bit dtypes only (fp32 takes the plain layout).
+- ALIAS: an ``out`` that overlaps x, and one inside the weight, must be refused (ValueError)
+  before the plain call runs.
+- CONSTANT: rows 0 and 2 of x are 1000 everywhere (K = 1024), with statistics shared through
+  ``ln_stats`` (the review's repro: the fold amplified the GEMM's rounding by 1/sqrt(eps) on
+  such rows, fp32 error 0.116).
 """
 
 import math
+import mmap
+import sys
 
 import torch
 
 import fa_testing as fat
 
 KIND = "gemm"
-OUTPUTS = ["y"]
+OUTPUTS = ["y", "y_other_variant"]
 GRAD_INPUTS = []
+OTHER = {"fold": "normalize", "normalize": "fold"}
+FAR = [[[3, 40], [5, 40]]]
+ALIAS = [[[9, 40], [24, 40]]]
+CONSTANT = [[[4, 1024], [24, 1024]]]
+# FAR's strides (row, column): row 2 starts past 2**31 elements in x and y; x's column 31 and
+# its K step of 32 columns (the interpreter's BLOCK_K) pass 2**31, and y's column 4
+X_STRIDES = (2**30 + 64, 70_000_000)
+Y_STRIDES = (2**30 + 64, 2**29 + 64)
+FAR_BASE = 2**31  # elements before each view: an offset that wrapped in 32 bits still lands inside
 
 
 def adversarial(params):
-    # ragged M/N/K, a single row, K one past a block (32), rows longer than a stats block (128);
-    # the last three meet TMA's 16-byte alignment in fp16/bf16 (K and N multiples of 8), so
-    # the TMA kernel runs on ragged tiles (M 33, K 72 = 2 blocks + 8, N 48)
-    return [
-        [[33, 70], [45, 70]],
+    # ragged M/N/K first (the verifier's layout variants run it too), then the cases about
+    # memory and values (cheap, and early: they kill their bugs sooner), a single row, K one
+    # past a block (32), rows longer than a stats block (128); the last two meet TMA's 16-byte
+    # alignment in fp16/bf16 (K and N multiples of 8), so the TMA kernel runs on ragged tiles
+    # (M 33, K 72 = 2 blocks + 8, N 48)
+    return [[[33, 70], [45, 70]]] + FAR + ALIAS + CONSTANT + [
         [[1, 2], [1, 2]],
         [[1, 33], [17, 33]],
         [[2, 9, 64], [40, 64]],
@@ -42,41 +72,106 @@ def interp_shapes(shapes):
     return [xs, [min(w[0], 72), k]] + [list(s) for s in shapes[2:]]
 
 
+def far_view(shape, strides, dtype, device):
+    """A [rows, n] view with these strides, FAR_BASE elements into its storage, NaN where it
+    is viewed. On the CPU the storage is an anonymous mapping
+    with MAP_NORESERVE (reserved, not committed: only the pages written are), on CUDA
+    torch.empty_strided (real memory; not torch.empty, which the verifier guards)."""
+    numel = FAR_BASE + sum((d - 1) * st for d, st in zip(shape, strides)) + 1
+    if torch.device(device).type == "cpu":
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
+            mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+        base = torch.frombuffer(mmap.mmap(-1, numel * dtype.itemsize, flags=flags), dtype=dtype)
+    else:
+        base = torch.empty_strided((numel,), (1,), dtype=dtype, device=device)
+    v = base.as_strided(tuple(shape), tuple(strides), FAR_BASE)
+    v.fill_(float("nan"))
+    return v
+
+
 def make_inputs(shapes, dtype, params, device, seed):
     g = fat.gen(seed)
     x = fat.randn(shapes[0], dtype, device, g, mean=-2.3, std=0.5)
     n, k = shapes[1]
-    return {
+    inputs = {
         "x": x,
         "ln_weight": fat.randn([k], dtype, device, g, mean=1.0, std=0.2),
         "ln_bias": fat.randn([k], dtype, device, g, std=0.2),
         "weight": fat.randn([n, k], dtype, device, g, std=1.0 / math.sqrt(max(k, 1))),
         "bias": fat.randn([n], dtype, device, g) if params.get("has_bias", True) else None,
     }
+    if shapes in FAR and dtype.itemsize == 2:
+        inputs["x"] = far_view(x.shape, X_STRIDES, dtype, device).copy_(x)
+        inputs["far"] = True
+    elif shapes in ALIAS:
+        inputs["alias"] = True
+    elif shapes in CONSTANT:
+        x[0] = 1000.0
+        x[2] = 1000.0
+        inputs["shared_stats"] = True
+    return inputs
 
 
 def _args(inputs):
     return inputs["x"], inputs["ln_weight"], inputs["ln_bias"], inputs["weight"], inputs["bias"]
 
 
+def _refuses(kernel, x, g, b, w, bias, eps):
+    """layernorm_linear must refuse an out that overlaps x (its last element) or lies in the
+    weight."""
+    m, n = x.shape[0], w.shape[0]
+    buf = fat.poison([x.numel() + m * n], x.dtype, x.device)
+    xa = buf[:x.numel()].view(x.shape)
+    xa.copy_(x)
+    wbuf = fat.poison([w.numel() + m * n], w.dtype, w.device)
+    wa = wbuf[:w.numel()].view(w.shape)
+    wa.copy_(w)
+    for xi, wi, out, what in ((xa, w, buf[x.numel() - 1:x.numel() - 1 + m * n].view(m, n), "over x's last element"),
+                              (x, wa, wbuf[:m * n].view(m, n), "inside the weight")):
+        try:
+            kernel.layernorm_linear(xi, g, b, wi, bias, eps, out=out)
+        except ValueError:
+            continue
+        raise AssertionError(f"layernorm_linear wrote an out {what} instead of refusing it")
+
+
 def fused(kernel, inputs, params, poison=False, autograd=False):
     """variant params["variant"] ("fold" by default); the folded weights are computed on the
     first call and kept in ``inputs``, as a model folds once at load time."""
     x, g, b, w, bias = _args(inputs)
+    eps = params.get("eps", 1e-5)
     shape = tuple(x.shape[:-1]) + (w.shape[0],)
-    out = fat.poison(shape, x.dtype, x.device) if poison else None
+    if inputs.get("alias"):
+        _refuses(kernel, x, g, b, w, bias, eps)
+    stats = kernel.ln_stats(x, eps) if inputs.get("shared_stats") else None
+
+    def out():
+        if not poison:
+            return None
+        if inputs.get("far"):
+            return far_view(shape, Y_STRIDES, x.dtype, x.device)
+        return fat.poison(shape, x.dtype, x.device)
+
+    def run(variant):
+        folded = None
+        if variant == "fold":
+            folded = inputs.get("_folded")
+            if folded is None:
+                folded = inputs["_folded"] = kernel.fold_weights(g, b, w, bias)
+        return kernel.layernorm_linear(x, g, b, w, bias, eps, stats=stats, out=out(), variant=variant,
+                                       folded=folded)
+
     variant = params.get("variant", "fold")
-    folded = None
-    if variant == "fold":
-        folded = inputs.get("_folded")
-        if folded is None:
-            folded = inputs["_folded"] = kernel.fold_weights(g, b, w, bias)
-    return (kernel.layernorm_linear(x, g, b, w, bias, params.get("eps", 1e-5), out=out, variant=variant,
-                                    folded=folded),)
+    ys = [run(variant)]
+    if poison:
+        inputs["both_variants"] = True
+        ys.append(run(OTHER[variant]))
+    return tuple(ys)
 
 
 def reference(ref, inputs, params):
-    return (ref.layernorm_linear(*_args(inputs), params.get("eps", 1e-5)),)
+    y = ref.layernorm_linear(*_args(inputs), params.get("eps", 1e-5))
+    return (y, y) if inputs.get("both_variants") else (y,)
 
 
 def tolerance(dtype, shapes, params, grad=False):

@@ -16,6 +16,8 @@ output is usable). Two ways to fold it, both here, measured against each other:
   normalised with the row stats and gamma/beta, rounded to x's dtype (as eager's LayerNorm
   output is) and fed to ``tl.dot``.
 
+Both are the caller's choice in every folder, so every folder's checks run both (adapter.py).
+
 Measured on an H200 (bf16, CUDA-graph replays under do_bench; cuBLAS = ``F.linear`` alone on an
 already normalised input; bench/experiments/probe_gemm.py): M x K x N = 8192x1024x4096: fold
 123 us, normalize 177 us, eager 127 us, cuBLAS 118.5 us; 4096x768x3072 fp16: 43 / 61 / 47 / 36;
@@ -28,19 +30,33 @@ Numerics of fold: the GEMM sees raw x, so its rounding error scales with ``|x|``
 with the normalised row: with rows of mean -2.3 and std 0.5 the bf16 error against an fp32
 reference is about 2x eager's (max 5.8e-3 of max|y| against eager's 2.9e-3; tolerance 2e-2).
 A row with zero variance would amplify the cancellation ``acc - mean * s`` by 1/sqrt(eps):
-the stats kernel of the fold path marks such rows (rstd = 0), whose output is then exactly
-``b'`` as in eager. Rows of tiny but non-zero variance keep an amplified error; use
-``variant="normalize"`` where that matters.
+the stats kernel shifts each row by its first element, so a row of equal values has a variance
+of exactly 0 and a mean of exactly that value, and it stores rstd = 0 for it; the output is
+then exactly ``b'``, as in eager. The shared statistics of ``ln_stats`` are the same. Rows of
+tiny but non-zero variance keep an amplified error; use ``variant="normalize"`` where that
+matters.
 
-- Tiles BLOCK_M x BLOCK_N x BLOCK_K, grouped program ordering (GROUP_M), autotuned over tiles,
-  num_warps and num_stages keyed on (M, N, K), the candidates pruned by M (small-M tiles for
-  decode shapes) and by shared memory; one fixed config under ``TRITON_INTERPRET=1``. K is a
-  compile-time constant (static K loop, pipelined by Triton; also avoids ``range`` over a
-  runtime bound, which Triton 3.6's interpreter with numpy 2.4 rejects).
+- Row statistics: ROWS rows per program as one ``[ROWS, BLOCK_K]`` tile (rows of up to 4096
+  columns in one block; longer rows one per program, in chunks), the tile chosen from K
+  (``_stats_config``, no autotuner), launched through ``_launch``: for ConvNeXt's K = 96 a
+  tile of 16 rows took the statistics from 62.2 to 7.1 us (one row per program) on the H200.
+- GEMM tiles BLOCK_M x BLOCK_N x BLOCK_K, grouped program ordering (GROUP_M), one program per
+  output tile on grid axis 0. No ``@triton.autotune``: the tile is timed once per bucket of
+  shapes (M rounded up to a power of two, N, K, dtype, flags) on a scratch output, then
+  launched directly (``_gemm_tile``, ``_gemm_launch``: the ``gemm`` block, shared with
+  linear_gelu); a bucket first met during CUDA-graph capture takes an untimed tile. One fixed
+  small tile under ``TRITON_INTERPRET=1``. K is a compile-time constant (static K loop,
+  pipelined by Triton; also avoids ``range`` over a runtime bound, which Triton 3.6's
+  interpreter with numpy 2.4 rejects).
+- Offsets are 64-bit wherever a row, column or K offset times a stride can pass 2**31
+  elements (a transposed bf16 ``[600000, 4096]`` x has a column stride of 600000).
 - fp32 / fp16 / bf16; x read through its strides; W ``[N, K]`` any strides; fp32 operands use
-  ``input_precision="ieee"`` (and the pointer-based GEMM: TMA with fp32 operands measured 20-50x
-  slower); under the interpreter operands are upcast to fp32 before ``tl.dot`` (its bf16 dot
-  is wrong), which is exact.
+  ``input_precision="tf32x3"`` (about fp32's accuracy at a third of ``"ieee"``'s time) and the
+  pointer-based GEMM (TMA with fp32 operands measured 20-50x slower); under the interpreter
+  operands are upcast to fp32 before ``tl.dot`` (its bf16 dot is wrong), which is exact.
+- ``out=``: any ``[..., N]`` tensor of x's dtype viewable as ``[rows, N]`` that shares no memory
+  with an input (x, the weights, the folded weights, the statistics); an overlapping one is
+  refused (``_check_alias``).
 - Several Linears reading one LayerNorm (Q, K, V) can share one stats pass:
   ``ln_stats(x, eps)`` then ``layernorm_linear(..., stats=(mean, rstd))``.
 - Forward only. ``LayerNormLinear`` runs the eager chain when autograd needs a graph and caches
@@ -56,61 +72,13 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
-AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
-MAX_BLOCK_K = 128 if INTERPRET else 4096
 VARIANTS = ("fold", "normalize")
-
-
-# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), after the Triton matmul tutorials; the
-# first of each list is the FUSEADVISE_AUTOTUNE=0 config (it fits shared memory for fp32 too)
-# (the large-M list holds the winners of the H200 probe, bench/experiments/probe_gemm.py: few
-# candidates keep the autotuning, one compile each, short)
-TILES_LARGE_M = [(64, 128, 32, 4, 4), (128, 256, 64, 3, 8), (128, 128, 64, 3, 4), (128, 64, 64, 4, 4),
-                 (64, 64, 64, 4, 4), (128, 64, 32, 4, 4)]
-TILES_SMALL_M = [(16, 64, 128, 4, 4), (64, 32, 128, 4, 4), (64, 64, 128, 4, 4), (16, 128, 64, 4, 4)]
-SMALL_M = 64
-SMEM_BYTES = 232448  # H100/H200 opt-in shared memory per block
-
-
-def _set_block_shapes(nargs):
-    """Autotune pre_hook of the TMA kernel: the descriptors' block shapes follow the tiles."""
-    if "a_desc" in nargs:
-        bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-        nargs["a_desc"].block_shape = [bm, bk]
-        nargs["w_desc"].block_shape = [bn, bk]
-        nargs["y_desc"].block_shape = [bm, bn]
-
-
-def _configs():
-    if INTERPRET:
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4, num_stages=1,
-                              pre_hook=_set_block_shapes)]
-    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w,
-                             pre_hook=_set_block_shapes)
-               for m, n, k, s, w in TILES_LARGE_M + TILES_SMALL_M]
-    return configs if AUTOTUNE else configs[:1]
-
-
-def _prune(configs, named_args, **kwargs):
-    """The tiles worth trying for this M (decode-size M gets the small-M tiles) whose pipelined
-    operand tiles fit shared memory; the first config when none does."""
-    if INTERPRET or not AUTOTUNE:
-        return configs[:1]
-    M, K = named_args["M"], kwargs.get("K", named_args.get("K"))
-    es = 4 if kwargs.get("DOT_F32") else 2
-    group = TILES_SMALL_M if M <= SMALL_M else TILES_LARGE_M
-    kept = []
-    for c in configs:
-        kw = c.kwargs
-        tile = (kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], c.num_stages, c.num_warps)
-        smem = (c.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] + kw["BLOCK_M"] * kw["BLOCK_N"]) * es
-        if tile in group and smem <= SMEM_BYTES and (K is None or kw["BLOCK_K"] <= max(32, triton.next_power_of_2(K))):
-            kept.append(c)
-    return kept or configs[:1]
+# row statistics: a row of up to MAX_BLOCK_K columns is one block; a program's tile holds
+# about STATS_TILE elements (several short rows); the interpreter keeps them small
+MAX_BLOCK_K = 128 if INTERPRET else 4096
+STATS_TILE = 256 if INTERPRET else 2048
 
 
 # --- fa:shared cast ---
@@ -130,41 +98,179 @@ def _cast(y, dtype: tl.constexpr):
 # --- fa:end cast ---
 
 
-@triton.jit
-def _ln_stats_kernel(X, MEAN, RSTD, K, sxm, sxk, eps, FLAT_ZERO: tl.constexpr, SINGLE: tl.constexpr,
-                     BLOCK_K: tl.constexpr):
-    """mean and rstd of one row in fp32, two-pass (mean, then the variance of x - mean). With
-    FLAT_ZERO a row of zero variance stores rstd = 0 (the fold's epilogue then returns b')."""
-    row = tl.program_id(0).to(tl.int64)
-    X += row * sxm
-    if SINGLE:  # the whole row in registers: x read once
-        cols = tl.arange(0, BLOCK_K)
-        x = tl.load(X + cols * sxk, mask=cols < K, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=0) / K
-        d = tl.where(cols < K, x - mean, 0.0)
-        var = tl.sum(d * d, axis=0) / K
-    else:
-        acc = tl.full([BLOCK_K], 0, tl.float32)
-        start = 0
-        while start < K:
-            cols = start + tl.arange(0, BLOCK_K)
-            acc += tl.load(X + cols * sxk, mask=cols < K, other=0.0).to(tl.float32)
-            start += BLOCK_K
-        mean = tl.sum(acc, axis=0) / K
-        acc = tl.full([BLOCK_K], 0, tl.float32)
-        start = 0
-        while start < K:
-            cols = start + tl.arange(0, BLOCK_K)
-            x = tl.load(X + cols * sxk, mask=cols < K, other=0.0).to(tl.float32)
-            d = tl.where(cols < K, x - mean, 0.0)
-            acc += d * d
-            start += BLOCK_K
-        var = tl.sum(acc, axis=0) / K
-    rstd = 1.0 / tl.sqrt(var + eps)
-    if FLAT_ZERO:
-        rstd = tl.where(var == 0.0, 0.0, rstd)
-    tl.store(MEAN + row, mean)
-    tl.store(RSTD + row, rstd)
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and launched
+# directly: on the H200 (bench/experiments/probe_launch.py, per call) kernel[grid](...) took
+# 12-15 us of host time, the compiled kernel launched directly 7.4 us, a kernel behind
+# @triton.autotune 17-25 us, an ATen add 6 us. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+
+def _spec(a):
+    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
+    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
+    (constexpr flags, None) its value."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
+    if type(a) is int:
+        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
+    if type(a) is float:
+        return float
+    return a
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; the constexprs are the kernel's last parameters,
+    passed in its order. After the first call of a specialization its compiled kernel is
+    launched directly. Under the interpreter: the plain call."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *constexprs.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+# --- fa:end launch ---
+
+
+# --- fa:shared gemm ---
+# The GEMM templates' tiles (linear_gelu, layernorm_linear) and how one is chosen, without
+# @triton.autotune. A tile is (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). It is tuned
+# once per bucket: M rounded up to a power of two (at least 16, so that every decode M of 1-16
+# is one bucket), N, K, the dtype, the device and the kernel with its flags. Tuning times the
+# candidates with the caller's inputs (read only) and a scratch output, never the caller's
+# output; the winner is then launched directly (_gemm_launch, the compiled kernel as _launch
+# launches it). A bucket first met while the current stream captures a CUDA graph gets the
+# first candidate untimed (timing would synchronize the stream and break the capture); it is
+# tuned at its first call outside a capture. Under the interpreter: one small tile.
+# Candidates: the winners of the H200 probes (bench/experiments/probe_gemm.py,
+# probe_tiles_gemm.py), pruned by shared memory and K; decode-size M takes the small-M list,
+# whose narrow BLOCK_N tiles spread a weight-bound GEMM over more programs. The first
+# candidate of each list is the untimed choice.
+import triton.testing  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+GEMM_TILES_LARGE_M = [(128, 128, 64, 3, 4), (128, 256, 64, 3, 8), (128, 64, 64, 4, 4), (64, 128, 32, 4, 4),
+                      (64, 64, 64, 4, 4), (128, 64, 32, 4, 4)]
+GEMM_TILES_SMALL_M = [(16, 32, 256, 4, 4), (16, 64, 128, 4, 4), (16, 32, 128, 4, 4), (64, 32, 128, 4, 4),
+                      (64, 64, 128, 4, 4), (16, 128, 64, 4, 4)]
+GEMM_SMALL_M = 64
+GEMM_INTERP_TILE = (16, 32, 32, 1, 4)
+_GEMM_GROUP_M = 4 if INTERPRET else 8
+_GEMM_SMEM = 232448  # H100/H200 opt-in shared memory per block
+_GEMM_TUNE = not INTERPRET
+_GEMM_TUNED = {}
+# (host code here avoids triton.cdiv and triton.next_power_of_2, constexpr functions in
+# Triton 3.6 that cost microseconds per call, and keys on id(kernel): hashing a JITFunction
+# hashes its source)
+# fp32 operands on the GPU: tf32x3 (three TF32 products, about fp32's accuracy: 2.8e-6 against
+# fp64 at 4096x2048x8192 where eager cuBLAS gives 1.2e-5, in a third of ieee's time on the
+# H200); the interpreter multiplies in fp32 whatever it is told
+_F32_DOT = tl.constexpr("ieee" if INTERPRET else "tf32x3")
+
+
+def _gemm_candidates(bucket, K, elem_bytes):
+    """The tiles worth timing for an M bucket: those whose pipelined operand tiles fit shared
+    memory and whose BLOCK_K does not exceed K rounded up to a power of two (at least 32)."""
+    tiles = GEMM_TILES_SMALL_M if bucket <= GEMM_SMALL_M else GEMM_TILES_LARGE_M
+    kmax = max(32, 1 << (K - 1).bit_length())
+    kept = [t for t in tiles
+            if t[2] <= kmax and (t[3] * (t[0] + t[1]) * t[2] + t[0] * t[1]) * elem_bytes <= _GEMM_SMEM]
+    return kept or [(64, 64, 32, 2, 4)]
+
+
+def _gemm_tile(kernel, M, N, K, x, flags, run):
+    """The tile for a launch of kernel on an [M, K] x [K, N] product of x's dtype and device,
+    with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
+    candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
+    while the stream captures a CUDA graph, the first candidate, not kept."""
+    bucket = max(16, 1 << (M - 1).bit_length())
+    key = (id(kernel), bucket, N, K, x.dtype, x.device.index, flags)  # id: hashing a JITFunction costs more
+    tile = _GEMM_TUNED.get(key)
+    if tile is not None:
+        return tile
+    if not _GEMM_TUNE:
+        return GEMM_INTERP_TILE
+    cands = _gemm_candidates(bucket, K, x.element_size())
+    if torch.cuda.is_current_stream_capturing():
+        return cands[0]
+    best, best_ms = cands[0], float("inf")
+    if len(cands) > 1:
+        for t in cands:
+            try:
+                ms = triton.testing.do_bench(lambda: run(t), warmup=5, rep=20, return_mode="median")
+            except Exception:  # noqa: BLE001 - a tile that does not compile here (resources) is skipped
+                continue
+            if ms < best_ms:
+                best, best_ms = t, ms
+    _GEMM_TUNED[key] = best
+    return best
+
+
+def _gemm_grid(M, N, tile):
+    """One program per output tile, all on grid axis 0 (up to 2**31 - 1 programs)."""
+    return ((M + tile[0] - 1) // tile[0] * ((N + tile[1] - 1) // tile[1]),)
+
+
+def _tma_ok(*ts):
+    """TMA descriptors need 2-D tensors with a contiguous last dim and 16-byte aligned base and
+    row stride; fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32 operands
+    measured 20-50x slower on the H200)."""
+    for t in ts:
+        if t.dtype not in (torch.float16, torch.bfloat16) or t.dim() != 2 or t.stride(1) != 1:
+            return False
+        if (t.stride(0) * 2) % 16 or t.data_ptr() % 16 or t.shape[0] == 0:
+            return False
+    return True
+
+
+def _desc(t, block_shape):
+    """A TMA tensor descriptor of t (which _tma_ok accepted) with the tile's block shape, built
+    without TensorDescriptor's per-call validation (_tma_ok did it)."""
+    d = object.__new__(TensorDescriptor)
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, list(t.shape), list(t.stride()), block_shape, "zero"
+    return d
+
+
+def _gemm_spec(a):
+    """_spec, and for a tensor descriptor what Triton specializes it on: dtype and block shape
+    (its base, shape and strides are read at every launch)."""
+    if isinstance(a, TensorDescriptor):
+        return ("desc", a.base.dtype, tuple(a.block_shape), a.base.device.index)
+    return _spec(a)
+
+
+def _gemm_launch(kernel, grid, args, tile, **constexprs):
+    """``kernel[grid](*args, **constexprs)`` with the tile's BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+    num_stages and num_warps (BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M are the kernel's last
+    parameters, after constexprs); after the first call of a specialization its compiled
+    kernel is launched directly."""
+    bm, bn, bk, stages, warps = tile
+    consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+        return
+    key = (id(kernel), tile, tuple(constexprs.values()), tuple(map(_gemm_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *consts.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(consts) != names:
+        raise TypeError(f"_gemm_launch: constexprs {list(consts)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
 
 
 @triton.jit
@@ -179,6 +285,56 @@ def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.conste
     pid_m = first_m + (pid % in_group) % group_m
     pid_n = (pid % in_group) // group_m
     return pid_m, pid_n
+# --- fa:end gemm ---
+
+
+@triton.jit
+def _shifted(X, x0, rmask, cols, K, sxk):
+    """The [ROWS, BLOCK_K] tile of x - x0 at these columns (x0: each row's first element), 0
+    outside the rows and columns; X points at the rows' starts. Column offsets int64:
+    cols * stride passes 2**31 in a transposed [600000, 4096] x."""
+    m = rmask[:, None] & (cols < K)[None, :]
+    x = tl.load(X + cols.to(tl.int64)[None, :] * sxk, mask=m, other=0.0).to(tl.float32)
+    return tl.where(m, x - x0, 0.0)
+
+
+@triton.jit
+def _ln_stats_kernel(X, MEAN, RSTD, M, K, sxm, sxk, eps,
+                     ROWS: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE: tl.constexpr):
+    """mean and rstd in fp32 of ROWS rows per program, two-pass (the mean, then the variance
+    of x - mean) on each row shifted by its first element: a row of equal values has a
+    variance of exactly 0 and stores rstd = 0 (the fold's epilogue then returns b')."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < M
+    X += rows.to(tl.int64)[:, None] * sxm  # [ROWS, 1] row starts (int64: row * stride)
+    x0 = tl.load(X, mask=rmask[:, None], other=0.0).to(tl.float32)
+    if SINGLE:  # the whole row in registers: x read once
+        cols = tl.arange(0, BLOCK_K)
+        xs = _shifted(X, x0, rmask, cols, K, sxk)
+        mean = tl.sum(xs, axis=1) / K
+        d = tl.where((cols < K)[None, :], xs - mean[:, None], 0.0)
+        var = tl.sum(d * d, axis=1) / K
+    else:
+        acc = tl.full([ROWS, BLOCK_K], 0, tl.float32)
+        start = 0
+        while start < K:
+            acc += _shifted(X, x0, rmask, start + tl.arange(0, BLOCK_K), K, sxk)
+            start += BLOCK_K
+        mean = tl.sum(acc, axis=1) / K
+        acc = tl.full([ROWS, BLOCK_K], 0, tl.float32)
+        start = 0
+        while start < K:
+            cols = start + tl.arange(0, BLOCK_K)
+            d = tl.where((cols < K)[None, :], _shifted(X, x0, rmask, cols, K, sxk) - mean[:, None], 0.0)
+            acc += d * d
+            start += BLOCK_K
+        var = tl.sum(acc, axis=1) / K
+    rstd = 1.0 / tl.sqrt(var + eps)
+    # equal values: x - mean is 0 exactly (eager's rstd multiplies zeros), and the fold's
+    # epilogue must not amplify acc - mean * s by 1/sqrt(eps)
+    rstd = tl.where(var == 0.0, 0.0, rstd)
+    tl.store(MEAN + rows, tl.sum(x0, axis=1) + mean, mask=rmask)
+    tl.store(RSTD + rows, rstd, mask=rmask)
 
 
 @triton.jit
@@ -193,10 +349,9 @@ def _fold_epilogue(acc, rm, rn, M, N, MEAN, RSTD, S, BF, HAS_BIAS: tl.constexpr)
     return y
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
-def _fold_tma_kernel(a_desc, w_desc, y_desc, MEAN, RSTD, S, BF, M, N, K: tl.constexpr,
-                     HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
+def _fold_tma_kernel(a_desc, w_desc, y_desc, MEAN, RSTD, S, BF, M, N,
+                     K: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      GROUP_M: tl.constexpr):
     """variant="fold" through TMA: x [M, K] and W' [N, K] tiles arrive by tensor descriptor
@@ -209,7 +364,7 @@ def _fold_tma_kernel(a_desc, w_desc, y_desc, MEAN, RSTD, S, BF, M, N, K: tl.cons
         a = a_desc.load([off_m, k0])
         w = w_desc.load([off_n, k0])
         if DOT_F32:  # under the interpreter (its bf16 dot is wrong)
-            acc = tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision="ieee")
+            acc = tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision=_F32_DOT)
         else:
             acc = tl.dot(a, w.T, acc)
     rm = off_m + tl.arange(0, BLOCK_M)
@@ -218,12 +373,10 @@ def _fold_tma_kernel(a_desc, w_desc, y_desc, MEAN, RSTD, S, BF, M, N, K: tl.cons
     y_desc.store([off_m, off_n], _cast(y, y_desc.dtype))
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
-def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, K: tl.constexpr,
-                      sam, sak, swn, swk, sym, syn,
-                      FOLD: tl.constexpr, HAS_G: tl.constexpr, HAS_BETA: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      DOT_F32: tl.constexpr,
+def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, swk, sym, syn,
+                      K: tl.constexpr, FOLD: tl.constexpr, HAS_G: tl.constexpr, HAS_BETA: tl.constexpr,
+                      HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr):
     """Pointer-based GEMM for both variants (any strides, fp32 operands). FOLD: W is W', the
@@ -236,11 +389,15 @@ def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, K: tl.constexpr,
     mean = tl.load(MEAN + rm % M)
     rstd = tl.load(RSTD + rm % M)
     # rows/cols past M/N wrap around (their results are never stored), so only K needs a mask,
-    # and none at all when BLOCK_K divides K (as in the Triton matmul tutorial)
+    # and none at all when BLOCK_K divides K (as in the Triton matmul tutorial); offsets are
+    # int64, the K steps too (BLOCK_K * a column stride of a transposed x can pass 2**31)
     ra = (rm % M).to(tl.int64)
     rb = (rn % N).to(tl.int64)
-    a_ptr = A + ra[:, None] * sam + rk[None, :] * sak
-    w_ptr = W + rb[None, :] * swn + rk[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
+    rk64 = rk.to(tl.int64)
+    a_ptr = A + ra[:, None] * sam + rk64[None, :] * sak
+    w_ptr = W + rb[None, :] * swn + rk64[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
+    a_step = BLOCK_K * tl.cast(sak, tl.int64)
+    w_step = BLOCK_K * tl.cast(swk, tl.int64)
     acc = tl.full((BLOCK_M, BLOCK_N), 0, tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + rk
@@ -262,18 +419,19 @@ def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, K: tl.constexpr,
                 a = tl.where(kmask[None, :], a, 0.0)
             a = _cast(a, A.dtype.element_ty)
         if DOT_F32:
-            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=_F32_DOT)
         else:
             acc = tl.dot(a.to(W.dtype.element_ty), b, acc)
-        a_ptr += BLOCK_K * sak
-        w_ptr += BLOCK_K * swk
+        a_ptr += a_step
+        w_ptr += w_step
 
     if FOLD:
         acc = _fold_epilogue(acc, rm, rn, M, N, MEAN, RSTD, G, BIAS, HAS_BIAS)
     elif HAS_BIAS:
         acc += tl.load(BIAS + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+    y = _cast(acc, Y.dtype.element_ty)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    tl.store(Y + rm.to(tl.int64)[:, None] * sym + rn[None, :] * syn, _cast(acc, Y.dtype.element_ty), mask=mask)
+    tl.store(Y + rm.to(tl.int64)[:, None] * sym + rn.to(tl.int64)[None, :] * syn, y, mask=mask)
 
 
 # --- fa:shared rows ---
@@ -291,21 +449,68 @@ def _rows(t, view_only=False):
 # --- fa:end rows ---
 
 
-def _stats(a, eps, flat_zero):
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
+
+
+def _stats_config(M, K):
+    """(ROWS, BLOCK_K, num_warps) of the statistics kernel: the row in one block of
+    next_power_of_2(K) columns up to MAX_BLOCK_K (longer rows in chunks of MAX_BLOCK_K), as
+    many rows per program as make a tile of about STATS_TILE elements (at most M rounded up),
+    4 warps, 8 from 4096 elements."""
+    block = min(1 << (K - 1).bit_length(), MAX_BLOCK_K)
+    rows = max(1, min(STATS_TILE // block, 1 << (M - 1).bit_length()))
+    return rows, block, 8 if rows * block >= 4096 else 4
+
+
+def _stats(a, eps):
     M, K = a.shape
-    mean = torch.empty(M, dtype=torch.float32, device=a.device)
-    rstd = torch.empty(M, dtype=torch.float32, device=a.device)
+    mean, rstd = torch.empty((2, M), dtype=torch.float32, device=a.device)  # one allocation
     if M and K:
-        block = min(triton.next_power_of_2(K), MAX_BLOCK_K)
-        _ln_stats_kernel[(M,)](a, mean, rstd, K, a.stride(0), a.stride(1), float(eps),
-                               FLAT_ZERO=flat_zero, SINGLE=K <= block, BLOCK_K=block,
-                               num_warps=4 if block <= 1024 else 8)
+        rows, block, warps = _stats_config(M, K)
+        _launch(_ln_stats_kernel, ((M + rows - 1) // rows,), (a, mean, rstd, M, K, a.stride(0), a.stride(1), float(eps)),
+                num_warps=warps, ROWS=rows, BLOCK_K=block, SINGLE=K <= block)
     return mean, rstd
 
 
 def ln_stats(x, eps=1e-5):
-    """(mean, rstd) of each row of x over the last dim, fp32, shape [rows]."""
-    return _stats(_rows(x), eps, False)
+    """(mean, rstd) of each row of x over the last dim, fp32, shape [rows], for
+    ``layernorm_linear(..., stats=...)``. A row of equal values gets rstd = 0 (its normalised
+    values are 0 whatever rstd is; eager's would be 1/sqrt(eps))."""
+    return _stats(_rows(x), eps)
 
 
 def fold_weights(ln_weight, ln_bias, weight, bias=None):
@@ -324,18 +529,6 @@ def fold_weights(ln_weight, ln_bias, weight, bias=None):
     return wf.contiguous(), bf, wf.float().sum(1).contiguous()
 
 
-def _tma_ok(*ts):
-    """TMA descriptors need 2-D tensors with a contiguous last dim and 16-byte aligned base and
-    row stride; fp16/bf16 only (fp32 operands take the pointer kernel)."""
-    for t in ts:
-        es = t.element_size()
-        if t.dtype not in (torch.float16, torch.bfloat16) or t.dim() != 2 or t.stride(1) != 1:
-            return False
-        if (t.stride(0) * es) % 16 or t.data_ptr() % 16 or t.shape[0] == 0:
-            return False
-    return True
-
-
 def _check(x, ln_weight, ln_bias, weight, bias):
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"layernorm_linear: unsupported dtype {x.dtype}")
@@ -351,6 +544,12 @@ def _check(x, ln_weight, ln_bias, weight, bias):
         raise ValueError(f"layernorm_linear: bias {tuple(bias.shape)} does not match weight {tuple(weight.shape)}")
 
 
+def _vector(t):
+    """The kernels index vectors (norm weights, biases) as contiguous: a strided view is
+    copied (tiny)."""
+    return t if t is None or t.stride(0) == 1 else t.contiguous()
+
+
 def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=None, out=None,
                      variant="fold", folded=None):
     """y = linear(layer_norm(x, (K,), ln_weight, ln_bias, eps), weight, bias); forward only.
@@ -362,50 +561,76 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
     _check(x, ln_weight, ln_bias, weight, bias)
     if variant not in VARIANTS:
         raise ValueError(f"layernorm_linear: variant must be one of {VARIANTS}")
-    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
-    ln_weight = None if ln_weight is None else ln_weight.contiguous()
-    ln_bias = None if ln_bias is None else ln_bias.contiguous()
-    bias = None if bias is None else bias.contiguous()
     N, K = weight.shape
-    shape = tuple(x.shape[:-1]) + (N,)
-    if out is None:
-        out = torch.empty(shape, dtype=x.dtype, device=x.device)
-    elif tuple(out.shape) != shape or out.dtype != x.dtype:
-        raise ValueError("layernorm_linear: out has the wrong shape or dtype")
-    a = _rows(x)
-    y = out.view(-1, N) if out.dim() != 2 else out
-    M = a.shape[0]
-    if M == 0 or N == 0:
-        return out
     if K == 0:
         raise ValueError("layernorm_linear: K = 0")
+    a = _rows(x)
+    M = a.shape[0]
     fold = variant == "fold"
-    mean, rstd = stats if stats is not None else _stats(a, eps, fold)
+    if fold:
+        wf, bf, s = folded if folded is not None else fold_weights(ln_weight, ln_bias, weight, bias)
+        if wf.shape != (N, K) or wf.dtype != weight.dtype or s.shape != (N,) or (bf is not None and bf.shape != (N,)):
+            raise ValueError("layernorm_linear: folded weights do not match weight")
+        bf, s = _vector(bf), _vector(s)
+    else:
+        ln_weight, ln_bias, bias = _vector(ln_weight), _vector(ln_bias), _vector(bias)
+    if stats is not None:
+        mean, rstd = stats
+        for t in (mean, rstd):
+            if t.shape != (M,) or t.dtype != torch.float32 or t.stride(0) != 1 or t.device != x.device:
+                raise ValueError(f"layernorm_linear: stats must be two contiguous fp32 vectors of {M} rows (ln_stats)")
+    shape = x.shape[:-1] + (N,)
+    if out is None:
+        out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    else:
+        if out.shape != shape or out.dtype != x.dtype or out.device != x.device:
+            raise ValueError("layernorm_linear: out has the wrong shape, dtype or device")
+        ins = [("x", x), ("ln_weight", ln_weight), ("ln_bias", ln_bias), ("weight", weight), ("bias", bias)]
+        if fold:
+            ins += [("folded weight", wf), ("folded bias", bf), ("folded sums", s)]
+        if stats is not None:
+            ins += [("mean", mean), ("rstd", rstd)]
+        _check_alias("layernorm_linear", [("out", out)], ins)
+    y = _rows(out, view_only=True)
+    if M == 0 or N == 0:
+        return out
+    if stats is None:
+        mean, rstd = _stats(a, eps)
     dot_f32 = INTERPRET or x.dtype == torch.float32
 
-    def grid(meta):
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-
     if not fold:
-        _ln_linear_kernel[grid](
-            a, mean, rstd, ln_weight if ln_weight is not None else a, ln_bias if ln_bias is not None else a,
-            weight, bias if bias is not None else weight, y, M, N, K,
-            a.stride(0), a.stride(1), weight.stride(0), weight.stride(1), y.stride(0), y.stride(1),
-            FOLD=False, HAS_G=ln_weight is not None, HAS_BETA=ln_bias is not None, HAS_BIAS=bias is not None,
-            DOT_F32=dot_f32)
-        return out
-    wf, bf, s = folded if folded is not None else fold_weights(ln_weight, ln_bias, weight, bias)
-    if tuple(wf.shape) != (N, K) or wf.dtype != weight.dtype or s.shape != (N,):
-        raise ValueError("layernorm_linear: folded weights do not match weight")
-    if _tma_ok(a, wf, y):
-        descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, wf, y)]  # blocks set per config
-        _fold_tma_kernel[grid](*descs, mean, rstd, s, bf if bf is not None else s, M, N, K,
-                               HAS_BIAS=bf is not None, DOT_F32=dot_f32)
+        kernel = _ln_linear_kernel
+        flags = (False, ln_weight is not None, ln_bias is not None, bias is not None)
+
+        def run(tile, y):
+            _gemm_launch(kernel, _gemm_grid(M, N, tile),
+                         (a, mean, rstd, ln_weight if flags[1] else a, ln_bias if flags[2] else a, weight,
+                          bias if flags[3] else weight, y, M, N,
+                          a.stride(0), a.stride(1), weight.stride(0), weight.stride(1), y.stride(0), y.stride(1)),
+                         tile, K=K, FOLD=False, HAS_G=flags[1], HAS_BETA=flags[2], HAS_BIAS=flags[3], DOT_F32=dot_f32)
+    elif _tma_ok(a, wf, y):
+        kernel = _fold_tma_kernel
+        flags = (True, bf is not None)
+
+        def run(tile, y):
+            bm, bn, bk = tile[:3]
+            descs = (_desc(a, [bm, bk]), _desc(wf, [bn, bk]), _desc(y, [bm, bn]))
+            _gemm_launch(kernel, _gemm_grid(M, N, tile), (*descs, mean, rstd, s, bf if flags[1] else s, M, N), tile,
+                         K=K, HAS_BIAS=flags[1], DOT_F32=dot_f32)
     else:
-        _ln_linear_kernel[grid](
-            a, mean, rstd, s, s, wf, bf if bf is not None else s, y, M, N, K,
-            a.stride(0), a.stride(1), wf.stride(0), wf.stride(1), y.stride(0), y.stride(1),
-            FOLD=True, HAS_G=False, HAS_BETA=False, HAS_BIAS=bf is not None, DOT_F32=dot_f32)
+        kernel = _ln_linear_kernel
+        flags = (True, bf is not None)
+
+        def run(tile, y):
+            _gemm_launch(kernel, _gemm_grid(M, N, tile),
+                         (a, mean, rstd, s, s, wf, bf if flags[1] else s, y, M, N,
+                          a.stride(0), a.stride(1), wf.stride(0), wf.stride(1), y.stride(0), y.stride(1)),
+                         tile, K=K, FOLD=True, HAS_G=False, HAS_BETA=False, HAS_BIAS=flags[1], DOT_F32=dot_f32)
+
+    # tuned once per bucket of M, on a scratch output (the caller's out is written once, below)
+    tile = _gemm_tile(kernel, M, N, K, x, flags,
+                      lambda t: run(t, torch.empty_strided(y.shape, y.stride(), dtype=y.dtype, device=y.device)))
+    run(tile, y)
     return out
 
 

@@ -1,5 +1,6 @@
 """Tests for the layernorm_linear template: run under TRITON_INTERPRET=1 on CPU, or on CUDA (mark gpu)."""
 
+import os
 import pathlib
 import sys
 
@@ -8,6 +9,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+import triton  # noqa: E402
 
 import fa_testing as fat  # noqa: E402
 
@@ -21,11 +23,24 @@ DEVICES = fat.devices()
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("has_bias", [True, False])
-@pytest.mark.parametrize("variant", ["fold", "normalize"])
-def test_forward(device, dtype, has_bias, variant):
-    params = {"eps": 1e-5, "has_bias": has_bias, "variant": variant}
+def test_forward(device, dtype, has_bias):
+    """Every adversarial case, each with both variants (the adapter's test mode), the offsets
+    past 2**31, the refused outputs and the constant rows included."""
+    params = {"eps": 1e-5, "has_bias": has_bias}
     for i, shapes in enumerate(adapter.adversarial(params)):
         fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, i)
+
+
+class Spy:
+    """Records the kernels launched (by name) and forwards to the real one."""
+
+    def __init__(self, real, name, calls):
+        self.real, self.name, self.calls = real, name, calls
+        self.arg_names = real.arg_names
+
+    def __getitem__(self, grid):
+        self.calls.append(self.name)
+        return self.real[grid]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -33,25 +48,16 @@ def test_fold_takes_tma_when_aligned(device, monkeypatch):
     """The fold's TMA kernel runs for aligned fp16/bf16 operands, the pointer kernel otherwise
     (a kernel that is never launched by the tests would go unchecked)."""
     calls = []
-    for name in ("_fold_tma_kernel", "_ln_linear_kernel"):
-        real = getattr(kernel, name)
-
-        class Spy:
-            def __init__(self, real, name):
-                self.real, self.name = real, name
-
-            def __getitem__(self, grid):
-                calls.append(self.name)
-                return self.real[grid]
-
-        monkeypatch.setattr(kernel, name, Spy(real, name))
+    for name in ("_fold_tma_kernel", "_ln_linear_kernel", "_ln_stats_kernel"):
+        monkeypatch.setattr(kernel, name, Spy(getattr(kernel, name), name, calls))
     for shapes, dtype, want in (([[33, 72], [48, 72]], torch.bfloat16, "_fold_tma_kernel"),
                                 ([[33, 70], [48, 70]], torch.bfloat16, "_ln_linear_kernel"),
                                 ([[33, 72], [48, 72]], torch.float32, "_ln_linear_kernel")):
         calls.clear()
         inputs = adapter.make_inputs(shapes, dtype, {"has_bias": True}, device, 0)
-        got = adapter.fused(kernel, inputs, {"eps": 1e-5})[0]
-        assert calls == [want], (shapes, dtype, calls)
+        x, g, b, w, bias = (inputs[k] for k in ("x", "ln_weight", "ln_bias", "weight", "bias"))
+        got = kernel.layernorm_linear(x, g, b, w, bias, folded=kernel.fold_weights(g, b, w, bias))
+        assert calls == ["_ln_stats_kernel", want], (shapes, dtype, calls)
         fat.assert_close(got, adapter.reference(ref, inputs, {"eps": 1e-5})[0], *fat.tol("gemm", dtype))
 
 
@@ -85,10 +91,147 @@ def test_fold_weights(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_stats_match_eager(device):
-    x = torch.randn(7, 300, device=device) * 3 + 5
-    mean, rstd = kernel.ln_stats(x, 1e-5)
-    fat.assert_close(mean, x.mean(-1), 1e-5, 1e-5)
-    fat.assert_close(rstd, torch.rsqrt(x.var(-1, unbiased=False) + 1e-5), 1e-5, 1e-5)
+    """mean and rstd against eager for rows in one block (several per program: [ROWS,
+    BLOCK_K] tiles with a ragged last tile of rows) and rows in chunks, strided rows included;
+    rows of equal values get their value as the mean, exactly, and rstd = 0."""
+    g = fat.gen(6)
+    for m, k in ((7, 300), (33, 96), (1, 1), (5, 2), (19, 129), (3, 128), (40, 33)):
+        x = fat.randn([m, 2 * k], torch.float32, device, g, mean=5.0, std=3.0)[:, ::2]
+        x[m // 2] = 0.1  # equal values (0.1 is not a sum of K equal halves' exact multiple)
+        mean, rstd = kernel.ln_stats(x, 1e-5)
+        want_rstd = torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
+        want_rstd[m // 2] = 0.0
+        fat.assert_close(mean, x.mean(-1), 1e-5, 1e-5, name=f"mean {m}x{k}")
+        fat.assert_close(rstd, want_rstd, 1e-5, 1e-5, name=f"rstd {m}x{k}")
+        assert mean[m // 2].item() == x[m // 2, 0].item()
+
+
+def test_stats_config():
+    """The statistics tile: the row in one block up to MAX_BLOCK_K columns, several rows per
+    program for short rows (a tile of about STATS_TILE elements, never more rows than M
+    rounded up); on the GPU, ConvNeXt's K = 96 takes 16 rows per program."""
+    for m, k in ((1, 1), (1, 96), (100352, 96), (25088, 192), (8192, 768), (16, 4096), (4, 5000), (3, 300)):
+        rows, block, warps = kernel._stats_config(m, k)
+        assert block == min(triton.next_power_of_2(k), kernel.MAX_BLOCK_K)
+        assert rows == max(1, min(kernel.STATS_TILE // block, triton.next_power_of_2(m)))
+        assert warps in (4, 8)
+    saved = kernel.MAX_BLOCK_K, kernel.STATS_TILE
+    kernel.MAX_BLOCK_K, kernel.STATS_TILE = 4096, 2048  # the GPU's plan
+    try:
+        assert kernel._stats_config(100352, 96) == (16, 128, 4)
+        assert kernel._stats_config(25088, 192) == (8, 256, 4)
+        assert kernel._stats_config(8192, 4096) == (1, 4096, 8)
+        assert kernel._stats_config(8192, 5000) == (1, 4096, 8)
+        assert kernel._stats_config(1, 96) == (1, 128, 4)
+    finally:
+        kernel.MAX_BLOCK_K, kernel.STATS_TILE = saved
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_shared_stats_constant_rows(device, dtype):
+    """The review's repro: rows of x = 1000 (K = 1024) with the statistics shared through
+    ln_stats (what the default fold variant uses for Q/K/V). Shared stats lost the zero
+    variance guard: the fold amplified the GEMM's rounding by 1/sqrt(eps) (fp32 error 0.116,
+    bf16 0.082 against eager's 0.016 on the H200). Now such a row's output is b' exactly."""
+    g = fat.gen(7)
+    x = fat.randn([4, 1024], dtype, device, g, mean=-2.3, std=0.5)
+    x[1] = 1000.0
+    x[3] = 1000.0
+    lw, lb = fat.randn([1024], dtype, device, g, mean=1.0, std=0.2), fat.randn([1024], dtype, device, g, std=0.2)
+    w, bias = fat.randn([48, 1024], dtype, device, g, std=1024 ** -0.5), fat.randn([48], dtype, device, g)
+    stats = kernel.ln_stats(x, 1e-5)
+    want64 = ref.layernorm_linear(*(t.double() for t in (x, lw, lb, w, bias)))
+    eager = (ref.layernorm_linear(x, lw, lb, w, bias).double() - want64).abs().max().item()
+    for variant in ("fold", "normalize"):
+        got = kernel.layernorm_linear(x, lw, lb, w, bias, stats=stats, variant=variant)
+        err = (got.double() - want64)[[1, 3]].abs().max().item()
+        if dtype == torch.float32:
+            assert err <= 1e-5, (variant, err)
+        else:
+            assert err <= max(eager, 1e-2), (variant, err, eager)
+        fat.assert_close(got, ref.layernorm_linear(x, lw, lb, w, bias), *fat.tol("gemm", dtype), name=variant)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_stats_must_fit(device):
+    x = torch.randn(6, 32, device=device)
+    w = torch.randn(8, 32, device=device)
+    mean, rstd = kernel.ln_stats(x)
+    for bad in ((mean[:5], rstd[:5]), (mean.double(), rstd.double()), (torch.stack([mean, mean], 1)[:, 0], rstd)):
+        with pytest.raises(ValueError, match="stats"):
+            kernel.layernorm_linear(x, None, None, w, stats=bad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_out_overlapping_an_input_is_refused(device):
+    """A GEMM cannot run in place: every out that shares memory with x, a weight, the folded
+    weights or the shared statistics is refused; an out right next to x is accepted."""
+    g = fat.gen(4)
+    buf = fat.randn([160 + 96], torch.float32, device, g, mean=1.0)
+    x = buf[:160].view(4, 40)
+    lwbuf = fat.randn([96], torch.float32, device, g, mean=1.0)
+    lw, lb = lwbuf[:40], fat.randn([40], torch.float32, device, g)
+    wbuf = fat.randn([960 + 96], torch.float32, device, g, std=0.15)
+    w = wbuf[:960].view(24, 40)
+    bbuf = fat.randn([96], torch.float32, device, g)
+    bias = bbuf[:24]
+    folded = kernel.fold_weights(lw, lb, w, bias)
+    mean, rstd = kernel.ln_stats(x)
+    sbuf = torch.cat([mean, rstd, torch.zeros(96, device=device)])
+    stats = (sbuf[:4], sbuf[4:8])
+    sq = fat.randn([4, 24], torch.float32, device, g)
+    refused = {
+        "x in place": dict(x=sq, w=w[:, :24]),
+        "x's last element": dict(out=buf[159:255].view(4, 24)),
+        "x's columns": dict(out=x[:, :24]),
+        "inside the weight": dict(out=wbuf[:96].view(4, 24)),
+        "over the bias": dict(out=bbuf.view(4, 24)),
+        "over the folded weight": dict(out=folded[0].view(-1)[:96].view(4, 24)),
+        "over the statistics": dict(out=sbuf[:96].view(4, 24), stats=stats),
+        "over the LN weight": dict(out=lwbuf.view(4, 24)),
+    }
+    for what, kw in refused.items():
+        xi, wi = kw.get("x", x), kw.get("w", w)
+        out = kw.get("out", xi if "x" in kw else None)
+        lwi, lbi = (lw, lb) if xi.shape[1] == 40 else (None, None)
+        fo = folded if wi is w else None
+        with pytest.raises(ValueError, match="layernorm_linear: output out shares memory"):
+            kernel.layernorm_linear(xi, lwi, lbi, wi, bias, out=out, folded=fo, stats=kw.get("stats"))
+            pytest.fail(f"{what}: not refused")
+    for variant in ("fold", "normalize"):
+        out = buf[160:].view(4, 24)  # right after x
+        fat.assert_close(kernel.layernorm_linear(x, lw, lb, w, bias, out=out, variant=variant),
+                         ref.layernorm_linear(x, lw, lb, w, bias), 1e-4, 1e-4)
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", ["fold", "normalize"])
+def test_offsets_past_2_31(device, variant):
+    """x and y as views whose offsets pass 2**31 elements (rows 2**30 apart; x: K = 40
+    columns 70e6 apart, read by the statistics kernel and in two K steps of 32 columns by
+    the GEMM; y: 5 columns 2**29 apart) in reserved, not committed storage: 32-bit
+    ``cols * stride`` would read and write elsewhere (the review's repro, a transposed bf16
+    [600000, 4096] view, is test_gpu_transposed_600000x4096). Only the viewed elements'
+    pages are touched."""
+    before = _rss_mb()
+    inputs = adapter.make_inputs(adapter.FAR[0], torch.bfloat16, {"has_bias": True}, device, 5)
+    x, g, b, w, bias = (inputs[k] for k in ("x", "ln_weight", "ln_bias", "weight", "bias"))
+    assert 2 * x.stride(0) >= 2**31 and 31 * x.stride(1) >= 2**31
+    y = adapter.far_view((3, 5), adapter.Y_STRIDES, torch.bfloat16, device)
+    assert 2 * y.stride(0) >= 2**31 and 4 * y.stride(1) >= 2**31
+    kernel.layernorm_linear(x, g, b, w, bias, out=y, variant=variant)
+    fat.assert_close(y, ref.layernorm_linear(x, g, b, w, bias), *fat.tol("gemm", torch.bfloat16))
+    mean, rstd = kernel.ln_stats(x)
+    fat.assert_close(mean, x.float().mean(-1), 1e-5, 1e-5)
+    if device == "cpu":
+        assert _rss_mb() - before < 64, "the views' storage was committed"
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -145,4 +288,61 @@ def test_bench_hooks():
     got = adapter.gemm_only(inputs, {"has_bias": True})
     fat.assert_close(got, want, 1e-5, 1e-5, name="gemm_only")
     assert "_normalized" in inputs
+    got = adapter.fused(kernel, inputs, {"has_bias": True})
+    assert len(got) == 1 and len(adapter.reference(ref, inputs, {"has_bias": True})) == 1
+    fat.assert_close(got[0], want, 1e-4, 1e-4)
     assert adapter.flops(shapes, torch.float32, {}) == 2 * 15 * 24 * 64
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gpu_transposed_600000x4096():
+    """The review's repro: a transposed bf16 view [600000, 4096] (column stride 600000), whose
+    ``cols * stride`` passes 2**31 in the statistics kernel (errors 5.0 and 3.5 with 32-bit
+    offsets in add_layernorm's). Checked on every 997th row (eager on all of them would take
+    another 5 GB)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = (torch.randn(4096, 600000, generator=g, device="cuda", dtype=torch.bfloat16) * 0.5 - 2.3).t()
+    assert x.stride() == (1, 600000)
+    lw = torch.randn(4096, device="cuda", dtype=torch.bfloat16) * 0.2 + 1
+    lb = torch.randn(4096, device="cuda", dtype=torch.bfloat16) * 0.2
+    w = torch.randn(16, 4096, device="cuda", dtype=torch.bfloat16) * 4096 ** -0.5
+    rows = torch.arange(0, 600000, 997, device="cuda")
+    want = ref.layernorm_linear(x[rows], lw, lb, w)
+    mean, rstd = kernel.ln_stats(x)
+    xr = x[rows].float()
+    fat.assert_close(mean[rows], xr.mean(-1), 1e-4, 1e-4, name="mean")
+    fat.assert_close(rstd[rows], torch.rsqrt(xr.var(-1, unbiased=False) + 1e-5), 1e-4, 1e-4, name="rstd")
+    for variant in ("fold", "normalize"):
+        y = kernel.layernorm_linear(x, lw, lb, w, variant=variant, stats=(mean, rstd))
+        fat.assert_close(y[rows], want, *fat.tol("gemm", torch.bfloat16), name=variant)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gpu_cuda_graph_at_an_untuned_bucket():
+    """Captured at an M whose bucket was never tuned (statistics and GEMM): the replays are
+    right; the next plain call tunes the bucket."""
+    g = fat.gen(12)
+    x = fat.randn([777, 256], torch.bfloat16, "cuda", g, mean=-2.3, std=0.5)
+    lw, lb = fat.randn([256], torch.bfloat16, "cuda", g, mean=1.0), fat.randn([256], torch.bfloat16, "cuda", g)
+    w = fat.randn([384, 256], torch.bfloat16, "cuda", g, std=0.06)
+    b = fat.randn([384], torch.bfloat16, "cuda", g)
+    folded = kernel.fold_weights(lw, lb, w, b)
+    y = torch.empty(777, 384, dtype=torch.bfloat16, device="cuda")
+    assert not any(k[1] == 1024 and k[2] == 384 for k in kernel._GEMM_TUNED)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s), torch.cuda.graph(graph, stream=s):
+        kernel.layernorm_linear(x, lw, lb, w, b, out=y, folded=folded)
+    torch.cuda.current_stream().wait_stream(s)
+    for _ in range(2):
+        y.fill_(float("nan"))
+        x.copy_(fat.randn([777, 256], torch.bfloat16, "cuda", g, mean=-2.3, std=0.5))
+        graph.replay()
+        torch.cuda.synchronize()
+        fat.assert_close(y, ref.layernorm_linear(x, lw, lb, w, b), *fat.tol("gemm", torch.bfloat16))
+    assert not any(k[1] == 1024 and k[2] == 384 for k in kernel._GEMM_TUNED)
+    kernel.layernorm_linear(x, lw, lb, w, b, folded=folded)
+    assert any(k[1] == 1024 and k[2] == 384 for k in kernel._GEMM_TUNED)

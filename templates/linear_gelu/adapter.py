@@ -2,25 +2,51 @@
 
 SHAPES[0] is x ``[..., K]``, SHAPES[1] the weight ``[N, K]``; the bias (params["has_bias"]) is
 ``[N]``. Forward only. Weights are scaled by 1/sqrt(K) so outputs stay O(1).
+
+In test mode (``poison=True``) fused() also returns y under the other GELU (tanh for an erf
+case, erf for a tanh case) and tells reference() so through ``inputs["both_gelus"]``: the
+kernel's ``approximate`` is the caller's choice wherever the folder is used, so every
+folder's checks run both branches of the epilogue. bench.py times the traced one only.
+
+Two kinds of adversarial case are about memory rather than shape (the verifier's layout
+variants do not reach them); make_inputs and fused recognise them by their shapes:
+
+- FAR: x and y are transposed views whose element offsets pass 2**31 (x's column stride times
+  K, K's steps of BLOCK_K columns, y's column stride times N), so that 32-bit index math
+  reads or writes the wrong elements. Their storage is reserved, not committed: only the
+  viewed elements' pages are touched. 16-bit dtypes only (fp32 takes the plain layout).
+- ALIAS: an ``out`` that overlaps x, and one inside the weight, must be refused
+  (ValueError) before the plain call runs.
 """
 
 import math
+import mmap
+import sys
 
 import torch
 
 import fa_testing as fat
 
 KIND = "gemm"
-OUTPUTS = ["y"]
+OUTPUTS = ["y", "y_other_gelu"]
 GRAD_INPUTS = []
+OTHER = {"none": "tanh", "tanh": "none"}
+FAR = [[[3, 40], [5, 40]]]
+ALIAS = [[[9, 40], [24, 40]]]
+# FAR's strides (row, column): row 2 starts past 2**31 elements in x and y; x's column 31 and
+# its K step of 32 columns (the interpreter's BLOCK_K) pass 2**31, and y's column 4
+X_STRIDES = (2**30 + 64, 70_000_000)
+Y_STRIDES = (2**30 + 64, 2**29 + 64)
+FAR_BASE = 2**31  # elements before each view: an offset that wrapped in 32 bits still lands inside
 
 
 def adversarial(params):
-    # ragged M/N/K, a single row, K one past a block (32 in the interpreter), a 3-D input; the
-    # last two meet TMA's 16-byte alignment in fp16/bf16 (K and N multiples of 8), so the TMA
-    # kernel runs on ragged tiles (M 33, K 72 = 2 blocks + 8, N 48)
-    return [
-        [[33, 70], [45, 70]],
+    # ragged M/N/K first (the verifier's layout variants run it too), then the cases about
+    # memory (cheap, and early: they kill their bugs sooner), a single row, K one past a block
+    # (32 in the interpreter), a 3-D input; the last two meet TMA's 16-byte alignment in
+    # fp16/bf16 (K and N multiples of 8), so the TMA kernel runs on ragged tiles (M 33, K 72 =
+    # 2 blocks + 8, N 48)
+    return [[[33, 70], [45, 70]]] + FAR + ALIAS + [
         [[1, 1], [1, 1]],
         [[1, 33], [17, 33]],
         [[2, 9, 64], [40, 64]],
@@ -41,24 +67,83 @@ def interp_shapes(shapes):
     return [xs, [min(w[0], 72), k]] + [list(s) for s in shapes[2:]]
 
 
+def far_view(shape, strides, dtype, device):
+    """A [rows, n] view with these strides, FAR_BASE elements into its storage, NaN where it
+    is viewed. On the CPU the storage is an anonymous mapping
+    with MAP_NORESERVE (reserved, not committed: only the pages written are), on CUDA
+    torch.empty_strided (real memory; not torch.empty, which the verifier guards)."""
+    numel = FAR_BASE + sum((d - 1) * st for d, st in zip(shape, strides)) + 1
+    if torch.device(device).type == "cpu":
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
+            mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+        base = torch.frombuffer(mmap.mmap(-1, numel * dtype.itemsize, flags=flags), dtype=dtype)
+    else:
+        base = torch.empty_strided((numel,), (1,), dtype=dtype, device=device)
+    v = base.as_strided(tuple(shape), tuple(strides), FAR_BASE)
+    v.fill_(float("nan"))
+    return v
+
+
 def make_inputs(shapes, dtype, params, device, seed):
     g = fat.gen(seed)
     x = fat.randn(shapes[0], dtype, device, g)
     n, k = shapes[1]
     w = fat.randn([n, k], dtype, device, g, std=1.0 / math.sqrt(max(k, 1)))
     b = fat.randn([n], dtype, device, g) if params.get("has_bias", True) else None
-    return {"x": x, "weight": w, "bias": b}
+    inputs = {"x": x, "weight": w, "bias": b}
+    if shapes in FAR and dtype.itemsize == 2:
+        inputs["x"] = far_view(x.shape, X_STRIDES, dtype, device).copy_(x)
+        inputs["far"] = True
+    elif shapes in ALIAS:
+        inputs["alias"] = True
+    return inputs
+
+
+def _refuses(kernel, x, w, b, approx):
+    """linear_gelu must refuse an out that overlaps x (its first rows) or lies in the weight."""
+    m, n = x.shape[0], w.shape[0]
+    buf = fat.poison([m * x.shape[1] + m * n], x.dtype, x.device)
+    xa = buf[:x.numel()].view(x.shape)
+    xa.copy_(x)
+    wbuf = fat.poison([w.numel() + m * n], w.dtype, w.device)
+    wa = wbuf[:w.numel()].view(w.shape)
+    wa.copy_(w)
+    for args, out, what in (((xa, w), buf[x.numel() - 1:x.numel() - 1 + m * n].view(m, n), "over x's last element"),
+                            ((x, wa), wbuf[:m * n].view(m, n), "inside the weight")):
+        try:
+            kernel.linear_gelu(*args, b, approx, out=out)
+        except ValueError:
+            continue
+        raise AssertionError(f"linear_gelu wrote an out {what} instead of refusing it")
 
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    approx = params.get("approximate", "none")
     shape = tuple(x.shape[:-1]) + (w.shape[0],)
-    out = fat.poison(shape, x.dtype, x.device) if poison else None
-    return (kernel.linear_gelu(x, w, b, params.get("approximate", "none"), out=out),)
+    if inputs.get("alias"):
+        _refuses(kernel, x, w, b, approx)
+
+    def out():
+        if not poison:
+            return None
+        if inputs.get("far"):
+            return far_view(shape, Y_STRIDES, x.dtype, x.device)
+        return fat.poison(shape, x.dtype, x.device)
+
+    ys = [kernel.linear_gelu(x, w, b, approx, out=out())]
+    if poison:
+        inputs["both_gelus"] = True
+        ys.append(kernel.linear_gelu(x, w, b, OTHER[approx], out=out()))
+    return tuple(ys)
 
 
 def reference(ref, inputs, params):
-    return (ref.linear_gelu(inputs["x"], inputs["weight"], inputs["bias"], params.get("approximate", "none")),)
+    approx = params.get("approximate", "none")
+    ys = [ref.linear_gelu(inputs["x"], inputs["weight"], inputs["bias"], approx)]
+    if inputs.get("both_gelus"):
+        ys.append(ref.linear_gelu(inputs["x"], inputs["weight"], inputs["bias"], OTHER[approx]))
+    return tuple(ys)
 
 
 def tolerance(dtype, shapes, params, grad=False):

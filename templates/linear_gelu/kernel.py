@@ -16,17 +16,28 @@ FLOPs (small K) or when the GEMM is memory-bound (small M, decode).
   16x4096x4096 (decode) 23.1 / 30.4 / 20.3; 8192x1024x4096 157 / 155 / 118.5. A persistent
   variant (one program per SM, the persistent-matmul tutorial's loop) measured no better.
 - Tiles BLOCK_M x BLOCK_N x BLOCK_K with grouped ("super-grouping") program ordering for L2
-  reuse (GROUP_M), fp32 accumulation; autotuned over tiles, num_warps and num_stages keyed on
-  (M, N, K), the candidates pruned by M (small-M tiles for decode shapes) and by shared
-  memory; one fixed small config under ``TRITON_INTERPRET=1``.
-- erf: Abramowitz & Stegun 7.1.26 (``_erf``, |error| <= 1.5e-7) with ``1 / d`` as
-  ``rsqrt(d) ** 2`` (``d >= 1``), cheaper than ``tl.math.erf`` (see templates/bias_gelu).
+  reuse (GROUP_M), fp32 accumulation, one program per output tile on grid axis 0. No
+  ``@triton.autotune``: the tile is timed once per bucket of shapes (M rounded up to a power
+  of two, N, K, dtype, flags) on a scratch output, then launched directly (``_gemm_tile``,
+  ``_gemm_launch``, shared with layernorm_linear: see the ``gemm`` block); a new M in a known
+  bucket costs nothing, and a bucket first met during CUDA-graph capture takes an untimed
+  tile. One fixed small tile under ``TRITON_INTERPRET=1``.
+- Offsets are 64-bit wherever a row, column or K offset times a stride can pass 2**31
+  elements (a transposed ``x`` of 600000 rows has a column stride of 600000).
+- GELU: erf (``approximate="none"``) or tanh, a constexpr; both are the caller's choice in
+  every folder, so every folder's checks run both (adapter.py). erf: Abramowitz & Stegun
+  7.1.26 (``_erf``, |error| <= 1.5e-7) with ``1 / d`` as ``rsqrt(d) ** 2`` (``d >= 1``),
+  cheaper than ``tl.math.erf`` (see templates/bias_gelu).
 - x: ``[..., K]`` in fp32 / fp16 / bf16 (a ``[rows, K]`` view read through its strides);
   W: ``[N, K]`` as in ``nn.Linear`` (any strides); bias ``[N]`` optional. fp16/bf16 operands go
-  to ``tl.dot`` as they are (fp32 accumulation); fp32 operands use ``input_precision="ieee"``
-  (PyTorch does not use TF32 for fp32 matmuls by default). Under the interpreter operands are
-  upcast to fp32 first (its bf16 ``tl.dot`` is wrong), which is exact.
+  to ``tl.dot`` as they are (fp32 accumulation); fp32 operands use ``input_precision="tf32x3"``
+  (about fp32's accuracy at a third of ``"ieee"``'s time; PyTorch does not use plain TF32 for
+  fp32 matmuls by default). Under the interpreter operands are upcast to fp32 first (its bf16
+  ``tl.dot`` is wrong), which is exact.
 - The GEMM result is rounded to the output dtype before the GELU, as eager does.
+- ``out=``: any ``[..., N]`` tensor of x's dtype viewable as ``[rows, N]`` that shares no memory
+  with x, W or the bias (a GEMM cannot run in place: every output tile reads whole rows of x);
+  an overlapping one is refused (``_check_alias``).
 - K is a compile-time constant (one compile per K; K is a model dimension): it gives the K loop
   static bounds, which Triton can pipeline, and works around Triton 3.6's interpreter with
   numpy 2.4 rejecting ``range`` over a runtime bound.
@@ -45,60 +56,9 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
-AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 APPROXIMATE = {"none": 0, "tanh": 1}
-
-
-# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), after the Triton matmul tutorials; the
-# first of each list is the FUSEADVISE_AUTOTUNE=0 config (it fits shared memory for fp32 too)
-# (the large-M list holds the winners of the H200 probe, bench/experiments/probe_gemm.py: few
-# candidates keep the autotuning, one compile each, short)
-TILES_LARGE_M = [(64, 128, 32, 4, 4), (128, 256, 64, 3, 8), (128, 128, 64, 3, 4), (128, 64, 64, 4, 4),
-                 (64, 64, 64, 4, 4), (128, 64, 32, 4, 4)]
-TILES_SMALL_M = [(16, 64, 128, 4, 4), (64, 32, 128, 4, 4), (64, 64, 128, 4, 4), (16, 128, 64, 4, 4)]
-SMALL_M = 64
-SMEM_BYTES = 232448  # H100/H200 opt-in shared memory per block
-
-
-def _set_block_shapes(nargs):
-    """Autotune pre_hook of the TMA kernel: the descriptors' block shapes follow the tiles."""
-    if "a_desc" in nargs:
-        bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-        nargs["a_desc"].block_shape = [bm, bk]
-        nargs["w_desc"].block_shape = [bn, bk]
-        nargs["y_desc"].block_shape = [bm, bn]
-
-
-def _configs():
-    if INTERPRET:
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4, num_stages=1,
-                              pre_hook=_set_block_shapes)]
-    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w,
-                             pre_hook=_set_block_shapes)
-               for m, n, k, s, w in TILES_LARGE_M + TILES_SMALL_M]
-    return configs if AUTOTUNE else configs[:1]
-
-
-def _prune(configs, named_args, **kwargs):
-    """The tiles worth trying for this M (decode-size M gets the small-M tiles) whose pipelined
-    operand tiles fit shared memory; the first config when none does."""
-    if INTERPRET or not AUTOTUNE:
-        return configs[:1]
-    M, K = named_args["M"], kwargs.get("K", named_args.get("K"))
-    es = 4 if kwargs.get("DOT_F32") else 2
-    group = TILES_SMALL_M if M <= SMALL_M else TILES_LARGE_M
-    kept = []
-    for c in configs:
-        kw = c.kwargs
-        tile = (kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], c.num_stages, c.num_warps)
-        smem = (c.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] + kw["BLOCK_M"] * kw["BLOCK_N"]) * es
-        if tile in group and smem <= SMEM_BYTES and (K is None or kw["BLOCK_K"] <= max(32, triton.next_power_of_2(K))):
-            kept.append(c)
-    return kept or configs[:1]
 
 
 # --- fa:shared cast ---
@@ -116,6 +76,196 @@ def _cast(y, dtype: tl.constexpr):
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
     return y.to(dtype)
 # --- fa:end cast ---
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and launched
+# directly: on the H200 (bench/experiments/probe_launch.py, per call) kernel[grid](...) took
+# 12-15 us of host time, the compiled kernel launched directly 7.4 us, a kernel behind
+# @triton.autotune 17-25 us, an ATen add 6 us. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+
+def _spec(a):
+    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
+    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
+    (constexpr flags, None) its value."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
+    if type(a) is int:
+        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
+    if type(a) is float:
+        return float
+    return a
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; the constexprs are the kernel's last parameters,
+    passed in its order. After the first call of a specialization its compiled kernel is
+    launched directly. Under the interpreter: the plain call."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *constexprs.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+# --- fa:end launch ---
+
+
+# --- fa:shared gemm ---
+# The GEMM templates' tiles (linear_gelu, layernorm_linear) and how one is chosen, without
+# @triton.autotune. A tile is (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). It is tuned
+# once per bucket: M rounded up to a power of two (at least 16, so that every decode M of 1-16
+# is one bucket), N, K, the dtype, the device and the kernel with its flags. Tuning times the
+# candidates with the caller's inputs (read only) and a scratch output, never the caller's
+# output; the winner is then launched directly (_gemm_launch, the compiled kernel as _launch
+# launches it). A bucket first met while the current stream captures a CUDA graph gets the
+# first candidate untimed (timing would synchronize the stream and break the capture); it is
+# tuned at its first call outside a capture. Under the interpreter: one small tile.
+# Candidates: the winners of the H200 probes (bench/experiments/probe_gemm.py,
+# probe_tiles_gemm.py), pruned by shared memory and K; decode-size M takes the small-M list,
+# whose narrow BLOCK_N tiles spread a weight-bound GEMM over more programs. The first
+# candidate of each list is the untimed choice.
+import triton.testing  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+GEMM_TILES_LARGE_M = [(128, 128, 64, 3, 4), (128, 256, 64, 3, 8), (128, 64, 64, 4, 4), (64, 128, 32, 4, 4),
+                      (64, 64, 64, 4, 4), (128, 64, 32, 4, 4)]
+GEMM_TILES_SMALL_M = [(16, 32, 256, 4, 4), (16, 64, 128, 4, 4), (16, 32, 128, 4, 4), (64, 32, 128, 4, 4),
+                      (64, 64, 128, 4, 4), (16, 128, 64, 4, 4)]
+GEMM_SMALL_M = 64
+GEMM_INTERP_TILE = (16, 32, 32, 1, 4)
+_GEMM_GROUP_M = 4 if INTERPRET else 8
+_GEMM_SMEM = 232448  # H100/H200 opt-in shared memory per block
+_GEMM_TUNE = not INTERPRET
+_GEMM_TUNED = {}
+# (host code here avoids triton.cdiv and triton.next_power_of_2, constexpr functions in
+# Triton 3.6 that cost microseconds per call, and keys on id(kernel): hashing a JITFunction
+# hashes its source)
+# fp32 operands on the GPU: tf32x3 (three TF32 products, about fp32's accuracy: 2.8e-6 against
+# fp64 at 4096x2048x8192 where eager cuBLAS gives 1.2e-5, in a third of ieee's time on the
+# H200); the interpreter multiplies in fp32 whatever it is told
+_F32_DOT = tl.constexpr("ieee" if INTERPRET else "tf32x3")
+
+
+def _gemm_candidates(bucket, K, elem_bytes):
+    """The tiles worth timing for an M bucket: those whose pipelined operand tiles fit shared
+    memory and whose BLOCK_K does not exceed K rounded up to a power of two (at least 32)."""
+    tiles = GEMM_TILES_SMALL_M if bucket <= GEMM_SMALL_M else GEMM_TILES_LARGE_M
+    kmax = max(32, 1 << (K - 1).bit_length())
+    kept = [t for t in tiles
+            if t[2] <= kmax and (t[3] * (t[0] + t[1]) * t[2] + t[0] * t[1]) * elem_bytes <= _GEMM_SMEM]
+    return kept or [(64, 64, 32, 2, 4)]
+
+
+def _gemm_tile(kernel, M, N, K, x, flags, run):
+    """The tile for a launch of kernel on an [M, K] x [K, N] product of x's dtype and device,
+    with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
+    candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
+    while the stream captures a CUDA graph, the first candidate, not kept."""
+    bucket = max(16, 1 << (M - 1).bit_length())
+    key = (id(kernel), bucket, N, K, x.dtype, x.device.index, flags)  # id: hashing a JITFunction costs more
+    tile = _GEMM_TUNED.get(key)
+    if tile is not None:
+        return tile
+    if not _GEMM_TUNE:
+        return GEMM_INTERP_TILE
+    cands = _gemm_candidates(bucket, K, x.element_size())
+    if torch.cuda.is_current_stream_capturing():
+        return cands[0]
+    best, best_ms = cands[0], float("inf")
+    if len(cands) > 1:
+        for t in cands:
+            try:
+                ms = triton.testing.do_bench(lambda: run(t), warmup=5, rep=20, return_mode="median")
+            except Exception:  # noqa: BLE001 - a tile that does not compile here (resources) is skipped
+                continue
+            if ms < best_ms:
+                best, best_ms = t, ms
+    _GEMM_TUNED[key] = best
+    return best
+
+
+def _gemm_grid(M, N, tile):
+    """One program per output tile, all on grid axis 0 (up to 2**31 - 1 programs)."""
+    return ((M + tile[0] - 1) // tile[0] * ((N + tile[1] - 1) // tile[1]),)
+
+
+def _tma_ok(*ts):
+    """TMA descriptors need 2-D tensors with a contiguous last dim and 16-byte aligned base and
+    row stride; fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32 operands
+    measured 20-50x slower on the H200)."""
+    for t in ts:
+        if t.dtype not in (torch.float16, torch.bfloat16) or t.dim() != 2 or t.stride(1) != 1:
+            return False
+        if (t.stride(0) * 2) % 16 or t.data_ptr() % 16 or t.shape[0] == 0:
+            return False
+    return True
+
+
+def _desc(t, block_shape):
+    """A TMA tensor descriptor of t (which _tma_ok accepted) with the tile's block shape, built
+    without TensorDescriptor's per-call validation (_tma_ok did it)."""
+    d = object.__new__(TensorDescriptor)
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, list(t.shape), list(t.stride()), block_shape, "zero"
+    return d
+
+
+def _gemm_spec(a):
+    """_spec, and for a tensor descriptor what Triton specializes it on: dtype and block shape
+    (its base, shape and strides are read at every launch)."""
+    if isinstance(a, TensorDescriptor):
+        return ("desc", a.base.dtype, tuple(a.block_shape), a.base.device.index)
+    return _spec(a)
+
+
+def _gemm_launch(kernel, grid, args, tile, **constexprs):
+    """``kernel[grid](*args, **constexprs)`` with the tile's BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+    num_stages and num_warps (BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M are the kernel's last
+    parameters, after constexprs); after the first call of a specialization its compiled
+    kernel is launched directly."""
+    bm, bn, bk, stages, warps = tile
+    consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+        return
+    key = (id(kernel), tile, tuple(constexprs.values()), tuple(map(_gemm_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *consts.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(consts) != names:
+        raise TypeError(f"_gemm_launch: constexprs {list(consts)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+
+
+@triton.jit
+def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's output tile, in grouped order: consecutive programs share A rows (L2)."""
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * num_n
+    first_m = (pid // in_group) * GROUP_M
+    group_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+    return pid_m, pid_n
+# --- fa:end gemm ---
 
 
 @triton.jit
@@ -142,36 +292,17 @@ def _gelu(x, APPROX: tl.constexpr):
 
 
 @triton.jit
-def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """This program's output tile, in grouped order: consecutive programs share A rows (L2)."""
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    in_group = GROUP_M * num_n
-    first_m = (pid // in_group) * GROUP_M
-    group_m = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % in_group) % group_m
-    pid_n = (pid % in_group) // group_m
-    return pid_m, pid_n
-
-
-@triton.jit
-def _epilogue(acc, rn, N, BIAS, dtype: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
-              APPROX: tl.constexpr):
+def _epilogue(acc, rn, N, BIAS, dtype: tl.constexpr, HAS_BIAS: tl.constexpr, APPROX: tl.constexpr):
     """On the fp32 accumulator: bias, round like eager's addmm output, GELU, round."""
     if HAS_BIAS:
         acc += tl.load(BIAS + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     z = _cast(acc, dtype)
-    if ACT:
-        z = _cast(_gelu(z.to(tl.float32), APPROX), dtype)
-    return z
+    return _cast(_gelu(z.to(tl.float32), APPROX), dtype)
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
-def _linear_gelu_tma_kernel(a_desc, w_desc, y_desc, BIAS, M, N, K: tl.constexpr,
-                            HAS_BIAS: tl.constexpr, ACT: tl.constexpr, APPROX: tl.constexpr,
-                            DOT_F32: tl.constexpr,
+def _linear_gelu_tma_kernel(a_desc, w_desc, y_desc, BIAS, M, N,
+                            K: tl.constexpr, HAS_BIAS: tl.constexpr, APPROX: tl.constexpr, DOT_F32: tl.constexpr,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                             GROUP_M: tl.constexpr):
     """x [M, K] and W [N, K] tiles by tensor descriptor (zero-filled past the edges, so nothing
@@ -184,19 +315,16 @@ def _linear_gelu_tma_kernel(a_desc, w_desc, y_desc, BIAS, M, N, K: tl.constexpr,
         a = a_desc.load([off_m, k0])
         w = w_desc.load([off_n, k0])
         if DOT_F32:  # under the interpreter (its bf16 dot is wrong)
-            acc = tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision="ieee")
+            acc = tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision=_F32_DOT)
         else:
             acc = tl.dot(a, w.T, acc)
     rn = off_n + tl.arange(0, BLOCK_N)
-    y_desc.store([off_m, off_n], _epilogue(acc, rn, N, BIAS, y_desc.dtype, HAS_BIAS, ACT, APPROX))
+    y_desc.store([off_m, off_n], _epilogue(acc, rn, N, BIAS, y_desc.dtype, HAS_BIAS, APPROX))
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
-def _linear_gelu_kernel(A, W, BIAS, Y, M, N, K: tl.constexpr,
-                        sam, sak, swn, swk, sym, syn,
-                        HAS_BIAS: tl.constexpr, ACT: tl.constexpr, APPROX: tl.constexpr,
-                        DOT_F32: tl.constexpr,
+def _linear_gelu_kernel(A, W, BIAS, Y, M, N, sam, sak, swn, swk, sym, syn,
+                        K: tl.constexpr, HAS_BIAS: tl.constexpr, APPROX: tl.constexpr, DOT_F32: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                         GROUP_M: tl.constexpr):
     """Pointer-based GEMM: any strides, fp32 operands."""
@@ -205,11 +333,15 @@ def _linear_gelu_kernel(A, W, BIAS, Y, M, N, K: tl.constexpr,
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     # rows/cols past M/N wrap around (their results are never stored), so only K needs a mask,
-    # and none at all when BLOCK_K divides K (as in the Triton matmul tutorial)
+    # and none at all when BLOCK_K divides K (as in the Triton matmul tutorial); offsets are
+    # int64, the K steps too (BLOCK_K * a column stride of a transposed x can pass 2**31)
     ra = (rm % M).to(tl.int64)
     rb = (rn % N).to(tl.int64)
-    a_ptr = A + ra[:, None] * sam + rk[None, :] * sak
-    w_ptr = W + rb[None, :] * swn + rk[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
+    rk64 = rk.to(tl.int64)
+    a_ptr = A + ra[:, None] * sam + rk64[None, :] * sak
+    w_ptr = W + rb[None, :] * swn + rk64[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
+    a_step = BLOCK_K * tl.cast(sak, tl.int64)
+    w_step = BLOCK_K * tl.cast(swk, tl.int64)
     acc = tl.full((BLOCK_M, BLOCK_N), 0, tl.float32)
     for k0 in range(0, K, BLOCK_K):
         if K % BLOCK_K == 0:
@@ -220,28 +352,15 @@ def _linear_gelu_kernel(A, W, BIAS, Y, M, N, K: tl.constexpr,
             a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)
             b = tl.load(w_ptr, mask=kmask[:, None], other=0.0)
         if DOT_F32:
-            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=_F32_DOT)
         else:
             acc = tl.dot(a, b, acc)
-        a_ptr += BLOCK_K * sak
-        w_ptr += BLOCK_K * swk
+        a_ptr += a_step
+        w_ptr += w_step
 
-    z = _epilogue(acc, rn, N, BIAS, Y.dtype.element_ty, HAS_BIAS, ACT, APPROX)
+    z = _epilogue(acc, rn, N, BIAS, Y.dtype.element_ty, HAS_BIAS, APPROX)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    tl.store(Y + rm.to(tl.int64)[:, None] * sym + rn[None, :] * syn, z, mask=mask)
-
-
-def _tma_ok(*ts):
-    """TMA descriptors need 2-D tensors with a contiguous last dim and 16-byte aligned base and
-    row stride; fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32 operands
-    measured 20-50x slower on the H200)."""
-    for t in ts:
-        es = t.element_size()
-        if t.dtype not in (torch.float16, torch.bfloat16) or t.dim() != 2 or t.stride(1) != 1:
-            return False
-        if (t.stride(0) * es) % 16 or t.data_ptr() % 16 or t.shape[0] == 0:
-            return False
-    return True
+    tl.store(Y + rm.to(tl.int64)[:, None] * sym + rn.to(tl.int64)[None, :] * syn, z, mask=mask)
 
 
 # --- fa:shared rows ---
@@ -259,7 +378,44 @@ def _rows(t, view_only=False):
 # --- fa:end rows ---
 
 
-def _check(x, weight, bias):
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
+
+
+def _check(x, weight, bias, approximate):
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"linear_gelu: unsupported dtype {x.dtype}")
     if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
@@ -268,42 +424,58 @@ def _check(x, weight, bias):
         raise ValueError(f"linear_gelu: weight {tuple(weight.shape)} does not match x {tuple(x.shape)}")
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ValueError(f"linear_gelu: bias {tuple(bias.shape)} does not match weight {tuple(weight.shape)}")
+    if approximate not in APPROXIMATE:
+        raise ValueError(f"linear_gelu: approximate must be one of {sorted(APPROXIMATE)}")
 
 
-def linear_gelu(x, weight, bias=None, approximate="none", activation=True, out=None):
-    """y = gelu(x @ weight^T + bias) (``activation=False``: the plain linear); forward only."""
-    _check(x, weight, bias)
-    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
-    bias = None if bias is None else bias.contiguous()
+def linear_gelu(x, weight, bias=None, approximate="none", out=None):
+    """y = gelu(x @ weight^T + bias, approximate); forward only."""
+    _check(x, weight, bias, approximate)
+    # the kernels index the bias as contiguous: a strided view is copied (tiny)
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
     N, K = weight.shape
-    shape = tuple(x.shape[:-1]) + (N,)
+    shape = x.shape[:-1] + (N,)
     if out is None:
         out = torch.empty(shape, dtype=x.dtype, device=x.device)
-    elif tuple(out.shape) != shape or out.dtype != x.dtype:
-        raise ValueError("linear_gelu: out has the wrong shape or dtype")
+    else:
+        if out.shape != shape or out.dtype != x.dtype or out.device != x.device:
+            raise ValueError("linear_gelu: out has the wrong shape, dtype or device")
+        _check_alias("linear_gelu", [("out", out)], [("x", x), ("weight", weight), ("bias", bias)])
     a = _rows(x)
-    y = out.view(-1, N) if out.dim() != 2 else out
+    y = _rows(out, view_only=True)
     M = a.shape[0]
     if M == 0 or N == 0:
         return out
     if K == 0:
-        if bias is None:
-            return out.zero_()
-        z = bias.expand(shape)
-        return out.copy_(F.gelu(z, approximate=approximate) if activation else z)
+        z = torch.zeros(shape, dtype=x.dtype, device=x.device) if bias is None else bias.expand(shape)
+        return out.copy_(F.gelu(z, approximate=approximate))
 
-    def grid(meta):
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-
-    meta = dict(HAS_BIAS=bias is not None, ACT=activation, APPROX=APPROXIMATE[approximate],
-                DOT_F32=INTERPRET or x.dtype == torch.float32)
+    approx = APPROXIMATE[approximate]
+    has_bias = bias is not None
+    b = bias if has_bias else weight  # a placeholder pointer when there is no bias
+    dot_f32 = INTERPRET or x.dtype == torch.float32
     if _tma_ok(a, weight, y):
-        descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, weight, y)]  # blocks set per config
-        _linear_gelu_tma_kernel[grid](*descs, bias if bias is not None else weight, M, N, K, **meta)
+        kernel = _linear_gelu_tma_kernel
+
+        def run(tile, y):
+            bm, bn, bk = tile[:3]
+            descs = (_desc(a, [bm, bk]), _desc(weight, [bn, bk]), _desc(y, [bm, bn]))
+            _gemm_launch(kernel, _gemm_grid(M, N, tile), (*descs, b, M, N), tile,
+                         K=K, HAS_BIAS=has_bias, APPROX=approx, DOT_F32=dot_f32)
     else:
-        _linear_gelu_kernel[grid](
-            a, weight, bias if bias is not None else weight, y, M, N, K,
-            a.stride(0), a.stride(1), weight.stride(0), weight.stride(1), y.stride(0), y.stride(1), **meta)
+        kernel = _linear_gelu_kernel
+
+        def run(tile, y):
+            _gemm_launch(kernel, _gemm_grid(M, N, tile),
+                         (a, weight, b, y, M, N, a.stride(0), a.stride(1), weight.stride(0), weight.stride(1),
+                          y.stride(0), y.stride(1)), tile,
+                         K=K, HAS_BIAS=has_bias, APPROX=approx, DOT_F32=dot_f32)
+
+    # tuned once per bucket of M, on a scratch output (the caller's out is written once, below)
+    tile = _gemm_tile(kernel, M, N, K, x, (has_bias, approx),
+                      lambda t: run(t, torch.empty_strided(y.shape, y.stride(), dtype=y.dtype, device=y.device)))
+    run(tile, y)
     return out
 
 
@@ -321,6 +493,8 @@ class LinearGELU(torch.nn.Linear):
     @classmethod
     def from_linear(cls, linear, approximate="none"):
         """Shares the parameters of an existing ``nn.Linear``."""
+        if approximate not in APPROXIMATE:
+            raise ValueError(f"approximate must be one of {sorted(APPROXIMATE)}")
         new = cls.__new__(cls)
         torch.nn.Module.__init__(new)
         new.in_features, new.out_features = linear.in_features, linear.out_features

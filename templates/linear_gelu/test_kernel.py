@@ -1,5 +1,6 @@
 """Tests for the linear_gelu template: run under TRITON_INTERPRET=1 on CPU, or on CUDA (mark gpu)."""
 
+import os
 import pathlib
 import sys
 
@@ -8,6 +9,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+import triton  # noqa: E402
+import triton.testing  # noqa: E402
 
 import fa_testing as fat  # noqa: E402
 
@@ -20,18 +23,18 @@ DEVICES = fat.devices()
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
-@pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_forward(device, dtype, approximate):
-    params = {"approximate": approximate, "has_bias": True}
+def test_forward(device, dtype):
+    """Every adversarial case, each with both GELUs (the adapter's test mode), the offsets past
+    2**31 and the refused outputs included."""
+    params = {"approximate": "none", "has_bias": True}
     for i, shapes in enumerate(adapter.adversarial(params)):
         fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, i)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_no_bias_and_plain_linear(device):
-    fat.run_case(kernel, ref, adapter, [[20, 50], [30, 50]], "fp32", {"has_bias": False}, device, 3)
-    x, w = torch.randn(5, 40, device=device), torch.randn(24, 40, device=device)
-    fat.assert_close(kernel.linear_gelu(x, w, activation=False), F.linear(x, w), 1e-4, 1e-4)
+def test_no_bias(device):
+    fat.run_case(kernel, ref, adapter, [[20, 50], [30, 50]], "fp32", {"has_bias": False, "approximate": "tanh"},
+                 device, 3)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -39,8 +42,10 @@ def test_non_contiguous(device):
     g = fat.gen(2)
     x = fat.randn([70, 33], torch.float32, device, g).t()        # [33, 70], strides (1, 33)
     w = fat.randn([70, 45], torch.float32, device, g).t() * 0.1  # [45, 70] transposed
-    b = fat.randn([45], torch.float32, device, g)
-    y = kernel.linear_gelu(x, w, b, "tanh", out=fat.poison((33, 45), torch.float32, device))
+    b = fat.randn([90], torch.float32, device, g)[::2]            # strided bias
+    out = fat.poison((45, 33), torch.float32, device).t()         # a transposed out
+    y = kernel.linear_gelu(x, w, b, "tanh", out=out)
+    assert y is out
     fat.assert_close(y, ref.linear_gelu(x, w, b, "tanh"), 1e-4, 1e-4)
 
 
@@ -67,17 +72,94 @@ def test_module_training_falls_back(device):
     assert lin.weight.grad is not None
     with pytest.raises(ValueError):
         kernel.linear_gelu(x, torch.randn(16, 23, device=device))
+    with pytest.raises(ValueError, match="approximate"):
+        kernel.linear_gelu(x, lin.weight, approximate="fast")
 
 
-def test_bench_hooks():
-    """gemm_only is the Linear before the GELU, flops is 2*M*N*K."""
+@pytest.mark.parametrize("device", DEVICES)
+def test_out_overlapping_an_input_is_refused(device):
+    """A GEMM cannot run in place (each output tile reads whole rows of x): every out that
+    shares memory with x, the weight or the bias is refused, exactly in place included; an out
+    right next to x in one buffer is accepted."""
+    g = fat.gen(4)
+    buf = fat.randn([160 + 96], torch.float32, device, g)
+    x = buf[:160].view(4, 40)
+    wbuf = fat.randn([960 + 96], torch.float32, device, g, std=0.15)
+    w = wbuf[:960].view(24, 40)
+    bbuf = fat.randn([96], torch.float32, device, g)
+    bias = bbuf[:24]
+    sq = fat.randn([4, 24], torch.float32, device, g)
+    refused = {
+        "x in place": (sq, w[:, :24], bias, sq),
+        "x's first elements": (x, w, bias, buf[:96].view(4, 24)),
+        "x's last element": (x, w, bias, buf[159:255].view(4, 24)),
+        "x's columns": (x, w, bias, x[:, :24]),
+        "inside the weight": (x, w, bias, wbuf[:96].view(4, 24)),
+        "over the bias": (x, w, bias, bbuf.view(4, 24)),
+    }
+    for what, (xi, wi, bi, out) in refused.items():
+        with pytest.raises(ValueError, match="linear_gelu: output out shares memory"):
+            kernel.linear_gelu(xi, wi, bi, out=out)
+            pytest.fail(f"{what}: not refused")
+    for out in (buf[160:].view(4, 24), wbuf[960:].view(4, 24)):  # right after x, after the weight
+        fat.assert_close(kernel.linear_gelu(x, w, bias, out=out), ref.linear_gelu(x, w, bias), 1e-4, 1e-4)
+    with pytest.raises(ValueError, match="wrong shape"):
+        kernel.linear_gelu(x, w, bias, out=torch.empty(4, 23, device=device))
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("device", DEVICES)
+def test_offsets_past_2_31(device):
+    """x and y as views whose offsets pass 2**31 elements (rows 2**30 apart; x: K = 40
+    columns 70e6 apart, two K steps of 32 columns; y: 5 columns 2**29 apart) in reserved, not
+    committed storage: 32-bit offsets would read and write elsewhere. Only the viewed
+    elements' pages are touched."""
+    before = _rss_mb()
+    shapes = adapter.FAR[0]
+    params = {"approximate": "none", "has_bias": True}
+    inputs = adapter.make_inputs(shapes, torch.bfloat16, params, device, 5)
+    x = inputs["x"]
+    assert 2 * x.stride(0) >= 2**31 and 31 * x.stride(1) >= 2**31
+    y = adapter.far_view((3, 5), adapter.Y_STRIDES, torch.bfloat16, device)
+    assert 2 * y.stride(0) >= 2**31 and 4 * y.stride(1) >= 2**31
+    kernel.linear_gelu(x, inputs["weight"], inputs["bias"], out=y)
+    fat.assert_close(y, ref.linear_gelu(x, inputs["weight"], inputs["bias"]), *fat.tol("gemm", torch.bfloat16))
+    if device == "cpu":
+        assert _rss_mb() - before < 64, "the views' storage was committed"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bench_hooks(device):
+    """gemm_only is the Linear before the GELU, flops is 2*M*N*K; outside test mode fused()
+    returns the traced GELU only (what bench.py times)."""
     shapes = [[3, 5, 64], [24, 64], [24]]
     params = {"has_bias": True, "approximate": "none"}
-    inputs = adapter.make_inputs(shapes, torch.float32, params, "cpu", 3)
-    want = adapter.reference(ref, inputs, params)[0]
+    inputs = adapter.make_inputs(shapes, torch.float32, params, device, 3)
+    want = adapter.reference(ref, inputs, params)
+    assert len(want) == 1
     got = torch.nn.functional.gelu(adapter.gemm_only(inputs, params))
-    fat.assert_close(got, want, 1e-5, 1e-5, name="gelu(gemm_only)")
+    fat.assert_close(got, want[0], 1e-5, 1e-5, name="gelu(gemm_only)")
+    got = adapter.fused(kernel, inputs, params)
+    assert len(got) == 1
+    fat.assert_close(got[0], want[0], 1e-4, 1e-4)
     assert adapter.flops(shapes, torch.float32, {}) == 2 * 15 * 24 * 64
+
+
+class Spy:
+    """Records the kernels launched (by name) and forwards to the real one."""
+
+    def __init__(self, real, name, calls):
+        self.real, self.name, self.calls = real, name, calls
+        self.arg_names = real.arg_names
+
+    def __getitem__(self, grid):
+        self.calls.append(self.name)
+        return self.real[grid]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -85,17 +167,8 @@ def test_takes_tma_when_aligned(device, monkeypatch):
     """The TMA kernel runs for aligned fp16/bf16 operands, the pointer kernel otherwise (a
     kernel that is never launched by the tests would go unchecked)."""
     calls = []
-
-    class Spy:
-        def __init__(self, real, name):
-            self.real, self.name = real, name
-
-        def __getitem__(self, grid):
-            calls.append(self.name)
-            return self.real[grid]
-
     for name in ("_linear_gelu_tma_kernel", "_linear_gelu_kernel"):
-        monkeypatch.setattr(kernel, name, Spy(getattr(kernel, name), name))
+        monkeypatch.setattr(kernel, name, Spy(getattr(kernel, name), name, calls))
     for shapes, dtype, want in (([[33, 72], [48, 72]], torch.bfloat16, "_linear_gelu_tma_kernel"),
                                 ([[33, 70], [48, 70]], torch.bfloat16, "_linear_gelu_kernel"),
                                 ([[33, 70], [48, 70]], torch.float16, "_linear_gelu_kernel"),
@@ -103,7 +176,7 @@ def test_takes_tma_when_aligned(device, monkeypatch):
         calls.clear()
         params = {"has_bias": True, "approximate": "none"}
         inputs = adapter.make_inputs(shapes, dtype, params, device, 0)
-        got = adapter.fused(kernel, inputs, params)[0]
+        got = kernel.linear_gelu(inputs["x"], inputs["weight"], inputs["bias"])
         assert calls == [want], (shapes, dtype, calls)
         fat.assert_close(got, adapter.reference(ref, inputs, params)[0], *fat.tol("gemm", dtype))
 
@@ -127,3 +200,141 @@ def test_erf_gelu_dense_grid(device):
     assert bool((err <= bound).all()), f"max error {err.max().item():.3g}"
     assert torch.equal(y[~finite].isnan(), want[~finite].isnan())
     assert bool((y[~finite][~want[~finite].isnan()] == want[~finite][~want[~finite].isnan()]).all())
+
+
+@pytest.mark.skipif(not fat.INTERPRET, reason="needs TRITON_INTERPRET=1 (the tuning is faked)")
+def test_tuning_per_bucket(monkeypatch):
+    """The tile is tuned once per bucket of M (a power of two, at least 16), N, K, dtype and
+    flags, on a scratch output: the caller's out is untouched until the winner writes it;
+    a new M in a tuned bucket times nothing. While the stream captures a CUDA graph, an
+    untuned bucket gets the first candidate untimed and stays untuned."""
+    timed = []
+    state = {"out": None}
+
+    def fake_bench(fn, **kw):
+        fn()
+        out = state["out"]
+        assert out is None or bool(out.isnan().all()), "tuning wrote the caller's output"
+        timed.append(kw)
+        return float(len(timed) % 3)  # some candidate other than the first wins
+
+    monkeypatch.setattr(kernel, "_GEMM_TUNE", True)
+    monkeypatch.setattr(kernel, "_GEMM_TUNED", {})
+    monkeypatch.setattr(triton.testing, "do_bench", fake_bench)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    g = fat.gen(9)
+    w = fat.randn([48, 72], torch.bfloat16, "cpu", g, std=0.1)
+    b = fat.randn([48], torch.bfloat16, "cpu", g)
+
+    def call(m):
+        x = fat.randn([m, 72], torch.bfloat16, "cpu", g)
+        out = state["out"] = fat.poison((m, 48), torch.bfloat16, "cpu")
+        kernel.linear_gelu(x, w, b, out=out)
+        state["out"] = None
+        fat.assert_close(out, ref.linear_gelu(x, w, b), *fat.tol("gemm", torch.bfloat16))
+
+    cands = kernel._gemm_candidates(32, 72, 2)
+    assert len(cands) > 1 and all(t[2] <= 128 for t in cands)
+    call(17)
+    assert len(timed) == len(cands)
+    assert len(kernel._GEMM_TUNED) == 1
+    (key, tile), = kernel._GEMM_TUNED.items()
+    assert key[1] == 32 and tile in cands and tile != cands[0]
+    call(32)  # same bucket
+    assert len(timed) == len(cands)
+    call(33)  # bucket 64
+    assert len(timed) == len(cands) + len(kernel._gemm_candidates(64, 72, 2))
+    n = len(timed)
+    call(1)   # bucket 16 ...
+    call(16)  # ... the same
+    assert len(kernel._GEMM_TUNED) == 3 and len(timed) > n
+    n = len(timed)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    call(100)  # bucket 128, untuned, while "capturing": no timing, not kept
+    assert len(timed) == n and len(kernel._GEMM_TUNED) == 3
+
+
+def test_candidates():
+    """Decode-size buckets take the small-M tiles (BLOCK_N = 32 among them), others the large
+    ones; every candidate fits shared memory (fp32 operands: twice the bytes) and BLOCK_K
+    never exceeds K rounded up (at least 32)."""
+    small = kernel._gemm_candidates(16, 4096, 2)
+    assert small[0] == (16, 32, 256, 4, 4) and all(t in kernel.GEMM_TILES_SMALL_M for t in small)
+    assert kernel._gemm_candidates(64, 4096, 2) == small
+    large = kernel._gemm_candidates(128, 4096, 2)
+    assert large == kernel.GEMM_TILES_LARGE_M
+    for bucket in (16, 64, 128, 8192):
+        for k in (8, 96, 768, 4096):
+            for es in (2, 4):
+                for bm, bn, bk, stages, warps in kernel._gemm_candidates(bucket, k, es):
+                    assert bk <= max(32, triton.next_power_of_2(k))
+                    assert (stages * (bm + bn) * bk + bm * bn) * es <= kernel._GEMM_SMEM
+    # the grid: one program per output tile, on axis 0 only, for any M
+    assert kernel._gemm_grid(2**31 - 1, 8, (128, 64, 64, 3, 4)) == (triton.cdiv(2**31 - 1, 128),)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gpu_relaunch_new_pointers_and_strides():
+    """The compiled kernel cached after the first call is right when the next call's pointers,
+    strides and M differ (TMA descriptors are rebuilt per call; the pointer kernel gets its
+    strides): aligned, row-padded, transposed and fp32 inputs, one after another."""
+    g = fat.gen(11)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        w = fat.randn([256, 200], dtype, "cuda", g, std=0.07)
+        b = fat.randn([256], dtype, "cuda", g)
+        for m in (64, 100, 37, 64):
+            for layout in ("plain", "padded", "transposed", "offset"):
+                x = fat.randn([m, 200], dtype, "cuda", g)
+                if layout == "padded":
+                    x = torch.cat([x, torch.zeros(m, 8, dtype=dtype, device="cuda")], 1)[:, :200]
+                elif layout == "transposed":
+                    x = x.t().contiguous().t()
+                elif layout == "offset":
+                    x = torch.cat([torch.zeros(8, dtype=dtype, device="cuda"), x.reshape(-1)])[8:].view(m, 200)
+                fat.assert_close(kernel.linear_gelu(x, w, b), ref.linear_gelu(x, w, b), *fat.tol("gemm", dtype),
+                                 name=f"{dtype} m={m} {layout}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gpu_cuda_graph_at_an_untuned_bucket():
+    """Captured at an M whose bucket was never tuned: the capture takes the untimed tile (no
+    synchronisation) and the replays are right; the next plain call tunes the bucket."""
+    g = fat.gen(12)
+    w = fat.randn([512, 256], torch.bfloat16, "cuda", g, std=0.06)
+    b = fat.randn([512], torch.bfloat16, "cuda", g)
+    x = fat.randn([777, 256], torch.bfloat16, "cuda", g)
+    y = torch.empty(777, 512, dtype=torch.bfloat16, device="cuda")
+    key_bucket = 1024
+    assert not any(k[1] == key_bucket and k[2] == 512 for k in kernel._GEMM_TUNED)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s), torch.cuda.graph(graph, stream=s):
+        kernel.linear_gelu(x, w, b, out=y)
+    torch.cuda.current_stream().wait_stream(s)
+    for _ in range(2):
+        y.fill_(float("nan"))
+        x.copy_(fat.randn([777, 256], torch.bfloat16, "cuda", g))
+        graph.replay()
+        torch.cuda.synchronize()
+        fat.assert_close(y, ref.linear_gelu(x, w, b), *fat.tol("gemm", torch.bfloat16))
+    assert not any(k[1] == key_bucket and k[2] == 512 for k in kernel._GEMM_TUNED)
+    kernel.linear_gelu(x, w, b)
+    assert any(k[1] == key_bucket and k[2] == 512 for k in kernel._GEMM_TUNED)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gpu_fp32_tf32x3_accuracy():
+    """fp32 operands through tf32x3: within fp32 GEMM accuracy of float64 at K = 2048 (eager
+    cuBLAS fp32: about 1e-5), far from plain TF32's ~1e-3."""
+    g = fat.gen(13)
+    x = fat.randn([256, 2048], torch.float32, "cuda", g)
+    w = fat.randn([256, 2048], torch.float32, "cuda", g, std=2048 ** -0.5)
+    y = kernel.linear_gelu(x, w)
+    want = ref.linear_gelu(x.double(), w.double())
+    err = (y.double() - want).abs().max().item()
+    eager = (ref.linear_gelu(x, w).double() - want).abs().max().item()
+    assert err <= max(4 * eager, 2e-5), (err, eager)
