@@ -149,6 +149,9 @@ GEMM_SMALL_M = 64
 GEMM_INTERP_TILE = (16, 32, 32, 1, 4)
 _GEMM_GROUP_M = 4 if INTERPRET else 8
 _GEMM_SMEM = 232448  # H100/H200 opt-in shared memory per block
+# _GEMM_TUNE: time a new bucket's candidates (the GPU); False: its first candidate, untimed
+# (GPU test runs: one compile per kernel instead of one per candidate); the interpreter runs
+# GEMM_INTERP_TILE unless a test turns tuning on
 _GEMM_TUNE = not INTERPRET
 _GEMM_TUNED = {}
 # (host code here avoids triton.cdiv and triton.next_power_of_2, constexpr functions in
@@ -180,10 +183,10 @@ def _gemm_tile(kernel, M, N, K, x, flags, run):
     tile = _GEMM_TUNED.get(key)
     if tile is not None:
         return tile
-    if not _GEMM_TUNE:
+    if not _GEMM_TUNE and INTERPRET:
         return GEMM_INTERP_TILE
     cands = _gemm_candidates(bucket, K, x.element_size())
-    if torch.cuda.is_current_stream_capturing():
+    if not _GEMM_TUNE or torch.cuda.is_current_stream_capturing():
         return cands[0]
     best, best_ms = cands[0], float("inf")
     if len(cands) > 1:
