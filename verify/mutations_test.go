@@ -55,32 +55,54 @@ const (
 	classAlias     = "overlapping output accepted, or an input read after it was overwritten"
 )
 
-// gelu2D are the mutations of the 2-D tiled GELU kernels (bias_gelu and gelu_pyops share
-// the kernel code; their wrappers differ).
-func gelu2D(pattern string) []mutation {
-	fwd, bwd := "def _bias_gelu_fwd(", "def _bias_gelu_bwd("
+// pointwise2D are the mutations every 2-D tiled pointwise kernel shares (bias_gelu,
+// gelu_pyops, dropout_add, swiglu): the 1-D grid of tiles split into row and column blocks,
+// 64-bit row and column offsets (killed by the WIDE adversarial cases: offsets past 2**31),
+// the grid, and the alias check in the wrapper (killed by the IN_PLACE cases' refusals).
+func pointwise2D(pattern, fwd, wrapper, alias string) []mutation {
+	return []mutation{
+		{pattern, "tiles-floor", classRowLoop, fwd, "tiles_n = tl.cdiv(N, BLOCK_N)", "tiles_n = N // BLOCK_N"},
+		{pattern, "tile-split-swapped", classRowLoop, fwd, "(pid // tiles_n).to(tl.int64) * BLOCK_M", "(pid % tiles_n).to(tl.int64) * BLOCK_M"},
+		{pattern, "grid-floor", classRowLoop, "def _grid(", "-(-M // BLOCK_M)", "(M // BLOCK_M)"},
+		{pattern, "rows-int32", classIndex32, fwd, "(pid // tiles_n).to(tl.int64) * BLOCK_M", "(pid // tiles_n) * BLOCK_M"},
+		{pattern, "cols-int32", classIndex32, fwd, "(pid % tiles_n).to(tl.int64) * BLOCK_N", "(pid % tiles_n) * BLOCK_N"},
+		{pattern, "overlap-accepted", classAlias, wrapper, alias, "pass"},
+		{pattern, "expanded-out-accepted", classAlias, wrapper, "_check_dense(\"" + pattern + "\", [(\"out\", out)])", "pass"},
+	}
+}
+
+// gelu2D are the mutations of the 2-D tiled GELU kernels (bias_gelu's and gelu_pyops's
+// kernels have the same structure; gelu_pyops carries the tanh GELU only).
+func gelu2D(pattern, fwd, bwd, gradCall string) []mutation {
 	return []mutation{
 		{pattern, "mask-le-n", classMaskLE, fwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 		{pattern, "mask-le-m", classMaskLE, fwd, "(rm[:, None] < M)", "(rm[:, None] <= M)"},
 		{pattern, "store-unmasked", classTailMask, fwd, "_cast(y, Y.dtype.element_ty), mask=mask)", "_cast(y, Y.dtype.element_ty))"},
 		{pattern, "bias-by-row", classBiasIndex, fwd, "b = tl.load(B + rn, mask=rn < N, other=0.0)", "b = tl.load(B + rm, mask=rm < N, other=0.0)"},
 		{pattern, "no-upcast", classUpcast, fwd,
-			"x = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)",
-			"x = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0)"},
-		{pattern, "col-stride-1", classStride, fwd, "rm64 * sxm + rn64 * sxn", "rm64 * sxm + rn64"},
-		{pattern, "row-stride-n", classStride, fwd, "rm64 * sxm + rn64 * sxn", "rm64 * N + rn64 * sxn"},
-		{pattern, "erf-for-tanh", classFormula, "def _gelu(", "if APPROX == 1:", "if APPROX == 0:"},
-		{pattern, "grid-floor", classRowLoop, "def _grid(", `triton.cdiv(M, meta["BLOCK_M"])`, `M // meta["BLOCK_M"]`},
+			"x = tl.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)",
+			"x = tl.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0)"},
+		{pattern, "col-stride-1", classStride, fwd, "rm[:, None] * sxm + rn[None, :] * sxn", "rm[:, None] * sxm + rn[None, :]"},
+		{pattern, "row-stride-n", classStride, fwd, "rm[:, None] * sxm + rn[None, :] * sxn", "rm[:, None] * N + rn[None, :] * sxn"},
 		{pattern, "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
-		{pattern, "bwd-no-dy", classFormula, bwd, "dz = dy * _gelu_grad(x, APPROX)", "dz = _gelu_grad(x, APPROX)"},
+		{pattern, "bwd-no-dy", classFormula, bwd, "dz = dy * " + gradCall, "dz = " + gradCall},
 		{pattern, "dbias-axis", classReduce, "def backward(", "_rows(dz).sum(0, dtype=torch.float32)", "_rows(dz).sum(1, dtype=torch.float32)"},
+		{pattern, "half-missing", classScale, "def _gelu(", "0.5 * x * (1.0 + _tanh(inner))", "x * (1.0 + _tanh(inner))"},
+		{pattern, "cubic-coef", classScale, "def _gelu(", "0.044715 * x * x * x", "0.044715 * x * x"},
+		{pattern, "tanh-sign", classFormula, "def _tanh(", "tl.exp(-2.0 * x)", "tl.exp(2.0 * x)"},
+		{pattern, "bwd-dtanh", classFormula, "def _gelu_grad(", "0.5 * x * (1.0 - t * t)", "0.5 * (1.0 - t * t)"},
 	}
 }
 
 var mutations = func() []mutation {
 	var ms []mutation
-	ms = append(ms, gelu2D("bias_gelu")...)
+	fwd, bwd := "def _bias_gelu_fwd(", "def _bias_gelu_bwd("
+	ms = append(ms, gelu2D("bias_gelu", fwd, bwd, "_gelu_grad(x, APPROX)")...)
+	ms = append(ms, pointwise2D("bias_gelu", fwd, "def bias_gelu(",
+		`_check_alias("bias_gelu", [("out", out)], [("x", x), ("bias", bias)], in_place=("x",))`)...)
+	// the erf GELU; its folder also runs the tanh one (adapter.py: approximate is the caller's)
 	ms = append(ms, []mutation{
+		{"bias_gelu", "erf-for-tanh", classFormula, "def _gelu(", "if APPROX == 1:", "if APPROX == 0:"},
 		{"bias_gelu", "erf-coef", classScale, "def _erf(", "t * (1.421413741 + ", "t * (1.412413741 + "},
 		{"bias_gelu", "erf-p", classScale, "def _erf(", "1.0 + 0.3275911 * ax", "1.0 + 0.3257911 * ax"},
 		{"bias_gelu", "erf-no-sign", classFormula, "def _erf(", "return tl.where(x < 0, -y, y)", "return y"},
@@ -90,43 +112,50 @@ var mutations = func() []mutation {
 		{"bias_gelu", "bwd-erf-constant", classScale, "def _gelu_grad(", "_erf(x * 0.7071067811865476)", "_erf(x * 0.7978845608028654)"},
 		{"bias_gelu", "bwd-no-pdf", classFormula, "def _gelu_grad(", "d = cdf + x * pdf", "d = cdf"},
 	}...)
-	ms = append(ms, gelu2D("gelu_pyops")...)
-	ms = append(ms, []mutation{
-		{"gelu_pyops", "half-missing", classScale, "def _gelu(", "y = 0.5 * x * (1.0 + _tanh(inner))", "y = x * (1.0 + _tanh(inner))"},
-		{"gelu_pyops", "cubic-coef", classScale, "def _gelu(", "0.044715 * x * x * x", "0.044715 * x * x"},
-		{"gelu_pyops", "bwd-dtanh", classFormula, "def _gelu_grad(", "0.5 * x * (1.0 - t * t)", "0.5 * (1.0 - t * t)"},
-	}...)
+	fwd, bwd = "def _new_gelu_fwd(", "def _new_gelu_bwd("
+	ms = append(ms, gelu2D("gelu_pyops", fwd, bwd, "_gelu_grad(x)")...)
+	ms = append(ms, pointwise2D("gelu_pyops", fwd, "def new_gelu(",
+		`_check_alias("gelu_pyops", [("out", out)], [("x", x), ("bias", bias)], in_place=("x",))`)...)
 
-	fwd, bwd := "def _dropout_add_fwd(", "def _dropout_add_bwd("
+	fwd, bwd = "def _dropout_add_fwd(", "def _dropout_add_bwd("
+	ms = append(ms, pointwise2D("dropout_add", fwd, "def dropout_add(",
+		"_check_alias(\"dropout_add\", [(\"out\", out)], [(\"x\", x), (\"residual\", residual), (\"bias\", bias)],\n                     in_place=(\"x\", \"residual\"))")...)
 	ms = append(ms, []mutation{
 		{"dropout_add", "mask-le-n", classMaskLE, fwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 		{"dropout_add", "store-unmasked", classTailMask, fwd, "_cast(r + z, Y.dtype.element_ty), mask=mask)", "_cast(r + z, Y.dtype.element_ty))"},
 		{"dropout_add", "bias-by-row", classBiasIndex, fwd, "b = tl.load(B + rn, mask=rn < N, other=0.0)", "b = tl.load(B + rm, mask=rm < N, other=0.0)"},
 		{"dropout_add", "no-rescale", classScale, fwd, "tl.where(keep, scale, 0.0)", "tl.where(keep, 1.0, 0.0)"},
 		{"dropout_add", "keep-inverted", classFormula, "def _keep(", "return u.to(tl.float32) >= p * 65536.0", "return u.to(tl.float32) < p * 65536.0"},
+		// a mask that depends on the tiles (dropout_mask tiles differently from the kernel)
+		{"dropout_add", "keep-by-tile", classFormula, "def _keep(", "g = col0 // 8 + tl.arange(0, BLOCK_N // 8)", "g = tl.arange(0, BLOCK_N // 8)"},
 		{"dropout_add", "no-upcast", classUpcast, fwd,
-			"z = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)",
-			"z = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0)"},
-		{"dropout_add", "residual-col-stride-1", classStride, fwd, "rm64 * srm + rn64 * srn", "rm64 * srm + rn64"},
-		{"dropout_add", "x-row-stride-n", classStride, fwd, "rm64 * sxm + rn64 * sxn", "rm64 * N + rn64 * sxn"},
-		{"dropout_add", "grid-floor", classRowLoop, "def _grid(", `triton.cdiv(M, meta["BLOCK_M"])`, `M // meta["BLOCK_M"]`},
+			"z = tl.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)",
+			"z = tl.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0)"},
+		{"dropout_add", "residual-col-stride-1", classStride, fwd, "rm[:, None] * srm + rn[None, :] * srn", "rm[:, None] * srm + rn[None, :]"},
+		{"dropout_add", "x-row-stride-n", classStride, fwd, "rm[:, None] * sxm + rn[None, :] * sxn", "rm[:, None] * N + rn[None, :] * sxn"},
 		{"dropout_add", "bwd-no-rescale", classScale, bwd, "BLOCK_N), scale, 0.0)", "BLOCK_N), 1.0, 0.0)"},
 		{"dropout_add", "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 	}...)
 
 	fwd, bwd = "def _swiglu_fwd(", "def _swiglu_bwd("
+	ms = append(ms, pointwise2D("swiglu", fwd, "def swiglu(",
+		`_check_alias("swiglu", [("out", out)], ins, in_place=("gate", "up"))`)...)
 	ms = append(ms, []mutation{
 		{"swiglu", "mask-le-n", classMaskLE, fwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 		{"swiglu", "mask-le-m", classMaskLE, fwd, "(rm[:, None] < M)", "(rm[:, None] <= M)"},
 		{"swiglu", "store-unmasked", classTailMask, fwd, "_cast(s * u, Y.dtype.element_ty), mask=mask)", "_cast(s * u, Y.dtype.element_ty))"},
-		{"swiglu", "no-upcast", classUpcast, fwd, "g = tl.load(G + rm64 * sgm + rn64 * sgn, mask=mask, other=0.0).to(tl.float32)", "g = tl.load(G + rm64 * sgm + rn64 * sgn, mask=mask, other=0.0)"},
+		{"swiglu", "no-upcast", classUpcast, fwd,
+			"g = tl.load(G + rm[:, None] * sgm + rn[None, :] * sgn, mask=mask, other=0.0).to(tl.float32)",
+			"g = tl.load(G + rm[:, None] * sgm + rn[None, :] * sgn, mask=mask, other=0.0)"},
 		{"swiglu", "silu-sign", classFormula, fwd, "g / (1.0 + tl.exp(-g))", "g / (1.0 + tl.exp(g))"},
-		{"swiglu", "up-col-stride-1", classStride, fwd, "rm64 * sum_ + rn64 * sun", "rm64 * sum_ + rn64"},
-		{"swiglu", "up-row-stride-n", classStride, fwd, "rm64 * sum_ + rn64 * sun", "rm64 * N + rn64 * sun"},
+		{"swiglu", "up-col-stride-1", classStride, fwd, "rm[:, None] * sum_ + rn[None, :] * sun", "rm[:, None] * sum_ + rn[None, :]"},
+		{"swiglu", "up-row-stride-n", classStride, fwd, "rm[:, None] * sum_ + rn[None, :] * sun", "rm[:, None] * N + rn[None, :] * sun"},
 		{"swiglu", "bwd-dsilu", classFormula, bwd, "(1.0 + g * (1.0 - sig))", "(1.0 + g * sig)"},
 		{"swiglu", "bwd-du", classFormula, bwd, "du = dy * silu", "du = silu"},
 		{"swiglu", "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
-		{"swiglu", "grid-floor", classRowLoop, "def _grid(", `triton.cdiv(M, meta["BLOCK_M"])`, `M // meta["BLOCK_M"]`},
+		// in place on one half of a chunked projection: the halves interleave without overlapping
+		{"swiglu", "disjoint-always", classAlias, "def _disjoint(", "return all(not (abs(k) < M and abs(-d - k * sm) < N) for k in (q, q + 1))", "return True"},
+		{"swiglu", "disjoint-off-by-one", classAlias, "def _disjoint(", "abs(-d - k * sm) < N)", "abs(-d - k * sm) <= N)"},
 	}...)
 
 	fwd, bwd = "def _rmsnorm_fwd(", "def _rmsnorm_bwd_dx("

@@ -12,6 +12,7 @@ template around a block (``INTERPRET``, ``torch``, ``triton``, ``tl``) are defin
 way here.
 """
 
+import functools
 import os
 
 import torch
@@ -135,6 +136,57 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 # --- fa:end launch ---
 
 
+
+# --- fa:shared tiles ---
+# Tiles of the pointwise kernels, from the shape (no autotuner). A kernel covers an [M, N]
+# view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
+# programs, axis 0 at 2**31 - 1), as the Triton tutorials' and Inductor's pointwise kernels do:
+# - a tile moves about _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4
+#   warps: two 16-byte loads per thread and operand); smaller tiles, down to _MIN_TILE
+#   elements, while that leaves fewer than _MIN_TILES programs (small, latency-bound tensors
+#   then spread over the SMs);
+# - the column block is the widest power of two whose masked tail wastes at most 1/16 of a
+#   row, but at least 128 columns (whole 128-byte lines) where the row has them;
+# - under the interpreter, tiles of at most 1024 elements and 64 columns, so that the tests'
+#   small shapes still span several row and column blocks.
+_TILE_BYTES = 4096
+_MIN_TILE = 256
+_MIN_TILES = 264  # twice the H200's 132 SMs
+
+
+@functools.lru_cache(maxsize=4096)
+def _tiles(M, N, elem_bytes, min_bn=1):
+    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over an [M, N] view whose widest
+    operand has elem_bytes bytes per element; BLOCK_N >= min_bn (a power of two)."""
+    if INTERPRET:
+        bn = max(min_bn, min(64, triton.next_power_of_2(N)))
+        return min(triton.next_power_of_2(M), max(1, 1024 // bn)), bn, 4
+    tile = _TILE_BYTES // elem_bytes
+    while tile > _MIN_TILE and M * N < tile * _MIN_TILES:
+        tile //= 2
+    bn = min(tile, triton.next_power_of_2(N))
+    narrowest = max(min_bn, min(bn, 128))
+    best_pad, best_bn = None, bn
+    while bn >= narrowest:
+        pad = -(-N // bn) * bn
+        if best_pad is None or pad < best_pad:
+            best_pad, best_bn = pad, bn
+        if pad * 16 <= N * 17:
+            break
+        bn //= 2
+    bn = max(best_bn, min_bn)
+    bm = min(triton.next_power_of_2(M), max(1, tile // bn))
+    return bm, bn, max(1, min(4, bm * bn * elem_bytes // 1024))
+
+
+def _grid(M, N, BLOCK_M, BLOCK_N):
+    """The 1-D grid of an [M, N] pass: tile t covers row block t // cdiv(N, BLOCK_N), column
+    block t % cdiv(N, BLOCK_N). (Integer arithmetic: triton.cdiv is a JIT-dispatched function,
+    several microseconds a call on the host.)"""
+    return (-(-M // BLOCK_M) * -(-N // BLOCK_N),)
+# --- fa:end tiles ---
+
+
 # --- fa:shared overlap ---
 def _check_dense(fn, outs):
     """Refuses an output some of whose elements share memory (an expanded view: stride 0 on a
@@ -146,6 +198,33 @@ def _check_dense(fn, outs):
             raise ValueError(f"{fn}: output {name} has elements that share memory (an expanded view); "
                              "pass a tensor whose elements are distinct")
 # --- fa:end overlap ---
+
+
+# --- fa:shared rowstrides ---
+def _row_strides(t, out=False):
+    """(t, row stride, column stride) for t seen as [rows, N] over its last dim: the strides
+    of the view ``t.view(-1, N)`` computed without making it (a view costs about a
+    microsecond of host time per call). When no such view exists: a contiguous copy of t and
+    its strides, or for an output (``out=True``) a ValueError."""
+    shape, strides = t.shape, t.stride()
+    if len(shape) == 2:
+        return t, strides[0], strides[1]
+    row, span = 0, None  # the innermost leading dim's stride; the stride the next one must have
+    for n, s in zip(shape[-2::-1], strides[-2::-1]):
+        if n == 1:
+            continue
+        if span is None:
+            row = s
+        elif s != span:
+            break
+        span = s * n
+    else:
+        return t, row, strides[-1] if shape else 1
+    if out:
+        raise ValueError("output must be viewable as [rows, N]")
+    t = t.reshape(-1, shape[-1])
+    return t, t.stride(0), t.stride(1)
+# --- fa:end rowstrides ---
 
 
 # --- fa:shared gemm ---

@@ -1,17 +1,95 @@
 """Uniform test/bench interface for the bias_gelu template (see docs/templates.md).
 
 SHAPES[0] is the input x (any rank); the bias, when params["has_bias"], has shape [x.shape[-1]].
+
+In test mode (``poison=True`` or ``autograd=True``) fused() also returns y under the other
+GELU (erf for a tanh case, tanh for an erf case) and tells reference() so through
+``inputs["both_gelus"]``: ``approximate`` is the caller's choice wherever the folder is used,
+so every folder's tests run both branches. bench.py times the traced one only.
 """
+
+import mmap
+import sys
 
 import torch
 
 import fa_testing as fat
 
 KIND = "pointwise"
-OUTPUTS = ["y"]
+OUTPUTS = ["y", "y_other_gelu"]
 GRAD_INPUTS = ["x", "bias"]
-# adversarial shapes at interpreter size: ragged, a single element, primes, one past a block
-ADVERSARIAL = [[[129, 127]], [[1]], [[1, 1]], [[31, 37]], [[2, 3, 65]]]
+OTHER = {"none": "tanh", "tanh": "none"}
+# Adversarial entries about memory rather than shape end in a marker instead of a shape (no
+# tensor has a negative size), which make_inputs and fused() recognise:
+# - WIDE_ROWS, WIDE_COLS: the inputs are views whose element offsets pass 2**31 along their
+#   rows (columns), see wide(): 32-bit index arithmetic then reads a NaN decoy;
+# - IN_PLACE: y is written over a copy of x, the in-place form the wrapper allows, after
+#   fused() has checked that an output overlapping x but for one element, and an expanded
+#   one (rows sharing memory), are refused.
+WIDE_ROWS, WIDE_COLS, IN_PLACE = [-1], [-2], [-3]
+# adversarial shapes at interpreter size: ragged, a single element, primes, one past a block;
+# then the memory cases
+ADVERSARIAL = [[[129, 127]], [[1]], [[1, 1]], [[31, 37]], [[2, 3, 65]],
+               [[3, 67], WIDE_ROWS], [[67, 3], WIDE_COLS], [[37, 150], IN_PLACE]]
+WIDE_STRIDE = 2**30 + 64  # row (or column) 2 starts 2**31 + 128 elements in
+WIDE_BASE = 2**31  # elements before the views: an offset that wrapped in 32 bits lands inside
+
+
+def _storage(numel, dtype, device):
+    """numel elements of address space, committed only where written: on the CPU an anonymous
+    mapping with MAP_NORESERVE (not counted against the overcommit limit), on a GPU torch.empty."""
+    if torch.device(device).type != "cpu":
+        return torch.empty(numel, dtype=dtype, device=device)
+    es = torch.tensor([], dtype=dtype).element_size()
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0x4000 if sys.platform.startswith("linux") else 0)
+    return torch.frombuffer(mmap.mmap(-1, numel * es, flags=flags), dtype=dtype)
+
+
+def wide(ts, cols=False):
+    """The 2-D tensors ts (one dtype), same values, as views side by side in one storage of
+    about 2**32 elements of which only the viewed ones and a NaN decoy are written: row i at
+    WIDE_BASE + i * WIDE_STRIDE (column i with ``cols``), so that offsets pass 2**31 and an
+    offset computed in 32 bits wraps onto the NaN decoy at the storage's start."""
+    t0 = ts[0]
+    side = 0 if cols else 1  # the dim laid out contiguously
+    inner = sum(t.shape[side] for t in ts)
+    buf = _storage(WIDE_BASE + (t0.shape[1 - side] - 1) * WIDE_STRIDE + inner, t0.dtype, t0.device)
+    buf[:4096] = float("nan")
+    out, at = [], WIDE_BASE
+    for t in ts:
+        v = buf.as_strided(t.shape, (1, WIDE_STRIDE) if cols else (WIDE_STRIDE, 1), at)
+        v.copy_(t)
+        out.append(v)
+        at += t.shape[side]
+    return out
+
+
+def shifted(t):
+    """(a copy of t one element into a fresh buffer, a view of t's shape at the buffer's start):
+    two tensors that overlap in all but one element (None, None when t has fewer than 2)."""
+    if t.numel() < 2:
+        return None, None
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    a, o = buf[1:].view(t.shape), buf[:-1].view(t.shape)
+    a.copy_(t)
+    return a, o
+
+
+def refused(fn, what):
+    """fn() must raise the wrappers' ValueError for an output that shares memory."""
+    try:
+        fn()
+    except ValueError as e:
+        if "memory" in str(e):
+            return
+        raise
+    raise AssertionError(f"{what} was not refused")
+
+
+def expanded(t):
+    """A tensor of t's shape and dtype whose rows are one row of memory (stride 0)."""
+    return torch.empty(t.shape[-1:], dtype=t.dtype, device=t.device).expand(t.shape)
+
 
 
 def adversarial(params):
@@ -31,21 +109,41 @@ def make_inputs(shapes, dtype, params, device, seed):
     x = fat.randn(shapes[0], dtype, device, g, std=2.0)
     n = shapes[0][-1] if shapes[0] else 1
     bias = fat.randn([n], dtype, device, g) if params.get("has_bias", True) else None
-    return {"x": x, "bias": bias}
+    if shapes[-1] in (WIDE_ROWS, WIDE_COLS):
+        (x,) = wide([x], cols=shapes[-1] == WIDE_COLS)
+    return {"x": x, "bias": bias, "in_place": shapes[-1] == IN_PLACE}
 
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
     x, bias = inputs["x"], inputs["bias"]
     approx = params.get("approximate", "none")
     if autograd:
-        return (kernel.BiasGELUFunction.apply(x, bias, approx),)
+        inputs["both_gelus"] = True
+        return tuple(kernel.BiasGELUFunction.apply(x, bias, a) for a in (approx, OTHER[approx]))
+    if not poison:
+        return (kernel.bias_gelu(x, bias, approx),)
+    inputs["both_gelus"] = True
     dtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
-    out = fat.poison(x.shape, dtype, x.device) if poison else None
-    return (kernel.bias_gelu(x, bias, approx, out=out),)
+    if inputs["in_place"] and dtype == x.dtype:
+        xs, over = shifted(x)
+        if xs is not None:
+            refused(lambda: kernel.bias_gelu(xs, bias, approx, out=over), "an output overlapping x")
+        refused(lambda: kernel.bias_gelu(x, bias, approx, out=expanded(x)), "an expanded output")
+        ys = []
+        for a in (approx, OTHER[approx]):
+            xc = x.clone()
+            ys.append(kernel.bias_gelu(xc, bias, a, out=xc))
+        return tuple(ys)
+    return tuple(kernel.bias_gelu(x, bias, a, out=fat.poison(x.shape, dtype, x.device))
+                 for a in (approx, OTHER[approx]))
 
 
 def reference(ref, inputs, params):
-    return (ref.bias_gelu(inputs["x"], inputs["bias"], params.get("approximate", "none")),)
+    approx = params.get("approximate", "none")
+    ys = [ref.bias_gelu(inputs["x"], inputs["bias"], approx)]
+    if inputs.get("both_gelus"):
+        ys.append(ref.bias_gelu(inputs["x"], inputs["bias"], OTHER[approx]))
+    return tuple(ys)
 
 
 def tolerance(dtype, shapes, params, grad=False):

@@ -5,14 +5,21 @@ i.e. ``F.gelu(x + b, approximate=...)``: eager reads ``x`` twice and writes two 
 kernel reads ``x`` and ``b`` once and writes ``y`` once.
 
 - GELU: exact (erf, ``approximate="none"``) or tanh (``approximate="tanh"``), a constexpr enum.
+  Both are the caller's choice in every folder, so the folder's tests check both (adapter.py).
 - Inputs fp32 / fp16 / bf16, any rank; the bias (optional) has the size of the last dim.
   Math is fp32: every load is upcast at once (this also keeps Triton's interpreter, which
   cannot do bf16 arithmetic, able to run it). ``x + b`` is rounded to the output dtype before
   the GELU, as eager does.
 - Strides are runtime arguments: a 2-D view of the input (no copy when the tensor can be
   viewed as ``[rows, N]``, transposed 2-D inputs included) is read through its strides.
-- Autotuned over the tile (BLOCK_M x BLOCK_N) and num_warps, keyed on the shape; one fixed
-  config under ``TRITON_INTERPRET=1`` (chosen at import time), so nothing is benchmarked there.
+  Row and column offsets are computed in 64 bits (``row * stride`` passes 2**31 in a
+  transposed ``[600000, 4096]`` view).
+- Tiles from the shape (``_tiles``, no autotuner: nothing is benchmarked on the caller's
+  buffers, a new shape costs no tuning and CUDA-graph capture works at any shape), launched as
+  a 1-D grid of tiles (``_grid``: CUDA's grid axes 1 and 2 stop at 65535) through ``_launch``.
+- ``out=x`` (in place) is allowed: each program reads its tile of x before writing the same
+  tile of y. Any other overlap of ``out`` with an input is refused (``_check_alias``), and
+  so is an ``out`` whose elements share memory (an expanded view: ``_check_dense``).
 - Training: ``BiasGELUFunction`` has a backward. The GELU derivative is a fused Triton kernel
   (it re-reads x and b instead of saving x + b); the bias gradient is an ATen row-sum in fp32
   (a cross-row reduction that fusing would not speed up).
@@ -34,6 +41,7 @@ Interpreter-safe: builtins only (``tl.math.rsqrt``, ``tl.exp``; tanh as
 ``2/(1+exp(-2x))-1``), no libdevice, no inline asm, no bf16 arithmetic.
 """
 
+import functools
 import os
 
 import torch
@@ -41,21 +49,10 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
-AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
 
 GELU_ERF = 0
 GELU_TANH = 1
 APPROXIMATE = {"none": GELU_ERF, "tanh": GELU_TANH}
-
-
-def _configs():
-    if INTERPRET:
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 64}, num_warps=4, num_stages=1)]
-    tiles = [(1, 1024, 4), (4, 256, 4), (8, 128, 4), (16, 128, 4), (4, 1024, 8),
-             (8, 512, 8), (32, 64, 4), (2, 2048, 8)]
-    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=1) for m, n, w in tiles]
-    return configs if AUTOTUNE else configs[:1]
 
 
 # --- fa:shared cast ---
@@ -120,42 +117,43 @@ def _gelu_grad(x, APPROX: tl.constexpr):
     return d
 
 
-@triton.autotune(configs=_configs(), key=["M", "N"])
 @triton.jit
 def _bias_gelu_fwd(X, B, Y, M, N, sxm, sxn, sym, syn,
                    HAS_BIAS: tl.constexpr, APPROX: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    # tile t of a 1-D grid: row block t // tiles_n, column block t % tiles_n; rows and columns
+    # in 64 bits, since row * stride and column * stride can pass 2**31
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = (pid % tiles_n).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    rm64 = rm.to(tl.int64)[:, None]
-    rn64 = rn.to(tl.int64)[None, :]
-    x = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)
         # eager rounds x + b to the output dtype before the GELU
         x = _cast(x + b[None, :], Y.dtype.element_ty).to(tl.float32)
     y = _gelu(x, APPROX)
-    tl.store(Y + rm64 * sym + rn64 * syn, _cast(y, Y.dtype.element_ty), mask=mask)
+    tl.store(Y + rm[:, None] * sym + rn[None, :] * syn, _cast(y, Y.dtype.element_ty), mask=mask)
 
 
-@triton.autotune(configs=_configs(), key=["M", "N"])
 @triton.jit
 def _bias_gelu_bwd(DY, X, B, DZ, M, N, sdym, sdyn, sxm, sxn, sdzm, sdzn,
                    HAS_BIAS: tl.constexpr, APPROX: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    # the forward's tiling and 64-bit offsets
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = (pid % tiles_n).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    rm64 = rm.to(tl.int64)[:, None]
-    rn64 = rn.to(tl.int64)[None, :]
-    x = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)
         x = _cast(x + b[None, :], DZ.dtype.element_ty).to(tl.float32)
-    dy = tl.load(DY + rm64 * sdym + rn64 * sdyn, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(DY + rm[:, None] * sdym + rn[None, :] * sdyn, mask=mask, other=0.0).to(tl.float32)
     dz = dy * _gelu_grad(x, APPROX)
-    tl.store(DZ + rm64 * sdzm + rn64 * sdzn, _cast(dz, DZ.dtype.element_ty), mask=mask)
+    tl.store(DZ + rm[:, None] * sdzm + rn[None, :] * sdzn, _cast(dz, DZ.dtype.element_ty), mask=mask)
 
 
 # --- fa:shared rows ---
@@ -173,39 +171,192 @@ def _rows(t, view_only=False):
 # --- fa:end rows ---
 
 
-def _grid(meta, M, N):
-    return (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
+
+
+# --- fa:shared overlap ---
+def _check_dense(fn, outs):
+    """Refuses an output some of whose elements share memory (an expanded view: stride 0 on a
+    dim of size > 1): several programs would write one element, and written in place over an
+    input, a program would overwrite what another still reads. ``outs`` are (name, tensor)
+    pairs; None tensors are skipped."""
+    for name, o in outs:
+        if o is not None and torch._debug_has_internal_overlap(o) == 1:
+            raise ValueError(f"{fn}: output {name} has elements that share memory (an expanded view); "
+                             "pass a tensor whose elements are distinct")
+# --- fa:end overlap ---
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and launched
+# directly: on the H200 (bench/experiments/probe_launch.py, per call) kernel[grid](...) took
+# 12-15 us of host time, the compiled kernel launched directly 7.4 us, a kernel behind
+# @triton.autotune 17-25 us, an ATen add 6 us. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+
+def _spec(a):
+    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
+    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
+    (constexpr flags, None) its value."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
+    if type(a) is int:
+        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
+    if type(a) is float:
+        return float
+    return a
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; the constexprs are the kernel's last parameters,
+    passed in its order. After the first call of a specialization its compiled kernel is
+    launched directly. Under the interpreter: the plain call."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *constexprs.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+# --- fa:end launch ---
+
+
+# --- fa:shared tiles ---
+# Tiles of the pointwise kernels, from the shape (no autotuner). A kernel covers an [M, N]
+# view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
+# programs, axis 0 at 2**31 - 1), as the Triton tutorials' and Inductor's pointwise kernels do:
+# - a tile moves about _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4
+#   warps: two 16-byte loads per thread and operand); smaller tiles, down to _MIN_TILE
+#   elements, while that leaves fewer than _MIN_TILES programs (small, latency-bound tensors
+#   then spread over the SMs);
+# - the column block is the widest power of two whose masked tail wastes at most 1/16 of a
+#   row, but at least 128 columns (whole 128-byte lines) where the row has them;
+# - under the interpreter, tiles of at most 1024 elements and 64 columns, so that the tests'
+#   small shapes still span several row and column blocks.
+_TILE_BYTES = 4096
+_MIN_TILE = 256
+_MIN_TILES = 264  # twice the H200's 132 SMs
+
+
+@functools.lru_cache(maxsize=4096)
+def _tiles(M, N, elem_bytes, min_bn=1):
+    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over an [M, N] view whose widest
+    operand has elem_bytes bytes per element; BLOCK_N >= min_bn (a power of two)."""
+    if INTERPRET:
+        bn = max(min_bn, min(64, triton.next_power_of_2(N)))
+        return min(triton.next_power_of_2(M), max(1, 1024 // bn)), bn, 4
+    tile = _TILE_BYTES // elem_bytes
+    while tile > _MIN_TILE and M * N < tile * _MIN_TILES:
+        tile //= 2
+    bn = min(tile, triton.next_power_of_2(N))
+    narrowest = max(min_bn, min(bn, 128))
+    best_pad, best_bn = None, bn
+    while bn >= narrowest:
+        pad = -(-N // bn) * bn
+        if best_pad is None or pad < best_pad:
+            best_pad, best_bn = pad, bn
+        if pad * 16 <= N * 17:
+            break
+        bn //= 2
+    bn = max(best_bn, min_bn)
+    bm = min(triton.next_power_of_2(M), max(1, tile // bn))
+    return bm, bn, max(1, min(4, bm * bn * elem_bytes // 1024))
+
+
+def _grid(M, N, BLOCK_M, BLOCK_N):
+    """The 1-D grid of an [M, N] pass: tile t covers row block t // cdiv(N, BLOCK_N), column
+    block t % cdiv(N, BLOCK_N). (Integer arithmetic: triton.cdiv is a JIT-dispatched function,
+    several microseconds a call on the host.)"""
+    return (-(-M // BLOCK_M) * -(-N // BLOCK_N),)
+# --- fa:end tiles ---
+
+
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _check(x, bias):
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if x.dtype not in _FLOATS:
         raise TypeError(f"bias_gelu: unsupported dtype {x.dtype}")
     if bias is not None:
         if bias.dim() != 1 or bias.shape[0] != (x.shape[-1] if x.dim() else 1):
             raise ValueError(f"bias_gelu: bias shape {tuple(bias.shape)} does not match x {tuple(x.shape)}")
         if bias.device != x.device:
             raise ValueError("bias_gelu: x and bias on different devices")
+        if bias.dtype not in _FLOATS:
+            raise TypeError(f"bias_gelu: unsupported bias dtype {bias.dtype}")
 
 
 def bias_gelu(x, bias=None, approximate="none", out=None):
-    """y = gelu(x + bias, approximate); forward only (see BiasGELUFunction for autograd)."""
+    """y = gelu(x + bias, approximate); forward only (see BiasGELUFunction for autograd).
+    ``out`` may be x itself (in place)."""
     _check(x, bias)
-    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
-    bias = None if bias is None else bias.contiguous()
     approx = APPROXIMATE[approximate]
+    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
     dtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
     if out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
-    elif out.shape != x.shape or out.dtype != dtype:
-        raise ValueError("bias_gelu: out has the wrong shape or dtype")
+    elif out.shape != x.shape or out.dtype != dtype or out.device != x.device:
+        raise ValueError("bias_gelu: out has the wrong shape, dtype or device")
+    else:
+        _check_dense("bias_gelu", [("out", out)])
+        _check_alias("bias_gelu", [("out", out)], [("x", x), ("bias", bias)], in_place=("x",))
     if x.numel() == 0:
         return out
     x2, y2 = _rows(x), _rows(out, view_only=True)
     M, N = x2.shape
-    b = bias if bias is not None else x2  # dummy pointer, never read
-    _bias_gelu_fwd[lambda meta: _grid(meta, M, N)](
-        x2, b, y2, M, N, x2.stride(0), x2.stride(1), y2.stride(0), y2.stride(1),
-        HAS_BIAS=bias is not None, APPROX=approx)
+    bm, bn, warps = _tiles(M, N, max(x2.element_size(), y2.element_size()))
+    _launch(_bias_gelu_fwd, _grid(M, N, bm, bn),
+            (x2, x2 if bias is None else bias, y2, M, N,  # x2: a dummy bias pointer, never read
+             x2.stride(0), x2.stride(1), y2.stride(0), y2.stride(1)),
+            num_warps=warps, HAS_BIAS=bias is not None, APPROX=approx, BLOCK_M=bm, BLOCK_N=bn)
     return out
 
 
@@ -227,11 +378,15 @@ class BiasGELUFunction(torch.autograd.Function):
         dz = torch.empty(x.shape, dtype=ctx.zdtype, device=x.device)
         if x.numel():
             x2, dy2, dz2 = _rows(x), _rows(dy), _rows(dz)
+            if bias is not None and bias.stride(0) != 1:
+                bias = bias.contiguous()
             M, N = x2.shape
-            b = bias if ctx.has_bias else x2
-            _bias_gelu_bwd[lambda meta: _grid(meta, M, N)](
-                dy2, x2, b, dz2, M, N, dy2.stride(0), dy2.stride(1), x2.stride(0), x2.stride(1),
-                dz2.stride(0), dz2.stride(1), HAS_BIAS=ctx.has_bias, APPROX=APPROXIMATE[ctx.approximate])
+            bm, bn, warps = _tiles(M, N, max(x2.element_size(), dz2.element_size(), dy2.element_size()))
+            _launch(_bias_gelu_bwd, _grid(M, N, bm, bn),
+                    (dy2, x2, x2 if bias is None else bias, dz2, M, N, dy2.stride(0), dy2.stride(1),
+                     x2.stride(0), x2.stride(1), dz2.stride(0), dz2.stride(1)),
+                    num_warps=warps, HAS_BIAS=ctx.has_bias, APPROX=APPROXIMATE[ctx.approximate],
+                    BLOCK_M=bm, BLOCK_N=bn)
         dx = dz.to(x.dtype) if ctx.needs_input_grad[0] else None
         db = None
         if ctx.has_bias and ctx.needs_input_grad[1]:

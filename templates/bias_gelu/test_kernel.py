@@ -15,12 +15,16 @@ ref = fat.load_sibling(__file__, "reference")
 adapter = fat.load_sibling(__file__, "adapter")
 
 DEVICES = fat.devices()
+# the adversarial shapes; the entries about memory (a marker, negative, ends them) run in
+# test_memory_cases
+SHAPES = [s for s in adapter.ADVERSARIAL if min(s[-1]) >= 0]
+MEMORY = [s for s in adapter.ADVERSARIAL if min(s[-1]) < 0]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-@pytest.mark.parametrize("shapes", adapter.ADVERSARIAL, ids=str)
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
 def test_forward(device, dtype, approximate, shapes):
     for seed in fat.seeds(2):
         fat.run_case(kernel, ref, adapter, shapes, dtype, {"approximate": approximate, "has_bias": True},
@@ -96,3 +100,192 @@ def test_module_and_bad_input(device):
         kernel.bias_gelu(x, torch.randn(5, device=device))
     with pytest.raises(ValueError):
         kernel.BiasGELU("fast")
+
+
+# --- in place, overlaps, grids, 64-bit offsets -------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_in_place(device, dtype, approximate):
+    # out=x: each program reads its tile of x before writing it; with several tiles per row
+    # and per column, and a transposed x
+    dt = fat.DTYPES[dtype]
+    g = fat.gen(21)
+    for x in (fat.randn([37, 150], dt, device, g, std=2.0), fat.randn([150, 37], dt, device, g, std=2.0).t()):
+        b = fat.randn([x.shape[-1]], dt, device, g)
+        want = ref.bias_gelu(x.clone(), b, approximate)
+        y = kernel.bias_gelu(x, b, approximate, out=x)
+        assert y is x
+        fat.assert_close(x, want, *fat.tol("pointwise", dt))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_overlap_refused(device):
+    buf = torch.randn(2, 40, 64, device=device)
+    x, b = buf[0], torch.randn(64, device=device)
+    flat = buf.view(-1)
+    for out in (flat[64:64 + 2560].view(40, 64),  # x shifted by a row
+                flat[1:2561].view(40, 64),  # by an element
+                flat[:2560].view(64, 40).t()):  # x's bytes in another layout
+        with pytest.raises(ValueError, match="shares memory with x"):
+            kernel.bias_gelu(x, b, out=out)
+    both = torch.zeros(40 * 64 + 64, device=device)
+    with pytest.raises(ValueError, match="shares memory with bias"):
+        kernel.bias_gelu(x, both[:64], out=both[32:32 + 2560].view(40, 64))
+    with pytest.raises(ValueError, match="wrong shape, dtype"):
+        kernel.bias_gelu(x.half(), b, out=x.half())  # y is fp32 (promoted with the bias)
+    y = kernel.bias_gelu(x, b, out=buf[1])  # the other half of the buffer: no overlap
+    fat.assert_close(y, ref.bias_gelu(x, b), 1e-5, 1e-5)
+    with pytest.raises(ValueError, match="share memory"):  # an expanded out: rows on one row of memory
+        kernel.bias_gelu(x, b, out=torch.empty(64, device=device).expand(40, 64))
+
+
+def _launches(monkeypatch, fn):
+    """The (kernel, grid, constexprs) of every launch fn makes, no kernel run (_launch stubbed)."""
+    calls = []
+    monkeypatch.setattr(kernel, "_launch", lambda k, grid, args, num_warps=4, num_stages=1, **c:
+                        calls.append((k, grid, c, args)))
+    fn()
+    return calls
+
+
+@pytest.fixture(params=[True, False], ids=["interpreter-tiles", "gpu-tiles"])
+def tiles_of(request, monkeypatch):
+    """Runs the test with the interpreter's tiles and with the GPU's (kernel.INTERPRET flipped)."""
+    monkeypatch.setattr(kernel, "INTERPRET", request.param)
+    kernel._tiles.cache_clear()
+    yield request.param
+    kernel._tiles.cache_clear()
+
+
+@pytest.mark.parametrize("shape", [[4194368], [1, 2**26], [2**26, 1], [3, 5, 2**24 + 1]], ids=str)
+def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
+    # CUDA: grid axes 1 and 2 hold at most 65535 programs, axis 0 2**31 - 1. Meta tensors: the
+    # wrappers run, no kernel does.
+    x = torch.empty(shape, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    b = torch.empty(shape[-1], dtype=torch.bfloat16, device="meta", requires_grad=True)
+    M, N = (x.numel() // shape[-1], shape[-1])
+
+    def run():
+        y = kernel.BiasGELUFunction.apply(x, b, "tanh")
+        y.backward(torch.empty_like(y))
+
+    calls = _launches(monkeypatch, run)
+    assert [k for k, *_ in calls] == [kernel._bias_gelu_fwd, kernel._bias_gelu_bwd]
+    for k, grid, c, args in calls:
+        assert tuple(args[3:5] if k is kernel._bias_gelu_fwd else args[4:6]) == (M, N)
+        bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+        assert grid == ((M + bm - 1) // bm * ((N + bn - 1) // bn),), grid
+        assert grid[0] <= 2**31 - 1
+        if not tiles_of:
+            assert bm * bn >= 256 and bn & (bn - 1) == 0 and bm & (bm - 1) == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [[3, 700], [40, 200], [2100]], ids=str)
+def test_many_column_tiles(device, shape):
+    # several column tiles per row block (and several row blocks): the 1-D grid's split into
+    # row and column blocks
+    g = fat.gen(5)
+    x = fat.randn(shape, torch.float32, device, g, std=2.0)
+    b = fat.randn([shape[-1]], torch.float32, device, g)
+    for approximate in ("none", "tanh"):
+        fat.assert_close(kernel.bias_gelu(x, b, approximate, out=fat.poison(x.shape, x.dtype, device)),
+                         ref.bias_gelu(x, b, approximate), 1e-5, 1e-5)
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("marker", [adapter.WIDE_ROWS, adapter.WIDE_COLS], ids=["rows", "cols"])
+def test_offsets_past_2_31(device, marker):
+    # x is a view into a storage of 2**32 elements (8 GiB of bf16 address space, committed
+    # only where written) whose row (column) 2 starts 2**31 + 128 elements in: offsets in
+    # 32 bits would wrap onto the storage's NaN start. The test stays small and quick.
+    before = _rss_mb()
+    inputs = adapter.make_inputs([[3, 67] if marker == adapter.WIDE_ROWS else [67, 3], marker],
+                                 torch.bfloat16, {"has_bias": True}, device, 3)
+    x = inputs["x"]
+    assert x.untyped_storage().nbytes() > 2**33 and max(x.stride()) * 2 > 2**31
+    fat.run_case(kernel, ref, adapter, [list(x.shape), marker], "bf16", {"approximate": "none"}, device, 3)
+    y = kernel.bias_gelu(x, inputs["bias"], "tanh", out=x)  # in place, at those offsets too
+    assert not torch.isnan(y).any()
+    if device == "cpu":
+        assert _rss_mb() - before < 256, "the test committed the wide storage"
+
+
+# --- the issue's repros, at full size (GPU) ---------------------------------------------------------
+
+
+def _close_on_gpu(got, want, atol, rtol, rows=1 << 14):
+    """assert_close for tensors too large to copy to the CPU in float64: row chunks on the GPU."""
+    g2, w2 = got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1])
+    for i in range(0, g2.shape[0], rows):
+        a, w = g2[i:i + rows].float(), w2[i:i + rows].float()
+        bad = ((a - w).abs() > atol + rtol * w.abs()) | (torch.isnan(a) != torch.isnan(w))
+        if bool(bad.any()):
+            j = bad.nonzero()[0].tolist()
+            raise AssertionError(f"{int(bad.sum())} elements differ in rows {i}..; first at {j}: "
+                                 f"got {a[tuple(j)].item()}, want {w[tuple(j)].item()}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gpu_repros():
+    g = torch.Generator(device="cuda").manual_seed(0)
+    tol = fat.tol("pointwise", torch.bfloat16)
+
+    def randn(*shape):
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    # 1-D of 4,194,368 elements: 65537 column blocks of 64 on grid axis 1 before
+    x, b = randn(4194368), randn(4194368)
+    _close_on_gpu(kernel.bias_gelu(x, b).view(1, -1), ref.bias_gelu(x, b).view(1, -1), *tol)
+    # in place on the first call of a shape (the autotuner ran configs on the caller's buffer)
+    x, b = randn(4096, 3000), randn(3000)
+    want = ref.bias_gelu(x, b)
+    kernel.bias_gelu(x, b, out=x)
+    _close_on_gpu(x, want, *tol)
+    # [600000, 4096] bf16, transposed (column * stride passes 2**31) and not (row * stride)
+    b = randn(4096)
+    for x in (randn(4096, 600000).t(), randn(600000, 4096)):
+        _close_on_gpu(kernel.bias_gelu(x, b, "tanh"), ref.bias_gelu(x, b, "tanh"), *tol)
+        del x
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shapes", MEMORY, ids=str)
+def test_memory_cases(device, shapes):
+    # offsets past 2**31, in place and the refusals, as the verifier runs them
+    fat.run_case(kernel, ref, adapter, shapes, "bf16", {"approximate": "tanh", "has_bias": True}, device, 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+@pytest.mark.parametrize("warm", [True, False], ids=["unseen-shape", "first-call"])
+def test_gpu_graph_capture(warm):
+    # no tuning at a new shape: a call captured in a CUDA graph at an M never seen (warm: the
+    # kernel compiled at another M), or at the first call of a specialization (compiled inside
+    # the capture), replays right
+    g = torch.Generator(device="cuda").manual_seed(1)
+    dt = torch.float16 if warm else torch.bfloat16
+    n = 1000 if warm else 1003
+    if warm:
+        kernel.bias_gelu(torch.randn(4096, n, device="cuda", dtype=dt), torch.randn(n, device="cuda", dtype=dt))
+    x = torch.randn(3000, n, device="cuda", dtype=dt, generator=g)
+    b = torch.randn(n, device="cuda", dtype=dt, generator=g)
+    y = torch.empty_like(x)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kernel.bias_gelu(x, b, "tanh", out=y)
+    x.copy_(torch.randn(3000, n, device="cuda", dtype=dt, generator=g))
+    graph.replay()
+    torch.cuda.synchronize()
+    _close_on_gpu(y, ref.bias_gelu(x, b, "tanh"), *fat.tol("pointwise", dt))

@@ -2,9 +2,13 @@
 
 SHAPES[0] is x's shape; the residual has the same shape, in params["residual_dtype"] when
 given (an fp32 residual stream plus a bf16 branch under autocast; y then has the promoted
-dtype), else x's dtype; the bias (params["has_bias"]) is [x.shape[-1]] in x's dtype. inputs["seed"] is the dropout seed. In test mode (poison=True) fused() stores
-the kernel's keep-mask in inputs["keep"] so the reference applies the same mask.
+dtype), else x's dtype; the bias (params["has_bias"]) is [x.shape[-1]] in x's dtype.
+inputs["seed"] is the dropout seed. In test mode (poison=True) fused() stores the kernel's
+keep-mask in inputs["keep"] so the reference applies the same mask.
 """
+
+import mmap
+import sys
 
 import torch
 
@@ -13,7 +17,78 @@ import fa_testing as fat
 KIND = "pointwise"
 OUTPUTS = ["y"]
 GRAD_INPUTS = ["x", "residual", "bias"]
-ADVERSARIAL = [[[129, 127]], [[1]], [[1, 1]], [[31, 37]], [[2, 3, 65]]]
+# Adversarial entries about memory rather than shape end in a marker instead of a shape (no
+# tensor has a negative size), which make_inputs and fused() recognise:
+# - WIDE_ROWS, WIDE_COLS: the inputs are views whose element offsets pass 2**31 along their
+#   rows (columns), see wide(): 32-bit index arithmetic then reads a NaN decoy;
+# - IN_PLACE_X, IN_PLACE_RESIDUAL: y is written over a copy of x (of the residual; of the
+#   other one where y has not that input's dtype), an in-place form the wrapper allows, after
+#   fused() has checked that an output overlapping that input but for one element, and an
+#   expanded one (rows sharing memory), are refused.
+WIDE_ROWS, WIDE_COLS, IN_PLACE_X, IN_PLACE_RESIDUAL = [-1], [-2], [-3], [-4]
+# adversarial shapes at interpreter size: ragged, a single element, primes, one past a block;
+# then the memory cases
+ADVERSARIAL = [[[129, 127]], [[1]], [[1, 1]], [[31, 37]], [[2, 3, 65]],
+               [[3, 67], WIDE_ROWS], [[67, 3], WIDE_COLS], [[37, 150], IN_PLACE_X], [[37, 150], IN_PLACE_RESIDUAL]]
+WIDE_STRIDE = 2**30 + 64  # row (or column) 2 starts 2**31 + 128 elements in
+WIDE_BASE = 2**31  # elements before the views: an offset that wrapped in 32 bits lands inside
+
+
+def _storage(numel, dtype, device):
+    """numel elements of address space, committed only where written: on the CPU an anonymous
+    mapping with MAP_NORESERVE (not counted against the overcommit limit), on a GPU torch.empty."""
+    if torch.device(device).type != "cpu":
+        return torch.empty(numel, dtype=dtype, device=device)
+    es = torch.tensor([], dtype=dtype).element_size()
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0x4000 if sys.platform.startswith("linux") else 0)
+    return torch.frombuffer(mmap.mmap(-1, numel * es, flags=flags), dtype=dtype)
+
+
+def wide(ts, cols=False):
+    """The 2-D tensors ts (one dtype), same values, as views side by side in one storage of
+    about 2**32 elements of which only the viewed ones and a NaN decoy are written: row i at
+    WIDE_BASE + i * WIDE_STRIDE (column i with ``cols``), so that offsets pass 2**31 and an
+    offset computed in 32 bits wraps onto the NaN decoy at the storage's start."""
+    t0 = ts[0]
+    side = 0 if cols else 1  # the dim laid out contiguously
+    inner = sum(t.shape[side] for t in ts)
+    buf = _storage(WIDE_BASE + (t0.shape[1 - side] - 1) * WIDE_STRIDE + inner, t0.dtype, t0.device)
+    buf[:4096] = float("nan")
+    out, at = [], WIDE_BASE
+    for t in ts:
+        v = buf.as_strided(t.shape, (1, WIDE_STRIDE) if cols else (WIDE_STRIDE, 1), at)
+        v.copy_(t)
+        out.append(v)
+        at += t.shape[side]
+    return out
+
+
+def shifted(t):
+    """(a copy of t one element into a fresh buffer, a view of t's shape at the buffer's start):
+    two tensors that overlap in all but one element (None, None when t has fewer than 2)."""
+    if t.numel() < 2:
+        return None, None
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    a, o = buf[1:].view(t.shape), buf[:-1].view(t.shape)
+    a.copy_(t)
+    return a, o
+
+
+def refused(fn, what):
+    """fn() must raise the wrappers' ValueError for an output that shares memory."""
+    try:
+        fn()
+    except ValueError as e:
+        if "memory" in str(e):
+            return
+        raise
+    raise AssertionError(f"{what} was not refused")
+
+
+def expanded(t):
+    """A tensor of t's shape and dtype whose rows are one row of memory (stride 0)."""
+    return torch.empty(t.shape[-1:], dtype=t.dtype, device=t.device).expand(t.shape)
+
 
 
 def adversarial(params):
@@ -42,7 +117,11 @@ def make_inputs(shapes, dtype, params, device, seed):
     r = fat.randn(shapes[0], rd, device, g)
     n = shapes[0][-1]
     b = fat.randn([n], dtype, device, g) if params.get("has_bias", False) else None
-    return {"x": x, "residual": r, "bias": b, "seed": 1000 + int(seed)}
+    if shapes[-1] in (WIDE_ROWS, WIDE_COLS):
+        cols = shapes[-1] == WIDE_COLS
+        x, r = wide([x, r], cols) if x.dtype == r.dtype else (wide([x], cols)[0], wide([r], cols)[0])
+    in_place = {str(IN_PLACE_X): "x", str(IN_PLACE_RESIDUAL): "residual"}.get(str(shapes[-1]))
+    return {"x": x, "residual": r, "bias": b, "seed": 1000 + int(seed), "in_place": in_place}
 
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
@@ -52,8 +131,22 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
         inputs["keep"] = kernel.dropout_mask(x.shape, p, seed, x.device) if p > 0 else None
     if autograd:
         return (kernel.DropoutAddFunction.apply(x, r, b, p, seed, True),)
-    out = fat.poison(x.shape, kernel._out_dtype(x, r, b), x.device) if poison else None
-    return (kernel.dropout_add(x, r, b, p, seed, True, out=out),)
+    if not poison:
+        return (kernel.dropout_add(x, r, b, p, seed, True),)
+    dtype = kernel._out_dtype(x, r, b)
+    over = inputs["in_place"]
+    if over:
+        if (x if over == "x" else r).dtype != dtype:
+            over = "residual" if over == "x" else "x"
+        op = x if over == "x" else r
+        ops, shift = shifted(op)
+        if ops is not None:
+            refused(lambda: kernel.dropout_add(*((ops, r) if over == "x" else (x, ops)), b, p, seed, True, out=shift),
+                    f"an output overlapping {over}")
+        refused(lambda: kernel.dropout_add(x, r, b, p, seed, True, out=expanded(op)), "an expanded output")
+        c = op.clone()
+        return (kernel.dropout_add(*((c, r) if over == "x" else (x, c)), b, p, seed, True, out=c),)
+    return (kernel.dropout_add(x, r, b, p, seed, True, out=fat.poison(x.shape, dtype, x.device)),)
 
 
 def reference(ref, inputs, params):

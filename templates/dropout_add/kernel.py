@@ -3,25 +3,33 @@
 Replaces ``aten::add`` (bias, optional) -> ``aten::dropout`` > ``aten::native_dropout`` ->
 ``aten::add`` (residual), Megatron's ``bias_dropout_add``. Eager writes ``x + b``, the dropout
 output and its mask; this kernel reads x, b and the residual once and writes y, and keeps no
-mask: the backward regenerates it from (seed, element index).
+mask: the backward regenerates it from (seed, element's row and column).
 
-- Dropout randomness: Philox, one ``tl.randint4x`` call per 8 elements of a row split into
-  16-bit uniforms (``_keep``), counters from the element's (row, column) (so the mask does not
-  depend on the tiling or on strides); keep where ``u16 >= p * 65536``, kept values scaled by
-  ``1/(1-p)``. Not bit-identical to PyTorch's RNG (no
-  fused kernel is); ``dropout_mask(shape, p, seed)`` returns the mask used, for testing.
-  Counters are 32-bit: beyond 2**34 elements the mask pattern repeats.
+- Dropout randomness: Philox, one draw (four 32-bit words) per 8 elements of a row split into
+  16-bit uniforms (``_keep``). Element (r, c) of the ``[rows, N]`` view takes lane c % 8 of
+  the draw of counter ``r * ceil(N / 8) + c // 8`` (64 bits: Philox's first two counter
+  words), so the mask is a function of (seed, r, c) alone: the same for every tile choice,
+  for the forward, the backward and ``dropout_mask``, and whatever the strides. Keep where
+  ``u16 >= p * 65536``, kept values scaled by ``1/(1-p)``, as eager. Not bit-identical to
+  PyTorch's RNG (no fused kernel is); ``dropout_mask(shape, p, seed)`` returns the mask used,
+  for testing.
 - p = 0 or eval mode: a plain ``residual + (x + bias)``.
 - fp32 / fp16 / bf16, fp32 math; intermediate results are rounded to the output dtype where
-  eager rounds them (``x + b``, the scaled dropout output). Strides are runtime arguments.
-- Autotuned over BLOCK_M x BLOCK_N and num_warps, keyed on the shape; one fixed config under
-  ``TRITON_INTERPRET=1``.
+  eager rounds them (``x + b``, the scaled dropout output). Strides are runtime arguments;
+  row and column offsets in 64 bits.
+- Tiles from the shape (``_tiles``, no autotuner; column blocks of at least 8, whole Philox
+  draws), a 1-D grid of tiles (``_grid``: CUDA's grid axes 1 and 2 stop at 65535), launched
+  through ``_launch``.
+- ``out=x`` or ``out=residual`` (in place) is allowed: each program reads its tile of x and
+  of the residual before writing the same tile of y. Any other overlap is refused, and so is
+  an ``out`` whose elements share memory (an expanded view).
 - Training: ``DropoutAddFunction`` has a fused Triton backward (regenerates the mask; d_x =
   dy * keep / (1-p)); d_residual is dy itself; the bias gradient is an ATen row-sum in fp32.
 
-Interpreter-safe: builtins only (``tl.randint4x``, ``tl.join``, ``tl.reshape``), no bf16 arithmetic.
+Interpreter-safe: builtins only (``tl.philox``, ``tl.join``, ``tl.reshape``), no bf16 arithmetic.
 """
 
+import functools
 import os
 
 import torch
@@ -29,17 +37,6 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
-AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
-
-
-def _configs():
-    if INTERPRET:
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 64}, num_warps=4, num_stages=1)]
-    tiles = [(1, 1024, 4), (4, 256, 4), (8, 128, 4), (16, 128, 4), (4, 1024, 8),
-             (8, 512, 8), (32, 64, 4), (2, 2048, 8)]
-    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=1) for m, n, w in tiles]
-    return configs if AUTOTUNE else configs[:1]
 
 
 # --- fa:shared cast ---
@@ -70,73 +67,83 @@ def _round(z, ZT: tl.constexpr):
 
 
 @triton.jit
-def _keep(seed, rm, pid_n, N, p, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The dropout keep-mask for rows rm, columns pid_n * BLOCK_N + [0, BLOCK_N) of [M, N].
+def _keep(seed, rm, col0, N, p, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The dropout keep-mask of rows rm (int64) and columns col0 + [0, BLOCK_N) of [M, N]
+    (col0 a multiple of 8).
 
-    One Philox call (``tl.randint4x``: four 32-bit words) serves 8 consecutive elements of a
-    row, split into eight 16-bit uniforms: one ``tl.rand`` per element made the kernel
-    compute-bound on Philox rounds (111 us against a 47 us floor at 8192x4096 bf16 on an
-    H200). Element (r, c) draws from counter ``r * ceil(N / 8) + c // 8``, so the mask
-    depends on (seed, r, c) only, never on the tiling (BLOCK_N is a multiple of 8).
+    One Philox draw (four 32-bit words) serves 8 consecutive elements of a row, split into
+    eight 16-bit uniforms: one ``tl.rand`` per element made the kernel compute-bound on
+    Philox rounds (111 us against a 47 us floor at 8192x4096 bf16 on an H200). Element (r, c)
+    takes lane c % 8 of the draw of counter ``r * ceil(N / 8) + c // 8``, a 64-bit counter
+    whose high word is Philox's second counter word (for counters below 2**32 this is
+    ``tl.randint4x(seed, counter)``): a function of (seed, r, c) only, never of the tiles.
     keep = u16 >= p * 65536: p is resolved to 2**-16.
     """
+    tl.static_assert(BLOCK_N % 8 == 0)
     groups_per_row = (N + 7) // 8
-    g = pid_n * (BLOCK_N // 8) + tl.arange(0, BLOCK_N // 8)
+    g = col0 // 8 + tl.arange(0, BLOCK_N // 8)
     ctr = rm[:, None] * groups_per_row + g[None, :]
-    r0, r1, r2, r3 = tl.randint4x(seed, ctr)
+    lo = ctr.to(tl.uint32)
+    hi = (ctr >> 32).to(tl.uint32)
+    r0, r1, r2, r3 = tl.philox(seed, lo, hi, lo * 0, lo * 0)
     w = tl.join(tl.join(r0, r1), tl.join(r2, r3))  # [BLOCK_M, BLOCK_N // 8, 2, 2]
     w = tl.reshape(w, (BLOCK_M, BLOCK_N // 2)).to(tl.uint32, bitcast=True)
     u = tl.reshape(tl.join(w & 0xFFFF, w >> 16), (BLOCK_M, BLOCK_N))
     return u.to(tl.float32) >= p * 65536.0
 
 
-@triton.autotune(configs=_configs(), key=["M", "N"])
 @triton.jit
 def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, seed,
                      HAS_BIAS: tl.constexpr, DROPOUT: tl.constexpr, ZT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # ZT: the branch's type (x + b, the dropout; 0 fp32, 1 fp16, 2 bf16), which eager rounds
-    # to before the residual add (bf16 under autocast even when the residual, and so y, is fp32)
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    # to before the residual add (bf16 under autocast even when the residual, and so y, is fp32).
+    # Tile t of a 1-D grid: row block t // tiles_n, column block t % tiles_n; rows and columns
+    # in 64 bits, since row * stride and column * stride can pass 2**31.
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    col0 = (pid % tiles_n).to(tl.int64) * BLOCK_N
+    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = col0 + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    rm64 = rm.to(tl.int64)[:, None]
-    rn64 = rn.to(tl.int64)[None, :]
-    z = tl.load(X + rm64 * sxm + rn64 * sxn, mask=mask, other=0.0).to(tl.float32)
+    z = tl.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)
         z = _round(z + b[None, :], ZT)
     if DROPOUT:
-        keep = _keep(seed, rm, tl.program_id(1), N, p, BLOCK_M, BLOCK_N)
+        keep = _keep(seed, rm, col0, N, p, BLOCK_M, BLOCK_N)
         z = _round(z * tl.where(keep, scale, 0.0), ZT)  # NaN*0 = NaN, as eager
-    r = tl.load(R + rm64 * srm + rn64 * srn, mask=mask, other=0.0).to(tl.float32)
-    tl.store(Y + rm64 * sym + rn64 * syn, _cast(r + z, Y.dtype.element_ty), mask=mask)
+    r = tl.load(R + rm[:, None] * srm + rn[None, :] * srn, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + rm[:, None] * sym + rn[None, :] * syn, _cast(r + z, Y.dtype.element_ty), mask=mask)
 
 
-@triton.autotune(configs=_configs(), key=["M", "N"])
 @triton.jit
 def _dropout_add_bwd(DY, DZ, M, N, sdym, sdyn, p, scale, seed,
                      DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # DZ is contiguous [M, N]
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    # the forward's tiling and 64-bit offsets; DZ is contiguous [M, N]
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    col0 = (pid % tiles_n).to(tl.int64) * BLOCK_N
+    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = col0 + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    rm64 = rm.to(tl.int64)[:, None]
-    rn64 = rn.to(tl.int64)[None, :]
-    dz = tl.load(DY + rm64 * sdym + rn64 * sdyn, mask=mask, other=0.0).to(tl.float32)
+    dz = tl.load(DY + rm[:, None] * sdym + rn[None, :] * sdyn, mask=mask, other=0.0).to(tl.float32)
     if DROPOUT:
-        dz = dz * tl.where(_keep(seed, rm, tl.program_id(1), N, p, BLOCK_M, BLOCK_N), scale, 0.0)
-    tl.store(DZ + rm64 * N + rn64, _cast(dz, DZ.dtype.element_ty), mask=mask)
+        dz = dz * tl.where(_keep(seed, rm, col0, N, p, BLOCK_M, BLOCK_N), scale, 0.0)
+    tl.store(DZ + rm[:, None] * N + rn[None, :], _cast(dz, DZ.dtype.element_ty), mask=mask)
 
 
-@triton.autotune(configs=_configs(), key=["M", "N"])
 @triton.jit
 def _mask_kernel(K, M, N, p, seed, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    # K is contiguous [M, N] int8
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    col0 = (pid % tiles_n).to(tl.int64) * BLOCK_N
+    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = col0 + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    keep = _keep(seed, rm, tl.program_id(1), N, p, BLOCK_M, BLOCK_N)
-    tl.store(K + rm.to(tl.int64)[:, None] * N + rn[None, :], keep.to(tl.int8), mask=mask)
+    keep = _keep(seed, rm, col0, N, p, BLOCK_M, BLOCK_N)
+    tl.store(K + rm[:, None] * N + rn[None, :], keep.to(tl.int8), mask=mask)
 
 
 # --- fa:shared rows ---
@@ -154,14 +161,161 @@ def _rows(t, view_only=False):
 # --- fa:end rows ---
 
 
-def _grid(meta, M, N):
-    return (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
+
+
+# --- fa:shared overlap ---
+def _check_dense(fn, outs):
+    """Refuses an output some of whose elements share memory (an expanded view: stride 0 on a
+    dim of size > 1): several programs would write one element, and written in place over an
+    input, a program would overwrite what another still reads. ``outs`` are (name, tensor)
+    pairs; None tensors are skipped."""
+    for name, o in outs:
+        if o is not None and torch._debug_has_internal_overlap(o) == 1:
+            raise ValueError(f"{fn}: output {name} has elements that share memory (an expanded view); "
+                             "pass a tensor whose elements are distinct")
+# --- fa:end overlap ---
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and launched
+# directly: on the H200 (bench/experiments/probe_launch.py, per call) kernel[grid](...) took
+# 12-15 us of host time, the compiled kernel launched directly 7.4 us, a kernel behind
+# @triton.autotune 17-25 us, an ATen add 6 us. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+
+def _spec(a):
+    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
+    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
+    (constexpr flags, None) its value."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
+    if type(a) is int:
+        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
+    if type(a) is float:
+        return float
+    return a
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; the constexprs are the kernel's last parameters,
+    passed in its order. After the first call of a specialization its compiled kernel is
+    launched directly. Under the interpreter: the plain call."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *constexprs.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+# --- fa:end launch ---
+
+
+# --- fa:shared tiles ---
+# Tiles of the pointwise kernels, from the shape (no autotuner). A kernel covers an [M, N]
+# view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
+# programs, axis 0 at 2**31 - 1), as the Triton tutorials' and Inductor's pointwise kernels do:
+# - a tile moves about _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4
+#   warps: two 16-byte loads per thread and operand); smaller tiles, down to _MIN_TILE
+#   elements, while that leaves fewer than _MIN_TILES programs (small, latency-bound tensors
+#   then spread over the SMs);
+# - the column block is the widest power of two whose masked tail wastes at most 1/16 of a
+#   row, but at least 128 columns (whole 128-byte lines) where the row has them;
+# - under the interpreter, tiles of at most 1024 elements and 64 columns, so that the tests'
+#   small shapes still span several row and column blocks.
+_TILE_BYTES = 4096
+_MIN_TILE = 256
+_MIN_TILES = 264  # twice the H200's 132 SMs
+
+
+@functools.lru_cache(maxsize=4096)
+def _tiles(M, N, elem_bytes, min_bn=1):
+    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over an [M, N] view whose widest
+    operand has elem_bytes bytes per element; BLOCK_N >= min_bn (a power of two)."""
+    if INTERPRET:
+        bn = max(min_bn, min(64, triton.next_power_of_2(N)))
+        return min(triton.next_power_of_2(M), max(1, 1024 // bn)), bn, 4
+    tile = _TILE_BYTES // elem_bytes
+    while tile > _MIN_TILE and M * N < tile * _MIN_TILES:
+        tile //= 2
+    bn = min(tile, triton.next_power_of_2(N))
+    narrowest = max(min_bn, min(bn, 128))
+    best_pad, best_bn = None, bn
+    while bn >= narrowest:
+        pad = -(-N // bn) * bn
+        if best_pad is None or pad < best_pad:
+            best_pad, best_bn = pad, bn
+        if pad * 16 <= N * 17:
+            break
+        bn //= 2
+    bn = max(best_bn, min_bn)
+    bm = min(triton.next_power_of_2(M), max(1, tile // bn))
+    return bm, bn, max(1, min(4, bm * bn * elem_bytes // 1024))
+
+
+def _grid(M, N, BLOCK_M, BLOCK_N):
+    """The 1-D grid of an [M, N] pass: tile t covers row block t // cdiv(N, BLOCK_N), column
+    block t % cdiv(N, BLOCK_N). (Integer arithmetic: triton.cdiv is a JIT-dispatched function,
+    several microseconds a call on the host.)"""
+    return (-(-M // BLOCK_M) * -(-N // BLOCK_N),)
+# --- fa:end tiles ---
+
+
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _check(x, residual, bias, p):
-    for t in (x, residual):
-        if t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    for t in (x, residual) if bias is None else (x, residual, bias):
+        if t.dtype not in _FLOATS:
             raise TypeError(f"dropout_add: unsupported dtype {t.dtype}")
+        if t.device != x.device:
+            raise ValueError("dropout_add: x, residual and bias on different devices")
     if residual.shape != x.shape:
         raise ValueError(f"dropout_add: residual {tuple(residual.shape)} and x {tuple(x.shape)} differ in shape")
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != (x.shape[-1] if x.dim() else 1)):
@@ -180,32 +334,42 @@ def _out_dtype(x, residual, bias):
 
 
 _ZT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+_SEEDS = 2**31 - 1
 
 
 def new_seed():
     """A dropout seed drawn from torch's default CPU generator (reproducible under manual_seed)."""
-    return int(torch.randint(0, 2**31 - 1, (1,)).item())
+    return int(torch.randint(0, _SEEDS, (1,)).item())
 
 
 def dropout_add(x, residual, bias=None, p=0.0, seed=0, training=True, out=None):
-    """y = residual + dropout(x + bias, p) with the mask of (seed, element index)."""
+    """y = residual + dropout(x + bias, p) with the mask of (seed, element's row and column).
+    ``out`` may be x or residual itself (in place)."""
     _check(x, residual, bias, p)
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
-    bias = None if bias is None else bias.contiguous()
-    dtype = _out_dtype(x, residual, bias)
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    zdtype = _branch_dtype(x, bias)
+    dtype = torch.promote_types(zdtype, residual.dtype)
     if out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)
-    elif out.shape != x.shape or out.dtype != dtype:
-        raise ValueError("dropout_add: out has the wrong shape or dtype")
+    elif out.shape != x.shape or out.dtype != dtype or out.device != x.device:
+        raise ValueError("dropout_add: out has the wrong shape, dtype or device")
+    else:
+        _check_dense("dropout_add", [("out", out)])
+        _check_alias("dropout_add", [("out", out)], [("x", x), ("residual", residual), ("bias", bias)],
+                     in_place=("x", "residual"))
     if x.numel() == 0:
         return out
     x2, r2, y2 = _rows(x), _rows(residual), _rows(out, view_only=True)
     M, N = x2.shape
-    drop = training and p > 0
-    _dropout_add_fwd[lambda meta: _grid(meta, M, N)](
-        x2, bias if bias is not None else x2, r2, y2, M, N, x2.stride(0), x2.stride(1),
-        r2.stride(0), r2.stride(1), y2.stride(0), y2.stride(1), float(p), 1.0 / (1.0 - p), int(seed),
-        HAS_BIAS=bias is not None, DROPOUT=drop, ZT=_ZT[_branch_dtype(x, bias)])
+    bm, bn, warps = _tiles(M, N, max(x2.element_size(), r2.element_size(), y2.element_size()), 8)
+    _launch(_dropout_add_fwd, _grid(M, N, bm, bn),
+            (x2, x2 if bias is None else bias, r2, y2, M, N,  # x2: a dummy bias pointer, never read
+             x2.stride(0), x2.stride(1), r2.stride(0), r2.stride(1), y2.stride(0), y2.stride(1),
+             float(p), 1.0 / (1.0 - p), int(seed)),
+            num_warps=warps, HAS_BIAS=bias is not None, DROPOUT=training and p > 0, ZT=_ZT[zdtype],
+            BLOCK_M=bm, BLOCK_N=bn)
     return out
 
 
@@ -218,7 +382,10 @@ def dropout_mask(shape, p, seed, device):
         m *= d
     k = torch.empty((m, n), dtype=torch.int8, device=device)
     if k.numel():
-        _mask_kernel[lambda meta: _grid(meta, m, n)](k, m, n, float(p), int(seed))
+        # tiles of one Philox draw's width, unlike dropout_add's: a mask that depended on the
+        # tiles would differ from the kernel's here, and its tests would fail
+        bm = min(triton.next_power_of_2(m), 64)
+        _launch(_mask_kernel, _grid(m, n, bm, 8), (k, m, n, float(p), int(seed)), num_warps=1, BLOCK_M=bm, BLOCK_N=8)
     return k.view(shape).bool()
 
 
@@ -240,9 +407,10 @@ class DropoutAddFunction(torch.autograd.Function):
         if dy.numel():
             dy2 = _rows(dy)
             M, N = dy2.shape
-            _dropout_add_bwd[lambda meta: _grid(meta, M, N)](
-                dy2, dz, M, N, dy2.stride(0), dy2.stride(1), float(ctx.p), 1.0 / (1.0 - ctx.p), int(ctx.seed),
-                DROPOUT=ctx.drop)
+            bm, bn, warps = _tiles(M, N, dy2.element_size(), 8)
+            _launch(_dropout_add_bwd, _grid(M, N, bm, bn),
+                    (dy2, dz, M, N, dy2.stride(0), dy2.stride(1), float(ctx.p), 1.0 / (1.0 - ctx.p), int(ctx.seed)),
+                    num_warps=warps, DROPOUT=ctx.drop, BLOCK_M=bm, BLOCK_N=bn)
         dx = dz.to(xd) if ctx.needs_input_grad[0] else None
         dr = dy.to(rd) if ctx.needs_input_grad[1] else None
         db = None

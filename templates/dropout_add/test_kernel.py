@@ -15,12 +15,16 @@ ref = fat.load_sibling(__file__, "reference")
 adapter = fat.load_sibling(__file__, "adapter")
 
 DEVICES = fat.devices()
+# the adversarial shapes; the entries about memory (a marker, negative, ends them) run in
+# test_memory_cases
+SHAPES = [s for s in adapter.ADVERSARIAL if min(s[-1]) >= 0]
+MEMORY = [s for s in adapter.ADVERSARIAL if min(s[-1]) < 0]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("p", [0.0, 0.3])
-@pytest.mark.parametrize("shapes", adapter.ADVERSARIAL, ids=str)
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
 def test_forward(device, dtype, p, shapes):
     for seed in fat.seeds(2 if p == 0 else 1):  # tl.rand is slow in the interpreter
         fat.run_case(kernel, ref, adapter, shapes, dtype, {"p": p, "has_bias": True}, device, seed)
@@ -96,3 +100,182 @@ def test_fp32_residual(device, dtype):
     for shapes in ([[33, 70]], [[2, 3, 129]]):
         fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, 1)
     assert adapter.nbytes([[4, 8]], fat.DTYPES[dtype], params) == 32 * (2 + 4 + 4) + 8 * 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mask_independent_of_tiles(device, monkeypatch):
+    # the keep-mask is a function of (seed, row, column): every tile choice, the forward, the
+    # backward and dropout_mask agree
+    shape, p, seed = (2, 75), 0.3, 11
+    g = fat.gen(4)
+    x, r, dy = (fat.randn(shape, torch.float32, device, g) for _ in range(3))
+    b = fat.randn([shape[-1]], torch.float32, device, g)
+    got = []
+    for tile in [(16, 64, 4), (1, 8, 1), (4, 128, 4), (2, 256, 4), (8, 32, 2)]:
+        monkeypatch.setattr(kernel, "_tiles", lambda M, N, es, min_bn=1, t=tile: t)
+        keep = kernel.dropout_mask(shape, p, seed, device)
+        y = kernel.dropout_add(x, r, b, p, seed)
+        xg = x.clone().requires_grad_(True)
+        kernel.DropoutAddFunction.apply(xg, r, b, p, seed, True).backward(dy)
+        got.append((tile, keep, y, xg.grad))
+    _, keep0, y0, dx0 = got[0]
+    assert 0.6 < keep0.float().mean().item() < 0.8
+    fat.assert_close(y0, ref.dropout_add(x, r, b, p, keep=keep0), 1e-5, 1e-5)
+    fat.assert_close(dx0, dy * keep0 / (1 - p), 1e-5, 1e-5)
+    for tile, keep, y, dx in got[1:]:
+        assert torch.equal(keep, keep0), f"tiles {tile}: another mask"
+        assert torch.equal(y, y0), f"tiles {tile}: another output"
+        assert torch.equal(dx, dx0), f"tiles {tile}: another gradient"
+
+
+# --- in place, overlaps, grids, 64-bit offsets -------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_in_place(device, dtype):
+    # out=x and out=residual: each program reads both tiles before writing y's
+    dt = fat.DTYPES[dtype]
+    g = fat.gen(21)
+    for shape in ([37, 150], [150, 37]):
+        x, r = fat.randn(shape, dt, device, g), fat.randn(shape, dt, device, g).t().contiguous().t()
+        b = fat.randn([shape[-1]], dt, device, g)
+        keep = kernel.dropout_mask(shape, 0.25, 5, device)
+        want = ref.dropout_add(x, r, b, 0.25, keep=keep)
+        for name in ("x", "residual"):
+            xi, ri = x.clone(), r.clone()
+            out = xi if name == "x" else ri
+            assert kernel.dropout_add(xi, ri, b, 0.25, 5, out=out) is out
+            fat.assert_close(out, want, *fat.tol("pointwise", dt), name=f"in place over {name}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_overlap_refused(device):
+    buf = torch.randn(3, 40, 64, device=device)
+    x, r = buf[0], buf[1]
+    flat = buf.view(-1)
+    for out, name in ((flat[1:2561].view(40, 64), "x"), (flat[2560 + 64:5120 + 64].view(40, 64), "residual"),
+                      (flat[2560:5120].view(64, 40).t(), "residual")):
+        with pytest.raises(ValueError, match=f"shares memory with {name}"):
+            kernel.dropout_add(x, r, None, 0.1, 1, out=out)
+    b = torch.zeros(40 * 64 + 64, device=device)
+    with pytest.raises(ValueError, match="shares memory with bias"):
+        kernel.dropout_add(x, r, b[:64], 0.1, 1, out=b[32:32 + 2560].view(40, 64))
+    keep = kernel.dropout_mask((40, 64), 0.1, 1, device)
+    fat.assert_close(kernel.dropout_add(x, r, None, 0.1, 1, out=buf[2]), ref.dropout_add(x, r, None, 0.1, keep=keep),
+                     1e-5, 1e-5)
+    with pytest.raises(ValueError, match="share memory"):  # an expanded out: rows on one row of memory
+        kernel.dropout_add(x, r, None, 0.1, 1, out=torch.empty(64, device=device).expand(40, 64))
+
+
+def _launches(monkeypatch, fn):
+    """The (kernel, grid, constexprs, args) of every launch fn makes, no kernel run."""
+    calls = []
+    monkeypatch.setattr(kernel, "_launch", lambda k, grid, args, num_warps=4, num_stages=1, **c:
+                        calls.append((k, grid, c, args)))
+    fn()
+    return calls
+
+
+@pytest.fixture(params=[True, False], ids=["interpreter-tiles", "gpu-tiles"])
+def tiles_of(request, monkeypatch):
+    """Runs the test with the interpreter's tiles and with the GPU's (kernel.INTERPRET flipped)."""
+    monkeypatch.setattr(kernel, "INTERPRET", request.param)
+    kernel._tiles.cache_clear()
+    yield request.param
+    kernel._tiles.cache_clear()
+
+
+@pytest.mark.parametrize("shape", [[4194368], [1, 2**26], [2**26, 1], [3, 5, 2**24 + 1]], ids=str)
+def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
+    # grid axes 1 and 2 hold at most 65535 programs, axis 0 2**31 - 1 (meta tensors: no kernel runs)
+    x = torch.empty(shape, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    r = torch.empty(shape, dtype=torch.float32, device="meta")
+    M, N = x.numel() // shape[-1], shape[-1]
+
+    def run():
+        y = kernel.DropoutAddFunction.apply(x, r, None, 0.1, 3, True)
+        y.backward(torch.empty_like(y))
+        kernel.dropout_mask(shape, 0.1, 3, "meta")
+
+    calls = _launches(monkeypatch, run)
+    names = [kernel._dropout_add_fwd, kernel._dropout_add_bwd, kernel._mask_kernel]
+    assert [k for k, *_ in calls] == names
+    at = {kernel._dropout_add_fwd: 4, kernel._dropout_add_bwd: 2, kernel._mask_kernel: 1}
+    for k, grid, c, args in calls:
+        assert tuple(args[at[k]:at[k] + 2]) == (M, N)
+        bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+        assert bn % 8 == 0  # whole Philox draws
+        assert grid == ((M + bm - 1) // bm * ((N + bn - 1) // bn),) and grid[0] <= 2**31 - 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [[3, 700], [40, 200], [2100]], ids=str)
+def test_many_column_tiles(device, shape):
+    g = fat.gen(5)
+    x, r = fat.randn(shape, torch.float32, device, g), fat.randn(shape, torch.float32, device, g)
+    b = fat.randn([shape[-1]], torch.float32, device, g)
+    keep = kernel.dropout_mask(shape, 0.2, 9, device)
+    fat.assert_close(kernel.dropout_add(x, r, b, 0.2, 9, out=fat.poison(x.shape, x.dtype, device)),
+                     ref.dropout_add(x, r, b, 0.2, keep=keep), 1e-5, 1e-5)
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("marker", [adapter.WIDE_ROWS, adapter.WIDE_COLS], ids=["rows", "cols"])
+def test_offsets_past_2_31(device, marker):
+    # x and the residual side by side in a lazily allocated storage of 2**32 bf16 elements,
+    # row (column) 2 at 2**31 + 128
+    before = _rss_mb()
+    shapes = [[3, 67] if marker == adapter.WIDE_ROWS else [67, 3], marker]
+    params = {"p": 0.3, "has_bias": True}
+    inputs = adapter.make_inputs(shapes, torch.bfloat16, params, device, 3)
+    assert inputs["x"].untyped_storage().data_ptr() == inputs["residual"].untyped_storage().data_ptr()
+    assert inputs["x"].untyped_storage().nbytes() > 2**33 and max(inputs["x"].stride()) * 2 > 2**31
+    fat.run_case(kernel, ref, adapter, shapes, "bf16", params, device, 3)
+    if device == "cpu":
+        assert _rss_mb() - before < 256, "the test committed the wide storage"
+
+
+def _close_on_gpu(got, want, atol, rtol, rows=1 << 14):
+    """assert_close for tensors too large to copy to the CPU in float64: row chunks on the GPU."""
+    g2, w2 = got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1])
+    for i in range(0, g2.shape[0], rows):
+        a, w = g2[i:i + rows].float(), w2[i:i + rows].float()
+        bad = ((a - w).abs() > atol + rtol * w.abs()) | (torch.isnan(a) != torch.isnan(w))
+        if bool(bad.any()):
+            j = bad.nonzero()[0].tolist()
+            raise AssertionError(f"{int(bad.sum())} elements differ in rows {i}..; first at {j}: "
+                                 f"got {a[tuple(j)].item()}, want {w[tuple(j)].item()}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gpu_repros():
+    g = torch.Generator(device="cuda").manual_seed(0)
+    tol = fat.tol("pointwise", torch.bfloat16)
+
+    def randn(*shape):
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def check(x, r, b, p, seed, out=None):
+        keep = kernel.dropout_mask(x.shape, p, seed, "cuda")
+        want = ref.dropout_add(x, r, b, p, keep=keep)
+        _close_on_gpu(kernel.dropout_add(x, r, b, p, seed, out=out), want, *tol)
+
+    check(randn(4194368), randn(4194368), None, 0.1, 7)  # 65537 column blocks of 64 before
+    x, r = randn(4096, 3000), randn(4096, 3000)
+    check(x, r, randn(3000), 0.1, 8, out=r)  # in place on the first call of a shape
+    check(randn(4096, 600000).t(), randn(600000, 4096), randn(4096), 0.1, 9)  # offsets past 2**31
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shapes", MEMORY, ids=str)
+def test_memory_cases(device, shapes):
+    # offsets past 2**31, in place and the refusals, as the verifier runs them
+    fat.run_case(kernel, ref, adapter, shapes, "bf16", {"p": 0.3, "has_bias": True}, device, 1)

@@ -4,6 +4,9 @@ SHAPES[0] is the input x (any rank); the bias, when params["has_bias"], has shap
 params["out_dtype"] is y's dtype when it differs from x's (autocast: bf16 x, fp32 y).
 """
 
+import mmap
+import sys
+
 import torch
 
 import fa_testing as fat
@@ -14,8 +17,78 @@ GRAD_INPUTS = ["x", "bias"]
 # eager's backward through the op chain rounds after every op in fp16/bf16: compare gradients
 # with the fp32 chain (quack check) rather than with eager's low-precision gradients
 QUACK_GRAD = True
-# adversarial shapes at interpreter size: ragged, a single element, primes, one past a block
-ADVERSARIAL = [[[129, 127]], [[1]], [[1, 1]], [[31, 37]], [[2, 3, 65]]]
+# Adversarial entries about memory rather than shape end in a marker instead of a shape (no
+# tensor has a negative size), which make_inputs and fused() recognise:
+# - WIDE_ROWS, WIDE_COLS: the inputs are views whose element offsets pass 2**31 along their
+#   rows (columns), see wide(): 32-bit index arithmetic then reads a NaN decoy;
+# - IN_PLACE: y is written over a copy of x, the in-place form the wrapper allows, after
+#   fused() has checked that an output overlapping x but for one element, and an expanded
+#   one (rows sharing memory), are refused (with out_dtype, where y cannot be written over x,
+#   that out=x is refused).
+WIDE_ROWS, WIDE_COLS, IN_PLACE = [-1], [-2], [-3]
+# adversarial shapes at interpreter size: ragged, a single element, primes, one past a block;
+# then the memory cases
+ADVERSARIAL = [[[129, 127]], [[1]], [[1, 1]], [[31, 37]], [[2, 3, 65]],
+               [[3, 67], WIDE_ROWS], [[67, 3], WIDE_COLS], [[37, 150], IN_PLACE]]
+WIDE_STRIDE = 2**30 + 64  # row (or column) 2 starts 2**31 + 128 elements in
+WIDE_BASE = 2**31  # elements before the views: an offset that wrapped in 32 bits lands inside
+
+
+def _storage(numel, dtype, device):
+    """numel elements of address space, committed only where written: on the CPU an anonymous
+    mapping with MAP_NORESERVE (not counted against the overcommit limit), on a GPU torch.empty."""
+    if torch.device(device).type != "cpu":
+        return torch.empty(numel, dtype=dtype, device=device)
+    es = torch.tensor([], dtype=dtype).element_size()
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0x4000 if sys.platform.startswith("linux") else 0)
+    return torch.frombuffer(mmap.mmap(-1, numel * es, flags=flags), dtype=dtype)
+
+
+def wide(ts, cols=False):
+    """The 2-D tensors ts (one dtype), same values, as views side by side in one storage of
+    about 2**32 elements of which only the viewed ones and a NaN decoy are written: row i at
+    WIDE_BASE + i * WIDE_STRIDE (column i with ``cols``), so that offsets pass 2**31 and an
+    offset computed in 32 bits wraps onto the NaN decoy at the storage's start."""
+    t0 = ts[0]
+    side = 0 if cols else 1  # the dim laid out contiguously
+    inner = sum(t.shape[side] for t in ts)
+    buf = _storage(WIDE_BASE + (t0.shape[1 - side] - 1) * WIDE_STRIDE + inner, t0.dtype, t0.device)
+    buf[:4096] = float("nan")
+    out, at = [], WIDE_BASE
+    for t in ts:
+        v = buf.as_strided(t.shape, (1, WIDE_STRIDE) if cols else (WIDE_STRIDE, 1), at)
+        v.copy_(t)
+        out.append(v)
+        at += t.shape[side]
+    return out
+
+
+def shifted(t):
+    """(a copy of t one element into a fresh buffer, a view of t's shape at the buffer's start):
+    two tensors that overlap in all but one element (None, None when t has fewer than 2)."""
+    if t.numel() < 2:
+        return None, None
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    a, o = buf[1:].view(t.shape), buf[:-1].view(t.shape)
+    a.copy_(t)
+    return a, o
+
+
+def refused(fn, what):
+    """fn() must raise the wrappers' ValueError for an output that shares memory."""
+    try:
+        fn()
+    except ValueError as e:
+        if "memory" in str(e):
+            return
+        raise
+    raise AssertionError(f"{what} was not refused")
+
+
+def expanded(t):
+    """A tensor of t's shape and dtype whose rows are one row of memory (stride 0)."""
+    return torch.empty(t.shape[-1:], dtype=t.dtype, device=t.device).expand(t.shape)
+
 
 
 def adversarial(params):
@@ -35,7 +108,9 @@ def make_inputs(shapes, dtype, params, device, seed):
     x = fat.randn(shapes[0], dtype, device, g, std=2.0)
     n = shapes[0][-1] if shapes[0] else 1
     bias = fat.randn([n], dtype, device, g) if params.get("has_bias", True) else None
-    return {"x": x, "bias": bias}
+    if shapes[-1] in (WIDE_ROWS, WIDE_COLS):
+        (x,) = wide([x], cols=shapes[-1] == WIDE_COLS)
+    return {"x": x, "bias": bias, "in_place": shapes[-1] == IN_PLACE}
 
 
 def _out(params):
@@ -47,8 +122,24 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     if autograd:
         return (kernel.NewGELUFunction.apply(x, bias, _out(params)),)
     dtype = _out(params) or (x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype))
-    out = fat.poison(x.shape, dtype, x.device) if poison else None
-    return (kernel.new_gelu(x, bias, out=out, dtype=dtype),)
+    if not poison:
+        return (kernel.new_gelu(x, bias, dtype=dtype),)
+    if inputs["in_place"]:
+        if dtype != x.dtype:
+            try:
+                kernel.new_gelu(x, bias, out=x, dtype=dtype)
+            except ValueError:
+                pass
+            else:
+                raise AssertionError(f"out=x accepted for a {dtype} y of a {x.dtype} x")
+        else:
+            xs, over = shifted(x)
+            if xs is not None:
+                refused(lambda: kernel.new_gelu(xs, bias, out=over, dtype=dtype), "an output overlapping x")
+            refused(lambda: kernel.new_gelu(x, bias, out=expanded(x), dtype=dtype), "an expanded output")
+            xc = x.clone()
+            return (kernel.new_gelu(xc, bias, out=xc, dtype=dtype),)
+    return (kernel.new_gelu(x, bias, out=fat.poison(x.shape, dtype, x.device), dtype=dtype),)
 
 
 def reference(ref, inputs, params):

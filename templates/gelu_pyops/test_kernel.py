@@ -16,12 +16,16 @@ ref = fat.load_sibling(__file__, "reference")
 adapter = fat.load_sibling(__file__, "adapter")
 
 DEVICES = fat.devices()
+# the adversarial shapes; the entries about memory (a marker, negative, ends them) run in
+# test_memory_cases
+SHAPES = [s for s in adapter.ADVERSARIAL if min(s[-1]) >= 0]
+MEMORY = [s for s in adapter.ADVERSARIAL if min(s[-1]) < 0]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("has_bias", [True, False])
-@pytest.mark.parametrize("shapes", adapter.ADVERSARIAL, ids=str)
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
 def test_forward(device, dtype, has_bias, shapes):
     for seed in fat.seeds(2):
         fat.run_case(kernel, ref, adapter, shapes, dtype, {"has_bias": has_bias}, device, seed)
@@ -75,3 +79,155 @@ def test_fp32_output_of_bf16_input(device, has_bias):
 
 
 ADV_FP32_OUT = [[[129, 127]], [[2, 3, 65]]]
+
+
+def test_tanh_only():
+    # the pattern is the tanh GELU: the kernel carries no other branch (no code its wrapper
+    # never runs)
+    src = pathlib.Path(kernel.__file__).read_text()
+    assert "erf" not in src and "APPROX" not in src
+
+
+# --- in place, overlaps, grids, 64-bit offsets -------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_in_place(device, dtype):
+    dt = fat.DTYPES[dtype]
+    g = fat.gen(21)
+    for x in (fat.randn([37, 150], dt, device, g, std=2.0), fat.randn([150, 37], dt, device, g, std=2.0).t()):
+        b = fat.randn([x.shape[-1]], dt, device, g)
+        want = ref.new_gelu(x.clone(), b)
+        assert kernel.new_gelu(x, b, out=x) is x
+        fat.assert_close(x, want, *fat.tol("pointwise", dt))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_overlap_refused(device):
+    buf = torch.randn(2, 40, 64, device=device)
+    x = buf[0]
+    flat = buf.view(-1)
+    for out in (flat[64:64 + 2560].view(40, 64), flat[1:2561].view(40, 64), flat[:2560].view(64, 40).t()):
+        with pytest.raises(ValueError, match="shares memory with x"):
+            kernel.new_gelu(x, out=out)
+    both = torch.zeros(40 * 64 + 64, device=device)
+    with pytest.raises(ValueError, match="shares memory with bias"):
+        kernel.new_gelu(x, both[:64], out=both[32:32 + 2560].view(40, 64))
+    xb = x.bfloat16()
+    with pytest.raises(ValueError, match="wrong shape, dtype"):
+        kernel.new_gelu(xb, out=xb, dtype=torch.float32)  # y fp32: not in place over bf16 x
+    fat.assert_close(kernel.new_gelu(x, out=buf[1]), ref.new_gelu(x), 1e-5, 1e-5)
+    with pytest.raises(ValueError, match="share memory"):  # an expanded out: rows on one row of memory
+        kernel.new_gelu(x, out=torch.empty(64, device=device).expand(40, 64))
+
+
+def _launches(monkeypatch, fn):
+    """The (kernel, grid, constexprs, args) of every launch fn makes, no kernel run."""
+    calls = []
+    monkeypatch.setattr(kernel, "_launch", lambda k, grid, args, num_warps=4, num_stages=1, **c:
+                        calls.append((k, grid, c, args)))
+    fn()
+    return calls
+
+
+@pytest.fixture(params=[True, False], ids=["interpreter-tiles", "gpu-tiles"])
+def tiles_of(request, monkeypatch):
+    """Runs the test with the interpreter's tiles and with the GPU's (kernel.INTERPRET flipped)."""
+    monkeypatch.setattr(kernel, "INTERPRET", request.param)
+    kernel._tiles.cache_clear()
+    yield request.param
+    kernel._tiles.cache_clear()
+
+
+@pytest.mark.parametrize("shape", [[4194368], [1, 2**26], [2**26, 1], [3, 5, 2**24 + 1]], ids=str)
+def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
+    # grid axes 1 and 2 hold at most 65535 programs, axis 0 2**31 - 1 (meta tensors: no kernel runs)
+    x = torch.empty(shape, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    b = torch.empty(shape[-1], dtype=torch.bfloat16, device="meta", requires_grad=True)
+    M, N = x.numel() // shape[-1], shape[-1]
+
+    def run():
+        y = kernel.NewGELUFunction.apply(x, b, torch.float32)
+        y.backward(torch.empty_like(y))
+
+    calls = _launches(monkeypatch, run)
+    assert [k for k, *_ in calls] == [kernel._new_gelu_fwd, kernel._new_gelu_bwd]
+    for k, grid, c, args in calls:
+        assert tuple(args[3:5] if k is kernel._new_gelu_fwd else args[4:6]) == (M, N)
+        bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+        assert grid == ((M + bm - 1) // bm * ((N + bn - 1) // bn),) and grid[0] <= 2**31 - 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [[3, 700], [40, 200], [2100]], ids=str)
+def test_many_column_tiles(device, shape):
+    g = fat.gen(5)
+    x = fat.randn(shape, torch.float32, device, g, std=2.0)
+    b = fat.randn([shape[-1]], torch.float32, device, g)
+    fat.assert_close(kernel.new_gelu(x, b, out=fat.poison(x.shape, x.dtype, device)), ref.new_gelu(x, b), 1e-5, 1e-5)
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("marker", [adapter.WIDE_ROWS, adapter.WIDE_COLS], ids=["rows", "cols"])
+def test_offsets_past_2_31(device, marker):
+    # x in a lazily allocated storage of 2**32 fp16 elements, row (column) 2 at 2**31 + 128
+    before = _rss_mb()
+    shapes = [[3, 67] if marker == adapter.WIDE_ROWS else [67, 3], marker]
+    x = adapter.make_inputs(shapes, torch.float16, {}, device, 3)["x"]
+    assert x.untyped_storage().nbytes() > 2**33 and max(x.stride()) * 2 > 2**31
+    for has_bias in (True, False):
+        fat.run_case(kernel, ref, adapter, shapes, "fp16", {"has_bias": has_bias}, device, 3)
+    if device == "cpu":
+        assert _rss_mb() - before < 256, "the test committed the wide storage"
+
+
+def _close_on_gpu(got, want, atol, rtol, rows=1 << 14):
+    """assert_close for tensors too large to copy to the CPU in float64: row chunks on the GPU."""
+    g2, w2 = got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1])
+    for i in range(0, g2.shape[0], rows):
+        a, w = g2[i:i + rows].float(), w2[i:i + rows].float()
+        bad = ((a - w).abs() > atol + rtol * w.abs()) | (torch.isnan(a) != torch.isnan(w))
+        if bool(bad.any()):
+            j = bad.nonzero()[0].tolist()
+            raise AssertionError(f"{int(bad.sum())} elements differ in rows {i}..; first at {j}: "
+                                 f"got {a[tuple(j)].item()}, want {w[tuple(j)].item()}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gpu_repros():
+    # want: F.gelu(tanh) of the bf16 x + b, which rounds once as the kernel does (the op chain
+    # rounds after every op: over billions of elements some would differ by more than 1e-2)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    tol = fat.tol("pointwise", torch.bfloat16)
+
+    def randn(*shape):
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def want(x, b=None):
+        return F.gelu(x if b is None else x + b, approximate="tanh")
+
+    x = randn(1, 2**26)  # 1-D-like: 65536 column blocks of 1024
+    _close_on_gpu(kernel.new_gelu(x), want(x), *tol)
+    x, b = randn(4096, 3000), randn(3000)
+    w = want(x, b)
+    kernel.new_gelu(x, b, out=x)  # in place on the first call of a shape
+    _close_on_gpu(x, w, *tol)
+    b = randn(4096)
+    for x in (randn(4096, 600000).t(), randn(600000, 4096)):  # offsets past 2**31
+        _close_on_gpu(kernel.new_gelu(x, b), want(x, b), *tol)
+        del x
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shapes", MEMORY, ids=str)
+def test_memory_cases(device, shapes):
+    # offsets past 2**31, in place and the refusals, as the verifier runs them
+    fat.run_case(kernel, ref, adapter, shapes, "bf16", {"has_bias": True}, device, 1)

@@ -6,15 +6,23 @@ gate and up are often the two halves of one projection (``chunk``/``split``): th
 through their own strides, so those non-contiguous views need no copy.
 
 - fp32 / fp16 / bf16 in and out (the output dtype is ``promote_types(gate, up)``), fp32 math;
-  ``silu(gate)`` is rounded to gate's dtype before the multiply, as eager does.
-- Autotuned over BLOCK_M x BLOCK_N and num_warps, keyed on the shape; one fixed config under
-  ``TRITON_INTERPRET=1``.
+  ``silu(gate)`` is rounded to gate's dtype before the multiply, as eager does. Row and column
+  offsets in 64 bits.
+- Tiles from the shape (``_tiles``, no autotuner), a 1-D grid of tiles (``_grid``: CUDA's
+  grid axes 1 and 2 stop at 65535: ``[1, n]`` with n = 2**26 is 65536 column blocks),
+  launched through ``_launch``.
+- ``out=gate`` or ``out=up`` (in place) is allowed: each program reads its tile of gate and
+  up before writing the same tile of y. gate and up may be the two halves of one buffer
+  (``chunk``): their rows interleave without sharing an element, which ``_disjoint`` tells
+  from a real overlap. Any other overlap is refused, and so is an ``out`` whose elements
+  share memory (an expanded view).
 - Training: ``SwiGLUFunction`` has a fused Triton backward that recomputes ``sigmoid(gate)``
   (only gate and up are saved) and writes d_gate and d_up in one pass.
 
 Interpreter-safe: sigmoid as ``1/(1+exp(-x))``, builtins only, no bf16 arithmetic.
 """
 
+import functools
 import os
 
 import torch
@@ -22,17 +30,6 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FUSEADVISE_AUTOTUNE=0: only the first (safe) GPU config, e.g. for quick GPU test runs
-AUTOTUNE = os.environ.get("FUSEADVISE_AUTOTUNE", "1") != "0"
-
-
-def _configs():
-    if INTERPRET:
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 64}, num_warps=4, num_stages=1)]
-    tiles = [(1, 1024, 4), (4, 256, 4), (8, 128, 4), (16, 128, 4), (4, 1024, 8),
-             (8, 512, 8), (32, 64, 4), (2, 2048, 8)]
-    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=1) for m, n, w in tiles]
-    return configs if AUTOTUNE else configs[:1]
 
 
 # --- fa:shared cast ---
@@ -52,39 +49,39 @@ def _cast(y, dtype: tl.constexpr):
 # --- fa:end cast ---
 
 
-@triton.autotune(configs=_configs(), key=["M", "N"])
 @triton.jit
 def _swiglu_fwd(G, U, Y, M, N, sgm, sgn, sum_, sun, sym, syn,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    # tile t of a 1-D grid: row block t // tiles_n, column block t % tiles_n; rows and columns
+    # in 64 bits, since row * stride and column * stride can pass 2**31
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = (pid % tiles_n).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    rm64 = rm.to(tl.int64)[:, None]
-    rn64 = rn.to(tl.int64)[None, :]
-    g = tl.load(G + rm64 * sgm + rn64 * sgn, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(U + rm64 * sum_ + rn64 * sun, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + rm[:, None] * sgm + rn[None, :] * sgn, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(U + rm[:, None] * sum_ + rn[None, :] * sun, mask=mask, other=0.0).to(tl.float32)
     s = _cast(g / (1.0 + tl.exp(-g)), G.dtype.element_ty).to(tl.float32)  # eager rounds silu(g)
-    tl.store(Y + rm64 * sym + rn64 * syn, _cast(s * u, Y.dtype.element_ty), mask=mask)
+    tl.store(Y + rm[:, None] * sym + rn[None, :] * syn, _cast(s * u, Y.dtype.element_ty), mask=mask)
 
 
-@triton.autotune(configs=_configs(), key=["M", "N"])
 @triton.jit
 def _swiglu_bwd(DY, G, U, DG, DU, M, N, sdym, sdyn, sgm, sgn, sum_, sun,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # DG and DU are contiguous [M, N]
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    # the forward's tiling and 64-bit offsets; DG and DU are contiguous [M, N]
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = (pid % tiles_n).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    rm64 = rm.to(tl.int64)[:, None]
-    rn64 = rn.to(tl.int64)[None, :]
-    dy = tl.load(DY + rm64 * sdym + rn64 * sdyn, mask=mask, other=0.0).to(tl.float32)
-    g = tl.load(G + rm64 * sgm + rn64 * sgn, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(U + rm64 * sum_ + rn64 * sun, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(DY + rm[:, None] * sdym + rn[None, :] * sdyn, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + rm[:, None] * sgm + rn[None, :] * sgn, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(U + rm[:, None] * sum_ + rn[None, :] * sun, mask=mask, other=0.0).to(tl.float32)
     sig = 1.0 / (1.0 + tl.exp(-g))
     silu = _cast(g * sig, G.dtype.element_ty).to(tl.float32)
     du = dy * silu
     dg = dy * u * sig * (1.0 + g * (1.0 - sig))
-    off = rm64 * N + rn64
+    off = rm[:, None] * N + rn[None, :]
     tl.store(DG + off, _cast(dg, DG.dtype.element_ty), mask=mask)
     tl.store(DU + off, _cast(du, DU.dtype.element_ty), mask=mask)
 
@@ -104,13 +101,158 @@ def _rows(t, view_only=False):
 # --- fa:end rows ---
 
 
-def _grid(meta, M, N):
-    return (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
+
+
+# --- fa:shared overlap ---
+def _check_dense(fn, outs):
+    """Refuses an output some of whose elements share memory (an expanded view: stride 0 on a
+    dim of size > 1): several programs would write one element, and written in place over an
+    input, a program would overwrite what another still reads. ``outs`` are (name, tensor)
+    pairs; None tensors are skipped."""
+    for name, o in outs:
+        if o is not None and torch._debug_has_internal_overlap(o) == 1:
+            raise ValueError(f"{fn}: output {name} has elements that share memory (an expanded view); "
+                             "pass a tensor whose elements are distinct")
+# --- fa:end overlap ---
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and launched
+# directly: on the H200 (bench/experiments/probe_launch.py, per call) kernel[grid](...) took
+# 12-15 us of host time, the compiled kernel launched directly 7.4 us, a kernel behind
+# @triton.autotune 17-25 us, an ATen add 6 us. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+
+def _spec(a):
+    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
+    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
+    (constexpr flags, None) its value."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
+    if type(a) is int:
+        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
+    if type(a) is float:
+        return float
+    return a
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; the constexprs are the kernel's last parameters,
+    passed in its order. After the first call of a specialization its compiled kernel is
+    launched directly. Under the interpreter: the plain call."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    ck = _COMPILED.get(key)
+    if ck is not None:
+        ck[grid](*args, *constexprs.values())
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+# --- fa:end launch ---
+
+
+# --- fa:shared tiles ---
+# Tiles of the pointwise kernels, from the shape (no autotuner). A kernel covers an [M, N]
+# view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
+# programs, axis 0 at 2**31 - 1), as the Triton tutorials' and Inductor's pointwise kernels do:
+# - a tile moves about _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4
+#   warps: two 16-byte loads per thread and operand); smaller tiles, down to _MIN_TILE
+#   elements, while that leaves fewer than _MIN_TILES programs (small, latency-bound tensors
+#   then spread over the SMs);
+# - the column block is the widest power of two whose masked tail wastes at most 1/16 of a
+#   row, but at least 128 columns (whole 128-byte lines) where the row has them;
+# - under the interpreter, tiles of at most 1024 elements and 64 columns, so that the tests'
+#   small shapes still span several row and column blocks.
+_TILE_BYTES = 4096
+_MIN_TILE = 256
+_MIN_TILES = 264  # twice the H200's 132 SMs
+
+
+@functools.lru_cache(maxsize=4096)
+def _tiles(M, N, elem_bytes, min_bn=1):
+    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over an [M, N] view whose widest
+    operand has elem_bytes bytes per element; BLOCK_N >= min_bn (a power of two)."""
+    if INTERPRET:
+        bn = max(min_bn, min(64, triton.next_power_of_2(N)))
+        return min(triton.next_power_of_2(M), max(1, 1024 // bn)), bn, 4
+    tile = _TILE_BYTES // elem_bytes
+    while tile > _MIN_TILE and M * N < tile * _MIN_TILES:
+        tile //= 2
+    bn = min(tile, triton.next_power_of_2(N))
+    narrowest = max(min_bn, min(bn, 128))
+    best_pad, best_bn = None, bn
+    while bn >= narrowest:
+        pad = -(-N // bn) * bn
+        if best_pad is None or pad < best_pad:
+            best_pad, best_bn = pad, bn
+        if pad * 16 <= N * 17:
+            break
+        bn //= 2
+    bn = max(best_bn, min_bn)
+    bm = min(triton.next_power_of_2(M), max(1, tile // bn))
+    return bm, bn, max(1, min(4, bm * bn * elem_bytes // 1024))
+
+
+def _grid(M, N, BLOCK_M, BLOCK_N):
+    """The 1-D grid of an [M, N] pass: tile t covers row block t // cdiv(N, BLOCK_N), column
+    block t % cdiv(N, BLOCK_N). (Integer arithmetic: triton.cdiv is a JIT-dispatched function,
+    several microseconds a call on the host.)"""
+    return (-(-M // BLOCK_M) * -(-N // BLOCK_N),)
+# --- fa:end tiles ---
+
+
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _check(gate, up):
     for t in (gate, up):
-        if t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        if t.dtype not in _FLOATS:
             raise TypeError(f"swiglu: unsupported dtype {t.dtype}")
     if gate.shape != up.shape:
         raise ValueError(f"swiglu: gate {tuple(gate.shape)} and up {tuple(up.shape)} differ in shape")
@@ -118,21 +260,55 @@ def _check(gate, up):
         raise ValueError("swiglu: gate and up on different devices")
 
 
+def _disjoint(a, b):
+    """True when the 2-D views a and b provably share no element: same dtype and strides,
+    rows of unit-stride columns that do not overlap each other (row stride >= N), and b's
+    offset from a not within N - 1 elements of a multiple of the row stride below M rows. The
+    two halves of ``proj.chunk(2, -1)`` are such a pair; anything else answers False (the
+    alias check then decides)."""
+    if a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride() or a.device != b.device:
+        return False
+    (M, N), (sm, sn) = a.shape, a.stride()
+    if sn != 1 or (M > 1 and sm < N):
+        return False
+    d, r = divmod(b.data_ptr() - a.data_ptr(), a.element_size())
+    if r:
+        return False
+    if M == 1 or sm == 0:
+        return abs(d) >= N
+    # a element (i, j) and b element (k, l) coincide when (i - k) * sm + (j - l) == -d, with
+    # |i - k| < M and |j - l| < N: only the two row differences nearest d / sm can
+    q = -d // sm
+    return all(not (abs(k) < M and abs(-d - k * sm) < N) for k in (q, q + 1))
+
+
 def swiglu(gate, up, out=None):
-    """y = silu(gate) * up; forward only (see SwiGLUFunction for autograd)."""
+    """y = silu(gate) * up; forward only (see SwiGLUFunction for autograd). ``out`` may be gate
+    or up itself (in place)."""
     _check(gate, up)
     dtype = torch.promote_types(gate.dtype, up.dtype)
+    g2, u2 = _rows(gate), _rows(up)
     if out is None:
         out = torch.empty(gate.shape, dtype=dtype, device=gate.device)
-    elif out.shape != gate.shape or out.dtype != dtype:
-        raise ValueError("swiglu: out has the wrong shape or dtype")
+        y2 = _rows(out)
+    elif out.shape != gate.shape or out.dtype != dtype or out.device != gate.device:
+        raise ValueError("swiglu: out has the wrong shape, dtype or device")
+    else:
+        _check_dense("swiglu", [("out", out)])
+        y2 = _rows(out, view_only=True)
+        # in place on one half of a chunked projection: the other half interleaves with it
+        # row by row without sharing an element; the alias check's byte ranges cannot tell
+        ins = [(n, t) for n, t, t2 in (("gate", gate, g2), ("up", up, u2))
+               if not (out.numel() and _disjoint(y2, t2))]
+        _check_alias("swiglu", [("out", out)], ins, in_place=("gate", "up"))
     if gate.numel() == 0:
         return out
-    g2, u2, y2 = _rows(gate), _rows(up), _rows(out, view_only=True)
     M, N = g2.shape
-    _swiglu_fwd[lambda meta: _grid(meta, M, N)](
-        g2, u2, y2, M, N, g2.stride(0), g2.stride(1), u2.stride(0), u2.stride(1),
-        y2.stride(0), y2.stride(1))
+    bm, bn, warps = _tiles(M, N, max(g2.element_size(), u2.element_size(), y2.element_size()))
+    _launch(_swiglu_fwd, _grid(M, N, bm, bn),
+            (g2, u2, y2, M, N, g2.stride(0), g2.stride(1), u2.stride(0), u2.stride(1),
+             y2.stride(0), y2.stride(1)),
+            num_warps=warps, BLOCK_M=bm, BLOCK_N=bn)
     return out
 
 
@@ -152,9 +328,11 @@ class SwiGLUFunction(torch.autograd.Function):
         if gate.numel():
             g2, u2, dy2 = _rows(gate), _rows(up), _rows(dy)
             M, N = g2.shape
-            _swiglu_bwd[lambda meta: _grid(meta, M, N)](
-                dy2, g2, u2, dg, du, M, N, dy2.stride(0), dy2.stride(1), g2.stride(0), g2.stride(1),
-                u2.stride(0), u2.stride(1))
+            bm, bn, warps = _tiles(M, N, max(g2.element_size(), u2.element_size(), dy2.element_size()))
+            _launch(_swiglu_bwd, _grid(M, N, bm, bn),
+                    (dy2, g2, u2, dg, du, M, N, dy2.stride(0), dy2.stride(1), g2.stride(0), g2.stride(1),
+                     u2.stride(0), u2.stride(1)),
+                    num_warps=warps, BLOCK_M=bm, BLOCK_N=bn)
         return dg, du
 
 
