@@ -34,6 +34,7 @@ Interpreter-safe: builtins only, ``tl.full``, no bf16 arithmetic; runtime-length
 ``while`` loops (Triton 3.6's interpreter with numpy 2.4 rejects ``range(runtime N)``).
 """
 
+import functools
 import os
 
 import torch
@@ -46,11 +47,12 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 MAX_BLOCK_N = 128 if INTERPRET else 8192
 
 
-def _plan(N):
-    """(BLOCK_N, num_warps) for rows of N elements: the row in one block up to MAX_BLOCK_N,
-    BLOCK_N // 256 warps (at least 8 elements per thread, as the Triton LayerNorm tutorial
-    chooses), 1 to 8 of them."""
-    block = min(triton.next_power_of_2(N), MAX_BLOCK_N)
+@functools.lru_cache(maxsize=1024)
+def _plan(N, max_block):
+    """(BLOCK_N, num_warps) for rows of N elements: the row in one block up to max_block
+    (MAX_BLOCK_N), BLOCK_N // 256 warps (at least 8 elements per thread, as the Triton
+    LayerNorm tutorial chooses), 1 to 8 of them."""
+    block = min(triton.next_power_of_2(N), max_block)
     return block, min(max(block // 256, 1), 8)
 
 
@@ -140,19 +142,31 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
         tl.store(RSTD + row, rstd)
 
 
-# --- fa:shared rows ---
-def _rows(t, view_only=False):
-    """A 2-D [rows, N] view of t; a copy only when no such view exists (never for outputs)."""
-    if t.dim() == 2:
-        return t
-    n = t.shape[-1] if t.dim() > 0 else 1
-    try:
-        return t.view(-1, n)
-    except RuntimeError:
-        if view_only:
-            raise ValueError("output must be viewable as [rows, N]")
-        return t.reshape(-1, n)
-# --- fa:end rows ---
+# --- fa:shared rowstrides ---
+def _row_strides(t, out=False):
+    """(t, row stride, column stride) for t seen as [rows, N] over its last dim: the strides
+    of the view ``t.view(-1, N)`` computed without making it (a view costs about a
+    microsecond of host time per call). When no such view exists: a contiguous copy of t and
+    its strides, or for an output (``out=True``) a ValueError."""
+    shape, strides = t.shape, t.stride()
+    if len(shape) == 2:
+        return t, strides[0], strides[1]
+    row, span = 0, None  # the innermost leading dim's stride; the stride the next one must have
+    for n, s in zip(shape[-2::-1], strides[-2::-1]):
+        if n == 1:
+            continue
+        if span is None:
+            row = s
+        elif s != span:
+            break
+        span = s * n
+    else:
+        return t, row, strides[-1] if shape else 1
+    if out:
+        raise ValueError("output must be viewable as [rows, N]")
+    t = t.reshape(-1, shape[-1])
+    return t, t.stride(0), t.stride(1)
+# --- fa:end rowstrides ---
 
 
 # --- fa:shared alias ---
@@ -239,7 +253,8 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
             raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
         return
-    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    # id(kernel): hashing a JITFunction costs ~2 us of host time per call
+    key = (id(kernel), num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
     ck = _COMPILED.get(key)
     if ck is not None:
         ck[grid](*args, *constexprs.values())
@@ -288,6 +303,8 @@ def _check(x, residual, weight, bias):
     for t in (residual, weight, bias):
         if t is not None and t.device != x.device:
             raise ValueError("add_layernorm: the inputs are on different devices")
+    if x.shape[-1] and x.numel() // x.shape[-1] >= 2**31:
+        raise ValueError(f"add_layernorm: {x.numel() // x.shape[-1]} rows (one program each: at most 2**31 - 1)")
     return rr
 
 
@@ -298,9 +315,6 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
     x's shape (in place). ``stats=True`` also returns fp32 (mean, rstd) per row; ``block_n``
     forces the chunk size (tests use it for rows longer than a block)."""
     rr = _check(x, residual, weight, bias)
-    N = x.shape[-1]
-    if N and x.numel() // N >= 2**31:
-        raise ValueError(f"add_layernorm: {x.numel() // N} rows (one program each: at most 2**31 - 1)")
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
     if weight is not None and weight.stride(0) != 1:
         weight = weight.contiguous()
@@ -308,8 +322,9 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
         bias = bias.contiguous()
     dtype = x.dtype if residual.dtype == x.dtype else torch.promote_types(x.dtype, residual.dtype)
     if out is None:
-        s = torch.empty(x.shape, dtype=dtype, device=x.device)
-        y = torch.empty(x.shape, dtype=dtype, device=x.device)
+        shape = tuple(x.shape)
+        s = torch.empty(shape, dtype=dtype, device=x.device)
+        y = torch.empty(shape, dtype=dtype, device=x.device)
     else:
         s, y = out
         for t in (s, y):
@@ -319,20 +334,24 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
         _check_alias("add_layernorm", [("s", s)], ins, in_place=("x", "residual"))
         _check_alias("add_layernorm", [("y", y)], ins + [("s", s)])
         _check_dense("add_layernorm", [("s", s), ("y", y)])
-    x2, r2, s2, y2 = _rows(x), _rows(residual), _rows(s, view_only=True), _rows(y, view_only=True)
-    M = x2.shape[0]
-    mean = rstd = x2  # dummies, never written without stats
+    N = x.shape[-1]
+    M = x.numel() // N if N else 0
+    mean = rstd = s  # dummies, never written without stats
     if stats:
         mean = torch.empty(M, dtype=torch.float32, device=x.device)
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
-    if x.numel():
-        block, warps = _plan(N)
+    if M and N:
+        # [rows, N] strides, no views made (a copy of an input that has no such view)
+        x, sxm, sxn = _row_strides(x)
+        residual, srm, srn = _row_strides(residual)
+        s2, ssm, ssn = _row_strides(s, out=True)
+        y2, sym, syn = _row_strides(y, out=True)
+        block, warps = _plan(N, MAX_BLOCK_N)
         if block_n:
             block = block_n
-        sx, sr, ss, sy = x2.stride(), r2.stride(), s2.stride(), y2.stride()
         _launch(_add_layernorm_fwd, (M,),
-                (x2, r2, x2 if weight is None else weight, x2 if bias is None else bias,  # x2: dummies, never read
-                 s2, y2, mean, rstd, N, rr, sx[0], sx[1], sr[0], sr[1], ss[0], ss[1], sy[0], sy[1], float(eps)),
+                (x, residual, x if weight is None else weight, x if bias is None else bias,  # x: dummies, never read
+                 s2, y2, mean, rstd, N, rr, sxm, sxn, srm, srn, ssm, ssn, sym, syn, float(eps)),
                 num_warps=warps, HAS_W=weight is not None, HAS_B=bias is not None, SINGLE=N <= block,
                 STATS=stats, BLOCK_N=block)
     return (s, y, mean, rstd) if stats else (s, y)

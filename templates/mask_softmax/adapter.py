@@ -12,7 +12,8 @@ Two kinds of adversarial case are about memory rather than shape (the verifier's
 variants do not reach them); make_inputs recognises them by their shapes:
 
 - FAR: the scores are a transposed view whose element offsets pass 2**31, so that 32-bit
-  ``cols * stride`` arithmetic reads the wrong elements. Its storage is
+  ``cols * stride`` arithmetic reads the wrong elements (the last column, the one past 2**31,
+  is raised and unmasked, so that misreading it changes every probability of its row). Its storage is
   reserved, not committed: only the viewed elements' pages are touched (about 1 MB).
 - IN_PLACE: the probabilities are written over (a copy of) the scores, the in-place form the
   wrapper allows, when they have the scores' dtype (the fp32 runs of fp16 cases); fused()
@@ -31,9 +32,9 @@ import fa_testing as fat
 KIND = "softmax"
 OUTPUTS = ["probs"]
 GRAD_INPUTS = ["x"]
-FAR_BASE = 2**31  # elements before each FAR view
-FAR = [[[3, 100], [3, 100]], [[2, 299], [1, 299]]]
-IN_PLACE = [[[4, 100], [4, 100]], [[3, 301], [1, 301]]]
+FAR_BASE = 2**31  # elements before each FAR view on the CPU
+FAR = [[[3, 100], [3, 100]], [[2, 299], [2, 299]]]  # the mask's first row is fully masked: two rows
+IN_PLACE = [[[4, 100], [4, 100]], [[3, 301], [3, 301]]]
 
 
 def adversarial(params):
@@ -82,6 +83,11 @@ def make_inputs(shapes, dtype, params, device, seed):
             mask = add.to(device=device, dtype=fat.DTYPES[params.get("mask_dtype") or fat.name(dtype)])
     inputs = {"x": x, "mask": mask, "seed": 77 + int(seed)}
     if shapes in FAR:
+        # the last column, the one past 2**31, raised and unmasked (but in the fully masked
+        # first row): a wrong read of it moves its rows by more than the 16-bit tolerances
+        x[:, -1] += 4.0 / params.get("scale", 1.0)
+        if mask is not None:
+            mask[1:, -1] = False if mask.dtype == torch.bool else 0.0
         inputs["x"] = far_view(x)
     elif shapes in IN_PLACE:
         inputs["in_place"] = True
@@ -90,20 +96,24 @@ def make_inputs(shapes, dtype, params, device, seed):
 
 def far_view(t):
     """t ([rows, N], N > 1) copied into a transposed view whose last column lies past 2**31
-    elements from its first, FAR_BASE elements into the storage (an offset that wrapped in 32
-    bits still lands inside it: wrong values, not a fault). The storage is reserved, not
-    committed (CPU: an anonymous mapping with MAP_NORESERVE; CUDA: real memory), and only the
-    viewed elements are written: one page per column is touched."""
+    elements from its first; only the viewed elements are written, one page per column. On
+    the CPU the storage is an anonymous mapping with MAP_NORESERVE (reserved, not committed)
+    and the view starts FAR_BASE elements into it, so that an offset wrapped in 32 bits still
+    lands inside: wrong values, not a fault. On a GPU the storage is real memory (2**31
+    elements, no FAR_BASE), and t is returned as it is when the GPU lacks room for it twice."""
     rows, n = t.shape
     stride = 2**31 // (n - 1) + 1
-    numel = FAR_BASE + (n - 1) * stride + rows
-    if t.device.type == "cpu":
+    start = FAR_BASE if t.device.type == "cpu" else 0
+    numel = start + (n - 1) * stride + rows
+    if t.device.type == "cpu" and hasattr(mmap, "MAP_ANONYMOUS"):
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
             mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
         base = torch.frombuffer(mmap.mmap(-1, numel * t.element_size(), flags=flags), dtype=t.dtype)
-    else:
+    elif t.device.type == "cpu" or torch.cuda.mem_get_info(t.device)[0] > 2 * numel * t.element_size():
         base = torch.empty_strided((numel,), (1,), dtype=t.dtype, device=t.device)
-    v = base.as_strided((rows, n), (1, stride), FAR_BASE)
+    else:
+        return t
+    v = base.as_strided((rows, n), (1, stride), start)
     v.copy_(t)
     return v
 

@@ -52,6 +52,7 @@ Interpreter-safe: builtins only (``tl.exp``, ``tl.rand``), ``tl.full``, no bf16 
 runtime-length loops are ``while`` loops.
 """
 
+import functools
 import os
 
 import torch
@@ -66,13 +67,15 @@ MASK_KINDS = {"none": 0, "bool": 1, "additive": 2, "causal": 3}
 _TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 
 
-def _plan(N, block=None):
-    """(BLOCK_N, ROWS, num_warps) for rows of N elements; ``block`` forces BLOCK_N. Rows that
-    fit one block go ROWS to a program in [ROWS, BLOCK_N] tiles of about 1024 elements, with
-    2 warps (1 for tiles under 512 elements); from 1024 columns one row per program and
-    BLOCK_N // 1024 warps (32 elements per thread). Longer rows (N > BLOCK_N): one per
-    program, in chunks of BLOCK_N, 16 warps for chunks of 8192."""
-    block = block or min(triton.next_power_of_2(N), MAX_BLOCK_N)
+@functools.lru_cache(maxsize=1024)
+def _plan(N, block, max_block):
+    """(BLOCK_N, ROWS, num_warps) for rows of N elements; ``block`` forces BLOCK_N, else the
+    row in one block up to max_block (MAX_BLOCK_N). Rows that fit one block go ROWS to a
+    program in [ROWS, BLOCK_N] tiles of about 1024 elements, with 2 warps (1 for tiles under
+    512 elements); from 1024 columns one row per program and BLOCK_N // 1024 warps (32
+    elements per thread). Longer rows (N > BLOCK_N): one per program, in chunks of BLOCK_N,
+    16 warps for chunks of 8192."""
+    block = block or min(triton.next_power_of_2(N), max_block)
     if N > block:
         return block, 1, max(1, min(block // 512, 16))
     if block >= 1024:
@@ -284,7 +287,8 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
             raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
         return
-    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    # id(kernel): hashing a JITFunction costs ~2 us of host time per call
+    key = (id(kernel), num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
     ck = _COMPILED.get(key)
     if ck is not None:
         ck[grid](*args, *constexprs.values())
@@ -364,7 +368,7 @@ def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-in
     if dtype not in _TL:
         raise TypeError(f"mask_softmax: unsupported output dtype {dtype}")
     if out is None:
-        out = torch.empty(x.shape, dtype=dtype, device=x.device)
+        out = torch.empty(tuple(x.shape), dtype=dtype, device=x.device)
     else:
         if out.shape != x.shape or out.dtype != dtype or out.device != x.device:
             raise ValueError("mask_softmax: out has the wrong shape, dtype or device")
@@ -383,12 +387,12 @@ def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-in
             mask = mask.view(torch.int8)
     else:
         mask, sm = x, [0, 0, 0, 0]  # never read
-    block, rows, warps = _plan(N, block_n)
+    block, rows, warps = _plan(N, block_n, MAX_BLOCK_N)
     R = B * H * M
     args = (x, mask, out, R, H, M, N, *pad, *x.stride(), *sm, *pad, *out.stride(),
             float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), int(seed))
     if N <= block:
-        _launch(_mask_softmax_rows, (triton.cdiv(R, rows),), args, num_warps=warps,
+        _launch(_mask_softmax_rows, (-(-R // rows),), args, num_warps=warps,  # cdiv (triton.cdiv: us per call)
                 KIND=kind, SDT=_TL[sum_dtype], DROPOUT=p > 0, BLOCK_N=block, ROWS=rows)
     else:
         _launch(_mask_softmax_long, (R,), args, num_warps=warps,

@@ -161,12 +161,12 @@ def test_plan():
     saved = kernel._launch, kernel.MAX_BLOCK_N
     kernel.MAX_BLOCK_N = 8192  # the GPU's plan
     try:
-        assert kernel._plan(129) == (256, 4, 2)  # 8x12x129x129
-        assert kernel._plan(512) == (512, 2, 2)  # 8x12x512x512, 1x32x512x512
-        assert kernel._plan(1024) == (1024, 1, 1)  # 8x16x1024x1024
-        assert kernel._plan(2048) == (2048, 1, 2)  # 4x32x2048x2048
+        assert kernel._plan(129, None, 8192) == (256, 4, 2)  # 8x12x129x129
+        assert kernel._plan(512, None, 8192) == (512, 2, 2)  # 8x12x512x512, 1x32x512x512
+        assert kernel._plan(1024, None, 8192) == (1024, 1, 1)  # 8x16x1024x1024
+        assert kernel._plan(2048, None, 8192) == (2048, 1, 2)  # 4x32x2048x2048
         for n in [1, 2, 5, 37, 64, 100, 128, 129, 300, 1000, 1500, 4096, 8192, 8193, 2**26]:
-            block, rows, warps = kernel._plan(n)
+            block, rows, warps = kernel._plan(n, None, 8192)
             assert block == min(triton.next_power_of_2(n), 8192)
             assert rows in (1, 2, 4, 8, 16, 32) and rows * block <= 16384 and warps * 32 <= rows * block
             assert n <= block or rows == 1
@@ -238,11 +238,13 @@ def test_offsets_past_2_31(device, n):
     viewed elements' pages are touched."""
     g = fat.gen(23)
     before = _rss_mb()
-    x = adapter.far_view(fat.randn([3, n], torch.float16, device, g, std=3))
+    x = adapter.far_view(fat.randn([3, n], torch.float32, device, g, std=3))
+    if x.stride(1) == 1:
+        pytest.skip("no room on this GPU for the view's storage")
     assert (n - 1) * x.stride(1) >= 2**31
     mask = torch.rand(1, n, generator=g).lt(0.3).to(device)
     y = kernel.mask_softmax(x, mask, 0.125, "bool", out=fat.poison(x.shape, x.dtype, device))
-    fat.assert_close(y, ref.mask_softmax(x, mask, 0.125, "bool"), *fat.tol("softmax", torch.float16))
+    fat.assert_close(y, ref.mask_softmax(x, mask, 0.125, "bool"), *fat.tol("softmax", torch.float32))
     if device == "cpu":
         assert _rss_mb() - before < 64, "the view's storage was committed"
 

@@ -29,6 +29,7 @@ reads x and the weight once per row and writes y (and 4 bytes of rstd per row fo
 Interpreter-safe: ``tl.sqrt`` and division (no libdevice), no bf16 arithmetic, ``tl.full``.
 """
 
+import functools
 import os
 
 import torch
@@ -42,11 +43,12 @@ CASTING = {"llama": 0, "fp32": 1}
 MAX_BLOCK_N = 128 if INTERPRET else 8192
 
 
-def _plan(N):
-    """(BLOCK_N, num_warps) for rows of N elements: the row in one block up to MAX_BLOCK_N,
-    BLOCK_N // 256 warps (at least 8 elements per thread, as the Triton LayerNorm tutorial
-    chooses), 1 to 8 of them."""
-    block = min(triton.next_power_of_2(N), MAX_BLOCK_N)
+@functools.lru_cache(maxsize=1024)
+def _plan(N, max_block):
+    """(BLOCK_N, num_warps) for rows of N elements: the row in one block up to max_block
+    (MAX_BLOCK_N), BLOCK_N // 256 warps (at least 8 elements per thread, as the Triton
+    LayerNorm tutorial chooses), 1 to 8 of them."""
+    block = min(triton.next_power_of_2(N), max_block)
     return block, min(max(block // 256, 1), 8)
 
 
@@ -147,19 +149,31 @@ def _rmsnorm_bwd_dx(DY, X, W, RSTD, DX, N, sdym, sdyn, sxm, sxn,
         start += BLOCK_N
 
 
-# --- fa:shared rows ---
-def _rows(t, view_only=False):
-    """A 2-D [rows, N] view of t; a copy only when no such view exists (never for outputs)."""
-    if t.dim() == 2:
-        return t
-    n = t.shape[-1] if t.dim() > 0 else 1
-    try:
-        return t.view(-1, n)
-    except RuntimeError:
-        if view_only:
-            raise ValueError("output must be viewable as [rows, N]")
-        return t.reshape(-1, n)
-# --- fa:end rows ---
+# --- fa:shared rowstrides ---
+def _row_strides(t, out=False):
+    """(t, row stride, column stride) for t seen as [rows, N] over its last dim: the strides
+    of the view ``t.view(-1, N)`` computed without making it (a view costs about a
+    microsecond of host time per call). When no such view exists: a contiguous copy of t and
+    its strides, or for an output (``out=True``) a ValueError."""
+    shape, strides = t.shape, t.stride()
+    if len(shape) == 2:
+        return t, strides[0], strides[1]
+    row, span = 0, None  # the innermost leading dim's stride; the stride the next one must have
+    for n, s in zip(shape[-2::-1], strides[-2::-1]):
+        if n == 1:
+            continue
+        if span is None:
+            row = s
+        elif s != span:
+            break
+        span = s * n
+    else:
+        return t, row, strides[-1] if shape else 1
+    if out:
+        raise ValueError("output must be viewable as [rows, N]")
+    t = t.reshape(-1, shape[-1])
+    return t, t.stride(0), t.stride(1)
+# --- fa:end rowstrides ---
 
 
 # --- fa:shared alias ---
@@ -246,7 +260,8 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
             raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
         return
-    key = (kernel, num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    # id(kernel): hashing a JITFunction costs ~2 us of host time per call
+    key = (id(kernel), num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
     ck = _COMPILED.get(key)
     if ck is not None:
         ck[grid](*args, *constexprs.values())
@@ -288,7 +303,7 @@ def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=
         weight = weight.contiguous()
     dtype = out_dtype(x, weight, casting)
     if out is None:
-        out = torch.empty(x.shape, dtype=dtype, device=x.device)
+        out = torch.empty(tuple(x.shape), dtype=dtype, device=x.device)
     else:
         if out.shape != x.shape or out.dtype != dtype or out.device != x.device:
             raise ValueError("rmsnorm: out has the wrong shape, dtype or device")
@@ -296,14 +311,15 @@ def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=
         _check_dense("rmsnorm", [("out", out)])
     if x.numel() == 0:
         return out
-    x2, y2 = _rows(x), _rows(out, view_only=True)
-    N = x2.shape[1]
-    block, warps = _plan(N)
+    N = x.shape[-1]
+    # [rows, N] strides, no views made (a copy of x when it has no such view)
+    x, sxm, sxn = _row_strides(x)
+    y2, sym, syn = _row_strides(out, out=True)
+    block, warps = _plan(N, MAX_BLOCK_N)
     if block_n:
         block = block_n
-    sx, sy = x2.stride(), y2.stride()
-    _launch(_rmsnorm_fwd, (x2.shape[0],),
-            (x2, weight, y2, x2 if rstd is None else rstd, N, sx[0], sx[1], sy[0], sy[1], float(eps)),
+    _launch(_rmsnorm_fwd, (x.numel() // N,),
+            (x, weight, y2, x if rstd is None else rstd, N, sxm, sxn, sym, syn, float(eps)),
             num_warps=warps, CAST=CASTING[casting], SINGLE=N <= block, STATS=rstd is not None, BLOCK_N=block)
     return out
 
@@ -323,20 +339,21 @@ class RMSNormFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         x, weight, rstd = ctx.saved_tensors
-        x2, dy2 = _rows(x), _rows(dy)
-        M, N = x2.shape
-        dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        if x.numel() and ctx.needs_input_grad[0]:
-            block, warps = _plan(N)
-            _launch(_rmsnorm_bwd_dx, (M,), (dy2, x2, weight, rstd, dx, N, dy2.stride(0), dy2.stride(1),
-                                            x2.stride(0), x2.stride(1)),
+        N = x.shape[-1]
+        M = x.numel() // N if N else 0
+        dx = torch.empty(tuple(x.shape), dtype=x.dtype, device=x.device)
+        if M and N and ctx.needs_input_grad[0]:
+            x2, sxm, sxn = _row_strides(x)
+            dy2, sdym, sdyn = _row_strides(dy)
+            block, warps = _plan(N, MAX_BLOCK_N)
+            _launch(_rmsnorm_bwd_dx, (M,), (dy2, x2, weight, rstd, dx, N, sdym, sdyn, sxm, sxn),
                     num_warps=warps, CAST=CASTING[ctx.casting], BLOCK_N=block)
         dw = None
         if ctx.needs_input_grad[1]:
-            n = x2.float() * rstd[:, None]
+            n = x.reshape(-1, N).float() * rstd[:, None]
             if ctx.casting == "llama":
                 n = n.to(x.dtype).float()
-            dw = (dy2.float() * n).sum(0).to(weight.dtype)
+            dw = (dy.reshape(-1, N).float() * n).sum(0).to(weight.dtype)
         return dx, dw, None, None
 
 
