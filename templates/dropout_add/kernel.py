@@ -383,10 +383,11 @@ def dropout_mask(shape, p, seed, device):
         m *= d
     k = torch.empty((m, n), dtype=torch.int8, device=device)
     if k.numel():
-        # tiles of one Philox draw's width, unlike dropout_add's: a mask that depended on the
-        # tiles would differ from the kernel's here, and its tests would fail
-        bm = min(triton.next_power_of_2(m), 64)
-        _launch(_mask_kernel, _grid(m, n, bm, 8), (k, m, n, float(p), int(seed)), num_warps=1, BLOCK_M=bm, BLOCK_N=8)
+        # column blocks twice as wide as dropout_add's: a mask that depended on the tiles would
+        # differ from the kernel's here, and its tests would fail
+        bm, bn, warps = _tiles(m, n, 1, 8)
+        _launch(_mask_kernel, _grid(m, n, bm, 2 * bn), (k, m, n, float(p), int(seed)), num_warps=warps,
+                BLOCK_M=bm, BLOCK_N=2 * bn)
     return k.view(shape).bool()
 
 
