@@ -15,8 +15,8 @@ another 256 MB read: fa_testing.L2Flush), median of --reps calls (>= 50) after a
 Compilation dominates the run time (one kernel per tile and dtype); --budget-s stops starting
 new cases after that many seconds (default 80).
 
-Usage: python3 bench/experiments/probe_tiles_pointwise.py [--budget-s 80] [--reps 60] [--only REGEX]
-Output: the tables on stdout, one JSON object per measurement on stderr.
+Usage: python3 bench/experiments/probe_tiles_pointwise.py [--budget-s 80] [--reps 60] [--only REGEX] [--json FILE]
+Output: the tables on stdout; with --json, one JSON object per measurement in FILE.
 """
 
 import argparse
@@ -41,18 +41,18 @@ OLD = [(1, 1024, 4), (4, 256, 4), (8, 128, 4), (16, 128, 4), (4, 1024, 8), (8, 5
 DT = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 # (template, label, dtype, shape, params); the large and decode-size shapes of docs/benchmarks/h200.md
-CASES = [
+CASES = [  # large shapes first, then decode-size ones (--budget-s may cut the tail)
     ("bias_gelu", "erf", "bf16", [8192, 16384], {"approximate": "none"}),
+    ("gelu_pyops", "", "fp16", [16384, 3072], {}),
+    ("dropout_add", "p=0.1", "bf16", [8192, 4096], {"p": 0.1}),
+    ("swiglu", "", "bf16", [8192, 11008], {}),
     ("bias_gelu", "erf", "fp16", [16384, 3072], {"approximate": "none"}),
     ("bias_gelu", "tanh", "fp32", [8192, 16384], {"approximate": "tanh"}),
-    ("bias_gelu", "erf", "bf16", [32, 4096], {"approximate": "none"}),
-    ("gelu_pyops", "", "fp16", [16384, 3072], {}),
-    ("gelu_pyops", "", "bf16", [8, 512, 3072], {}),
-    ("gelu_pyops", "", "fp16", [1, 128, 3072], {}),
-    ("dropout_add", "p=0.1", "bf16", [8192, 4096], {"p": 0.1}),
     ("dropout_add", "p=0.1", "fp32", [16, 256, 2048], {"p": 0.1}),
+    ("bias_gelu", "erf", "bf16", [32, 4096], {"approximate": "none"}),
+    ("gelu_pyops", "", "fp16", [1, 128, 3072], {}),
+    ("gelu_pyops", "", "bf16", [8, 512, 3072], {}),
     ("dropout_add", "p=0.1", "bf16", [8, 512, 768], {"p": 0.1}),
-    ("swiglu", "", "bf16", [8192, 11008], {}),
     ("swiglu", "", "bf16", [4, 512, 2816], {}),
     ("swiglu", "", "fp16", [32, 11008], {}),
 ]
@@ -123,6 +123,7 @@ def main():
     ap.add_argument("--budget-s", type=float, default=80.0)
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument("--only", default="", help="regex on 'template label dtype shape'")
+    ap.add_argument("--json", default="", help="also write one JSON object per measurement to this file")
     args = ap.parse_args()
     fat.require_cuda("probe_tiles_pointwise")
     t0 = time.time()
@@ -130,6 +131,7 @@ def main():
     bw = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}: copy {bw / 1e9:.0f} GB/s; GPU time = median of {args.reps}, "
           f"L2 flushed before each call", flush=True)
+    log = open(args.json, "w") if args.json else None
     mods = {}
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows, walls = [], []
@@ -151,7 +153,8 @@ def main():
             for cfg in [h] + [c for c in OLD if c != h]:
                 mod._tiles = lambda *a, cfg=cfg, **k: cfg
                 times[cfg] = gpu_us(fused, args.reps, flush)
-                print(json.dumps({"case": name, "tile": cfg, "us": times[cfg]}), file=sys.stderr, flush=True)
+                if log:
+                    print(json.dumps({"case": name, "tile": cfg, "us": times[cfg]}), file=log, flush=True)
         finally:
             mod._tiles = heur
         best = min((c for c in OLD if c in times), key=times.get)
@@ -160,7 +163,8 @@ def main():
         if M * N <= DECODE:
             f, e = fat.wall_time_us(fused, target_ms=10), fat.wall_time_us(eager, target_ms=10)
             walls.append((name, f["wall_us"], f["host_us"], e["wall_us"], e["host_us"]))
-            print(json.dumps({"case": name, "fused": f, "eager": e}), file=sys.stderr, flush=True)
+            if log:
+                print(json.dumps({"case": name, "fused": f, "eager": e}), file=log, flush=True)
     print()
     print(f"{'case':34s} {'heuristic tile':>16s} {'us':>8s} {'best former':>16s} {'us':>8s} "
           f"{'heur/best':>9s} {'floor us':>8s} {'heur/floor':>10s}")
