@@ -4,6 +4,11 @@
 # tests in Triton's interpreter on the CPU, and the verifier's mutation suite).
 # The Python environment is created on first use by scripts/setup-python.sh (cached outside
 # the repository). Exit status is non-zero when any test fails.
+#
+# After the quick checks, three jobs run side by side, each with its own log, printed when
+# it ends: verify (go test ./verify: the mutation suite, the longest), go-test (go test of
+# the other packages) and templates (the templates' pytest tests). Each go test has an explicit -timeout, well
+# above its measured time (docs/verify.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,8 +30,6 @@ if ! go mod tidy -diff; then
 fi
 echo "== go vet" >&2
 go vet ./...
-echo "== go test" >&2
-go test -count=1 ./...
 
 echo "== python syntax (every tracked .py, the GPU-only experiment scripts included)" >&2
 git ls-files -z '*.py' | xargs -0 "$py" -c '
@@ -35,5 +38,56 @@ for f in sys.argv[1:]:
     ast.parse(open(f, encoding="utf-8").read(), f)
 '
 
-echo "== templates (TRITON_INTERPRET=1, $("$py" -c 'import torch,triton;print("torch",torch.__version__,"triton",triton.__version__)'))" >&2
-TRITON_INTERPRET=1 "$py" -m pytest -q -p no:cacheprovider --ignore=templates/_common templates
+logs=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -- "$p" 2>/dev/null || true; done; rm -rf "$logs"' EXIT
+
+# job NAME CMD...: runs CMD in the background, its output in $logs/NAME, then its exit
+# status and seconds in $logs/NAME.rc. (NAME without spaces.)
+names=()
+job() {
+	local name=$1
+	shift
+	(
+		start=$SECONDS
+		set +e
+		"$@" >"$logs/$name" 2>&1
+		echo "$? $((SECONDS - start))" >"$logs/$name.rc"
+	) &
+	pids+=($!)
+	names+=("$name")
+}
+
+others=$(go list ./... | grep -v '/verify$')
+echo "== go test ./verify, go test (other packages), templates (TRITON_INTERPRET=1, $("$py" -c 'import torch,triton;print("torch",torch.__version__,"triton",triton.__version__)')): in parallel" >&2
+job verify go test -count=1 -timeout 25m ./verify
+# shellcheck disable=SC2086
+job go-test go test -count=1 -timeout 8m $others
+# one torch thread, as verify's runners: the jobs share the cores
+job templates env TRITON_INTERPRET=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$py" -m pytest -q -p no:cacheprovider --ignore=templates/_common templates
+
+# Each job's log as soon as it ends.
+failed=()
+reported=()
+while [ ${#reported[@]} -lt ${#names[@]} ]; do
+	for name in "${names[@]}"; do
+		if [ -f "$logs/$name.rc" ] && [[ " ${reported[*]} " != *" $name "* ]]; then
+			reported+=("$name")
+			read -r rc secs <"$logs/$name.rc"
+			cat "$logs/$name" >&2
+			if [ "$rc" = 0 ]; then
+				echo "== $name: ok (${secs}s)" >&2
+			else
+				echo "== $name: FAILED (exit $rc, ${secs}s)" >&2
+				failed+=("$name")
+			fi
+		fi
+	done
+	sleep 1
+done
+wait
+pids=()
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "FAILED: ${failed[*]}" >&2
+	exit 1
+fi

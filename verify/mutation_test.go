@@ -2,11 +2,15 @@ package verify
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -80,46 +84,50 @@ func templatesKernel(pattern string) (string, error) {
 // folder of its pattern and verify must fail on it. Cases that fail on the unmutated kernel
 // are skipped for its mutants (a mutant is killed only by a case the original passes). Run
 // with -v for the table of mutants and the case that killed each.
+//
+// To be fast without being weaker, each mutant first runs only the case that killed it last
+// time (its kill hint, testdata/mutation_hints.json); a mutant that this case does not kill
+// (a stale hint: the kernel or the cases changed) or that has no hint then runs every other
+// case, in the runner's order, up to the first that fails. So a hint can only cost time: a
+// mutant survives only when no case kills it. -mutations.update-hints rewrites the hints
+// from the run.
 func TestMutations(t *testing.T) {
 	py := venv(t)
 	base := genFolders(t)
 	var patterns []string
 	for p := range base {
-		patterns = append(patterns, p)
+		if wantPattern(p) {
+			patterns = append(patterns, p)
+		}
 	}
 	sort.Strings(patterns)
-	opts := Options{Python: py, Trials: 1, Timeout: 90 * time.Second, Jobs: runtime.GOMAXPROCS(0)}
 
-	// baseline: which cases the unmutated kernels fail (reported by TestTemplatesVerify)
-	var dirs []string
-	for _, p := range patterns {
-		if wantPattern(p) {
-			dirs = append(dirs, base[p])
-		}
-	}
-	start := time.Now()
-	res, err := Run(context.Background(), dirs, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// baseline: the cases of each pattern and those the unmutated kernels fail (the run of
+	// TestTemplatesVerify, shared)
+	tr := templatesRun(t)
+	plan := map[string][]string{}
 	baseFail := map[string][]string{}
-	for _, f := range res.Folders {
+	for _, p := range patterns {
+		f := tr.folder(p)
+		if f == nil {
+			t.Fatalf("%s: no baseline result", p)
+		}
 		if f.Error != "" {
-			t.Fatalf("%s: the unmutated folder does not load: %s", f.Pattern, f.Error)
+			t.Fatalf("%s: the unmutated folder does not load: %s", p, f.Error)
 		}
 		for _, c := range f.Cases {
+			plan[p] = append(plan[p], c.ID)
 			if !c.Passed() {
-				baseFail[f.Pattern] = append(baseFail[f.Pattern], c.ID)
-				t.Logf("baseline: %s %s fails unmutated; skipped for its mutants", f.Pattern, c.ID)
+				baseFail[p] = append(baseFail[p], c.ID)
+				t.Logf("baseline: %s %s fails unmutated; skipped for its mutants", p, c.ID)
 			}
 		}
 	}
-	t.Logf("baseline: %d folders in %.1fs", len(dirs), time.Since(start).Seconds())
+	t.Logf("baseline: %d folders (shared with TestTemplatesVerify, %.1fs)", len(patterns), tr.seconds)
 
 	// mutants
 	root := t.TempDir()
-	var mdirs []string
-	mutOf := map[string]mutation{}
+	var muts []*mutant
 	covered := map[string]bool{}
 	for _, m := range mutations {
 		bdir, ok := base[m.Pattern]
@@ -143,68 +151,269 @@ func TestMutations(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "kernel.py"), []byte(out), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		mdirs = append(mdirs, dir)
-		mutOf[dir] = m
+		muts = append(muts, &mutant{m: m, dir: dir, tried: map[string]bool{}})
 	}
 	for _, p := range patterns {
 		if !covered[p] {
 			t.Logf("pattern %s has a template but no mutations: add some to mutations_test.go", p)
 		}
 	}
-	mopts := opts
-	mopts.FailFast = true
-	mopts.skipFor = func(dir string) []string { return baseFail[mutOf[dir].Pattern] }
-	start = time.Now()
-	mres, err := Run(context.Background(), mdirs, mopts)
+	if len(muts) == 0 {
+		t.Fatal("no mutants ran")
+	}
+
+	hints, err := readHints(hintsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	elapsed := time.Since(start)
-
-	killed := 0
-	var report strings.Builder
-	fmt.Fprintf(&report, "| pattern | mutant | bug class | killed by |\n|---|---|---|---|\n")
-	for _, f := range mres.Folders {
-		m := mutOf[f.Dir]
-		by := ""
-		if f.Error != "" {
-			by = "folder error: " + truncate(strings.ReplaceAll(f.Error, "\n", " "), 60)
+	opts := Options{Python: py, Trials: 1, Timeout: 90 * time.Second, Jobs: runtime.GOMAXPROCS(0), FailFast: true}
+	if *mutFork {
+		opts.Runner = newForkRunner(t, py) // nil (Run's own runners) where unsupported
+	}
+	// The cases that killed some mutant of each pattern, most kills first.
+	killers := map[string][]string{}
+	{
+		n := map[string]int{}
+		for k, id := range hints {
+			p, _, _ := strings.Cut(k, "/")
+			if n[p+"/"+id] == 0 {
+				killers[p] = append(killers[p], id)
+			}
+			n[p+"/"+id]++
 		}
-		for _, c := range f.Cases {
-			if !c.Passed() && by == "" {
-				by = fmt.Sprintf("%s@%s (%s)", c.Name, c.Dtype, c.Status)
+		for p := range killers {
+			slices.SortStableFunc(killers[p], func(a, b string) int { return n[p+"/"+b] - n[p+"/"+a] })
+		}
+	}
+	usable := func(mu *mutant, id string) bool {
+		p := mu.m.Pattern
+		return slices.Contains(plan[p], id) && !slices.Contains(baseFail[p], id) && !mu.tried[id]
+	}
+	// Stages, each for the mutants still alive: 1. the mutant's kill hint; 2. the cases that
+	// killed other mutants of its pattern; 3. every other case.
+	var stages []stage
+	start := time.Now()
+	for n := 1; n <= 3; n++ {
+		st := stage{n: n}
+		for _, mu := range muts {
+			if mu.killedBy != "" {
+				continue
+			}
+			mu.next = nil
+			switch n {
+			case 1:
+				if h := hints[mu.key()]; h != "" && usable(mu, h) {
+					mu.hint = h
+					mu.next = []string{h}
+				}
+			case 2:
+				for _, id := range killers[mu.m.Pattern] {
+					if usable(mu, id) {
+						mu.next = append(mu.next, id)
+					}
+				}
+			}
+			if n < 3 && len(mu.next) == 0 {
+				continue
+			}
+			st.muts = append(st.muts, mu)
+		}
+		st.wall = runMutants(t, st.muts, opts, func(mu *mutant) []string {
+			if n < 3 { // only mu.next
+				return slices.DeleteFunc(slices.Clone(plan[mu.m.Pattern]), func(id string) bool { return slices.Contains(mu.next, id) })
+			}
+			skip := slices.Clone(baseFail[mu.m.Pattern])
+			for id := range mu.tried {
+				skip = append(skip, id)
+			}
+			return skip
+		})
+		for _, mu := range st.muts {
+			for _, id := range mu.next {
+				mu.tried[id] = true
+			}
+			if mu.killedBy != "" {
+				st.killed++
 			}
 		}
-		key := m.Pattern + "/" + m.Name
+		stages = append(stages, st)
+	}
+	elapsed := time.Since(start)
+
+	killed, stale, cases := 0, 0, 0
+	caseSec := 0.0
+	var report strings.Builder
+	fmt.Fprintf(&report, "| pattern | mutant | bug class | killed by | cases run | case seconds |\n|---|---|---|---|---:|---:|\n")
+	for _, mu := range muts {
+		key := mu.key()
+		by := mu.killedBy
 		if by != "" {
 			killed++
 			if _, ok := survivors[key]; ok {
 				t.Logf("%s is listed as a survivor but was killed by %s: remove it from survivors", key, by)
+			}
+			if mu.killerID != mu.hint && mu.killerID != "(folder error)" {
+				stale++
 			}
 		} else {
 			by = "SURVIVED"
 			if why, ok := survivors[key]; ok {
 				by += " (" + why + ")"
 			} else {
-				t.Errorf("mutant %s (%s: %q -> %q) survived: add a case that kills it, or document it in survivors and docs/verify.md",
-					key, m.Class, m.Old, m.New)
+				t.Errorf("mutant %s (%s: %q -> %q) survived every case: add a case that kills it, or document it in survivors and docs/verify.md",
+					key, mu.m.Class, mu.m.Old, mu.m.New)
 			}
 		}
-		fmt.Fprintf(&report, "| %s | %s | %s | %s |\n", m.Pattern, m.Name, m.Class, by)
+		if mu.hint == "" && mu.killedBy != "" {
+			by += " (no hint)"
+		} else if mu.hint != "" && mu.killerID != mu.hint && mu.killedBy != "" {
+			by += " (hint " + mu.hint + " stale)"
+		}
+		cases += mu.cases
+		caseSec += mu.seconds
+		fmt.Fprintf(&report, "| %s | %s | %s | %s | %d | %.1f |\n", mu.m.Pattern, mu.m.Name, mu.m.Class, by, mu.cases, mu.seconds)
 	}
-	n := len(mres.Folders)
-	rate := 0.0
-	if n > 0 {
-		rate = float64(killed) / float64(n)
+	n := len(muts)
+	rate := float64(killed) / float64(n)
+	var sts []string
+	for _, st := range stages {
+		sts = append(sts, fmt.Sprintf("%s: %d run, %d killed, %.1fs", stageNames[st.n], len(st.muts), st.killed, st.wall.Seconds()))
 	}
-	t.Logf("mutation suite: %d of %d mutants killed (%.1f%%) in %.1fs with %d runner processes\n%s",
-		killed, n, 100*rate, elapsed.Seconds(), mopts.Jobs, report.String())
-	if n == 0 {
-		t.Fatal("no mutants ran")
-	}
+	t.Logf("mutation suite: %d of %d mutants killed (%.1f%%) in %.1fs with %d runner processes (%s); "+
+		"%d cases, %.1f case-seconds; %d tainted folders (a fresh runner after each)\n%s",
+		killed, n, 100*rate, elapsed.Seconds(), opts.Jobs, strings.Join(sts, "; "),
+		cases, caseSec, countTainted(muts), report.String())
 	if rate < 0.95 {
 		t.Errorf("kill rate %.1f%% < 95%%", 100*rate)
 	}
+	if *updateHints {
+		if err := writeHints(hintsFile, muts); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", hintsFile)
+	} else if stale > 0 {
+		t.Logf("%d of %d kill hints are missing or stale (each such mutant ran its other cases): "+
+			"refresh them with go test ./verify -run 'TestMutations$' -mutations.update-hints", stale, n)
+	}
+}
+
+var mutFork = flag.Bool("mutations.fork", true, "TestMutations: fork the runner processes from one that imported torch once")
+
+var updateHints = flag.Bool("mutations.update-hints", false, "TestMutations: rewrite "+hintsFile+" from this run's kills")
+
+// hintsFile records, per mutant (pattern/name), the case that killed it: TestMutations runs
+// that case first. Entries for mutants or cases that no longer exist are ignored.
+const hintsFile = "testdata/mutation_hints.json"
+
+var stageNames = map[int]string{1: "kill hints", 2: "the pattern's killers", 3: "all other cases"}
+
+// stage is one run of TestMutations over the mutants still alive.
+type stage struct {
+	n      int
+	muts   []*mutant
+	killed int
+	wall   time.Duration
+}
+
+// mutant is one applied mutation and what the suite found.
+type mutant struct {
+	m        mutation
+	dir      string
+	hint     string          // the case id tried first ("" when none applies)
+	next     []string        // the cases of the current stage (stages 1 and 2)
+	tried    map[string]bool // the cases run in earlier stages
+	killedBy string          // "name@dtype (status)" or "folder error: ..."; "" while it survives
+	killerID string          // the id of the case that killed it
+	cases    int             // cases run, over all stages
+	seconds  float64
+	tainted  bool
+}
+
+func (mu *mutant) key() string { return mu.m.Pattern + "/" + mu.m.Name }
+
+// runMutants runs verify on the mutants' folders (FailFast), each skipping the cases skip
+// returns, and records what killed each. It returns the wall time.
+func runMutants(t *testing.T, muts []*mutant, opts Options, skip func(*mutant) []string) time.Duration {
+	t.Helper()
+	if len(muts) == 0 {
+		return 0
+	}
+	byDir := map[string]*mutant{}
+	dirs := make([]string, len(muts))
+	for i, mu := range muts {
+		dirs[i] = mu.dir
+		byDir[mu.dir] = mu
+	}
+	opts.skipFor = func(dir string) []string { return skip(byDir[dir]) }
+	start := time.Now()
+	res, err := Run(context.Background(), dirs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Folders {
+		mu := byDir[f.Dir]
+		if f.Error != "" && mu.killedBy == "" {
+			mu.killedBy = "folder error: " + truncate(strings.ReplaceAll(f.Error, "\n", " "), 60)
+			mu.killerID = "(folder error)"
+		}
+		for _, c := range f.Cases {
+			mu.cases++
+			mu.seconds += c.Seconds
+			if !c.Passed() && mu.killedBy == "" {
+				mu.killedBy = fmt.Sprintf("%s@%s (%s)", c.Name, c.Dtype, c.Status)
+				mu.killerID = c.ID
+			}
+		}
+		if f.tainted() {
+			mu.tainted = true
+		}
+	}
+	return time.Since(start)
+}
+
+func countTainted(ms []*mutant) int {
+	n := 0
+	for _, mu := range ms {
+		if mu.tainted {
+			n++
+		}
+	}
+	return n
+}
+
+func readHints(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var h map[string]string
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return h, nil
+}
+
+// writeHints writes the killing case of every killed mutant (sorted keys, one per line),
+// keeping the entries of mutants this run did not cover (-mutations.pattern).
+func writeHints(path string, muts []*mutant) error {
+	h, err := readHints(path)
+	if err != nil {
+		return err
+	}
+	for _, mu := range muts {
+		delete(h, mu.key())
+		if mu.killerID != "" && mu.killerID != "(folder error)" {
+			h[mu.key()] = mu.killerID
+		}
+	}
+	b, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 func copyDir(from, to string) error {
