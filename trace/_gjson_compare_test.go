@@ -7,10 +7,13 @@
 package trace
 
 import (
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/fuseadvise/fuseadvise/internal/shared"
 	"github.com/tidwall/gjson"
 )
 
@@ -197,6 +200,131 @@ func TestEventsGJSONSame(t *testing.T) {
 					t.Errorf("%s: activity %d: scanner %+v, gjson %+v", traceName(p), i, a, g.acts[i])
 				}
 				i++
+			}
+		}
+	}
+}
+
+// gjsonET is ReadET with gjson instead of encoding/json (the same nodes; no type errors).
+func gjsonET(path string) (*ExecTrace, error) {
+	data, release, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	s := unsafe.String(unsafe.SliceData(data), len(data))
+	if !gjson.Valid(s) {
+		return nil, &Error{Path: path, Offset: -1, Msg: "invalid JSON"}
+	}
+	tensors := func(v gjson.Result) []Tensor {
+		vals, types := v.Get("values"), v.Get("types").Array()
+		if !vals.IsArray() {
+			return nil
+		}
+		var out []Tensor
+		vals.ForEach(func(_, x gjson.Result) bool {
+			t := Tensor{ID: -1, Storage: -1}
+			if i := len(out); i < len(types) && strings.HasPrefix(types[i].Str, "Tensor(") && x.IsArray() {
+				var nums [5]int64
+				ok, k := true, 0
+				var dev string
+				x.ForEach(func(_, y gjson.Result) bool {
+					if k < 5 {
+						n, good := parseInt(y.Raw)
+						ok = ok && good && y.Type == gjson.Number
+						nums[k] = n
+					} else {
+						ok = ok && y.Type == gjson.String
+						dev = y.Str
+					}
+					k++
+					return k < 6
+				})
+				if ok && k == 6 {
+					t = Tensor{ID: nums[0], Storage: nums[1], Offset: nums[2], Numel: nums[3], ItemSize: nums[4], Device: strings.Clone(dev)}
+				}
+			}
+			out = append(out, t)
+			return true
+		})
+		return out
+	}
+	et := &ExecTrace{Path: path}
+	gjson.Get(s, "nodes").ForEach(func(_, n gjson.Result) bool {
+		node := ETNode{RFID: -1}
+		n.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "id":
+				node.ID = v.Int()
+			case "name":
+				node.Name = strings.Clone(v.Str)
+			case "inputs":
+				node.Inputs = tensors(v)
+			case "outputs":
+				node.Outputs = tensors(v)
+			case "attrs":
+				v.ForEach(func(_, a gjson.Result) bool {
+					if a.Get("name").Str != "rf_id" {
+						return true
+					}
+					if x, ok := parseInt(a.Get("value").Raw); ok {
+						node.RFID = x
+					}
+					return false
+				})
+			}
+			return true
+		})
+		et.Nodes = append(et.Nodes, node)
+		return true
+	})
+	return et, nil
+}
+
+// etBenchFile is the largest shared execution trace.
+func etBenchFile(tb testing.TB) string {
+	return shared.Require(tb, "traces", "h200", "convnext_tiny_train_bf16.et.json.gz")
+}
+
+// BenchmarkETDecode is ReadET (encoding/json) on the largest shared execution trace,
+// BenchmarkETGJSON gjsonET on the same (both include the decompression).
+func BenchmarkETDecode(b *testing.B) {
+	p := etBenchFile(b)
+	for b.Loop() {
+		if _, err := ReadET(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkETGJSON(b *testing.B) {
+	p := etBenchFile(b)
+	for b.Loop() {
+		if _, err := gjsonET(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestETGJSONSame: both ET readers read the same nodes from every shared execution trace.
+func TestETGJSONSame(t *testing.T) {
+	m, _ := filepath.Glob(filepath.Join(shared.Require(t, "traces", "h200"), "*.et.json.gz"))
+	for _, p := range m {
+		a, err := ReadET(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := gjsonET(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Nodes) != len(b.Nodes) {
+			t.Fatalf("%s: %d nodes, gjson %d", p, len(a.Nodes), len(b.Nodes))
+		}
+		for i, x := range a.Nodes {
+			y := b.Nodes[i]
+			if x.ID != y.ID || x.Name != y.Name || x.RFID != y.RFID || !slices.Equal(x.Inputs, y.Inputs) || !slices.Equal(x.Outputs, y.Outputs) {
+				t.Fatalf("%s: node %d: %+v, gjson %+v", p, i, x, y)
 			}
 		}
 	}
