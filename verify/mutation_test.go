@@ -102,16 +102,13 @@ func TestMutations(t *testing.T) {
 	}
 	sort.Strings(patterns)
 
-	// baseline: the cases of each pattern and those the unmutated kernels fail (the run of
-	// TestTemplatesVerify, shared)
-	tr := templatesRun(t)
+	// baseline: the cases of each pattern and those the unmutated kernels fail (shared with
+	// TestTemplatesVerify)
+	tr := verifyTemplates(t, patterns...)
 	plan := map[string][]string{}
 	baseFail := map[string][]string{}
-	for _, p := range patterns {
-		f := tr.folder(p)
-		if f == nil {
-			t.Fatalf("%s: no baseline result", p)
-		}
+	for i, p := range patterns {
+		f := tr.Folders[i]
 		if f.Error != "" {
 			t.Fatalf("%s: the unmutated folder does not load: %s", p, f.Error)
 		}
@@ -123,7 +120,7 @@ func TestMutations(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("baseline: %d folders (shared with TestTemplatesVerify, %.1fs)", len(patterns), tr.seconds)
+	t.Logf("baseline: %d templates (shared with TestTemplatesVerify; %.1fs)", len(patterns), tr.Seconds)
 
 	// mutants
 	root := t.TempDir()
