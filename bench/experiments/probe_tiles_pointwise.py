@@ -147,7 +147,7 @@ def main():
         heur = mod._tiles
         M, N = math.prod(shape[:-1]), shape[-1]
         es = max(torch.tensor([], dtype=DT[dtype]).element_size(), 1)
-        h = heur(M, N, es, 8 if pattern == "dropout_add" else 1)
+        h = heur(N, es, 8 if pattern == "dropout_add" else 1)
         times = {}
         try:
             for cfg in [h] + [c for c in OLD if c != h]:

@@ -139,32 +139,31 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 
 
 # --- fa:shared tiles ---
-# Tiles of the pointwise kernels, from the shape (no autotuner). A kernel covers an [M, N]
-# view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
+# Tiles of the pointwise kernels, from the row length (no autotuner). A kernel covers an
+# [M, N] view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
 # programs, axis 0 at 2**31 - 1), as the Triton tutorials' and Inductor's pointwise kernels do:
-# - a tile moves about _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4
-#   warps: two 16-byte loads per thread and operand); smaller tiles, down to _MIN_TILE
-#   elements, while that leaves fewer than _MIN_TILES programs (small, latency-bound tensors
-#   then spread over the SMs);
+# - a tile moves _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4 warps:
+#   two 16-byte loads per thread and operand);
 # - the column block is the widest power of two whose masked tail wastes at most 1/16 of a
-#   row, but at least 128 columns (whole 128-byte lines) where the row has them;
-# - under the interpreter, tiles of at most 1024 elements and 64 columns, so that the tests'
+#   row, but at least 128 columns (whole 128-byte lines) where the row has them; the tile's
+#   other rows are the row block;
+# - the number of rows M never enters (nor, with do_not_specialize, the kernels' own M): a
+#   new batch or sequence length runs the kernel compiled for another, so that a CUDA graph
+#   captured at an M never run before needs no compilation (loading a module is not allowed
+#   while a stream captures);
+# - under the interpreter, tiles of 1024 elements and at most 64 columns, so that the tests'
 #   small shapes still span several row and column blocks.
 _TILE_BYTES = 4096
-_MIN_TILE = 256
-_MIN_TILES = 264  # twice the H200's 132 SMs
 
 
-@functools.lru_cache(maxsize=4096)
-def _tiles(M, N, elem_bytes, min_bn=1):
-    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over an [M, N] view whose widest
+@functools.lru_cache(maxsize=1024)
+def _tiles(N, elem_bytes, min_bn=1):
+    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over rows of N elements whose widest
     operand has elem_bytes bytes per element; BLOCK_N >= min_bn (a power of two)."""
     if INTERPRET:
         bn = max(min_bn, min(64, triton.next_power_of_2(N)))
-        return min(triton.next_power_of_2(M), max(1, 1024 // bn)), bn, 4
+        return max(1, 1024 // bn), bn, 4
     tile = _TILE_BYTES // elem_bytes
-    while tile > _MIN_TILE and M * N < tile * _MIN_TILES:
-        tile //= 2
     bn = min(tile, triton.next_power_of_2(N))
     narrowest = max(min_bn, min(bn, 128))
     best_pad, best_bn = None, bn
@@ -176,8 +175,7 @@ def _tiles(M, N, elem_bytes, min_bn=1):
             break
         bn //= 2
     bn = max(best_bn, min_bn)
-    bm = min(triton.next_power_of_2(M), max(1, tile // bn))
-    return bm, bn, max(1, min(4, bm * bn * elem_bytes // 1024))
+    return max(1, tile // bn), bn, 4
 
 
 def _grid(M, N, BLOCK_M, BLOCK_N):

@@ -146,7 +146,7 @@ def _launches(monkeypatch, fn):
     """The (kernel, grid, constexprs) of every launch fn makes, no kernel run (_launch stubbed)."""
     calls = []
     monkeypatch.setattr(kernel, "_launch", lambda k, grid, args, num_warps=4, num_stages=1, **c:
-                        calls.append((k, grid, c, args)))
+                        calls.append((k, grid, dict(c, num_warps=num_warps), args)))
     fn()
     return calls
 
@@ -179,8 +179,23 @@ def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
         bm, bn = c["BLOCK_M"], c["BLOCK_N"]
         assert grid == ((M + bm - 1) // bm * ((N + bn - 1) // bn),), grid
         assert grid[0] <= 2**31 - 1
+        assert bn & (bn - 1) == 0 and bm & (bm - 1) == 0
         if not tiles_of:
-            assert bm * bn >= 256 and bn & (bn - 1) == 0 and bm & (bm - 1) == 0
+            assert bm * bn == 2048  # 4 KB of bf16 per tile
+
+
+def test_tiles_independent_of_rows(monkeypatch, tiles_of):
+    # a new number of rows (batch, sequence length) runs the kernel compiled for another: the
+    # same constexprs and warps at every M (and M is not specialized: do_not_specialize), so a
+    # CUDA graph captured at an M never run before needs no compilation
+    seen = set()
+    for M in (1, 2, 16, 17, 3000, 2**20):
+        x = torch.empty(M, 768, dtype=torch.bfloat16, device="meta")
+        b = torch.empty(768, dtype=torch.bfloat16, device="meta")
+        calls = _launches(monkeypatch, lambda: kernel.bias_gelu(x, b))
+        assert len(calls) == 1
+        seen.add(tuple(sorted(calls[0][2].items())))
+    assert len(seen) == 1, seen
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -268,24 +283,22 @@ def test_memory_cases(device, shapes):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
-@pytest.mark.parametrize("warm", [True, False], ids=["unseen-shape", "first-call"])
-def test_gpu_graph_capture(warm):
-    # no tuning at a new shape: a call captured in a CUDA graph at an M never seen (warm: the
-    # kernel compiled at another M), or at the first call of a specialization (compiled inside
-    # the capture), replays right
+def test_gpu_graph_capture_at_new_rows():
+    # a CUDA graph captured at an M never run before (1, 16, 17: M == 1 and M % 16 == 0 are
+    # what Triton specializes ints on) replays right: no compilation inside the capture, where
+    # loading a module is not allowed. One warm-up at another M, as PyTorch asks before a capture.
     g = torch.Generator(device="cuda").manual_seed(1)
-    dt = torch.float16 if warm else torch.bfloat16
-    n = 1000 if warm else 1003
-    if warm:
-        kernel.bias_gelu(torch.randn(4096, n, device="cuda", dtype=dt), torch.randn(n, device="cuda", dtype=dt))
-    x = torch.randn(3000, n, device="cuda", dtype=dt, generator=g)
+    n, dt = 1000, torch.float16
     b = torch.randn(n, device="cuda", dtype=dt, generator=g)
-    y = torch.empty_like(x)
+    kernel.bias_gelu(torch.randn(4096, n, device="cuda", dtype=dt, generator=g), b, "tanh")
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        kernel.bias_gelu(x, b, "tanh", out=y)
-    x.copy_(torch.randn(3000, n, device="cuda", dtype=dt, generator=g))
-    graph.replay()
-    torch.cuda.synchronize()
-    _close_on_gpu(y, ref.bias_gelu(x, b, "tanh"), *fat.tol("pointwise", dt))
+    for m in (1, 16, 17, 3000):
+        x = torch.randn(m, n, device="cuda", dtype=dt, generator=g)
+        y = torch.empty_like(x)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            kernel.bias_gelu(x, b, "tanh", out=y)
+        x.copy_(torch.randn(m, n, device="cuda", dtype=dt, generator=g))
+        graph.replay()
+        torch.cuda.synchronize()
+        _close_on_gpu(y, ref.bias_gelu(x, b, "tanh"), *fat.tol("pointwise", dt))

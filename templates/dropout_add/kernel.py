@@ -17,9 +17,10 @@ mask: the backward regenerates it from (seed, element's row and column).
 - fp32 / fp16 / bf16, fp32 math; intermediate results are rounded to the output dtype where
   eager rounds them (``x + b``, the scaled dropout output). Strides are runtime arguments;
   row and column offsets in 64 bits.
-- Tiles from the shape (``_tiles``, no autotuner; column blocks of at least 8, whole Philox
-  draws), a 1-D grid of tiles (``_grid``: CUDA's grid axes 1 and 2 stop at 65535), launched
-  through ``_launch``.
+- Tiles from the row length (``_tiles``, no autotuner; column blocks of at least 8, whole
+  Philox draws), a 1-D grid of tiles (``_grid``: CUDA's grid axes 1 and 2 stop at 65535),
+  launched through ``_launch``; neither M nor the seed is specialized (a new number of rows
+  or a seed divisible by 16 needs no compilation, in a CUDA-graph capture too).
 - ``out=x`` or ``out=residual`` (in place) is allowed: each program reads its tile of x and
   of the residual before writing the same tile of y. Any other overlap is refused, and so is
   an ``out`` whose elements share memory (an expanded view).
@@ -92,7 +93,7 @@ def _keep(seed, rm, col0, N, p, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     return u.to(tl.float32) >= p * 65536.0
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "seed"])
 def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, seed,
                      HAS_BIAS: tl.constexpr, DROPOUT: tl.constexpr, ZT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -117,7 +118,7 @@ def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, s
     tl.store(Y + rm[:, None] * sym + rn[None, :] * syn, _cast(r + z, Y.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "seed"])
 def _dropout_add_bwd(DY, DZ, M, N, sdym, sdyn, p, scale, seed,
                      DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # the forward's tiling and 64-bit offsets; DZ is contiguous [M, N]
@@ -133,7 +134,7 @@ def _dropout_add_bwd(DY, DZ, M, N, sdym, sdyn, p, scale, seed,
     tl.store(DZ + rm[:, None] * N + rn[None, :], _cast(dz, DZ.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "seed"])
 def _mask_kernel(K, M, N, p, seed, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # K is contiguous [M, N] int8
     pid = tl.program_id(0)
@@ -259,32 +260,31 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 
 
 # --- fa:shared tiles ---
-# Tiles of the pointwise kernels, from the shape (no autotuner). A kernel covers an [M, N]
-# view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
+# Tiles of the pointwise kernels, from the row length (no autotuner). A kernel covers an
+# [M, N] view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
 # programs, axis 0 at 2**31 - 1), as the Triton tutorials' and Inductor's pointwise kernels do:
-# - a tile moves about _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4
-#   warps: two 16-byte loads per thread and operand); smaller tiles, down to _MIN_TILE
-#   elements, while that leaves fewer than _MIN_TILES programs (small, latency-bound tensors
-#   then spread over the SMs);
+# - a tile moves _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4 warps:
+#   two 16-byte loads per thread and operand);
 # - the column block is the widest power of two whose masked tail wastes at most 1/16 of a
-#   row, but at least 128 columns (whole 128-byte lines) where the row has them;
-# - under the interpreter, tiles of at most 1024 elements and 64 columns, so that the tests'
+#   row, but at least 128 columns (whole 128-byte lines) where the row has them; the tile's
+#   other rows are the row block;
+# - the number of rows M never enters (nor, with do_not_specialize, the kernels' own M): a
+#   new batch or sequence length runs the kernel compiled for another, so that a CUDA graph
+#   captured at an M never run before needs no compilation (loading a module is not allowed
+#   while a stream captures);
+# - under the interpreter, tiles of 1024 elements and at most 64 columns, so that the tests'
 #   small shapes still span several row and column blocks.
 _TILE_BYTES = 4096
-_MIN_TILE = 256
-_MIN_TILES = 264  # twice the H200's 132 SMs
 
 
-@functools.lru_cache(maxsize=4096)
-def _tiles(M, N, elem_bytes, min_bn=1):
-    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over an [M, N] view whose widest
+@functools.lru_cache(maxsize=1024)
+def _tiles(N, elem_bytes, min_bn=1):
+    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over rows of N elements whose widest
     operand has elem_bytes bytes per element; BLOCK_N >= min_bn (a power of two)."""
     if INTERPRET:
         bn = max(min_bn, min(64, triton.next_power_of_2(N)))
-        return min(triton.next_power_of_2(M), max(1, 1024 // bn)), bn, 4
+        return max(1, 1024 // bn), bn, 4
     tile = _TILE_BYTES // elem_bytes
-    while tile > _MIN_TILE and M * N < tile * _MIN_TILES:
-        tile //= 2
     bn = min(tile, triton.next_power_of_2(N))
     narrowest = max(min_bn, min(bn, 128))
     best_pad, best_bn = None, bn
@@ -296,8 +296,7 @@ def _tiles(M, N, elem_bytes, min_bn=1):
             break
         bn //= 2
     bn = max(best_bn, min_bn)
-    bm = min(triton.next_power_of_2(M), max(1, tile // bn))
-    return bm, bn, max(1, min(4, bm * bn * elem_bytes // 1024))
+    return max(1, tile // bn), bn, 4
 
 
 def _grid(M, N, BLOCK_M, BLOCK_N):
@@ -364,7 +363,7 @@ def dropout_add(x, residual, bias=None, p=0.0, seed=0, training=True, out=None):
         return out
     x2, r2, y2 = _rows(x), _rows(residual), _rows(out, view_only=True)
     M, N = x2.shape
-    bm, bn, warps = _tiles(M, N, max(x2.element_size(), r2.element_size(), y2.element_size()), 8)
+    bm, bn, warps = _tiles(N, max(x2.element_size(), r2.element_size(), y2.element_size()), 8)
     _launch(_dropout_add_fwd, _grid(M, N, bm, bn),
             (x2, x2 if bias is None else bias, r2, y2, M, N,  # x2: a dummy bias pointer, never read
              x2.stride(0), x2.stride(1), r2.stride(0), r2.stride(1), y2.stride(0), y2.stride(1),
@@ -385,7 +384,7 @@ def dropout_mask(shape, p, seed, device):
     if k.numel():
         # column blocks twice as wide as dropout_add's: a mask that depended on the tiles would
         # differ from the kernel's here, and its tests would fail
-        bm, bn, warps = _tiles(m, n, 1, 8)
+        bm, bn, warps = _tiles(n, 1, 8)
         _launch(_mask_kernel, _grid(m, n, bm, 2 * bn), (k, m, n, float(p), int(seed)), num_warps=warps,
                 BLOCK_M=bm, BLOCK_N=2 * bn)
     return k.view(shape).bool()
@@ -409,7 +408,7 @@ class DropoutAddFunction(torch.autograd.Function):
         if dy.numel():
             dy2 = _rows(dy)
             M, N = dy2.shape
-            bm, bn, warps = _tiles(M, N, dy2.element_size(), 8)
+            bm, bn, warps = _tiles(N, dy2.element_size(), 8)
             _launch(_dropout_add_bwd, _grid(M, N, bm, bn),
                     (dy2, dz, M, N, dy2.stride(0), dy2.stride(1), float(ctx.p), 1.0 / (1.0 - ctx.p), int(ctx.seed)),
                     num_warps=warps, DROPOUT=ctx.drop, BLOCK_M=bm, BLOCK_N=bn)

@@ -112,7 +112,7 @@ def test_mask_independent_of_tiles(device, monkeypatch):
     b = fat.randn([shape[-1]], torch.float32, device, g)
     got = []
     for tile in [(16, 64, 4), (1, 8, 1), (4, 128, 4), (2, 256, 4), (8, 32, 2)]:
-        monkeypatch.setattr(kernel, "_tiles", lambda M, N, es, min_bn=1, t=tile: t)
+        monkeypatch.setattr(kernel, "_tiles", lambda N, es, min_bn=1, t=tile: t)
         keep = kernel.dropout_mask(shape, p, seed, device)
         y = kernel.dropout_add(x, r, b, p, seed)
         xg = x.clone().requires_grad_(True)
@@ -172,7 +172,7 @@ def _launches(monkeypatch, fn):
     """The (kernel, grid, constexprs, args) of every launch fn makes, no kernel run."""
     calls = []
     monkeypatch.setattr(kernel, "_launch", lambda k, grid, args, num_warps=4, num_stages=1, **c:
-                        calls.append((k, grid, c, args)))
+                        calls.append((k, grid, dict(c, num_warps=num_warps), args)))
     fn()
     return calls
 
@@ -207,6 +207,20 @@ def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
         bm, bn = c["BLOCK_M"], c["BLOCK_N"]
         assert bn % 8 == 0  # whole Philox draws
         assert grid == ((M + bm - 1) // bm * ((N + bn - 1) // bn),) and grid[0] <= 2**31 - 1
+
+
+def test_tiles_independent_of_rows(monkeypatch, tiles_of):
+    # a new number of rows (batch, sequence length) runs the kernel compiled for another: the
+    # same constexprs and warps at every M (and M is not specialized: do_not_specialize), so a
+    # CUDA graph captured at an M never run before needs no compilation
+    seen = set()
+    for M in (1, 2, 16, 17, 3000, 2**20):
+        x = torch.empty(M, 768, dtype=torch.bfloat16, device="meta")
+        r = torch.empty(M, 768, dtype=torch.bfloat16, device="meta")
+        calls = _launches(monkeypatch, lambda: kernel.dropout_add(x, r, None, 0.1, 5))
+        assert len(calls) == 1
+        seen.add(tuple(sorted(calls[0][2].items())))
+    assert len(seen) == 1, seen
 
 
 @pytest.mark.parametrize("device", DEVICES)

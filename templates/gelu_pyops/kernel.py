@@ -16,8 +16,9 @@ reads x once and writes y once. It computes the same function as
   in one kernel (x + bias is then kept in fp32; eager rounds it to the inputs' type first).
 - Strides are runtime arguments (2-D ``[rows, N]`` view, no copy when one exists); row and
   column offsets in 64 bits.
-- Tiles from the shape (``_tiles``, no autotuner), a 1-D grid of tiles (``_grid``: CUDA's
-  grid axes 1 and 2 stop at 65535), launched through ``_launch``.
+- Tiles from the row length (``_tiles``, no autotuner), a 1-D grid of tiles (``_grid``:
+  CUDA's grid axes 1 and 2 stop at 65535), launched through ``_launch``; M is not specialized
+  (a new number of rows needs no compilation, in a CUDA-graph capture too).
 - ``out=x`` (in place, when y has x's dtype) is allowed: each program reads its tile of x
   before writing the same tile of y. Any other overlap with an input is refused, and so is
   an ``out`` whose elements share memory (an expanded view).
@@ -75,7 +76,7 @@ def _gelu_grad(x):
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * x2)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])
 def _new_gelu_fwd(X, B, Y, M, N, sxm, sxn, sym, syn,
                   HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # tile t of a 1-D grid: row block t // tiles_n, column block t % tiles_n; rows and columns
@@ -95,7 +96,7 @@ def _new_gelu_fwd(X, B, Y, M, N, sxm, sxn, sym, syn,
     tl.store(Y + rm[:, None] * sym + rn[None, :] * syn, _cast(y, Y.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])
 def _new_gelu_bwd(DY, X, B, DZ, M, N, sdym, sdyn, sxm, sxn, sdzm, sdzn,
                   HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # the forward's tiling and 64-bit offsets
@@ -226,32 +227,31 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 
 
 # --- fa:shared tiles ---
-# Tiles of the pointwise kernels, from the shape (no autotuner). A kernel covers an [M, N]
-# view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
+# Tiles of the pointwise kernels, from the row length (no autotuner). A kernel covers an
+# [M, N] view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
 # programs, axis 0 at 2**31 - 1), as the Triton tutorials' and Inductor's pointwise kernels do:
-# - a tile moves about _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4
-#   warps: two 16-byte loads per thread and operand); smaller tiles, down to _MIN_TILE
-#   elements, while that leaves fewer than _MIN_TILES programs (small, latency-bound tensors
-#   then spread over the SMs);
+# - a tile moves _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4 warps:
+#   two 16-byte loads per thread and operand);
 # - the column block is the widest power of two whose masked tail wastes at most 1/16 of a
-#   row, but at least 128 columns (whole 128-byte lines) where the row has them;
-# - under the interpreter, tiles of at most 1024 elements and 64 columns, so that the tests'
+#   row, but at least 128 columns (whole 128-byte lines) where the row has them; the tile's
+#   other rows are the row block;
+# - the number of rows M never enters (nor, with do_not_specialize, the kernels' own M): a
+#   new batch or sequence length runs the kernel compiled for another, so that a CUDA graph
+#   captured at an M never run before needs no compilation (loading a module is not allowed
+#   while a stream captures);
+# - under the interpreter, tiles of 1024 elements and at most 64 columns, so that the tests'
 #   small shapes still span several row and column blocks.
 _TILE_BYTES = 4096
-_MIN_TILE = 256
-_MIN_TILES = 264  # twice the H200's 132 SMs
 
 
-@functools.lru_cache(maxsize=4096)
-def _tiles(M, N, elem_bytes, min_bn=1):
-    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over an [M, N] view whose widest
+@functools.lru_cache(maxsize=1024)
+def _tiles(N, elem_bytes, min_bn=1):
+    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over rows of N elements whose widest
     operand has elem_bytes bytes per element; BLOCK_N >= min_bn (a power of two)."""
     if INTERPRET:
         bn = max(min_bn, min(64, triton.next_power_of_2(N)))
-        return min(triton.next_power_of_2(M), max(1, 1024 // bn)), bn, 4
+        return max(1, 1024 // bn), bn, 4
     tile = _TILE_BYTES // elem_bytes
-    while tile > _MIN_TILE and M * N < tile * _MIN_TILES:
-        tile //= 2
     bn = min(tile, triton.next_power_of_2(N))
     narrowest = max(min_bn, min(bn, 128))
     best_pad, best_bn = None, bn
@@ -263,8 +263,7 @@ def _tiles(M, N, elem_bytes, min_bn=1):
             break
         bn //= 2
     bn = max(best_bn, min_bn)
-    bm = min(triton.next_power_of_2(M), max(1, tile // bn))
-    return bm, bn, max(1, min(4, bm * bn * elem_bytes // 1024))
+    return max(1, tile // bn), bn, 4
 
 
 def _grid(M, N, BLOCK_M, BLOCK_N):
@@ -312,7 +311,7 @@ def new_gelu(x, bias=None, out=None, dtype=None):
         return out
     x2, y2 = _rows(x), _rows(out, view_only=True)
     M, N = x2.shape
-    bm, bn, warps = _tiles(M, N, max(x2.element_size(), y2.element_size()))
+    bm, bn, warps = _tiles(N, max(x2.element_size(), y2.element_size()))
     _launch(_new_gelu_fwd, _grid(M, N, bm, bn),
             (x2, x2 if bias is None else bias, y2, M, N,  # x2: a dummy bias pointer, never read
              x2.stride(0), x2.stride(1), y2.stride(0), y2.stride(1)),
@@ -340,7 +339,7 @@ class NewGELUFunction(torch.autograd.Function):
             if bias is not None and bias.stride(0) != 1:
                 bias = bias.contiguous()
             M, N = x2.shape
-            bm, bn, warps = _tiles(M, N, max(x2.element_size(), dz2.element_size(), dy2.element_size()))
+            bm, bn, warps = _tiles(N, max(x2.element_size(), dz2.element_size(), dy2.element_size()))
             _launch(_new_gelu_bwd, _grid(M, N, bm, bn),
                     (dy2, x2, x2 if bias is None else bias, dz2, M, N, dy2.stride(0), dy2.stride(1),
                      x2.stride(0), x2.stride(1), dz2.stride(0), dz2.stride(1)),

@@ -8,9 +8,10 @@ through their own strides, so those non-contiguous views need no copy.
 - fp32 / fp16 / bf16 in and out (the output dtype is ``promote_types(gate, up)``), fp32 math;
   ``silu(gate)`` is rounded to gate's dtype before the multiply, as eager does. Row and column
   offsets in 64 bits.
-- Tiles from the shape (``_tiles``, no autotuner), a 1-D grid of tiles (``_grid``: CUDA's
-  grid axes 1 and 2 stop at 65535: ``[1, n]`` with n = 2**26 is 65536 column blocks),
-  launched through ``_launch``.
+- Tiles from the row length (``_tiles``, no autotuner), a 1-D grid of tiles (``_grid``:
+  CUDA's grid axes 1 and 2 stop at 65535: ``[1, n]`` with n = 2**26 is 65536 column blocks
+  of 1024), launched through ``_launch``; M is not specialized (a new number of rows needs
+  no compilation, in a CUDA-graph capture too).
 - ``out=gate`` or ``out=up`` (in place) is allowed: each program reads its tile of gate and
   up before writing the same tile of y. gate and up may be the two halves of one buffer
   (``chunk``): their rows interleave without sharing an element, which ``_disjoint`` tells
@@ -49,7 +50,7 @@ def _cast(y, dtype: tl.constexpr):
 # --- fa:end cast ---
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])
 def _swiglu_fwd(G, U, Y, M, N, sgm, sgn, sum_, sun, sym, syn,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # tile t of a 1-D grid: row block t // tiles_n, column block t % tiles_n; rows and columns
@@ -65,7 +66,7 @@ def _swiglu_fwd(G, U, Y, M, N, sgm, sgn, sum_, sun, sym, syn,
     tl.store(Y + rm[:, None] * sym + rn[None, :] * syn, _cast(s * u, Y.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])
 def _swiglu_bwd(DY, G, U, DG, DU, M, N, sdym, sdyn, sgm, sgn, sum_, sun,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # the forward's tiling and 64-bit offsets; DG and DU are contiguous [M, N]
@@ -199,32 +200,31 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 
 
 # --- fa:shared tiles ---
-# Tiles of the pointwise kernels, from the shape (no autotuner). A kernel covers an [M, N]
-# view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
+# Tiles of the pointwise kernels, from the row length (no autotuner). A kernel covers an
+# [M, N] view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
 # programs, axis 0 at 2**31 - 1), as the Triton tutorials' and Inductor's pointwise kernels do:
-# - a tile moves about _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4
-#   warps: two 16-byte loads per thread and operand); smaller tiles, down to _MIN_TILE
-#   elements, while that leaves fewer than _MIN_TILES programs (small, latency-bound tensors
-#   then spread over the SMs);
+# - a tile moves _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4 warps:
+#   two 16-byte loads per thread and operand);
 # - the column block is the widest power of two whose masked tail wastes at most 1/16 of a
-#   row, but at least 128 columns (whole 128-byte lines) where the row has them;
-# - under the interpreter, tiles of at most 1024 elements and 64 columns, so that the tests'
+#   row, but at least 128 columns (whole 128-byte lines) where the row has them; the tile's
+#   other rows are the row block;
+# - the number of rows M never enters (nor, with do_not_specialize, the kernels' own M): a
+#   new batch or sequence length runs the kernel compiled for another, so that a CUDA graph
+#   captured at an M never run before needs no compilation (loading a module is not allowed
+#   while a stream captures);
+# - under the interpreter, tiles of 1024 elements and at most 64 columns, so that the tests'
 #   small shapes still span several row and column blocks.
 _TILE_BYTES = 4096
-_MIN_TILE = 256
-_MIN_TILES = 264  # twice the H200's 132 SMs
 
 
-@functools.lru_cache(maxsize=4096)
-def _tiles(M, N, elem_bytes, min_bn=1):
-    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over an [M, N] view whose widest
+@functools.lru_cache(maxsize=1024)
+def _tiles(N, elem_bytes, min_bn=1):
+    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over rows of N elements whose widest
     operand has elem_bytes bytes per element; BLOCK_N >= min_bn (a power of two)."""
     if INTERPRET:
         bn = max(min_bn, min(64, triton.next_power_of_2(N)))
-        return min(triton.next_power_of_2(M), max(1, 1024 // bn)), bn, 4
+        return max(1, 1024 // bn), bn, 4
     tile = _TILE_BYTES // elem_bytes
-    while tile > _MIN_TILE and M * N < tile * _MIN_TILES:
-        tile //= 2
     bn = min(tile, triton.next_power_of_2(N))
     narrowest = max(min_bn, min(bn, 128))
     best_pad, best_bn = None, bn
@@ -236,8 +236,7 @@ def _tiles(M, N, elem_bytes, min_bn=1):
             break
         bn //= 2
     bn = max(best_bn, min_bn)
-    bm = min(triton.next_power_of_2(M), max(1, tile // bn))
-    return bm, bn, max(1, min(4, bm * bn * elem_bytes // 1024))
+    return max(1, tile // bn), bn, 4
 
 
 def _grid(M, N, BLOCK_M, BLOCK_N):
@@ -305,7 +304,7 @@ def swiglu(gate, up, out=None):
     if gate.numel() == 0:
         return out
     M, N = g2.shape
-    bm, bn, warps = _tiles(M, N, max(g2.element_size(), u2.element_size(), y2.element_size()))
+    bm, bn, warps = _tiles(N, max(g2.element_size(), u2.element_size(), y2.element_size()))
     _launch(_swiglu_fwd, _grid(M, N, bm, bn),
             (g2, u2, y2, M, N, g2.stride(0), g2.stride(1), u2.stride(0), u2.stride(1),
              y2.stride(0), y2.stride(1)),
@@ -329,7 +328,7 @@ class SwiGLUFunction(torch.autograd.Function):
         if gate.numel():
             g2, u2, dy2 = _rows(gate), _rows(up), _rows(dy)
             M, N = g2.shape
-            bm, bn, warps = _tiles(M, N, max(g2.element_size(), u2.element_size(), dy2.element_size()))
+            bm, bn, warps = _tiles(N, max(g2.element_size(), u2.element_size(), dy2.element_size()))
             _launch(_swiglu_bwd, _grid(M, N, bm, bn),
                     (dy2, g2, u2, dg, du, M, N, dy2.stride(0), dy2.stride(1), g2.stride(0), g2.stride(1),
                      u2.stride(0), u2.stride(1)),

@@ -117,7 +117,7 @@ def _launches(monkeypatch, fn):
     """The (kernel, grid, constexprs, args) of every launch fn makes, no kernel run."""
     calls = []
     monkeypatch.setattr(kernel, "_launch", lambda k, grid, args, num_warps=4, num_stages=1, **c:
-                        calls.append((k, grid, c, args)))
+                        calls.append((k, grid, dict(c, num_warps=num_warps), args)))
     fn()
     return calls
 
@@ -149,6 +149,19 @@ def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
         assert tuple(args[3:5] if k is kernel._swiglu_fwd else args[5:7]) == (M, N)
         bm, bn = c["BLOCK_M"], c["BLOCK_N"]
         assert grid == ((M + bm - 1) // bm * ((N + bn - 1) // bn),) and grid[0] <= 2**31 - 1
+
+
+def test_tiles_independent_of_rows(monkeypatch, tiles_of):
+    # a new number of rows (batch, sequence length) runs the kernel compiled for another: the
+    # same constexprs and warps at every M (and M is not specialized: do_not_specialize), so a
+    # CUDA graph captured at an M never run before needs no compilation
+    seen = set()
+    for M in (1, 2, 16, 17, 3000, 2**20):
+        gate, up = torch.empty(M, 2 * 768, dtype=torch.bfloat16, device="meta").chunk(2, dim=-1)
+        calls = _launches(monkeypatch, lambda: kernel.swiglu(gate, up))
+        assert len(calls) == 1
+        seen.add(tuple(sorted(calls[0][2].items())))
+    assert len(seen) == 1, seen
 
 
 @pytest.mark.parametrize("device", DEVICES)
