@@ -91,6 +91,8 @@ def test_spec_keys():
     x = torch.empty(64)
     assert shared._spec(x) != shared._spec(x[1:])  # 16-byte alignment
     assert shared._spec(x) != shared._spec(x.half())
+    assert shared._spec(True) != shared._spec(16) and shared._spec(False) != shared._spec(17)
+    assert shared._spec_key((x, 16, 1.0, None)) == (shared._spec(x), shared._spec(16), shared._spec(2.0), None)
 
 
 def _cuda():
