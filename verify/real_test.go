@@ -184,8 +184,9 @@ func TestRunnerPython(t *testing.T) {
 	}
 }
 
-// hangOn127 makes the grid function of a kernel.py spin forever when N == 127 (the
-// 129x127 adversarial shape), whatever its body: the loop goes right after its signature.
+// hangOn127 makes the grid function of a kernel.py hang when N == 127 (the 129x127
+// adversarial shape), whatever its body: the loop goes right after its signature. It
+// sleeps, so that the hang costs no CPU.
 func hangOn127(src string) (string, error) {
 	i := strings.Index(src, "\ndef _grid(")
 	if i < 0 {
@@ -196,7 +197,7 @@ func hangOn127(src string) (string, error) {
 		return "", errors.New("kernel.py: _grid has no parameter N")
 	}
 	at := i + j + len("):\n")
-	return src[:at] + "    while N == 127:\n        pass\n" + src[at:], nil
+	return src[:at] + "    while N == 127:\n        __import__(\"time\").sleep(0.5)\n" + src[at:], nil
 }
 
 // TestRealTimeout: a kernel that hangs on one shape (the 129x127 case) is killed after
@@ -241,6 +242,7 @@ func TestRealTimeout(t *testing.T) {
 		runner Runner
 	}{{"exec", nil}, {"fork", newForkRunner(t, py)}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // mostly waiting for the time-out
 			if tc.name == "fork" && tc.runner == nil {
 				t.Skip("no fork runner on this system")
 			}
