@@ -80,8 +80,9 @@ CASES = [
     ("mask_softmax", "bf16", [[1, 8, 256, 16384]], CAUSAL),
 ]
 # decode-size cases for the per-call wall and host time (and the review's 4096x768)
-HOST_CASES = [("add_layernorm", "fp16", [[4096, 768]]), ("add_layernorm", "fp16", [[1, 128, 768]]),
-              ("rmsnorm_pyops", "fp16", [[32, 4096]]), ("mask_softmax", "fp16", [[1, 12, 128, 128]])]
+HOST_CASES = [("add_layernorm", "fp16", [[4096, 768]], NORM), ("add_layernorm", "fp16", [[1, 128, 768]], NORM),
+              ("rmsnorm_pyops", "fp16", [[32, 4096]], RMS), ("mask_softmax", "fp16", [[1, 12, 128, 128]], CAUSAL),
+              ("mask_softmax", "fp16", [[8, 12, 129, 129], [8, 1, 129, 129]], BOOL)]
 
 # The old autotune lists, as the templates had them before the heuristics
 OLD_NORM_WARPS = (4, 2, 8, 16)  # pruned to num_warps <= max(2, BLOCK_N // 256)
@@ -240,15 +241,15 @@ def main():
 
     print(f"\n{'per call, as an eager model calls it':46s} {'fused wall':>10s} {'host':>7s} "
           f"{'eager wall':>10s} {'host':>7s}")
-    for pattern, dtype, shapes in HOST_CASES:
-        params = next(c[3] for c in CASES if c[0] == pattern)
-        if not re.search(args.only, f"{pattern} {dtype} {'x'.join(map(str, shapes[0]))}"):
+    for case in HOST_CASES:
+        pattern, dtype, shapes, params = case
+        if not re.search(args.only, label(case)):
             continue
         kernel, ref, adapter = mods[pattern]
         inputs = adapter.make_inputs(shapes, fat.DTYPES[dtype], params, "cuda", 0)
         f = fat.wall_time_us(lambda: adapter.fused(kernel, inputs, params))
         e = fat.wall_time_us(lambda: adapter.reference(ref, inputs, params))
-        name = label((pattern, dtype, shapes, params))
+        name = label(case)
         print(f"{name:46s} {f['wall_us']:10.2f} {f['host_us']:7.2f} {e['wall_us']:10.2f} {e['host_us']:7.2f}")
         if args.json:
             print(json.dumps({"case": name, "fused": f, "eager": e}))

@@ -84,7 +84,9 @@ def _sum_chunk(X, R, S, cols, N, sxn, srn, ssn):
     return tl.where(m, s.to(tl.float32), 0.0)
 
 
-@triton.jit
+# RR (the residual's row count: x's for a residual of x's shape) unspecialized: a new number
+# of rows (1, a multiple of 16, other) compiles nothing new, nor during CUDA-graph capture
+@triton.jit(do_not_specialize=["RR"])
 def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
                        sxm, sxn, srm, srn, ssm, ssn, sym, syn, eps,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, SINGLE: tl.constexpr, STATS: tl.constexpr,
@@ -229,17 +231,32 @@ def _check_dense(fn, outs):
 _COMPILED = {}
 
 
+def _spec_key(args):
+    """What Triton specializes launch arguments on, as a cache key: a tensor's dtype, 16-byte
+    alignment and device; an int's being 1, divisible by 16, and its width (codes 10-14,
+    never equal to a bool's key); a float nothing; anything else (flags, None) its value.
+    One loop without a call per argument: this runs on every launch."""
+    key = []
+    add = key.append
+    for a in args:
+        t = type(a)
+        if t is int:
+            if a == 1:
+                add(14)
+            else:
+                add(10 + (a % 16 == 0) + 2 * (a > 0x7FFFFFFF or a < -0x80000000))
+        elif t is float:
+            add(0.5)
+        elif isinstance(a, torch.Tensor):
+            add((a.dtype, a.data_ptr() % 16 == 0, a.get_device()))
+        else:
+            add(a)
+    return tuple(key)
+
+
 def _spec(a):
-    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
-    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
-    (constexpr flags, None) its value."""
-    if isinstance(a, torch.Tensor):
-        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
-    if type(a) is int:
-        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
-    if type(a) is float:
-        return float
-    return a
+    """_spec_key of one argument."""
+    return _spec_key((a,))[0]
 
 
 def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
@@ -254,7 +271,7 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
         return
     # id(kernel): hashing a JITFunction costs ~2 us of host time per call
-    key = (id(kernel), num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    key = (id(kernel), num_warps, num_stages, tuple(constexprs.values()), _spec_key(args))
     ck = _COMPILED.get(key)
     if ck is not None:
         ck[grid](*args, *constexprs.values())

@@ -306,3 +306,26 @@ def test_row_strides_match_view():
         assert got is t, (t.shape, t.stride())
         assert v.shape[0] == 1 or sm == v.stride(0), (t.shape, t.stride(), sm)
         assert n == 1 or sn == v.stride(1), (t.shape, t.stride(), sn)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_cuda_graph_unseen_rows_gpu():
+    """No autotuner and the row count unspecialized: after one call at 5 rows, calls at row
+    counts never seen (16, 1) compile nothing and can be captured in a CUDA graph."""
+    g = fat.gen(41)
+    w = fat.randn([768], torch.float16, "cuda", g)
+    kernel.add_layer_norm(*(fat.randn([5, 768], torch.float16, "cuda", g) for _ in range(2)), w, w)
+    torch.cuda.synchronize()
+    for rows in (16, 1):
+        x = fat.randn([rows, 768], torch.float16, "cuda", g, mean=-2.3)
+        r = fat.randn([rows, 768], torch.float16, "cuda", g)
+        out = (torch.empty_like(x), torch.empty_like(x))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            kernel.add_layer_norm(x, r, w, w, out=out)
+        graph.replay()
+        torch.cuda.synchronize()
+        s0, y0 = ref.add_layer_norm(x, r, w, w)
+        fat.assert_close(out[0], s0, 0, 0)
+        fat.assert_close(out[1], y0, *fat.tol("norm", torch.float16))

@@ -118,7 +118,9 @@ def _scores(xp, mp, cols, qrow, inb, M, N, sxn, smn, scale, fill, KIND: tl.const
     return tl.where(inb, s, float("-inf"))
 
 
-@triton.jit
+# The row counts and the seed unspecialized: a new batch, head count, query length or seed
+# (1, a multiple of 16, other) compiles nothing new, nor during CUDA-graph capture
+@triton.jit(do_not_specialize=["R", "H", "M", "seed"])
 def _mask_softmax_rows(X, MASK, Y, R, H, M, N,
                        sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
                        scale, fill, p, pscale, seed,
@@ -148,7 +150,7 @@ def _mask_softmax_rows(X, MASK, Y, R, H, M, N,
     tl.store(yp + cols * syn, _cast(y, Y.dtype.element_ty), mask=inb)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["R", "H", "M", "seed"])
 def _mask_softmax_long(X, MASK, Y, R, H, M, N,
                        sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
                        scale, fill, p, pscale, seed,
@@ -192,7 +194,7 @@ def _mask_softmax_long(X, MASK, Y, R, H, M, N,
         start += BLOCK_N
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed"])
 def _mask_kernel(K, N, p, seed, BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     start = 0
@@ -263,17 +265,32 @@ def _check_dense(fn, outs):
 _COMPILED = {}
 
 
+def _spec_key(args):
+    """What Triton specializes launch arguments on, as a cache key: a tensor's dtype, 16-byte
+    alignment and device; an int's being 1, divisible by 16, and its width (codes 10-14,
+    never equal to a bool's key); a float nothing; anything else (flags, None) its value.
+    One loop without a call per argument: this runs on every launch."""
+    key = []
+    add = key.append
+    for a in args:
+        t = type(a)
+        if t is int:
+            if a == 1:
+                add(14)
+            else:
+                add(10 + (a % 16 == 0) + 2 * (a > 0x7FFFFFFF or a < -0x80000000))
+        elif t is float:
+            add(0.5)
+        elif isinstance(a, torch.Tensor):
+            add((a.dtype, a.data_ptr() % 16 == 0, a.get_device()))
+        else:
+            add(a)
+    return tuple(key)
+
+
 def _spec(a):
-    """What Triton specializes a launch argument on: a tensor's dtype, 16-byte alignment and
-    device; an int's being 1, divisible by 16, and its width; a float nothing; anything else
-    (constexpr flags, None) its value."""
-    if isinstance(a, torch.Tensor):
-        return (a.dtype, a.data_ptr() % 16 == 0, a.device.index)
-    if type(a) is int:
-        return (a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF)
-    if type(a) is float:
-        return float
-    return a
+    """_spec_key of one argument."""
+    return _spec_key((a,))[0]
 
 
 def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
@@ -288,7 +305,7 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
         return
     # id(kernel): hashing a JITFunction costs ~2 us of host time per call
-    key = (id(kernel), num_warps, num_stages, tuple(constexprs.values()), tuple(map(_spec, args)))
+    key = (id(kernel), num_warps, num_stages, tuple(constexprs.values()), _spec_key(args))
     ck = _COMPILED.get(key)
     if ck is not None:
         ck[grid](*args, *constexprs.values())

@@ -266,3 +266,23 @@ def test_review_repros_gpu():
     step = 1 << 14
     for i in range(0, x.shape[0], step):
         fat.assert_close(y[i:i + step], want[i:i + step], *fat.tol("softmax", torch.bfloat16), name=f"rows {i}..")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_cuda_graph_unseen_shapes_gpu():
+    """No autotuner and the batch, head and query counts unspecialized: after one call at
+    [2, 4, 64, 128], calls at shapes never seen ([3, 4, 16, 128], [1, 4, 1, 128], a decode
+    step) compile nothing and can be captured in a CUDA graph."""
+    g = fat.gen(41)
+    kernel.mask_softmax(fat.randn([2, 4, 64, 128], torch.float16, "cuda", g), None, 0.125, "causal")
+    torch.cuda.synchronize()
+    for shape in ([3, 4, 16, 128], [1, 4, 1, 128]):
+        x = fat.randn(shape, torch.float16, "cuda", g, std=3)
+        y = torch.empty_like(x)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            kernel.mask_softmax(x, None, 0.125, "causal", out=y)
+        graph.replay()
+        torch.cuda.synchronize()
+        fat.assert_close(y, ref.mask_softmax(x, None, 0.125, "causal"), *fat.tol("softmax", torch.float16))

@@ -207,3 +207,23 @@ def test_review_repros_gpu():
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
     assert x.stride() == (1, 600000)
     _assert_close_gpu(kernel.rms_norm(x, w), ref.rms_norm(x, w), *fat.tol("norm", torch.bfloat16), "y")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_cuda_graph_unseen_rows_gpu():
+    """No autotuner and no row count among the arguments: after one call at 5 rows, calls at
+    row counts never seen (16, 1) compile nothing and can be captured in a CUDA graph."""
+    g = fat.gen(41)
+    w = fat.randn([4096], torch.bfloat16, "cuda", g, mean=1.0)
+    kernel.rms_norm(fat.randn([5, 4096], torch.bfloat16, "cuda", g), w)
+    torch.cuda.synchronize()
+    for rows in (16, 1):
+        x = fat.randn([rows, 4096], torch.bfloat16, "cuda", g)
+        y = torch.empty_like(x)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            kernel.rms_norm(x, w, out=y)
+        graph.replay()
+        torch.cuda.synchronize()
+        fat.assert_close(y, ref.rms_norm(x, w), *fat.tol("norm", torch.bfloat16))
