@@ -344,7 +344,7 @@ class RMSNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps, casting):
-        M = x.numel() // x.shape[-1] if x.dim() else 0
+        M = x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
         y = rms_norm(x, weight, eps, casting, rstd=rstd)
         ctx.save_for_backward(x, weight, rstd)
