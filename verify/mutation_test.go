@@ -85,12 +85,14 @@ func templatesKernel(pattern string) (string, error) {
 // are skipped for its mutants (a mutant is killed only by a case the original passes). Run
 // with -v for the table of mutants and the case that killed each.
 //
-// To be fast without being weaker, each mutant first runs only the case that killed it last
-// time (its kill hint, testdata/mutation_hints.json); a mutant that this case does not kill
-// (a stale hint: the kernel or the cases changed) or that has no hint then runs every other
-// case, in the runner's order, up to the first that fails. So a hint can only cost time: a
-// mutant survives only when no case kills it. -mutations.update-hints rewrites the hints
-// from the run.
+// To be fast without being weaker, the mutants run in stages, each for those still alive:
+// (1) the case that killed the mutant last time (its kill hint, testdata/mutation_hints.json),
+// (2) the cases that killed other mutants of its pattern, (3) every other case, in the
+// runner's order, up to the first that fails. A stale hint (the kernel or the cases changed)
+// or a missing one only costs time: a mutant survives only when no case kills it.
+// -mutations.update-hints rewrites the hints from the run. The runner processes are forked
+// from one that imported torch once (forkRunner): a fresh one follows every folder where a
+// case raised or wrote out of bounds, about a third of the mutants.
 func TestMutations(t *testing.T) {
 	py := venv(t)
 	base := genFolders(t)
@@ -162,6 +164,9 @@ func TestMutations(t *testing.T) {
 	hints, err := readHints(hintsFile)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !*useHints {
+		hints = map[string]string{}
 	}
 	opts := Options{Python: py, Trials: 1, Timeout: 90 * time.Second, Jobs: runtime.GOMAXPROCS(0), FailFast: true}
 	if *mutFork {
@@ -293,6 +298,8 @@ func TestMutations(t *testing.T) {
 			"refresh them with go test ./verify -run 'TestMutations$' -mutations.update-hints", stale, n)
 	}
 }
+
+var useHints = flag.Bool("mutations.hints", true, "TestMutations: run each mutant's kill hint first (false: every case in the runner's order)")
 
 var mutFork = flag.Bool("mutations.fork", true, "TestMutations: fork the runner processes from one that imported torch once")
 
