@@ -70,17 +70,22 @@ job templates env TRITON_INTERPRET=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$py" -
 failed=()
 reported=()
 while [ ${#reported[@]} -lt ${#names[@]} ]; do
-	for name in "${names[@]}"; do
-		if [ -f "$logs/$name.rc" ] && [[ " ${reported[*]} " != *" $name "* ]]; then
-			reported+=("$name")
-			read -r rc secs <"$logs/$name.rc"
-			cat "$logs/$name" >&2
-			if [ "$rc" = 0 ]; then
-				echo "== $name: ok (${secs}s)" >&2
-			else
-				echo "== $name: FAILED (exit $rc, ${secs}s)" >&2
-				failed+=("$name")
-			fi
+	for i in "${!names[@]}"; do
+		name=${names[$i]}
+		[[ " ${reported[*]} " == *" $name "* ]] && continue
+		if [ ! -f "$logs/$name.rc" ]; then
+			kill -0 "${pids[$i]}" 2>/dev/null && continue
+			sleep 1 # it may have ended since the test above
+			[ -f "$logs/$name.rc" ] || echo "? ?" >"$logs/$name.rc" # killed before writing its status
+		fi
+		reported+=("$name")
+		read -r rc secs <"$logs/$name.rc"
+		cat "$logs/$name" >&2
+		if [ "$rc" = 0 ]; then
+			echo "== $name: ok (${secs}s)" >&2
+		else
+			echo "== $name: FAILED (exit $rc, ${secs}s)" >&2
+			failed+=("$name")
 		fi
 	done
 	sleep 1

@@ -41,7 +41,6 @@ type forkRunner struct {
 	emu   sync.Mutex // exits
 	dead  chan struct{}
 	err   error // why the zygote is gone
-	forks int
 }
 
 type forkReply struct {
@@ -229,7 +228,6 @@ func (r *forkRunner) Start(ctx context.Context, args, env []string) (*Proc, erro
 			err = r.err
 		}
 	}
-	r.forks++
 	r.mu.Unlock()
 	closeAll(theirs[:])
 	if err != nil {
@@ -293,9 +291,9 @@ func (r *forkRunner) Start(ctx context.Context, args, env []string) (*Proc, erro
 	return &Proc{Stdin: ours[0], Stdout: ours[1], Wait: wait}, nil
 }
 
-func closeAll(fss ...[]*os.File) {
-	for _, fs := range fss {
-		for _, f := range fs {
+func closeAll(groups ...[]*os.File) {
+	for _, g := range groups {
+		for _, f := range g {
 			if f != nil {
 				f.Close()
 			}

@@ -172,19 +172,12 @@ func TestMutations(t *testing.T) {
 	if *mutFork {
 		opts.Runner = newForkRunner(t, py) // nil (Run's own runners) where unsupported
 	}
-	// The cases that killed some mutant of each pattern, most kills first.
+	// the cases that killed some mutant of each pattern (by the hints)
 	killers := map[string][]string{}
-	{
-		n := map[string]int{}
-		for k, id := range hints {
-			p, _, _ := strings.Cut(k, "/")
-			if n[p+"/"+id] == 0 {
-				killers[p] = append(killers[p], id)
-			}
-			n[p+"/"+id]++
-		}
-		for p := range killers {
-			slices.SortStableFunc(killers[p], func(a, b string) int { return n[p+"/"+b] - n[p+"/"+a] })
+	for k, id := range hints {
+		p, _, _ := strings.Cut(k, "/")
+		if !slices.Contains(killers[p], id) {
+			killers[p] = append(killers[p], id)
 		}
 	}
 	usable := func(mu *mutant, id string) bool {
