@@ -314,14 +314,16 @@ def _check(x, residual, weight, bias):
     if rr is None:
         raise ValueError(f"add_layernorm: residual {tuple(residual.shape)} does not match x {tuple(x.shape)} "
                          "(x's shape, or its trailing dims with leading 1s)")
+    n = x.shape[-1]
     for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and t.shape != (x.shape[-1],):
+        if t is not None and (t.dim() != 1 or t.shape[0] != n):
             raise ValueError(f"add_layernorm: {name} {tuple(t.shape)} does not match x {tuple(x.shape)}")
+    dev = x.device
     for t in (residual, weight, bias):
-        if t is not None and t.device != x.device:
+        if t is not None and t.device != dev:
             raise ValueError("add_layernorm: the inputs are on different devices")
-    if x.shape[-1] and x.numel() // x.shape[-1] >= 2**31:
-        raise ValueError(f"add_layernorm: {x.numel() // x.shape[-1]} rows (one program each: at most 2**31 - 1)")
+    if n and x.numel() // n >= 2**31:
+        raise ValueError(f"add_layernorm: {x.numel() // n} rows (one program each: at most 2**31 - 1)")
     return rr
 
 
@@ -338,10 +340,11 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
     dtype = x.dtype if residual.dtype == x.dtype else torch.promote_types(x.dtype, residual.dtype)
-    if out is None:
-        shape = tuple(x.shape)
-        s = torch.empty(shape, dtype=dtype, device=x.device)
-        y = torch.empty(shape, dtype=dtype, device=x.device)
+    fresh = out is None
+    if fresh:
+        # empty_like: a third of torch.empty(shape, ...)'s host time; contiguous like it
+        s = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
+        y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     else:
         s, y = out
         for t in (s, y):
@@ -358,11 +361,22 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
         mean = torch.empty(M, dtype=torch.float32, device=x.device)
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     if M and N:
-        # [rows, N] strides, no views made (a copy of an input that has no such view)
-        x, sxm, sxn = _row_strides(x)
-        residual, srm, srn = _row_strides(residual)
-        s2, ssm, ssn = _row_strides(s, out=True)
-        y2, sym, syn = _row_strides(y, out=True)
+        # [rows, N] strides, no views made (a copy of an input that has no such view); a
+        # contiguous tensor's are (N, 1) (the residual's row stride is never used when it
+        # has one row, nor x's when it has one), found without _row_strides' loop
+        if x.is_contiguous():
+            sxm, sxn = N, 1
+        else:
+            x, sxm, sxn = _row_strides(x)
+        if residual.is_contiguous():
+            srm, srn = N, 1
+        else:
+            residual, srm, srn = _row_strides(residual)
+        if fresh:
+            s2, ssm, ssn, y2, sym, syn = s, N, 1, y, N, 1
+        else:
+            s2, ssm, ssn = _row_strides(s, out=True)
+            y2, sym, syn = _row_strides(y, out=True)
         block, warps = _plan(N, MAX_BLOCK_N)
         if block_n:
             block = block_n

@@ -352,25 +352,40 @@ def bias_gelu(x, bias=None, approximate="none", out=None):
     ``out`` may be x itself (in place)."""
     _check(x, bias)
     approx = APPROXIMATE[approximate]
-    # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
-    if bias is not None and bias.stride(0) != 1:
-        bias = bias.contiguous()
-    dtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
+    dtype = x.dtype
+    if bias is not None:
+        # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
+        if bias.stride(0) != 1:
+            bias = bias.contiguous()
+        if bias.dtype != dtype:
+            dtype = torch.promote_types(dtype, bias.dtype)
+    n = x.numel()
     if out is None:
-        out = torch.empty(x.shape, dtype=dtype, device=x.device)
+        # empty_like: a third of torch.empty(shape, ...)'s host time; contiguous like it
+        out = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
+        if n and x.is_contiguous():
+            # the common case: x and the fresh out are contiguous [rows, N], no views needed
+            N = x.shape[-1] if x.dim() else 1
+            M = n // N
+            bm, bn, warps = _tiles(N, max(x.element_size(), out.element_size()))
+            _launch(_bias_gelu_fwd, _grid(M, N, bm, bn),
+                    (x, x if bias is None else bias, out, M, N, N, 1, N, 1),  # x: a dummy bias pointer
+                    num_warps=warps, HAS_BIAS=bias is not None, APPROX=approx, BLOCK_M=bm, BLOCK_N=bn)
+            return out
     elif out.shape != x.shape or out.dtype != dtype or out.device != x.device:
         raise ValueError("bias_gelu: out has the wrong shape, dtype or device")
     else:
         _check_dense("bias_gelu", [("out", out)])
         _check_alias("bias_gelu", [("out", out)], [("x", x), ("bias", bias)], in_place=("x",))
-    if x.numel() == 0:
+    if n == 0:
         return out
     x2, y2 = _rows(x), _rows(out, view_only=True)
     M, N = x2.shape
     bm, bn, warps = _tiles(N, max(x2.element_size(), y2.element_size()))
+    sx, sy = x2.stride(), y2.stride()
     _launch(_bias_gelu_fwd, _grid(M, N, bm, bn),
             (x2, x2 if bias is None else bias, y2, M, N,  # x2: a dummy bias pointer, never read
-             x2.stride(0), x2.stride(1), y2.stride(0), y2.stride(1)),
+             sx[0], sx[1], sy[0], sy[1]),
             num_warps=warps, HAS_BIAS=bias is not None, APPROX=approx, BLOCK_M=bm, BLOCK_N=bn)
     return out
 

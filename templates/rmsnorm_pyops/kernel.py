@@ -289,7 +289,9 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 
 
 def out_dtype(x, weight, casting):
-    return torch.promote_types(x.dtype, weight.dtype) if casting == "llama" else x.dtype
+    if casting == "llama" and weight.dtype != x.dtype:
+        return torch.promote_types(x.dtype, weight.dtype)
+    return x.dtype
 
 
 def _check(x, weight, casting):
@@ -297,7 +299,7 @@ def _check(x, weight, casting):
         raise TypeError(f"rmsnorm: unsupported dtype {x.dtype}")
     if casting not in CASTING:
         raise ValueError(f"rmsnorm: casting={casting!r} (want one of {sorted(CASTING)})")
-    if x.dim() == 0 or weight.shape != (x.shape[-1],):
+    if x.dim() == 0 or weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
         raise ValueError(f"rmsnorm: weight {tuple(weight.shape)} does not match x {tuple(x.shape)}")
     if weight.device != x.device:
         raise ValueError("rmsnorm: x and weight on different devices")
@@ -317,8 +319,10 @@ def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=
     if weight.stride(0) != 1:
         weight = weight.contiguous()
     dtype = out_dtype(x, weight, casting)
-    if out is None:
-        out = torch.empty(tuple(x.shape), dtype=dtype, device=x.device)
+    fresh = out is None
+    if fresh:
+        # empty_like: a third of torch.empty(shape, ...)'s host time; contiguous like it
+        out = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
     else:
         if out.shape != x.shape or out.dtype != dtype or out.device != x.device:
             raise ValueError("rmsnorm: out has the wrong shape, dtype or device")
@@ -328,8 +332,16 @@ def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=
         return out
     N = x.shape[-1]
     # [rows, N] strides, no views made (a copy of x when it has no such view)
-    x, sxm, sxn = _row_strides(x)
-    y2, sym, syn = _row_strides(out, out=True)
+    # (a contiguous tensor's are (N, 1), found without _row_strides' loop; the row stride of
+    # a tensor of one row is never used)
+    if x.is_contiguous():
+        sxm, sxn = N, 1
+    else:
+        x, sxm, sxn = _row_strides(x)
+    if fresh:
+        y2, sym, syn = out, N, 1
+    else:
+        y2, sym, syn = _row_strides(out, out=True)
     block, warps = _plan(N, MAX_BLOCK_N)
     if block_n:
         block = block_n

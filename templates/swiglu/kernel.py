@@ -301,15 +301,36 @@ def swiglu(gate, up, out=None):
     """y = silu(gate) * up; forward only (see SwiGLUFunction for autograd). ``out`` may be gate
     or up itself (in place)."""
     _check(gate, up)
-    dtype = torch.promote_types(gate.dtype, up.dtype)
-    g2, u2 = _rows(gate), _rows(up)
+    dtype = gate.dtype
+    if up.dtype != dtype:
+        dtype = torch.promote_types(dtype, up.dtype)
     if out is None:
-        out = torch.empty(gate.shape, dtype=dtype, device=gate.device)
+        # empty_like: a third of torch.empty(shape, ...)'s host time; contiguous like it
+        out = torch.empty_like(gate, dtype=dtype, memory_format=torch.contiguous_format)
+        n = out.numel()
+        sg = None
+        if n and gate.dim() == 2:
+            # the common cases, no views needed: 2-D gate and up (the halves of a chunked
+            # projection or not), their strides the kernel's; contiguous ones of any rank
+            M, N = gate.shape
+            sg, su = gate.stride(), up.stride()
+        elif n and gate.is_contiguous() and up.is_contiguous():
+            N = gate.shape[-1] if gate.dim() else 1
+            M = n // N
+            sg = su = (N, 1)
+        if sg is not None:
+            bm, bn, warps = _tiles(N, max(gate.element_size(), up.element_size(), out.element_size()))
+            _launch(_swiglu_fwd, _grid(M, N, bm, bn),
+                    (gate, up, out, M, N, sg[0], sg[1], su[0], su[1], N, 1),
+                    num_warps=warps, BLOCK_M=bm, BLOCK_N=bn)
+            return out
+        g2, u2 = _rows(gate), _rows(up)
         y2 = _rows(out)
     elif out.shape != gate.shape or out.dtype != dtype or out.device != gate.device:
         raise ValueError("swiglu: out has the wrong shape, dtype or device")
     else:
         _check_dense("swiglu", [("out", out)])
+        g2, u2 = _rows(gate), _rows(up)
         y2 = _rows(out, view_only=True)
         # in place on one half of a chunked projection: the other half interleaves with it
         # row by row without sharing an element; the alias check's byte ranges cannot tell
@@ -320,9 +341,9 @@ def swiglu(gate, up, out=None):
         return out
     M, N = g2.shape
     bm, bn, warps = _tiles(N, max(g2.element_size(), u2.element_size(), y2.element_size()))
+    sg, su, sy = g2.stride(), u2.stride(), y2.stride()
     _launch(_swiglu_fwd, _grid(M, N, bm, bn),
-            (g2, u2, y2, M, N, g2.stride(0), g2.stride(1), u2.stride(0), u2.stride(1),
-             y2.stride(0), y2.stride(1)),
+            (g2, u2, y2, M, N, sg[0], sg[1], su[0], su[1], sy[0], sy[1]),
             num_warps=warps, BLOCK_M=bm, BLOCK_N=bn)
     return out
 
