@@ -11,7 +11,7 @@ minima.
 Usage: python3 bench/experiments/probe_wrapper_host.py [-n CALLS] [-r REPEATS] [-templates DIR] [PATTERN ...]
 (TRITON_INTERPRET must be unset: under the interpreter the wrappers pick other tiles.) To
 compare with an earlier commit under the same load, put its templates in a folder
-(``git archive REV templates | tar -x -C /tmp/old``) and pass ``-templates /tmp/old/templates``.
+(``git archive REV templates | tar -x -C OLD``) and pass ``-templates OLD/templates``.
 """
 import argparse
 import os
