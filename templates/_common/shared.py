@@ -295,8 +295,8 @@ def _gemm_tile(kernel, M, N, K, x, flags, run):
     with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
     candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
     while the stream captures a CUDA graph, the first candidate, not kept."""
-    bucket = max(16, 1 << (M - 1).bit_length())
-    key = (id(kernel), bucket, N, K, x.dtype, x.device.index, flags)  # id: hashing a JITFunction costs more
+    bucket = 16 if M <= 16 else 1 << (M - 1).bit_length()
+    key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
     if tile is not None:
         return tile
@@ -319,58 +319,83 @@ def _gemm_tile(kernel, M, N, K, x, flags, run):
 
 
 def _gemm_grid(M, N, tile):
-    """One program per output tile, all on grid axis 0 (up to 2**31 - 1 programs)."""
-    return ((M + tile[0] - 1) // tile[0] * ((N + tile[1] - 1) // tile[1]),)
+    """One program per output tile, all on grid axis 0 (up to 2**31 - 1 programs); 3-D, as
+    _gemm_launch takes it."""
+    return ((M + tile[0] - 1) // tile[0] * ((N + tile[1] - 1) // tile[1]), 1, 1)
 
 
-def _tma_ok(*ts):
-    """TMA descriptors need 2-D tensors with a contiguous last dim and 16-byte aligned base and
-    row stride; fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32 operands
-    measured 20-50x slower on the H200)."""
-    for t in ts:
-        if t.dtype not in (torch.float16, torch.bfloat16) or t.dim() != 2 or t.stride(1) != 1:
-            return False
-        if (t.stride(0) * 2) % 16 or t.data_ptr() % 16 or t.shape[0] == 0:
+def _gemm_rows(shape, strides):
+    """(rows, row stride, column stride) of a tensor of this shape and strides seen as
+    [rows, shape[-1]]: the strides ``t.view(-1, shape[-1])`` would have, computed without
+    making the view (about a microsecond of host time), or None where no such view exists
+    (leading dims that do not merge). The kernels take the tensor itself with these strides;
+    its data_ptr is row 0's. With no leading dim of size > 1, the row stride is one row's
+    extent (any value is right for one row)."""
+    rows, row, span = 1, None, None  # span: the stride the next outer dim must have to merge
+    for n, s in zip(shape[-2::-1], strides[-2::-1]):
+        if n == 0:
+            return 0, 0, strides[-1]
+        rows *= n
+        if n == 1:
+            continue
+        if span is None:
+            row = s
+        elif s != span:
+            return None
+        span = s * n
+    cs = strides[-1] if strides else 1
+    return rows, (shape[-1] * cs if row is None else row), cs
+
+
+_TMA_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _tma_layout(dtype, *rows):
+    """Whether [rows, cols] operands of dtype with these (row stride, column stride) pairs can
+    be TMA descriptors: fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32
+    operands measured 20-50x slower on the H200), a contiguous last dim and a 16-byte aligned
+    row stride. Also needed, checked per call by the caller: 16-byte aligned base addresses
+    and rows > 0 (the callers return before launching for M = 0 or N = 0)."""
+    if dtype not in _TMA_DTYPES:
+        return False
+    for rs, cs in rows:
+        if cs != 1 or (rs * 2) % 16:
             return False
     return True
 
 
-def _desc(t, block_shape):
-    """A TMA tensor descriptor of t (which _tma_ok accepted) with the tile's block shape, built
-    without TensorDescriptor's per-call validation (_tma_ok did it)."""
+def _desc(t, shape, strides, block_shape):
+    """A TMA tensor descriptor of t's [rows, cols] (shape and strides as lists: t's own dims
+    may be more, _gemm_rows) with the tile's block shape, built without TensorDescriptor's
+    per-call validation (_tma_layout and the caller's alignment check did it)."""
     d = object.__new__(TensorDescriptor)
-    d.base, d.shape, d.strides, d.block_shape, d.padding = t, list(t.shape), list(t.stride()), block_shape, "zero"
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, shape, strides, block_shape, "zero"
     return d
 
 
-def _gemm_spec(a):
-    """_spec, and for a tensor descriptor what Triton specializes it on: dtype and block shape
-    (its base, shape and strides are read at every launch)."""
-    if isinstance(a, TensorDescriptor):
-        return ("desc", a.base.dtype, tuple(a.block_shape), a.base.device.index)
-    return _spec(a)
-
-
-def _gemm_launch(kernel, grid, args, tile, **constexprs):
-    """``kernel[grid](*args, **constexprs)`` with the tile's BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-    num_stages and num_warps (BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M are the kernel's last
-    parameters, after constexprs); after the first call of a specialization its compiled
-    kernel is launched directly."""
+def _gemm_launch(kernel, grid, descs, args, tile, **constexprs):
+    """``kernel[grid](*descs, *args, **constexprs)`` with the tile's BLOCK_M, BLOCK_N, BLOCK_K,
+    GROUP_M, num_stages and num_warps (BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M are the kernel's
+    last parameters, after constexprs); descs: the leading TMA tensor descriptors, keyed on
+    what Triton specializes them on (dtype, block shape; their base, shape and strides are
+    read at every launch); grid: 3-D (_gemm_grid). After the first call of a specialization
+    its compiled kernel is launched directly."""
     bm, bn, bk, stages, warps = tile
-    consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
-    grid = tuple(grid) + (1,) * (3 - len(grid))
     if INTERPRET:
-        kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+        kernel[grid](*descs, *args, num_warps=warps, num_stages=stages, **constexprs,
+                     BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
         return
-    key = (id(kernel), tile, tuple(constexprs.values()), tuple(map(_gemm_spec, args)))
+    key = (id(kernel), tile, *constexprs.values(),
+           *[(d.base.dtype, tuple(d.block_shape), d.base.get_device()) for d in descs], _spec_key(args))
     ck = _COMPILED.get(key)
     if ck is not None:
-        ck[grid](*args, *consts.values())
+        ck[grid](*descs, *args, *constexprs.values(), bm, bn, bk, _GEMM_GROUP_M)
         return
-    names = kernel.arg_names[len(args):]
+    consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
+    names = kernel.arg_names[len(descs) + len(args):]
     if list(consts) != names:
         raise TypeError(f"_gemm_launch: constexprs {list(consts)}, want {names}")
-    _COMPILED[key] = kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+    _COMPILED[key] = kernel[grid](*descs, *args, num_warps=warps, num_stages=stages, **consts)
 
 
 @triton.jit

@@ -59,6 +59,13 @@ matters.
   refused (``_check_alias``).
 - Several Linears reading one LayerNorm (Q, K, V) can share one stats pass:
   ``ln_stats(x, eps)`` then ``layernorm_linear(..., stats=(mean, rstd))``.
+- Host side (bench/experiments/probe_wrapper_host_gemm.py: the wrapper on CPU tensors with the
+  launch stubbed): the checks run once per layout of the inputs (shapes, strides, dtypes; a
+  plan, ``_PLANS``, holding the sizes, x's row strides and whether the TMA kernel fits the
+  layout); per call: the plan's lookup, the output's allocation, the 16-byte alignment of the
+  TMA operands' addresses, the tile's lookup and the launch. x and the output go to the
+  kernels as they are with their row strides (``_gemm_rows``), no ``[rows, N]`` views; an
+  ``out=`` is still checked at every call (shape, dtype, device, overlap, row view).
 - Forward only. ``LayerNormLinear`` runs the eager chain when autograd needs a graph and caches
   the folded weights (refolded when a parameter changes).
 
@@ -66,6 +73,7 @@ Interpreter-safe: builtins only, ``tl.full``, no bf16 arithmetic, ``while`` loop
 lengths; TMA descriptors are host-side ``TensorDescriptor`` objects, which the interpreter runs.
 """
 
+import math
 import os
 
 import torch
@@ -214,8 +222,8 @@ def _gemm_tile(kernel, M, N, K, x, flags, run):
     with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
     candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
     while the stream captures a CUDA graph, the first candidate, not kept."""
-    bucket = max(16, 1 << (M - 1).bit_length())
-    key = (id(kernel), bucket, N, K, x.dtype, x.device.index, flags)  # id: hashing a JITFunction costs more
+    bucket = 16 if M <= 16 else 1 << (M - 1).bit_length()
+    key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
     if tile is not None:
         return tile
@@ -238,58 +246,83 @@ def _gemm_tile(kernel, M, N, K, x, flags, run):
 
 
 def _gemm_grid(M, N, tile):
-    """One program per output tile, all on grid axis 0 (up to 2**31 - 1 programs)."""
-    return ((M + tile[0] - 1) // tile[0] * ((N + tile[1] - 1) // tile[1]),)
+    """One program per output tile, all on grid axis 0 (up to 2**31 - 1 programs); 3-D, as
+    _gemm_launch takes it."""
+    return ((M + tile[0] - 1) // tile[0] * ((N + tile[1] - 1) // tile[1]), 1, 1)
 
 
-def _tma_ok(*ts):
-    """TMA descriptors need 2-D tensors with a contiguous last dim and 16-byte aligned base and
-    row stride; fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32 operands
-    measured 20-50x slower on the H200)."""
-    for t in ts:
-        if t.dtype not in (torch.float16, torch.bfloat16) or t.dim() != 2 or t.stride(1) != 1:
-            return False
-        if (t.stride(0) * 2) % 16 or t.data_ptr() % 16 or t.shape[0] == 0:
+def _gemm_rows(shape, strides):
+    """(rows, row stride, column stride) of a tensor of this shape and strides seen as
+    [rows, shape[-1]]: the strides ``t.view(-1, shape[-1])`` would have, computed without
+    making the view (about a microsecond of host time), or None where no such view exists
+    (leading dims that do not merge). The kernels take the tensor itself with these strides;
+    its data_ptr is row 0's. With no leading dim of size > 1, the row stride is one row's
+    extent (any value is right for one row)."""
+    rows, row, span = 1, None, None  # span: the stride the next outer dim must have to merge
+    for n, s in zip(shape[-2::-1], strides[-2::-1]):
+        if n == 0:
+            return 0, 0, strides[-1]
+        rows *= n
+        if n == 1:
+            continue
+        if span is None:
+            row = s
+        elif s != span:
+            return None
+        span = s * n
+    cs = strides[-1] if strides else 1
+    return rows, (shape[-1] * cs if row is None else row), cs
+
+
+_TMA_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _tma_layout(dtype, *rows):
+    """Whether [rows, cols] operands of dtype with these (row stride, column stride) pairs can
+    be TMA descriptors: fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32
+    operands measured 20-50x slower on the H200), a contiguous last dim and a 16-byte aligned
+    row stride. Also needed, checked per call by the caller: 16-byte aligned base addresses
+    and rows > 0 (the callers return before launching for M = 0 or N = 0)."""
+    if dtype not in _TMA_DTYPES:
+        return False
+    for rs, cs in rows:
+        if cs != 1 or (rs * 2) % 16:
             return False
     return True
 
 
-def _desc(t, block_shape):
-    """A TMA tensor descriptor of t (which _tma_ok accepted) with the tile's block shape, built
-    without TensorDescriptor's per-call validation (_tma_ok did it)."""
+def _desc(t, shape, strides, block_shape):
+    """A TMA tensor descriptor of t's [rows, cols] (shape and strides as lists: t's own dims
+    may be more, _gemm_rows) with the tile's block shape, built without TensorDescriptor's
+    per-call validation (_tma_layout and the caller's alignment check did it)."""
     d = object.__new__(TensorDescriptor)
-    d.base, d.shape, d.strides, d.block_shape, d.padding = t, list(t.shape), list(t.stride()), block_shape, "zero"
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, shape, strides, block_shape, "zero"
     return d
 
 
-def _gemm_spec(a):
-    """_spec, and for a tensor descriptor what Triton specializes it on: dtype and block shape
-    (its base, shape and strides are read at every launch)."""
-    if isinstance(a, TensorDescriptor):
-        return ("desc", a.base.dtype, tuple(a.block_shape), a.base.device.index)
-    return _spec(a)
-
-
-def _gemm_launch(kernel, grid, args, tile, **constexprs):
-    """``kernel[grid](*args, **constexprs)`` with the tile's BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-    num_stages and num_warps (BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M are the kernel's last
-    parameters, after constexprs); after the first call of a specialization its compiled
-    kernel is launched directly."""
+def _gemm_launch(kernel, grid, descs, args, tile, **constexprs):
+    """``kernel[grid](*descs, *args, **constexprs)`` with the tile's BLOCK_M, BLOCK_N, BLOCK_K,
+    GROUP_M, num_stages and num_warps (BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M are the kernel's
+    last parameters, after constexprs); descs: the leading TMA tensor descriptors, keyed on
+    what Triton specializes them on (dtype, block shape; their base, shape and strides are
+    read at every launch); grid: 3-D (_gemm_grid). After the first call of a specialization
+    its compiled kernel is launched directly."""
     bm, bn, bk, stages, warps = tile
-    consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
-    grid = tuple(grid) + (1,) * (3 - len(grid))
     if INTERPRET:
-        kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+        kernel[grid](*descs, *args, num_warps=warps, num_stages=stages, **constexprs,
+                     BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
         return
-    key = (id(kernel), tile, tuple(constexprs.values()), tuple(map(_gemm_spec, args)))
+    key = (id(kernel), tile, *constexprs.values(),
+           *[(d.base.dtype, tuple(d.block_shape), d.base.get_device()) for d in descs], _spec_key(args))
     ck = _COMPILED.get(key)
     if ck is not None:
-        ck[grid](*args, *consts.values())
+        ck[grid](*descs, *args, *constexprs.values(), bm, bn, bk, _GEMM_GROUP_M)
         return
-    names = kernel.arg_names[len(args):]
+    consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
+    names = kernel.arg_names[len(descs) + len(args):]
     if list(consts) != names:
         raise TypeError(f"_gemm_launch: constexprs {list(consts)}, want {names}")
-    _COMPILED[key] = kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+    _COMPILED[key] = kernel[grid](*descs, *args, num_warps=warps, num_stages=stages, **consts)
 
 
 @triton.jit
@@ -515,12 +548,15 @@ def _stats_config(M, K):
     return rows, block, 8 if rows * block >= 4096 else 4
 
 
-def _stats(a, eps):
-    M, K = a.shape
-    mean, rstd = torch.empty((2, M), dtype=torch.float32, device=a.device)  # one allocation
-    if M and K:
-        rows, block, warps = _stats_config(M, K)
-        _launch(_ln_stats_kernel, ((M + rows - 1) // rows,), (a, mean, rstd, M, K, a.stride(0), a.stride(1), float(eps)),
+def _stats(x, eps, M, K, rs, cs, cfg):
+    """mean and rstd (fp32, [M]) of x's M rows of K elements (row stride rs, column stride
+    cs); cfg: _stats_config(M, K), None when M or K is 0. Two allocations: on the host one
+    [2, M] buffer unpacked into its rows costs twice as much."""
+    mean = torch.empty(M, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
+    if cfg is not None:
+        rows, block, warps = cfg
+        _launch(_ln_stats_kernel, ((M + rows - 1) // rows,), (x, mean, rstd, M, K, rs, cs, float(eps)),
                 num_warps=warps, ROWS=rows, BLOCK_K=block, SINGLE=K <= block)
     return mean, rstd
 
@@ -529,7 +565,9 @@ def ln_stats(x, eps=1e-5):
     """(mean, rstd) of each row of x over the last dim, fp32, shape [rows], for
     ``layernorm_linear(..., stats=...)``. A row of equal values gets rstd = 0 (its normalised
     values are 0 whatever rstd is; eager's would be 1/sqrt(eps))."""
-    return _stats(_rows(x), eps)
+    a = _rows(x)
+    M, K = a.shape
+    return _stats(a, eps, M, K, a.stride(0), a.stride(1), _stats_config(M, K) if M and K else None)
 
 
 def fold_weights(ln_weight, ln_bias, weight, bias=None):
@@ -569,6 +607,41 @@ def _vector(t):
     return t if t is None or t.stride(0) == 1 else t.contiguous()
 
 
+# Per-call host work is cut by a plan per layout of the inputs (shapes, strides, dtypes of x,
+# the weights, the folded weights; the variant): checked once (_check and the folded weights'
+# and variant's checks), then what the call needs (sizes, x's rows and strides without a view,
+# the statistics' tile, whether the TMA kernel fits the layout, which vectors need a copy) is
+# looked up. The plan never holds a kernel or a tile (those are looked up per call); bounded.
+_PLANS = {}
+_PLANS_MAX = 4096
+
+
+def _plan(x, ln_weight, ln_bias, weight, bias, variant, folded):
+    _check(x, ln_weight, ln_bias, weight, bias)
+    if variant not in VARIANTS:
+        raise ValueError(f"layernorm_linear: variant must be one of {VARIANTS}")
+    N, K = weight.shape
+    if K == 0:
+        raise ValueError("layernorm_linear: K = 0")
+    lead = tuple(x.shape[:-1])
+    rows = _gemm_rows(x.shape, x.stride())
+    copy = rows is None  # no [rows, K] view of x: a contiguous copy per call (reshape)
+    M, rs, cs = (math.prod(lead), K, 1) if copy else rows
+    fold = variant == "fold"
+    tma = False
+    if fold:
+        wf, bf, s = folded
+        if wf.shape != (N, K) or wf.dtype != weight.dtype or s.shape != (N,) or (bf is not None and bf.shape != (N,)):
+            raise ValueError("layernorm_linear: folded weights do not match weight")
+        vectors = (bf, s)
+        tma = _tma_layout(x.dtype, (rs, cs), wf.stride())  # and the output's rows: (N, 1) when fresh
+    else:
+        vectors = (ln_weight, ln_bias, bias)
+    strided = any(t is not None and t.stride(0) != 1 for t in vectors)
+    return (N, K, M, lead + (N,), copy, rs, cs, fold, strided, tma, tma and _tma_layout(x.dtype, (N, 1)),
+            INTERPRET or x.dtype == torch.float32, _stats_config(M, K) if M else None)
+
+
 def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=None, out=None,
                      variant="fold", folded=None):
     """y = linear(layer_norm(x, (K,), ln_weight, ln_bias, eps), weight, bias); forward only.
@@ -577,30 +650,37 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
     ``fold_weights(ln_weight, ln_bias, weight, bias)`` computed once and reused (without it the
     fold is computed on every call, a full pass over the weight). ``stats`` = (mean, rstd) from
     ``ln_stats`` to share one stats pass between Linears."""
-    _check(x, ln_weight, ln_bias, weight, bias)
-    if variant not in VARIANTS:
-        raise ValueError(f"layernorm_linear: variant must be one of {VARIANTS}")
-    N, K = weight.shape
-    if K == 0:
-        raise ValueError("layernorm_linear: K = 0")
-    a = _rows(x)
-    M = a.shape[0]
-    fold = variant == "fold"
-    if fold:
-        wf, bf, s = folded if folded is not None else fold_weights(ln_weight, ln_bias, weight, bias)
-        if wf.shape != (N, K) or wf.dtype != weight.dtype or s.shape != (N,) or (bf is not None and bf.shape != (N,)):
-            raise ValueError("layernorm_linear: folded weights do not match weight")
-        bf, s = _vector(bf), _vector(s)
-    else:
-        ln_weight, ln_bias, bias = _vector(ln_weight), _vector(ln_bias), _vector(bias)
+    fkey = None
+    if variant == "fold":
+        if folded is None:
+            _check(x, ln_weight, ln_bias, weight, bias)  # its errors before the fold's
+            folded = fold_weights(ln_weight, ln_bias, weight, bias)
+        wf, bf, s = folded
+        fkey = (wf.shape, wf.stride(), wf.dtype, s.shape, s.stride(), None if bf is None else (bf.shape, bf.stride()))
+    key = (x.shape, x.stride(), x.dtype, weight.shape, weight.stride(), weight.dtype, variant, fkey,
+           None if bias is None else (bias.shape, bias.stride(), bias.dtype),
+           None if ln_weight is None else (ln_weight.shape, ln_weight.stride()),
+           None if ln_bias is None else (ln_bias.shape, ln_bias.stride()))
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(x, ln_weight, ln_bias, weight, bias, variant, folded)
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    N, K, M, shape, copy, rs, cs, fold, strided, tma_xw, tma, dot_f32, stats_cfg = plan
+    if strided:
+        if fold:
+            bf, s = _vector(bf), _vector(s)
+        else:
+            ln_weight, ln_bias, bias = _vector(ln_weight), _vector(ln_bias), _vector(bias)
     if stats is not None:
         mean, rstd = stats
         for t in (mean, rstd):
             if t.shape != (M,) or t.dtype != torch.float32 or t.stride(0) != 1 or t.device != x.device:
                 raise ValueError(f"layernorm_linear: stats must be two contiguous fp32 vectors of {M} rows (ln_stats)")
-    shape = x.shape[:-1] + (N,)
     if out is None:
-        out = torch.empty(shape, dtype=x.dtype, device=x.device)
+        out = torch.empty(*shape, dtype=x.dtype, device=x.device)
+        ys, ycs = N, 1  # a fresh output: contiguous rows
     else:
         if out.shape != shape or out.dtype != x.dtype or out.device != x.device:
             raise ValueError("layernorm_linear: out has the wrong shape, dtype or device")
@@ -610,46 +690,51 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
         if stats is not None:
             ins += [("mean", mean), ("rstd", rstd)]
         _check_alias("layernorm_linear", [("out", out)], ins)
-    y = _rows(out, view_only=True)
+        rows = _gemm_rows(out.shape, out.stride())
+        if rows is None:
+            raise ValueError("output must be viewable as [rows, N]")
+        _, ys, ycs = rows
+        tma = tma_xw and _tma_layout(x.dtype, (ys, ycs))
     if M == 0 or N == 0:
         return out
+    a = x.reshape(-1, K) if copy else x  # the kernels read x's rows through rs, cs
     if stats is None:
-        mean, rstd = _stats(a, eps)
-    dot_f32 = INTERPRET or x.dtype == torch.float32
+        mean, rstd = _stats(a, eps, M, K, rs, cs, stats_cfg)
 
     if not fold:
         kernel = _ln_linear_kernel
         flags = (False, ln_weight is not None, ln_bias is not None, bias is not None)
+        sw0, sw1 = weight.stride()
 
         def run(tile, y):
-            _gemm_launch(kernel, _gemm_grid(M, N, tile),
+            _gemm_launch(kernel, _gemm_grid(M, N, tile), (),
                          (a, mean, rstd, ln_weight if flags[1] else a, ln_bias if flags[2] else a, weight,
-                          bias if flags[3] else weight, y, M, N,
-                          a.stride(0), a.stride(1), weight.stride(0), weight.stride(1), y.stride(0), y.stride(1)),
+                          bias if flags[3] else weight, y, M, N, rs, cs, sw0, sw1, ys, ycs),
                          tile, K=K, FOLD=False, HAS_G=flags[1], HAS_BETA=flags[2], HAS_BIAS=flags[3], DOT_F32=dot_f32)
-    elif _tma_ok(a, wf, y):
+    elif tma and (a.data_ptr() | wf.data_ptr() | out.data_ptr()) % 16 == 0:
         kernel = _fold_tma_kernel
         flags = (True, bf is not None)
+        ash, ast, wsh, wst, ysh, yst = [M, K], [rs, 1], [N, K], [wf.stride(0), 1], [M, N], [ys, 1]
 
         def run(tile, y):
             bm, bn, bk = tile[:3]
-            descs = (_desc(a, [bm, bk]), _desc(wf, [bn, bk]), _desc(y, [bm, bn]))
-            _gemm_launch(kernel, _gemm_grid(M, N, tile), (*descs, mean, rstd, s, bf if flags[1] else s, M, N), tile,
-                         K=K, HAS_BIAS=flags[1], DOT_F32=dot_f32)
+            _gemm_launch(kernel, _gemm_grid(M, N, tile),
+                         (_desc(a, ash, ast, [bm, bk]), _desc(wf, wsh, wst, [bn, bk]), _desc(y, ysh, yst, [bm, bn])),
+                         (mean, rstd, s, bf if flags[1] else s, M, N), tile, K=K, HAS_BIAS=flags[1], DOT_F32=dot_f32)
     else:
         kernel = _ln_linear_kernel
         flags = (True, bf is not None)
+        sw0, sw1 = wf.stride()
 
         def run(tile, y):
-            _gemm_launch(kernel, _gemm_grid(M, N, tile),
-                         (a, mean, rstd, s, s, wf, bf if flags[1] else s, y, M, N,
-                          a.stride(0), a.stride(1), wf.stride(0), wf.stride(1), y.stride(0), y.stride(1)),
+            _gemm_launch(kernel, _gemm_grid(M, N, tile), (),
+                         (a, mean, rstd, s, s, wf, bf if flags[1] else s, y, M, N, rs, cs, sw0, sw1, ys, ycs),
                          tile, K=K, FOLD=True, HAS_G=False, HAS_BETA=False, HAS_BIAS=flags[1], DOT_F32=dot_f32)
 
     # tuned once per bucket of M, on a scratch output (the caller's out is written once, below)
     tile = _gemm_tile(kernel, M, N, K, x, flags,
-                      lambda t: run(t, torch.empty_strided(y.shape, y.stride(), dtype=y.dtype, device=y.device)))
-    run(tile, y)
+                      lambda t: run(t, torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device)))
+    run(tile, out)
     return out
 
 

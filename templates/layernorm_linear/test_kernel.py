@@ -71,6 +71,58 @@ def test_fold_takes_tma_when_aligned(device, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_layouts_through_the_plan(device, monkeypatch):
+    """The per-layout plans (checked once, then looked up), both variants: x of 1, 2 and 3
+    dims, leading dims of 1, a 3-D x with no [rows, K] view (copied), 3-D and row-padded
+    outputs, a misaligned x of a layout first met aligned (the TMA kernel is chosen per call:
+    the pointer kernel then), shared statistics, strided vectors; each layout called twice
+    (the second call takes the plan)."""
+    calls = []
+    for name in ("_fold_tma_kernel", "_ln_linear_kernel", "_ln_stats_kernel"):
+        monkeypatch.setattr(kernel, name, Spy(getattr(kernel, name), name, calls))
+    monkeypatch.setattr(kernel, "_PLANS", {})
+    g = fat.gen(15)
+    bf = torch.bfloat16
+    w = fat.randn([40, 64], bf, device, g, std=0.1)
+    b = fat.randn([40], bf, device, g)
+    gamma = fat.randn([128], bf, device, g, mean=1.0, std=0.2)[::2]  # strided
+    beta = fat.randn([64], bf, device, g)
+    folded = kernel.fold_weights(gamma, beta, w, b)
+    folded_strided = (folded[0], torch.stack([folded[1], folded[1]], 1)[:, 0], folded[2])
+    flat = fat.randn([3 * 5 * 64 + 8], bf, device, g)
+    tma, ptr, st = "_fold_tma_kernel", "_ln_linear_kernel", "_ln_stats_kernel"
+    cases = [  # (x, out or None, the GEMM kernel wanted; None: the out is refused)
+        (fat.randn([3, 5, 64], bf, device, g), None, tma),
+        (fat.randn([1, 1, 7, 64], bf, device, g), None, tma),
+        (fat.randn([64], bf, device, g), None, tma),
+        (fat.randn([5, 64, 3], bf, device, g).permute(2, 0, 1), None, tma),    # no row view: a contiguous copy
+        (fat.randn([64, 3, 5], bf, device, g).permute(1, 2, 0), None, ptr),    # rows of stride 1, columns 15
+        (flat[:960].view(3, 5, 64), fat.poison((3, 5, 40), bf, device), tma),
+        (flat[1:961].view(3, 5, 64), fat.poison((3, 5, 40), bf, device), ptr),  # misaligned x
+        (flat[:960].view(3, 5, 64), fat.poison((3, 5, 48), bf, device)[..., :40], tma),  # padded out rows
+        (flat[:960].view(3, 5, 64), fat.poison((3, 5, 41), bf, device)[..., :40], ptr),  # unaligned out rows
+        (flat[:960].view(3, 5, 64), fat.poison((5, 3, 40), bf, device).transpose(0, 1), None),  # refused
+    ]
+    for variant in ("fold", "normalize"):
+        for x, out, want in cases:
+            want = ptr if variant == "normalize" and want else want
+            for fold, shared in ((folded, False), (folded_strided, True)):
+                calls.clear()
+                o = None if out is None else out.fill_(float("nan"))
+                kw = dict(out=o, variant=variant, folded=fold if variant == "fold" else None,
+                          stats=kernel.ln_stats(x) if shared else None)
+                if want is None:
+                    with pytest.raises(ValueError, match="viewable"):
+                        kernel.layernorm_linear(x, gamma, beta, w, b, **kw)
+                    continue
+                calls.clear()
+                got = kernel.layernorm_linear(x, gamma, beta, w, b, **kw)
+                assert got is o or o is None
+                assert calls == ([] if shared else [st]) + [want], (variant, tuple(x.shape), x.stride(), calls)
+                fat.assert_close(got, ref.layernorm_linear(x, gamma, beta, w, b), *fat.tol("gemm", bf))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_fold_constant_row_is_exact(device, dtype):
     """A row of zero variance: eager gives exactly b + W beta; the fold must not amplify the

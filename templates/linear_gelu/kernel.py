@@ -41,6 +41,13 @@ FLOPs (small K) or when the GEMM is memory-bound (small M, decode).
 - K is a compile-time constant (one compile per K; K is a model dimension): it gives the K loop
   static bounds, which Triton can pipeline, and works around Triton 3.6's interpreter with
   numpy 2.4 rejecting ``range`` over a runtime bound.
+- Host side (bench/experiments/probe_wrapper_host_gemm.py: the wrapper on CPU tensors with the
+  launch stubbed): the checks run once per layout of the inputs (shapes, strides, dtypes; a
+  plan, ``_PLANS``, holding the sizes, x's row strides and whether the TMA kernel fits the
+  layout); per call: the plan's lookup, the output's allocation, the 16-byte alignment of the
+  TMA operands' addresses, the tile's lookup and the launch. x and the output go to the
+  kernels as they are with their row strides (``_gemm_rows``), no ``[rows, N]`` views; an
+  ``out=`` is still checked at every call (shape, dtype, device, overlap, row view).
 - Forward only. ``LinearGELU`` runs the eager ``F.gelu(F.linear(...))`` when autograd needs a
   graph (any input requires grad and grad mode is on), so it stays a drop-in in training; the
   fused kernel is used for inference.
@@ -50,6 +57,7 @@ Interpreter-safe: builtins only (``tl.math.rsqrt``, ``tl.exp``; tanh as ``2/(1+e
 which the interpreter runs.
 """
 
+import math
 import os
 
 import torch
@@ -194,8 +202,8 @@ def _gemm_tile(kernel, M, N, K, x, flags, run):
     with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
     candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
     while the stream captures a CUDA graph, the first candidate, not kept."""
-    bucket = max(16, 1 << (M - 1).bit_length())
-    key = (id(kernel), bucket, N, K, x.dtype, x.device.index, flags)  # id: hashing a JITFunction costs more
+    bucket = 16 if M <= 16 else 1 << (M - 1).bit_length()
+    key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
     if tile is not None:
         return tile
@@ -218,58 +226,83 @@ def _gemm_tile(kernel, M, N, K, x, flags, run):
 
 
 def _gemm_grid(M, N, tile):
-    """One program per output tile, all on grid axis 0 (up to 2**31 - 1 programs)."""
-    return ((M + tile[0] - 1) // tile[0] * ((N + tile[1] - 1) // tile[1]),)
+    """One program per output tile, all on grid axis 0 (up to 2**31 - 1 programs); 3-D, as
+    _gemm_launch takes it."""
+    return ((M + tile[0] - 1) // tile[0] * ((N + tile[1] - 1) // tile[1]), 1, 1)
 
 
-def _tma_ok(*ts):
-    """TMA descriptors need 2-D tensors with a contiguous last dim and 16-byte aligned base and
-    row stride; fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32 operands
-    measured 20-50x slower on the H200)."""
-    for t in ts:
-        if t.dtype not in (torch.float16, torch.bfloat16) or t.dim() != 2 or t.stride(1) != 1:
-            return False
-        if (t.stride(0) * 2) % 16 or t.data_ptr() % 16 or t.shape[0] == 0:
+def _gemm_rows(shape, strides):
+    """(rows, row stride, column stride) of a tensor of this shape and strides seen as
+    [rows, shape[-1]]: the strides ``t.view(-1, shape[-1])`` would have, computed without
+    making the view (about a microsecond of host time), or None where no such view exists
+    (leading dims that do not merge). The kernels take the tensor itself with these strides;
+    its data_ptr is row 0's. With no leading dim of size > 1, the row stride is one row's
+    extent (any value is right for one row)."""
+    rows, row, span = 1, None, None  # span: the stride the next outer dim must have to merge
+    for n, s in zip(shape[-2::-1], strides[-2::-1]):
+        if n == 0:
+            return 0, 0, strides[-1]
+        rows *= n
+        if n == 1:
+            continue
+        if span is None:
+            row = s
+        elif s != span:
+            return None
+        span = s * n
+    cs = strides[-1] if strides else 1
+    return rows, (shape[-1] * cs if row is None else row), cs
+
+
+_TMA_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _tma_layout(dtype, *rows):
+    """Whether [rows, cols] operands of dtype with these (row stride, column stride) pairs can
+    be TMA descriptors: fp16/bf16 only (fp32 operands take the pointer kernel: TMA with fp32
+    operands measured 20-50x slower on the H200), a contiguous last dim and a 16-byte aligned
+    row stride. Also needed, checked per call by the caller: 16-byte aligned base addresses
+    and rows > 0 (the callers return before launching for M = 0 or N = 0)."""
+    if dtype not in _TMA_DTYPES:
+        return False
+    for rs, cs in rows:
+        if cs != 1 or (rs * 2) % 16:
             return False
     return True
 
 
-def _desc(t, block_shape):
-    """A TMA tensor descriptor of t (which _tma_ok accepted) with the tile's block shape, built
-    without TensorDescriptor's per-call validation (_tma_ok did it)."""
+def _desc(t, shape, strides, block_shape):
+    """A TMA tensor descriptor of t's [rows, cols] (shape and strides as lists: t's own dims
+    may be more, _gemm_rows) with the tile's block shape, built without TensorDescriptor's
+    per-call validation (_tma_layout and the caller's alignment check did it)."""
     d = object.__new__(TensorDescriptor)
-    d.base, d.shape, d.strides, d.block_shape, d.padding = t, list(t.shape), list(t.stride()), block_shape, "zero"
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, shape, strides, block_shape, "zero"
     return d
 
 
-def _gemm_spec(a):
-    """_spec, and for a tensor descriptor what Triton specializes it on: dtype and block shape
-    (its base, shape and strides are read at every launch)."""
-    if isinstance(a, TensorDescriptor):
-        return ("desc", a.base.dtype, tuple(a.block_shape), a.base.device.index)
-    return _spec(a)
-
-
-def _gemm_launch(kernel, grid, args, tile, **constexprs):
-    """``kernel[grid](*args, **constexprs)`` with the tile's BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-    num_stages and num_warps (BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M are the kernel's last
-    parameters, after constexprs); after the first call of a specialization its compiled
-    kernel is launched directly."""
+def _gemm_launch(kernel, grid, descs, args, tile, **constexprs):
+    """``kernel[grid](*descs, *args, **constexprs)`` with the tile's BLOCK_M, BLOCK_N, BLOCK_K,
+    GROUP_M, num_stages and num_warps (BLOCK_M, BLOCK_N, BLOCK_K and GROUP_M are the kernel's
+    last parameters, after constexprs); descs: the leading TMA tensor descriptors, keyed on
+    what Triton specializes them on (dtype, block shape; their base, shape and strides are
+    read at every launch); grid: 3-D (_gemm_grid). After the first call of a specialization
+    its compiled kernel is launched directly."""
     bm, bn, bk, stages, warps = tile
-    consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
-    grid = tuple(grid) + (1,) * (3 - len(grid))
     if INTERPRET:
-        kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+        kernel[grid](*descs, *args, num_warps=warps, num_stages=stages, **constexprs,
+                     BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
         return
-    key = (id(kernel), tile, tuple(constexprs.values()), tuple(map(_gemm_spec, args)))
+    key = (id(kernel), tile, *constexprs.values(),
+           *[(d.base.dtype, tuple(d.block_shape), d.base.get_device()) for d in descs], _spec_key(args))
     ck = _COMPILED.get(key)
     if ck is not None:
-        ck[grid](*args, *consts.values())
+        ck[grid](*descs, *args, *constexprs.values(), bm, bn, bk, _GEMM_GROUP_M)
         return
-    names = kernel.arg_names[len(args):]
+    consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
+    names = kernel.arg_names[len(descs) + len(args):]
     if list(consts) != names:
         raise TypeError(f"_gemm_launch: constexprs {list(consts)}, want {names}")
-    _COMPILED[key] = kernel[grid](*args, num_warps=warps, num_stages=stages, **consts)
+    _COMPILED[key] = kernel[grid](*descs, *args, num_warps=warps, num_stages=stages, **consts)
 
 
 @triton.jit
@@ -447,54 +480,83 @@ def _check(x, weight, bias, approximate):
         raise ValueError(f"linear_gelu: approximate must be one of {sorted(APPROXIMATE)}")
 
 
+# Per-call host work is cut by a plan per layout of the inputs (shapes, strides, dtypes of x,
+# weight and bias, approximate): checked once (_check), then what the call needs (sizes, x's
+# rows and strides without a view, whether the TMA kernel fits the layout) is looked up. The
+# plan never holds a kernel or a tile (those are looked up per call); bounded.
+_PLANS = {}
+_PLANS_MAX = 4096
+
+
+def _plan(x, weight, bias, approximate):
+    _check(x, weight, bias, approximate)
+    N, K = weight.shape
+    lead = tuple(x.shape[:-1])
+    rows = _gemm_rows(x.shape, x.stride())
+    copy = rows is None  # no [rows, K] view of x: a contiguous copy per call (reshape)
+    M, rs, cs = (math.prod(lead), K, 1) if copy else rows
+    tma = _tma_layout(x.dtype, (rs, cs), weight.stride())  # and the output's rows: (N, 1) when fresh
+    return (N, K, M, lead + (N,), copy, rs, cs, tma, tma and _tma_layout(x.dtype, (N, 1)), APPROXIMATE[approximate],
+            bias is not None and bias.stride(0) != 1, INTERPRET or x.dtype == torch.float32)
+
+
 def linear_gelu(x, weight, bias=None, approximate="none", out=None):
     """y = gelu(x @ weight^T + bias, approximate); forward only."""
-    _check(x, weight, bias, approximate)
+    key = (x.shape, x.stride(), x.dtype, weight.shape, weight.stride(), weight.dtype, approximate,
+           None if bias is None else (bias.shape, bias.stride(), bias.dtype))
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(x, weight, bias, approximate)
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    N, K, M, shape, copy, rs, cs, tma_xw, tma, approx, bias_copy, dot_f32 = plan
     # the kernels index the bias as contiguous: a strided view is copied (tiny)
-    if bias is not None and bias.stride(0) != 1:
+    if bias_copy:
         bias = bias.contiguous()
-    N, K = weight.shape
-    shape = x.shape[:-1] + (N,)
     if out is None:
-        out = torch.empty(shape, dtype=x.dtype, device=x.device)
+        out = torch.empty(*shape, dtype=x.dtype, device=x.device)
+        ys, ycs = N, 1  # a fresh output: contiguous rows
     else:
         if out.shape != shape or out.dtype != x.dtype or out.device != x.device:
             raise ValueError("linear_gelu: out has the wrong shape, dtype or device")
         _check_alias("linear_gelu", [("out", out)], [("x", x), ("weight", weight), ("bias", bias)])
-    a = _rows(x)
-    y = _rows(out, view_only=True)
-    M = a.shape[0]
+        rows = _gemm_rows(out.shape, out.stride())
+        if rows is None:
+            raise ValueError("output must be viewable as [rows, N]")
+        _, ys, ycs = rows
+        tma = tma_xw and _tma_layout(x.dtype, (ys, ycs))
     if M == 0 or N == 0:
         return out
     if K == 0:
         z = torch.zeros(shape, dtype=x.dtype, device=x.device) if bias is None else bias.expand(shape)
         return out.copy_(F.gelu(z, approximate=approximate))
 
-    approx = APPROXIMATE[approximate]
+    a = x.reshape(-1, K) if copy else x  # the kernels read x's rows through rs, cs
     has_bias = bias is not None
     b = bias if has_bias else weight  # a placeholder pointer when there is no bias
-    dot_f32 = INTERPRET or x.dtype == torch.float32
-    if _tma_ok(a, weight, y):
+    if tma and (a.data_ptr() | weight.data_ptr() | out.data_ptr()) % 16 == 0:
         kernel = _linear_gelu_tma_kernel
+        ash, ast, wsh, wst, ysh, yst = [M, K], [rs, 1], [N, K], [weight.stride(0), 1], [M, N], [ys, 1]
 
         def run(tile, y):
             bm, bn, bk = tile[:3]
-            descs = (_desc(a, [bm, bk]), _desc(weight, [bn, bk]), _desc(y, [bm, bn]))
-            _gemm_launch(kernel, _gemm_grid(M, N, tile), (*descs, b, M, N), tile,
-                         K=K, HAS_BIAS=has_bias, APPROX=approx, DOT_F32=dot_f32)
+            _gemm_launch(kernel, _gemm_grid(M, N, tile),
+                         (_desc(a, ash, ast, [bm, bk]), _desc(weight, wsh, wst, [bn, bk]), _desc(y, ysh, yst, [bm, bn])),
+                         (b, M, N), tile, K=K, HAS_BIAS=has_bias, APPROX=approx, DOT_F32=dot_f32)
     else:
         kernel = _linear_gelu_kernel
+        sw0, sw1 = weight.stride()
 
         def run(tile, y):
-            _gemm_launch(kernel, _gemm_grid(M, N, tile),
-                         (a, weight, b, y, M, N, a.stride(0), a.stride(1), weight.stride(0), weight.stride(1),
-                          y.stride(0), y.stride(1)), tile,
+            _gemm_launch(kernel, _gemm_grid(M, N, tile), (),
+                         (a, weight, b, y, M, N, rs, cs, sw0, sw1, ys, ycs), tile,
                          K=K, HAS_BIAS=has_bias, APPROX=approx, DOT_F32=dot_f32)
 
     # tuned once per bucket of M, on a scratch output (the caller's out is written once, below)
     tile = _gemm_tile(kernel, M, N, K, x, (has_bias, approx),
-                      lambda t: run(t, torch.empty_strided(y.shape, y.stride(), dtype=y.dtype, device=y.device)))
-    run(tile, y)
+                      lambda t: run(t, torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device)))
+    run(tile, out)
     return out
 
 

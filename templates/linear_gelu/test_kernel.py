@@ -190,6 +190,52 @@ def test_takes_tma_when_aligned(device, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_layouts_through_the_plan(device, monkeypatch):
+    """The per-layout plans (checked once, then looked up): x of 1, 2 and 3 dims, leading dims
+    of 1, a 3-D x with no [rows, K] view (copied), 3-D and row-padded outputs, a misaligned x
+    of a layout first met aligned (the TMA kernel is chosen per call: the pointer kernel then),
+    K = 0, a bias then none; each layout called twice (the second call takes the plan)."""
+    calls = []
+    for name in ("_linear_gelu_tma_kernel", "_linear_gelu_kernel"):
+        monkeypatch.setattr(kernel, name, Spy(getattr(kernel, name), name, calls))
+    monkeypatch.setattr(kernel, "_PLANS", {})
+    g = fat.gen(14)
+    bf = torch.bfloat16
+    w = fat.randn([40, 64], bf, device, g, std=0.1)
+    b = fat.randn([40], bf, device, g)
+    flat = fat.randn([3 * 5 * 64 + 8], bf, device, g)
+    tma, ptr = "_linear_gelu_tma_kernel", "_linear_gelu_kernel"
+    cases = [  # (x, bias, out or None, the kernel wanted; None: the out is refused)
+        (fat.randn([3, 5, 64], bf, device, g), b, None, tma),
+        (fat.randn([1, 1, 7, 64], bf, device, g), b, None, tma),
+        (fat.randn([64], bf, device, g), None, None, tma),
+        (fat.randn([5, 64, 3], bf, device, g).permute(2, 0, 1), b, None, tma),    # no row view: a contiguous copy
+        (fat.randn([64, 3, 5], bf, device, g).permute(1, 2, 0), b, None, ptr),    # rows of stride 1, columns 15
+        (flat[:960].view(3, 5, 64), b, fat.poison((3, 5, 40), bf, device), tma),
+        (flat[1:961].view(3, 5, 64), b, fat.poison((3, 5, 40), bf, device), ptr),  # misaligned x
+        (flat[:960].view(3, 5, 64), b, fat.poison((3, 5, 48), bf, device)[..., :40], tma),  # padded out rows
+        (flat[:960].view(3, 5, 64), b, fat.poison((3, 5, 41), bf, device)[..., :40], ptr),  # unaligned out rows
+        (flat[:960].view(3, 5, 64), None, fat.poison((5, 3, 40), bf, device).transpose(0, 1), None),  # no row view: refused
+    ]
+    for x, bias, out, want in cases:
+        for _ in range(2):
+            calls.clear()
+            o = None if out is None else out.fill_(float("nan"))
+            if want is None:
+                with pytest.raises(ValueError, match="viewable"):
+                    kernel.linear_gelu(x, w, bias, out=o)
+                continue
+            got = kernel.linear_gelu(x, w, bias, out=o)
+            assert got is o or o is None
+            assert calls == [want], (tuple(x.shape), x.stride(), calls)
+            fat.assert_close(got, ref.linear_gelu(x, w, bias), *fat.tol("gemm", bf))
+    x0 = fat.randn([2, 3, 0], bf, device, g)
+    for bias in (b, None):
+        got = kernel.linear_gelu(x0, fat.randn([40, 0], bf, device, g), bias)
+        fat.assert_close(got, ref.linear_gelu(x0, torch.zeros(40, 0, dtype=bf, device=device), bias), 1e-2, 1e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_erf_gelu_dense_grid(device):
     """The epilogue's erf GELU (A&S 7.1.26 with an rsqrt reciprocal) against float64 F.gelu
     over a dense grid and the special values: a wrong coefficient or sign fails it."""
@@ -277,8 +323,8 @@ def test_candidates():
                 for bm, bn, bk, stages, warps in kernel._gemm_candidates(bucket, k, es):
                     assert bk <= max(32, triton.next_power_of_2(k))
                     assert (stages * (bm + bn) * bk + bm * bn) * es <= kernel._GEMM_SMEM
-    # the grid: one program per output tile, on axis 0 only, for any M
-    assert kernel._gemm_grid(2**31 - 1, 8, (128, 64, 64, 3, 4)) == (triton.cdiv(2**31 - 1, 128),)
+    # the grid: one program per output tile, on axis 0 only (3-D, as _gemm_launch takes it), for any M
+    assert kernel._gemm_grid(2**31 - 1, 8, (128, 64, 64, 3, 4)) == (triton.cdiv(2**31 - 1, 128), 1, 1)
 
 
 @pytest.mark.gpu
