@@ -1,0 +1,511 @@
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fuseadvise/fuseadvise/internal/shared"
+)
+
+var genericFlag = flag.Bool("generic", false, "TestGenericMutants: run the generic textual mutants on the folders generated from three shared training traces (opt-in, ~12 min on 2 cores)")
+
+// genericTraces are the shared training traces whose generated folders TestGenericMutants
+// mutates (relative to the shared folder).
+var genericTraces = []string{
+	"traces/h200/bert_train_bf16.json.gz",
+	"traces/h200/gpt2_train_bf16.json.gz",
+	"traces/h200/llama_train_bf16.json.gz",
+}
+
+// A genericOp is a textual mutation operator that knows nothing about the templates: it is
+// applied at every site where it matches in the code of a @triton.jit function.
+type genericOp struct {
+	Name  string
+	Sites func(code string) [][2]int          // byte ranges of the sites in one line's code
+	Edit  func(code string, at [2]int) string // the line's code with the site at mutated
+}
+
+func literalSites(lit string) func(string) [][2]int {
+	return func(code string) [][2]int {
+		var out [][2]int
+		for i := 0; ; {
+			j := strings.Index(code[i:], lit)
+			if j < 0 {
+				return out
+			}
+			out = append(out, [2]int{i + j, i + j + len(lit)})
+			i += j + len(lit)
+		}
+	}
+}
+
+func replaceWith(s string) func(string, [2]int) string {
+	return func(code string, at [2]int) string { return code[:at[0]] + s + code[at[1]:] }
+}
+
+var (
+	floatLit = regexp.MustCompile(`(?:^|[^\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+)`)
+	divN     = regexp.MustCompile(`/ N\b`)
+	rstdDef  = regexp.MustCompile(`^(\s*)rstd = (.+?)\s*$`)
+	negInf   = regexp.MustCompile(`-float\(["']inf["']\)|float\(["']-inf["']\)`)
+)
+
+var genericOps = []genericOp{
+	{"lt-le", func(code string) [][2]int { // a comparison < (not <<, <=)
+		var out [][2]int
+		for i := 0; i < len(code); i++ {
+			if code[i] == '<' && (i == 0 || code[i-1] != '<') && (i+1 == len(code) || (code[i+1] != '<' && code[i+1] != '=')) {
+				out = append(out, [2]int{i, i + 1})
+			}
+		}
+		return out
+	}, replaceWith("<=")},
+	{"max-min", literalSites("tl.max("), replaceWith("tl.min(")},
+	{"sum-max", literalSites("tl.sum("), replaceWith("tl.max(")},
+	{"exp-exp2", literalSites("tl.exp("), replaceWith("tl.exp2(")},
+	{"const-x1.001", func(code string) [][2]int {
+		var out [][2]int
+		for _, m := range floatLit.FindAllStringSubmatchIndex(code, -1) {
+			if v, err := strconv.ParseFloat(code[m[2]:m[3]], 64); err == nil && v != 0 {
+				out = append(out, [2]int{m[2], m[3]})
+			}
+		}
+		return out
+	}, func(code string, at [2]int) string {
+		v, _ := strconv.ParseFloat(code[at[0]:at[1]], 64)
+		return code[:at[0]] + strconv.FormatFloat(v*1.001, 'g', 17, 64) + code[at[1]:]
+	}},
+	{"rstd-x1.01", func(code string) [][2]int {
+		if m := rstdDef.FindStringSubmatchIndex(code); m != nil && balanced(code[m[4]:m[5]]) {
+			return [][2]int{{m[4], m[5]}}
+		}
+		return nil
+	}, func(code string, at [2]int) string {
+		return code[:at[0]] + "(" + code[at[0]:at[1]] + ") * 1.01" + code[at[1]:]
+	}},
+	{"neginf-zero", func(code string) [][2]int {
+		var out [][2]int
+		for _, m := range negInf.FindAllStringIndex(code, -1) {
+			out = append(out, [2]int{m[0], m[1]})
+		}
+		return out
+	}, replaceWith("0.0")},
+	{"eps-dropped", literalSites("+ eps"), replaceWith("+ 0.0")},
+	{"div-n1", func(code string) [][2]int {
+		var out [][2]int
+		for _, m := range divN.FindAllStringIndex(code, -1) {
+			out = append(out, [2]int{m[0], m[1]})
+		}
+		return out
+	}, replaceWith("/ (N + 1)")},
+}
+
+func balanced(s string) bool {
+	d := 0
+	for _, c := range s {
+		switch c {
+		case '(', '[':
+			d++
+		case ')', ']':
+			d--
+		}
+		if d < 0 {
+			return false
+		}
+	}
+	return d == 0
+}
+
+// genericSite is one generic mutant: op applied at one site of a @triton.jit function.
+type genericSite struct {
+	Op   string
+	Func string // the jit function's name
+	Line int    // 0-based line index in kernel.py
+	Key  string // "func op: line text[#k]" (k: the site's index among op's sites on the line, when several)
+	Src  string // the mutated kernel.py
+}
+
+// genericSites returns every generic mutant of src: each operator at each site in the code
+// (not comments or docstrings) of the @triton.jit functions.
+func genericSites(src string) []genericSite {
+	lines := strings.Split(src, "\n")
+	var out []genericSite
+	injit, body, doc := false, false, false
+	fn := ""
+	for i, ln := range lines {
+		switch {
+		case strings.HasPrefix(ln, "@triton.jit"):
+			injit, body, doc = true, false, false
+			continue
+		case !injit:
+			continue
+		case strings.HasPrefix(ln, "def "):
+			if body { // a plain def after a jit function
+				injit = false
+				continue
+			}
+			fn = strings.TrimPrefix(ln, "def ")
+			fn = fn[:strings.IndexAny(fn+"(", "(")]
+			body = true
+			continue
+		case body && ln != "" && ln[0] != ' ' && ln[0] != '\t' && ln[0] != ')' && ln[0] != '#':
+			injit = false
+			continue
+		}
+		// docstrings: skip the lines from an opening """ to its close
+		if n := strings.Count(ln, `"""`); n > 0 || doc {
+			if n%2 == 1 {
+				doc = !doc
+			}
+			continue
+		}
+		code := ln
+		if j := strings.Index(code, "#"); j >= 0 {
+			code = code[:j]
+		}
+		for _, op := range genericOps {
+			sites := op.Sites(code)
+			for k, at := range sites {
+				key := fmt.Sprintf("%s %s: %s", fn, op.Name, strings.TrimSpace(code))
+				if len(sites) > 1 {
+					key += fmt.Sprintf(" #%d", k+1)
+				}
+				mut := slices.Clone(lines)
+				mut[i] = op.Edit(code, at) + ln[len(code):]
+				out = append(out, genericSite{Op: op.Name, Func: fn, Line: i, Key: key, Src: strings.Join(mut, "\n")})
+			}
+		}
+	}
+	// the same line text twice in a function: number the occurrences
+	n := map[string]int{}
+	for _, s := range out {
+		n[s.Key]++
+	}
+	seen := map[string]int{}
+	for i, s := range out {
+		if n[s.Key] > 1 {
+			seen[s.Key]++
+			out[i].Key = fmt.Sprintf("%s @%d", s.Key, seen[s.Key])
+		}
+	}
+	return out
+}
+
+// genericEquivalent lists the generic mutants that survive because they are equivalent
+// (no input can tell them apart from the kernel under the interpreter's checks), keyed by
+// "pattern/func op: line text[#k]", with the reason (docs/verify.md repeats them).
+var genericEquivalent = map[string]string{
+	"add_layernorm/_add_layernorm_fwd lt-le: while start < N: @1":                                                                                eqLoop,
+	"add_layernorm/_add_layernorm_fwd lt-le: while start < N: @2":                                                                                eqLoop,
+	"add_layernorm/_add_layernorm_fwd lt-le: while start < N: @3":                                                                                eqLoop,
+	"add_layernorm/_add_layernorm_fwd lt-le: s = tl.load(S + cols * ssn, mask=cols < N, other=0.0).to(tl.float32)":                               "the value read at column N is dropped by the next line's tl.where(cols < N, ...)",
+	"dropout_add/_keep const-x1.001: return u.to(tl.float32) >= p * 65536.0":                                                                     "the keep threshold p*1.001 moves the keep rate by p/1000 (1e-4 at p = 0.1), far inside the rate check (6 sigma); forward, backward and dropout_mask agree",
+	"dropout_add/_dropout_add_fwd lt-le: b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)":                                             eqLoadPast,
+	"gelu_pyops/_new_gelu_fwd lt-le: b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)":                                                 eqLoadPast,
+	"gelu_pyops/_new_gelu_bwd lt-le: b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)":                                                 eqLoadPast,
+	"layernorm_linear/_ln_stats_kernel lt-le: while start < K: @1":                                                                               eqLoop,
+	"layernorm_linear/_ln_stats_kernel lt-le: while start < K: @2":                                                                               eqLoop,
+	"layernorm_linear/_ln_stats_kernel sum-max: tl.store(MEAN + rows, tl.sum(x0, axis=1) + mean, mask=rmask)":                                    "x0 is [ROWS, 1] (each row's first element): the sum and the max of one element are equal",
+	"layernorm_linear/_fold_epilogue lt-le: mean = tl.load(MEAN + rm, mask=rm < M, other=0.0)":                                                   eqLoadPast,
+	"layernorm_linear/_fold_epilogue lt-le: rstd = tl.load(RSTD + rm, mask=rm < M, other=0.0)":                                                   eqLoadPast,
+	"layernorm_linear/_fold_epilogue lt-le: s = tl.load(S + rn, mask=rn < N, other=0.0)":                                                         eqLoadPast,
+	"layernorm_linear/_fold_epilogue lt-le: y += tl.load(BF + rn, mask=rn < N, other=0.0)[None, :]":                                              eqLoadPast,
+	"layernorm_linear/_ln_linear_kernel lt-le: acc += tl.load(BIAS + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]":                        eqLoadPast,
+	"linear_gelu/_epilogue lt-le: acc += tl.load(BIAS + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]":                                     eqLoadPast,
+	"linear_gelu/_erf lt-le: return tl.where(x < 0, -y, y)":                                                                                      "differs only at x = 0, where the GELU multiplies erf (1e-9 there) by x = 0",
+	"linear_gelu/_erf const-x1.001: r = tl.math.rsqrt(1.0 + 0.3275911 * ax) #2":                                                                  eqTol + "8.3e-5, 0.72 of atol + rtol |y|)",
+	"linear_gelu/_erf const-x1.001: poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))) #1": eqTol + "6.3e-5, 0.54 of atol + rtol |y|)",
+	"linear_gelu/_erf const-x1.001: poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))) #2": eqTol + "5.9e-5, 0.50 of atol + rtol |y|)",
+	"linear_gelu/_gelu const-x1.001: inner = 0.7978845608028654 * (x + 0.044715 * x * x * x) #2":                                                 eqTol + "2.6e-5, 0.25 of atol + rtol |y|)",
+	"mask_softmax/_mask_softmax_rows neginf-zero: safe = tl.where(mx == float(\"-inf\"), 0.0, mx)":                                               eqSafe,
+	"mask_softmax/_mask_softmax_long neginf-zero: safe = tl.where(mx == float(\"-inf\"), 0.0, mx)":                                               eqSafe,
+	"mask_softmax/_mask_softmax_long neginf-zero: safe = tl.where(m_new == float(\"-inf\"), 0.0, m_new)":                                         "lanes whose running max is still -inf get a NaN running sum instead of 0, and total drops exactly those lanes (m_run == -inf)",
+	"mask_softmax/_mask_softmax_long lt-le: while start < N: @1":                                                                                 eqLoop,
+	"mask_softmax/_mask_softmax_long lt-le: while start < N: @2":                                                                                 eqLoop,
+	"mask_softmax/_mask_kernel lt-le: while start < N:":                                                                                          eqLoop,
+	"mask_softmax/_mask_kernel lt-le: tl.store(K + row * N + cols, keep.to(tl.int8), mask=cols < N)":                                             "not run by these folders: every traced softmax has p = 0, and the dropout-mask kernel runs only for p > 0",
+	"rmsnorm_pyops/_rmsnorm_fwd lt-le: while start < N: @1":                                                                                      eqLoop,
+	"rmsnorm_pyops/_rmsnorm_fwd lt-le: while start < N: @2":                                                                                      eqLoop,
+	"rmsnorm_pyops/_rmsnorm_bwd_dx lt-le: while start < N: @1":                                                                                   eqLoop,
+	"rmsnorm_pyops/_rmsnorm_bwd_dx lt-le: while start < N: @2":                                                                                   eqLoop,
+}
+
+const (
+	eqLoop     = "one more iteration only when start == N, with every lane masked: loads give other (0, or -inf scores), sums and running maxima are unchanged, stores are masked"
+	eqLoadPast = "the element read one past the end reaches only the output row/column that the store masks (the interpreter does not fault on the read)"
+	eqSafe     = "differs only for a fully masked row (mx = -inf), which is NaN either way, as in eager"
+	eqTol      = "within the GEMM patterns' fp32 tolerance (atol = rtol = 1e-4) for every x (numpy over [-12, 12]: max |dy| "
+)
+
+// TestGenericSitesFind checks the site finder on a small source (no Python).
+func TestGenericSitesFind(t *testing.T) {
+	src := "import triton\n\n@triton.jit\ndef _k(X, N, eps, BLOCK: tl.constexpr):\n" +
+		"    \"\"\"doc: x < N and tl.sum(\n    more doc\"\"\"\n" +
+		"    m = cols < N  # a < b\n    s = tl.sum(x, axis=0) / N + eps\n" +
+		"    rstd = 1.0 / tl.sqrt(s)\n    f = tl.where(m, x, float(\"-inf\"))\n    a = x << 1\n\n\n" +
+		"def host(x):\n    return x < 2.5\n"
+	var got []string
+	for _, s := range genericSites(src) {
+		got = append(got, s.Op+"|"+s.Key)
+	}
+	want := []string{
+		"lt-le|_k lt-le: m = cols < N",
+		"sum-max|_k sum-max: s = tl.sum(x, axis=0) / N + eps",
+		"eps-dropped|_k eps-dropped: s = tl.sum(x, axis=0) / N + eps",
+		"div-n1|_k div-n1: s = tl.sum(x, axis=0) / N + eps",
+		"const-x1.001|_k const-x1.001: rstd = 1.0 / tl.sqrt(s)",
+		"rstd-x1.01|_k rstd-x1.01: rstd = 1.0 / tl.sqrt(s)",
+		"neginf-zero|_k neginf-zero: f = tl.where(m, x, float(\"-inf\"))",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("sites:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, s := range genericSites(src) {
+		if s.Op == "rstd-x1.01" && !strings.Contains(s.Src, "rstd = (1.0 / tl.sqrt(s)) * 1.01\n") {
+			t.Errorf("rstd edit: %q", s.Src)
+		}
+	}
+}
+
+// TestGenericMutants (opt-in: -generic) generates the kernel folders of three shared
+// training traces and, for each distinct kernel.py, applies every generic operator
+// (genericOps) at every site in its @triton.jit functions, then verifies each mutant with
+// its folder's cases (FailFast, one trial, forked runners, as TestMutations): a mutant is
+// killed when a case the unmutated folder passes fails. A survivor fails the test unless
+// genericEquivalent lists it.
+func TestGenericMutants(t *testing.T) {
+	if !*genericFlag {
+		t.Skip("opt-in: go test ./verify -run TestGenericMutants -generic -v")
+	}
+	py := venv(t)
+	var traces []string
+	for _, tr := range genericTraces {
+		traces = append(traces, shared.Require(t, tr))
+	}
+	start := time.Now()
+	root := t.TempDir()
+	bin := filepath.Join(root, "fuseadvise")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/fuseadvise")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var dirs []string
+	for _, tr := range traces {
+		o := filepath.Join(root, strings.TrimSuffix(filepath.Base(tr), ".json.gz"))
+		out, err := exec.Command(bin, "gen", "-o", o, tr).Output()
+		if err != nil {
+			t.Fatalf("gen %s: %v", tr, err)
+		}
+		dirs = append(dirs, strings.Fields(string(out))...)
+	}
+	sort.Strings(dirs)
+	// the folders of each distinct kernel.py (sorted by path)
+	type kernel struct {
+		pattern, src string
+		dirs         []string
+	}
+	var kernels []*kernel
+	byHash := map[[32]byte]*kernel{}
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "kernel.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.Sum256(b)
+		if k := byHash[h]; k != nil {
+			k.dirs = append(k.dirs, d)
+			continue
+		}
+		p, _, _ := strings.Cut(filepath.Base(d), "-")
+		k := &kernel{p, string(b), []string{d}}
+		byHash[h] = k
+		kernels = append(kernels, k)
+	}
+	t.Logf("%d folders from %d traces, %d distinct kernels", len(dirs), len(traces), len(kernels))
+
+	// baseline: each folder's cases, and those it fails (skipped for its mutants)
+	res, err := Run(context.Background(), dirs, Options{Python: py, Trials: 2, Jobs: runtime.GOMAXPROCS(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := map[string][]string{}
+	baseFail := map[string][]string{}
+	for _, f := range res.Folders {
+		if f.Error != "" {
+			t.Fatalf("%s: the unmutated folder does not load: %s", f.Dir, f.Error)
+		}
+		for _, c := range f.Cases {
+			plan[f.Dir] = append(plan[f.Dir], c.ID)
+			if !c.Passed() {
+				baseFail[f.Dir] = append(baseFail[f.Dir], c.ID)
+				t.Logf("baseline: %s %s fails unmutated; skipped for its mutants", filepath.Base(f.Dir), c.ID)
+			}
+		}
+	}
+	t.Logf("baseline: %d folders, %.1fs", len(dirs), res.Seconds)
+
+	// mutants: each is verified with the first folder of its kernel, and while it survives,
+	// with the next (a kernel shared by folders of other shapes, dtypes and parameters)
+	type gmut struct {
+		*mutant
+		k   *kernel
+		src string
+	}
+	var gms []*gmut
+	var muts []*mutant
+	for _, k := range kernels {
+		for _, s := range genericSites(k.src) {
+			mu := &mutant{m: mutation{Pattern: k.pattern, Name: s.Key, Class: s.Op}, tried: map[string]bool{}}
+			gms = append(gms, &gmut{mu, k, s.Src})
+			muts = append(muts, mu)
+		}
+	}
+	opts := Options{Python: py, Trials: 1, Timeout: 90 * time.Second, Jobs: runtime.GOMAXPROCS(0), FailFast: true}
+	if *mutFork {
+		opts.Runner = newForkRunner(t, py)
+	}
+	// per folder, stage 1: the cases that killed the hand-written mutants of the pattern
+	// (the suite's kill hints); stage 2: every other case the unmutated folder passes
+	hints, err := readHints(hintsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killers := map[string][]string{}
+	for k, id := range hints {
+		p, _, _ := strings.Cut(k, "/")
+		if !slices.Contains(killers[p], id) {
+			killers[p] = append(killers[p], id)
+		}
+	}
+	baseOf := map[*mutant]string{}
+	killedIn := map[*mutant]string{}
+	var walls []string
+	for j := 0; ; j++ {
+		var round []*gmut
+		for i, g := range gms {
+			if g.killedBy != "" || j >= len(g.k.dirs) {
+				continue
+			}
+			g.dir = filepath.Join(root, "mutants", fmt.Sprintf("%03d-%d", i, j))
+			if err := copyDir(g.k.dirs[j], g.dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(g.dir, "kernel.py"), []byte(g.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			baseOf[g.mutant] = g.k.dirs[j]
+			g.tried = map[string]bool{}
+			round = append(round, g)
+		}
+		if len(round) == 0 {
+			break
+		}
+		for n := 1; n <= 2; n++ {
+			var alive []*mutant
+			for _, g := range round {
+				mu := g.mutant
+				if mu.killedBy != "" {
+					continue
+				}
+				mu.next = nil
+				if n == 1 {
+					for _, id := range killers[mu.m.Pattern] {
+						if slices.Contains(plan[baseOf[mu]], id) && !slices.Contains(baseFail[baseOf[mu]], id) {
+							mu.next = append(mu.next, id)
+						}
+					}
+					if len(mu.next) == 0 {
+						continue
+					}
+				}
+				alive = append(alive, mu)
+			}
+			w := runMutants(t, alive, opts, func(mu *mutant) []string {
+				if n == 1 {
+					return slices.DeleteFunc(slices.Clone(plan[baseOf[mu]]), func(id string) bool { return slices.Contains(mu.next, id) })
+				}
+				skip := slices.Clone(baseFail[baseOf[mu]])
+				for id := range mu.tried {
+					skip = append(skip, id)
+				}
+				return skip
+			})
+			for _, mu := range alive {
+				for _, id := range mu.next {
+					mu.tried[id] = true
+				}
+				if mu.killedBy != "" && killedIn[mu] == "" {
+					killedIn[mu] = filepath.Base(baseOf[mu])
+				}
+			}
+			walls = append(walls, fmt.Sprintf("folder %d stage %d: %d run, %.1fs", j+1, n, len(alive), w.Seconds()))
+		}
+	}
+
+	// report
+	type tally struct{ sites, killed, equiv int }
+	per := map[string]*tally{}
+	var report strings.Builder
+	fmt.Fprintf(&report, "| pattern | mutant | killed by | in folder |\n|---|---|---|---|\n")
+	var failed []string
+	for _, mu := range muts {
+		op := mu.m.Class
+		if per[op] == nil {
+			per[op] = &tally{}
+		}
+		per[op].sites++
+		key := mu.m.Pattern + "/" + mu.m.Name
+		by := mu.killedBy
+		if by != "" {
+			per[op].killed++
+			if _, ok := genericEquivalent[key]; ok {
+				t.Logf("%s is listed as equivalent but was killed by %s: remove it", key, by)
+			}
+		} else if why, ok := genericEquivalent[key]; ok {
+			per[op].equiv++
+			by = "survived, equivalent: " + why
+		} else {
+			by = "SURVIVED"
+			failed = append(failed, key)
+		}
+		fmt.Fprintf(&report, "| %s | `%s` | %s | %s |\n", mu.m.Pattern, mu.m.Name, by, killedIn[mu])
+	}
+	var ops []string
+	killed, equiv := 0, 0
+	for _, op := range genericOps {
+		if c := per[op.Name]; c != nil {
+			ops = append(ops, fmt.Sprintf("%s %d/%d killed (%d equivalent)", op.Name, c.killed, c.sites, c.equiv))
+			killed += c.killed
+			equiv += c.equiv
+		}
+	}
+	t.Logf("generic mutants: %d of %d killed, %d equivalent, %d survivors not listed, in %.1fs (%s)\nper operator: %s\n%s",
+		killed, len(muts), equiv, len(failed), time.Since(start).Seconds(), strings.Join(walls, "; "),
+		strings.Join(ops, "; "), report.String())
+	have := map[string]bool{}
+	for _, mu := range muts {
+		have[mu.m.Pattern+"/"+mu.m.Name] = true
+	}
+	for k := range genericEquivalent {
+		if !have[k] {
+			t.Errorf("genericEquivalent lists %s, which is no mutant any more (the kernel changed): update or remove it", k)
+		}
+	}
+	for _, k := range failed {
+		t.Errorf("generic mutant %s survived every case: add a case that kills it, or list it in genericEquivalent with the reason", k)
+	}
+}
