@@ -20,7 +20,7 @@ import (
 	"github.com/fuseadvise/fuseadvise/internal/shared"
 )
 
-var genericFlag = flag.Bool("generic", false, "TestGenericMutants: run the generic textual mutants on the folders generated from three shared training traces (opt-in, ~12 min on 2 cores)")
+var genericFlag = flag.Bool("generic", false, "TestGenericMutants: run the generic textual mutants on the folders generated from three shared training traces (opt-in, 12-15 min on 2 cores)")
 
 // genericTraces are the shared training traces whose generated folders TestGenericMutants
 // mutates (relative to the shared folder).
