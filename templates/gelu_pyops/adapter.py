@@ -4,8 +4,6 @@ SHAPES[0] is the input x (any rank); the bias, when params["has_bias"], has shap
 params["out_dtype"] is y's dtype when it differs from x's (autocast: bf16 x, fp32 y).
 """
 
-import mmap
-import sys
 
 import torch
 
@@ -30,64 +28,8 @@ WIDE_ROWS, WIDE_COLS, IN_PLACE = [-1], [-2], [-3]
 # then the memory cases
 ADVERSARIAL = [[[129, 127]], [[1]], [[1, 1]], [[31, 37]], [[2, 3, 65]],
                [[3, 67], WIDE_ROWS], [[67, 3], WIDE_COLS], [[37, 150], IN_PLACE]]
-WIDE_STRIDE = 2**30 + 64  # row (or column) 2 starts 2**31 + 128 elements in
-WIDE_BASE = 2**31  # elements before the views: an offset that wrapped in 32 bits lands inside
-
-
-def _storage(numel, dtype, device):
-    """numel elements of address space, committed only where written: on the CPU an anonymous
-    mapping with MAP_NORESERVE (not counted against the overcommit limit), on a GPU torch.empty."""
-    if torch.device(device).type != "cpu":
-        return torch.empty(numel, dtype=dtype, device=device)
-    es = torch.tensor([], dtype=dtype).element_size()
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0x4000 if sys.platform.startswith("linux") else 0)
-    return torch.frombuffer(mmap.mmap(-1, numel * es, flags=flags), dtype=dtype)
-
-
-def wide(ts, cols=False):
-    """The 2-D tensors ts (one dtype), same values, as views side by side in one storage of
-    about 2**32 elements of which only the viewed ones and a NaN decoy are written: row i at
-    WIDE_BASE + i * WIDE_STRIDE (column i with ``cols``), so that offsets pass 2**31 and an
-    offset computed in 32 bits wraps onto the NaN decoy at the storage's start."""
-    t0 = ts[0]
-    side = 0 if cols else 1  # the dim laid out contiguously
-    inner = sum(t.shape[side] for t in ts)
-    buf = _storage(WIDE_BASE + (t0.shape[1 - side] - 1) * WIDE_STRIDE + inner, t0.dtype, t0.device)
-    buf[:4096] = float("nan")
-    out, at = [], WIDE_BASE
-    for t in ts:
-        v = buf.as_strided(t.shape, (1, WIDE_STRIDE) if cols else (WIDE_STRIDE, 1), at)
-        v.copy_(t)
-        out.append(v)
-        at += t.shape[side]
-    return out
-
-
-def shifted(t):
-    """(a copy of t one element into a fresh buffer, a view of t's shape at the buffer's start):
-    two tensors that overlap in all but one element (None, None when t has fewer than 2)."""
-    if t.numel() < 2:
-        return None, None
-    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
-    a, o = buf[1:].view(t.shape), buf[:-1].view(t.shape)
-    a.copy_(t)
-    return a, o
-
-
-def refused(fn, what):
-    """fn() must raise the wrappers' ValueError for an output that shares memory."""
-    try:
-        fn()
-    except ValueError as e:
-        if "memory" in str(e):
-            return
-        raise
-    raise AssertionError(f"{what} was not refused")
-
-
-def expanded(t):
-    """A tensor of t's shape and dtype whose rows are one row of memory (stride 0)."""
-    return torch.empty(t.shape[-1:], dtype=t.dtype, device=t.device).expand(t.shape)
+# the memory cases' helpers (fa_testing)
+wide, shifted, refused, expanded = fat.wide_views, fat.shifted_copy, fat.assert_refused, fat.expanded_like
 
 
 
