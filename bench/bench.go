@@ -240,7 +240,8 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-// Parse reads the harness's output: a header line, then one JSON object per folder.
+// Parse reads the harness's output: a header line, one JSON object per folder, then the
+// launch counts of the folders that ran (launchCounts), merged into their cases.
 func Parse(out []byte) (*Result, error) {
 	res := &Result{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -264,6 +265,16 @@ func Parse(out []byte) (*Result, error) {
 			}
 			*res = h.Result
 			header = true
+			continue
+		}
+		if bytes.Contains(line, []byte(`"launch_counts"`)) {
+			var lc launchCounts
+			if err := json.Unmarshal(line, &lc); err != nil {
+				return nil, fmt.Errorf("bench: harness output line %d: %v", n, err)
+			}
+			if err := lc.merge(res.Cases); err != nil {
+				return nil, fmt.Errorf("bench: harness output line %d: %v", n, err)
+			}
 			continue
 		}
 		var c Case

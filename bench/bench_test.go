@@ -112,6 +112,23 @@ func (l *libRunner) Run(ctx context.Context, python string, args, env []string, 
 
 // TestRunWritesTimingLib: the harness times every folder with the templates' fa_testing.py,
 // which Run writes beside it, not with the folder's own (possibly older) copy.
+func TestParseLaunchCounts(t *testing.T) {
+	head := `{"gpu": "G", "copy_tbps": 4}` + "\n"
+	a := `{"name": "a", "correct": true, "fused_us": 1}` + "\n"
+	res, err := Parse([]byte(head + a + `{"launch_counts": "a", "launches": 3, "eager_launches": 5}` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Cases[0]; len(res.Cases) != 1 || c.Launches != 3 || c.EagerLaunches != 5 {
+		t.Errorf("cases = %+v, want one with 3 and 5 launches", res.Cases)
+	}
+	// counts of a folder that printed no result: the harness is broken, say so
+	_, err = Parse([]byte(head + a + `{"launch_counts": "b", "launches": 1}` + "\n"))
+	if err == nil || !strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("stray counts: err = %v", err)
+	}
+}
+
 func TestRunWritesTimingLib(t *testing.T) {
 	l := &libRunner{}
 	if _, err := Run(context.Background(), folders(t, "a"), Options{Runner: l}); err != nil {

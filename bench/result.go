@@ -1,5 +1,7 @@
 package bench
 
+import "fmt"
+
 // Result is one benchmark run on one GPU: what `fuseadvise bench` writes as JSON and what
 // `report` and `pr` read. Times are medians in microseconds unless a name says otherwise;
 // each GPU time of the main providers also has its p20 and p80.
@@ -94,4 +96,23 @@ type Case struct {
 	// WallCalls is the number of calls in each provider's per-call loop (the last repeat's),
 	// by provider: "fused", "eager", "compile", "compile_max", "gemm_only".
 	WallCalls map[string]int `json:"wall_calls,omitempty"`
+}
+
+// launchCounts is the harness's line with a timed folder's kernel launches, printed after
+// every folder is timed (a profiler session makes each later launch in the process slower).
+type launchCounts struct {
+	Name          string `json:"launch_counts"`
+	Launches      int    `json:"launches"`
+	EagerLaunches int    `json:"eager_launches"`
+}
+
+// merge sets the launch counts of the case named lc.Name.
+func (lc launchCounts) merge(cases []Case) error {
+	for i := range cases {
+		if cases[i].Name == lc.Name {
+			cases[i].Launches, cases[i].EagerLaunches = lc.Launches, lc.EagerLaunches
+			return nil
+		}
+	}
+	return fmt.Errorf("launch counts of %q, a folder with no result", lc.Name)
 }

@@ -183,7 +183,7 @@ def test_fields_are_what_go_reads():
     """Every key the harness writes is a json tag of bench.Case or bench.Result."""
     gotags = set(re.findall(r'json:"([a-z0-9_]+)', "".join(p.read_text() for p in HERE.glob("result.go"))))
     gpu, wall = [[1.0, 1.0, 1.0]], [{"wall_us": 2.0, "host_us": 1.0, "calls": 10}]
-    keys = {"wall_calls", "flush_bytes"}
+    keys = {"wall_calls", "flush_bytes", "launch_counts", "launches", "eager_launches"}
     for name in harness.KEYS:
         keys |= set(harness.provider_fields(name, gpu, wall))
     assert keys - gotags == set()
@@ -244,7 +244,11 @@ def test_harness_case_json(tmp_path, monkeypatch, copy_bw, graph):
         assert res[f"{p}_wall_spread_us"] == [wall[p]] * 2
     assert res["gemm_only_us"] == 30.0 and res["gemm_only_wall_us"] == 33.0 and res["gemm_only_host_us"] == 3.3
     assert res["wall_calls"] == {p: 500 for p in gpu}
-    assert res["copy_us"] == 12.5 and res["launches"] == 1
+    assert res["copy_us"] == 12.5 and "launches" not in res  # counted after all timing
+    counted = []
+    monkeypatch.setattr(harness.Bench, "launches", lambda self, fn: counted.append(fn()) or len(counted))
+    assert b.count_launches(folder) == {"launch_counts": folder.name, "launches": 1, "eager_launches": 2}
+    assert counted == ["fused", "eager"]
 
 
 FAKE_FOLDER = {

@@ -116,3 +116,40 @@ def test_launch_gpu_specializations():
                         shared._launch(_axpy, (triton.cdiv(n, 256),), (x, y, n, 1.5), BLOCK=256, NEG=neg)
                         want = 1.5 * x.float() * (-1 if neg else 1)
                         torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_launch_gpu_hooks_and_streams():
+    """The direct launch path: a launch hook (a profiler's) sees the cached launches, which then
+    go through CompiledKernel[grid]; a launch on a side stream runs on that stream; an entry
+    keeps its kernel object alive, so a new kernel object never takes a freed one's entry."""
+    from triton import knobs
+    x = torch.randn(1000, device="cuda")
+    y = torch.empty_like(x)
+    shared._launch(_axpy, (4,), (x, y, 1000, 2.0), BLOCK=256, NEG=False)  # cached now
+    seen = []
+    hook = lambda metadata: seen.append(metadata["name"])  # noqa: E731
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        y.fill_(float("nan"))
+        shared._launch(_axpy, (4,), (x, y, 1000, 3.0), BLOCK=256, NEG=False)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    torch.testing.assert_close(y, 3.0 * x)
+    assert seen == ["_axpy"]
+    s = torch.cuda.Stream()
+    big = torch.randn(1 << 20, device="cuda")
+    out = torch.full_like(big, float("nan"))
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)  # the side stream busy for some ms: a launch on it waits
+        shared._launch(_axpy, (triton.cdiv(big.numel(), 256),), (big, out, big.numel(), 1.0),
+                       BLOCK=256, NEG=True)
+    # read on the default stream, which does not wait for s: still NaN unless the launch went
+    # to the default stream (the sleep, 50M cycles, lasts ~25 ms)
+    assert out[:1].cpu().isnan().all()
+    s.synchronize()
+    torch.testing.assert_close(out, -big)
+    for entry in shared._COMPILED.values():
+        assert entry[-1] is not None  # the kernel, alive as long as its entry

@@ -77,16 +77,23 @@ def main():
     try:
         launch = ck[(grid[0], 1, 1)]
         rows.append(("CompiledKernel[grid]", lambda: launch(x, y, z, n, 1024)))
-        fn, pm, run = ck.function, ck.packed_metadata, ck.run
+        handle, pm, run = ck.function, ck.packed_metadata, ck.run
         lm = ck.launch_metadata
         cs = torch.cuda.current_stream
 
         def raw():
-            run(grid[0], 1, 1, cs().cuda_stream, fn, pm, None, None, None, x, y, z, n, 1024)
+            run(grid[0], 1, 1, cs().cuda_stream, handle, pm, None, None, None, x, y, z, n, 1024)
         rows.append(("CompiledKernel.run raw", raw))
+        raw_stream, device = torch._C._cuda_getCurrentRawStream, torch._C._cuda_getDevice
+
+        def raw_c():
+            run(grid[0], 1, 1, raw_stream(device()), handle, pm, None, None, None, x, y, z, n, 1024)
+        rows.append(("run, stream from torch._C", raw_c))
     except Exception as e:  # noqa: BLE001
         print("CompiledKernel launch failed:", e)
     sh = _shared()
+    entry = sh._compiled(ck, _add)
+    rows.append(("shared _run (C launch)", lambda: sh._run(entry, (grid[0], 1, 1), (x, y, z, n, 1024))))
     rows.append(("shared _launch", lambda: sh._launch(_add, grid, (x, y, z, n), BLOCK=1024)))
     print(f"{'way':28s} {'host us/call':>12s} {'wall us/call':>12s}")
     for name, fn in rows:

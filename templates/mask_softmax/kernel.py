@@ -256,13 +256,54 @@ def _check_dense(fn, outs):
 
 
 # --- fa:shared launch ---
-# The launch path. A kernel's compiled form is cached per specialization and launched
-# directly: on the H200 (bench/experiments/probe_launch.py, per call) kernel[grid](...) took
-# 12-15 us of host time, the compiled kernel launched directly 7.4 us, a kernel behind
-# @triton.autotune 17-25 us, an ATen add 6 us. Tiles come from each template's heuristics
+# The launch path. A kernel's compiled form is cached per specialization and its launcher
+# called directly: on the H200 (bench/experiments/probe_launch.py, host time per call)
+# kernel[grid](...) took 12-19 us, CompiledKernel[grid] 7.4-12, a kernel behind
+# @triton.autotune 17-29 us, an ATen add 6-10. Tiles come from each template's heuristics
 # (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
 # break CUDA-graph capture at an unseen shape).
 _COMPILED = {}
+
+try:  # Triton's launch hooks (a profiler such as proton sets them); direct launches skip them
+    from triton import knobs as _knobs
+    _HOOKS = (_knobs.runtime.launch_enter_hook, _knobs.runtime.launch_exit_hook)
+    _HOOKS[0].calls, _HOOKS[1].calls  # noqa: B018 -- this Triton's hook chains, or the fallback
+except Exception:  # noqa: BLE001 -- another Triton: always launch through CompiledKernel[grid]
+    _HOOKS = None
+# The CUDA launcher's inner C function is called directly on the Triton whose launcher this
+# code was written against (3.6: CudaLauncher.__call__ adds the cooperative-grid and PDL
+# flags and scratch buffers, none when their sizes are 0); on another, the launcher object.
+_TRITON_3_6 = triton.__version__.split(".")[:2] == ["3", "6"]
+
+
+def _compiled(ck, kernel):
+    """The _COMPILED entry of kernel's compiled form ck: (launch, head, ck, kernel), launched
+    as launch(grid_x, grid_y, grid_z, stream, *head, *args). launch is the C launch function
+    where that is safe (Triton 3.6, no scratch buffers), else ck's launcher; ck itself is
+    for launches that must go through ck[grid] (a launch hook is set, or this Triton's hooks
+    are unknown); the entry keeps kernel alive: entries are keyed on id(kernel), and the id
+    of a kernel object that was freed (a wrapper a test made) could be given to a new one."""
+    ck._init_handles()
+    run = ck.run
+    tail = (ck.packed_metadata, None, None, None)  # metadata, launch metadata, enter/exit hooks
+    if (_TRITON_3_6 and type(run).__name__ == "CudaLauncher" and not run.global_scratch_size
+            and not run.profile_scratch_size):
+        return (run.launch, (ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None)
+                + tail, ck, kernel)
+    return (run, (ck.function,) + tail, ck, kernel)
+
+
+def _run(entry, grid, args):
+    """Launch a _compiled entry on grid (3 ints) on the current CUDA stream, as
+    CompiledKernel[grid](*args) does without its per-call closure, device and stream lookups
+    through Triton's driver, launch-metadata dict and launcher wrapper (~4 us of host time).
+    While a launch hook is set, through CompiledKernel[grid] so the hook sees it."""
+    launch, head, ck, _ = entry
+    if _HOOKS is None or _HOOKS[0].calls or _HOOKS[1].calls:
+        ck[grid](*args)
+        return
+    stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+    launch(grid[0], grid[1], grid[2], stream, *head, *args)
 
 
 def _spec_key(args):
@@ -306,14 +347,15 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
         return
     # id(kernel): hashing a JITFunction costs ~2 us of host time per call
     key = (id(kernel), num_warps, num_stages, tuple(constexprs.values()), _spec_key(args))
-    ck = _COMPILED.get(key)
-    if ck is not None:
-        ck[grid](*args, *constexprs.values())
+    entry = _COMPILED.get(key)
+    if entry is not None:
+        _run(entry, grid, (*args, *constexprs.values()))
         return
     names = kernel.arg_names[len(args):]
     if list(constexprs) != names:
         raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
-    _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+    _COMPILED[key] = _compiled(
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs), kernel)
 # --- fa:end launch ---
 
 
