@@ -190,24 +190,25 @@ def _compiled(ck, kernel):
     return (run, (ck.function,) + tail, ck, kernel)
 
 
-def _run(entry, grid, args):
-    """Launch a _compiled entry on grid (3 ints) on the current CUDA stream, as
-    CompiledKernel[grid](*args) does without its per-call closure, device and stream lookups
-    through Triton's driver, launch-metadata dict and launcher wrapper (~4 us of host time).
-    While a launch hook is set, through CompiledKernel[grid] so the hook sees it."""
+def _run(entry, grid, args, device):
+    """Launch a _compiled entry on grid (3 ints) on the current CUDA stream of device (the
+    current device), as CompiledKernel[grid](*args) does without its per-call closure, device
+    and stream lookups through Triton's driver, launch-metadata dict and launcher wrapper
+    (~4 us of host time). While a launch hook is set, through CompiledKernel[grid] so the
+    hook sees it."""
     launch, head, ck, _ = entry
     if _HOOKS is None or _HOOKS[0].calls or _HOOKS[1].calls:
         ck[grid](*args)
         return
-    stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
-    launch(grid[0], grid[1], grid[2], stream, *head, *args)
+    launch(grid[0], grid[1], grid[2], torch._C._cuda_getCurrentRawStream(device), *head, *args)
 
 
 def _spec_key(args):
-    """What Triton specializes launch arguments on, as a cache key: a tensor's dtype, 16-byte
-    alignment and device; an int's being 1, divisible by 16, and its width (codes 10-14,
-    never equal to a bool's key); a float nothing; anything else (flags, None) its value.
-    One loop without a call per argument: this runs on every launch."""
+    """What Triton specializes launch arguments on, as a cache key: a tensor's dtype and 16-byte
+    alignment; an int's being 1, divisible by 16, and its width (codes 10-14, never equal to a
+    bool's key); a float nothing; anything else (flags, None) its value. The device is the
+    current one (Triton launches there), keyed once per launch. One loop without a call per
+    argument: this runs on every launch."""
     key = []
     add = key.append
     for a in args:
@@ -219,8 +220,8 @@ def _spec_key(args):
                 add(10 + (a % 16 == 0) + 2 * (a > 0x7FFFFFFF or a < -0x80000000))
         elif t is float:
             add(0.5)
-        elif isinstance(a, torch.Tensor):
-            add((a.dtype, a.data_ptr() % 16 == 0, a.get_device()))
+        elif t is torch.Tensor or isinstance(a, torch.Tensor):
+            add((a.dtype, a.data_ptr() % 16 == 0))
         else:
             add(a)
     return tuple(key)
@@ -232,9 +233,9 @@ def _spec(a):
 
 
 def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
-    """``kernel[grid](*args, **constexprs)``; the constexprs are the kernel's last parameters,
-    passed in its order. After the first call of a specialization its compiled kernel is
-    launched directly. Under the interpreter: the plain call."""
+    """``kernel[grid](*args, **constexprs)``; args a tuple, the constexprs the kernel's last
+    parameters, passed in its order. After the first call of a specialization its compiled
+    kernel is launched directly. Under the interpreter: the plain call."""
     grid = tuple(grid) + (1,) * (3 - len(grid))
     if INTERPRET:
         names = kernel.arg_names[len(args):]
@@ -242,11 +243,13 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
             raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
         return
+    consts = tuple(constexprs.values())
+    device = torch._C._cuda_getDevice()
     # id(kernel): hashing a JITFunction costs ~2 us of host time per call
-    key = (id(kernel), num_warps, num_stages, tuple(constexprs.values()), _spec_key(args))
+    key = (id(kernel), num_warps, num_stages, consts, device, _spec_key(args))
     entry = _COMPILED.get(key)
     if entry is not None:
-        _run(entry, grid, (*args, *constexprs.values()))
+        _run(entry, grid, args + consts, device)
         return
     names = kernel.arg_names[len(args):]
     if list(constexprs) != names:
