@@ -52,15 +52,16 @@ func predict(c *Case, gpu string, cm patterns.CostModel) {
 		return
 	}
 	s := patterns.Shape{Pattern: c.Pattern, Bytes: c.Bytes, WriteBytes: writeBytes(c)}
-	if c.Pattern == "layernorm_linear" || c.Pattern == "linear_gelu" {
+	if p, ok := patterns.Lookup(c.Pattern); ok && p.Kind == patterns.KindGEMM {
 		m, k, n, es, ok := gemmDims(c)
 		if !ok {
 			return
 		}
 		s.GemmUs, s.GemmElemSize = c.GemmOnlyUs, es
-		if c.Pattern == "layernorm_linear" {
+		switch p.GEMM {
+		case patterns.GEMMStats:
 			s.ExtraBytes = m*k*es + 8*m // the stats pass: read x, write mean and rstd
-		} else {
+		case patterns.GEMMEpilogue:
 			s.ExtraBytes = m * n * es // the epilogue's pass over the GEMM output
 		}
 	}
@@ -85,8 +86,8 @@ func gemmDims(c *Case) (m, k, n, es int64, ok bool) {
 	return m, k, n, es, es > 0
 }
 
-// writeBytes is what a memory-bound case's kernel writes: its output in the case's dtype
-// (add_layernorm: the sum and y); 0 when the shape or dtype is unknown.
+// writeBytes is what a memory-bound case's kernel writes: its outputs in the case's dtype
+// (Pattern.Outputs: add_layernorm writes the sum and y); 0 when the shape or dtype is unknown.
 func writeBytes(c *Case) int64 {
 	es := map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[c.Dtype]
 	if len(c.Shape) == 0 || es == 0 {
@@ -96,8 +97,8 @@ func writeBytes(c *Case) int64 {
 	for _, d := range c.Shape {
 		n *= d
 	}
-	if c.Pattern == "add_layernorm" {
-		n *= 2
+	if p, ok := patterns.Lookup(c.Pattern); ok {
+		n *= int64(p.OutputCount())
 	}
 	return n
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
 // ParseDtype maps a dtype as traces and users spell it ("c10::BFloat16", "float",
@@ -50,7 +52,7 @@ func DirName(spec Spec) (string, error) {
 		parts = append(parts, k) // an enum value: letters only
 	}
 	shape := strings.Join(dims, "x")
-	if (s.Pattern == "linear_gelu" || s.Pattern == "layernorm_linear") && len(s.Shapes) > 1 {
+	if patterns.IsGEMM(s.Pattern) && len(s.Shapes) > 1 {
 		shape += "x" + strconv.FormatInt(s.Shapes[1][0], 10)
 	}
 	parts = append(parts, s.Dtype, shape, hex.EncodeToString(sum[:4]))

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
+	"sort"
 	"strconv"
 
+	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/templates"
 )
 
@@ -26,28 +27,9 @@ type Spec struct {
 	EstFusedUs float64
 }
 
-// Params are the pattern parameters. A zero value means the default given per field; fields
-// a pattern does not use must be left zero.
-type Params struct {
-	Approximate string  // GELU: "none" (erf, default) or "tanh"; bias_gelu, linear_gelu
-	HasBias     bool    // bias_gelu, gelu_pyops, linear_gelu, layernorm_linear, dropout_add
-	MaskKind    string  // mask_softmax: "none" (default), "bool", "additive", "causal"
-	MaskFill    string  // mask_softmax bool/causal fill: "-inf" (default), "min" (dtype min) or a finite number
-	Scale       float64 // mask_softmax: multiplier applied before the mask (default 1)
-	Eps         float64 // add_layernorm, layernorm_linear (default 1e-5), rmsnorm_pyops (default 1e-6)
-	P           float64 // dropout probability in [0, 1): dropout_add, mask_softmax (default 0)
-	Casting     string  // rmsnorm_pyops: "llama" (default) or "fp32"
-	// ResidualDtype is the residual's dtype when it differs from Dtype (add_layernorm,
-	// dropout_add: an fp32 residual stream plus a bf16 branch under autocast); "" = Dtype.
-	ResidualDtype string
-	// OutDtype is the output's dtype when it differs from the pattern's default (gelu_pyops:
-	// Dtype; mask_softmax: Dtype, or Dtype promoted with MaskDtype for an additive mask):
-	// autocast runs pow and softmax in fp32, so a bf16 input gives an fp32 output. "" = default.
-	OutDtype string
-	// MaskDtype is an additive mask's dtype when it differs from Dtype (mask_softmax: an fp32
-	// mask added to bf16 scores under autocast). "" = Dtype.
-	MaskDtype string
-}
+// Params are the pattern parameters: the fields a pattern's schema (patterns.Pattern.Params)
+// names, the others left zero; a zero value means the schema's default.
+type Params = patterns.KernelParams
 
 // Source locates the opportunity in the trace. It is copied into manifest.json and README.md
 // as JSON-escaped strings and nowhere else.
@@ -67,34 +49,26 @@ const (
 
 var dtypes = map[string]string{"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16"}
 
-// patternInfo says which parameters a pattern uses.
-type patternInfo struct {
-	approximate, bias, mask, eps, p, casting, residual, outDtype bool
-	defaultEps                                                   float64
-}
-
-var patternTable = map[string]patternInfo{
-	"bias_gelu":        {approximate: true, bias: true},
-	"gelu_pyops":       {bias: true, outDtype: true},
-	"linear_gelu":      {approximate: true, bias: true},
-	"mask_softmax":     {mask: true, p: true, outDtype: true},
-	"layernorm_linear": {bias: true, eps: true, defaultEps: 1e-5},
-	"add_layernorm":    {eps: true, residual: true, defaultEps: 1e-5},
-	"dropout_add":      {bias: true, p: true, residual: true},
-	"rmsnorm_pyops":    {eps: true, casting: true, defaultEps: 1e-6},
-	"swiglu":           {},
-}
-
-// Patterns returns the pattern ids codegen can generate: those with both a parameter table
-// entry and an embedded template.
+// Patterns returns the pattern ids codegen can generate, sorted: the registered patterns
+// whose template folder is embedded.
 func Patterns() []string {
 	var out []string
-	for _, p := range templates.Patterns() {
-		if _, ok := patternTable[p]; ok {
-			out = append(out, p)
+	for _, p := range patterns.Catalog() {
+		if templates.Has(p.Template) {
+			out = append(out, p.ID)
 		}
 	}
+	sort.Strings(out)
 	return out
+}
+
+// pattern returns the registered pattern id when its template is embedded.
+func pattern(id string) (*patterns.Pattern, bool) {
+	p, ok := patterns.Lookup(id)
+	if !ok || !templates.Has(p.Template) {
+		return nil, false
+	}
+	return p, true
 }
 
 // Validate reports whether spec can be generated: a known pattern with a template, a known
@@ -107,8 +81,8 @@ func Validate(spec Spec) error {
 
 // resolve applies the defaults and validates; the result is what gets written.
 func resolve(s Spec) (Spec, error) {
-	info, ok := patternTable[s.Pattern]
-	if !ok || !templates.Has(s.Pattern) {
+	pat, ok := pattern(s.Pattern)
+	if !ok {
 		return s, fmt.Errorf("codegen: unknown pattern %s", strconv.Quote(s.Pattern))
 	}
 	if _, ok := dtypes[s.Dtype]; !ok {
@@ -126,127 +100,40 @@ func resolve(s Spec) (Spec, error) {
 	if len(s.Source.Trace) > maxText || len(s.Source.Site) > maxText {
 		return s, fmt.Errorf("codegen: %s: source text longer than %d bytes", s.Pattern, maxText)
 	}
-	p := &s.Params
-	bad := func(field string, v any) error {
-		return fmt.Errorf("codegen: %s: parameter %s=%s is not used by this pattern", s.Pattern, field, strconv.Quote(fmt.Sprint(v)))
-	}
-	// parameters the pattern does not use must be zero
-	if !info.approximate && p.Approximate != "" {
-		return s, bad("approximate", p.Approximate)
-	}
-	if !info.bias && p.HasBias {
-		return s, bad("has_bias", p.HasBias)
-	}
-	if !info.mask && (p.MaskKind != "" || p.MaskFill != "" || p.Scale != 0) {
-		return s, bad("mask_kind/mask_fill/scale", p.MaskKind+p.MaskFill)
-	}
-	if !info.eps && p.Eps != 0 {
-		return s, bad("eps", p.Eps)
-	}
-	if !info.p && p.P != 0 {
-		return s, bad("p", p.P)
-	}
-	if !info.casting && p.Casting != "" {
-		return s, bad("casting", p.Casting)
-	}
-	if !info.residual && p.ResidualDtype != "" {
-		return s, bad("residual_dtype", p.ResidualDtype)
-	}
-	if p.ResidualDtype != "" {
-		if _, ok := dtypes[p.ResidualDtype]; !ok {
-			return s, fmt.Errorf("codegen: %s: residual_dtype=%s (want fp32, fp16 or bf16)", s.Pattern, strconv.Quote(p.ResidualDtype))
-		}
-		if p.ResidualDtype == s.Dtype {
-			p.ResidualDtype = "" // canonical: the same dtype is the default
-		}
-	}
-	if !info.outDtype && p.OutDtype != "" {
-		return s, bad("out_dtype", p.OutDtype)
-	}
-	if !info.mask && p.MaskDtype != "" {
-		return s, bad("mask_dtype", p.MaskDtype)
-	}
-	for _, d := range []struct{ name, v string }{{"out_dtype", p.OutDtype}, {"mask_dtype", p.MaskDtype}} {
-		if _, ok := dtypes[d.v]; d.v != "" && !ok {
-			return s, fmt.Errorf("codegen: %s: %s=%s (want fp32, fp16 or bf16)", s.Pattern, d.name, strconv.Quote(d.v))
-		}
-	}
-	if info.approximate {
-		if p.Approximate == "" {
-			p.Approximate = "none"
-		}
-		if p.Approximate != "none" && p.Approximate != "tanh" {
-			return s, fmt.Errorf("codegen: %s: approximate=%s (want none or tanh)", s.Pattern, strconv.Quote(p.Approximate))
-		}
-	}
-	if info.mask {
-		if p.MaskKind == "" {
-			p.MaskKind = "none"
-		}
-		switch p.MaskKind {
-		case "none", "bool", "additive", "causal":
-		default:
-			return s, fmt.Errorf("codegen: %s: mask_kind=%s (want none, bool, additive or causal)", s.Pattern, strconv.Quote(p.MaskKind))
-		}
-		if p.MaskFill == "" {
-			p.MaskFill = "-inf"
-		}
-		if p.MaskFill != "-inf" && p.MaskFill != "min" {
-			v, err := strconv.ParseFloat(p.MaskFill, 64)
-			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > math.MaxFloat32 {
-				return s, fmt.Errorf("codegen: %s: mask_fill=%s (want -inf, min or a finite number)", s.Pattern, strconv.Quote(p.MaskFill))
+	// parameters the pattern does not use must be zero; the others take their default and
+	// are checked against the schema
+	for _, f := range fields {
+		sp, used := pat.Param(f.name)
+		if !used {
+			if v := f.get(&s.Params); !isZero(v) {
+				return s, fmt.Errorf("codegen: %s: parameter %s=%s is not used by this pattern", s.Pattern, f.name, strconv.Quote(fmt.Sprint(v)))
 			}
-			p.MaskFill = strconv.FormatFloat(v, 'g', -1, 64) // canonical
+			continue
 		}
-		if p.Scale == 0 {
-			p.Scale = 1
+		if err := f.resolve(sp, &s.Params); err != nil {
+			return s, fmt.Errorf("codegen: %s: %v", s.Pattern, err)
 		}
-		if math.IsNaN(p.Scale) || math.IsInf(p.Scale, 0) || math.Abs(p.Scale) < 1e-12 || math.Abs(p.Scale) > 1e12 {
-			return s, fmt.Errorf("codegen: %s: scale=%v out of range", s.Pattern, p.Scale)
-		}
+	}
+	p := &s.Params
+	if p.ResidualDtype == s.Dtype {
+		p.ResidualDtype = "" // canonical: the same dtype is the default
+	}
+	if _, ok := pat.Param("mask_kind"); ok {
 		if err := checkMask(s); err != nil {
 			return s, fmt.Errorf("codegen: %s: %v", s.Pattern, err)
 		}
 		if p.MaskDtype != "" && p.MaskKind != "additive" {
 			return s, fmt.Errorf("codegen: %s: mask_dtype=%s needs an additive mask", s.Pattern, strconv.Quote(p.MaskDtype))
 		}
-		if p.MaskDtype == s.Dtype {
-			p.MaskDtype = "" // canonical: the same dtype is the default
-		}
 	}
-	if info.outDtype && p.OutDtype == defaultOutDtype(s) {
+	if p.MaskDtype == s.Dtype {
+		p.MaskDtype = "" // canonical: the same dtype is the default
+	}
+	if p.OutDtype == defaultOutDtype(s) {
 		p.OutDtype = "" // canonical: the default is not written
 	}
-	if info.eps {
-		if p.Eps == 0 {
-			p.Eps = info.defaultEps
-		}
-		if math.IsNaN(p.Eps) || !(p.Eps > 0 && p.Eps <= 1) {
-			return s, fmt.Errorf("codegen: %s: eps=%v (want 0 < eps <= 1)", s.Pattern, p.Eps)
-		}
-	}
-	if info.p && (math.IsNaN(p.P) || p.P < 0 || p.P >= 1) {
-		return s, fmt.Errorf("codegen: %s: p=%v (want 0 <= p < 1)", s.Pattern, p.P)
-	}
-	if info.casting {
-		if p.Casting == "" {
-			p.Casting = "llama"
-		}
-		if p.Casting != "llama" && p.Casting != "fp32" {
-			return s, fmt.Errorf("codegen: %s: casting=%s (want llama or fp32)", s.Pattern, strconv.Quote(p.Casting))
-		}
-	}
-	if s.Pattern == "add_layernorm" && len(s.Shapes) > 1 && !LeadingBroadcast(s.Shapes[1], s.Shapes[0]) {
-		return s, fmt.Errorf("codegen: add_layernorm: residual %v must be x's shape %v or broadcast along its leading dims", s.Shapes[1], s.Shapes[0])
-	}
-	if s.Pattern == "linear_gelu" || s.Pattern == "layernorm_linear" {
-		if len(s.Shapes) < 2 || len(s.Shapes[1]) != 2 {
-			return s, fmt.Errorf("codegen: %s: needs the input [..., K] and the weight [N, K] as shapes", s.Pattern)
-		}
-		x, w := s.Shapes[0], s.Shapes[1]
-		if x[len(x)-1] != w[1] {
-			return s, fmt.Errorf("codegen: %s: input K=%d does not match weight %v", s.Pattern, x[len(x)-1], w)
-		}
+	if err := pat.Check(patterns.Case{Dtype: s.Dtype, Shapes: s.Shapes, Params: s.Params}); err != nil {
+		return s, fmt.Errorf("codegen: %s: %v", s.Pattern, err)
 	}
 	return s, nil
 }
@@ -258,24 +145,6 @@ func defaultOutDtype(s Spec) string {
 		return "fp32"
 	}
 	return s.Dtype
-}
-
-// LeadingBroadcast reports whether r is x's shape with some leading dims 1 (or dropped):
-// the residual broadcast the add_layernorm kernel reads in place.
-func LeadingBroadcast(r, x []int64) bool {
-	if len(r) == 0 || len(r) > len(x) {
-		return false
-	}
-	full := make([]int64, len(x))
-	for i := range full {
-		full[i] = 1
-	}
-	copy(full[len(x)-len(r):], r)
-	k := 0
-	for k < len(x)-1 && full[k] == 1 {
-		k++
-	}
-	return slices.Equal(full[k:], x[k:])
 }
 
 func checkShapes(shapes [][]int64) error {

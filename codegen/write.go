@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
+	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/templates"
 )
 
@@ -18,7 +19,7 @@ import (
 const FormatVersion = 1
 
 // copied lists the files copied unchanged: folder name -> embedded template path ("%s" is
-// the pattern).
+// the pattern's template folder).
 var copied = []struct{ name, from string }{
 	{"kernel.py", "%s/kernel.py"},
 	{"reference.py", "%s/reference.py"},
@@ -35,11 +36,12 @@ func Render(spec Spec) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	pat, _ := pattern(s.Pattern) // known: resolve checked it
 	out := make(map[string][]byte)
 	for _, c := range copied {
 		from := c.from
 		if strings.Contains(from, "%s") {
-			from = fmt.Sprintf(from, s.Pattern)
+			from = fmt.Sprintf(from, pat.Template)
 		}
 		b, err := templates.Read(from)
 		if err != nil {
@@ -149,48 +151,21 @@ type param struct {
 	json any
 }
 
+// params lists the pattern's parameters, in the order of fields.
 func params(s Spec) []param {
-	info := patternTable[s.Pattern]
-	p := s.Params
+	pat, ok := patterns.Lookup(s.Pattern)
+	if !ok {
+		return nil
+	}
 	var out []param
-	if info.approximate {
-		out = append(out, param{"approximate", pyStr(p.Approximate), p.Approximate})
-	}
-	if info.bias {
-		out = append(out, param{"has_bias", pyBool(p.HasBias), p.HasBias})
-	}
-	if info.mask {
-		out = append(out, param{"mask_kind", pyStr(p.MaskKind), p.MaskKind})
-		var fill string
-		switch p.MaskFill {
-		case "-inf":
-			fill = `float("-inf")`
-		case "min":
-			fill = pyStr("min")
-		default:
-			v, _ := strconv.ParseFloat(p.MaskFill, 64) // checked by resolve
-			fill = pyFloat(v)
+	for _, f := range fields {
+		sp, used := pat.Param(f.name)
+		if !used {
+			continue
 		}
-		out = append(out, param{"mask_fill", fill, p.MaskFill})
-		out = append(out, param{"scale", pyFloat(p.Scale), p.Scale})
-	}
-	if info.eps {
-		out = append(out, param{"eps", pyFloat(p.Eps), p.Eps})
-	}
-	if info.p {
-		out = append(out, param{"p", pyFloat(p.P), p.P})
-	}
-	if info.casting {
-		out = append(out, param{"casting", pyStr(p.Casting), p.Casting})
-	}
-	if info.residual && p.ResidualDtype != "" { // written only when set: same-dtype cases keep their text
-		out = append(out, param{"residual_dtype", pyStr(p.ResidualDtype), p.ResidualDtype})
-	}
-	if info.mask && p.MaskDtype != "" {
-		out = append(out, param{"mask_dtype", pyStr(p.MaskDtype), p.MaskDtype})
-	}
-	if info.outDtype && p.OutDtype != "" {
-		out = append(out, param{"out_dtype", pyStr(p.OutDtype), p.OutDtype})
+		if py, js, write := f.literal(sp, &s.Params); write {
+			out = append(out, param{f.name, py, js})
+		}
 	}
 	return out
 }
@@ -276,19 +251,6 @@ func manifest(s Spec, files []string) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// usage is the README's swap-in snippet per pattern (static text: no spec data in it).
-var usage = map[string]string{
-	"bias_gelu":        "from kernel import BiasGELU\ny = BiasGELU(approximate)(x, bias)        # was F.gelu(x + bias, approximate=...)",
-	"gelu_pyops":       "from kernel import NewGELU\ny = NewGELU()(x)                         # was HF NewGELUActivation / 0.5*x*(1+tanh(...))",
-	"linear_gelu":      "from kernel import LinearGELU\nlayer = LinearGELU.from_linear(linear, approximate)  # was F.gelu(linear(x))\ny = layer(x)",
-	"mask_softmax":     "from kernel import MaskSoftmax\ny = MaskSoftmax(scale=..., mask_kind=..., p=...)(scores, mask)  # was softmax(masked_fill(scores*scale, mask, fill))",
-	"layernorm_linear": "from kernel import LayerNormLinear\nlayer = LayerNormLinear.from_modules(layer_norm, linear)  # was linear(layer_norm(x))\ny = layer(x)",
-	"add_layernorm":    "from kernel import AddLayerNorm\ns, y = AddLayerNorm.from_layer_norm(layer_norm)(x, residual)  # was s = x + residual; y = layer_norm(s)",
-	"dropout_add":      "from kernel import DropoutAdd\ny = DropoutAdd(p)(x, residual, bias)     # was residual + dropout(x + bias, p)",
-	"rmsnorm_pyops":    "from kernel import RMSNorm\nnorm = RMSNorm.from_module(llama_rms_norm)  # was LlamaRMSNorm\ny = norm(x)",
-	"swiglu":           "from kernel import SwiGLU\ny = SwiGLU()(gate, up)                   # was F.silu(gate) * up",
-}
-
 func readme(s Spec) []byte {
 	var b bytes.Buffer
 	b.WriteString("# Fused kernel: " + s.Pattern + " (" + s.Dtype + ")\n\n")
@@ -301,7 +263,11 @@ func readme(s Spec) []byte {
 	b.WriteString("    python bench.py                             # GPU: fused vs eager vs torch.compile, JSON\n\n")
 	b.WriteString("## Swap it in\n\n")
 	b.WriteString("Copy `kernel.py` next to the model code (it needs only torch and triton), then:\n\n")
-	for _, l := range strings.Split(usage[s.Pattern], "\n") {
+	usage := ""
+	if pat, ok := patterns.Lookup(s.Pattern); ok {
+		usage = pat.Usage
+	}
+	for _, l := range strings.Split(usage, "\n") {
 		b.WriteString("    " + l + "\n")
 	}
 	b.WriteString("\nThe module's docstring says which parts have a backward. Benchmark before shipping: a\n")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/fuseadvise/fuseadvise/trace"
@@ -451,11 +452,10 @@ func cmpF(a, b float64) int {
 	return 0
 }
 
+// patternByID is the registered pattern id, or an empty entry of that id.
 func patternByID(id string) *Pattern {
-	for _, p := range catalog {
-		if p.ID == id {
-			return p
-		}
+	if p, ok := Lookup(id); ok {
+		return p
 	}
 	return &Pattern{ID: id}
 }
@@ -476,28 +476,29 @@ func validGroup(in *Instance) bool {
 	return true
 }
 
-// advice turns an opportunity into user-facing suggestions.
+// advice turns an opportunity into user-facing suggestions: the pattern's advice, then what
+// it adds for this opportunity.
 func advice(o *Opportunity) []string {
 	p := patternByID(o.Pattern)
 	var out []string
-	switch o.Pattern {
-	case "mask_softmax":
-		attn := false
-		for _, s := range o.Shapes {
-			attn = attn || s.Params.Attention
-		}
-		out = append(out, "fuse scale+mask+softmax into one row-wise kernel")
-		if attn {
-			out = append(out, "the whole bmm -> mask -> softmax -> (dropout) -> bmm is present: use F.scaled_dot_product_attention (flash/memory-efficient attention), e.g. attn_implementation=\"sdpa\" in transformers")
-		}
-	case "gelu_pyops":
-		out = append(out, `replace the Python tanh-GELU with F.gelu(x, approximate="tanh") (one kernel), e.g. nn.GELU(approximate="tanh")`)
-	case "rmsnorm_pyops":
-		out = append(out, "replace the Python RMSNorm with F.rms_norm / nn.RMSNorm (one fused kernel)")
-	default:
-		if p.Advice != "" {
-			out = append(out, p.Advice)
-		}
+	if p.Advice != "" {
+		out = append(out, p.Advice)
+	}
+	if p.advise != nil {
+		out = append(out, p.advise(o)...)
 	}
 	return out
+}
+
+// FormatDims writes a group's shapes as "[8,512,768] [3072]".
+func FormatDims(dims [][]int64) string {
+	parts := make([]string, len(dims))
+	for i, d := range dims {
+		s := make([]string, len(d))
+		for j, v := range d {
+			s[j] = strconv.FormatInt(v, 10)
+		}
+		parts[i] = "[" + strings.Join(s, ",") + "]"
+	}
+	return strings.Join(parts, " ")
 }

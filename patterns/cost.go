@@ -403,7 +403,8 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 		_, k := gemmActs(t, id)
 		e.fusedKernels += k
 	}
-	if in.Pattern == "linear_gelu" && len(in.GEMMs) > 0 {
+	p := patternByID(in.Pattern)
+	if p.GEMM == GEMMEpilogue && len(in.GEMMs) > 0 {
 		e.fusedKernels-- // the epilogue lives in the GEMM
 	}
 	e.fusedKernels = min(e.fusedKernels, e.kernels)
@@ -413,12 +414,12 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 	e.modeled = true
 	memUs := float64(in.Bytes) / (m.FusedEfficiency * m.BandwidthGBs * 1e3) // GB/s = 1e3 bytes/us
 	if len(in.GEMMs) == 0 {
-		memUs = m.streamUs(in.Pattern, in.Bytes, in.WriteBytes, m.BandwidthGBs)
+		memUs = m.streamUs(p, in.Bytes, in.WriteBytes, m.BandwidthGBs)
 		flopUs := 0.0
 		if m.ComputeTFLOPs > 0 {
 			flopUs = float64(in.Flops) / (m.ComputeTFLOPs * 1e6)
 		}
-		e.fusedUs = max(memUs, flopUs) + m.kernelUs(in.Pattern)
+		e.fusedUs = max(memUs, flopUs) + m.kernelUs(p)
 	} else {
 		var gemmNs int64
 		for _, id := range in.GEMMs {
@@ -430,11 +431,11 @@ func estimateInstance(m *CostModel, t *trace.Trace, in *Instance) estimate {
 			dt = in.Params.OutDType // the GEMM's type (autocast: bf16 after an fp32 LayerNorm)
 		}
 		gemmUs := m.fusedGemmUs(float64(gemmNs)/1e3, dt.Size())
-		switch in.Pattern {
-		case "linear_gelu":
+		switch p.GEMM {
+		case GEMMEpilogue:
 			e.fusedUs = gemmUs + m.EpilogueOverhead*memUs // Bytes: the GEMM output
 		default:
-			e.fusedUs = gemmUs + memUs + m.kernelUs(in.Pattern) // the stats pass
+			e.fusedUs = gemmUs + memUs + m.kernelUs(p) // the stats pass
 		}
 	}
 	e.savingUs = max(e.gpuUs-e.fusedUs, 0)
@@ -467,14 +468,10 @@ func (m CostModel) fusedGemmUs(gemmUs float64, elemSize int64) float64 {
 	return r*gemmUs + min(m.GemmFixedUs, m.GemmFixedFrac*gemmUs)
 }
 
-// rowPatterns are the patterns whose fused kernel reduces over rows (a norm or softmax, or
-// layernorm_linear's stats pass): a load, a reduction and a dependent pass over the row.
-var rowPatterns = map[string]bool{"add_layernorm": true, "rmsnorm_pyops": true, "mask_softmax": true, "layernorm_linear": true}
-
 // kernelUs is a fused kernel's fixed time: KernelOverheadUs, plus RowKernelUs for a row
-// reduction.
-func (m CostModel) kernelUs(pattern string) float64 {
-	if rowPatterns[pattern] {
+// reduction (Pattern.RowKernel).
+func (m CostModel) kernelUs(p *Pattern) float64 {
+	if p.RowKernel() {
 		return m.KernelOverheadUs + m.RowKernelUs
 	}
 	return m.KernelOverheadUs
@@ -485,9 +482,9 @@ func (m CostModel) kernelUs(pattern string) float64 {
 // L2 does not absorb; a row kernel is charged all its bytes (its dependent passes keep too
 // few bytes in flight to run at L2 speed: on the H200 softmax and RMSNorm ran at 0.5-0.8x a
 // copy of their bytes when those fit in L2, at 0.9-1.0x beyond).
-func (m CostModel) streamUs(pattern string, bytes, writes int64, bw float64) float64 {
+func (m CostModel) streamUs(p *Pattern, bytes, writes int64, bw float64) float64 {
 	charged := float64(bytes)
-	if l2 := float64(m.L2Bytes); l2 > 0 && m.L2AbsorbNone > m.L2AbsorbAll && !rowPatterns[pattern] {
+	if l2 := float64(m.L2Bytes); l2 > 0 && m.L2AbsorbNone > m.L2AbsorbAll && !p.RowKernel() {
 		f := (m.L2AbsorbNone*l2 - float64(bytes)) / ((m.L2AbsorbNone - m.L2AbsorbAll) * l2)
 		charged -= float64(writes) * min(max(f, 0), 1)
 	}
@@ -516,14 +513,15 @@ func (m CostModel) FusedUs(device string, s Shape) (us float64, ok bool) {
 	if d, found := m.device(device); found && m.L2Bytes == 0 {
 		m.L2Bytes = d.L2Bytes
 	}
-	switch s.Pattern {
-	case "layernorm_linear":
+	p := patternByID(s.Pattern)
+	switch p.GEMM {
+	case GEMMStats:
 		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + float64(s.ExtraBytes)/(m.FusedEfficiency*bw*1e3) + overhead + m.RowKernelUs, s.GemmUs > 0
-	case "linear_gelu":
+	case GEMMEpilogue:
 		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + m.EpilogueOverhead*float64(s.ExtraBytes)/(m.FusedEfficiency*bw*1e3), s.GemmUs > 0
 	}
-	if rowPatterns[s.Pattern] {
+	if p.RowKernel() {
 		overhead += m.RowKernelUs
 	}
-	return m.streamUs(s.Pattern, s.Bytes, s.WriteBytes, bw) + overhead, true
+	return m.streamUs(p, s.Bytes, s.WriteBytes, bw) + overhead, true
 }

@@ -43,18 +43,18 @@ func TestStreamL2(t *testing.T) {
 		{200, 50, 200},
 	}
 	for _, tt := range tests {
-		if got := m.streamUs("swiglu", tt.bytes, tt.writes, 1e-3); math.Abs(got-tt.want) > 1e-9 {
+		if got := m.streamUs(patternByID("swiglu"), tt.bytes, tt.writes, 1e-3); math.Abs(got-tt.want) > 1e-9 {
 			t.Errorf("streamUs(%d, %d) = %v, want %v", tt.bytes, tt.writes, got, tt.want)
 		}
 	}
-	if got := m.streamUs("swiglu", 82, 27, 1e-3); math.Abs(got-(82-27*(96-82)/27.0)) > 1e-9 {
+	if got := m.streamUs(patternByID("swiglu"), 82, 27, 1e-3); math.Abs(got-(82-27*(96-82)/27.0)) > 1e-9 {
 		t.Errorf("between the bounds: %v", got)
 	}
-	if got := m.streamUs("rmsnorm_pyops", 60, 30, 1e-3); got != 60 {
+	if got := m.streamUs(patternByID("rmsnorm_pyops"), 60, 30, 1e-3); got != 60 {
 		t.Errorf("a row kernel is charged all its bytes: %v, want 60", got)
 	}
 	m.L2Bytes = 0
-	if got := m.streamUs("swiglu", 60, 30, 1e-3); got != 60 {
+	if got := m.streamUs(patternByID("swiglu"), 60, 30, 1e-3); got != 60 {
 		t.Errorf("no L2: %v, want 60", got)
 	}
 }

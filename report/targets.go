@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/fuseadvise/fuseadvise/bench"
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
 // The project's performance targets for generated kernels on the benchmark matrix.
@@ -27,7 +28,7 @@ const (
 )
 
 // gemmPattern reports whether a pattern's fused kernel contains a GEMM.
-func gemmPattern(p string) bool { return p == "linear_gelu" || p == "layernorm_linear" }
+func gemmPattern(p string) bool { return patterns.IsGEMM(p) }
 
 // rows is M: the product of the main input's dims but the last.
 func rows(c *bench.Case) int64 {

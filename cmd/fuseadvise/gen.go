@@ -4,8 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/fuseadvise/fuseadvise/bench"
 	"github.com/fuseadvise/fuseadvise/codegen"
@@ -43,7 +41,7 @@ replaces folders gen wrote), and folders are written atomically.`,
 			if err := checkPattern(*pattern); err != nil {
 				return err
 			}
-			var items []genItem
+			var items []codegen.Item
 			switch {
 			case *anchors:
 				if len(args) != 0 || *from != "" {
@@ -54,7 +52,7 @@ replaces folders gen wrote), and folders are written atomically.`,
 					if err != nil {
 						return err
 					}
-					items = append(items, genItem{Spec: s, Name: name})
+					items = append(items, codegen.Item{Spec: s, Name: name})
 				}
 			default:
 				var skipped []string
@@ -71,35 +69,11 @@ replaces folders gen wrote), and folders are written atomically.`,
 				fmt.Fprintln(env.Stderr, "nothing to generate: no opportunity with a template")
 				return nil
 			}
-			dirs, err := writeFolders(*out, items, *force)
+			dirs, err := codegen.WriteFolders(*out, items, *force)
 			for _, d := range dirs {
 				fmt.Fprintln(env.Stdout, d)
 			}
 			return err
 		}
 	},
-}
-
-// writeFolders writes one folder per spec under root and returns their paths.
-func writeFolders(root string, items []genItem, force bool) ([]string, error) {
-	for _, it := range items {
-		if err := codegen.Validate(it.Spec); err != nil {
-			return nil, err
-		}
-		if _, err := os.Stat(filepath.Join(root, it.Name)); err == nil && !force {
-			return nil, fmt.Errorf("%s: already exists (use -force to replace it)", filepath.Join(root, it.Name))
-		}
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, err
-	}
-	var dirs []string
-	for _, it := range items {
-		d := filepath.Join(root, it.Name)
-		if err := codegen.Write(d, it.Spec, force); err != nil {
-			return dirs, err
-		}
-		dirs = append(dirs, d)
-	}
-	return dirs, nil
 }

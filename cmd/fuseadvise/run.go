@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fuseadvise/fuseadvise/bench"
+	"github.com/fuseadvise/fuseadvise/codegen"
 	"github.com/fuseadvise/fuseadvise/internal/pyenv"
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
 	"github.com/fuseadvise/fuseadvise/patterns"
@@ -140,7 +141,7 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 	p.progress("  %d opportunities", len(a.Result.Opportunities))
 
 	p.step("gen")
-	items, skipped, err := specsFromReport(a.Result.Report)
+	items, skipped, err := codegen.SpecsFromReport(a.Result.Report)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +151,7 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 	paths := report.Paths{Analysis: analysisPath}
 	var kernels []string
 	if len(items) > 0 {
-		if kernels, err = writeFolders(filepath.Join(dir, "kernels"), items, false); err != nil {
+		if kernels, err = codegen.WriteFolders(filepath.Join(dir, "kernels"), items, false); err != nil {
 			return nil, err
 		}
 	}

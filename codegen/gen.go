@@ -1,0 +1,117 @@
+package codegen
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
+)
+
+// Item is one folder to write: a spec and its folder name (DirName).
+type Item struct {
+	Spec Spec
+	Name string
+}
+
+// SpecFromGroup maps one shape group of an opportunity of pattern to a spec through the
+// pattern's registry entry (patterns.Pattern.Case), or says why it cannot. Nothing from the
+// trace but validated numbers and enum values reaches the spec's code-bearing fields; the
+// Source is left for the caller.
+func SpecFromGroup(pattern string, g patterns.ShapeGroup) (Spec, string) {
+	s := Spec{Pattern: pattern, EstSavingUs: g.EstSavingUs}
+	if g.Instances > 0 && g.EstFusedUs > 0 {
+		s.EstFusedUs = g.EstFusedUs / float64(g.Instances)
+	}
+	p, ok := patterns.Lookup(pattern)
+	if !ok {
+		return s, "no template"
+	}
+	c, why := p.Case(g)
+	s.Dtype, s.Shapes, s.Params = c.Dtype, c.Shapes, c.Params
+	return s, why
+}
+
+// SpecsFromReport turns an analysis's opportunities into specs, one per pattern, shape group
+// and dtype, named by DirName. Groups a template cannot express are skipped with a reason
+// (returned for the user).
+func SpecsFromReport(rep *patterns.Report) (items []Item, skipped []string, err error) {
+	have := map[string]bool{}
+	for _, p := range Patterns() {
+		have[p] = true
+	}
+	for _, op := range rep.Opportunities {
+		if !have[op.Pattern] {
+			skipped = append(skipped, op.Pattern+": no template")
+			continue
+		}
+		for _, g := range op.Shapes {
+			s, why := SpecFromGroup(op.Pattern, g)
+			if why != "" {
+				skipped = append(skipped, fmt.Sprintf("%s %s %s: %s", op.Pattern, patterns.FormatDims(g.Dims), g.DType, why))
+				continue
+			}
+			s.Source = Source{Trace: rep.Trace.Path, Site: site(op, g) + assumed(op.Pattern, g)}
+			if err := Validate(s); err != nil {
+				skipped = append(skipped, fmt.Sprintf("%s %s %s: %v", op.Pattern, patterns.FormatDims(g.Dims), g.DType, err))
+				continue
+			}
+			name, err := DirName(s)
+			if err != nil {
+				return nil, nil, err
+			}
+			items = append(items, Item{Spec: s, Name: name})
+		}
+	}
+	return items, skipped, nil
+}
+
+// site describes where the chain was found, for manifest.json and README.md (data only).
+func site(op patterns.Opportunity, g patterns.ShapeGroup) string {
+	s := fmt.Sprintf("%d instance(s) of %s", g.Instances, op.Pattern)
+	if len(g.Sources) > 0 {
+		s += " at " + strings.Join(g.Sources, "; ")
+	}
+	return s
+}
+
+// assumed names the parameters the trace did not record ("; " before each), from the
+// pattern's registry entry.
+func assumed(pattern string, g patterns.ShapeGroup) string {
+	p, ok := patterns.Lookup(pattern)
+	if !ok {
+		return ""
+	}
+	a := p.Assumed(g)
+	if len(a) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(a, "; ")
+}
+
+// WriteFolders writes one folder per item under root and returns their paths. Every spec is
+// validated and every folder checked for existence (refused unless force) before anything
+// is written.
+func WriteFolders(root string, items []Item, force bool) ([]string, error) {
+	for _, it := range items {
+		if err := Validate(it.Spec); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(root, it.Name)); err == nil && !force {
+			return nil, fmt.Errorf("%s: already exists (use -force to replace it)", filepath.Join(root, it.Name))
+		}
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for _, it := range items {
+		d := filepath.Join(root, it.Name)
+		if err := Write(d, it.Spec, force); err != nil {
+			return dirs, err
+		}
+		dirs = append(dirs, d)
+	}
+	return dirs, nil
+}

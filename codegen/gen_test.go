@@ -1,0 +1,164 @@
+package codegen
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
+)
+
+func f64(v float64) *float64 { return &v }
+func i64(v int64) *int64     { return &v }
+func yes() *bool             { b := true; return &b }
+
+func TestSpecFromGroup(t *testing.T) {
+	tests := []struct {
+		name    string
+		pattern string
+		g       patterns.ShapeGroup
+		shapes  string // dimsString of the spec's shapes
+		dtype   string
+		check   func(t *testing.T, got string)
+		skip    string // substring of the skip reason; "" = generated
+	}{
+		{name: "linear weight [N,K]", pattern: "layernorm_linear",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {3072, 768}}, DType: patterns.FP32, Valid: true, Cols: 768, Params: patterns.Params{Bias: yes(), Eps: f64(1e-5)}},
+			shapes: "[8,512,768] [3072,768] [3072]", dtype: "fp32"},
+		{name: "Conv1D weight [K,N] is transposed", pattern: "layernorm_linear",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {768, 2304}}, DType: patterns.BF16, Valid: true, Cols: 768},
+			shapes: "[8,512,768] [2304,768] [2304]", dtype: "bf16"},
+		{name: "Q, K, V GEMMs as one over concatenated weights", pattern: "layernorm_linear",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {768, 768}}, DType: patterns.BF16, Valid: true, Cols: 768, Params: patterns.Params{Bias: yes(), Linears: 3, ConcatN: 2304}},
+			shapes: "[16,256,768] [2304,768] [2304]", dtype: "bf16"},
+		{name: "Q and smaller K, V (grouped-query attention) concatenated", pattern: "layernorm_linear",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{2, 256, 1024}, {1024, 1024}}, DType: patterns.FP16, Valid: true, Cols: 1024, Params: patterns.Params{Linears: 3, ConcatN: 1536}},
+			shapes: "[2,256,1024] [1536,1024] [1536]", dtype: "fp16"},
+		{name: "GEMMs that cannot be concatenated", pattern: "layernorm_linear",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {768, 768}}, DType: patterns.BF16, Valid: true, Cols: 768, Params: patterns.Params{Linears: 2}},
+			skip: "different inputs or ops"},
+		{name: "gelu_pyops under autocast returns fp32", pattern: "gelu_pyops",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{8, 512, 3072}}, DType: patterns.BF16, Valid: true, Params: patterns.Params{Approximate: "tanh", OutDType: patterns.FP32}},
+			shapes: "[8,512,3072]", dtype: "bf16", check: func(t *testing.T, got string) {
+				if got != "fp32" {
+					t.Errorf("out_dtype %q, want fp32", got)
+				}
+			}},
+		{name: "fp32 softmax of bf16 scores with an fp32 mask", pattern: "mask_softmax",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 12, 256, 256}, {16, 1, 256, 256}}, DType: patterns.BF16, Valid: true, Params: patterns.Params{MaskKind: "additive", MaskDType: patterns.FP32, OutDType: patterns.FP32, SoftmaxDim: i64(3)}},
+			shapes: "[16,12,256,256] [16,1,256,256]", dtype: "bf16", check: func(t *testing.T, got string) {
+				if got != "fp32" {
+					t.Errorf("out_dtype %q, want fp32", got)
+				}
+			}},
+		{name: "position embeddings: a residual broadcast along the batch", pattern: "add_layernorm",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {1, 256, 768}}, DType: patterns.FP32, Valid: true, Cols: 768},
+			shapes: "[16,256,768] [1,256,768]", dtype: "fp32"},
+		{name: "a residual broadcast in the middle", pattern: "add_layernorm",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {16, 1, 768}}, DType: patterns.FP32, Valid: true, Cols: 768},
+			skip: "other than along leading dims"},
+		{name: "weight that does not fit", pattern: "linear_gelu",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {100, 200}}, DType: patterns.BF16, Valid: true},
+			skip: "does not match the input's last dim"},
+		{name: "permuted LayerNorm2d", pattern: "add_layernorm",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{32, 96, 56, 56}, {32, 96, 56, 56}}, DType: patterns.FP32, Valid: true, Cols: 96},
+			skip: "a permuted norm"},
+		{name: "int64 input", pattern: "swiglu",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{4, 8}}, DType: patterns.Int64, Valid: true},
+			skip: "has no kernel"},
+		{name: "invalid group", pattern: "swiglu",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{4, 8}}, DType: patterns.FP16, Valid: false},
+			skip: "out of range"},
+		{name: "llama rmsnorm runs in the model dtype", pattern: "rmsnorm_pyops",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{2, 256, 1024}, {1024}}, DType: patterns.FP32, Valid: true, Cols: 1024, Params: patterns.Params{Casting: "llama", OutDType: patterns.FP16}},
+			shapes: "[2,256,1024]", dtype: "fp16"},
+		{name: "gemma rmsnorm has no variant", pattern: "rmsnorm_pyops",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{2, 256, 1024}}, DType: patterns.FP32, Valid: true, Params: patterns.Params{Casting: "gemma"}},
+			skip: "no template variant"},
+		{name: "additive mask keeps its broadcast shape", pattern: "mask_softmax",
+			g:      patterns.ShapeGroup{Dims: [][]int64{{16, 12, 256, 256}, {16, 1, 256, 256}}, DType: patterns.FP32, Valid: true, Params: patterns.Params{MaskKind: "additive", MaskDims: []int64{16, 1, 1, 256}, SoftmaxDim: i64(3), ScaleOp: "div", Scale: f64(8)}},
+			shapes: "[16,12,256,256] [16,1,1,256]", dtype: "fp32"},
+		{name: "softmax over another dim", pattern: "mask_softmax",
+			g:    patterns.ShapeGroup{Dims: [][]int64{{16, 12, 256, 256}}, DType: patterns.FP32, Valid: true, Params: patterns.Params{MaskKind: "causal", SoftmaxDim: i64(2)}},
+			skip: "other than the last"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, why := SpecFromGroup(tt.pattern, tt.g)
+			if tt.skip != "" {
+				if !strings.Contains(why, tt.skip) {
+					t.Fatalf("skip reason %q, want %q", why, tt.skip)
+				}
+				return
+			}
+			if why != "" {
+				t.Fatalf("skipped: %s", why)
+			}
+			if got := patterns.FormatDims(s.Shapes); got != tt.shapes {
+				t.Errorf("shapes %s, want %s", got, tt.shapes)
+			}
+			if s.Dtype != tt.dtype {
+				t.Errorf("dtype %s, want %s", s.Dtype, tt.dtype)
+			}
+			if tt.check != nil {
+				tt.check(t, s.Params.OutDtype)
+			}
+		})
+	}
+	// a div-scale becomes its reciprocal
+	s, _ := SpecFromGroup("mask_softmax", tests[15].g)
+	if s.Params.Scale != 0.125 {
+		t.Errorf("scale %v, want 1/8", s.Params.Scale)
+	}
+}
+
+func TestAssumedParametersAreSaid(t *testing.T) {
+	g := patterns.ShapeGroup{Dims: [][]int64{{2, 8, 64}}, DType: patterns.FP16, Valid: true, Instances: 1}
+	if got := assumed("rmsnorm_pyops", g); !strings.Contains(got, "eps not recorded (1e-6 used)") {
+		t.Errorf("rmsnorm without eps: %q", got)
+	}
+	g.Params.Eps = f64(1e-5)
+	if got := assumed("rmsnorm_pyops", g); got != "" {
+		t.Errorf("rmsnorm with eps: %q", got)
+	}
+	if got := assumed("mask_softmax", g); !strings.Contains(got, "scale not recorded") {
+		t.Errorf("softmax without scale: %q", got)
+	}
+}
+
+// An fp32 LayerNorm feeding a bf16 GEMM (autocast) is generated in the GEMM's type, and the
+// folder says so; a chain that ran in fp32 throughout stays fp32.
+func TestLayerNormLinearUnderAutocast(t *testing.T) {
+	bias := true
+	g := patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {768, 2304}}, DType: patterns.FP32, Valid: true, Instances: 8,
+		Cols: 768, Params: patterns.Params{Eps: f64(1e-5), Bias: &bias, OutDType: patterns.BF16}}
+	s, why := SpecFromGroup("layernorm_linear", g)
+	if why != "" || s.Dtype != "bf16" {
+		t.Fatalf("autocast chain: dtype %q (%s), want bf16", s.Dtype, why)
+	}
+	if got := assumed("layernorm_linear", g); !strings.Contains(got, "GEMM in bf16 (autocast)") {
+		t.Errorf("autocast chain: the note says %q", got)
+	}
+	g.Params.OutDType = patterns.FP32
+	if s, _ := SpecFromGroup("layernorm_linear", g); s.Dtype != "fp32" {
+		t.Errorf("fp32 chain: dtype %q, want fp32", s.Dtype)
+	}
+	if got := assumed("layernorm_linear", g); strings.Contains(got, "autocast") {
+		t.Errorf("fp32 chain: the note says %q", got)
+	}
+}
+
+// A residual add of an fp32 stream and a bf16 branch (autocast) keeps both types in the case.
+func TestResidualDtypeFromTrace(t *testing.T) {
+	g := patterns.ShapeGroup{Dims: [][]int64{{8, 512, 1024}, {8, 512, 1024}}, DType: patterns.BF16, Valid: true,
+		Instances: 16, Cols: 1024, Params: patterns.Params{P: f64(0.1), ResidualDType: patterns.FP32}}
+	for _, pattern := range []string{"dropout_add", "add_layernorm"} {
+		s, why := SpecFromGroup(pattern, g)
+		if why != "" || s.Dtype != "bf16" || s.Params.ResidualDtype != "fp32" {
+			t.Errorf("%s: dtype %q residual %q (%s), want bf16 and fp32", pattern, s.Dtype, s.Params.ResidualDtype, why)
+		}
+	}
+	g.Params.ResidualDType = patterns.BF16
+	if s, _ := SpecFromGroup("dropout_add", g); s.Params.ResidualDtype != "" {
+		t.Errorf("same dtypes: residual %q, want none", s.Params.ResidualDtype)
+	}
+}

@@ -1,0 +1,245 @@
+package patterns
+
+// The registry: one declaration per pattern, read by every stage that needs to know
+// something about a pattern (detection, cost model and advice here; folders and their
+// parameters in codegen; predictions in bench; targets in report). What one adds for a new
+// pattern, and what the registry tests check, is in docs/adding-a-pattern.md.
+
+// Kind is the shape of a pattern's fused kernel.
+type Kind string
+
+const (
+	KindPointwise Kind = "pointwise" // one pass over elements, no reduction
+	KindRow       Kind = "row"       // a reduction over the last dim (a norm, a softmax) and a pass over the row
+	KindGEMM      Kind = "gemm"      // a GEMM fused with the chain around it (GEMMForm says how)
+	KindAttention Kind = "attention" // a fused attention (scores, softmax and the second GEMM in one kernel)
+)
+
+// Kinds lists the kinds, in the order the docs give them.
+var Kinds = []Kind{KindPointwise, KindRow, KindGEMM, KindAttention}
+
+// GEMMForm says how a GEMM pattern's fused form keeps its GEMM (KindGEMM only).
+type GEMMForm string
+
+const (
+	// GEMMEpilogue: the chain runs in the GEMM's epilogue and launches nothing of its own;
+	// fusion adds one pass of arithmetic over the GEMM output (linear_gelu).
+	GEMMEpilogue GEMMForm = "epilogue"
+	// GEMMStats: a row-statistics kernel reads the GEMM's input before the GEMM, which
+	// applies them on load or in its epilogue (layernorm_linear).
+	GEMMStats GEMMForm = "stats"
+)
+
+// Pattern is one entry of the catalog: the chain it matches (Chain, Anchors, the matcher,
+// Refuses), the kernel that replaces it (Kind, Fused, Template, Params, the mapping of a shape
+// group to a kernel case, Usage) and what to tell the user (Advice).
+type Pattern struct {
+	ID   string // contract id (patterns.md): never rename
+	Kind Kind
+	// GEMM says how a KindGEMM pattern keeps its GEMM; "" for the other kinds.
+	GEMM GEMMForm
+	// Outputs is the number of tensors of the main input's size the fused kernel writes
+	// (add_layernorm: the sum and y); 0 means 1.
+	Outputs int
+	Chain   string   // the forward chain, in words
+	Anchors []string // node base names a match starts from
+	Fused   string   // what one fused kernel does
+	Advice  string   // what to do about it: always printed with an opportunity
+	Refuses string   // what looks similar but is not an instance, and why
+	// Template is the folder under templates/ holding kernel.py, reference.py, adapter.py
+	// and test_kernel.py.
+	Template string
+	// Params is the kernel's parameter schema: the entries of case.py's PARAMS, with the
+	// values each allows and its default. codegen writes them in the order of KernelParamNames.
+	Params []Param
+	// Usage is the README's swap-in snippet: static Python, no data from the trace.
+	Usage string
+
+	match func(g *graph, n int32) (*Instance, bool)
+	// toCase fills c's shapes and parameters from a shape group (c.Dtype holds the group's
+	// kernel dtype and may be changed) or returns why the group cannot be generated.
+	toCase func(g ShapeGroup, c *Case) string
+	// assume names the parameters the trace did not record, whose defaults the case uses.
+	assume func(g ShapeGroup) []string
+	// check validates a case beyond its parameters (shape structure the kernel needs).
+	check func(c Case) error
+	// advise adds advice that depends on the opportunity (after Advice).
+	advise func(o *Opportunity) []string
+}
+
+// Catalog returns the patterns, in report order.
+func Catalog() []*Pattern { return catalog }
+
+// Lookup returns the pattern with id.
+func Lookup(id string) (*Pattern, bool) {
+	for _, p := range catalog {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// IsGEMM reports whether pattern id is registered with a fused kernel that contains a GEMM.
+func IsGEMM(id string) bool {
+	p, ok := Lookup(id)
+	return ok && p.Kind == KindGEMM
+}
+
+// RowKernel reports whether the fused form runs a row reduction: a norm or softmax, or a
+// GEMM pattern's stats pass (a load, a reduction and a dependent pass over the row).
+func (p *Pattern) RowKernel() bool { return p.Kind == KindRow || p.GEMM == GEMMStats }
+
+// OutputCount is Outputs with its default applied.
+func (p *Pattern) OutputCount() int { return max(p.Outputs, 1) }
+
+var catalog = []*Pattern{
+	{
+		ID:       "bias_gelu",
+		Kind:     KindPointwise,
+		Chain:    "add (bias [N], broadcast over the last dim) -> gelu",
+		Anchors:  []string{"gelu", "gelu_"},
+		Fused:    "one pointwise kernel: y = gelu(x + b)",
+		Advice:   "fold the bias into the preceding GEMM (nn.Linear / torch.addmm) or fuse bias+GELU into one kernel",
+		Refuses:  "an add of two full tensors (a residual, not a bias); a gelu whose input comes from a GEMM with the bias inside (that is linear_gelu)",
+		Template: "bias_gelu",
+		Params:   []Param{paramApproximate, paramHasBias},
+		Usage:    "from kernel import BiasGELU\ny = BiasGELU(approximate)(x, bias)        # was F.gelu(x + bias, approximate=...)",
+		match:    matchBiasGelu,
+		toCase:   caseBiasGelu,
+	},
+	{
+		ID:       "linear_gelu",
+		Kind:     KindGEMM,
+		GEMM:     GEMMEpilogue,
+		Chain:    "linear / addmm (bias inside the GEMM) -> gelu",
+		Anchors:  []string{"gelu", "gelu_"},
+		Fused:    "GEMM with a bias+GELU epilogue (or one pointwise kernel after a cuBLAS GEMM)",
+		Advice:   "use a GEMM with a GELU epilogue (cuBLASLt epilogue, torch._addmm_activation, or a Triton GEMM)",
+		Refuses:  "a matmul/mm without bias followed by an add (that is bias_gelu); a gelu on a value no GEMM produced",
+		Template: "linear_gelu",
+		Params:   []Param{paramApproximate, paramHasBias},
+		Usage:    "from kernel import LinearGELU\nlayer = LinearGELU.from_linear(linear, approximate)  # was F.gelu(linear(x))\ny = layer(x)",
+		match:    matchLinearGelu,
+		toCase:   caseLinearGelu,
+		check:    checkGEMMShapes,
+	},
+	{
+		ID:       "gelu_pyops",
+		Kind:     KindPointwise,
+		Chain:    "tanh-GELU written as ops: pow/mul -> mul -> add -> mul -> tanh -> add -> mul (-> mul)",
+		Anchors:  []string{"tanh"},
+		Fused:    "one pointwise kernel",
+		Advice:   `replace the Python tanh-GELU with F.gelu(x, approximate="tanh") (one kernel), e.g. nn.GELU(approximate="tanh")`,
+		Refuses:  "a tanh without a cubic term on the same tensor (LSTM gates, mish); runs of fewer than 6 or more than 9 ops",
+		Template: "gelu_pyops",
+		Params:   []Param{paramHasBias, paramOutDtype},
+		Usage:    "from kernel import NewGELU\ny = NewGELU()(x)                         # was HF NewGELUActivation / 0.5*x*(1+tanh(...))",
+		match:    matchGeluPyops,
+		toCase:   caseGeluPyops,
+	},
+	{
+		ID:       "mask_softmax",
+		Kind:     KindRow,
+		Chain:    "(scale: mul/div) -> mask or bias (masked_fill / where / add / sub) -> softmax",
+		Anchors:  []string{"softmax", "_softmax", "_safe_softmax"},
+		Fused:    "one row-wise kernel: softmax(scale * x masked)",
+		Advice:   "fuse scale+mask+softmax into one row-wise kernel",
+		Refuses:  "a softmax whose input is not produced by a mask op; an add whose other operand does not broadcast along the softmax rows",
+		Template: "mask_softmax",
+		Params:   []Param{paramMaskKind, paramMaskFill, paramScale, paramP, paramMaskDtype, paramOutDtype},
+		Usage:    "from kernel import MaskSoftmax\ny = MaskSoftmax(scale=..., mask_kind=..., p=...)(scores, mask)  # was softmax(masked_fill(scores*scale, mask, fill))",
+		match:    matchMaskSoftmax,
+		toCase:   caseMaskSoftmax,
+		assume:   assumeMaskSoftmax,
+		advise:   adviseAttention,
+	},
+	{
+		ID:       "layernorm_linear",
+		Kind:     KindGEMM,
+		GEMM:     GEMMStats,
+		Chain:    "layer_norm -> one or more linear / addmm / mm / matmul reading its output",
+		Anchors:  []string{"layer_norm", "native_layer_norm"},
+		Fused:    "LayerNorm folded into the GEMM (gamma/beta folded into the weights, row stats, a row-wise epilogue)",
+		Advice:   "fold LayerNorm into the following GEMM: gamma/beta into the weights once, mean/rstd applied in the GEMM's epilogue",
+		Refuses:  "a LayerNorm whose output goes through a dropout that runs, or any other op, before the GEMM",
+		Template: "layernorm_linear",
+		Params:   []Param{paramHasBias, paramEps(1e-5)},
+		Usage:    "from kernel import LayerNormLinear\nlayer = LayerNormLinear.from_modules(layer_norm, linear)  # was linear(layer_norm(x))\ny = layer(x)",
+		match:    matchLayerNormLinear,
+		toCase:   caseLayerNormLinear,
+		assume:   assumeLayerNormLinear,
+		check:    checkGEMMShapes,
+	},
+	{
+		ID:       "add_layernorm",
+		Kind:     KindRow,
+		Outputs:  2, // the sum and y
+		Chain:    "residual add -> layer_norm",
+		Anchors:  []string{"layer_norm", "native_layer_norm"},
+		Fused:    "one kernel writing the sum (still needed by the residual) and the normalized output",
+		Advice:   "fuse the residual add into the LayerNorm kernel (Apex FusedLayerNorm-style add+norm)",
+		Refuses:  "an add with a scalar (not a residual)",
+		Template: "add_layernorm",
+		Params:   []Param{paramEps(1e-5), paramResidualDtype},
+		Usage:    "from kernel import AddLayerNorm\ns, y = AddLayerNorm.from_layer_norm(layer_norm)(x, residual)  # was s = x + residual; y = layer_norm(s)",
+		match:    matchAddLayerNorm,
+		toCase:   caseAddLayerNorm,
+		assume:   assumeEps("1e-5"),
+		check:    checkResidualBroadcast,
+	},
+	{
+		ID:       "dropout_add",
+		Kind:     KindPointwise,
+		Chain:    "dropout that runs (training, p > 0) -> residual add",
+		Anchors:  []string{"dropout", "native_dropout", "feature_dropout"},
+		Fused:    "one kernel: y = r + dropout(x)",
+		Advice:   "fuse dropout with the residual add (one kernel, mask generated in-kernel)",
+		Refuses:  "a dropout that does not run (eval mode or p = 0: aten::dropout returns its input)",
+		Template: "dropout_add",
+		Params:   []Param{paramHasBias, paramP, paramResidualDtype},
+		Usage:    "from kernel import DropoutAdd\ny = DropoutAdd(p)(x, residual, bias)     # was residual + dropout(x + bias, p)",
+		match:    matchDropoutAdd,
+		toCase:   caseDropoutAdd,
+		assume:   assumeDropoutAdd,
+	},
+	{
+		ID:       "rmsnorm_pyops",
+		Kind:     KindRow,
+		Chain:    "RMSNorm written as ops: pow -> mean -> add (eps) -> rsqrt -> mul -> (to) -> mul (weight)",
+		Anchors:  []string{"rsqrt"},
+		Fused:    "one row-wise kernel",
+		Advice:   "replace the Python RMSNorm with F.rms_norm / nn.RMSNorm (one fused kernel)",
+		Refuses:  "an rsqrt not fed by mean(x^2) over the last dim, or whose result does not scale the same x",
+		Template: "rmsnorm_pyops",
+		Params:   []Param{paramEps(1e-6), paramCasting},
+		Usage:    "from kernel import RMSNorm\nnorm = RMSNorm.from_module(llama_rms_norm)  # was LlamaRMSNorm\ny = norm(x)",
+		match:    matchRMSNormPyops,
+		toCase:   caseRMSNormPyops,
+		assume:   assumeEps("1e-6"),
+	},
+	{
+		ID:       "swiglu",
+		Kind:     KindPointwise,
+		Chain:    "silu(gate) consumed by mul with up",
+		Anchors:  []string{"silu", "silu_"},
+		Fused:    "one pointwise kernel (or a GEMM epilogue on the gate/up projection)",
+		Advice:   "fuse silu(gate) * up into one kernel (or into the gate/up GEMM epilogue)",
+		Refuses:  "a silu multiplied by a scalar or by a tensor of another shape",
+		Template: "swiglu",
+		Params:   nil, // the kernel takes no parameter
+		Usage:    "from kernel import SwiGLU\ny = SwiGLU()(gate, up)                   # was F.silu(gate) * up",
+		match:    matchSwiGLU,
+		toCase:   caseSwiGLU,
+	},
+}
+
+// adviseAttention adds SDPA when the masked softmax sits between two GEMMs.
+func adviseAttention(o *Opportunity) []string {
+	for _, s := range o.Shapes {
+		if s.Params.Attention {
+			return []string{"the whole bmm -> mask -> softmax -> (dropout) -> bmm is present: use F.scaled_dot_product_attention (flash/memory-efficient attention), e.g. attn_implementation=\"sdpa\" in transformers"}
+		}
+	}
+	return nil
+}
