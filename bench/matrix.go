@@ -8,6 +8,22 @@ import "github.com/fuseadvise/fuseadvise/codegen"
 // linear_gelu). Together with the shapes of the traces, these are the cases the committed
 // H200 results cover. Patterns without a template are skipped.
 func Anchors() []codegen.Spec {
+	have := map[string]bool{}
+	for _, p := range codegen.Patterns() {
+		have[p] = true
+	}
+	var kept []codegen.Spec
+	for _, s := range matrix() {
+		if have[s.Pattern] {
+			kept = append(kept, s)
+		}
+	}
+	return kept
+}
+
+// matrix is the benchmark matrix as declared, every pattern in it (TestRegistryBenchMatrix
+// checks it against the registry).
+func matrix() []codegen.Spec {
 	var out []codegen.Spec
 	add := func(pattern, dtype string, p codegen.Params, shapes ...[]int64) {
 		out = append(out, codegen.Spec{Pattern: pattern, Dtype: dtype, Shapes: shapes, Params: p,
@@ -52,16 +68,5 @@ func Anchors() []codegen.Spec {
 	add("add_layernorm", "fp16", codegen.Params{}, []int64{32, 1024})
 	add("swiglu", "bf16", codegen.Params{}, []int64{8192, 11008})
 	add("swiglu", "fp16", codegen.Params{}, []int64{32, 11008})
-
-	have := map[string]bool{}
-	for _, p := range codegen.Patterns() {
-		have[p] = true
-	}
-	kept := out[:0]
-	for _, s := range out {
-		if have[s.Pattern] {
-			kept = append(kept, s)
-		}
-	}
-	return kept
+	return out
 }
