@@ -5,11 +5,14 @@ calls a kernel) and the host time of one call (until it returns), for: an ATen a
 @triton.jit kernel launched as kernel[grid](...), the same kernel behind @triton.autotune (one
 config, tuned), and the CompiledKernel returned by the first launch, launched directly.
 
-Measured on the H200 (2026-12-01, host us per call; the spread between runs is about 1.5 us):
-aten add out= 6.0, aten add 6.9, jit kernel[grid] 12.6, autotuned 17.8, CompiledKernel[grid]
-7.4, the templates' shared _launch (specialization key + CompiledKernel[grid]) 10.5. Calling
-the compiled kernel's launcher directly (no closure, the raw stream from torch._C) measured
-8.9, no better than CompiledKernel[grid], and was not adopted.
+Measured on the H200 (2026-12-01, host us per call; the spread between runs, on machines of
+one kind, is 20-40%: compare rows of one run). First run: aten add out= 6.0, aten add 6.9,
+jit kernel[grid] 12.6, autotuned 17.8, CompiledKernel[grid] 7.4, the shared _launch of then
+(specialization key + CompiledKernel[grid]) 10.5. A later run: aten add 8.9, kernel[grid]
+17.2, CompiledKernel[grid] 7.3, the launcher called with the raw stream from torch._C 5.0,
+the templates' shared _run (the C launch function called directly) 4.7, the shared _launch
+(key + _run) 7.2: adopted. The same without the per-tensor device lookup in the key, another
+run: aten add 7.8, kernel[grid] 12.7, _launch 7.6.
 
 Usage: python3 bench/experiments/probe_launch.py
 """
@@ -93,7 +96,7 @@ def main():
         print("CompiledKernel launch failed:", e)
     sh = _shared()
     entry = sh._compiled(ck, _add)
-    rows.append(("shared _run (C launch)", lambda: sh._run(entry, (grid[0], 1, 1), (x, y, z, n, 1024))))
+    rows.append(("shared _run (C launch)", lambda: sh._run(entry, (grid[0], 1, 1), (x, y, z, n, 1024), 0)))
     rows.append(("shared _launch", lambda: sh._launch(_add, grid, (x, y, z, n), BLOCK=1024)))
     print(f"{'way':28s} {'host us/call':>12s} {'wall us/call':>12s}")
     for name, fn in rows:
