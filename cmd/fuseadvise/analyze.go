@@ -20,10 +20,9 @@ var cmdAnalyze = &Command{
 	Short:     "find and rank fusion opportunities in a trace",
 	Long: `Analyze reads a PyTorch profiler trace (.json or .json.gz, Kineto or the legacy array form)
 or a directory of rank files, links every GPU kernel to the CPU op that launched it, finds the
-chains of ops worth fusing (the pattern catalog: bias_gelu, linear_gelu, gelu_pyops,
-mask_softmax, layernorm_linear, add_layernorm, dropout_add, rmsnorm_pyops, swiglu), estimates
-the saving of each and prints them ranked, after a summary of the trace: device, ranks,
-steps, GPU busy and idle time, kernel and launch counts, top kernels and top ops by GPU time.
+` + wrap("chains of ops worth fusing (the pattern catalog: "+catalogIDs()+"), estimates the saving of each and prints them "+
+		"ranked, after a summary of the trace: device, ranks, steps, GPU busy and idle time, kernel and launch counts, top "+
+		"kernels and top ops by GPU time.", helpWidth) + `
 
 Dataflow between ops is inferred from the trace alone (op order, nesting, input shapes).
 With -et, the PyTorch execution trace recorded in the same run gives exact tensor identities

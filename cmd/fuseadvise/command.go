@@ -8,6 +8,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
 // Env is what a command may touch of the outside world; tests substitute buffers.
@@ -177,4 +179,36 @@ func printCommandHelp(w io.Writer, c *Command) {
 	fmt.Fprintln(w, "\nFlags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
+}
+
+// helpWidth is the width help paragraphs built from data (the catalog) are wrapped to.
+const helpWidth = 93
+
+// wrap breaks s into lines of at most width bytes at spaces (a longer word stands alone).
+func wrap(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, w := range strings.Fields(s) {
+		switch {
+		case n == 0:
+		case n+1+len(w) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
+}
+
+// catalogIDs lists the registered pattern ids, in the catalog's order.
+func catalogIDs() string {
+	var ids []string
+	for _, p := range patterns.Catalog() {
+		ids = append(ids, p.ID)
+	}
+	return strings.Join(ids, ", ")
 }

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
 var update = flag.Bool("update", false, "update the golden files")
@@ -175,6 +177,22 @@ func TestAnalyzeEscapesTraceText(t *testing.T) {
 		}
 		if format == "markdown" && unescapedMarkup.MatchString(out) {
 			t.Errorf("markdown: markup passed through: %q", unescapedMarkup.FindString(out))
+		}
+	}
+}
+
+// The catalog in analyze's help and in -pattern's error comes from the registry.
+func TestHelpListsTheCatalog(t *testing.T) {
+	_, help, _ := run(t, "help", "analyze")
+	_, _, errs := run(t, "analyze", "-pattern", "nope", bundled)
+	for _, p := range patterns.Catalog() {
+		if !strings.Contains(help, p.ID) || !strings.Contains(errs, p.ID) {
+			t.Errorf("%s missing from analyze's help or -pattern's error", p.ID)
+		}
+	}
+	for _, l := range strings.Split(help, "\n") {
+		if len(l) > 100 {
+			t.Errorf("help line longer than 100 bytes: %q", l)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/fuseadvise/fuseadvise/patterns"
 )
@@ -59,12 +58,8 @@ func checkPattern(id string) error {
 	if id == "" {
 		return nil
 	}
-	var ids []string
-	for _, p := range patterns.Catalog() {
-		if p.ID == id {
-			return nil
-		}
-		ids = append(ids, p.ID)
+	if _, ok := patterns.Lookup(id); ok {
+		return nil
 	}
-	return usagef("unknown -pattern %q (the catalog: %s)", id, strings.Join(ids, ", "))
+	return usagef("unknown -pattern %q (the catalog: %s)", id, catalogIDs())
 }
