@@ -4,14 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
-	"strings"
 
+	"github.com/fuseadvise/fuseadvise/analysis"
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
-	"github.com/fuseadvise/fuseadvise/patterns"
-	"github.com/fuseadvise/fuseadvise/report"
-	"github.com/fuseadvise/fuseadvise/trace"
 )
 
 var cmdAnalyze = &Command{
@@ -59,24 +55,21 @@ instead.
 			if err := checkOutputs([]string{args[0], *et}, *out, *pprofOut); err != nil {
 				return err
 			}
-			a, err := analyze(args[0], analyzeOptions{Top: *top, Pattern: *pattern, ET: *et, NTop: *ntop})
+			a, traces, err := analysis.Run(args[0], analysis.Options{Top: *top, Pattern: *pattern, ET: *et, NTop: *ntop})
 			if err != nil {
 				return err
 			}
-			warn(env, a.traces)
+			warn(env, traces)
 			if *pprofOut != "" {
-				if err := writePprof(*pprofOut, a.traces); err != nil {
+				if err := writePprof(*pprofOut, traces); err != nil {
 					return err
 				}
 			}
 			render := func(w io.Writer) error {
-				switch *format {
-				case "json":
-					return writeJSON(w, a.Result)
-				case "markdown", "md":
-					return writeAnalysisText(w, a.Result, true)
+				if *format == "json" {
+					return a.WriteJSON(w)
 				}
-				return writeAnalysisText(w, a.Result, false)
+				return a.WriteText(w, *format != "table")
 			}
 			if *out != "" {
 				return safefile.Write(*out, render)
@@ -91,113 +84,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
-}
-
-type analyzeOptions struct {
-	Top     int
-	Pattern string
-	ET      string
-	NTop    int
-}
-
-// analysis is the result of analyze and the traces it came from.
-type analysis struct {
-	Result *Analysis
-	traces []*trace.Trace
-}
-
-// Analysis is what analyze prints: the detector's report (the JSON contract: "trace",
-// "opportunities", plus ranks, calibration and notes) and a summary of the trace.
-type Analysis struct {
-	*patterns.Report
-	Summary Summary `json:"summary"`
-}
-
-// Summary is the part of the trace summary the contract's "trace" object lacks (ranks,
-// idle time, launches, top kernels and ops); report reads it back as the same type.
-type Summary = report.TraceExtra
-
-// NameTime is a kernel or op name with its count and total GPU time.
-type NameTime = report.NameTime
-
-func us(ns int64) float64 { return float64(ns) / 1e3 }
-
-func analyze(path string, o analyzeOptions) (*analysis, error) {
-	traces, err := trace.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	popts := patterns.Options{Top: o.Top, Pattern: o.Pattern}
-	if o.ET != "" {
-		if len(traces) != 1 {
-			return nil, fmt.Errorf("%s: -et takes one execution trace, for a single trace file (this is %d rank files)", path, len(traces))
-		}
-		et, err := trace.ReadET(o.ET)
-		if err != nil {
-			return nil, err
-		}
-		popts.ET = map[*trace.Trace]*trace.ExecTrace{traces[0]: et}
-	}
-	rep, err := patterns.Analyze(traces, popts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	rep.Trace.Path = path
-	return &analysis{Result: &Analysis{Report: rep, Summary: summarize(traces, o.NTop)}, traces: traces}, nil
-}
-
-func summarize(traces []*trace.Trace, ntop int) Summary {
-	s := Summary{Ranks: len(traces)}
-	kernels := map[string]*NameTime{}
-	ops := map[string]*NameTime{}
-	var korder, oorder []string
-	add := func(m map[string]*NameTime, order *[]string, nt trace.NameTime) {
-		v := m[nt.Name]
-		if v == nil {
-			v = &NameTime{Name: nt.Name}
-			m[nt.Name] = v
-			*order = append(*order, nt.Name)
-		}
-		v.Count += nt.Count
-		v.Us += us(nt.Ns)
-	}
-	for _, t := range traces {
-		s.IdleUs += us(t.IdleNs())
-		s.Launches += t.LaunchCount()
-		for _, k := range t.TopKernels(-1) {
-			add(kernels, &korder, k)
-		}
-		for i := range t.Acts {
-			a := &t.Acts[i]
-			if a.Kind != trace.ActKernel {
-				continue
-			}
-			s.KernelUs += us(a.Dur)
-			if a.Graph {
-				s.GraphKernelUs += us(a.Dur)
-			}
-			if strings.HasPrefix(a.Name, "triton_") {
-				s.CompiledKernelUs += us(a.Dur)
-			}
-		}
-		for _, k := range t.TopOps(-1) {
-			add(ops, &oorder, k)
-		}
-	}
-	s.LaunchMode = report.LaunchModeOf(s.KernelUs, s.GraphKernelUs, s.CompiledKernelUs)
-	s.TopKernels = topN(kernels, korder, ntop)
-	s.TopOps = topN(ops, oorder, ntop)
-	return s
-}
-
-func topN(m map[string]*NameTime, order []string, n int) []NameTime {
-	out := make([]NameTime, 0, len(order))
-	for _, name := range order {
-		out = append(out, *m[name])
-	}
-	sortNameTimes(out)
-	if n >= 0 && len(out) > n {
-		out = out[:n]
-	}
-	return out
 }

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/fuseadvise/fuseadvise/analysis"
 	"github.com/fuseadvise/fuseadvise/bench"
 	"github.com/fuseadvise/fuseadvise/codegen"
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
 var cmdGen = &Command{
@@ -57,7 +59,7 @@ replaces folders gen wrote), and folders are written atomically.`,
 			default:
 				var skipped []string
 				var err error
-				items, skipped, err = specsFor(args, *from, analyzeOptions{Top: *top, Pattern: *pattern})
+				items, skipped, err = specsFor(args, *from, analysis.Options{Top: *top, Pattern: *pattern})
 				if err != nil {
 					return err
 				}
@@ -76,4 +78,29 @@ replaces folders gen wrote), and folders are written atomically.`,
 			return err
 		}
 	},
+}
+
+// specsFor turns a trace's (or a saved analysis's) opportunities into generator specs
+// (codegen.SpecsFromReport): the folders to write and the groups skipped, with a reason.
+func specsFor(args []string, from string, o analysis.Options) ([]codegen.Item, []string, error) {
+	var rep *patterns.Report
+	switch {
+	case from != "" && len(args) > 0:
+		return nil, nil, usagef("give a trace or -from, not both")
+	case from != "":
+		a, err := analysis.ReadJSON(from, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		rep = a.Report
+	case len(args) == 1:
+		a, _, err := analysis.Run(args[0], o)
+		if err != nil {
+			return nil, nil, err
+		}
+		rep = a.Report
+	default:
+		return nil, nil, usagef("want one trace file or directory (or -from FILE), got %d arguments", len(args))
+	}
+	return codegen.SpecsFromReport(rep)
 }

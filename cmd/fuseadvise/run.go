@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/fuseadvise/fuseadvise/analysis"
 	"github.com/fuseadvise/fuseadvise/bench"
 	"github.com/fuseadvise/fuseadvise/codegen"
 	"github.com/fuseadvise/fuseadvise/internal/pyenv"
@@ -67,7 +68,7 @@ which), 2 for bad input or environment, 0 otherwise.`,
 				}
 			}
 			r := &pipeline{env: env, trace: args[0], bench: *benchMode, python: *python, maxAutotune: *maxAT,
-				opts: analyzeOptions{Top: *top, Pattern: *pattern, ET: *et, NTop: 5}}
+				opts: analysis.Options{Top: *top, Pattern: *pattern, ET: *et, NTop: 5}}
 			var failed error
 			err := safefile.Dir(*out, *force, func(tmp string) error {
 				var err error
@@ -86,7 +87,7 @@ which), 2 for bad input or environment, 0 otherwise.`,
 type pipeline struct {
 	env         *Env
 	trace       string
-	opts        analyzeOptions
+	opts        analysis.Options
 	bench       string
 	python      string
 	maxAutotune bool
@@ -126,22 +127,22 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 		p.tty = term.IsTerminal(int(f.Fd()))
 	}
 	p.step("analyze " + p.trace)
-	a, err := analyze(p.trace, p.opts)
+	a, traces, err := analysis.Run(p.trace, p.opts)
 	if err != nil {
 		return nil, err
 	}
-	warn(p.env, a.traces)
+	warn(p.env, traces)
 	analysisPath := filepath.Join(dir, "analysis.json")
-	if err := safefile.Write(analysisPath, func(w io.Writer) error { return writeJSON(w, a.Result) }); err != nil {
+	if err := safefile.Write(analysisPath, a.WriteJSON); err != nil {
 		return nil, err
 	}
-	if err := safefile.Write(filepath.Join(dir, "analysis.md"), func(w io.Writer) error { return writeAnalysisText(w, a.Result, true) }); err != nil {
+	if err := safefile.Write(filepath.Join(dir, "analysis.md"), func(w io.Writer) error { return a.WriteText(w, true) }); err != nil {
 		return nil, err
 	}
-	p.progress("  %d opportunities", len(a.Result.Opportunities))
+	p.progress("  %d opportunities", len(a.Opportunities))
 
 	p.step("gen")
-	items, skipped, err := codegen.SpecsFromReport(a.Result.Report)
+	items, skipped, err := codegen.SpecsFromReport(a.Report)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package main
+package analysis
 
 import (
 	"cmp"
@@ -12,6 +12,7 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/report"
 )
 
@@ -96,7 +97,7 @@ func heading(w io.Writer, markdown bool, level int, s string) {
 	fmt.Fprintf(w, "%s\n\n", s)
 }
 
-func writeSummary(w io.Writer, a *Analysis, markdown bool) error {
+func writeSummary(w io.Writer, a *Result, markdown bool) error {
 	t, s := a.Trace, a.Summary
 	heading(w, markdown, 2, "Trace")
 	busyPct := 0.0
@@ -146,7 +147,7 @@ func writeSummary(w io.Writer, a *Analysis, markdown bool) error {
 }
 
 // writeOpportunities prints the ranked opportunities, then each one's shape groups and advice.
-func writeOpportunities(w io.Writer, a *Analysis, markdown bool) error {
+func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 	fmt.Fprintln(w)
 	heading(w, markdown, 2, "Fusion opportunities")
 	if len(a.Opportunities) == 0 {
@@ -166,7 +167,7 @@ func writeOpportunities(w io.Writer, a *Analysis, markdown bool) error {
 		heading(w, markdown, 3, cellText(fmt.Sprintf("%d. %s: %s", i+1, o.Pattern, o.Fused), markdown))
 		rows = rows[:0]
 		for _, g := range o.Shapes {
-			rows = append(rows, []string{dimsString(g.Dims), string(g.DType), strconv.Itoa(g.Instances), f1(g.GPUTimeUs), f1(g.EstFusedUs), f1(g.EstSavingUs)})
+			rows = append(rows, []string{patterns.FormatDims(g.Dims), string(g.DType), strconv.Itoa(g.Instances), f1(g.GPUTimeUs), f1(g.EstFusedUs), f1(g.EstSavingUs)})
 		}
 		if err := table(w, markdown, "llrrrr", []string{"shapes", "dtype", "instances", "GPU µs", "est fused µs", "est saving µs"}, rows); err != nil {
 			return err
@@ -197,19 +198,11 @@ func stepsString(n int) string {
 	return strconv.Itoa(n)
 }
 
-func dimsString(dims [][]int64) string {
-	parts := make([]string, len(dims))
-	for i, d := range dims {
-		s := make([]string, len(d))
-		for j, v := range d {
-			s[j] = strconv.FormatInt(v, 10)
-		}
-		parts[i] = "[" + strings.Join(s, ",") + "]"
-	}
-	return strings.Join(parts, " ")
-}
-
-func writeAnalysisText(w io.Writer, a *Analysis, markdown bool) error {
+// WriteText writes r for a terminal (box tables) or, with markdown, as a Markdown page:
+// the trace summary, the ranked opportunities with their shape groups, sources and advice,
+// then the notes. Text from the trace is made safe for either.
+func (r *Result) WriteText(w io.Writer, markdown bool) error {
+	a := r
 	if markdown {
 		fmt.Fprintf(w, "# fuseadvise analysis\n\n")
 	}
