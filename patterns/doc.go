@@ -39,6 +39,12 @@
 // approximation, mask kind and broadcast shape, scale, eps, dropout p, RMSNorm
 // casting style.
 //
+// The catalog is the registry (registry.go): each entry also declares its fused kernel's
+// kind, template folder, parameter schema (params.go), the mapping of a shape group to the
+// kernel case codegen generates (casespec.go), advice and usage snippet. The later stages
+// read the entry instead of deciding by pattern name; docs/adding-a-pattern.md says what a
+// new pattern needs and what the registry tests check.
+//
 // # Cost
 //
 // CostModel holds every assumption of the estimates. Per instance: the GPU
