@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,10 +35,13 @@ const TimingLib = "_common/fa_testing.py"
 
 // Options control a benchmark run.
 type Options struct {
-	Python      string        // interpreter; "" = $FUSEADVISE_PYTHON or the pinned venv (internal/pyenv)
-	MaxAutotune bool          // also time torch.compile(mode="max-autotune-no-cudagraphs")
-	Repeats     int           // timing repeats per provider (0: 3)
-	Timeout     time.Duration // for the whole run (0: none)
+	Python      string // interpreter; "" = $FUSEADVISE_PYTHON or the pinned venv (internal/pyenv)
+	MaxAutotune bool   // also time torch.compile(mode="max-autotune-no-cudagraphs")
+	// Modes: what to time besides the forward, "backward" and/or "full" (forward and
+	// backward), for the chains that have a backward; each adds one Case per folder.
+	Modes   []string
+	Repeats int           // timing repeats per provider (0: 3)
+	Timeout time.Duration // for the whole run (0: none)
 	// GPUs splits the folders over this many GPUs of the machine, one harness process per
 	// GPU (CUDA_VISIBLE_DEVICES=i), round-robin; results keep the folders' order. 0 or 1:
 	// one process on the default GPU. When CUDA_VISIBLE_DEVICES is already set (a
@@ -128,6 +132,13 @@ func Run(ctx context.Context, dirs []string, o Options) (*Result, error) {
 	}
 	if o.Repeats > 0 {
 		flags = append(flags, "--repeats", strconv.Itoa(o.Repeats))
+	}
+	if len(o.Modes) > 0 {
+		modes, err := ParseModes(strings.Join(o.Modes, ","))
+		if err != nil {
+			return nil, err
+		}
+		flags = append(flags, "--modes", strings.Join(modes, ","))
 	}
 	abs := make([]string, len(dirs))
 	for i, d := range dirs {
@@ -297,4 +308,34 @@ func Noise(a, b float64, sa, sb []float64) bool {
 	lo, hi := min(a, b), max(a, b)
 	// the ranges of repeated medians overlap
 	return max(sa[0], sb[0]) <= min(sa[1], sb[1]) || hi-lo < (sa[1]-sa[0])+(sb[1]-sb[0])
+}
+
+// Modes a benchmark can time, in their order in the results.
+var Modes = []string{"forward", "backward", "full"}
+
+// ParseModes reads a comma-separated list of Modes ("forward" is always timed and may be
+// left out; "all" is all three) into the harness's order, or says which word is unknown.
+func ParseModes(s string) ([]string, error) {
+	want := map[string]bool{"forward": true}
+	for _, m := range strings.Split(s, ",") {
+		m = strings.TrimSpace(m)
+		switch {
+		case m == "":
+		case m == "all":
+			for _, x := range Modes {
+				want[x] = true
+			}
+		case slices.Contains(Modes, m):
+			want[m] = true
+		default:
+			return nil, fmt.Errorf("bench: unknown mode %q (want forward, backward, full or all)", m)
+		}
+	}
+	var out []string
+	for _, m := range Modes {
+		if want[m] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }

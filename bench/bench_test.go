@@ -122,10 +122,59 @@ func TestParseLaunchCounts(t *testing.T) {
 	if c := res.Cases[0]; len(res.Cases) != 1 || c.Launches != 3 || c.EagerLaunches != 5 {
 		t.Errorf("cases = %+v, want one with 3 and 5 launches", res.Cases)
 	}
+	// a folder timed in several modes: the counts are the forward's
+	bwd := `{"name": "a", "mode": "backward", "correct": true, "fused_us": 2}` + "\n"
+	res, err = Parse([]byte(head + strings.Replace(a, `"correct"`, `"mode": "forward", "correct"`, 1) + bwd +
+		`{"launch_counts": "a", "launches": 3, "eager_launches": 5}` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cases) != 2 || res.Cases[0].Launches != 3 || res.Cases[1].Launches != 0 || res.Cases[1].Forward() {
+		t.Errorf("modes: cases = %+v", res.Cases)
+	}
 	// counts of a folder that printed no result: the harness is broken, say so
 	_, err = Parse([]byte(head + a + `{"launch_counts": "b", "launches": 1}` + "\n"))
 	if err == nil || !strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), "line 3") {
 		t.Errorf("stray counts: err = %v", err)
+	}
+}
+
+func TestParseModes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // joined; "error" for an error
+	}{
+		{"", "forward"},
+		{"forward", "forward"},
+		{"full", "forward,full"},
+		{"full, backward", "forward,backward,full"},
+		{"all", "forward,backward,full"},
+		{"backwards", "error"},
+	} {
+		got, err := ParseModes(tc.in)
+		if tc.want == "error" {
+			if err == nil || !strings.Contains(err.Error(), `"backwards"`) {
+				t.Errorf("ParseModes(%q) err = %v, want one naming the word", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, ",") != tc.want {
+			t.Errorf("ParseModes(%q) = %v, %v; want %s", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestRunPassesModes(t *testing.T) {
+	out, err := os.ReadFile("testdata/harness-fake.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeRunner{out: out}
+	if _, err := Run(context.Background(), folders(t, "a"), Options{Runner: f, Modes: []string{"full"}}); err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(f.args, " "); !strings.Contains(args, "--modes forward,full") {
+		t.Errorf("harness args %q lack --modes forward,full", args)
 	}
 }
 

@@ -64,9 +64,18 @@ type Case struct {
 	PredictedGapUs float64 `json:"predicted_gap_us,omitempty"`
 	Bytes          int64   `json:"bytes"`
 	Flops          float64 `json:"flops,omitempty"`
-	Launches       int     `json:"launches"` // kernel launches of the fused version
-	EagerLaunches  int     `json:"eager_launches,omitempty"`
-	CUDAGraph      bool    `json:"cuda_graph,omitempty"` // timed with do_bench_cudagraph (µs-scale cases)
+	// Mode is what was timed: "forward" (also when empty: results written before modes),
+	// "backward" (the backward from one forward's saved state) or "full" (forward and
+	// backward); a folder timed in several modes has one Case per mode.
+	Mode string `json:"mode,omitempty"`
+	// Peak memory of one call beyond what was allocated before it (outputs, temporaries; in
+	// training, saved activations and gradients), bytes; 0 when not measured.
+	FusedPeakBytes   int64 `json:"fused_peak_bytes,omitempty"`
+	EagerPeakBytes   int64 `json:"eager_peak_bytes,omitempty"`
+	CompilePeakBytes int64 `json:"compile_peak_bytes,omitempty"`
+	Launches         int   `json:"launches"` // kernel launches of the fused version
+	EagerLaunches    int   `json:"eager_launches,omitempty"`
+	CUDAGraph        bool  `json:"cuda_graph,omitempty"` // timed with do_bench_cudagraph (µs-scale cases)
 	// Timing says how each provider's GPU time was taken: "graph-replay" (its CUDA-graph
 	// replay, L2 flushed: GPU time only), "cudagraph" (do_bench_cudagraph, µs-scale cases:
 	// back to back, L2-warm) or "call" (the Python call itself, when it could not be
@@ -106,13 +115,17 @@ type launchCounts struct {
 	EagerLaunches int    `json:"eager_launches"`
 }
 
-// merge sets the launch counts of the case named lc.Name.
+// merge sets the launch counts of the forward case named lc.Name.
 func (lc launchCounts) merge(cases []Case) error {
 	for i := range cases {
-		if cases[i].Name == lc.Name {
+		if cases[i].Name == lc.Name && cases[i].Forward() {
 			cases[i].Launches, cases[i].EagerLaunches = lc.Launches, lc.EagerLaunches
 			return nil
 		}
 	}
 	return fmt.Errorf("launch counts of %q, a folder with no result", lc.Name)
 }
+
+// Forward reports whether c times the forward (Mode "forward", or none: results written
+// before modes).
+func (c *Case) Forward() bool { return c.Mode == "" || c.Mode == "forward" }

@@ -183,7 +183,8 @@ def test_fields_are_what_go_reads():
     """Every key the harness writes is a json tag of bench.Case or bench.Result."""
     gotags = set(re.findall(r'json:"([a-z0-9_]+)', "".join(p.read_text() for p in HERE.glob("result.go"))))
     gpu, wall = [[1.0, 1.0, 1.0]], [{"wall_us": 2.0, "host_us": 1.0, "calls": 10}]
-    keys = {"wall_calls", "flush_bytes", "launch_counts", "launches", "eager_launches"}
+    keys = {"wall_calls", "flush_bytes", "launch_counts", "launches", "eager_launches", "mode",
+            "fused_peak_bytes", "eager_peak_bytes", "compile_peak_bytes"}
     for name in harness.KEYS:
         keys |= set(harness.provider_fields(name, gpu, wall))
     assert keys - gotags == set()
@@ -230,13 +231,18 @@ def test_harness_case_json(tmp_path, monkeypatch, copy_bw, graph):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(harness.Bench, "launches", lambda self, fn: 1)
     monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: 12.5)
-    args = argparse.Namespace(max_autotune=False, repeats=3, warmup=25.0, rep=100.0, graph_below_us=30.0, wall_ms=20.0)
+    args = argparse.Namespace(max_autotune=False, repeats=3, warmup=25.0, rep=100.0, graph_below_us=30.0, wall_ms=20.0,
+                              modes=["forward"])
     b = harness.Bench(args, timing)
     b.copy_bw = copy_bw
     monkeypatch.setattr(b, "do_bench_cudagraph", lambda fn, rep, quantiles: [v * 1e-3 for v in gpu[fn()]])
     monkeypatch.setattr(sys, "path", list(sys.path))
-    res = b.run_folder(folder)
-    assert res["correct"] and res["cuda_graph"] == graph
+    monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: {"fused": 100, "eager": 300, "compile": 200}.get(fn()))
+    results = b.run_folder(folder)
+    assert len(results) == 1  # forward only: no --modes
+    res = results[0]
+    assert res["correct"] and res["cuda_graph"] == graph and res["mode"] == "forward"
+    assert (res["fused_peak_bytes"], res["eager_peak_bytes"], res["compile_peak_bytes"]) == (100, 300, 200)
     assert res["timing"] == {p: "cudagraph" if graph else "graph-replay" for p in gpu}
     for p in ("fused", "eager", "compile"):
         assert res[f"{p}_us"] == gpu[p][0] and res[f"{p}_p20_us"] == gpu[p][1] and res[f"{p}_spread_us"] == [gpu[p][0]] * 2
@@ -331,3 +337,117 @@ def test_gpu_smoke():
     assert r["calls"] >= fat.WALL_MIN_CALLS
     assert 0 < r["host_us"] and r["wall_us"] >= med * 0.5
     assert math.isfinite(r["wall_us"])
+
+
+TRAIN_ADAPTER = """
+import torch
+GRAD_INPUTS = ["x", "w"]
+def make_inputs(shapes, dt, params, device, seed):
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(4, 8, generator=g), "w": torch.randn(8, generator=g), "flag": True}
+def has_backward(params):
+    return True
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        CALLS.append("backward")
+        return dy * w, (dy * x).sum(0)
+CALLS = []
+def train(kernel, inputs, params):
+    CALLS.append("forward")
+    return Scale.apply(inputs["x"], inputs["w"])
+def fused(kernel, inputs, params, poison=False):
+    return inputs["x"] * inputs["w"]
+def reference(ref, inputs, params):
+    return inputs["x"] * inputs["w"]
+def nbytes(shapes, dt, params):
+    return 1 << 20
+"""
+
+
+def test_harness_training_modes(tmp_path, monkeypatch):
+    """--modes backward,full: one more result per mode for a chain with a backward, after its
+    gradients are checked; "backward" runs only the backward of one saved forward, "full" a
+    forward and its backward per call; each provider's gradients are the chain's (here x * w
+    through an autograd.Function, the eager product and a fake torch.compile)."""
+    import argparse
+    import types
+
+    import torch
+
+    folder = tmp_path / "train-fp32-4x8"
+    folder.mkdir()
+    (folder / "case.py").write_text('PATTERN = "scale"\nDTYPE = "fp32"\nSHAPES = [[4, 8]]\nPARAMS = {}\n')
+    (folder / "kernel.py").write_text("")
+    (folder / "reference.py").write_text("")
+    (folder / "adapter.py").write_text(TRAIN_ADAPTER)
+    (folder / "fa_testing.py").write_text(
+        "DTYPES = {'fp32': None}\nCHECKED = []\ndef run_case(*a):\n    pass\n"
+        "def run_grad_case(*a):\n    CHECKED.append(a[4])\n")
+    grads = {}
+
+    def wall(fn, ms):
+        g = fn()
+        if isinstance(g, tuple):  # a training call: torch.autograd.grad's result
+            grads.setdefault(ms, []).append(g)
+        return {"wall_us": 1.0, "host_us": 0.5, "calls": 10}
+
+    timing = types.SimpleNamespace(QUANTILES=fat.QUANTILES, graph_replay=lambda fn: None,
+                                   gpu_time_us=lambda fn, w, r: (fn(), [5.0, 4.0, 6.0])[1], wall_time_us=wall)
+    monkeypatch.setattr(torch, "compile", lambda f, **kw: f)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: None)
+    monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: 7)
+    args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=1.0,
+                              wall_ms=20.0, modes=["forward", "backward", "full"])
+    b = harness.Bench(args, timing)
+    b.copy_bw = 1e9
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    # the generator of the upstream gradients: on the CPU here
+    results = b.run_folder(folder)
+    assert [r["mode"] for r in results] == ["forward", "backward", "full"]
+    assert all(r["correct"] for r in results), results
+    for r in results[1:]:
+        assert r["fused_us"] == 5.0 and r["eager_wall_us"] == 1.0 and r["compile_peak_bytes"] == 7
+        assert "floor_us" not in r and "copy_us" not in r
+    mods, _ = b.load_folder(folder)
+    assert mods["fa_testing"].CHECKED == ["fp32"]  # gradients checked once, before timing
+    calls = mods["adapter"].CALLS
+    # backward mode: one forward when its call is built, then backwards only
+    assert calls[:2] == ["forward", "backward"] and calls.count("forward") < calls.count("backward")
+    # every provider's gradients are x * w's: d/dx = dy * w, d/dw = sum(dy * x)
+    got = grads[20.0]
+    assert len(got) == 6  # 3 providers x 2 modes
+    for g in got[1:]:
+        torch.testing.assert_close(g[0], got[0][0])
+        torch.testing.assert_close(g[1], got[0][1])
+
+
+def test_harness_training_without_entry_point(tmp_path, monkeypatch):
+    """A chain with a backward whose folder has no adapter.train: the training modes are
+    reported as errors, not skipped silently."""
+    import argparse
+    import types
+
+    folder = tmp_path / "notrain-fp32-4x8"
+    folder.mkdir()
+    (folder / "case.py").write_text('PATTERN = "scale"\nDTYPE = "fp32"\nSHAPES = [[4, 8]]\nPARAMS = {}\n')
+    (folder / "kernel.py").write_text("")
+    (folder / "reference.py").write_text("")
+    (folder / "adapter.py").write_text(TRAIN_ADAPTER.replace("def train(", "def _train("))
+    (folder / "fa_testing.py").write_text("DTYPES = {'fp32': None}\n")
+    args = argparse.Namespace(modes=["forward", "full"])
+    b = harness.Bench.__new__(harness.Bench)
+    b.args = args
+    import torch
+    b.torch = torch
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    mods, _ = b.load_folder(folder)
+    out = b.run_training(folder, mods, ["full"])
+    assert out[0]["mode"] == "full" and not out[0]["correct"] and "adapter.train" in out[0]["error"]
