@@ -367,9 +367,19 @@ def run_case(kernel, reference, adapter, shapes, dtype, params, device, seed):
 
 
 def run_grad_case(kernel, reference, adapter, shapes, dtype, params, device, seed):
-    """Gradients of every output (random grad_output) w.r.t. adapter.GRAD_INPUTS, vs eager."""
+    """Gradients of every output (random grad_output) w.r.t. adapter.GRAD_INPUTS, vs eager:
+    through adapter.fused(..., autograd=True) (its test mode), and, where the adapter has one,
+    through adapter.train (the call bench's training modes time, as a training step makes it)."""
     dt = DTYPES[dtype] if isinstance(dtype, str) else dtype
     inputs = adapter.make_inputs(shapes, dt, params, device, seed)
+    _check_grads(lambda leaves: adapter.fused(kernel, leaves, params, autograd=True),
+                 reference, adapter, inputs, shapes, dt, params, device, seed, "")
+    if hasattr(adapter, "train"):
+        _check_grads(lambda leaves: adapter.train(kernel, leaves, params),
+                     reference, adapter, inputs, shapes, dt, params, device, seed + 1, " (train)")
+
+
+def _check_grads(call, reference, adapter, inputs, shapes, dt, params, device, seed, what):
     names = [n for n in adapter.GRAD_INPUTS if inputs.get(n) is not None]
 
     def leaves():
@@ -378,11 +388,16 @@ def run_grad_case(kernel, reference, adapter, shapes, dtype, params, device, see
             d[n] = inputs[n].detach().clone().requires_grad_(True)
         return d
 
+    def outputs(o):
+        return tuple(o) if isinstance(o, (tuple, list)) else (o,)
+
     a, b = leaves(), leaves()
-    got = adapter.fused(kernel, a, params, autograd=True)
+    got = outputs(call(a))
     for k, v in a.items():  # anything fused() left for the reference (e.g. a dropout mask)
         b.setdefault(k, v)
-    want = adapter.reference(reference, b, params)
+    want = outputs(adapter.reference(reference, b, params))
+    if len(got) != len(want):
+        raise AssertionError(f"grad{what}: {len(got)} outputs, the reference {len(want)}")
     g = gen(seed + 7)
     dys = [randn(w.shape, w.dtype, device, g) for w in want]
     gg = torch.autograd.grad(got, [a[n] for n in names], dys, allow_unused=True)
@@ -391,15 +406,15 @@ def run_grad_case(kernel, reference, adapter, shapes, dtype, params, device, see
     quack = getattr(adapter, "QUACK_GRAD", False) and dt != torch.float32
     if quack:  # eager's own low-precision error is the yardstick: compare both with fp32
         c = {k: (v.detach().float().requires_grad_(k in names) if isinstance(v, torch.Tensor) else v)
-             for k, v in inputs.items()}
-        want32 = adapter.reference(reference, c, params)
+             for k, v in b.items()}
+        want32 = outputs(adapter.reference(reference, c, params))
         g32 = torch.autograd.grad(want32, [c[n] for n in names], [d.float() for d in dys], allow_unused=True)
     for i, (n, x, y) in enumerate(zip(names, gg, gw)):
         if y is None:
             continue
         if x is None:
-            raise AssertionError(f"grad {n}: missing")
-        label = f"grad {n} (shapes={shapes}, {dt}, seed={seed})"
+            raise AssertionError(f"grad{what} {n}: missing")
+        label = f"grad{what} {n} (shapes={shapes}, {dt}, seed={seed})"
         if quack:
             assert_quack(x, y, g32[i], name=label)
         else:
