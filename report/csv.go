@@ -27,8 +27,10 @@ const (
 
 // WriteCSV writes the timed cases of r in Liger-Kernel's benchmark CSV schema, so that
 // Liger's benchmark tools can read them: one row per case and provider (fused, eager,
-// torch.compile), kernel_operation_mode "forward", metric "speed" in ms (median, p20,
-// p80). kernel_name is the pattern; x is the number of elements of the main input;
+// torch.compile), kernel_operation_mode the case's mode ("forward", "backward", "full"),
+// metric "speed" in ms (median, p20, p80), then, where measured, metric "memory" in MB
+// (the peak of one call, in y_value_50 and, as Liger writes one figure, in p20 and p80
+// too). kernel_name is the pattern; x is the number of elements of the main input;
 // extra_benchmark_config_str is a JSON object with the dtype, the shapes and the folder
 // name; liger_version is left empty. Cases that were not timed have no rows. A nil r
 // writes the header only.
@@ -59,24 +61,40 @@ func WriteCSV(w io.Writer, r *bench.Result) error {
 			for _, d := range c.Shape {
 				n *= d
 			}
-			for _, p := range []struct {
+			mode := c.Mode
+			if mode == "" {
+				mode = "forward"
+			}
+			providers := []struct {
 				name          string
 				med, p20, p80 float64
+				peak          int64
 			}{
-				{ProviderFused, c.FusedUs, c.FusedP20, c.FusedP80},
-				{ProviderEager, c.EagerUs, c.EagerP20, c.EagerP80},
-				{ProviderCompile, c.CompileUs, c.CompileP20, c.CompileP80},
-			} {
+				{ProviderFused, c.FusedUs, c.FusedP20, c.FusedP80, c.FusedPeakBytes},
+				{ProviderEager, c.EagerUs, c.EagerP20, c.EagerP80, c.EagerPeakBytes},
+				{ProviderCompile, c.CompileUs, c.CompileP20, c.CompileP80, c.CompilePeakBytes},
+			}
+			row := func(provider, metric, unit, y50, y20, y80 string) []string {
+				return []string{
+					csvText(c.Pattern), provider, mode, metric, unit,
+					"numel", "elements of the main input", strconv.FormatInt(n, 10),
+					y50, y20, y80, string(extra), csvText(r.GPU), csvText(r.Date), "",
+				}
+			}
+			for _, p := range providers {
 				if !pos(p.med) {
 					continue
 				}
-				row := []string{
-					csvText(c.Pattern), p.name, "forward", "speed", "ms",
-					"numel", "elements of the main input", strconv.FormatInt(n, 10),
-					msString(p.med), msString(p.p20), msString(p.p80),
-					string(extra), csvText(r.GPU), csvText(r.Date), "",
+				if err := cw.Write(row(p.name, "speed", "ms", msString(p.med), msString(p.p20), msString(p.p80))); err != nil {
+					return err
 				}
-				if err := cw.Write(row); err != nil {
+			}
+			for _, p := range providers {
+				if p.peak <= 0 {
+					continue
+				}
+				mb := strconv.FormatFloat(float64(p.peak)/(1<<20), 'f', 3, 64)
+				if err := cw.Write(row(p.name, "memory", "MB", mb, mb, mb)); err != nil {
 					return err
 				}
 			}

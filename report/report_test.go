@@ -542,6 +542,26 @@ func TestCSV(t *testing.T) {
 		t.Errorf("eager/compile rows %q %q", rows[2], rows[3])
 	}
 
+	// a training case: its mode, and memory rows where the peaks were measured
+	res := &bench.Result{GPU: "G", Cases: []bench.Case{{Pattern: "swiglu", Name: "s", Dtype: "bf16", Shape: []int64{2, 3},
+		Correct: true, Mode: "full", FusedUs: 10, EagerUs: 20, FusedPeakBytes: 3 << 20, EagerPeakBytes: 6 << 20}}}
+	b.Reset()
+	if err := WriteCSV(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = csv.NewReader(&b).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows[1:] {
+		got = append(got, strings.Join([]string{r[1], r[2], r[3], r[4], r[8]}, " "))
+	}
+	want2 := "fuseadvise full speed ms 0.01|torch full speed ms 0.02|fuseadvise full memory MB 3.000|torch full memory MB 6.000"
+	if strings.Join(got, "|") != want2 {
+		t.Errorf("training rows\n got %s\nwant %s", strings.Join(got, "|"), want2)
+	}
+
 	b.Reset()
 	if err := WriteCSV(&b, nil); err != nil {
 		t.Fatal(err)
