@@ -168,7 +168,7 @@ func gunzip(f *os.File) (data []byte, free func(), err error) {
 // OpenDir reads the rank files of a directory concurrently: *.pt.trace.json[.gz]
 // and any other *.json[.gz] whose beginning mentions traceEvents; execution
 // traces (*.et.json[.gz]) are skipped. Traces are sorted by rank (unknown ranks
-// last), then path.
+// last), then path. Several files must be the ranks of one job (CheckJob).
 func OpenDir(dir string) ([]*Trace, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -223,6 +223,9 @@ func OpenDir(dir string) ([]*Trace, error) {
 		}
 		return traces[i].Path < traces[j].Path
 	})
+	if err := CheckJob(traces); err != nil {
+		return nil, err
+	}
 	return traces, nil
 }
 

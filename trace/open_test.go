@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -399,7 +400,7 @@ func TestOpenDir(t *testing.T) {
 	files := map[string]string{
 		"w1.1.pt.trace.json": `{"distributedInfo": {"rank": 1}, "traceEvents": [` + ev + `]}`,
 		"w0.1.pt.trace.json": `{"distributedInfo": {"rank": 0}, "traceEvents": [` + ev + `]}`,
-		"other.json":         `{"traceEvents": [` + ev + `]}`,
+		"other.json":         `{"distributedInfo": {"rank": 2}, "traceEvents": [` + ev + `]}`,
 		"config.json":        `{"lr": 1}`,
 		"rank0.et.json":      `{"nodes": []}`,
 		"notes.txt":          "x",
@@ -478,5 +479,65 @@ func TestSortParallel(t *testing.T) {
 	slices.SortFunc(want, cmp)
 	if got := sortParallel(x, cmp); !slices.Equal(got, want) {
 		t.Errorf("sortParallel differs from slices.SortFunc")
+	}
+}
+
+// TestCheckJob: a directory is one job's ranks; each way it is not gives a one-line error
+// naming the odd file.
+func TestCheckJob(t *testing.T) {
+	ev := func(ts int) string {
+		return fmt.Sprintf(`{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": %d, "dur": 10}`, ts)
+	}
+	rank := func(r, world int, gpu string, ts int) string {
+		dev := ""
+		if gpu != "" {
+			dev = fmt.Sprintf(`"deviceProperties": [{"id": 0, "name": %q}], `, gpu)
+		}
+		dist := ""
+		if r >= 0 {
+			dist = fmt.Sprintf(`"distributedInfo": {"rank": %d, "world_size": %d}, `, r, world)
+		}
+		return "{" + dev + dist + `"traceEvents": [` + ev(ts) + `]}`
+	}
+	h100 := "NVIDIA H100"
+	tests := []struct {
+		name  string
+		files map[string]string
+		bad   string // the file the error names, "" when the directory is one job
+		msg   string
+	}{
+		{"one job", map[string]string{"a.json": rank(0, 2, h100, 100), "b.json": rank(1, 2, h100, 105)}, "", ""},
+		{"no rank", map[string]string{"a.json": rank(0, 2, h100, 100), "b.json": rank(-1, 0, h100, 100)}, "b.json", "no distributedInfo rank"},
+		{"unrelated files", map[string]string{"a.json": rank(-1, 0, h100, 100), "b.json": rank(-1, 0, "AMD MI300X", 100)}, "a.json", "no distributedInfo rank"},
+		{"duplicate rank", map[string]string{"a.json": rank(0, 2, h100, 100), "b.json": rank(0, 2, h100, 100)}, "b.json", "rank 0 again (also a.json)"},
+		{"rank past world", map[string]string{"a.json": rank(0, 2, h100, 100), "b.json": rank(2, 2, h100, 100)}, "b.json", "rank 2 of a world of 2"},
+		{"world sizes", map[string]string{"a.json": rank(0, 2, h100, 100), "b.json": rank(1, 4, h100, 100)}, "b.json", "world size 4, rank 0 (a.json) has 2"},
+		{"gpu models", map[string]string{"a.json": rank(0, 2, h100, 100), "b.json": rank(1, 2, "NVIDIA A100", 100)}, "b.json", "recorded on NVIDIA A100, rank 0 (a.json) on NVIDIA H100"},
+		{"other time", map[string]string{"a.json": rank(0, 2, h100, 100), "b.json": rank(1, 2, h100, 5_000_000)}, "b.json", "do not overlap rank 0 (a.json)'s in time (5.0 s apart)"},
+		{"too many", map[string]string{"a.json": rank(0, 2, h100, 100), "b.json": rank(1, 0, h100, 100), "c.json": rank(2, 0, h100, 100)}, "c.json", "3 traces for a world of 2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for n, text := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, n), []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ts, err := Load(dir)
+			if tc.bad == "" {
+				if err != nil || len(ts) != len(tc.files) {
+					t.Fatalf("one job: %d traces, %v", len(ts), err)
+				}
+				return
+			}
+			var te *Error
+			if !errors.As(err, &te) || filepath.Base(te.Path) != tc.bad || !strings.Contains(te.Msg, tc.msg) {
+				t.Fatalf("got %v, want an error naming %s with %q", err, tc.bad, tc.msg)
+			}
+			if strings.Contains(err.Error(), "\n") || ts != nil {
+				t.Errorf("multi-line error or traces returned: %q", err)
+			}
+		})
 	}
 }

@@ -197,3 +197,14 @@ func TestHelpListsTheCatalog(t *testing.T) {
 		}
 	}
 }
+
+// A directory of unrelated traces (the shared public corpus: twelve models, four GPU types)
+// is not one job's ranks: a one-line error naming the odd file, exit 2, nothing on stdout.
+func TestUnrelatedTracesAreNotOneJob(t *testing.T) {
+	dir := shared.Require(t, "traces", "public")
+	code, out, errs := run(t, "analyze", dir)
+	if code != 2 || out != "" || !strings.Contains(errs, "a directory is read as the ranks of one job") ||
+		strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, ".json") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
