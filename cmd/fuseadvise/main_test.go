@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fuseadvise/fuseadvise/internal/shared"
 	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
