@@ -133,6 +133,9 @@ func speedup(c bench.Case, use Use) Speedup {
 	if s.Label == "" {
 		s.Label = c.Pattern
 	}
+	if !c.Forward() {
+		s.Label += " [" + c.Mode + "]"
+	}
 	timed := c.Error == "" && pos(c.FusedUs)
 	if timed && pos(c.EagerUs) {
 		s.VsEager = c.EagerUs / c.FusedUs

@@ -25,6 +25,8 @@ const (
 	PredErrMedianMax = 0.10 // median of |error| <= 10%
 	HostMaxUs        = 15.0 // every case with per-call figures: a fused call returns within 15 µs
 	WallVsEagerMin   = 1.0  // every case with per-call figures: fused per-call wall time <= eager's
+	TrainVsEagerMin  = 2.0  // training ("full": forward + backward), memory-bound cases: >= 2x eager
+	TrainVsCompile   = 1.0  // training ("full"), every case: >= 1.0x torch.compile
 )
 
 // gemmPattern reports whether a pattern's fused kernel contains a GEMM.
@@ -72,10 +74,46 @@ func Targets(r *bench.Result) []Target {
 	var worstFloor, worstGemm, worstDecode, minCompile float64
 	minCompile = math.Inf(1)
 	var errs []float64
+	trainE := Target{Name: "training (forward + backward), memory-bound: vs eager", Want: fmt.Sprintf(">= %.1fx", TrainVsEagerMin)}
+	trainC := Target{Name: "training (forward + backward): vs torch.compile", Want: fmt.Sprintf(">= %.1fx", TrainVsCompile)}
+	trainM := Target{Name: "training (forward + backward): peak memory vs eager", Want: "<= eager's"}
+	minTrainE, minTrainC, worstMem := math.Inf(1), math.Inf(1), 0.0
 	for _, s := range Speedups(r) {
 		c := s.Case
 		label := s.Label + " (" + s.Sub + ")"
 		timed := c.Correct && c.FusedUs > 0
+		if !c.Forward() {
+			// the training targets, on "full" (what a training step runs); "backward" is
+			// reported beside it, not judged on its own
+			if c.Mode != "full" {
+				continue
+			}
+			if !gemmPattern(c.Pattern) {
+				trainE.Cases++
+				if timed && s.VsEager > 0 {
+					minTrainE = min(minTrainE, s.VsEager)
+				}
+				if !timed || s.VsEager < TrainVsEagerMin && !s.EagerNoise {
+					trainE.Misses = append(trainE.Misses, label+" "+fixed(s.VsEager, 2)+"x")
+				}
+			}
+			trainC.Cases++
+			if timed && s.VsCompile > 0 {
+				minTrainC = min(minTrainC, s.VsCompile)
+			}
+			if !timed || s.VsCompile < TrainVsCompile && !s.CompileNoise {
+				trainC.Misses = append(trainC.Misses, label+" "+fixed(s.VsCompile, 2)+"x")
+			}
+			if c.FusedPeakBytes > 0 && c.EagerPeakBytes > 0 {
+				trainM.Cases++
+				ratio := float64(c.FusedPeakBytes) / float64(c.EagerPeakBytes)
+				worstMem = max(worstMem, ratio)
+				if ratio > 1 {
+					trainM.Misses = append(trainM.Misses, label+" "+fixed(ratio, 2)+"x eager's peak")
+				}
+			}
+			continue
+		}
 		if !gemmPattern(c.Pattern) && c.FloorUs >= LargeFloorUs {
 			floor.Cases++
 			ratio := 0.0
@@ -191,7 +229,19 @@ func Targets(r *bench.Result) []Target {
 		minPerCall = 0
 	}
 	perCall.Got, perCall.Met = "worst "+fixed(minPerCall, 2)+"x", len(perCall.Misses) == 0
+	inf0 := func(v float64) float64 {
+		if math.IsInf(v, 0) {
+			return 0
+		}
+		return v
+	}
+	trainE.Got, trainE.Met = "worst "+fixed(inf0(minTrainE), 2)+"x", len(trainE.Misses) == 0
+	trainC.Got, trainC.Met = "worst "+fixed(inf0(minTrainC), 2)+"x", len(trainC.Misses) == 0
+	trainM.Got, trainM.Met = "worst "+fixed(worstMem, 2)+"x", len(trainM.Misses) == 0
 	ts := []Target{floor, compileEach, geoC, geoE, gemm, decode, pred, host, perCall}
+	if trainE.Cases+trainC.Cases+trainM.Cases > 0 { // results with training modes
+		ts = append(ts, trainE, trainC, trainM)
+	}
 	for i := range ts {
 		if ts[i].Cases == 0 {
 			ts[i].Got = "-" // nothing measured under this target

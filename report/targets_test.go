@@ -172,3 +172,45 @@ func TestTargetsPerCall(t *testing.T) {
 		}
 	}
 }
+
+// Training cases: judged by the training targets on "full" only ("backward" is reported, not
+// judged); none of them counts toward the forward targets (decode launches, floor, ...).
+func TestTargetsTraining(t *testing.T) {
+	fwd := bench.Case{Pattern: "swiglu", Name: "s", Shape: []int64{32, 11008}, Dtype: "bf16", Correct: true,
+		Mode: "forward", FusedUs: 3, EagerUs: 9, CompileUs: 3, FloorUs: 0.5, Launches: 1}
+	full := fwd
+	full.Mode, full.FusedUs, full.EagerUs, full.CompileUs, full.FloorUs, full.Launches = "full", 10, 15, 12, 0, 0
+	full.FusedPeakBytes, full.EagerPeakBytes = 300, 200
+	bwd := full
+	bwd.Mode, bwd.FusedUs, bwd.CompileUs = "backward", 9, 1 // far slower than compile: not judged
+	got := map[string]Target{}
+	for _, tg := range Targets(&bench.Result{Cases: []bench.Case{fwd, full, bwd}}) {
+		got[tg.Name] = tg
+	}
+	for name, want := range map[string]struct {
+		cases int
+		met   bool
+		miss  string
+	}{
+		"training (forward + backward), memory-bound: vs eager": {1, false, "s [full] (bf16 [32, 11008]) 1.50x"},
+		"training (forward + backward): vs torch.compile":       {1, true, ""},
+		"training (forward + backward): peak memory vs eager":   {1, false, "s [full] (bf16 [32, 11008]) 1.50x eager's peak"},
+		"decode size (M <= 32): one launch, fused time":         {1, true, ""},
+		"every case vs torch.compile":                           {1, true, ""},
+	} {
+		tg, ok := got[name]
+		if !ok {
+			t.Errorf("no target %q", name)
+			continue
+		}
+		if tg.Cases != want.cases || tg.Met != want.met || want.miss != "" && (len(tg.Misses) != 1 || tg.Misses[0] != want.miss) {
+			t.Errorf("%s: cases %d met %v misses %q; want %d %v %q", name, tg.Cases, tg.Met, tg.Misses, want.cases, want.met, want.miss)
+		}
+	}
+	// forward-only results keep the forward targets only
+	for _, tg := range Targets(&bench.Result{Cases: []bench.Case{fwd}}) {
+		if strings.HasPrefix(tg.Name, "training") {
+			t.Errorf("forward-only result has target %q", tg.Name)
+		}
+	}
+}

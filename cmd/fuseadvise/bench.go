@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/fuseadvise/fuseadvise/bench"
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
@@ -14,7 +15,7 @@ import (
 
 var cmdBench = &Command{
 	Name:      "bench",
-	UsageLine: "bench [-o FILE] [-max-autotune] [-repeats N] [-gpus N] [-timeout D] [-python PATH] DIR... | bench -predict RESULT [-o FILE] DIR...",
+	UsageLine: "bench [-o FILE] [-max-autotune] [-repeats N] [-gpus N] [-timeout D] [-modes LIST] [-python PATH] DIR... | bench -predict RESULT [-o FILE] DIR...",
 	Short:     "measure fused vs eager vs torch.compile on a GPU",
 	Long: `Bench measures each generated kernel folder (from 'fuseadvise gen') on the GPU: first a
 correctness check of the compiled kernel against the reference on the traced shapes (a kernel
@@ -36,6 +37,12 @@ kernel's configuration, the analyzer's predicted time, and a verdict: "do not sh
 1.0x over eager, "review" above 10x, decided on per-call time (eager use) where it was
 measured, with the GPU-time verdict beside it.
 
+Training (-modes backward,full or all): for the chains with a backward, after their
+gradients pass a GPU check, one more case per mode: "backward" times the backward from one
+forward's saved state, "full" the forward and its backward, fused (the kernel's
+autograd.Function) against eager and torch.compile (AOTAutograd). Every case also carries the
+peak memory of one call per provider.
+
 The result is JSON (-o, default standard output), read by 'fuseadvise report' and 'pr'.
 Without a GPU, bench says so in one line and exits with status 2.
 
@@ -50,6 +57,7 @@ manifest.json, the cost model the rest), for results measured before the model c
 		timeout := fs.Duration("timeout", 0, "stop after `D` (e.g. 9m), keeping what was measured")
 		python := fs.String("python", "", "Python interpreter with torch and triton (default: $FUSEADVISE_PYTHON or the pinned venv)")
 		predict := fs.String("predict", "", "no GPU: rewrite the predictions of the earlier result `RESULT` with the current cost model")
+		modes := fs.String("modes", "forward", "what to time: `LIST` of forward, backward, full, or all (backward and full: chains with a backward)")
 		return func(ctx context.Context, env *Env, args []string) error {
 			if len(args) == 0 {
 				return usagef("want one or more generated kernel folders")
@@ -66,13 +74,17 @@ manifest.json, the cost model the rest), for results measured before the model c
 			if *timeout < 0 {
 				return usagef("-timeout must be >= 0")
 			}
+			ms, err := bench.ParseModes(*modes)
+			if err != nil {
+				return usagef("-modes: %v", strings.TrimPrefix(err.Error(), "bench: "))
+			}
 			dirs, err := kernelFolders(args)
 			if err != nil {
 				return err
 			}
 			res, err := bench.Run(ctx, dirs, bench.Options{
 				Python: *python, MaxAutotune: *maxAT, Repeats: *repeats, Timeout: *timeout, GPUs: *gpus,
-				Getenv: env.Getenv, Stderr: env.Stderr,
+				Modes: ms, Getenv: env.Getenv, Stderr: env.Stderr,
 			})
 			if res != nil {
 				bench.Predict(res, patterns.DefaultCostModel())
