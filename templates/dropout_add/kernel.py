@@ -13,19 +13,28 @@ mask: the backward regenerates it from (seed, element's row and column).
   ``u16 >= p * 65536``, kept values scaled by ``1/(1-p)``, as eager. Not bit-identical to
   PyTorch's RNG (no fused kernel is); ``dropout_mask(shape, p, seed)`` returns the mask used,
   for testing.
+- The seed lives on the device, as Inductor keeps dropout's randomness: ``seed=None`` (the
+  default) draws a fresh one on x's device for every call (``device_seed``: a 1-element int64
+  tensor from ``torch.randint`` on the device's default generator), which the kernels load
+  through a pointer (``SEED_PTR``). Nothing is read back to the host, and under CUDA-graph capture
+  (``torch.cuda.graph``, ``torch.compile(mode="reduce-overhead")``) the generator's Philox
+  offset advances at every replay, so each replay draws a new seed and a new mask. A seed
+  tensor may also be passed in; an int seed (deterministic tests, the verifier's cases)
+  is passed by value, unspecialized. The same seed value gives the same mask either way.
 - p = 0 or eval mode: a plain ``residual + (x + bias)``.
 - fp32 / fp16 / bf16, fp32 math; intermediate results are rounded to the output dtype where
   eager rounds them (``x + b``, the scaled dropout output). Strides are runtime arguments;
   row and column offsets in 64 bits.
 - Tiles from the row length (``_tiles``, no autotuner; column blocks of at least 8, whole
   Philox draws), a 1-D grid of tiles (``_grid``: CUDA's grid axes 1 and 2 stop at 65535),
-  launched through ``_launch``; neither M nor the seed is specialized (a new number of rows
+  launched through ``_launch``; neither M nor an int seed is specialized (a new number of rows
   or a seed divisible by 16 needs no compilation, in a CUDA-graph capture too).
 - ``out=x`` or ``out=residual`` (in place) is allowed: each program reads its tile of x and
   of the residual before writing the same tile of y. Any other overlap is refused, and so is
   an ``out`` whose elements share memory (an expanded view).
-- Training: ``DropoutAddFunction`` has a fused Triton backward (regenerates the mask; d_x =
-  dy * keep / (1-p)); d_residual is dy itself; the bias gradient is an ATen row-sum in fp32.
+- Training: ``DropoutAddFunction`` has a fused Triton backward (regenerates the mask from the
+  seed the forward used, the tensor saved for backward or the int; d_x = dy * keep / (1-p));
+  d_residual is dy itself; the bias gradient is an ATen row-sum in fp32.
 
 Interpreter-safe: builtins only (``tl.philox``, ``tl.join``, ``tl.reshape``), no bf16 arithmetic.
 """
@@ -93,9 +102,19 @@ def _keep(seed, rm, col0, N, p, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     return u.to(tl.float32) >= p * 65536.0
 
 
+@triton.jit
+def _load_seed(seed, SEED_PTR: tl.constexpr):
+    """The dropout seed: with SEED_PTR, ``seed`` points at one int64 drawn on the device for
+    this call (``device_seed``), loaded here so that the host never reads it and a CUDA-graph
+    replay uses the value drawn by that replay; otherwise ``seed`` is the int itself."""
+    if SEED_PTR:
+        seed = tl.load(seed)
+    return seed
+
+
 @triton.jit(do_not_specialize=["M", "seed"])
 def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, seed,
-                     HAS_BIAS: tl.constexpr, DROPOUT: tl.constexpr, ZT: tl.constexpr,
+                     HAS_BIAS: tl.constexpr, DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, ZT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # ZT: the branch's type (x + b, the dropout; 0 fp32, 1 fp16, 2 bf16), which eager rounds
     # to before the residual add (bf16 under autocast even when the residual, and so y, is fp32).
@@ -112,6 +131,7 @@ def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, s
         b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)
         z = _round(z + b[None, :], ZT)
     if DROPOUT:
+        seed = _load_seed(seed, SEED_PTR)
         keep = _keep(seed, rm, col0, N, p, BLOCK_M, BLOCK_N)
         z = _round(z * tl.where(keep, scale, 0.0), ZT)  # NaN*0 = NaN, as eager
     r = tl.load(R + rm[:, None] * srm + rn[None, :] * srn, mask=mask, other=0.0).to(tl.float32)
@@ -120,7 +140,7 @@ def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, s
 
 @triton.jit(do_not_specialize=["M", "seed"])
 def _dropout_add_bwd(DY, DZ, M, N, sdym, sdyn, p, scale, seed,
-                     DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                     DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # the forward's tiling and 64-bit offsets; DZ is contiguous [M, N]
     pid = tl.program_id(0)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -130,12 +150,13 @@ def _dropout_add_bwd(DY, DZ, M, N, sdym, sdyn, p, scale, seed,
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     dz = tl.load(DY + rm[:, None] * sdym + rn[None, :] * sdyn, mask=mask, other=0.0).to(tl.float32)
     if DROPOUT:
+        seed = _load_seed(seed, SEED_PTR)  # the forward's seed: its mask, regenerated
         dz = dz * tl.where(_keep(seed, rm, col0, N, p, BLOCK_M, BLOCK_N), scale, 0.0)
     tl.store(DZ + rm[:, None] * N + rn[None, :], _cast(dz, DZ.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=["M", "seed"])
-def _mask_kernel(K, M, N, p, seed, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _mask_kernel(K, M, N, p, seed, SEED_PTR: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # K is contiguous [M, N] int8
     pid = tl.program_id(0)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -143,7 +164,7 @@ def _mask_kernel(K, M, N, p, seed, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr)
     rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = col0 + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    keep = _keep(seed, rm, col0, N, p, BLOCK_M, BLOCK_N)
+    keep = _keep(_load_seed(seed, SEED_PTR), rm, col0, N, p, BLOCK_M, BLOCK_N)
     tl.store(K + rm[:, None] * N + rn[None, :], keep.to(tl.int8), mask=mask)
 
 
@@ -398,18 +419,48 @@ def _out_dtype(x, residual, bias):
 
 
 _ZT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-_SEEDS = 2**31 - 1
+_SEEDS = 2**31 - 1  # new_seed's range
+_DEVICE_SEEDS = 2**63 - 1  # device_seed's range: any int64 >= 0, as Inductor draws its seeds
 
 
 def new_seed():
-    """A dropout seed drawn from torch's default CPU generator (reproducible under manual_seed)."""
+    """A dropout seed as a Python int, from torch's default CPU generator (reproducible under
+    manual_seed). Fixed once drawn: a CUDA graph that captured a call with it would replay the
+    same mask every time; seed=None (device_seed) draws a new one at every replay."""
     return int(torch.randint(0, _SEEDS, (1,)).item())
 
 
-def dropout_add(x, residual, bias=None, p=0.0, seed=0, training=True, out=None):
+def device_seed(device):
+    """A fresh dropout seed as a 1-element int64 tensor on device, drawn by torch.randint from
+    the device's default generator (reproducible under torch.manual_seed). Nothing is read back
+    to the host; under CUDA-graph capture the generator's Philox offset advances at every
+    replay, so each replay draws a new seed (how Inductor seeds its dropout)."""
+    return torch.randint(0, _DEVICE_SEEDS, (1,), dtype=torch.int64, device=device)
+
+
+def _seed_arg(fn, seed, device):
+    """(the kernels' seed argument, SEED_PTR) for a seed: a 1-element int64 tensor on device is
+    passed as a pointer (the kernel loads it), an int by value."""
+    if isinstance(seed, torch.Tensor):
+        if seed.dtype != torch.int64 or seed.numel() != 1 or seed.device != device:
+            raise ValueError(f"{fn}: a seed tensor must hold one int64 on {device} "
+                             f"(got {seed.numel()} x {seed.dtype} on {seed.device})")
+        return seed, True
+    return int(seed), False
+
+
+def dropout_add(x, residual, bias=None, p=0.0, seed=None, training=True, out=None):
     """y = residual + dropout(x + bias, p) with the mask of (seed, element's row and column).
-    ``out`` may be x or residual itself (in place)."""
+    ``seed``: None draws a fresh one on x's device (device_seed), else an int or a 1-element
+    int64 tensor on x's device (the same value gives the same mask). ``out`` may be x or
+    residual itself (in place)."""
     _check(x, residual, bias, p)
+    drop = training and p > 0
+    if not drop:
+        seed = 0  # never read
+    elif seed is None:
+        seed = device_seed(x.device)
+    seed, seed_ptr = _seed_arg("dropout_add", seed, x.device)
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
@@ -427,8 +478,8 @@ def dropout_add(x, residual, bias=None, p=0.0, seed=0, training=True, out=None):
             bm, bn, warps = _tiles(N, max(x.element_size(), residual.element_size(), out.element_size()), 8)
             _launch(_dropout_add_fwd, _grid(M, N, bm, bn),
                     (x, x if bias is None else bias, residual, out, M, N, N, 1, N, 1, N, 1,  # x: a dummy bias pointer
-                     float(p), 1.0 / (1.0 - p), int(seed)),
-                    num_warps=warps, HAS_BIAS=bias is not None, DROPOUT=training and p > 0, ZT=_ZT[zdtype],
+                     float(p), 1.0 / (1.0 - p), seed),
+                    num_warps=warps, HAS_BIAS=bias is not None, DROPOUT=drop, SEED_PTR=seed_ptr, ZT=_ZT[zdtype],
                     BLOCK_M=bm, BLOCK_N=bn)
             return out
     elif out.shape != x.shape or out.dtype != dtype or out.device != x.device:
@@ -445,14 +496,15 @@ def dropout_add(x, residual, bias=None, p=0.0, seed=0, training=True, out=None):
     sx, sr, sy = x2.stride(), r2.stride(), y2.stride()
     _launch(_dropout_add_fwd, _grid(M, N, bm, bn),
             (x2, x2 if bias is None else bias, r2, y2, M, N,  # x2: a dummy bias pointer, never read
-             sx[0], sx[1], sr[0], sr[1], sy[0], sy[1], float(p), 1.0 / (1.0 - p), int(seed)),
-            num_warps=warps, HAS_BIAS=bias is not None, DROPOUT=training and p > 0, ZT=_ZT[zdtype],
+             sx[0], sx[1], sr[0], sr[1], sy[0], sy[1], float(p), 1.0 / (1.0 - p), seed),
+            num_warps=warps, HAS_BIAS=bias is not None, DROPOUT=drop, SEED_PTR=seed_ptr, ZT=_ZT[zdtype],
             BLOCK_M=bm, BLOCK_N=bn)
     return out
 
 
 def dropout_mask(shape, p, seed, device):
-    """The keep-mask (bool) that dropout_add uses for a tensor of this shape, p and seed."""
+    """The keep-mask (bool) that dropout_add uses for a tensor of this shape, p and seed (an
+    int, or the seed tensor a call used: read on the device, as the kernels read it)."""
     shape = tuple(shape)
     n = shape[-1] if shape else 1
     m = 1
@@ -463,18 +515,31 @@ def dropout_mask(shape, p, seed, device):
         # column blocks twice as wide as dropout_add's: a mask that depended on the tiles would
         # differ from the kernel's here, and its tests would fail
         bm, bn, warps = _tiles(n, 1, 8)
-        _launch(_mask_kernel, _grid(m, n, bm, 2 * bn), (k, m, n, float(p), int(seed)), num_warps=warps,
-                BLOCK_M=bm, BLOCK_N=2 * bn)
+        seed, seed_ptr = _seed_arg("dropout_mask", seed, k.device)
+        _launch(_mask_kernel, _grid(m, n, bm, 2 * bn), (k, m, n, float(p), seed), num_warps=warps,
+                SEED_PTR=seed_ptr, BLOCK_M=bm, BLOCK_N=2 * bn)
     return k.view(shape).bool()
 
 
 class DropoutAddFunction(torch.autograd.Function):
-    """Autograd for dropout_add: fused Triton backward regenerating the mask; ATen bias row-sum."""
+    """Autograd for dropout_add: fused Triton backward regenerating the mask from the forward's
+    seed (never stored); ATen bias row-sum. ``seed`` as for dropout_add (None: drawn on x's
+    device here, one per call)."""
 
     @staticmethod
     def forward(ctx, x, residual, bias, p, seed, training):
+        drop = training and p > 0
+        if not drop:
+            seed = 0
+        elif seed is None:
+            seed = device_seed(x.device)
         y = dropout_add(x, residual, bias, p, seed, training)
-        ctx.p, ctx.seed, ctx.drop = p, seed, training and p > 0
+        # a seed tensor is saved for backward (autograd refuses the backward if it was
+        # modified in between: the mask would not be the forward's); an int is kept as it is
+        if isinstance(seed, torch.Tensor):
+            ctx.save_for_backward(seed)
+            seed = None
+        ctx.p, ctx.seed, ctx.drop = p, seed, drop
         ctx.has_bias = bias is not None
         ctx.dtypes = (x.dtype, residual.dtype, None if bias is None else bias.dtype)
         return y
@@ -487,9 +552,11 @@ class DropoutAddFunction(torch.autograd.Function):
             dy2 = _rows(dy)
             M, N = dy2.shape
             bm, bn, warps = _tiles(N, dy2.element_size(), 8)
+            seed, seed_ptr = _seed_arg("dropout_add", ctx.saved_tensors[0] if ctx.seed is None else ctx.seed,
+                                       dy.device)
             _launch(_dropout_add_bwd, _grid(M, N, bm, bn),
-                    (dy2, dz, M, N, dy2.stride(0), dy2.stride(1), float(ctx.p), 1.0 / (1.0 - ctx.p), int(ctx.seed)),
-                    num_warps=warps, DROPOUT=ctx.drop, BLOCK_M=bm, BLOCK_N=bn)
+                    (dy2, dz, M, N, dy2.stride(0), dy2.stride(1), float(ctx.p), 1.0 / (1.0 - ctx.p), seed),
+                    num_warps=warps, DROPOUT=ctx.drop, SEED_PTR=seed_ptr, BLOCK_M=bm, BLOCK_N=bn)
         dx = dz.to(xd) if ctx.needs_input_grad[0] else None
         dr = dy.to(rd) if ctx.needs_input_grad[1] else None
         db = None
@@ -500,7 +567,8 @@ class DropoutAddFunction(torch.autograd.Function):
 
 class DropoutAdd(torch.nn.Module):
     """Drop-in for ``residual + F.dropout(x + bias, p, self.training)``:
-    ``DropoutAdd(p)(x, residual, bias)``. A fresh seed per call from torch's CPU generator."""
+    ``DropoutAdd(p)(x, residual, bias)``. A fresh seed per call, drawn on x's device
+    (device_seed): no host read, and a new mask at every CUDA-graph replay."""
 
     def __init__(self, p=0.1):
         super().__init__()
@@ -509,5 +577,4 @@ class DropoutAdd(torch.nn.Module):
         self.p = p
 
     def forward(self, x, residual, bias=None):
-        seed = new_seed() if self.training and self.p > 0 else 0
-        return DropoutAddFunction.apply(x, residual, bias, self.p, seed, self.training)
+        return DropoutAddFunction.apply(x, residual, bias, self.p, None, self.training)

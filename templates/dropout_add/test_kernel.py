@@ -128,6 +128,128 @@ def test_mask_independent_of_tiles(device, monkeypatch):
         assert torch.equal(dx, dx0), f"tiles {tile}: another gradient"
 
 
+# --- the seed: an int, a device tensor, or None (drawn on the device per call) ---------------
+
+
+def _inputs(device, shape=(24, 72), seed=61):
+    """x (mean 3: x + b is never 0, so a dropped element gives y == residual exactly and a
+    kept one does not), the residual, a small bias and dy, fp32."""
+    g = fat.gen(seed)
+    x = fat.randn(shape, torch.float32, device, g, mean=3.0)
+    r = fat.randn(shape, torch.float32, device, g)
+    b = fat.randn([shape[-1]], torch.float32, device, g, std=0.1)
+    dy = fat.randn(shape, torch.float32, device, g)
+    return x, r, b, dy
+
+
+def _assert_rate(keep, p):
+    # n Bernoulli(1 - p) draws: 6 standard deviations
+    n = keep.numel()
+    assert abs(keep.float().mean().item() - (1 - p)) < 6 * ((p * (1 - p) / n) ** 0.5), keep.float().mean().item()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_seed_tensor_same_mask_as_int(device):
+    # a seed tensor (read by the kernels on the device) and the same value as an int give the
+    # same mask, the output and dropout_mask alike; values past 2**32 use Philox's second key word
+    x, r, b, _ = _inputs(device)
+    p = 0.3
+    for value in (5, 2**40 + 12345, 2**63 - 2):
+        t = torch.tensor([value], dtype=torch.int64, device=device)
+        keep = kernel.dropout_mask(x.shape, p, t, device)
+        assert torch.equal(keep, kernel.dropout_mask(x.shape, p, value, device)), value
+        _assert_rate(keep, p)
+        y = kernel.dropout_add(x, r, b, p, t)
+        assert torch.equal(y, kernel.dropout_add(x, r, b, p, value)), value
+        fat.assert_close(y, ref.dropout_add(x, r, b, p, keep=keep), 1e-5, 1e-5)
+    t2 = torch.tensor([2**40 + 12345 + 2**32], dtype=torch.int64, device=device)  # another high word
+    assert (kernel.dropout_mask(x.shape, p, t2, device) != keep).float().mean().item() > 0.2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_seed_none_draws_on_the_device(device):
+    # seed=None draws a seed tensor on x's device for every call (device_seed, torch.randint on
+    # the device's generator): two calls differ; each is the reference under the seed that
+    # torch.manual_seed reproduces
+    x, r, b, _ = _inputs(device)
+    p = 0.3
+    torch.manual_seed(123)
+    y1 = kernel.dropout_add(x, r, b, p)
+    y2 = kernel.dropout_add(x, r, b, p)
+    torch.manual_seed(123)
+    s1, s2 = kernel.device_seed(device), kernel.device_seed(device)
+    assert s1.dtype == torch.int64 and s1.shape == (1,) and s1.device == x.device
+    for y, s in ((y1, s1), (y2, s2)):
+        keep = kernel.dropout_mask(x.shape, p, s, device)
+        _assert_rate(keep, p)
+        assert torch.equal(y != r, keep), "dropped elements are not those of the drawn seed"
+        fat.assert_close(y, ref.dropout_add(x, r, b, p, keep=keep), 1e-5, 1e-5)
+    assert ((y1 != r) != (y2 != r)).float().mean().item() > 0.2, "two calls drew the same mask"
+    # the module draws its seed the same way
+    m = kernel.DropoutAdd(p)
+    k1, k2 = m(x, r, b) != r, m(x, r, b) != r
+    _assert_rate(k1, p)
+    assert (k1 != k2).float().mean().item() > 0.2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("how", ["none", "tensor", "int"])
+def test_backward_regenerates_the_forward_mask(device, how):
+    # the backward regenerates the forward's mask from the seed it saved (tensor or int):
+    # dx is zero exactly where y == residual (dropped), and both are the drawn seed's mask
+    x, r, b, dy = _inputs(device)
+    p = 0.35
+    torch.manual_seed(7)  # the seed that seed=None draws in the forward, reproduced
+    keep = kernel.dropout_mask(x.shape, p, 991 if how == "int" else kernel.device_seed(device), device)
+    torch.manual_seed(7)
+    seed = None if how == "none" else kernel.device_seed(device) if how == "tensor" else 991
+    xg, bg = x.clone().requires_grad_(True), b.clone().requires_grad_(True)
+    y = kernel.DropoutAddFunction.apply(xg, r, bg, p, seed, True)
+    dx, db = torch.autograd.grad(y, (xg, bg), dy)
+    assert torch.equal(y.detach() != r, keep), "forward: not the seed's mask"
+    assert torch.equal(dx != 0, keep), "backward: another mask than the forward's"
+    fat.assert_close(y, ref.dropout_add(x, r, b, p, keep=keep), 1e-5, 1e-5)
+    fat.assert_close(dx, dy * keep / (1 - p), 1e-5, 1e-5)
+    fat.assert_close(db, (dy * keep / (1 - p)).sum(0), 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_seed_tensor_checks(device):
+    x, r, b, dy = _inputs(device, (4, 16))
+    for bad in (torch.tensor([1], dtype=torch.int32, device=device), torch.tensor([1, 2], device=device)):
+        with pytest.raises(ValueError, match="seed tensor"):
+            kernel.dropout_add(x, r, b, 0.2, bad)
+        with pytest.raises(ValueError, match="seed tensor"):
+            kernel.dropout_mask(x.shape, 0.2, bad, device)
+    # a seed tensor modified between forward and backward: autograd refuses the backward
+    # (the mask would not be the forward's)
+    seed = torch.tensor([3], dtype=torch.int64, device=device)
+    xg = x.clone().requires_grad_(True)
+    y = kernel.DropoutAddFunction.apply(xg, r, b, 0.2, seed, True)
+    seed.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward(dy)
+
+
+def test_seed_paths_launch(monkeypatch):
+    # one kernel per seed path (the SEED_PTR constexpr): a seed tensor is passed as a pointer
+    # and no int is read from it; p = 0 and eval draw no seed (meta tensors: no kernel runs)
+    x = torch.empty(8, 64, device="meta")
+    r = torch.empty(8, 64, device="meta")
+    drawn = []
+    real = kernel.device_seed
+    monkeypatch.setattr(kernel, "device_seed", lambda device: drawn.append(device) or real(device))
+    calls = _launches(monkeypatch, lambda: (kernel.dropout_add(x, r, None, 0.1),
+                                            kernel.dropout_add(x, r, None, 0.1, 5),
+                                            kernel.dropout_add(x, r, None, 0.0),
+                                            kernel.dropout_add(x, r, None, 0.1, training=False)))
+    (_, _, c0, a0), (_, _, c1, a1), (_, _, c2, _), (_, _, c3, _) = calls
+    assert c0["SEED_PTR"] and c0["DROPOUT"] and isinstance(a0[-1], torch.Tensor) and a0[-1].dtype == torch.int64
+    assert not c1["SEED_PTR"] and a1[-1] == 5
+    assert not c2["DROPOUT"] and not c3["DROPOUT"]
+    assert len(drawn) == 1
+
+
 # --- in place, overlaps, grids, 64-bit offsets -------------------------------------------------
 
 
@@ -293,3 +415,77 @@ def test_gpu_repros():
 def test_memory_cases(device, shapes):
     # offsets past 2**31, in place and the refusals, as the verifier runs them
     fat.run_case(kernel, ref, adapter, shapes, "bf16", {"p": 0.3, "has_bias": True}, device, 1)
+
+
+def _warm_up(fn):
+    """fn run once on a side stream (compiles the kernels and lets the caching allocator set
+    up), as PyTorch's CUDA-graph notes require before a capture."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_cuda_graph_replays_draw_fresh_masks_gpu():
+    """A CUDA graph of the forward (and of forward + backward through DropoutAddFunction),
+    the seed drawn on the device inside the graph: each replay draws a new seed, so two
+    replays give two different masks, each the reference's for the seed that replay drew
+    (read from the graph's seed tensor after the replay), forward and backward alike."""
+    x, r, b, dy = _inputs("cuda", (256, 768))
+    p = 0.3
+    xg = x.clone().requires_grad_(True)
+
+    def step():
+        seed = kernel.device_seed(x.device)  # what seed=None does, kept to be read back
+        y = kernel.dropout_add(x, r, b, p, seed)
+        y_none = kernel.dropout_add(x, r, b, p)  # seed=None
+        yg = kernel.DropoutAddFunction.apply(xg, r, b, p, None, True)
+        (dx,) = torch.autograd.grad(yg, (xg,), dy)
+        return seed, y, y_none, yg.detach(), dx
+
+    _warm_up(step)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        seed, y, y_none, yg, dx = step()
+    seen = []
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        keep = kernel.dropout_mask(x.shape, p, seed, "cuda")  # this replay's seed, read on the device
+        assert torch.equal(keep, kernel.dropout_mask(x.shape, p, int(seed.item()), "cuda"))
+        _assert_rate(keep, p)
+        assert torch.equal(y != r, keep)
+        fat.assert_close(y, ref.dropout_add(x, r, b, p, keep=keep), 1e-5, 1e-5)
+        for out in (y_none, yg):
+            _assert_rate(out != r, p)
+            fat.assert_close(out, ref.dropout_add(x, r, b, p, keep=out != r), 1e-5, 1e-5)
+        assert torch.equal(dx != 0, yg != r), "the backward replayed another mask than the forward"
+        fat.assert_close(dx, dy * (yg != r) / (1 - p), 1e-5, 1e-5)
+        seen.append((int(seed.item()), keep, y_none != r, yg != r))
+    (s0, k0, n0, g0), (s1, k1, n1, g1) = seen
+    assert s0 != s1, "the replays drew the same seed"
+    for a, c in ((k0, k1), (n0, n1), (g0, g1)):
+        assert (a != c).float().mean().item() > 0.2, "two replays gave the same mask"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_compile_reduce_overhead_fresh_masks_gpu():
+    """DropoutAdd under torch.compile(mode="reduce-overhead"): every call a new mask, each the
+    reference's for the mask it shows (dropped elements are the residual exactly)."""
+    x, r, b, _ = _inputs("cuda", (256, 768))
+    p = 0.3
+    m = kernel.DropoutAdd(p).train()
+    f = torch.compile(lambda x, r, b: m(x, r, b), mode="reduce-overhead")
+    ys = [f(x, r, b).clone() for _ in range(4)]  # warm-up, recording, replays
+    torch.cuda.synchronize()
+    keeps = [y != r for y in ys]
+    for y, keep in zip(ys, keeps):
+        _assert_rate(keep, p)
+        fat.assert_close(y, ref.dropout_add(x, r, b, p, keep=keep), 1e-5, 1e-5)
+    for a, c in zip(keeps, keeps[1:]):
+        assert (a != c).float().mean().item() > 0.2, "two calls gave the same mask"
