@@ -58,7 +58,7 @@ func verdictCell(v Verdict) cell {
 		c.Class = "ship"
 	case DoNotShip:
 		c.Class = "dns"
-	case Review:
+	case Review, UseCompile:
 		c.Class = "review"
 	case Noise:
 		c.Class = "noise"
@@ -432,7 +432,7 @@ func decidedPerCall(sp []Speedup) int {
 }
 
 func verdictRank(v Verdict) int {
-	for i, x := range []Verdict{Failed, NotTimed, DoNotShip, Review, Noise, Ship} {
+	for i, x := range []Verdict{Failed, NotTimed, DoNotShip, UseCompile, Review, Noise, Ship} {
 		if x == v {
 			return i
 		}

@@ -17,9 +17,12 @@ const (
 	Failed    Verdict = "failed"      // the GPU check against the reference failed
 	NotTimed  Verdict = "not timed"   // no fused or no eager time
 	DoNotShip Verdict = "do not ship" // slower than eager (speedup < 1.0x)
-	Review    Verdict = "review"      // speedup > 10x: too good to trust without a look
-	Noise     Verdict = "noise"       // the difference from eager is within the p20-p80 spread
-	Ship      Verdict = "ship"        // measurably faster than eager
+	// UseCompile: measurably faster than eager, but torch.compile of the chain is measurably
+	// faster still (on the same basis): use torch.compile rather than the kernel.
+	UseCompile Verdict = "torch.compile is faster: use it"
+	Review     Verdict = "review" // speedup > 10x: too good to trust without a look
+	Noise      Verdict = "noise"  // the difference from eager is within the p20-p80 spread
+	Ship       Verdict = "ship"   // measurably faster than eager (and not slower than torch.compile)
 )
 
 // Thresholds of the verdicts.
@@ -181,10 +184,10 @@ func speedup(c bench.Case, use Use) Speedup {
 			s.Notes = append(s.Notes, "error: "+c.Error)
 		}
 	default:
-		s.GPUVerdict, gpuNote = judge(s.VsEager, s.EagerNoise, "the p20-p80 spread")
+		s.GPUVerdict, gpuNote = judge(s.VsEager, s.EagerNoise, s.VsCompile, s.CompileNoise, "the p20-p80 spread")
 	}
 	if c.Correct && s.WallVsEager > 0 {
-		s.CallVerdict, callNote = judge(s.WallVsEager, s.WallEagerNoise, "the repeats' spread")
+		s.CallVerdict, callNote = judge(s.WallVsEager, s.WallEagerNoise, s.WallVsCompile, s.WallCompileNoise, "the repeats' spread")
 	}
 	// the verdict on the figure that matches how the model runs; the other one beside it
 	var note string
@@ -200,10 +203,11 @@ func speedup(c bench.Case, use Use) Speedup {
 	if other != "" && other != s.Verdict && other != NotTimed {
 		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s (%s vs eager)", on, other, speedupCell(otherVs, otherNoise)))
 	}
-	if s.VsCompile > 0 && s.VsCompile < 1 && !s.CompileNoise {
+	// torch.compile faster on a figure whose verdict does not already say so
+	if s.VsCompile > 0 && s.VsCompile < 1 && !s.CompileNoise && !(s.Basis == OnGPUTime && s.Verdict == UseCompile) {
 		s.Notes = append(s.Notes, "torch.compile is faster")
 	}
-	if s.WallVsCompile > 0 && s.WallVsCompile < 1 && !s.WallCompileNoise {
+	if s.WallVsCompile > 0 && s.WallVsCompile < 1 && !s.WallCompileNoise && !(s.Basis == OnPerCall && s.Verdict == UseCompile) {
 		s.Notes = append(s.Notes, "torch.compile is faster per call")
 	}
 	if timed && pos(c.FusedHostUs) && c.FusedHostUs > c.FusedUs {
@@ -221,21 +225,38 @@ func speedup(c bench.Case, use Use) Speedup {
 	return s
 }
 
-// judge is the verdict of a correct, timed case from its speedup over eager and whether
-// that is within noise (spread names the noise), with a note explaining it ("" for ship).
-func judge(vs float64, isNoise bool, spread string) (Verdict, string) {
+// judge is the verdict of a correct, timed case from its speedups over eager and over
+// torch.compile on one basis (vsCompile 0: not measured) and whether each is within noise
+// (spread names the noise), with a note explaining it ("" for ship). A kernel measurably
+// faster than eager but measurably slower than torch.compile is UseCompile, whatever its
+// speedup over eager: the advice is torch.compile, not the kernel.
+func judge(vs float64, isNoise bool, vsCompile float64, compileNoise bool, spread string) (Verdict, string) {
+	compileFaster := vsCompile > 0 && vsCompile < 1 && !compileNoise
 	switch {
 	case vs < ShipAtLeast:
 		if isNoise {
 			return DoNotShip, "slower than eager within noise: no gain"
 		}
 		return DoNotShip, ""
-	case vs > ReviewAbove:
+	case vs > ReviewAbove && !compileFaster:
 		return Review, fmt.Sprintf("speedup above %g×: check the baseline and the shapes", ReviewAbove)
 	case isNoise:
 		return Noise, "faster than eager by less than " + spread
+	case compileFaster:
+		return UseCompile, fmt.Sprintf("torch.compile of the chain is %s faster than the kernel", fmtX(1/vsCompile))
 	}
 	return Ship, ""
+}
+
+// FasterThanEager reports whether the case was measured faster than the eager chain, beyond
+// noise, on the figure its verdict is decided on: what a kernel must show to be offered for
+// swapping in (Ship, Review and UseCompile cases).
+func (s *Speedup) FasterThanEager() bool {
+	switch s.Verdict {
+	case Ship, Review, UseCompile:
+		return true
+	}
+	return false
 }
 
 // Tally counts speedups by verdict.
@@ -248,7 +269,7 @@ func tally(ss []Speedup) map[Verdict]int {
 }
 
 // verdictOrder lists the verdicts in the order summaries give them.
-var verdictOrder = []Verdict{Ship, Noise, Review, DoNotShip, NotTimed, Failed}
+var verdictOrder = []Verdict{Ship, UseCompile, Noise, Review, DoNotShip, NotTimed, Failed}
 
 // Formatting shared by the renderers.
 
