@@ -33,7 +33,9 @@ func TestUseCompileVerdict(t *testing.T) {
 		{"compile faster within noise: ship", with(func(c *bench.Case) { c.CompileUs, c.CompileP20, c.CompileP80 = 9.9, 9.0, 11.0 }),
 			UseEager, Ship, true, ""},
 		{"compile faster and over 10x eager: use compile, not review",
-			with(func(c *bench.Case) { c.EagerUs, c.EagerP20, c.EagerP80, c.CompileUs, c.CompileP20, c.CompileP80 = 200, 199, 201, 5, 4.9, 5.1 }),
+			with(func(c *bench.Case) {
+				c.EagerUs, c.EagerP20, c.EagerP80, c.CompileUs, c.CompileP20, c.CompileP80 = 200, 199, 201, 5, 4.9, 5.1
+			}),
 			UseEager, UseCompile, true, ""},
 		{"slower than eager stays do not ship", with(func(c *bench.Case) {
 			c.EagerUs, c.EagerP20, c.EagerP80, c.CompileUs, c.CompileP20, c.CompileP80 = 8, 7.9, 8.1, 5, 4.9, 5.1
