@@ -1,7 +1,7 @@
 """Uniform test/bench interface for the linear_gelu template (see docs/templates.md).
 
 SHAPES[0] is x ``[..., K]``, SHAPES[1] the weight ``[N, K]``; the bias (params["has_bias"]) is
-``[N]``. Forward only. Weights are scaled by 1/sqrt(K) so outputs stay O(1).
+``[N]``. With a backward (LinearGELUFunction). Weights are scaled by 1/sqrt(K) so outputs stay O(1).
 
 In test mode (``poison=True``) fused() also returns y under the other GELU (tanh for an erf
 case, erf for a tanh case) and tells reference() so through ``inputs["both_gelus"]``: the
@@ -29,7 +29,10 @@ import fa_testing as fat
 
 KIND = "gemm"
 OUTPUTS = ["y", "y_other_gelu"]
-GRAD_INPUTS = []
+GRAD_INPUTS = ["x", "weight", "bias"]
+# the gradients go through the fused forward's pre-activation and cuBLAS GEMMs in low
+# precision: compare with the fp32 chain, eager's own error the yardstick (fa_testing)
+QUACK_GRAD = True
 OTHER = {"none": "tanh", "tanh": "none"}
 FAR = [[[3, 40], [5, 40]]]
 ALIAS = [[[9, 40], [24, 40]]]
@@ -57,7 +60,7 @@ def adversarial(params):
 
 
 def has_backward(params):
-    return False
+    return True
 
 
 def interp_shapes(shapes):
@@ -120,6 +123,9 @@ def _refuses(kernel, x, w, b, approx):
 def fused(kernel, inputs, params, poison=False, autograd=False):
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
     approx = params.get("approximate", "none")
+    if autograd:  # both GELUs' backward, as the forward checks both
+        inputs["both_gelus"] = True
+        return tuple(kernel.LinearGELUFunction.apply(x, w, b, a) for a in (approx, OTHER[approx]))
     shape = tuple(x.shape[:-1]) + (w.shape[0],)
     if inputs.get("alias"):
         _refuses(kernel, x, w, b, approx)
@@ -171,3 +177,9 @@ def flops(shapes, dtype, params):
 def gemm_only(inputs, params):
     """The Linear alone (cuBLAS through F.linear): what the fused kernel is measured against."""
     return torch.nn.functional.linear(inputs["x"], inputs["weight"], inputs["bias"])
+
+
+def train(kernel, inputs, params):
+    """The fused chain as a training step calls it (bench's backward and full modes)."""
+    return kernel.LinearGELUFunction.apply(inputs["x"], inputs["weight"], inputs["bias"],
+                                           params.get("approximate", "none"))

@@ -48,9 +48,13 @@ FLOPs (small K) or when the GEMM is memory-bound (small M, decode).
   TMA operands' addresses, the tile's lookup and the launch. x and the output go to the
   kernels as they are with their row strides (``_gemm_rows``), no ``[rows, N]`` views; an
   ``out=`` is still checked at every call (shape, dtype, device, overlap, row view).
-- Forward only. ``LinearGELU`` runs the eager ``F.gelu(F.linear(...))`` when autograd needs a
-  graph (any input requires grad and grad mode is on), so it stays a drop-in in training; the
-  fused kernel is used for inference.
+- Training (``LinearGELUFunction``; ``LinearGELU`` uses it when autograd needs a graph): the
+  forward's GEMM also stores the pre-activation (``pre=``: a second store of the epilogue,
+  what eager's GELU saves, its input); the backward is one pointwise kernel for
+  ``dz = dy * gelu'(pre)`` (``_gelu_bwd_kernel``, fp32 math rounded as eager's gelu_backward)
+  and the gradient GEMMs on cuBLAS (``dx = dz W``, ``dW = dz^T x``, ``db = sum dz``): eager's
+  backward, kernel for kernel, so the saving is the forward's (the GELU's read and write of
+  the output). Saved tensors as eager's: x, W, the pre-activation.
 
 Interpreter-safe: builtins only (``tl.math.rsqrt``, ``tl.exp``; tanh as ``2/(1+exp(-2x))-1``),
 ``tl.full``, no bf16 arithmetic; TMA descriptors are host-side ``TensorDescriptor`` objects,
@@ -393,20 +397,22 @@ def _gelu(x, APPROX: tl.constexpr):
 
 @triton.jit
 def _epilogue(acc, rn, N, BIAS, dtype: tl.constexpr, HAS_BIAS: tl.constexpr, APPROX: tl.constexpr):
-    """On the fp32 accumulator: bias, round like eager's addmm output, GELU, round."""
+    """On the fp32 accumulator: bias, round like eager's addmm output (the GELU's input, which
+    training saves for the backward), GELU, round. Returns (pre-activation, output)."""
     if HAS_BIAS:
         acc += tl.load(BIAS + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-    z = _cast(acc, dtype)
-    return _cast(_gelu(z.to(tl.float32), APPROX), dtype)
+    pre = _cast(acc, dtype)
+    return pre, _cast(_gelu(pre.to(tl.float32), APPROX), dtype)
 
 
 @triton.jit
-def _linear_gelu_tma_kernel(a_desc, w_desc, y_desc, BIAS, M, N,
-                            K: tl.constexpr, HAS_BIAS: tl.constexpr, APPROX: tl.constexpr, DOT_F32: tl.constexpr,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            GROUP_M: tl.constexpr):
+def _linear_gelu_tma_kernel(a_desc, w_desc, y_desc, p_desc, BIAS, M, N,
+                            K: tl.constexpr, HAS_BIAS: tl.constexpr, APPROX: tl.constexpr, SAVE_PRE: tl.constexpr,
+                            DOT_F32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """x [M, K] and W [N, K] tiles by tensor descriptor (zero-filled past the edges, so nothing
-    is masked); y leaves by one clipped TMA store."""
+    is masked); y leaves by one clipped TMA store, and with SAVE_PRE the pre-activation by
+    another (p_desc; training)."""
     pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
@@ -419,15 +425,19 @@ def _linear_gelu_tma_kernel(a_desc, w_desc, y_desc, BIAS, M, N,
         else:
             acc = tl.dot(a, w.T, acc)
     rn = off_n + tl.arange(0, BLOCK_N)
-    y_desc.store([off_m, off_n], _epilogue(acc, rn, N, BIAS, y_desc.dtype, HAS_BIAS, APPROX))
+    pre, y = _epilogue(acc, rn, N, BIAS, y_desc.dtype, HAS_BIAS, APPROX)
+    y_desc.store([off_m, off_n], y)
+    if SAVE_PRE:
+        p_desc.store([off_m, off_n], pre)
 
 
 @triton.jit
-def _linear_gelu_kernel(A, W, BIAS, Y, M, N, sam, sak, swn, swk, sym, syn,
-                        K: tl.constexpr, HAS_BIAS: tl.constexpr, APPROX: tl.constexpr, DOT_F32: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                        GROUP_M: tl.constexpr):
-    """Pointer-based GEMM: any strides, fp32 operands."""
+def _linear_gelu_kernel(A, W, BIAS, Y, P, M, N, sam, sak, swn, swk, sym, syn,
+                        K: tl.constexpr, HAS_BIAS: tl.constexpr, APPROX: tl.constexpr, SAVE_PRE: tl.constexpr,
+                        DOT_F32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Pointer-based GEMM: any strides, fp32 operands. SAVE_PRE: the pre-activation also
+    stored, into P (training), which has Y's strides."""
     pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -458,9 +468,30 @@ def _linear_gelu_kernel(A, W, BIAS, Y, M, N, sam, sak, swn, swk, sym, syn,
         a_ptr += a_step
         w_ptr += w_step
 
-    z = _epilogue(acc, rn, N, BIAS, Y.dtype.element_ty, HAS_BIAS, APPROX)
+    pre, z = _epilogue(acc, rn, N, BIAS, Y.dtype.element_ty, HAS_BIAS, APPROX)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    tl.store(Y + rm.to(tl.int64)[:, None] * sym + rn.to(tl.int64)[None, :] * syn, z, mask=mask)
+    offs = rm.to(tl.int64)[:, None] * sym + rn.to(tl.int64)[None, :] * syn
+    tl.store(Y + offs, z, mask=mask)
+    if SAVE_PRE:
+        tl.store(P + offs, pre, mask=mask)
+
+
+@triton.jit(do_not_specialize=["n"])
+def _gelu_bwd_kernel(DY, PRE, DZ, n, APPROX: tl.constexpr, BLOCK: tl.constexpr):
+    """dz = dy * gelu'(pre) over n contiguous elements, in fp32 and rounded to dz's dtype, as
+    eager's gelu_backward: erf: Phi(z) + z phi(z); tanh: with t = tanh(c (z + 0.044715 z^3)),
+    0.5 (1 + t) + 0.5 z (1 - t^2) c (1 + 3 * 0.044715 z^2)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    dy = tl.load(DY + offs, mask=m, other=0.0).to(tl.float32)
+    z = tl.load(PRE + offs, mask=m, other=0.0).to(tl.float32)
+    if APPROX == 1:
+        inner = 0.7978845608028654 * (z + 0.044715 * z * z * z)
+        t = 2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0
+        d = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * z * z)
+    else:
+        d = 0.5 * (1.0 + _erf(z * 0.7071067811865476)) + z * 0.3989422804014327 * tl.exp(-0.5 * z * z)
+    tl.store(DZ + offs, _cast(dy * d, DZ.dtype.element_ty), mask=m)
 
 
 # --- fa:shared rows ---
@@ -548,8 +579,12 @@ def _plan(x, weight, bias, approximate):
             bias is not None and bias.stride(0) != 1, INTERPRET or x.dtype == torch.float32)
 
 
-def linear_gelu(x, weight, bias=None, approximate="none", out=None):
-    """y = gelu(x @ weight^T + bias, approximate); forward only."""
+def linear_gelu(x, weight, bias=None, approximate="none", out=None, pre=None):
+    """y = gelu(x @ weight^T + bias, approximate) (see LinearGELUFunction for autograd).
+
+    ``pre``: a contiguous ``[..., N]`` buffer of x's dtype that also receives the
+    pre-activation ``x @ weight^T + bias`` (rounded as eager's addmm output), which the backward
+    needs; ``out`` must then be contiguous too (or None)."""
     key = (x.shape, x.stride(), x.dtype, weight.shape, weight.stride(), weight.dtype, approximate,
            None if bias is None else (bias.shape, bias.stride(), bias.dtype))
     plan = _PLANS.get(key)
@@ -574,44 +609,96 @@ def linear_gelu(x, weight, bias=None, approximate="none", out=None):
             raise ValueError("output must be viewable as [rows, N]")
         _, ys, ycs = rows
         tma = tma_xw and _tma_layout(x.dtype, (ys, ycs))
+    save = pre is not None
+    if save:
+        if pre.shape != shape or pre.dtype != x.dtype or pre.device != x.device or not pre.is_contiguous():
+            raise ValueError("linear_gelu: pre must be a contiguous tensor of the output's shape and dtype")
+        if (ys, ycs) != (N, 1):
+            raise ValueError("linear_gelu: with pre, out must be contiguous")
+        _check_alias("linear_gelu", [("out", out)], [("pre", pre)])
+        _check_alias("linear_gelu", [("pre", pre)], [("x", x), ("weight", weight), ("bias", bias)])
     if M == 0 or N == 0:
         return out
     if K == 0:
         z = torch.zeros(shape, dtype=x.dtype, device=x.device) if bias is None else bias.expand(shape)
+        if save:
+            pre.copy_(z)
         return out.copy_(F.gelu(z, approximate=approximate))
 
     a = x.reshape(-1, K) if copy else x  # the kernels read x's rows through rs, cs
     has_bias = bias is not None
     b = bias if has_bias else weight  # a placeholder pointer when there is no bias
-    if tma and (a.data_ptr() | weight.data_ptr() | out.data_ptr()) % 16 == 0:
+    if tma and (a.data_ptr() | weight.data_ptr() | out.data_ptr() | (pre.data_ptr() if save else 0)) % 16 == 0:
         kernel = _linear_gelu_tma_kernel
         ash, ast, wsh, wst, ysh, yst = [M, K], [rs, 1], [N, K], [weight.stride(0), 1], [M, N], [ys, 1]
 
-        def run(tile, y):
+        def run(tile, y, p):
             bm, bn, bk = tile[:3]
+            yd = _desc(y, ysh, yst, [bm, bn])
             _gemm_launch(kernel, _gemm_grid(M, N, tile),
-                         (_desc(a, ash, ast, [bm, bk]), _desc(weight, wsh, wst, [bn, bk]), _desc(y, ysh, yst, [bm, bn])),
-                         (b, M, N), tile, K=K, HAS_BIAS=has_bias, APPROX=approx, DOT_F32=dot_f32)
+                         (_desc(a, ash, ast, [bm, bk]), _desc(weight, wsh, wst, [bn, bk]), yd,
+                          _desc(p, ysh, yst, [bm, bn]) if save else yd),  # yd: a placeholder, never stored to
+                         (b, M, N), tile, K=K, HAS_BIAS=has_bias, APPROX=approx, SAVE_PRE=save, DOT_F32=dot_f32)
     else:
         kernel = _linear_gelu_kernel
         sw0, sw1 = weight.stride()
 
-        def run(tile, y):
+        def run(tile, y, p):
             _gemm_launch(kernel, _gemm_grid(M, N, tile), (),
-                         (a, weight, b, y, M, N, rs, cs, sw0, sw1, ys, ycs), tile,
-                         K=K, HAS_BIAS=has_bias, APPROX=approx, DOT_F32=dot_f32)
+                         (a, weight, b, y, p if save else y, M, N, rs, cs, sw0, sw1, ys, ycs), tile,
+                         K=K, HAS_BIAS=has_bias, APPROX=approx, SAVE_PRE=save, DOT_F32=dot_f32)
 
-    # tuned once per bucket of M, on a scratch output (the caller's out is written once, below)
-    tile = _gemm_tile(kernel, M, N, K, x, (has_bias, approx),
-                      lambda t: run(t, torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device)))
-    run(tile, out)
+    # tuned once per bucket of M, on scratch outputs (the caller's are written once, below)
+    def scratch():
+        return torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device)
+
+    tile = _gemm_tile(kernel, M, N, K, x, (has_bias, approx, save),
+                      lambda t: run(t, scratch(), scratch() if save else None))
+    run(tile, out, pre)
     return out
 
 
-class LinearGELU(torch.nn.Linear):
-    """Drop-in for ``F.gelu(linear(x), approximate)``: an ``nn.Linear`` whose forward is fused.
+class LinearGELUFunction(torch.autograd.Function):
+    """Autograd for linear_gelu. Forward: the fused GEMM also stores the pre-activation
+    (what eager's GELU saves: its input); backward: one pointwise kernel for dz = dy *
+    gelu'(pre) (as eager's gelu_backward), then the two gradient GEMMs (cuBLAS) and the bias
+    gradient (a row sum), as eager's addmm backward. Saved: x, W and the pre-activation, as
+    eager saves them."""
 
-    Forward only: when autograd needs a graph it runs the eager chain instead."""
+    @staticmethod
+    def forward(ctx, x, weight, bias, approximate):
+        pre = torch.empty(*x.shape[:-1], weight.shape[0], dtype=x.dtype, device=x.device)
+        y = linear_gelu(x, weight, bias, approximate, pre=pre)
+        ctx.save_for_backward(x, weight, pre)
+        ctx.approx = APPROXIMATE[approximate]
+        ctx.has_bias = bias is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, pre = ctx.saved_tensors
+        N, K = weight.shape
+        dy = dy.contiguous()
+        dz = torch.empty_like(pre)
+        n = pre.numel()
+        if n:
+            block = 256 if INTERPRET else 1024
+            _launch(_gelu_bwd_kernel, ((n + block - 1) // block,), (dy, pre, dz, n), num_warps=4,
+                    APPROX=ctx.approx, BLOCK=block)
+        dz2 = dz.reshape(-1, N)
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = (dz2 @ weight).reshape(x.shape)
+        if ctx.needs_input_grad[1]:
+            dw = dz2.t() @ x.reshape(-1, K)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = dz2.sum(0)
+        return dx, dw, db, None
+
+
+class LinearGELU(torch.nn.Linear):
+    """Drop-in for ``F.gelu(linear(x), approximate)``: an ``nn.Linear`` whose forward is fused;
+    when autograd needs a graph, through LinearGELUFunction."""
 
     def __init__(self, in_features, out_features, bias=True, approximate="none", device=None, dtype=None):
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
@@ -635,5 +722,5 @@ class LinearGELU(torch.nn.Linear):
         needs_graph = torch.is_grad_enabled() and (
             x.requires_grad or self.weight.requires_grad or (self.bias is not None and self.bias.requires_grad))
         if needs_graph:
-            return F.gelu(F.linear(x, self.weight, self.bias), approximate=self.approximate)
+            return LinearGELUFunction.apply(x, self.weight, self.bias, self.approximate)
         return linear_gelu(x, self.weight, self.bias, self.approximate)

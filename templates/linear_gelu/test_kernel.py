@@ -69,19 +69,59 @@ def test_nan_inf(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_module_training_falls_back(device):
-    lin = torch.nn.Linear(24, 16, device=device)
-    m = kernel.LinearGELU.from_linear(lin, "tanh")
-    x = torch.randn(3, 24, device=device)
+@pytest.mark.parametrize("approx", ["none", "tanh"])
+def test_module_trains_through_the_function(device, approx, monkeypatch):
+    """In training LinearGELU runs LinearGELUFunction: the fused forward (the pre-activation
+    stored by the same kernel) and the fused GELU derivative; gradients of x, W and b match
+    float64 eager (fp32 data: within 1e-4), including a 3-D input and rows past the tile."""
+    calls = []
+    real = kernel.LinearGELUFunction.apply
+    monkeypatch.setattr(kernel.LinearGELUFunction, "apply", lambda *a: calls.append(1) or real(*a))
+    g = fat.gen(3)
+    lin = torch.nn.Linear(40, 24, device=device)
+    m = kernel.LinearGELU.from_linear(lin, approx)
+    x = fat.randn([2, 37, 40], torch.float32, device, g).requires_grad_(True)
     with torch.no_grad():
-        fat.assert_close(m(x), F.gelu(lin(x), approximate="tanh"), 1e-4, 1e-4)
-    y = m(x)  # weight requires grad: eager path, gradients flow
-    y.sum().backward()
-    assert lin.weight.grad is not None
+        fat.assert_close(m(x), F.gelu(lin(x), approximate=approx), 1e-4, 1e-4)
+    assert calls == []  # inference: the plain kernel
+    dy = fat.randn([2, 37, 24], torch.float32, device, g)
+    got = torch.autograd.grad(m(x), [x, lin.weight, lin.bias], dy)
+    assert calls == [1]
+    x64, w64, b64 = (t.detach().double().requires_grad_(True) for t in (x, lin.weight, lin.bias))
+    want = torch.autograd.grad(F.gelu(F.linear(x64, w64, b64), approximate=approx), [x64, w64, b64], dy.double())
+    for name, gg, ww in zip(("dx", "dW", "db"), got, want):
+        fat.assert_close(gg, ww.float(), 1e-4, 1e-4, name=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pre_activation_buffer(device):
+    """pre= receives x W^T + b exactly as eager's addmm output rounds it (bf16), from the same
+    launch as y (the TMA kernel where aligned, the pointer kernel otherwise); a pre that is not
+    contiguous, or an out that is not, or a pre overlapping x, is refused."""
+    g = fat.gen(4)
+    bf = torch.bfloat16
+    for k in (72, 70):  # TMA-aligned, then not
+        x = fat.randn([33, k], bf, device, g)
+        w = fat.randn([48, k], bf, device, g, std=k ** -0.5)
+        b = fat.randn([48], bf, device, g)
+        pre = fat.poison((33, 48), bf, device)
+        y = kernel.linear_gelu(x, w, b, "none", pre=pre)
+        lin = F.linear(x.float(), w.float(), b.float())
+        fat.assert_close(pre, lin.to(bf), *fat.tol("gemm", bf), name=f"pre K={k}")
+        fat.assert_close(y, F.gelu(pre.float()).to(bf), 1e-2, 1e-2, name=f"y from pre K={k}")
+    with pytest.raises(ValueError, match="pre must be"):
+        kernel.linear_gelu(x, w, b, pre=torch.empty(48, 33, dtype=bf, device=device).t())
+    with pytest.raises(ValueError, match="out must be contiguous"):
+        kernel.linear_gelu(x, w, b, pre=torch.empty(33, 48, dtype=bf, device=device),
+                           out=torch.empty(48, 33, dtype=bf, device=device).t())
+    buf = torch.empty(33 * k + 33 * 48, dtype=bf, device=device)
+    xa = buf[:33 * k].view(33, k).copy_(x)
+    with pytest.raises(ValueError, match="shares memory"):
+        kernel.linear_gelu(xa, w, b, pre=buf[33 * k - 1:33 * k - 1 + 33 * 48].view(33, 48))
     with pytest.raises(ValueError):
-        kernel.linear_gelu(x, torch.randn(16, 23, device=device))
+        kernel.linear_gelu(x, torch.randn(16, 23, device=device, dtype=bf))
     with pytest.raises(ValueError, match="approximate"):
-        kernel.linear_gelu(x, lin.weight, approximate="fast")
+        kernel.linear_gelu(x, w, approximate="fast")
 
 
 @pytest.mark.parametrize("device", DEVICES)
