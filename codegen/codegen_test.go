@@ -23,7 +23,7 @@ var goldenSpecs = map[string]Spec{
 		Pattern: "bias_gelu", Dtype: "bf16", Shapes: [][]int64{{8, 512, 3072}, {3072}},
 		Params:      Params{Approximate: "tanh", HasBias: true},
 		Source:      Source{Trace: "traces/h200/gpt2_train_bf16.json", Site: "aten::add -> aten::gelu @ model.py:42"},
-		EstSavingUs: 123.4,
+		EstSavingUs: 123.4, Instances: 12, GPUTimeUs: 345.6,
 	},
 	"mask_softmax_causal_fp16": {
 		Pattern: "mask_softmax", Dtype: "fp16", Shapes: [][]int64{{8, 12, 129, 129}},
@@ -218,6 +218,8 @@ func TestValidate(t *testing.T) {
 		{"bad approximate", func(s *Spec) { s.Params.Approximate = "fast" }, "approximate"},
 		{"unused param", func(s *Spec) { s.Params.Eps = 1e-5 }, "not used"},
 		{"nan saving", func(s *Spec) { s.EstSavingUs = nan() }, "finite"},
+		{"nan gpu time", func(s *Spec) { s.GPUTimeUs = nan() }, "gpu_time_us"},
+		{"negative instances", func(s *Spec) { s.Instances = -1 }, "instances"},
 		{"softmax bad mask", func(s *Spec) {
 			*s = minimalSpec("mask_softmax")
 			s.Params.MaskKind = "sliding"

@@ -40,3 +40,37 @@ func TestGeneratedFolderPasses(t *testing.T) {
 		t.Fatalf("pytest on generated folders: %v\n%s", err, out)
 	}
 }
+
+// TestSwapInSnippet runs the README's swap-in code of the GEMM patterns, whose snippets take
+// the module the traced model ran: an nn.Linear or Hugging Face's Conv1D (GPT-2; weight
+// [in, out], no in_features), with each kernel copied beside the others under its own module
+// name (testdata/swap_in_check.py). Skipped with -short or without the pinned Python.
+func TestSwapInSnippet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	py := findPython(t)
+	root := t.TempDir()
+	var dirs []string
+	for name, s := range map[string]Spec{
+		"linear_gelu":      {Pattern: "linear_gelu", Dtype: "fp32", Shapes: [][]int64{{2, 5, 16}, {24, 16}, {24}}, Params: Params{HasBias: true}},
+		"layernorm_linear": {Pattern: "layernorm_linear", Dtype: "fp32", Shapes: [][]int64{{2, 5, 16}, {24, 16}, {24}}, Params: Params{HasBias: true}},
+		"linear_gelu_tanh": {Pattern: "linear_gelu", Dtype: "fp32", Shapes: [][]int64{{2, 5, 16}, {24, 16}, {24}}, Params: Params{HasBias: true, Approximate: "tanh"}},
+	} {
+		d := filepath.Join(root, name)
+		if err := Write(d, s, false); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	check, err := filepath.Abs(filepath.Join("testdata", "swap_in_check.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, append([]string{check}, dirs...)...)
+	cmd.Env = append(os.Environ(), "TRITON_INTERPRET=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.Count("\n"+string(out), "\nok ") != 6 {
+		t.Fatalf("swap-in snippets: %v\n%s", err, out)
+	}
+}

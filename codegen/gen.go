@@ -20,7 +20,7 @@ type Item struct {
 // trace but validated numbers and enum values reaches the spec's code-bearing fields; the
 // Source is left for the caller.
 func SpecFromGroup(pattern string, g patterns.ShapeGroup) (Spec, string) {
-	s := Spec{Pattern: pattern, EstSavingUs: g.EstSavingUs}
+	s := Spec{Pattern: pattern, EstSavingUs: g.EstSavingUs, Instances: g.Instances, GPUTimeUs: g.GPUTimeUs}
 	if g.Instances > 0 && g.EstFusedUs > 0 {
 		s.EstFusedUs = g.EstFusedUs / float64(g.Instances)
 	}

@@ -34,12 +34,10 @@ func DirName(spec Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.EstSavingUs, s.EstFusedUs = 0, 0
-	m, err := manifest(s, nil)
+	h, err := specHash(s)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(m)
 	dims := make([]string, len(s.Shapes[0]))
 	for i, d := range s.Shapes[0] {
 		dims[i] = strconv.FormatInt(d, 10)
@@ -55,6 +53,44 @@ func DirName(spec Spec) (string, error) {
 	if patterns.IsGEMM(s.Pattern) && len(s.Shapes) > 1 {
 		shape += "x" + strconv.FormatInt(s.Shapes[1][0], 10)
 	}
-	parts = append(parts, s.Dtype, shape, hex.EncodeToString(sum[:4]))
+	parts = append(parts, s.Dtype, shape, h)
 	return strings.Join(parts, "-"), nil
+}
+
+// specHash is 8 hex digits of the SHA-256 of the resolved spec's manifest without the cost
+// model's estimates and the trace's timings (so a case keeps its names when they change).
+func specHash(s Spec) (string, error) {
+	s.EstSavingUs, s.EstFusedUs, s.Instances, s.GPUTimeUs = 0, 0, 0, 0
+	m, err := manifest(s, nil, "")
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(m)
+	return hex.EncodeToString(sum[:4]), nil
+}
+
+// ModuleName is the Python module name spec's kernel is imported by once copied beside a
+// model: "fuseadvise_<pattern>_<the hash of DirName>", e.g. "fuseadvise_bias_gelu_1a2b3c4d".
+// Each kernel folder has its own, so several copied into one folder do not collide ("kernel"
+// would).
+func ModuleName(spec Spec) (string, error) {
+	s, err := resolve(spec)
+	if err != nil {
+		return "", err
+	}
+	h, err := specHash(s)
+	if err != nil {
+		return "", err
+	}
+	return "fuseadvise_" + s.Pattern + "_" + h, nil
+}
+
+// Usage is pattern's swap-in snippet (the registry's Usage) importing the kernel from
+// module; "" for an unknown pattern.
+func Usage(pattern, module string) string {
+	p, ok := patterns.Lookup(pattern)
+	if !ok {
+		return ""
+	}
+	return strings.ReplaceAll(p.Usage, patterns.UsageModule, module)
 }

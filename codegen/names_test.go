@@ -2,7 +2,10 @@ package codegen
 
 import (
 	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
 func TestParseDtype(t *testing.T) {
@@ -50,5 +53,39 @@ func TestDirName(t *testing.T) {
 	}
 	if _, err := DirName(Spec{Pattern: "nope"}); err == nil {
 		t.Error("DirName accepted an invalid spec")
+	}
+}
+
+// TestModuleNames: every pattern's snippet imports its kernel by the kernel's own module
+// name (never "kernel", which two kernels copied beside one model would share), and two
+// kernels of one pattern get two names.
+func TestModuleNames(t *testing.T) {
+	ident := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	for _, p := range patterns.Catalog() {
+		u := Usage(p.ID, "fuseadvise_m")
+		if !strings.Contains(u, "from fuseadvise_m import ") || strings.Contains(u, "from kernel ") || strings.Contains(u, patterns.UsageModule) {
+			t.Errorf("%s: the snippet does not import from its module:\n%s", p.ID, u)
+		}
+	}
+	a := Spec{Pattern: "bias_gelu", Dtype: "bf16", Shapes: [][]int64{{8, 512, 3072}, {3072}}, Params: Params{HasBias: true}}
+	b := a
+	b.Shapes = [][]int64{{8, 512, 768}, {768}}
+	ma, err := ModuleName(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := ModuleName(b)
+	if ma == mb || !ident.MatchString(ma) || !strings.HasPrefix(ma, "fuseadvise_bias_gelu_") {
+		t.Errorf("module names %q and %q: want two distinct Python identifiers", ma, mb)
+	}
+	dir, _ := DirName(a)
+	if !strings.HasSuffix(dir, ma[len("fuseadvise_bias_gelu_"):]) {
+		t.Errorf("module %q and folder %q do not share their hash", ma, dir)
+	}
+	// the trace's timings change neither name
+	c := a
+	c.Instances, c.GPUTimeUs, c.EstSavingUs, c.EstFusedUs = 7, 99, 50, 3
+	if mc, _ := ModuleName(c); mc != ma {
+		t.Errorf("timings changed the module name: %q, %q", mc, ma)
 	}
 }

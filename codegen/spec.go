@@ -25,6 +25,11 @@ type Spec struct {
 	// EstFusedUs is the cost model's estimate of one fused call at these shapes, microseconds
 	// (finite, >= 0; 0 when not estimated); the benchmark compares it with the measured time.
 	EstFusedUs float64
+	// Instances and GPUTimeUs are this shape group's evidence in the trace: its forward
+	// instances and their GPU time now (microseconds, all instances; finite, >= 0; 0 when
+	// not known). The PR shows them, and compares EstFusedUs with GPUTimeUs / Instances.
+	Instances int
+	GPUTimeUs float64
 }
 
 // Params are the pattern parameters: the fields a pattern's schema (patterns.Pattern.Params)
@@ -96,6 +101,9 @@ func resolve(s Spec) (Spec, error) {
 	}
 	if math.IsNaN(s.EstFusedUs) || math.IsInf(s.EstFusedUs, 0) || s.EstFusedUs < 0 {
 		return s, fmt.Errorf("codegen: %s: est_fused_us is not a finite non-negative number", s.Pattern)
+	}
+	if math.IsNaN(s.GPUTimeUs) || math.IsInf(s.GPUTimeUs, 0) || s.GPUTimeUs < 0 || s.Instances < 0 {
+		return s, fmt.Errorf("codegen: %s: instances and gpu_time_us must be finite non-negative numbers", s.Pattern)
 	}
 	if len(s.Source.Trace) > maxText || len(s.Source.Site) > maxText {
 		return s, fmt.Errorf("codegen: %s: source text longer than %d bytes", s.Pattern, maxText)

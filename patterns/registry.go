@@ -52,7 +52,9 @@ type Pattern struct {
 	// Params is the kernel's parameter schema: the entries of case.py's PARAMS, with the
 	// values each allows and its default. codegen writes them in the order of KernelParamNames.
 	Params []Param
-	// Usage is the README's swap-in snippet: static Python, no data from the trace.
+	// Usage is the README's swap-in snippet: static Python, no data from the trace. It
+	// imports the kernel from UsageModule, which codegen replaces with the kernel's own module
+	// name (several kernels copied beside one model must not all be "kernel").
 	Usage string
 
 	match func(g *graph, n int32) (*Instance, bool)
@@ -66,6 +68,45 @@ type Pattern struct {
 	// advise adds advice that depends on the opportunity (after Advice).
 	advise func(o *Opportunity) []string
 }
+
+// UsageModule stands for the kernel's module name in Usage.
+const UsageModule = "{module}"
+
+// asLinear is the part of the GEMM patterns' snippets that takes the module the trace ran:
+// an nn.Linear, or Hugging Face's Conv1D (GPT-2 and the models built on its code), which computes
+// x @ weight + bias with weight [in, out] and has no in_features.
+const asLinear = `
+
+class Conv1DAsLinear(torch.nn.Module):
+    """Hugging Face's Conv1D (y = x @ weight + bias, weight [in, out]) seen as an nn.Linear
+    (weight [out, in]): the same parameters, the weight a transposed view read on each use."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+        self.in_features, self.out_features = conv.weight.shape
+
+    @property
+    def weight(self):
+        return self.conv.weight.t()
+
+    @property
+    def bias(self):
+        return self.conv.bias
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def as_linear(m):
+    if isinstance(m, torch.nn.Linear):
+        return m
+    if type(m).__name__ == "Conv1D" and m.weight.dim() == 2:
+        return Conv1DAsLinear(m)
+    raise TypeError(f"want an nn.Linear or Hugging Face's Conv1D, got {type(m).__name__}")
+
+
+`
 
 // Catalog returns the patterns, in report order.
 func Catalog() []*Pattern { return catalog }
@@ -104,7 +145,7 @@ var catalog = []*Pattern{
 		Refuses:  "an add of two full tensors (a residual, not a bias); a gelu whose input comes from a GEMM with the bias inside (that is linear_gelu)",
 		Template: "bias_gelu",
 		Params:   []Param{paramApproximate, paramHasBias},
-		Usage:    "from kernel import BiasGELU\ny = BiasGELU(approximate)(x, bias)        # was F.gelu(x + bias, approximate=...)",
+		Usage:    "from {module} import BiasGELU\ny = BiasGELU(approximate)(x, bias)        # was F.gelu(x + bias, approximate=...)",
 		match:    matchBiasGelu,
 		toCase:   caseBiasGelu,
 	},
@@ -119,7 +160,7 @@ var catalog = []*Pattern{
 		Refuses:  "a matmul/mm without bias followed by an add (that is bias_gelu); a gelu on a value no GEMM produced",
 		Template: "linear_gelu",
 		Params:   []Param{paramApproximate, paramHasBias},
-		Usage:    "from kernel import LinearGELU\nlayer = LinearGELU.from_linear(linear, approximate)  # was F.gelu(linear(x))\ny = layer(x)",
+		Usage:    "import torch\nfrom {module} import LinearGELU\n" + asLinear + "# after the model is loaded and on its device (a Conv1D's weight is viewed once, here)\nlayer = LinearGELU.from_linear(as_linear(linear), approximate)  # was F.gelu(linear(x))\ny = layer(x)",
 		match:    matchLinearGelu,
 		toCase:   caseLinearGelu,
 		check:    checkGEMMShapes,
@@ -134,7 +175,7 @@ var catalog = []*Pattern{
 		Refuses:  "a tanh without a cubic term on the same tensor (LSTM gates, mish); runs of fewer than 6 or more than 9 ops",
 		Template: "gelu_pyops",
 		Params:   []Param{paramHasBias, paramOutDtype},
-		Usage:    "from kernel import NewGELU\ny = NewGELU()(x)                         # was HF NewGELUActivation / 0.5*x*(1+tanh(...))",
+		Usage:    "from {module} import NewGELU\ny = NewGELU()(x)                         # was HF NewGELUActivation / 0.5*x*(1+tanh(...))",
 		match:    matchGeluPyops,
 		toCase:   caseGeluPyops,
 	},
@@ -148,7 +189,7 @@ var catalog = []*Pattern{
 		Refuses:  "a softmax whose input is not produced by a mask op; an add whose other operand does not broadcast along the softmax rows",
 		Template: "mask_softmax",
 		Params:   []Param{paramMaskKind, paramMaskFill, paramScale, paramP, paramMaskDtype, paramOutDtype},
-		Usage:    "from kernel import MaskSoftmax\ny = MaskSoftmax(scale=..., mask_kind=..., p=...)(scores, mask)  # was softmax(masked_fill(scores*scale, mask, fill))",
+		Usage:    "from {module} import MaskSoftmax\ny = MaskSoftmax(scale=..., mask_kind=..., p=...)(scores, mask)  # was softmax(masked_fill(scores*scale, mask, fill))",
 		match:    matchMaskSoftmax,
 		toCase:   caseMaskSoftmax,
 		assume:   assumeMaskSoftmax,
@@ -165,7 +206,7 @@ var catalog = []*Pattern{
 		Refuses:  "a LayerNorm whose output goes through a dropout that runs, or any other op, before the GEMM",
 		Template: "layernorm_linear",
 		Params:   []Param{paramHasBias, paramEps(1e-5)},
-		Usage:    "from kernel import LayerNormLinear\nlayer = LayerNormLinear.from_modules(layer_norm, linear)  # was linear(layer_norm(x))\ny = layer(x)",
+		Usage:    "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
 		match:    matchLayerNormLinear,
 		toCase:   caseLayerNormLinear,
 		assume:   assumeLayerNormLinear,
@@ -182,7 +223,7 @@ var catalog = []*Pattern{
 		Refuses:  "an add with a scalar (not a residual)",
 		Template: "add_layernorm",
 		Params:   []Param{paramEps(1e-5), paramResidualDtype},
-		Usage:    "from kernel import AddLayerNorm\ns, y = AddLayerNorm.from_layer_norm(layer_norm)(x, residual)  # was s = x + residual; y = layer_norm(s)",
+		Usage:    "from {module} import AddLayerNorm\ns, y = AddLayerNorm.from_layer_norm(layer_norm)(x, residual)  # was s = x + residual; y = layer_norm(s)",
 		match:    matchAddLayerNorm,
 		toCase:   caseAddLayerNorm,
 		assume:   assumeEps("1e-5"),
@@ -198,7 +239,7 @@ var catalog = []*Pattern{
 		Refuses:  "a dropout that does not run (eval mode or p = 0: aten::dropout returns its input)",
 		Template: "dropout_add",
 		Params:   []Param{paramHasBias, paramP, paramResidualDtype},
-		Usage:    "from kernel import DropoutAdd\ny = DropoutAdd(p)(x, residual, bias)     # was residual + dropout(x + bias, p)",
+		Usage:    "from {module} import DropoutAdd\ny = DropoutAdd(p)(x, residual, bias)     # was residual + dropout(x + bias, p)",
 		match:    matchDropoutAdd,
 		toCase:   caseDropoutAdd,
 		assume:   assumeDropoutAdd,
@@ -213,7 +254,7 @@ var catalog = []*Pattern{
 		Refuses:  "an rsqrt not fed by mean(x^2) over the last dim, or whose result does not scale the same x",
 		Template: "rmsnorm_pyops",
 		Params:   []Param{paramEps(1e-6), paramCasting},
-		Usage:    "from kernel import RMSNorm\nnorm = RMSNorm.from_module(llama_rms_norm)  # was LlamaRMSNorm\ny = norm(x)",
+		Usage:    "from {module} import RMSNorm\nnorm = RMSNorm.from_module(llama_rms_norm)  # was LlamaRMSNorm\ny = norm(x)",
 		match:    matchRMSNormPyops,
 		toCase:   caseRMSNormPyops,
 		assume:   assumeEps("1e-6"),
@@ -228,7 +269,7 @@ var catalog = []*Pattern{
 		Refuses:  "a silu multiplied by a scalar or by a tensor of another shape",
 		Template: "swiglu",
 		Params:   nil, // the kernel takes no parameter
-		Usage:    "from kernel import SwiGLU\ny = SwiGLU()(gate, up)                   # was F.silu(gate) * up",
+		Usage:    "from {module} import SwiGLU\ny = SwiGLU()(gate, up)                   # was F.silu(gate) * up",
 		match:    matchSwiGLU,
 		toCase:   caseSwiGLU,
 	},
