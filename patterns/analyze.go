@@ -30,7 +30,10 @@ type Report struct {
 	Calibration   []Calibration  `json:"calibration,omitempty"` // one per trace
 	// Optimizers are optimizer steps run as per-tensor loops (advice: foreach/fused).
 	Optimizers []OptimizerFinding `json:"optimizers,omitempty"`
-	Notes      []string           `json:"notes,omitempty"`
+	// Totals sets the opportunities together (overlapping chains counted once) against
+	// the step; nil in analyses from before it was recorded and when nothing was found.
+	Totals *Totals  `json:"totals,omitempty"`
+	Notes  []string `json:"notes,omitempty"`
 }
 
 // TraceSummary describes an analyzed trace (or, in Report.Trace when several
@@ -59,14 +62,19 @@ type Opportunity struct {
 	// Kernels is the number of kernels the forward instances launched;
 	// LaunchesSaved how many launches one fused kernel per instance removes, and
 	// EstLaunchSavingUs their host-side cost (CostModel.LaunchUs each).
-	Kernels           int          `json:"kernels"`
-	LaunchesSaved     int          `json:"launches_saved"`
-	EstLaunchSavingUs float64      `json:"est_launch_saving_us"`
-	Untimed           int          `json:"untimed_instances,omitempty"` // instances whose ops launched no GPU work in the trace
-	Fused             string       `json:"fused_kernel"`
-	Advice            []string     `json:"advice,omitempty"`
-	Shapes            []ShapeGroup `json:"shapes"`
-	PerRank           []RankShare  `json:"per_rank,omitempty"`
+	Kernels           int     `json:"kernels"`
+	LaunchesSaved     int     `json:"launches_saved"`
+	EstLaunchSavingUs float64 `json:"est_launch_saving_us"`
+	Untimed           int     `json:"untimed_instances,omitempty"` // instances whose ops launched no GPU work in the trace
+	// CountedInstances and CountedSavingUs are the instances (and their saving) in the
+	// non-overlapping set that Report.Totals sums; fewer than Instances where chains of
+	// another pattern share their ops and save more.
+	CountedInstances int          `json:"counted_instances"`
+	CountedSavingUs  float64      `json:"counted_saving_us"`
+	Fused            string       `json:"fused_kernel"`
+	Advice           []string     `json:"advice,omitempty"`
+	Shapes           []ShapeGroup `json:"shapes"`
+	PerRank          []RankShare  `json:"per_rank,omitempty"`
 }
 
 // ShapeGroup is one (dims, dtype, params) group of instances: what a kernel
@@ -106,6 +114,7 @@ type ranked struct {
 	bwUs float64
 	src  string
 	rank int
+	ti   int // index of its trace
 }
 
 // Analyze finds the catalog's patterns in traces (the ranks of one run) and
@@ -190,19 +199,24 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 		for _, in := range detect(g, opts.Pattern) {
 			e := estimateInstance(&m, t, in)
-			rk := ranked{in: in, est: e, rank: rank, src: sourceLine(t, in.Anchor)}
+			rk := ranked{in: in, est: e, rank: rank, ti: ti, src: sourceLine(t, in.Anchor)}
 			rk.bwd, rk.bwUs = backward(t, in)
 			all = append(all, rk)
 		}
 	}
+	keep := counted(traces, all)
+	if len(all) > 0 {
+		r.Totals = stepTotals(traces, all, keep, busyUs)
+	}
 	if pairs := overlaps(all); len(pairs) > 0 {
-		note("chains of several patterns share ops (" + strings.Join(pairs, ", ") + "): their savings overlap and do not add up")
+		note(fmt.Sprintf("chains of several patterns share ops (%s): their savings overlap, so the patterns' rows do not add up; the total counts the %d chains of the non-overlapping set that saves most (%d overlapping chains left out)",
+			strings.Join(pairs, ", "), r.Totals.Instances, r.Totals.LeftOut))
 	}
 	r.Trace = merge(r.Ranks)
 	if len(r.Ranks) == 1 {
 		r.Ranks = nil
 	}
-	r.Opportunities = group(all, busyUs, cm.LaunchUs, len(traces) > 1)
+	r.Opportunities = group(all, keep, busyUs, cm.LaunchUs, len(traces) > 1)
 	for i := range r.Opportunities {
 		o := &r.Opportunities[i]
 		if o.Untimed > 0 && o.Untimed == o.Instances {
@@ -341,11 +355,11 @@ func groupKey(in *Instance) string {
 	return string(b)
 }
 
-func group(all []ranked, busyUs, launchUs float64, perRank bool) []Opportunity {
+func group(all []ranked, keep []bool, busyUs, launchUs float64, perRank bool) []Opportunity {
 	byPat := map[string]*Opportunity{}
 	groups := map[string]map[string]*ShapeGroup{}
 	ranks := map[string]map[int]*RankShare{}
-	for _, rk := range all {
+	for i, rk := range all {
 		id := rk.in.Pattern
 		o := byPat[id]
 		if o == nil {
@@ -356,6 +370,10 @@ func group(all []ranked, busyUs, launchUs float64, perRank bool) []Opportunity {
 			ranks[id] = map[int]*RankShare{}
 		}
 		o.Instances++
+		if keep[i] {
+			o.CountedInstances++
+			o.CountedSavingUs += valueOf(rk).us
+		}
 		if rk.bwd {
 			o.BackwardInstances++
 			o.BackwardGPUTimeUs += rk.bwUs
@@ -429,6 +447,7 @@ func group(all []ranked, busyUs, launchUs float64, perRank bool) []Opportunity {
 			o.SavingPct = round2(o.EstSavingUs / busyUs * 100)
 		}
 		o.GPUTimeUs, o.EstFusedUs, o.EstSavingUs = round2(o.GPUTimeUs), round2(o.EstFusedUs), round2(o.EstSavingUs)
+		o.CountedSavingUs = round2(o.CountedSavingUs)
 		o.BackwardGPUTimeUs = round2(o.BackwardGPUTimeUs)
 		o.Advice = advice(o)
 		out = append(out, *o)

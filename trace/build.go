@@ -16,6 +16,9 @@ type stats struct {
 	events   int
 	runtimes int
 	launches int // runtime events whose name contains "Launch"
+	// launchNs are the host durations of the kernel launch calls (launches but
+	// cudaGraphLaunch), for LaunchHostNs.
+	launchNs []int64
 	flows    int
 	fwdBwd   int // fwd->bwd links
 	noLaunch int // activities whose correlation has no runtime event
@@ -226,6 +229,9 @@ func build(r *rawTrace) (*Trace, string) {
 			name := c.names[rt.name]
 			if strings.Contains(name, "Launch") {
 				t.stats.launches++
+				if !strings.Contains(name, "GraphLaunch") {
+					t.stats.launchNs = append(t.stats.launchNs, rt.dur)
+				}
 			}
 			l := launch{ts: rt.ts + base, op: -1, th: keyThread[local[ci][rt.thread]], graph: strings.Contains(name, "GraphLaunch"), grid: rt.grid, block: rt.block}
 			if l.th >= 0 && isDeviceSync(name) {
