@@ -291,7 +291,7 @@ func TestEscaping(t *testing.T) {
 
 	// PR.md too.
 	var pr bytes.Buffer
-	if err := prMarkdown(&pr, in); err != nil {
+	if err := prMarkdown(&pr, in, prItems(in)); err != nil {
 		t.Fatal(err)
 	}
 	if rest := unescaped(stripCodeSpans(pr.String())); markupRE.MatchString(rest) {
