@@ -115,10 +115,26 @@ func writeSummary(w io.Writer, a *Result, markdown bool) error {
 		{"steps", stepsString(t.Steps)},
 		{"GPU busy", f1(t.GPUBusyUs) + " µs"},
 		{"GPU idle in steps", f1(s.IdleUs) + " µs (busy " + pct(busyPct) + ")"},
+	}
+	if tt := a.Totals; tt != nil {
+		src := "ProfilerStep spans"
+		if tt.StepSource != "profiler steps" {
+			src = "the trace's span: no ProfilerStep"
+		}
+		rows = append(rows, []string{"step time", f1(tt.StepUs) + " µs (" + src + ")"})
+		h := tt.Host
+		bound := "no"
+		if h.Bound {
+			bound = "yes"
+		}
+		rows = append(rows, []string{"host-bound", fmt.Sprintf("%s: GPU busy %s of the step, %s without the profiler's %s µs per recorded op",
+			bound, pct(tt.GPUBusyPctOfStep), pct(h.GPUBusyPctNoProfiler), f1(h.ProfilerOpUs))})
+	}
+	rows = append(rows, [][]string{
 		{"kernels", strconv.Itoa(t.Kernels)},
 		{"launches", strconv.Itoa(s.Launches)},
 		{"dataflow", dataflow},
-	}
+	}...)
 	if err := table(w, markdown, "ll", []string{"trace", "value"}, rows); err != nil {
 		return err
 	}
@@ -156,11 +172,31 @@ func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 	}
 	var rows [][]string
 	for i, o := range a.Opportunities {
-		rows = append(rows, []string{strconv.Itoa(i + 1), o.Pattern, strconv.Itoa(o.Instances), strconv.Itoa(o.BackwardInstances),
-			f1(o.GPUTimeUs), f1(o.EstFusedUs), f1(o.EstSavingUs), pct(o.SavingPct), strconv.Itoa(o.LaunchesSaved)})
+		row := []string{strconv.Itoa(i + 1), o.Pattern, strconv.Itoa(o.Instances), strconv.Itoa(o.BackwardInstances),
+			f1(o.GPUTimeUs), f1(o.EstFusedUs), f1(o.EstSavingUs), pct(o.SavingPct), strconv.Itoa(o.LaunchesSaved)}
+		if a.Totals != nil {
+			row = append(row, strconv.Itoa(o.CountedInstances))
+		}
+		rows = append(rows, row)
 	}
-	if err := table(w, markdown, "rlrrrrrrr", []string{"#", "pattern", "instances", "bwd", "GPU µs", "est fused µs", "est saving µs", "% busy", "launches saved"}, rows); err != nil {
+	align, head := "rlrrrrrrr", []string{"#", "pattern", "instances", "bwd", "GPU µs", "est fused µs", "est saving µs", "% busy", "launches saved"}
+	if a.Totals != nil { // the instances in the total: chains of another pattern that share their ops may save more
+		align, head = align+"r", append(head, "in total")
+	}
+	if err := table(w, markdown, align, head, rows); err != nil {
 		return err
+	}
+	tot := report.TotalsOf(a.Report)
+	for _, line := range []string{tot.Total, tot.Host} {
+		if line != "" {
+			fmt.Fprintf(w, "\n%s\n", cellText(line, markdown))
+		}
+	}
+	if len(tot.Advice) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, adv := range tot.Advice {
+		fmt.Fprintf(w, "- %s\n", cellText("For a host-bound step: "+adv, markdown))
 	}
 	for i, o := range a.Opportunities {
 		fmt.Fprintln(w)

@@ -120,24 +120,26 @@ func targetsSection(r *bench.Result) section {
 func summarySection(in Inputs, sp []Speedup) section {
 	s := section{ID: "summary", Title: "Summary"}
 	if a := in.Analysis; a != nil {
-		var saving float64
-		for _, o := range a.Opportunities {
-			saving += o.EstSavingUs
-		}
 		line := para{txt("Trace "), code(a.Trace.Path), txt(" on "), code(orUnknown(a.Trace.Device)),
 			txt(": " + fmtMs(a.Trace.GPUBusyUs) + " GPU busy")}
 		if a.Trace.Steps > 0 {
 			line = append(line, txt(" over "+plural(a.Trace.Steps, "profiled step")))
 		}
-		s.List = append(s.List, append(line, txt(".")))
-		line = para{txt(plural(len(a.Opportunities), "fusion opportunity"))}
-		if len(a.Opportunities) > 0 {
-			line = append(line, txt(fmt.Sprintf(", estimated saving %s µs in total", fmtUs(saving))))
-			if pos(a.Trace.GPUBusyUs) {
-				line = append(line, txt(fmt.Sprintf(" (%s of GPU busy time)", fmtPct(100*saving/a.Trace.GPUBusyUs))))
-			}
+		if t := a.Totals; t != nil && pos(t.StepUs) {
+			line = append(line, txt(" in "+fmtMs(t.StepUs)+" of step time ("+stepSource(t.StepSource)+")"))
 		}
 		s.List = append(s.List, append(line, txt(".")))
+		s.List = append(s.List, para{txt(plural(len(a.Opportunities), "fusion opportunity") + ".")})
+		tot := TotalsOf(a)
+		if tot.Total != "" {
+			s.List = append(s.List, para{txt(tot.Total)})
+		}
+		if tot.Host != "" {
+			s.List = append(s.List, para{txt(tot.Host)})
+		}
+		for _, adv := range tot.Advice {
+			s.List = append(s.List, para{txt("For a host-bound step: "), code(adv)})
+		}
 	} else {
 		s.List = append(s.List, para{txt("No analysis given: the trace summary and the opportunities are missing.")})
 	}
@@ -172,10 +174,21 @@ func summarySection(in Inputs, sp []Speedup) section {
 	return s
 }
 
+// stepSource says where a step time came from.
+func stepSource(src string) string {
+	if src == "profiler steps" {
+		return "the ProfilerStep spans"
+	}
+	return "the trace's span: no ProfilerStep"
+}
+
 // plural is "1 case", "2 cases", "3 opportunities".
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "ch") {
+		return strconv.Itoa(n) + " " + noun + "es"
 	}
 	if strings.HasSuffix(noun, "y") {
 		return strconv.Itoa(n) + " " + strings.TrimSuffix(noun, "y") + "ies"
@@ -213,6 +226,21 @@ func traceSection(a *patterns.Report, x *TraceExtra) section {
 	add("GPU busy", txt(fmtMs(t.GPUBusyUs)))
 	if x.IdleUs > 0 {
 		add("GPU idle", txt(fmtMs(x.IdleUs)))
+	}
+	if tt := a.Totals; tt != nil && pos(tt.StepUs) {
+		add("step time", txt(fmtMs(tt.StepUs)+" ("+stepSource(tt.StepSource)+"); GPU busy "+fmtPct(tt.GPUBusyPctOfStep)+" of it"))
+		h := tt.Host
+		v := "no"
+		if h.Bound {
+			v = "yes"
+		}
+		if pos(h.ProfilerOpUs) {
+			v += fmt.Sprintf(": GPU busy %s of the step without the profiler's %s µs per recorded op", fmtPct(h.GPUBusyPctNoProfiler), fmtUs(h.ProfilerOpUs))
+		}
+		add("host-bound", txt(v))
+		if pos(h.LaunchUs) {
+			add("host cost per launch", txt(fmtUs(h.LaunchUs)+" µs (median of "+plural(h.Launches, "launch call")+", under the profiler)"))
+		}
 	}
 	add("kernels", txt(strconv.Itoa(t.Kernels)))
 	if x.Launches > 0 {

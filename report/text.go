@@ -1,5 +1,12 @@
 package report
 
+import (
+	"fmt"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
+)
+
 // PlainText makes trace-derived text safe for a terminal table cell: control characters
 // (escape sequences, line breaks) become spaces and invalid UTF-8 is replaced.
 func PlainText(s string) string { return oneLine(s) }
@@ -7,3 +14,81 @@ func PlainText(s string) string { return oneLine(s) }
 // MarkdownText makes trace-derived text safe for a Markdown table cell or line: PlainText,
 // then every punctuation character that could start markup is backslash-escaped.
 func MarkdownText(s string) string { return mdText(s) }
+
+// Totals is what the opportunities save together, in sentences for a report or a terminal
+// (plain text: quote it for Markdown).
+type Totals struct {
+	// Total is the saving of the chains counted (a set sharing no op or kernel) with its
+	// shares of GPU busy time and of the step time.
+	Total string
+	// Host, for a host-bound step, says so and what fusion saves on the host; "" otherwise.
+	Host string
+	// Advice fits a host-bound step (CUDA graphs, a larger batch).
+	Advice []string
+}
+
+// TotalsOf describes a's totals; an analysis from before they were recorded gets the
+// patterns' savings added up, said to count shared ops twice. Zero when a found nothing.
+func TotalsOf(a *patterns.Report) Totals {
+	if a == nil || len(a.Opportunities) == 0 {
+		return Totals{}
+	}
+	busy := a.Trace.GPUBusyUs
+	t := a.Totals
+	if t == nil {
+		var saving float64
+		for _, o := range a.Opportunities {
+			saving += o.EstSavingUs
+		}
+		s := fmt.Sprintf("Estimated saving %s µs, the patterns' savings added up (an analysis from before overlapping chains were resolved: chains that share ops count them twice)", fmtUs(saving))
+		if pos(busy) {
+			s += fmt.Sprintf(", %s of GPU busy time", fmtPct(100*saving/busy))
+		}
+		return Totals{Total: s + "."}
+	}
+	s := fmt.Sprintf("Estimated saving %s µs in total", fmtUs(t.EstSavingUs))
+	var shares []string
+	if pos(busy) {
+		shares = append(shares, fmtPct(t.SavingPctOfGPUBusy)+" of GPU busy time")
+	}
+	if pos(t.StepUs) {
+		shares = append(shares, fmtPct(t.SavingPctOfStep)+" of the step time")
+	}
+	if len(shares) > 0 {
+		s += " (" + strings.Join(shares, ", ") + ")"
+	}
+	s += fmt.Sprintf(", from %s that share no op or kernel", plural(t.Instances, "chain"))
+	if t.LeftOut > 0 {
+		s += fmt.Sprintf("; %s overlapping them left out, so the patterns' rows (%s µs together) overstate it",
+			plural(t.LeftOut, "chain"), fmtUs(t.SumOfPatternsUs))
+	}
+	out := Totals{Total: s + "."}
+	h := t.Host
+	if !h.Bound {
+		return out
+	}
+	hs := fmt.Sprintf("Host-bound: the GPU is busy %s of the step", fmtPct(t.GPUBusyPctOfStep))
+	if pos(h.ProfilerOpUs) {
+		hs += fmt.Sprintf(", %s once the profiler's own cost is taken out (%s µs for each of the %d recorded ops: what ops that do no work take here)",
+			fmtPct(h.GPUBusyPctNoProfiler), fmtUs(h.ProfilerOpUs), h.RecordedEvents)
+	}
+	hs += ". The GPU saving shortens the step only once the host keeps ahead of the GPU."
+	if h.LaunchesRemoved > 0 || h.OpsRemoved > 0 {
+		hs += fmt.Sprintf(" On the host, fusion removes %s", plural(h.LaunchesRemoved, "launch"))
+		if pos(h.LaunchUs) {
+			hs += fmt.Sprintf(" × %s µs (the median launch call)", fmtUs(h.LaunchUs))
+		}
+		hs += " and " + plural(h.OpsRemoved, "op")
+		if pos(h.OpUs) {
+			hs += fmt.Sprintf(" × %s µs (the chains' median beyond their launches; %s µs without the profiler's cost)", fmtUs(h.OpUs), fmtUs(h.OpNoProfilerUs))
+		}
+		if pos(h.EstSavingUs) {
+			hs += fmt.Sprintf(": %s to %s, at most %s of the step. These host costs are measured under the profiler, which slows every op and launch",
+				fmtMs(h.EstSavingNoProfilerUs), fmtMs(h.EstSavingUs), fmtPct(h.SavingPctOfStep))
+		}
+		hs += "."
+	}
+	out.Host = hs
+	out.Advice = h.Advice
+	return out
+}
