@@ -40,6 +40,7 @@ var commands = []*Command{
 	cmdReport,
 	cmdPR,
 	cmdRun,
+	cmdVersion,
 }
 
 func lookup(name string) *Command {

@@ -18,8 +18,10 @@ Verbs:
 	report    a markdown and HTML report from analysis, verification and benchmarks
 	pr        a PR-ready folder, or a branch in a git repository
 	run       analyze, gen, verify, bench (with a GPU) and report in one command
+	version   print fuseadvise's version, its Go version and the pinned torch and triton
 
 Results go to standard output or -o; progress and warnings go to standard error. Exit
-status: 0 success, 1 a check failed (verify, bench), 2 bad usage or bad input.
+status: 0 success, 1 a check failed (verify, bench), 2 bad usage or bad input, 130
+interrupted (Ctrl-C or SIGTERM: what was being written is removed).
 */
 package main

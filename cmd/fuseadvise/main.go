@@ -9,10 +9,21 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"syscall"
 )
 
+// stopSignals are the signals that cancel a command instead of killing it, so that it
+// removes what it was writing (an output folder's temporary sibling, a temporary file) and
+// exits 130: Ctrl-C, and SIGTERM as kill, timeout, a scheduler or a container runtime sends.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+
+// notifyContext is the context main runs a command under: cancelled by stopSignals.
+func notifyContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), stopSignals...)
+}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := notifyContext()
 	env := &Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin}
 	code := Main(ctx, env, os.Args[1:])
 	stop()

@@ -41,6 +41,9 @@ default) on standard output.`,
 			if *targets && *bench == "" {
 				return usagef("-targets needs -bench")
 			}
+			if *p.analysis == "" && *p.verify == "" && *bench == "" && len(args) == 0 {
+				return usagef("nothing to report: give -analysis, -verify, -bench or kernel folders")
+			}
 			in, err := loadReportInputs(p, args)
 			if err != nil {
 				return err

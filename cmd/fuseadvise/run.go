@@ -101,8 +101,13 @@ func (p *pipeline) progress(format string, a ...any) {
 	fmt.Fprintf(p.env.Stderr, format+"\n", a...)
 }
 
-// step announces stage n; on a terminal it draws a bar of the stages done.
-func (p *pipeline) step(name string) {
+// step announces stage n; on a terminal it draws a bar of the stages done. It returns the
+// context's error when the run was interrupted (a stage that does not watch the context
+// ends first; the next one does not start).
+func (p *pipeline) step(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p.stage++
 	if p.tty {
 		done := p.stage - 1
@@ -115,9 +120,36 @@ func (p *pipeline) step(name string) {
 			}
 		}
 		fmt.Fprintf(p.env.Stderr, "%s %d/%d %s\n", bar, p.stage, stages, name)
-		return
+		return nil
 	}
 	p.progress("[%d/%d] %s", p.stage, stages, name)
+	return nil
+}
+
+// notes echoes on stderr what explains an empty or partial analysis (the analysis's notes:
+// no input shapes recorded, no GPU kernels, ...; dataflow inferred rather than exact), which
+// otherwise only the report shows.
+func (p *pipeline) notes(a *analysis.Result) {
+	for _, n := range a.Notes {
+		p.progress("  note: %s", n)
+	}
+	inferred := dataflowInferred(a.Ranks)
+	if len(a.Ranks) == 0 { // one trace: its summary is the trace's
+		inferred = a.Trace.Dataflow != "execution trace"
+	}
+	if inferred {
+		p.progress("  note: dataflow inferred from op order and shapes; -et with the execution trace recorded in the same run makes it exact")
+	}
+}
+
+// dataflowInferred reports whether any rank's dataflow was inferred.
+func dataflowInferred(ranks []patterns.TraceSummary) bool {
+	for _, r := range ranks {
+		if r.Dataflow != "execution trace" {
+			return true
+		}
+	}
+	return false
 }
 
 // run executes the pipeline into dir. It returns failed (exit status 1: a kernel failed a
@@ -126,7 +158,9 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 	if f, ok := p.env.Stderr.(*os.File); ok {
 		p.tty = term.IsTerminal(int(f.Fd()))
 	}
-	p.step("analyze " + p.trace)
+	if err := p.step(ctx, "analyze "+p.trace); err != nil {
+		return nil, err
+	}
 	a, traces, err := analysis.Run(p.trace, p.opts)
 	if err != nil {
 		return nil, err
@@ -140,8 +174,11 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 		return nil, err
 	}
 	p.progress("  %d opportunities", len(a.Opportunities))
+	p.notes(a)
 
-	p.step("gen")
+	if err := p.step(ctx, "gen"); err != nil {
+		return nil, err
+	}
 	items, skipped, err := codegen.SpecsFromReport(a.Report)
 	if err != nil {
 		return nil, err
@@ -159,7 +196,9 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 	p.progress("  %d kernel folders", len(kernels))
 	paths.Generated = kernels
 
-	p.step("verify (Triton interpreter)")
+	if err := p.step(ctx, "verify (Triton interpreter)"); err != nil {
+		return nil, err
+	}
 	if len(kernels) > 0 {
 		res, err := runVerify(ctx, p.env, kernels, verify.Options{Python: p.python})
 		if err != nil {
@@ -179,7 +218,9 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 		}
 	}
 
-	p.step("bench (GPU)")
+	if err := p.step(ctx, "bench (GPU)"); err != nil {
+		return nil, err
+	}
 	switch {
 	case p.bench == "off":
 		p.progress("  skipped (-bench off)")
@@ -207,7 +248,9 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 		}
 	}
 
-	p.step("report")
+	if err := p.step(ctx, "report"); err != nil {
+		return nil, err
+	}
 	in, err := report.Load(paths)
 	if err != nil {
 		return nil, err
@@ -216,7 +259,9 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 		return nil, err
 	}
 
-	p.step("pr")
+	if err := p.step(ctx, "pr"); err != nil {
+		return nil, err
+	}
 	if len(kernels) > 0 {
 		if err := report.WritePR(filepath.Join(dir, "pr"), in, kernels, false); err != nil {
 			return nil, err

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// `report` with nothing to report is a usage error, not an empty report on stdout.
+func TestReportWithoutInputs(t *testing.T) {
+	code, out, errs := run(t, "report")
+	if code != 2 || out != "" || !strings.Contains(errs, "nothing to report") || !strings.Contains(errs, "usage: fuseadvise report") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, errs := run(t, "version")
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"fuseadvise ", "github.com/fuseadvise/fuseadvise", "\ngo go1.", "torch 2.11.0, triton 3.6.0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errs := run(t, "version", "extra"); code != 2 || !strings.Contains(errs, "takes no arguments") {
+		t.Errorf("version extra: exit %d, %q", code, errs)
+	}
+	var b bytes.Buffer
+	writeVersion(&b, &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/fuseadvise/fuseadvise", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}})
+	if want := "fuseadvise v1.2.3 (github.com/fuseadvise/fuseadvise)\nrevision 0123456789ab with local changes\ngo go1.26.8\n"; !strings.HasPrefix(b.String(), want) {
+		t.Errorf("got\n%s\nwant it to start with\n%s", b.String(), want)
+	}
+}
+
+// SIGTERM (kill, timeout, a scheduler) cancels a run as Ctrl-C does: the run stops at the next
+// stage, removes its temporary .DIR.tmp-* folder and exits 130, instead of dying with it
+// left behind.
+func TestSIGTERMLeavesNoTemporaryFolder(t *testing.T) {
+	ctx, stop := notifyContext()
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Skip("cannot signal this process:", err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGTERM did not cancel the context")
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := Main(ctx, &Env{Stdout: &out, Stderr: &errb, Stdin: strings.NewReader("")},
+		[]string{"run", "-o", filepath.Join(dir, "out"), "-bench", "off", bundled})
+	if code != 130 || !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("exit %d, stderr %q: want 130 and 'interrupted'", code, errb.String())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// A stage that ends after the interrupt does not let the next one start.
+func TestRunStopsBetweenStages(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pipeline{env: &Env{Stderr: &bytes.Buffer{}}}
+	if err := p.step(ctx, "analyze"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := p.step(ctx, "gen"); err != context.Canceled {
+		t.Errorf("step after cancel: %v", err)
+	}
+}
+
+// `run` says on the terminal why its result is empty or partial (the analysis's notes, the
+// dataflow inferred), not only in the report it writes.
+func TestRunEchoesNotes(t *testing.T) {
+	tr := `{"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::gelu", "pid": 1, "tid": 1, "ts": 10, "dur": 50, "args": {"External id": 1}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"correlation": 7}},
+  {"ph": "X", "cat": "kernel", "name": "gelu_kernel", "pid": 0, "tid": 7, "ts": 30, "dur": 10, "args": {"correlation": 7, "device": 0, "stream": 7}}
+]}`
+	dir := t.TempDir()
+	path := filepath.Join(dir, "noshapes.json")
+	if err := os.WriteFile(path, []byte(tr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, "run", "-o", filepath.Join(dir, "out"), "-bench", "off", path)
+	if code != 0 || out != "" {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	for _, want := range []string{"0 opportunities", "note: " + path + ": no input shapes recorded (profile with record_shapes=True)",
+		"note: dataflow inferred", "-et"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
+}
