@@ -104,3 +104,28 @@ func TestRunEchoesNotes(t *testing.T) {
 		}
 	}
 }
+
+// A stage that does not watch its context (parsing a trace, writing folders) does not hold
+// the process after a signal: after the grace period main removes the temporaries and
+// exits 130; a command that unwinds within it keeps its own exit status.
+func TestRunUntilStopped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	release := make(chan struct{})
+	defer close(release)
+	removed := false
+	var errb bytes.Buffer
+	started := make(chan struct{})
+	go func() { <-started; cancel() }()
+	code := runUntilStopped(ctx, &errb, 50*time.Millisecond, func() int { close(started); <-release; return 0 }, func() { removed = true })
+	if code != 130 || !removed || !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("stuck command: exit %d, temporaries removed %v, stderr %q", code, removed, errb.String())
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	removed = false
+	code = runUntilStopped(ctx, &errb, time.Minute, func() int { return 7 }, func() { removed = true })
+	if code != 7 || removed {
+		t.Errorf("a command that returns: exit %d, temporaries removed %v", code, removed)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // Marker is the file Dir puts in every folder it creates. Replacing an existing folder
@@ -15,6 +16,67 @@ import (
 const Marker = ".fuseadvise"
 
 const markerText = "Written by fuseadvise. 'fuseadvise ... -force' may replace this folder.\n"
+
+// live is the set of temporary files and folders Write and Dir are filling, for
+// RemoveTemporaries. Publishing a result (the renames into place) holds the lock, so a
+// removal never lands between the renames of a replacement.
+var live = struct {
+	sync.Mutex
+	paths  map[string]bool
+	closed bool // RemoveTemporaries ran: nothing new may start
+}{paths: make(map[string]bool)}
+
+// ErrInterrupted is returned by Write and Dir once RemoveTemporaries has run.
+var ErrInterrupted = errors.New("interrupted")
+
+func track(tmp string) error {
+	live.Lock()
+	defer live.Unlock()
+	if live.closed {
+		return ErrInterrupted
+	}
+	live.paths[tmp] = true
+	return nil
+}
+
+// interrupted reports whether RemoveTemporaries has run.
+func interrupted() bool {
+	live.Lock()
+	defer live.Unlock()
+	return live.closed
+}
+
+func untrack(tmp string) {
+	live.Lock()
+	defer live.Unlock()
+	delete(live.paths, tmp)
+}
+
+// publish runs the renames that put a finished result in place, never alongside
+// RemoveTemporaries.
+func publish(rename func() error) error {
+	live.Lock()
+	defer live.Unlock()
+	if live.closed {
+		return ErrInterrupted
+	}
+	return rename()
+}
+
+// RemoveTemporaries removes every temporary file and folder that Write and Dir are still
+// filling, and makes every later or unfinished Write and Dir fail with ErrInterrupted
+// (leaving its target as it was). It is for a process that must exit now, on a signal,
+// while a stage that does not watch its context is still writing: nothing half-written
+// stays behind.
+func RemoveTemporaries() {
+	live.Lock()
+	defer live.Unlock()
+	live.closed = true
+	for p := range live.paths {
+		os.RemoveAll(p)
+		delete(live.paths, p)
+	}
+}
 
 // Write creates path with the content fill writes. On any error the target is left as it
 // was (absent, or its previous content) and no temporary file remains. A path that is a
@@ -34,7 +96,7 @@ func Write(path string, fill func(w io.Writer) error) error {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return fmt.Errorf("%s: %v", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }
@@ -79,8 +141,15 @@ func write(path string, fill func(w io.Writer) error) (err error) {
 		if err != nil {
 			f.Close()
 			os.Remove(tmp)
+			if interrupted() {
+				err = ErrInterrupted
+			}
 		}
 	}()
+	if err = track(tmp); err != nil {
+		return err
+	}
+	defer untrack(tmp)
 	if err = fill(f); err != nil {
 		return err
 	}
@@ -90,7 +159,7 @@ func write(path string, fill func(w io.Writer) error) (err error) {
 	if err = f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return publish(func() error { return os.Rename(tmp, path) })
 }
 
 // Dir creates the folder path by filling a temporary sibling folder and renaming it into
@@ -123,8 +192,15 @@ func Dir(path string, replace bool, fill func(tmpdir string) error) (err error) 
 	defer func() {
 		if err != nil {
 			os.RemoveAll(tmp)
+			if interrupted() { // whatever failed, it failed because the temporary was removed
+				err = ErrInterrupted
+			}
 		}
 	}()
+	if err = track(tmp); err != nil {
+		return err
+	}
+	defer untrack(tmp)
 	if err = os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
@@ -134,16 +210,18 @@ func Dir(path string, replace bool, fill func(tmpdir string) error) (err error) 
 	if err = os.WriteFile(filepath.Join(tmp, Marker), []byte(markerText), 0o644); err != nil {
 		return err
 	}
-	if _, statErr := os.Lstat(path); statErr == nil {
-		old := tmp + ".old"
-		if err = os.Rename(path, old); err != nil {
-			return err
+	return publish(func() error {
+		if _, statErr := os.Lstat(path); statErr == nil {
+			old := tmp + ".old"
+			if err := os.Rename(path, old); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				os.Rename(old, path)
+				return err
+			}
+			return os.RemoveAll(old)
 		}
-		if err = os.Rename(tmp, path); err != nil {
-			os.Rename(old, path)
-			return err
-		}
-		return os.RemoveAll(old)
-	}
-	return os.Rename(tmp, path)
+		return os.Rename(tmp, path)
+	})
 }

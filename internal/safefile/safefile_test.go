@@ -135,3 +135,67 @@ func TestWriteSpecialPaths(t *testing.T) {
 		t.Fatalf("%s is no longer a device: %v", os.DevNull, fi.Mode())
 	}
 }
+
+// reopen undoes RemoveTemporaries, for the tests after it.
+func reopen() {
+	live.Lock()
+	live.closed = false
+	live.Unlock()
+}
+
+// A process exiting on a signal while a folder and a file are half-written removes both
+// temporaries; the targets stay as they were, and nothing new starts.
+func TestRemoveTemporaries(t *testing.T) {
+	defer reopen()
+	root := t.TempDir()
+	prev := filepath.Join(root, "out")
+	if err := Dir(prev, false, func(tmp string) error { return os.WriteFile(filepath.Join(tmp, "a"), []byte("old"), 0o644) }); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(root, "f.json")
+	var dirErr, fileErr error
+	dirErr = Dir(prev, true, func(tmp string) error {
+		if err := os.WriteFile(filepath.Join(tmp, "a"), []byte("new"), 0o644); err != nil {
+			return err
+		}
+		fileErr = Write(file, func(w io.Writer) error {
+			io.WriteString(w, "half")
+			if n := len(temporaries(t, root)); n != 2 {
+				t.Errorf("%d temporaries while filling, want 2", n)
+			}
+			RemoveTemporaries() // the signal arrives
+			return nil
+		})
+		return nil
+	})
+	if !errors.Is(dirErr, ErrInterrupted) || !errors.Is(fileErr, ErrInterrupted) {
+		t.Errorf("Dir: %v, Write: %v; want %v", dirErr, fileErr, ErrInterrupted)
+	}
+	if left := temporaries(t, root); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	if b, _ := os.ReadFile(filepath.Join(prev, "a")); string(b) != "old" {
+		t.Errorf("the previous folder changed: %q", b)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Error("the file was written")
+	}
+	if err := Write(file, func(w io.Writer) error { return nil }); !errors.Is(err, ErrInterrupted) {
+		t.Errorf("a Write after RemoveTemporaries: %v", err)
+	}
+}
+
+func temporaries(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
