@@ -435,7 +435,7 @@ func prMarkdown(w io.Writer, in Inputs, items []prItem) error {
 	} else {
 		p("\n**Not benchmarked**: no GPU results were given, so the kernels below are offered on the cost model's estimates only.\n")
 	}
-	p(fmt.Sprintf("\n%s offered: measured faster than the eager chain it replaces (or, where not benchmarked, predicted faster)", plural(len(offered), "kernel")))
+	p(fmt.Sprintf("\n%s offered, each measured (or, where not benchmarked, predicted) faster than the eager chain it replaces", plural(len(offered), "kernel")))
 	if len(rest) > 0 {
 		p(fmt.Sprintf("; %d not worth it (below, with the numbers)", len(rest)))
 	}
