@@ -8,6 +8,12 @@ of positions, and the mask's first row is fully masked (additive: -inf), so full
 are always exercised. In test mode (poison=True) with p > 0, fused() stores the kernel's
 dropout mask in inputs["keep"] for the reference.
 
+The gradient cases (fused(autograd=True)) check the backward with dropout and without in every
+folder, since p is the caller's choice wherever the folder is used: fused() returns the
+probabilities at the traced p and at the other one (GRAD_P when the traced p is 0, else 0),
+and tells reference() so through inputs["other_p"] (with the kernel's mask for it in
+inputs["keep_other"]).
+
 Two kinds of adversarial case are about memory rather than shape (the verifier's layout
 variants do not reach them); make_inputs recognises them by their shapes:
 
@@ -35,6 +41,7 @@ GRAD_INPUTS = ["x"]
 FAR_BASE = 2**31  # elements before each FAR view on the CPU
 FAR = [[[3, 100], [3, 100]], [[2, 299], [2, 299]]]  # the mask's first row is fully masked: two rows
 IN_PLACE = [[[4, 100], [4, 100]], [[3, 301], [3, 301]]]
+GRAD_P = 0.2  # the gradient cases' dropout where the traced p is 0
 
 
 def adversarial(params):
@@ -51,7 +58,7 @@ def adversarial(params):
 
 
 def has_backward(params):
-    return params.get("p", 0.0) == 0.0
+    return True
 
 
 def interp_shapes(shapes):
@@ -133,7 +140,11 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     if (poison or autograd) and p > 0:
         inputs["keep"] = kernel.dropout_mask(x.shape, p, seed, x.device)
     if autograd:
-        return (kernel.MaskSoftmaxFunction.apply(x, mask, scale, kind, fill, p, seed, _out(params)),)
+        other = inputs["other_p"] = 0.0 if p > 0 else GRAD_P
+        if other > 0:
+            inputs["keep_other"] = kernel.dropout_mask(x.shape, other, seed, x.device)
+        return tuple(kernel.MaskSoftmaxFunction.apply(x, mask, scale, kind, fill, q, seed, _out(params))
+                     for q in (p, other))
     dtype = _out(params) or kernel.out_dtype(x, mask, kind)
     if inputs.get("in_place") and dtype == x.dtype:
         return (_in_place(kernel, x, mask, scale, kind, fill, p, seed),)
@@ -161,8 +172,12 @@ def _in_place(kernel, x, mask, scale, kind, fill, p, seed):
 
 def reference(ref, inputs, params):
     scale, kind, fill, p = _args(params)
-    return (ref.mask_softmax(inputs["x"], inputs["mask"], scale, kind, fill, p, keep=inputs.get("keep"),
-                             dtype=_out(params)),)
+    ys = [ref.mask_softmax(inputs["x"], inputs["mask"], scale, kind, fill, p, keep=inputs.get("keep"),
+                           dtype=_out(params))]
+    if "other_p" in inputs:  # the gradient cases: the other p too
+        ys.append(ref.mask_softmax(inputs["x"], inputs["mask"], scale, kind, fill, inputs["other_p"],
+                                   keep=inputs.get("keep_other"), dtype=_out(params)))
+    return tuple(ys)
 
 
 def tolerance(dtype, shapes, params, grad=False):

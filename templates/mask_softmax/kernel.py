@@ -42,11 +42,24 @@ the better fix; this kernel is for code that needs the probabilities.
   default (autocast runs ``softmax`` in fp32, and ``softmax(..., dtype=torch.float32)`` does
   too: bf16/fp16 scores in, fp32 probabilities out).
 - Optional dropout on the probabilities (``p``, ``seed``): Philox ``tl.rand(seed, row * sk +
-  col)``, keep where ``rand >= p``, scaled by 1/(1-p); ``dropout_mask`` returns the mask used.
-- Training: ``MaskSoftmaxFunction`` has a backward for p == 0 through ATen
+  col)``, keep where ``rand >= p``, scaled by 1/(1-p), as eager's ``native_dropout``; the mask
+  is a function of (seed, row, column) only, and ``dropout_mask`` returns it. The seed, as
+  Inductor seeds its dropout: ``seed=None`` (the default) draws a fresh one on the scores'
+  device at every call (``device_seed``: a 1-element int64 tensor from ``torch.randint`` on
+  the device's default generator), which the kernels load through a pointer (``SEED_PTR``):
+  nothing is read back to the host, and under CUDA-graph capture (``torch.cuda.graph``,
+  ``torch.compile(mode="reduce-overhead")``) every replay draws a new seed and mask. A seed
+  tensor may be passed in too, or an int (passed by value, unspecialized: deterministic
+  tests, the verifier's cases); the same value gives the same mask either way.
+- Training: ``MaskSoftmaxFunction``. For p == 0 the backward is ATen's
   (``_softmax_backward_data`` on the saved probabilities, masked positions zeroed as
-  ``masked_fill``'s backward does, times ``scale``); no gradient flows to the mask. With
-  dropout (p > 0) the backward raises NotImplementedError: use it for inference or p = 0.
+  ``masked_fill``'s backward does, times ``scale``). With dropout (p > 0) the forward also
+  writes the probabilities before dropout (P, saved in place of eager's softmax output; no
+  mask is stored) and the backward is one Triton kernel (``_softmax_dropout_bwd``) that
+  regenerates the keep mask from the forward's seed (the tensor saved for backward, or the
+  int): ``dP = dy * keep / (1-p)`` (``native_dropout_backward``), ``ds = P * (dP - sum(dP *
+  P))`` (softmax's backward), zero where a bool or causal mask filled the score, times
+  ``scale``; fp32 math, dx in the scores' dtype. No gradient flows to the mask.
 
 Interpreter-safe: builtins only (``tl.exp``, ``tl.rand``), ``tl.full``, no bf16 arithmetic;
 runtime-length loops are ``while`` loops.
@@ -102,6 +115,16 @@ def _cast(y, dtype: tl.constexpr):
 
 
 @triton.jit
+def _load_seed(seed, SEED_PTR: tl.constexpr):
+    """The dropout seed: with SEED_PTR, ``seed`` points at one int64 drawn on the device for
+    this call (``device_seed``), loaded here so that the host never reads it and a CUDA-graph
+    replay uses the value drawn by that replay; otherwise ``seed`` is the int itself."""
+    if SEED_PTR:
+        seed = tl.load(seed)
+    return seed
+
+
+@triton.jit
 def _scores(xp, mp, cols, qrow, inb, M, N, sxn, smn, scale, fill, KIND: tl.constexpr, SDT: tl.constexpr):
     """The masked, scaled scores at cols, fp32; -inf outside the row. xp/mp point at the
     row(s): a scalar pointer for one row, a [ROWS, 1] block of them for a tile (qrow alike)."""
@@ -121,12 +144,14 @@ def _scores(xp, mp, cols, qrow, inb, M, N, sxn, smn, scale, fill, KIND: tl.const
 # The row counts and the seed unspecialized: a new batch, head count, query length or seed
 # (1, a multiple of 16, other) compiles nothing new, nor during CUDA-graph capture
 @triton.jit(do_not_specialize=["R", "H", "M", "seed"])
-def _mask_softmax_rows(X, MASK, Y, R, H, M, N,
+def _mask_softmax_rows(X, MASK, Y, P, R, H, M, N,
                        sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
                        scale, fill, p, pscale, seed,
-                       KIND: tl.constexpr, SDT: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr,
-                       ROWS: tl.constexpr):
-    """Rows that fit one block: ROWS of them per program, each loaded once."""
+                       KIND: tl.constexpr, SDT: tl.constexpr, DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr,
+                       STORE_P: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
+    """Rows that fit one block: ROWS of them per program, each loaded once. With STORE_P (the
+    autograd path with dropout) the probabilities before dropout also go to P, contiguous
+    [R, N], for the backward."""
     # flat index of (b, h, m); int32 (R <= 2**31 - 64): 64-bit division costs more than a short row
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     qrow = row % M
@@ -145,17 +170,22 @@ def _mask_softmax_rows(X, MASK, Y, R, H, M, N,
     e = tl.exp(s - safe[:, None])
     y = e / tl.sum(e, axis=1)[:, None]
     if DROPOUT:
+        if STORE_P:
+            tl.store(P + row[:, None] * N + cols, _cast(y, P.dtype.element_ty), mask=inb)
+        seed = _load_seed(seed, SEED_PTR)
         y = y * tl.where(tl.rand(seed, row[:, None] * N + cols) >= p, pscale, 0.0)  # NaN * 0 = NaN, as eager
     yp = Y + (b * syb + h * syh + qrow * sym)[:, None]
     tl.store(yp + cols * syn, _cast(y, Y.dtype.element_ty), mask=inb)
 
 
 @triton.jit(do_not_specialize=["R", "H", "M", "seed"])
-def _mask_softmax_long(X, MASK, Y, R, H, M, N,
+def _mask_softmax_long(X, MASK, Y, P, R, H, M, N,
                        sxb, sxh, sxm, sxn, smb, smh, smm, smn, syb, syh, sym, syn,
                        scale, fill, p, pscale, seed,
-                       KIND: tl.constexpr, SDT: tl.constexpr, DROPOUT: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Rows longer than one block, one per program: an online pass, then a normalising pass."""
+                       KIND: tl.constexpr, SDT: tl.constexpr, DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr,
+                       STORE_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Rows longer than one block, one per program: an online pass, then a normalising pass
+    (P and STORE_P as for _mask_softmax_rows)."""
     row = tl.program_id(0)  # flat index of (b, h, m), int32 (R <= 2**31 - 64)
     qrow = row % M
     bh = row // M
@@ -183,25 +213,88 @@ def _mask_softmax_long(X, MASK, Y, R, H, M, N,
     safe = tl.where(mx == float("-inf"), 0.0, mx)
     total = tl.sum(tl.where(m_run == float("-inf"), 0.0, l_run * tl.exp(m_run - safe)), axis=0)
     # pass 2: normalise
+    if DROPOUT:
+        seed = _load_seed(seed, SEED_PTR)
     start = 0
     while start < N:
         cols = start + offs
         s = _scores(X, MASK, cols, qrow, cols < N, M, N, sxn, smn, scale, fill, KIND, SDT)
         y = tl.exp(s - safe) / total
         if DROPOUT:
+            if STORE_P:
+                tl.store(P + row * N + cols, _cast(y, P.dtype.element_ty), mask=cols < N)
             y = y * tl.where(tl.rand(seed, row * N + cols) >= p, pscale, 0.0)  # NaN * 0 = NaN, as eager
         tl.store(Y + cols * syn, _cast(y, Y.dtype.element_ty), mask=cols < N)
         start += BLOCK_N
 
 
 @triton.jit(do_not_specialize=["seed"])
-def _mask_kernel(K, N, p, seed, BLOCK_N: tl.constexpr):
+def _mask_kernel(K, N, p, seed, SEED_PTR: tl.constexpr, BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
+    seed = _load_seed(seed, SEED_PTR)
     start = 0
     while start < N:
         cols = start + tl.arange(0, BLOCK_N)
         keep = tl.rand(seed, row * N + cols) >= p
         tl.store(K + row * N + cols, keep.to(tl.int8), mask=cols < N)
+        start += BLOCK_N
+
+
+@triton.jit(do_not_specialize=["R", "H", "M", "seed"])
+def _softmax_dropout_bwd(P, DY, MASK, DX, R, H, M, N, sdb, sdh, sdm, sdn, smb, smh, smm, smn,
+                         scale, p, pscale, seed,
+                         KIND: tl.constexpr, SEED_PTR: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
+    """dx of y = dropout(softmax(s), p), s = mask(scale * x), for ROWS rows per program, from
+    the saved probabilities before dropout P and dy (P and DX contiguous [R, N]; dy and the
+    mask through their strides as [B, H, M, N]):
+
+        dP = dy * keep / (1 - p)         keep regenerated from (seed, row, column): the forward's
+        ds = P * (dP - sum(dP * P))      softmax's backward, the sum over the row
+        dx = scale * ds, 0 where a bool or causal mask filled the score (masked_fill's backward)
+
+    Two passes over the row in chunks of BLOCK_N: the row sum, then dx (a row that fits one
+    chunk is read twice, the second time from cache)."""
+    seed = _load_seed(seed, SEED_PTR)
+    # flat index of (b, h, m), int32 as in the forward (R <= 2**31 - 64); offsets in 64 bits
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    qrow = row % M
+    bh = row // M
+    h = (bh % H).to(tl.int64)
+    b = (bh // H).to(tl.int64)
+    qrow = qrow[:, None].to(tl.int64)
+    row = row[:, None].to(tl.int64)
+    live = row < R
+    pp = P + row * N
+    dyp = DY + (b * sdb + h * sdh)[:, None] + qrow * sdm
+    offs = tl.arange(0, BLOCK_N).to(tl.int64)[None, :]
+    # pass 1: the row sums of dP * P, accumulated per lane
+    acc = tl.full([ROWS, BLOCK_N], 0, tl.float32)
+    start = 0
+    while start < N:
+        cols = start + offs
+        inb = live & (cols < N)
+        prob = tl.load(pp + cols, mask=inb, other=0.0).to(tl.float32)
+        dy = tl.load(dyp + cols * sdn, mask=inb, other=0.0).to(tl.float32)
+        dp = dy * tl.where(tl.rand(seed, row * N + cols) >= p, pscale, 0.0)
+        acc += dp * prob
+        start += BLOCK_N
+    dot = tl.sum(acc, axis=1)[:, None]
+    # pass 2: dx
+    mp = MASK + (b * smb + h * smh)[:, None] + qrow * smm
+    start = 0
+    while start < N:
+        cols = start + offs
+        inb = live & (cols < N)
+        prob = tl.load(pp + cols, mask=inb, other=0.0).to(tl.float32)
+        dy = tl.load(dyp + cols * sdn, mask=inb, other=0.0).to(tl.float32)
+        dp = dy * tl.where(tl.rand(seed, row * N + cols) >= p, pscale, 0.0)
+        ds = prob * (dp - dot)
+        if KIND == 1:
+            mk = tl.load(mp + cols * smn, mask=inb, other=0).to(tl.int1)
+            ds = tl.where(mk, 0.0, ds)
+        elif KIND == 3:
+            ds = tl.where(cols > qrow + (N - M), 0.0, ds)
+        tl.store(DX + row * N + cols, _cast(ds * scale, DX.dtype.element_ty), mask=inb)
         start += BLOCK_N
 
 
@@ -418,17 +511,60 @@ def _check(x, mask, mask_kind, p):
         raise ValueError(f"mask_softmax: {rows} rows (at most 2**31 - 64)")
 
 
-def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0, seed=0,
-                 out=None, block_n=None, dtype=None):
+_DEVICE_SEEDS = 2**63 - 1  # device_seed's range: any int64 >= 0, as Inductor draws its seeds
+
+
+def device_seed(device):
+    """A fresh dropout seed as a 1-element int64 tensor on device, drawn by torch.randint from
+    the device's default generator (reproducible under torch.manual_seed). Nothing is read back
+    to the host; under CUDA-graph capture the generator's Philox offset advances at every
+    replay, so each replay draws a new seed (how Inductor seeds its dropout)."""
+    return torch.randint(0, _DEVICE_SEEDS, (1,), dtype=torch.int64, device=device)
+
+
+def _seed_arg(fn, seed, device):
+    """(the kernels' seed argument, SEED_PTR) for a seed: a 1-element int64 tensor on device is
+    passed as a pointer (the kernel loads it), an int by value."""
+    if isinstance(seed, torch.Tensor):
+        if seed.dtype != torch.int64 or seed.numel() != 1 or seed.device != device:
+            raise ValueError(f"{fn}: a seed tensor must hold one int64 on {device} "
+                             f"(got {seed.numel()} x {seed.dtype} on {seed.device})")
+        return seed, True
+    return int(seed), False
+
+
+def _mask_arg(mask, kind, shape):
+    """(the mask as the kernels read it, its strides broadcast to the 4-D ``shape``): a bool
+    mask viewed as int8; for the kinds without a mask tensor, None (the caller passes a dummy
+    pointer, never read) and zero strides."""
+    if kind not in (1, 2):
+        return None, [0, 0, 0, 0]
+    sm = _broadcast_strides(mask, shape)
+    if sm is None:
+        raise ValueError(f"mask_softmax: mask {tuple(mask.shape)} does not broadcast to {tuple(shape)}")
+    return (mask.view(torch.int8) if kind == 1 else mask), sm
+
+
+def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0, seed=None,
+                 out=None, block_n=None, dtype=None, probs=None):
     """y = dropout(softmax(mask(scale * x), dim=-1), p), in ``dtype`` (default: out_dtype(x, mask,
     mask_kind); e.g. torch.float32 for autocast's fp32 softmax). ``out`` may be x itself (in
-    place, when it has x's dtype). ``block_n`` forces the chunk size."""
+    place, when it has x's dtype). ``block_n`` forces the chunk size. ``seed`` (p > 0): None
+    draws a fresh one on x's device (device_seed), else an int or a 1-element int64 tensor on
+    x's device; the same value gives the same mask. ``probs`` (p > 0): a contiguous tensor of
+    y's shape and dtype that also receives the probabilities before dropout (what
+    MaskSoftmaxFunction saves for its backward)."""
     _check(x, mask, mask_kind, p)
     kind = MASK_KINDS[mask_kind]
     sum_dtype = out_dtype(x, mask, mask_kind)  # the type eager rounds x + mask to
     dtype = dtype or sum_dtype
     if dtype not in _TL:
         raise TypeError(f"mask_softmax: unsupported output dtype {dtype}")
+    if p == 0:
+        seed = 0  # never read
+    elif seed is None:
+        seed = device_seed(x.device)
+    seed, seed_ptr = _seed_arg("mask_softmax", seed, x.device)
     if out is None:
         # empty_like: a third of torch.empty(shape, ...)'s host time; contiguous like it
         out = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
@@ -437,34 +573,35 @@ def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-in
             raise ValueError("mask_softmax: out has the wrong shape, dtype or device")
         _check_alias("mask_softmax", [("out", out)], [("x", x), ("mask", mask)], in_place=("x",))
         _check_dense("mask_softmax", [("out", out)])
+    if probs is not None:
+        if p == 0 or probs.shape != x.shape or probs.dtype != dtype or probs.device != x.device \
+                or not probs.is_contiguous():
+            raise ValueError("mask_softmax: probs must be contiguous, of the output's shape, dtype and device, "
+                             "and p > 0")
+        _check_alias("mask_softmax", [("probs", probs)], [("x", x), ("mask", mask), ("out", out)])
     if x.numel() == 0:
         return out
     # x, the mask and out are read through their own strides as [B, H, M, N]: no 4-D views
     pad = [0] * (4 - x.dim())
     B, H, M, N = shape = [1] * len(pad) + list(x.shape)
-    if kind in (1, 2):
-        sm = _broadcast_strides(mask, shape)
-        if sm is None:
-            raise ValueError(f"mask_softmax: mask {tuple(mask.shape)} does not broadcast to {tuple(x.shape)}")
-        if kind == 1:
-            mask = mask.view(torch.int8)
-    else:
-        mask, sm = x, [0, 0, 0, 0]  # never read
+    kmask, sm = _mask_arg(mask, kind, shape)
     block, rows, warps = _plan(N, block_n, MAX_BLOCK_N)
     R = B * H * M
-    args = (x, mask, out, R, H, M, N, *pad, *x.stride(), *sm, *pad, *out.stride(),
-            float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), int(seed))
+    args = (x, x if kmask is None else kmask, out, out if probs is None else probs,  # x, out: dummies, never read
+            R, H, M, N, *pad, *x.stride(), *sm, *pad, *out.stride(),
+            float(scale), fill_value(mask_fill, x.dtype), float(p), 1.0 / (1.0 - p), seed)
+    flags = dict(KIND=kind, SDT=_TL[sum_dtype], DROPOUT=p > 0, SEED_PTR=seed_ptr, STORE_P=probs is not None)
     if N <= block:
         _launch(_mask_softmax_rows, (-(-R // rows),), args, num_warps=warps,  # cdiv (triton.cdiv: us per call)
-                KIND=kind, SDT=_TL[sum_dtype], DROPOUT=p > 0, BLOCK_N=block, ROWS=rows)
+                **flags, BLOCK_N=block, ROWS=rows)
     else:
-        _launch(_mask_softmax_long, (R,), args, num_warps=warps,
-                KIND=kind, SDT=_TL[sum_dtype], DROPOUT=p > 0, BLOCK_N=block)
+        _launch(_mask_softmax_long, (R,), args, num_warps=warps, **flags, BLOCK_N=block)
     return out
 
 
 def dropout_mask(shape, p, seed, device):
-    """The keep-mask (bool) mask_softmax applies for these scores' shape, p and seed."""
+    """The keep-mask (bool) mask_softmax applies for these scores' shape, p and seed (an int,
+    or the seed tensor a call used: read on the device, as the kernels read it)."""
     shape = tuple(shape)
     n = shape[-1]
     rows = 1
@@ -472,8 +609,9 @@ def dropout_mask(shape, p, seed, device):
         rows *= d
     k = torch.empty((rows, n), dtype=torch.int8, device=device)
     if k.numel():
-        _launch(_mask_kernel, (rows,), (k, n, float(p), int(seed)),
-                BLOCK_N=min(triton.next_power_of_2(n), MAX_BLOCK_N))
+        seed, seed_ptr = _seed_arg("dropout_mask", seed, k.device)
+        _launch(_mask_kernel, (rows,), (k, n, float(p), seed),
+                SEED_PTR=seed_ptr, BLOCK_N=min(triton.next_power_of_2(n), MAX_BLOCK_N))
     return k.view(shape).bool()
 
 
@@ -487,20 +625,60 @@ def _zeroed_positions(y, mask, mask_kind):
     return None
 
 
+def _softmax_dropout_grad(dy, probs, mask, mask_kind, scale, p, seed, xdtype):
+    """dx of mask_softmax with dropout (p > 0), in xdtype: _softmax_dropout_bwd on the saved
+    probabilities before dropout and dy, the keep mask regenerated from the forward's seed."""
+    dx = torch.empty(probs.shape, dtype=xdtype, device=probs.device)
+    if dx.numel() == 0:
+        return dx
+    pad = [0] * (4 - dy.dim())
+    B, H, M, N = shape = [1] * len(pad) + list(dy.shape)
+    kind = MASK_KINDS[mask_kind]
+    kmask, sm = _mask_arg(mask, kind, shape) if kind == 1 else (None, [0, 0, 0, 0])  # only bool masks are read
+    seed, seed_ptr = _seed_arg("mask_softmax", seed, dy.device)
+    block, rows, warps = _plan(N, None, MAX_BLOCK_N)
+    R = B * H * M
+    _launch(_softmax_dropout_bwd, (-(-R // rows),),
+            (probs, dy, probs if kmask is None else kmask, dx, R, H, M, N,  # probs: a dummy mask, never read
+             *pad, *dy.stride(), *sm, float(scale), float(p), 1.0 / (1.0 - p), seed),
+            num_warps=warps, KIND=kind, SEED_PTR=seed_ptr, BLOCK_N=block, ROWS=rows)
+    return dx
+
+
 class MaskSoftmaxFunction(torch.autograd.Function):
-    """Autograd for mask_softmax: ATen softmax backward on the saved probabilities (p == 0 only)."""
+    """Autograd for mask_softmax. p == 0: ATen softmax backward on the saved probabilities.
+    p > 0: the forward also writes the probabilities before dropout, saved for the backward
+    (no mask is stored), and the backward is _softmax_dropout_bwd, which regenerates the keep
+    mask from the forward's seed. ``seed`` as for mask_softmax (None: drawn on x's device
+    here, one per call)."""
 
     @staticmethod
     def forward(ctx, x, mask, scale, mask_kind, mask_fill, p, seed, dtype=None):
-        y = mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed, dtype=dtype)
-        ctx.save_for_backward(y, mask if mask_kind == "bool" else None)
         ctx.scale, ctx.mask_kind, ctx.p, ctx.xdtype = scale, mask_kind, p, x.dtype
+        fill_mask = mask if mask_kind == "bool" else None  # what masked_fill's backward needs
+        if p == 0:
+            y = mask_softmax(x, mask, scale, mask_kind, mask_fill, p, 0, dtype=dtype)
+            ctx.save_for_backward(y, fill_mask)
+            return y
+        if seed is None:
+            seed = device_seed(x.device)
+        # torch.empty, not empty_like: the verifier poisons and guards what torch.empty returns
+        probs = torch.empty(x.shape, dtype=dtype or out_dtype(x, mask, mask_kind), device=x.device)
+        y = mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed, dtype=dtype, probs=probs)
+        # a seed tensor is saved for backward (autograd refuses the backward if it was
+        # modified in between: the mask would not be the forward's); an int is kept as it is
+        tensor_seed = isinstance(seed, torch.Tensor)
+        ctx.save_for_backward(probs, fill_mask, seed if tensor_seed else None)
+        ctx.seed = None if tensor_seed else int(seed)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         if ctx.p > 0:
-            raise NotImplementedError("mask_softmax: no backward with dropout (p > 0); use p = 0")
+            probs, mask, tensor_seed = ctx.saved_tensors
+            dx = _softmax_dropout_grad(dy, probs, mask, ctx.mask_kind, ctx.scale, ctx.p,
+                                       tensor_seed if ctx.seed is None else ctx.seed, ctx.xdtype)
+            return dx, None, None, None, None, None, None, None
         y, mask = ctx.saved_tensors
         g = torch._softmax_backward_data(dy, y, -1, y.dtype)
         z = _zeroed_positions(y, mask, ctx.mask_kind)
@@ -515,7 +693,8 @@ class MaskSoftmax(torch.nn.Module):
     """Drop-in for ``dropout(softmax(masked_fill(scores * scale, mask, fill)), p)`` and the
     additive / causal variants: ``MaskSoftmax(scale, mask_kind, mask_fill, p, dtype)(scores, mask)``
     (``dtype=torch.float32`` for ``softmax(..., dtype=torch.float32)`` or autocast's fp32 softmax).
-    Dropout runs only in training mode, with a fresh seed per call from torch's CPU generator."""
+    Dropout runs only in training mode, with a fresh seed per call drawn on the scores' device
+    (device_seed): no host read, and a new mask at every CUDA-graph replay."""
 
     def __init__(self, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0, dtype=None):
         super().__init__()
@@ -525,5 +704,4 @@ class MaskSoftmax(torch.nn.Module):
 
     def forward(self, scores, mask=None):
         p = self.p if self.training else 0.0
-        seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if p > 0 else 0
-        return MaskSoftmaxFunction.apply(scores, mask, self.scale, self.mask_kind, self.mask_fill, p, seed, self.dtype)
+        return MaskSoftmaxFunction.apply(scores, mask, self.scale, self.mask_kind, self.mask_fill, p, None, self.dtype)

@@ -3,8 +3,10 @@ True = masked) / ``add`` (additive) / ``masked_fill`` with a ``triu`` mask (caus
 ``softmax`` (-> ``dropout``).
 
 ``dtype`` is softmax's output dtype (autocast runs softmax in fp32; HF Llama calls
-``softmax(..., dtype=torch.float32)``). With ``keep`` given (the fused kernel's dropout mask, for testing) dropout is applied with that
-mask as ``native_dropout`` does it; otherwise ``F.dropout``.
+``softmax(..., dtype=torch.float32)``). With ``keep`` given (the fused kernel's dropout mask,
+for testing) dropout is applied with that mask as ``native_dropout`` does it (``y * keep *
+(1/(1-p))``, whose gradient is ``native_dropout_backward``'s, ``dy * keep * (1/(1-p))``: the
+gradient cases compare the fused backward with eager's through it); otherwise ``F.dropout``.
 """
 
 import torch

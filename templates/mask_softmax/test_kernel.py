@@ -103,8 +103,148 @@ def test_dropout(device):
 @pytest.mark.parametrize("variant", ["bool-inf", "additive", "causal"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_grad(device, variant, dtype):
+    # the adapter's gradient case: the probabilities at p = 0 and at adapter.GRAD_P (dropout)
     params = dict(VARIANTS[variant], p=0.0)
     fat.run_grad_case(kernel, ref, adapter, [[2, 2, 5, 40], [2, 1, 1, 40]], dtype, params, device, 5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_traced_dropout(device):
+    # a traced p > 0 (the adapter adds p = 0), rows chunked and in one block, an fp32 softmax
+    params = dict(VARIANTS["bool-10000"], p=0.1)
+    fat.run_grad_case(kernel, ref, adapter, [[2, 1, 3, 150], [2, 1, 3, 150]], "bf16", params, device, 8)
+    fat.run_grad_case(kernel, ref, adapter, [[2, 3, 33], [2, 1, 33]], "fp16", dict(params, out_dtype="fp32"), device, 9)
+
+
+# --- dropout: the seed (an int, a device tensor, or None: drawn on the device per call) and the
+# backward that regenerates the forward's mask ---------------------------------------------------
+
+
+def _assert_rate(keep, p):
+    # n Bernoulli(1 - p) draws: 6 standard deviations
+    n = keep.numel()
+    assert abs(keep.float().mean().item() - (1 - p)) < 6 * ((p * (1 - p) / n) ** 0.5), keep.float().mean().item()
+
+
+def _grads64(x, mask, variant, p, keep, dy):
+    """Eager's output and dx in float64 with the kernel's keep mask."""
+    v = VARIANTS[variant]
+    x64 = x.detach().double().requires_grad_(True)
+    m64 = mask.double() if mask is not None and mask.dtype.is_floating_point else mask
+    y64 = ref.mask_softmax(x64, m64, v["scale"], v["mask_kind"], v["mask_fill"], p, keep=keep)
+    (dx64,) = torch.autograd.grad(y64, x64, dy.double())
+    return y64, dx64
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("n", [40, 300])
+def test_dropout_grad_fp64(device, variant, n):
+    """The dropout backward (p > 0) against eager's gradients in float64 with the same keep
+    mask: every mask kind (a finite fill leaves masked positions a probability, which only
+    masked_fill's backward zeroes), rows in one block and chunked (n = 300), fully masked
+    rows (the mask's first row)."""
+    v, p = VARIANTS[variant], 0.3
+    params = dict(v, p=p)
+    inputs = adapter.make_inputs([[2, 1, 3, n], [2, 1, 3, n]], torch.float32, params, device, n)
+    x, mask = inputs["x"], inputs["mask"]
+    dy = fat.randn(x.shape, torch.float32, device, fat.gen(n + 1))
+    xg = x.clone().requires_grad_(True)
+    y = kernel.MaskSoftmaxFunction.apply(xg, mask, v["scale"], v["mask_kind"], v["mask_fill"], p, 17)
+    (dx,) = torch.autograd.grad(y, xg, dy)
+    keep = kernel.dropout_mask(x.shape, p, 17, device)
+    _assert_rate(keep, p)
+    y64, dx64 = _grads64(x, mask, variant, p, keep, dy)
+    fat.assert_close(y, y64, 1e-5, 1e-5, name="y")
+    fat.assert_close(dx, dx64, 1e-5, 1e-5, name="dx")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_seed_tensor_same_mask_as_int(device):
+    # a seed tensor (read by the kernels on the device) and the same value as an int give the
+    # same mask, in dropout_mask and in the output, for rows in one block and chunked
+    p = 0.25
+    for n in (40, 300):
+        x = fat.randn([2, 3, n], torch.float32, device, fat.gen(n))
+        for value in (5, 2**40 + 12345):
+            t = torch.tensor([value], dtype=torch.int64, device=device)
+            keep = kernel.dropout_mask(x.shape, p, t, device)
+            assert torch.equal(keep, kernel.dropout_mask(x.shape, p, value, device)), value
+            _assert_rate(keep, p)
+            y = kernel.mask_softmax(x, None, 0.5, "causal", p=p, seed=t)
+            assert torch.equal(y, kernel.mask_softmax(x, None, 0.5, "causal", p=p, seed=value))
+            fat.assert_close(y, ref.mask_softmax(x, None, 0.5, "causal", p=p, keep=keep), 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_seed_none_draws_on_the_device(device):
+    # seed=None draws a seed tensor on the scores' device for every call (device_seed): two
+    # calls differ; each is the reference under the seed that torch.manual_seed reproduces
+    x = fat.randn([2, 3, 5, 40], torch.float32, device, fat.gen(3), std=3)
+    p = 0.3
+    torch.manual_seed(5)
+    y1 = kernel.mask_softmax(x, None, 0.5, p=p)
+    y2 = kernel.mask_softmax(x, None, 0.5, p=p)
+    torch.manual_seed(5)
+    s1, s2 = kernel.device_seed(device), kernel.device_seed(device)
+    assert s1.dtype == torch.int64 and s1.shape == (1,) and s1.device == x.device
+    for y, s in ((y1, s1), (y2, s2)):
+        keep = kernel.dropout_mask(x.shape, p, s, device)
+        _assert_rate(keep, p)
+        assert torch.equal(y != 0, keep), "dropped elements are not those of the drawn seed"
+        fat.assert_close(y, ref.mask_softmax(x, None, 0.5, p=p, keep=keep), 1e-5, 1e-5)
+    assert ((y1 != 0) != (y2 != 0)).float().mean().item() > 0.2, "two calls drew the same mask"
+    m = kernel.MaskSoftmax(0.5, p=p)  # the module draws its seed the same way
+    k1, k2 = m(x) != 0, m(x) != 0
+    _assert_rate(k1, p)
+    assert (k1 != k2).float().mean().item() > 0.2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("how", ["none", "tensor", "int"])
+@pytest.mark.parametrize("n", [40, 300])
+def test_backward_regenerates_the_forward_mask(device, how, n):
+    # the backward regenerates the forward's mask from the seed it saved (tensor or int): the
+    # forward's zeros and the gradient are both those of the drawn seed's mask
+    x = fat.randn([2, 3, n], torch.float32, device, fat.gen(n), std=3)
+    dy = fat.randn([2, 3, n], torch.float32, device, fat.gen(n + 1))
+    p = 0.35
+    torch.manual_seed(9)  # the seed that seed=None draws in the forward, reproduced
+    keep = kernel.dropout_mask(x.shape, p, 991 if how == "int" else kernel.device_seed(device), device)
+    torch.manual_seed(9)
+    seed = None if how == "none" else kernel.device_seed(device) if how == "tensor" else 991
+    xg = x.clone().requires_grad_(True)
+    y = kernel.MaskSoftmaxFunction.apply(xg, None, 1.0, "none", INF, p, seed)
+    (dx,) = torch.autograd.grad(y, xg, dy)
+    assert torch.equal(y.detach() != 0, keep), "forward: not the seed's mask"
+    y64, dx64 = _grads64(x, None, "none", p, keep, dy)
+    fat.assert_close(dx, dx64, 1e-5, 1e-5, name="dx: another mask than the forward's")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_seed_and_probs_checks(device):
+    x = torch.randn(2, 3, 16, device=device)
+    for bad in (torch.tensor([1], dtype=torch.int32, device=device), torch.tensor([1, 2], device=device)):
+        with pytest.raises(ValueError, match="seed tensor"):
+            kernel.mask_softmax(x, None, 1.0, p=0.2, seed=bad)
+        with pytest.raises(ValueError, match="seed tensor"):
+            kernel.dropout_mask(x.shape, 0.2, bad, device)
+    # probs (the pre-dropout probabilities) only with dropout, contiguous, apart from the inputs
+    for probs, p in ((torch.empty_like(x), 0.0), (torch.empty(2, 16, 3, device=device).transpose(1, 2), 0.2),
+                     (x, 0.2)):
+        with pytest.raises(ValueError, match="probs"):
+            kernel.mask_softmax(x, None, 1.0, p=p, seed=1, probs=probs)
+    probs = fat.poison(x.shape, x.dtype, device)
+    y = kernel.mask_softmax(x, None, 1.0, p=0.2, seed=1, probs=probs)
+    fat.assert_close(probs, torch.softmax(x, -1), 1e-6, 1e-6, name="probs")
+    fat.assert_close(y, probs * kernel.dropout_mask(x.shape, 0.2, 1, device) / 0.8, 1e-6, 1e-6)
+    # a seed tensor modified between forward and backward: autograd refuses the backward
+    seed = torch.tensor([3], dtype=torch.int64, device=device)
+    xg = x.clone().requires_grad_(True)
+    y = kernel.MaskSoftmaxFunction.apply(xg, None, 1.0, "none", INF, 0.2, seed)
+    seed.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -116,10 +256,14 @@ def test_module_and_errors(device):
         kernel.mask_softmax(x, torch.zeros(3, 4, dtype=torch.bool, device=device), 1.0, "bool")
     with pytest.raises(ValueError):
         kernel.mask_softmax(x, None, 1.0, "bool")
+    # dropout (p > 0) has a backward: y.sum()'s dy is an expanded (stride 0) tensor, read in place
     xd = torch.randn(2, 4, device=device, requires_grad=True)
     y = kernel.MaskSoftmaxFunction.apply(xd, None, 1.0, "none", INF, 0.5, 1)
-    with pytest.raises(NotImplementedError):
-        y.sum().backward()
+    y.sum().backward()
+    keep = kernel.dropout_mask(xd.shape, 0.5, 1, device)
+    x64 = xd.detach().double().requires_grad_(True)
+    ref.mask_softmax(x64, None, 1.0, "none", INF, 0.5, keep=keep).sum().backward()
+    fat.assert_close(xd.grad, x64.grad, 1e-6, 1e-6)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -286,3 +430,81 @@ def test_cuda_graph_unseen_shapes_gpu():
         graph.replay()
         torch.cuda.synchronize()
         fat.assert_close(y, ref.mask_softmax(x, None, 0.125, "causal"), *fat.tol("softmax", torch.float16))
+
+
+def _warm_up(fn):
+    """fn run once on a side stream (compiles the kernels and lets the caching allocator set
+    up), as PyTorch's CUDA-graph notes require before a capture."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+@pytest.mark.parametrize("n", [512, 10000])  # rows in one block, rows in chunks
+def test_cuda_graph_replays_draw_fresh_masks_gpu(n):
+    """A CUDA graph of the forward (and of forward + backward through MaskSoftmaxFunction),
+    the seed drawn on the device inside the graph: each replay draws a new seed, so two
+    replays give two different masks, each the reference's for the seed that replay drew
+    (read from the graph's seed tensor after the replay), the gradient with the forward's."""
+    g = fat.gen(71)
+    x = fat.randn([2, 4, 16, n], torch.float32, "cuda", g, std=3)
+    dy = fat.randn([2, 4, 16, n], torch.float32, "cuda", g)
+    p = 0.3
+    xg = x.clone().requires_grad_(True)
+
+    def step():
+        seed = kernel.device_seed(x.device)  # what seed=None does, kept to be read back
+        y = kernel.mask_softmax(x, None, 0.5, p=p, seed=seed)
+        y_none = kernel.mask_softmax(x, None, 0.5, p=p)  # seed=None
+        yg = kernel.MaskSoftmaxFunction.apply(xg, None, 0.5, "none", INF, p, None)
+        (dx,) = torch.autograd.grad(yg, (xg,), dy)
+        return seed, y, y_none, yg.detach(), dx
+
+    _warm_up(step)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        seed, y, y_none, yg, dx = step()
+    seen = []
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        keep = kernel.dropout_mask(x.shape, p, seed, "cuda")  # this replay's seed, read on the device
+        assert torch.equal(keep, kernel.dropout_mask(x.shape, p, int(seed.item()), "cuda"))
+        _assert_rate(keep, p)
+        assert torch.equal(y != 0, keep)  # scores of std 3 over <= 10000 columns: no probability is 0
+        fat.assert_close(y, ref.mask_softmax(x, None, 0.5, p=p, keep=keep), 1e-5, 1e-5)
+        for out in (y_none, yg):
+            _assert_rate(out != 0, p)
+            fat.assert_close(out, ref.mask_softmax(x, None, 0.5, p=p, keep=out != 0), 1e-5, 1e-5)
+        x64 = x.double().requires_grad_(True)
+        (dx64,) = torch.autograd.grad(ref.mask_softmax(x64, None, 0.5, p=p, keep=yg != 0), x64, dy.double())
+        fat.assert_close(dx, dx64, 1e-5, 1e-5, name="dx: the forward's mask")
+        seen.append((int(seed.item()), keep, y_none != 0, yg != 0))
+    (s0, k0, n0, g0), (s1, k1, n1, g1) = seen
+    assert s0 != s1, "the replays drew the same seed"
+    for a, c in ((k0, k1), (n0, n1), (g0, g1)):
+        assert (a != c).float().mean().item() > 0.2, "two replays gave the same mask"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_compile_reduce_overhead_fresh_masks_gpu():
+    """MaskSoftmax under torch.compile(mode="reduce-overhead"): every call a new mask, each the
+    reference's for the mask it shows (dropped probabilities are exactly 0)."""
+    x = fat.randn([2, 4, 64, 128], torch.float32, "cuda", fat.gen(73), std=3)
+    p = 0.3
+    m = kernel.MaskSoftmax(0.5, p=p).train()
+    f = torch.compile(lambda x: m(x), mode="reduce-overhead")
+    ys = [f(x).clone() for _ in range(4)]  # warm-up, recording, replays
+    torch.cuda.synchronize()
+    keeps = [y != 0 for y in ys]
+    for y, keep in zip(ys, keeps):
+        _assert_rate(keep, p)
+        fat.assert_close(y, ref.mask_softmax(x, None, 0.5, p=p, keep=keep), 1e-5, 1e-5)
+    for a, c in zip(keeps, keeps[1:]):
+        assert (a != c).float().mean().item() > 0.2, "two calls gave the same mask"
