@@ -257,3 +257,28 @@ func TestPRNoAbsolutePaths(t *testing.T) {
 		}
 	}
 }
+
+// Training modes: the full (forward + backward) case must be faster too; a backward case
+// alone is shown, not judged.
+func TestPRTrainingModes(t *testing.T) {
+	root := t.TempDir()
+	mk := func(name string) GenFolder {
+		return genFolder(t, root, name, codegen.Manifest{Pattern: "swiglu", Dtype: "bf16", Shapes: [][]int64{{4096, 768}, {4096, 768}},
+			EstFusedUs: 1, Instances: 4, GPUTimeUs: 400}, "# "+name+"\n")
+	}
+	c := func(name, mode string, fused, eager float64) bench.Case {
+		return bench.Case{Name: name, Mode: mode, Pattern: "swiglu", Dtype: "bf16", Shape: []int64{4096, 768}, Correct: true, FusedUs: fused, EagerUs: eager}
+	}
+	in := Inputs{Generated: []GenFolder{mk("good"), mk("full_slower")}, Bench: &bench.Result{Cases: []bench.Case{
+		c("good", "forward", 10, 20), c("good", "backward", 30, 25), c("good", "full", 40, 45),
+		c("full_slower", "forward", 10, 20), c("full_slower", "full", 50, 45),
+	}}}
+	pr, _ := writePR(t, in)
+	offered, rest := prSection(pr, "Kernels to swap in"), strings.ReplaceAll(prSection(pr, "Not worth it"), `\`, "")
+	if !strings.Contains(offered, "`good`") || strings.Contains(offered, "full_slower") {
+		t.Errorf("offered:\n%s", offered)
+	}
+	if !strings.Contains(rest, "slower than the eager chain at bf16 [4096, 768] full: fused 50.0 µs, eager 45.0 µs") {
+		t.Errorf("'Not worth it':\n%s", rest)
+	}
+}
