@@ -306,7 +306,8 @@ var mutations = func() []mutation {
 			"_cast(dy * d, DZ.dtype.element_ty), mask=m)", "_cast(dy * d, DZ.dtype.element_ty))"},
 		{"linear_gelu", "out-overlap-unchecked", overlap, "def linear_gelu(",
 			`_check_alias("linear_gelu", [("out", out)], [("x", x), ("weight", weight), ("bias", bias)])`, "pass"},
-		{"linear_gelu", "out-overlap-x-unchecked", overlap, "def linear_gelu(", `[("x", x), ("weight", weight),`, `[("weight", weight),`},
+		{"linear_gelu", "out-overlap-x-unchecked", overlap, "def linear_gelu(",
+			`[("out", out)], [("x", x), ("weight", weight),`, `[("out", out)], [("weight", weight),`},
 	}...)
 
 	// layernorm_linear: row statistics (several rows per program, shifted by the first
