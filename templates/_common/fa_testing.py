@@ -375,8 +375,9 @@ def run_grad_case(kernel, reference, adapter, shapes, dtype, params, device, see
     _check_grads(lambda leaves: adapter.fused(kernel, leaves, params, autograd=True),
                  reference, adapter, inputs, shapes, dt, params, device, seed, "")
     if hasattr(adapter, "train"):
+        # "_test": train() may leave what the reference needs (a dropout mask), as fused() does
         _check_grads(lambda leaves: adapter.train(kernel, leaves, params),
-                     reference, adapter, inputs, shapes, dt, params, device, seed + 1, " (train)")
+                     reference, adapter, dict(inputs, _test=True), shapes, dt, params, device, seed + 1, " (train)")
 
 
 def _check_grads(call, reference, adapter, inputs, shapes, dt, params, device, seed, what):
