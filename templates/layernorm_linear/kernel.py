@@ -11,11 +11,7 @@ output is usable). Two ways to fold it, both here, measured against each other:
   then a plain GEMM of the *raw* x with W' and a row-wise epilogue
   ``y = rstd_i * (acc_ij - mean_i * s_j) + b'_j``. The GEMM's A operand goes from memory
   to the tensor cores untouched; for fp16/bf16 operands that meet TMA's alignment the GEMM
-  loads through TMA tensor descriptors (Hopper's bulk copy engine). At decode-size M (at
-  most ``INLINE_STATS_M`` rows, no shared statistics) one launch instead: the pointer GEMM
-  computes the statistics in its K loop from the x tiles it loads anyway (each block's mean
-  and squared deviations merged as they come, on rows shifted by their first element), which
-  saves the second launch, two allocations and the TMA descriptors' host time per call.
+  loads through TMA tensor descriptors (Hopper's bulk copy engine).
 - ``variant="normalize"``: normalise on load: each ``[BLOCK_M, BLOCK_K]`` tile of x is read,
   normalised with the row stats and gamma/beta, rounded to x's dtype (as eager's LayerNorm
   output is) and fed to ``tl.dot``.
@@ -91,9 +87,6 @@ VARIANTS = ("fold", "normalize")
 # about STATS_TILE elements (several short rows); the interpreter keeps them small
 MAX_BLOCK_K = 128 if INTERPRET else 4096
 STATS_TILE = 256 if INTERPRET else 2048
-# variant="fold" with at most INLINE_STATS_M rows (decode): the statistics computed in the
-# GEMM's K loop from the x tiles it loads anyway, one launch per call instead of two
-INLINE_STATS_M = 16
 
 
 # --- fa:shared cast ---
@@ -445,9 +438,10 @@ def _ln_stats_kernel(X, MEAN, RSTD, M, K, sxm, sxk, eps,
 
 
 @triton.jit
-def _fold_epilogue(acc, rn, N, mean, rstd, S, BF, HAS_BIAS: tl.constexpr):
-    """sum_k LN(x)_ik W_jk + b_j = rstd_i * (sum_k x_ik W'_jk - mean_i * s_j) + b'_j (fp32);
-    mean, rstd: the tile's rows' statistics, [BLOCK_M] fp32."""
+def _fold_epilogue(acc, rm, rn, M, N, MEAN, RSTD, S, BF, HAS_BIAS: tl.constexpr):
+    """sum_k LN(x)_ik W_jk + b_j = rstd_i * (sum_k x_ik W'_jk - mean_i * s_j) + b'_j (fp32)."""
+    mean = tl.load(MEAN + rm, mask=rm < M, other=0.0)
+    rstd = tl.load(RSTD + rm, mask=rm < M, other=0.0)
     s = tl.load(S + rn, mask=rn < N, other=0.0)
     y = rstd[:, None] * (acc - mean[:, None] * s[None, :])
     if HAS_BIAS:
@@ -475,42 +469,29 @@ def _fold_tma_kernel(a_desc, w_desc, y_desc, MEAN, RSTD, S, BF, M, N,
             acc = tl.dot(a, w.T, acc)
     rm = off_m + tl.arange(0, BLOCK_M)
     rn = off_n + tl.arange(0, BLOCK_N)
-    mean = tl.load(MEAN + rm, mask=rm < M, other=0.0)
-    rstd = tl.load(RSTD + rm, mask=rm < M, other=0.0)
-    y = _fold_epilogue(acc, rn, N, mean, rstd, S, BF, HAS_BIAS)
+    y = _fold_epilogue(acc, rm, rn, M, N, MEAN, RSTD, S, BF, HAS_BIAS)
     y_desc.store([off_m, off_n], _cast(y, y_desc.dtype))
 
 
 @triton.jit
-def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, swk, sym, syn, eps,
-                      K: tl.constexpr, FOLD: tl.constexpr, STATS: tl.constexpr, HAS_G: tl.constexpr,
-                      HAS_BETA: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
+def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, swk, sym, syn,
+                      K: tl.constexpr, FOLD: tl.constexpr, HAS_G: tl.constexpr, HAS_BETA: tl.constexpr,
+                      HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr):
     """Pointer-based GEMM for both variants (any strides, fp32 operands). FOLD: W is W', the
     A tiles go to tl.dot as loaded and the fold epilogue applies (G = s, BIAS = b'); else the
-    A tiles are normalised on load. STATS (FOLD only): the rows' mean and rstd computed here,
-    from the A tiles the K loop loads anyway (MEAN, RSTD unused): decode-size M, where a
-    separate statistics kernel would cost a launch and two allocations per call."""
+    A tiles are normalised on load."""
     pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
+    mean = tl.load(MEAN + rm % M)
+    rstd = tl.load(RSTD + rm % M)
     # rows/cols past M/N wrap around (their results are never stored), so only K needs a mask,
     # and none at all when BLOCK_K divides K (as in the Triton matmul tutorial); offsets are
     # int64, the K steps too (BLOCK_K * a column stride of a transposed x can pass 2**31)
     ra = (rm % M).to(tl.int64)
-    if STATS:
-        # each row shifted by its first element (a row of equal values: variance exactly 0),
-        # the blocks' means and squared deviations merged as they come (Chan et al.'s
-        # pairwise update: no E[x^2] - E[x]^2 cancellation)
-        x0 = tl.load(A + ra * sam).to(tl.float32)
-        n_run = 0.0
-        mean = tl.full([BLOCK_M], 0, tl.float32)
-        m2 = tl.full([BLOCK_M], 0, tl.float32)
-    else:
-        mean = tl.load(MEAN + rm % M)
-        rstd = tl.load(RSTD + rm % M)
     rb = (rn % N).to(tl.int64)
     rk64 = rk.to(tl.int64)
     a_ptr = A + ra[:, None] * sam + rk64[None, :] * sak
@@ -527,16 +508,6 @@ def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, s
         else:
             a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)
             b = tl.load(w_ptr, mask=kmask[:, None], other=0.0)
-        if STATS:
-            nb = tl.sum(kmask.to(tl.float32), axis=0)  # the block's columns
-            d = tl.where(kmask[None, :], a.to(tl.float32) - x0[:, None], 0.0)
-            b_mean = tl.sum(d, axis=1) / nb
-            dev = tl.where(kmask[None, :], d - b_mean[:, None], 0.0)
-            n_new = n_run + nb
-            delta = b_mean - mean
-            mean += delta * (nb / n_new)
-            m2 += tl.sum(dev * dev, axis=1) + delta * delta * (n_run * nb / n_new)
-            n_run = n_new
         if not FOLD:
             # normalise on load: (x - mean) * rstd * gamma + beta, rounded like eager's LN output
             a = (a.to(tl.float32) - mean[:, None]) * rstd[:, None]
@@ -554,12 +525,8 @@ def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, s
         a_ptr += a_step
         w_ptr += w_step
 
-    if STATS:
-        var = m2 / K
-        rstd = tl.where(var == 0.0, 0.0, 1.0 / tl.sqrt(var + eps))  # as _ln_stats_kernel
-        mean += x0
     if FOLD:
-        acc = _fold_epilogue(acc, rn, N, mean, rstd, G, BIAS, HAS_BIAS)
+        acc = _fold_epilogue(acc, rm, rn, M, N, MEAN, RSTD, G, BIAS, HAS_BIAS)
     elif HAS_BIAS:
         acc += tl.load(BIAS + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     y = _cast(acc, Y.dtype.element_ty)
@@ -779,10 +746,7 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
     if M == 0 or N == 0:
         return out
     a = x.reshape(-1, K) if copy else x  # the kernels read x's rows through rs, cs
-    inline = fold and stats is None and M <= INLINE_STATS_M
-    if inline:
-        mean = rstd = a  # dummies: the GEMM computes the statistics
-    elif stats is None:
+    if stats is None:
         mean, rstd = _stats(a, eps, M, K, rs, cs, stats_cfg)
 
     if not fold:
@@ -793,10 +757,9 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
         def run(tile, y):
             _gemm_launch(kernel, _gemm_grid(M, N, tile), (),
                          (a, mean, rstd, ln_weight if flags[1] else a, ln_bias if flags[2] else a, weight,
-                          bias if flags[3] else weight, y, M, N, rs, cs, sw0, sw1, ys, ycs, float(eps)),
-                         tile, K=K, FOLD=False, STATS=False, HAS_G=flags[1], HAS_BETA=flags[2],
-                         HAS_BIAS=flags[3], DOT_F32=dot_f32)
-    elif not inline and tma and (a.data_ptr() | wf.data_ptr() | out.data_ptr()) % 16 == 0:
+                          bias if flags[3] else weight, y, M, N, rs, cs, sw0, sw1, ys, ycs),
+                         tile, K=K, FOLD=False, HAS_G=flags[1], HAS_BETA=flags[2], HAS_BIAS=flags[3], DOT_F32=dot_f32)
+    elif tma and (a.data_ptr() | wf.data_ptr() | out.data_ptr()) % 16 == 0:
         kernel = _fold_tma_kernel
         flags = (True, bf is not None)
         ash, ast, wsh, wst, ysh, yst = [M, K], [rs, 1], [N, K], [wf.stride(0), 1], [M, N], [ys, 1]
@@ -808,15 +771,13 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
                          (mean, rstd, s, bf if flags[1] else s, M, N), tile, K=K, HAS_BIAS=flags[1], DOT_F32=dot_f32)
     else:
         kernel = _ln_linear_kernel
-        flags = (True, bf is not None, inline)
+        flags = (True, bf is not None)
         sw0, sw1 = wf.stride()
 
         def run(tile, y):
             _gemm_launch(kernel, _gemm_grid(M, N, tile), (),
-                         (a, mean, rstd, s, s, wf, bf if flags[1] else s, y, M, N, rs, cs, sw0, sw1, ys, ycs,
-                          float(eps)),
-                         tile, K=K, FOLD=True, STATS=inline, HAS_G=False, HAS_BETA=False, HAS_BIAS=flags[1],
-                         DOT_F32=dot_f32)
+                         (a, mean, rstd, s, s, wf, bf if flags[1] else s, y, M, N, rs, cs, sw0, sw1, ys, ycs),
+                         tile, K=K, FOLD=True, HAS_G=False, HAS_BETA=False, HAS_BIAS=flags[1], DOT_F32=dot_f32)
 
     # tuned once per bucket of M, on a scratch output (the caller's out is written once, below)
     tile = _gemm_tile(kernel, M, N, K, x, flags,
