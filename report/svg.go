@@ -356,7 +356,7 @@ func verdictColor(v Verdict) string {
 		return "#137333"
 	case DoNotShip, Failed:
 		return "#b3261e"
-	case Review:
+	case Review, UseCompile:
 		return "#b06000"
 	}
 	return "#5f6368"
