@@ -187,9 +187,9 @@ func Run(ctx context.Context, dirs []string, o Options) (*Result, error) {
 			switch {
 			case err != nil:
 			case runErr != nil && ctx.Err() != nil:
-				err = fmt.Errorf("bench: stopped after %v with %d of %d folders measured", o.Timeout, len(res.Cases), len(mine))
+				err = fmt.Errorf("bench: stopped after %v with %d of %d folders measured", o.Timeout, len(folderGroups(res.Cases)), len(mine))
 			case runErr != nil:
-				err = fmt.Errorf("bench: harness failed after %d of %d folders: %v", len(res.Cases), len(mine), runErr)
+				err = fmt.Errorf("bench: harness failed after %d of %d folders: %v", len(folderGroups(res.Cases)), len(mine), runErr)
 			}
 			parts[g] = part{res, err}
 		}()
@@ -211,11 +211,14 @@ func Run(ctx context.Context, dirs []string, o Options) (*Result, error) {
 			res.CopyTBps = p.res.CopyTBps // the slowest GPU's, to be conservative about floors
 		}
 	}
+	// in the folders' order: folder i is group i/n of part i%n, a group being a folder's
+	// cases (one per mode: consecutive, with the folder's name)
 	res.Cases = nil
 	for i := range abs {
-		p := parts[i%n]
-		if p.res != nil && i/n < len(p.res.Cases) {
-			res.Cases = append(res.Cases, p.res.Cases[i/n])
+		if p := parts[i%n]; p.res != nil {
+			if groups := folderGroups(p.res.Cases); i/n < len(groups) {
+				res.Cases = append(res.Cases, groups[i/n]...)
+			}
 		}
 	}
 	if firstErr != nil {
@@ -338,4 +341,19 @@ func ParseModes(s string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// folderGroups splits the cases of one harness run into its folders' groups: the
+// consecutive cases of one name (a folder timed in several modes has one case per mode).
+func folderGroups(cases []Case) [][]Case {
+	var out [][]Case
+	for i := 0; i < len(cases); {
+		j := i + 1
+		for j < len(cases) && cases[j].Name == cases[i].Name {
+			j++
+		}
+		out = append(out, cases[i:j])
+		i = j
+	}
+	return out
 }

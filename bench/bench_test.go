@@ -281,6 +281,7 @@ func TestAnchorsValidate(t *testing.T) {
 type echoRunner struct {
 	mu    sync.Mutex
 	gpuOf map[string]string
+	modes map[string][]string // folders timed in several modes: one result line each
 }
 
 func (e *echoRunner) Run(ctx context.Context, python string, args, env []string, stderr io.Writer) ([]byte, error) {
@@ -293,7 +294,13 @@ func (e *echoRunner) Run(ctx context.Context, python string, args, env []string,
 			continue
 		}
 		e.gpuOf[filepath.Base(a)] = strings.Join(env, ",")
-		fmt.Fprintf(&b, `{"name": %q, "correct": true, "fused_us": 1}`+"\n", filepath.Base(a))
+		modes := e.modes[filepath.Base(a)]
+		if modes == nil {
+			modes = []string{"forward"}
+		}
+		for _, m := range modes {
+			fmt.Fprintf(&b, `{"name": %q, "mode": %q, "correct": true, "fused_us": 1}`+"\n", filepath.Base(a), m)
+		}
 	}
 	return []byte(b.String()), nil
 }
@@ -316,6 +323,30 @@ func TestSplitOverGPUsKeepsOrder(t *testing.T) {
 		want := fmt.Sprintf("CUDA_VISIBLE_DEVICES=%d", i%2)
 		if e.gpuOf[n] != want {
 			t.Errorf("%s ran with %q, want %q", n, e.gpuOf[n], want)
+		}
+	}
+}
+
+// TestSplitKeepsEachFolderModes: a folder timed in several modes has one case per mode;
+// merged over one or two GPUs, every case is kept, each folder's together, folders in order
+// (the merge once took one case per folder: a folder's later modes stood in for the next
+// folders, whose results were lost).
+func TestSplitKeepsEachFolderModes(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e"}
+	three := []string{"forward", "backward", "full"}
+	for _, gpus := range []int{1, 2} {
+		e := &echoRunner{gpuOf: map[string]string{}, modes: map[string][]string{"a": three, "d": three}}
+		res, err := Run(context.Background(), folders(t, names...), Options{Runner: e, GPUs: gpus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range res.Cases {
+			got = append(got, c.Name+":"+c.Mode)
+		}
+		want := "a:forward a:backward a:full b:forward c:forward d:forward d:backward d:full e:forward"
+		if strings.Join(got, " ") != want {
+			t.Errorf("%d GPU(s): cases %v, want %s", gpus, got, want)
 		}
 	}
 }
