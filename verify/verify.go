@@ -65,6 +65,10 @@ type Options struct {
 	// Progress, when set, is called once per finished case (from several goroutines,
 	// serialised).
 	Progress func(dir string, c Case)
+	// FolderDone, when set, is called once per folder when all its cases have finished
+	// (from several goroutines, one call at a time), with the folder's result; done of total
+	// folders are finished then.
+	FolderDone func(f Folder, done, total int)
 	// Runner starts the Python processes; nil runs the embedded runner script with Python.
 	Runner Runner
 	// Getenv reads the environment for the Python lookup (nil: os.Getenv).
@@ -176,6 +180,7 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 		cancel()
 	}
 	var progressMu sync.Mutex
+	finished := 0 // folders done, under progressMu
 	progress := func(dir string, c Case) {
 		if o.Progress != nil {
 			progressMu.Lock()
@@ -208,6 +213,12 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 				if err != nil {
 					fail(err)
 					return
+				}
+				if o.FolderDone != nil {
+					progressMu.Lock()
+					finished++
+					o.FolderDone(f, finished, len(abs))
+					progressMu.Unlock()
 				}
 				if f.tainted() {
 					w.stop() // the next folder gets a process the kernel could not have corrupted

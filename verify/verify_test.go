@@ -344,9 +344,20 @@ func TestParallel(t *testing.T) {
 	dirs := folders(t, "f1", "f2", "f3", "f4", "f5")
 	var mu sync.Mutex
 	seen := 0
-	res, err := Run(context.Background(), dirs, Options{Runner: fr, Jobs: 2, Progress: func(string, Case) { mu.Lock(); seen++; mu.Unlock() }})
+	var done []int
+	folderDone := func(f Folder, n, total int) {
+		if len(f.Cases) != 3 || total != 5 {
+			t.Errorf("FolderDone(%s with %d cases, %d, %d)", f.Dir, len(f.Cases), n, total)
+		}
+		done = append(done, n) // FolderDone is called one at a time
+	}
+	res, err := Run(context.Background(), dirs, Options{Runner: fr, Jobs: 2, FolderDone: folderDone,
+		Progress: func(string, Case) { mu.Lock(); seen++; mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fmt.Sprint(done) != "[1 2 3 4 5]" {
+		t.Errorf("FolderDone counts %v, want 1..5", done)
 	}
 	if fr.starts != 2 {
 		t.Errorf("%d runner processes, want 2", fr.starts)

@@ -87,7 +87,28 @@ func runVerify(ctx context.Context, env *Env, dirs []string, o verify.Options) (
 			fmt.Fprintf(env.Stderr, "FAIL %s: %s\n", filepath.Base(dir), verify.Describe(c))
 		}
 	}
+	o.FolderDone = func(f verify.Folder, done, total int) {
+		fmt.Fprintf(env.Stderr, "verify %d/%d %s: %s\n", done, total, filepath.Base(f.Dir), folderLine(f))
+	}
 	return verify.Run(ctx, dirs, o)
+}
+
+// folderLine sums up one verified folder: its cases passed out of those that ran, or its
+// error.
+func folderLine(f verify.Folder) string {
+	if f.Error != "" {
+		return "error: " + f.Error
+	}
+	pass := 0
+	for _, c := range f.Cases {
+		if c.Passed() {
+			pass++
+		}
+	}
+	if pass == len(f.Cases) {
+		return fmt.Sprintf("%d cases passed", pass)
+	}
+	return fmt.Sprintf("%d of %d cases passed", pass, len(f.Cases))
 }
 
 func verifyStatus(res *verify.Result) error {
