@@ -26,6 +26,13 @@ variants do not reach them); make_inputs recognises them by their shapes:
   first checks that an output one row off the scores, and an expanded one, are refused.
 
 Each at a row that fits one interpreter block (100) and one that does not (299, 301).
+
+And one about values: EXTREME, rows longer than one interpreter block (200; the long-row
+kernel's online pass), whose row 1 has every score below -87, where exp underflows to 0 (with an
+additive mask: the row fully masked by finfo.min, as HF masks, which eager gives as uniform;
+with the other kinds: scores around -200 / scale), and whose row 4 has every score exactly 0
+(mask 0 / not masked): a running max started at 0 instead of -inf, or a running sum that
+drops the lanes whose running max is 0, gives them NaN or inf.
 """
 
 import mmap
@@ -41,6 +48,7 @@ GRAD_INPUTS = ["x"]
 FAR_BASE = 2**31  # elements before each FAR view on the CPU
 FAR = [[[3, 100], [3, 100]], [[2, 299], [2, 299]]]  # the mask's first row is fully masked: two rows
 IN_PLACE = [[[4, 100], [4, 100]], [[3, 301], [3, 301]]]
+EXTREME = [[[2, 3, 200], [2, 3, 200]]]  # rows 1 (every score below -87) and 4 (every score 0)
 GRAD_P = 0.2  # the gradient cases' dropout where the traced p is 0
 
 
@@ -54,7 +62,7 @@ def adversarial(params):
         [[2, 300], [2, 300]],
         [[1, 2, 5, 1500], [1, 1, 5, 1500]],
         [[2, 2, 9, 5], [2, 1, 9, 5]],
-    ] + FAR + IN_PLACE
+    ] + FAR + IN_PLACE + EXTREME
 
 
 def has_backward(params):
@@ -98,6 +106,17 @@ def make_inputs(shapes, dtype, params, device, seed):
         inputs["x"] = far_view(x)
     elif shapes in IN_PLACE:
         inputs["in_place"] = True
+    elif shapes in EXTREME:
+        n = shapes[0][-1]
+        rows = x.view(-1, n)
+        if kind == "additive":  # row 1 fully masked by finfo.min: every score about -3e38 (or -65504)
+            mask.view(-1, n)[1] = torch.finfo(dtype).min
+        else:  # row 1 all below -87 after scaling: from -250 to -200
+            u = torch.rand(n, generator=g) * 50.0 + 200.0
+            rows[1] = (-u / (params.get("scale", 1.0) or 1.0)).to(device=device, dtype=dtype)
+        rows[4] = 0.0  # row 4: every score exactly 0, unmasked
+        if mask is not None:
+            mask.view(-1, n)[4] = False if mask.dtype == torch.bool else 0.0
     return inputs
 
 

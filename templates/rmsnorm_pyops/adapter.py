@@ -12,6 +12,12 @@ variants do not reach them); make_inputs recognises them by their shapes:
   first checks that outputs overlapping x or the weight, and an expanded y, are refused.
 
 Each at a row that fits one interpreter block (100) and one that does not (299, 301).
+
+The gradient cases (fused(autograd=True)) hand the kernels x, the weight and dy (the gradient
+reaching the backward) each in a NaN-filled buffer, 3 elements in and with 2 NaN right after
+it, as the verifier's forward ``offset`` variant lays out the inputs: a backward that reads one
+element past a row or the weight (a ``cols <= N`` load mask) puts NaN in its sums, whatever
+lies in memory there.
 """
 
 import mmap
@@ -87,12 +93,23 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     x, w = inputs["x"], inputs["weight"]
     eps, casting = params.get("eps", 1e-6), params.get("casting", "llama")
     if autograd:
-        return (kernel.RMSNormFunction.apply(x, w, eps, casting),)
+        y = kernel.RMSNormFunction.apply(_nan_padded(x), _nan_padded(w), eps, casting)
+        y.register_hook(_nan_padded)  # dy, as the backward receives it
+        return (y,)
     dtype = kernel.out_dtype(x, w, casting)
     if inputs.get("in_place") and dtype == x.dtype:
         return (_in_place(kernel, x, w, eps, casting),)
     out = fat.poison(x.shape, dtype, x.device) if poison else None
     return (kernel.rms_norm(x, w, eps, casting, out=out),)
+
+
+def _nan_padded(t):
+    """t's values (differentiably: gradients flow back to t) in a contiguous view 3 elements
+    into a NaN-filled buffer, 2 NaN after it (the forward offset variant's layout)."""
+    def nan(k):
+        return torch.full([k], float("nan"), dtype=t.dtype, device=t.device)
+
+    return torch.cat([nan(3), t.reshape(-1), nan(2)])[3:3 + t.numel()].view(t.shape)
 
 
 def _in_place(kernel, x, w, eps, casting):
