@@ -225,3 +225,14 @@ def nbytes(shapes, dtype, params):
         if kind == "additive" and params.get("mask_dtype"):
             ydt = torch.promote_types(dtype, fat.DTYPES[params["mask_dtype"]])
     return n * size(dtype) + mb + n * size(ydt)
+
+
+def train(kernel, inputs, params):
+    """The fused chain as a training step calls it (bench's backward and full modes), at the
+    traced p. Under the gradient checks (inputs["_test"]) it also leaves the dropout mask for
+    the reference."""
+    x, mask, seed = inputs["x"], inputs["mask"], inputs["seed"]
+    scale, kind, fill, p = _args(params)
+    if inputs.get("_test") and p > 0:
+        inputs["keep"] = kernel.dropout_mask(x.shape, p, seed, x.device)
+    return kernel.MaskSoftmaxFunction.apply(x, mask, scale, kind, fill, p, seed, _out(params))
