@@ -61,6 +61,9 @@ var (
 	reParamRead  = regexp.MustCompile(`params(?:\.get\(|\[)"([a-z_]+)"`)
 	reParamDflt  = regexp.MustCompile(`params\.get\("([a-z_]+)",\s*(float\("[^"]*"\)|"[^"]*"|[-+0-9.eE]+)\s*\)`)
 	reFloatOfStr = regexp.MustCompile(`^float\("([^"]*)"\)$`)
+	// a template without a backward says so in one line: has_backward returns False
+	reNoBackward = regexp.MustCompile(`(?m)^def has_backward\(params\):\n    return False$`)
+	reTrain      = regexp.MustCompile(`(?m)^def train\(kernel, inputs, params\):`)
 )
 
 // templateProblems lists what the template tree and the registry disagree on.
@@ -114,6 +117,13 @@ func templateProblems(tree fs.FS, cat []*patterns.Pattern) []string {
 			if !sameDefault(q, m[2]) {
 				bad(p, "templates/%s/adapter.py defaults %s to %s, the entry's Params to %q", p.Template, m[1], m[2], q.Default)
 			}
+		}
+		if noBwd := reNoBackward.MatchString(adapter); noBwd != p.ForwardOnly {
+			bad(p, "the entry's ForwardOnly is %v, but templates/%s/adapter.py's has_backward %s", p.ForwardOnly, p.Template,
+				map[bool]string{true: "returns False", false: "can return True"}[noBwd])
+		}
+		if !p.ForwardOnly && !reTrain.MatchString(adapter) {
+			bad(p, "templates/%s/adapter.py has no train(kernel, inputs, params), the call bench's training modes time", p.Template)
 		}
 		code := src["kernel.py"] + src["reference.py"] + adapter
 		for _, q := range p.Params {
@@ -169,12 +179,17 @@ func TestRegistryTemplatesNamesWhatIsMissing(t *testing.T) {
 	cat := []*patterns.Pattern{
 		{ID: "norm_x", Kind: patterns.KindRow, Template: "norm_x", Params: []patterns.Param{eps, mode}},
 		{ID: "gone", Kind: patterns.KindPointwise, Template: "gone"},
+		{ID: "fwd", Kind: patterns.KindPointwise, Template: "fwd", ForwardOnly: true},
 	}
 	tree := fstest.MapFS{
 		"norm_x/kernel.py":    {Data: []byte(`MODES = ("llama",)`)},
 		"norm_x/reference.py": {Data: []byte("x")},
 		"norm_x/adapter.py": {Data: []byte("KIND = \"gemm\"\n" +
 			`e = params.get("eps", 1e-6); b = params["has_bias"]`)},
+		"fwd/kernel.py":           {Data: []byte("x")},
+		"fwd/reference.py":        {Data: []byte("x")},
+		"fwd/test_kernel.py":      {Data: []byte("x")},
+		"fwd/adapter.py":          {Data: []byte("KIND = \"pointwise\"\ndef has_backward(params):\n    return True\n")},
 		"stray/kernel.py":         {Data: []byte("x")},
 		"_common/fa_testing.py":   {Data: []byte("x")},
 		"__pycache__/x.cpython.p": {Data: []byte("x")},
@@ -187,6 +202,8 @@ func TestRegistryTemplatesNamesWhatIsMissing(t *testing.T) {
 		`pattern "norm_x": the entry's Params declare "casting", which templates/norm_x/adapter.py never reads`,
 		`pattern "norm_x": templates/norm_x/adapter.py defaults eps to 1e-6`,
 		`pattern "norm_x": parameter casting: value "fp32" appears nowhere`,
+		`pattern "norm_x": templates/norm_x/adapter.py has no train(kernel, inputs, params)`,
+		`pattern "fwd": the entry's ForwardOnly is true, but templates/fwd/adapter.py's has_backward can return True`,
 		`pattern "gone": templates/gone/kernel.py is missing`,
 		`templates/stray/: no registry entry`,
 	}

@@ -3,6 +3,7 @@ package patterns
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -135,6 +136,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	cm := opts.Cost.withDefaults()
 	r := &Report{}
 	var all []ranked
+	trainingOnly := map[string]int{} // instances of forward-only patterns in training, per pattern
 	var busyUs float64
 	notes := map[string]bool{}
 	note := func(s string) {
@@ -201,8 +203,17 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			e := estimateInstance(&m, t, in)
 			rk := ranked{in: in, est: e, rank: rank, ti: ti, src: sourceLine(t, in.Anchor)}
 			rk.bwd, rk.bwUs = backward(t, in)
+			if rk.bwd && patternByID(in.Pattern).ForwardOnly {
+				// in training the module runs the eager chain: nothing saved, nothing removed
+				rk.est.fusedUs, rk.est.savingUs, rk.est.fusedKernels = rk.est.gpuUs, 0, rk.est.kernels
+				trainingOnly[in.Pattern]++
+			}
 			all = append(all, rk)
 		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(trainingOnly)) {
+		note(fmt.Sprintf("%s: forward only (no backward): %d of its instances run in training (they have a backward in the trace), where its module runs the eager chain: they are counted with no saving",
+			id, trainingOnly[id]))
 	}
 	keep := counted(traces, all)
 	if len(all) > 0 {

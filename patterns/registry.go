@@ -52,6 +52,11 @@ type Pattern struct {
 	// Params is the kernel's parameter schema: the entries of case.py's PARAMS, with the
 	// values each allows and its default. codegen writes them in the order of KernelParamNames.
 	Params []Param
+	// ForwardOnly: the kernel has no backward (its module runs the eager chain when autograd
+	// needs a graph), so an instance with a backward in the trace (a training step) saves
+	// nothing and is not counted (adapter.py's has_backward says the same: the registry test
+	// checks it).
+	ForwardOnly bool
 	// Usage is the README's swap-in snippet: static Python, no data from the trace. It
 	// imports the kernel from UsageModule, which codegen replaces with the kernel's own module
 	// name (several kernels copied beside one model must not all be "kernel").
@@ -196,21 +201,22 @@ var catalog = []*Pattern{
 		advise:   adviseAttention,
 	},
 	{
-		ID:       "layernorm_linear",
-		Kind:     KindGEMM,
-		GEMM:     GEMMStats,
-		Chain:    "layer_norm -> one or more linear / addmm / mm / matmul reading its output",
-		Anchors:  []string{"layer_norm", "native_layer_norm"},
-		Fused:    "LayerNorm folded into the GEMM (gamma/beta folded into the weights, row stats, a row-wise epilogue)",
-		Advice:   "fold LayerNorm into the following GEMM: gamma/beta into the weights once, mean/rstd applied in the GEMM's epilogue",
-		Refuses:  "a LayerNorm whose output goes through a dropout that runs, or any other op, before the GEMM",
-		Template: "layernorm_linear",
-		Params:   []Param{paramHasBias, paramEps(1e-5)},
-		Usage:    "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
-		match:    matchLayerNormLinear,
-		toCase:   caseLayerNormLinear,
-		assume:   assumeLayerNormLinear,
-		check:    checkGEMMShapes,
+		ID:          "layernorm_linear",
+		Kind:        KindGEMM,
+		GEMM:        GEMMStats,
+		Chain:       "layer_norm -> one or more linear / addmm / mm / matmul reading its output",
+		Anchors:     []string{"layer_norm", "native_layer_norm"},
+		Fused:       "LayerNorm folded into the GEMM (gamma/beta folded into the weights, row stats, a row-wise epilogue)",
+		Advice:      "fold LayerNorm into the following GEMM: gamma/beta into the weights once, mean/rstd applied in the GEMM's epilogue",
+		Refuses:     "a LayerNorm whose output goes through a dropout that runs, or any other op, before the GEMM",
+		Template:    "layernorm_linear",
+		ForwardOnly: true,
+		Params:      []Param{paramHasBias, paramEps(1e-5)},
+		Usage:       "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
+		match:       matchLayerNormLinear,
+		toCase:      caseLayerNormLinear,
+		assume:      assumeLayerNormLinear,
+		check:       checkGEMMShapes,
 	},
 	{
 		ID:       "add_layernorm",
