@@ -3,8 +3,12 @@ package patterns
 import (
 	"encoding/json"
 	"math"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fuseadvise/fuseadvise/internal/shared"
 
 	"github.com/fuseadvise/fuseadvise/trace"
 )
@@ -157,6 +161,48 @@ func TestContractFields(t *testing.T) {
 	for _, k := range []string{"dims", "dtype", "instances"} {
 		if _, ok := s[k]; !ok {
 			t.Errorf("shape group lacks %q", k)
+		}
+	}
+}
+
+// A forward-only kernel is never offered for training: on a training trace (BERT, every
+// layer_norm -> linear with a backward) layernorm_linear saves nothing and removes no launch,
+// a note says why, and the other patterns keep their savings; an inference trace's
+// layernorm_linear instances (TimeSformer on an H100: no backward) keep theirs.
+func TestForwardOnlySavesNothingInTraining(t *testing.T) {
+	for _, tc := range []struct {
+		dir, file string
+		training  bool
+	}{{"h200", "bert_train_bf16.json.gz", true}, {"public", "tl_h100_timesformer_pt2.6.json.gz", false}} {
+		tr, err := trace.Open(filepath.Join(shared.Require(t, "traces", tc.dir), tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Analyze([]*trace.Trace{tr}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ll *Opportunity
+		others := 0.0
+		for i := range r.Opportunities {
+			if o := &r.Opportunities[i]; o.Pattern == "layernorm_linear" {
+				ll = o
+			} else {
+				others += o.EstSavingUs
+			}
+		}
+		if ll == nil {
+			t.Fatalf("%s: no layernorm_linear opportunity", tc.file)
+		}
+		noted := slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "layernorm_linear: forward only") })
+		if tc.training {
+			if ll.BackwardInstances == 0 || ll.EstSavingUs != 0 || ll.LaunchesSaved != 0 || !noted || others <= 0 {
+				t.Errorf("%s: layernorm_linear %d backward instances, saving %v, launches %d, noted %v; others %v",
+					tc.file, ll.BackwardInstances, ll.EstSavingUs, ll.LaunchesSaved, noted, others)
+			}
+		} else if ll.BackwardInstances != 0 || ll.EstSavingUs <= 0 || noted {
+			t.Errorf("%s (inference): layernorm_linear %d backward instances, saving %v, noted %v",
+				tc.file, ll.BackwardInstances, ll.EstSavingUs, noted)
 		}
 	}
 }
