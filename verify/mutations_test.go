@@ -228,7 +228,15 @@ var mutations = func() []mutation {
 	}...)
 
 	rows, long := "def _mask_softmax_rows(", "def _mask_softmax_long("
+	dropBwd := "def _softmax_dropout_bwd("
 	ms = append(ms, []mutation{
+		// the dropout backward (p > 0; every folder's grad cases run it through the other p)
+		{"mask_softmax", "dropbwd-rowsum-unmasked", classFormula, dropBwd, "acc += dp * prob", "acc += dy * prob"},
+		{"mask_softmax", "dropbwd-mask-ignored", classFormula, dropBwd, "ds = prob * (dp - dot)", "ds = prob * (dy - dot)"},
+		{"mask_softmax", "dropbwd-rowsum-dropped", classFormula, dropBwd, "ds = prob * (dp - dot)", "ds = prob * dp"},
+		{"mask_softmax", "dropbwd-rowsum-max", classReduce, dropBwd, "dot = tl.sum(acc, axis=1)[:, None]", "dot = tl.max(acc, axis=1)[:, None]"},
+		{"mask_softmax", "dropbwd-no-scale", classScale, dropBwd, "_cast(ds * scale, DX.dtype.element_ty)", "_cast(ds, DX.dtype.element_ty)"},
+		{"mask_softmax", "dropbwd-fill-not-zeroed", classFormula, dropBwd, "ds = tl.where(mk, 0.0, ds)", "ds = ds"},
 		{"mask_softmax", "rows-mask-le", classMaskLE, rows, "inb = (row < R)[:, None] & (cols < N)", "inb = (row < R)[:, None] & (cols <= N)"},
 		{"mask_softmax", "rows-tail-rows", classTailMask, rows, "inb = (row < R)[:, None] & (cols < N)", "inb = cols < N"},
 		{"mask_softmax", "long-store-unmasked", classTailMask, long,
