@@ -679,7 +679,7 @@ class LinearGELUFunction(torch.autograd.Function):
         x, weight, pre = ctx.saved_tensors
         N, K = weight.shape
         dy = dy.contiguous()
-        dz = torch.empty_like(pre)
+        dz = torch.empty(pre.shape, dtype=pre.dtype, device=pre.device)
         n = pre.numel()
         if n:
             block = 256 if INTERPRET else 1024

@@ -69,6 +69,14 @@ def has_backward(params):
     return True
 
 
+def grad_shapes(params):
+    """Gradient cases beyond the traced shape and the first adversarial one (the verifier's):
+    21 short rows, 16 to a program in the backward's [ROWS, BLOCK_N] tiles, the last tile
+    ragged (the traced rows and adv[0]'s are longer than one interpreter block: one row per
+    program)."""
+    return [[[3, 7, 37], [3, 1, 37]]]
+
+
 def interp_shapes(shapes):
     x = shapes[0]
     caps = [2, 2, 9, 300][-len(x):]

@@ -220,6 +220,11 @@ def build_cases(f):
         cases.append(Case("grad", traced, base_dt, grad=True))
         if adv:
             cases.append(Case("grad-" + _shape_name(adv[0]), adv[0], base_dt, grad=True))
+        # shapes whose backward takes another path (an adapter's grad_shapes: e.g. short rows
+        # several to a program, with a ragged last tile)
+        extra = getattr(a, "grad_shapes", None)
+        for s in (extra(p) if callable(extra) else []):
+            cases.append(Case("grad-" + _shape_name(s), s, base_dt, grad=True))
         if base_dt != "fp32" and "fp32" in supported:
             cases.append(Case("grad", traced, "fp32", grad=True))
     return cases
