@@ -429,7 +429,8 @@ def assert_quack(got, want, want32, name="output", floor=1e-6):
     eg = (g - w32).abs().max().item() if g.numel() else 0.0
     ew = (w - w32).abs().max().item() if w.numel() else 0.0
     if not eg <= 2 * ew + floor:
-        i = tuple(((g - w32).abs() == eg).nonzero()[0].tolist())
+        d = (g - w32).abs()
+        i = tuple((d.isnan() | (d == eg)).nonzero()[0].tolist())  # a NaN first: it makes eg NaN
         raise AssertionError(f"{name}: max|got-fp32| = {eg:.3g} > 2*max|eager-fp32| + {floor} = {2 * ew + floor:.3g}; "
                              f"at {i}: got {g[i].item()!r}, fp32 {w32[i].item()!r}, eager {w[i].item()!r}")
 
