@@ -451,3 +451,18 @@ def test_harness_training_without_entry_point(tmp_path, monkeypatch):
     mods, _ = b.load_folder(folder)
     out = b.run_training(folder, mods, ["full"])
     assert out[0]["mode"] == "full" and not out[0]["correct"] and "adapter.train" in out[0]["error"]
+
+
+def test_assert_quack_names_a_nan():
+    """A NaN in the result fails with its index and values (not an IndexError), a result as
+    close to fp32 as eager passes, one twice as far plus the floor fails."""
+    import torch
+    w32 = torch.linspace(-1, 1, 7, dtype=torch.float64)
+    w = w32 + 1e-3
+    fat.assert_quack(w32 + 1.5e-3, w, w32)
+    with pytest.raises(AssertionError, match="at \\(3,\\): got nan"):
+        g = w32.clone()
+        g[3] = float("nan")
+        fat.assert_quack(g, w, w32)
+    with pytest.raises(AssertionError, match="max\\|got-fp32\\|"):
+        fat.assert_quack(w32 + 3e-3, w, w32)
