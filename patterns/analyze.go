@@ -33,8 +33,11 @@ type Report struct {
 	Optimizers []OptimizerFinding `json:"optimizers,omitempty"`
 	// Totals sets the opportunities together (overlapping chains counted once) against
 	// the step; nil in analyses from before it was recorded and when nothing was found.
-	Totals *Totals  `json:"totals,omitempty"`
-	Notes  []string `json:"notes,omitempty"`
+	Totals *Totals `json:"totals,omitempty"`
+	// Coverage is the share of the memory-bound kernel time the chains found claim; nil in
+	// analyses from before it was recorded and when the traces hold no memory-bound kernel.
+	Coverage *Coverage `json:"coverage,omitempty"`
+	Notes    []string  `json:"notes,omitempty"`
 }
 
 // TraceSummary describes an analyzed trace (or, in Report.Trace when several
@@ -219,6 +222,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	if len(all) > 0 {
 		r.Totals = stepTotals(traces, all, keep, busyUs)
 	}
+	r.Coverage = coverage(traces, all, keep)
 	if pairs := overlaps(all); len(pairs) > 0 {
 		note(fmt.Sprintf("chains of several patterns share ops (%s): their savings overlap, so the patterns' rows do not add up; the total counts the %d chains of the non-overlapping set that saves most (%d overlapping chains left out)",
 			strings.Join(pairs, ", "), r.Totals.Instances, r.Totals.LeftOut))

@@ -1,0 +1,206 @@
+package patterns
+
+import (
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// Coverage is the share of the traces' memory-bound kernel time that the chains found
+// claim: what fusing them could touch at all, against what fusion could touch anywhere.
+//
+// Every GPU kernel (memcpys and memsets are left out) falls in one class, decided by the
+// CPU op that launched it (Activity.Op, the innermost op enclosing the launch):
+//   - compute: the op is a matrix product, a convolution or an attention library call
+//     (computeOp: mm, addmm, bmm, baddbmm, matmul, linear, conv*, convolution_backward,
+//     scaled_dot_product_attention, _flash*, _efficient_attention*, ...), whatever kernels
+//     it runs (cuBLAS split-K reductions, cuDNN layout transforms included);
+//   - other: kernels no op launched (outside the window, CUDA graph replays) and
+//     communication (NCCL kernels): their kind is not known from an op, and fusion does
+//     not touch them;
+//   - memory-bound: every other kernel: elementwise ops, casts and copies (those a
+//     matmul or an autocast linear launches through a nested aten::copy_ too), reductions,
+//     norms, softmax, dropout, optimizer updates, forward and backward alike.
+//
+// A chain claims the memory-bound kernels launched by its ops and the ops nested in them,
+// its GEMMs (Instance.GEMMs, which the fused form keeps) and what is nested in them left
+// out. ClaimedUs counts every chain found (a kernel shared by overlapping chains once),
+// CountedUs the chains of the non-overlapping set that Totals sums. The WithBackward
+// figures add the memory-bound kernels of the backward ops the chains' forward ops caused
+// (Op.Bwd, as backward_gpu_time_us), the GEMMs' backward left out again.
+type Coverage struct {
+	MemoryBoundUs      float64 `json:"memory_bound_us"`
+	MemoryBoundKernels int     `json:"memory_bound_kernels"`
+	ComputeUs          float64 `json:"compute_us"`
+	OtherUs            float64 `json:"other_us"`
+
+	ClaimedUs      float64 `json:"claimed_us"`
+	ClaimedKernels int     `json:"claimed_kernels"`
+	ClaimedPct     float64 `json:"claimed_pct_of_memory_bound"`
+	CountedUs      float64 `json:"counted_us"`
+	CountedKernels int     `json:"counted_kernels"`
+	CountedPct     float64 `json:"counted_pct_of_memory_bound"`
+
+	ClaimedWithBackwardUs  float64 `json:"claimed_with_backward_us"`
+	ClaimedWithBackwardPct float64 `json:"claimed_with_backward_pct_of_memory_bound"`
+	CountedWithBackwardUs  float64 `json:"counted_with_backward_us"`
+	CountedWithBackwardPct float64 `json:"counted_with_backward_pct_of_memory_bound"`
+}
+
+// kernelClass is a kernel's class for Coverage.
+type kernelClass uint8
+
+const (
+	notKernel kernelClass = iota // a memcpy or memset
+	memoryBound
+	computeBound
+	otherKernel
+)
+
+// computeOps are the ops whose kernels are library GEMMs, convolutions or attention.
+var computeOps = map[string]bool{
+	"mm": true, "addmm": true, "bmm": true, "baddbmm": true, "addbmm": true, "matmul": true,
+	"linear": true, "_addmm_activation": true, "mv": true, "addmv": true, "dot": true, "vdot": true,
+	"_scaled_mm": true, "_int_mm": true, "einsum": true, "convolution_backward": true,
+	"scaled_dot_product_attention": true,
+}
+
+// computePrefixes are name prefixes of compute ops (the convolution and attention families).
+var computePrefixes = []string{
+	"conv", "_conv", "cudnn_conv", "miopen_conv", "mkldnn_conv", "slow_conv", "thnn_conv",
+	"_flash", "_efficient_attention", "_scaled_dot_product", "_cudnn_attention",
+}
+
+// computeOp reports whether op name (as recorded, "aten::addmm") is a compute op.
+func computeOp(name string) bool {
+	b := baseName(name)
+	if computeOps[b] {
+		return true
+	}
+	for _, p := range computePrefixes {
+		if strings.HasPrefix(b, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// classify returns the class of activity a of t.
+func classify(t *trace.Trace, a *trace.Activity) kernelClass {
+	switch {
+	case a.Kind != trace.ActKernel:
+		return notKernel
+	case a.Op < 0 || int(a.Op) >= len(t.Ops) || a.Graph || strings.HasPrefix(a.Name, "nccl"):
+		return otherKernel
+	case computeOp(t.Ops[a.Op].Name):
+		return computeBound
+	}
+	return memoryBound
+}
+
+// coverage measures what the chains of all claim of the traces' memory-bound kernel time;
+// keep marks the counted set. Nil when the traces hold no memory-bound kernel.
+func coverage(traces []*trace.Trace, all []ranked, keep []bool) *Coverage {
+	c := &Coverage{}
+	class := make([][]kernelClass, len(traces))
+	for ti, t := range traces {
+		class[ti] = make([]kernelClass, len(t.Acts))
+		for i := range t.Acts {
+			a := &t.Acts[i]
+			k := classify(t, a)
+			class[ti][i] = k
+			switch k {
+			case memoryBound:
+				c.MemoryBoundUs += us(a.Dur)
+				c.MemoryBoundKernels++
+			case computeBound:
+				c.ComputeUs += us(a.Dur)
+			case otherKernel:
+				c.OtherUs += us(a.Dur)
+			}
+		}
+	}
+	if c.MemoryBoundKernels == 0 {
+		return nil
+	}
+	type key struct {
+		ti  int
+		act int32
+	}
+	fwdAll, fwdKept, bwdAll, bwdKept := map[key]bool{}, map[key]bool{}, map[key]bool{}, map[key]bool{}
+	for i, rk := range all {
+		t := traces[rk.ti]
+		fwd, bwd := chainKernels(t, rk.in)
+		for _, a := range fwd {
+			if class[rk.ti][a] == memoryBound {
+				fwdAll[key{rk.ti, a}] = true
+				if keep[i] {
+					fwdKept[key{rk.ti, a}] = true
+				}
+			}
+		}
+		for _, a := range bwd {
+			if class[rk.ti][a] == memoryBound {
+				bwdAll[key{rk.ti, a}] = true
+				if keep[i] {
+					bwdKept[key{rk.ti, a}] = true
+				}
+			}
+		}
+	}
+	sum := func(sets ...map[key]bool) (float64, int) {
+		seen := map[key]bool{}
+		var s float64
+		for _, set := range sets {
+			for k := range set {
+				if !seen[k] {
+					seen[k] = true
+					s += us(traces[k.ti].Acts[k.act].Dur)
+				}
+			}
+		}
+		return s, len(seen)
+	}
+	c.ClaimedUs, c.ClaimedKernels = sum(fwdAll)
+	c.CountedUs, c.CountedKernels = sum(fwdKept)
+	c.ClaimedWithBackwardUs, _ = sum(fwdAll, bwdAll)
+	c.CountedWithBackwardUs, _ = sum(fwdKept, bwdKept)
+	pct := func(v float64) float64 { return round2(v / c.MemoryBoundUs * 100) }
+	c.ClaimedPct, c.CountedPct = pct(c.ClaimedUs), pct(c.CountedUs)
+	c.ClaimedWithBackwardPct, c.CountedWithBackwardPct = pct(c.ClaimedWithBackwardUs), pct(c.CountedWithBackwardUs)
+	for _, p := range []*float64{&c.MemoryBoundUs, &c.ComputeUs, &c.OtherUs, &c.ClaimedUs, &c.CountedUs,
+		&c.ClaimedWithBackwardUs, &c.CountedWithBackwardUs} {
+		*p = round2(*p)
+	}
+	return c
+}
+
+// chainKernels returns the activities (indices into t.Acts) the ops of in launched, they
+// and the ops nested in them, and those of the backward ops they caused; the GEMMs of
+// in and what is nested in them left out.
+func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
+	gemm := map[int32]bool{}
+	for _, id := range in.GEMMs {
+		gemm[id] = true
+	}
+	seen := map[int32]bool{}
+	var walk func(id int32, out *[]int32, bwdToo bool)
+	walk = func(id int32, out *[]int32, bwdToo bool) {
+		if seen[id] || gemm[id] {
+			return
+		}
+		seen[id] = true
+		op := &t.Ops[id]
+		*out = append(*out, op.Acts...)
+		if bwdToo && op.Bwd >= 0 {
+			walk(op.Bwd, &bwd, false)
+		}
+		for _, c := range op.Children {
+			walk(c, out, bwdToo)
+		}
+	}
+	for _, id := range topOps(t, in.Ops) {
+		walk(id, &fwd, true)
+	}
+	return fwd, bwd
+}

@@ -1,0 +1,172 @@
+package patterns
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/internal/shared"
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// TestCoverage checks the split of kernel time on synthetic traces where each op launches
+// one 5 µs kernel: what counts as memory-bound, and what the chains claim of it.
+func TestCoverage(t *testing.T) {
+	ln := func(in string) op {
+		return op{name: "layer_norm", in: []string{in, "=[768]", "f32:768", "f32:768", "=1e-05", "=True"}}
+	}
+	tests := []struct {
+		name string
+		ops  []op
+		// extra adds activities no op of the list launches
+		extra                              func(*trace.Trace)
+		memUs, computeUs, otherUs, claimed float64
+		counted                            []float64 // counted_us is one of these (which overlapping chain the set keeps is the cost model's)
+	}{
+		{"bias_gelu claims two of three memory-bound kernels", []op{
+			{name: "mm", in: []string{"bf16:1024x768", "bf16:768x3072"}},
+			{name: "add", in: []string{"bf16:1024x3072", "bf16:3072", "=1"}},
+			{name: "gelu", in: []string{"bf16:1024x3072", "=tanh"}},
+			{name: "mul", in: []string{"bf16:1024x768", "#"}},
+		}, nil, 15, 5, 0, 10, []float64{10}},
+		{"linear_gelu: the GEMM is not claimed, nor counted as memory-bound", []op{
+			{name: "linear", in: []string{"bf16:8x128x768", "bf16:3072x768", "bf16:3072"}},
+			{name: "gelu", in: []string{"bf16:8x128x3072", ""}},
+		}, nil, 5, 5, 0, 5, []float64{5}},
+		{"casts nested in a GEMM are memory-bound and not claimed", []op{
+			{name: "linear", in: []string{"bf16:8x128x768", "bf16:3072x768", "bf16:3072"}, kids: []op{
+				{name: "to", in: []string{"f32:3072x768", "=15"}},
+			}},
+			{name: "gelu", in: []string{"bf16:8x128x3072", ""}},
+		}, nil, 10, 5, 0, 5, []float64{5}},
+		{"no chain: nothing claimed; unattributed, graph and NCCL kernels are other", []op{
+			{name: "mul", in: []string{"bf16:1024x768", "#"}},
+			{name: "bmm", in: []string{"bf16:8x128x64", "bf16:8x64x128"}},
+			{name: "_flash_attention_forward", in: []string{"bf16:8x12x128x64"}},
+			{name: "convolution_backward", in: []string{"bf16:8x64x32x32"}},
+		}, func(tr *trace.Trace) {
+			tr.Acts = append(tr.Acts,
+				trace.Activity{Name: "elementwise_kernel", Dur: 7_000, Op: -1},
+				trace.Activity{Name: "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", Dur: 3_000, Op: 0},
+				trace.Activity{Name: "elementwise_kernel", Dur: 1_000, Op: 0, Graph: true},
+				trace.Activity{Name: "Memcpy HtoD", Kind: trace.ActMemcpy, Dur: 50_000, Op: 0})
+		}, 5, 15, 11, 0, []float64{0}},
+		{"overlapping chains: every chain claims, the counted set one of them", []op{
+			{name: "add", in: []string{"f32:8x128x768", "f32:8x128x768", "=1"}},
+			ln("f32:8x128x768"),
+			{name: "linear", in: []string{"f32:8x128x768", "f32:768x768", "f32:768"}},
+		}, nil, 10, 5, 0, 10, []float64{5, 10}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := synth(tc.ops...)
+			if tc.extra != nil {
+				tc.extra(tr)
+			}
+			r, err := Analyze([]*trace.Trace{tr}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := r.Coverage
+			if c == nil {
+				t.Fatal("no coverage")
+			}
+			if c.MemoryBoundUs != tc.memUs || c.ComputeUs != tc.computeUs || c.OtherUs != tc.otherUs {
+				t.Errorf("memory-bound %v, compute %v, other %v µs; want %v, %v, %v", c.MemoryBoundUs, c.ComputeUs, c.OtherUs, tc.memUs, tc.computeUs, tc.otherUs)
+			}
+			if c.ClaimedUs != tc.claimed {
+				t.Errorf("claimed %v µs, want %v", c.ClaimedUs, tc.claimed)
+			}
+			if want := round2(tc.claimed / tc.memUs * 100); c.ClaimedPct != want {
+				t.Errorf("claimed %v%%, want %v%%", c.ClaimedPct, want)
+			}
+			ok := false
+			for _, v := range tc.counted {
+				ok = ok || c.CountedUs == v
+			}
+			if !ok || c.CountedUs > c.ClaimedUs {
+				t.Errorf("counted %v µs, want one of %v (at most claimed %v)", c.CountedUs, tc.counted, c.ClaimedUs)
+			}
+			if c.ClaimedWithBackwardUs != c.ClaimedUs {
+				t.Errorf("with backward %v µs, want the forward's %v (no backward here)", c.ClaimedWithBackwardUs, c.ClaimedUs)
+			}
+		})
+	}
+}
+
+// TestCoverageBackward: the backward ops a chain's forward ops caused add their
+// memory-bound kernels to the with-backward figures; the GEMM's backward does not.
+func TestCoverageBackward(t *testing.T) {
+	tr := synth(
+		op{name: "linear", in: []string{"bf16:8x128x768", "bf16:3072x768", "bf16:3072"}},
+		op{name: "gelu", in: []string{"bf16:8x128x3072", ""}},
+		op{name: "gelu_backward", in: []string{"bf16:8x128x3072", "bf16:8x128x3072", "=none"}},
+		op{name: "sum", in: []string{"bf16:8x128x3072", "=[0, 1]"}}, // the bias gradient, under the GEMM's backward
+		op{name: "mm", in: []string{"bf16:3072x1024", "bf16:1024x768"}},
+	)
+	tr.Ops[0].Bwd, tr.Ops[3].Fwd = 3, 0
+	tr.Ops[1].Bwd, tr.Ops[2].Fwd = 2, 1
+	r, err := Analyze([]*trace.Trace{tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Coverage
+	if c == nil || c.MemoryBoundUs != 15 || c.ClaimedUs != 5 || c.ClaimedWithBackwardUs != 10 || c.CountedWithBackwardUs != 10 {
+		t.Fatalf("coverage %+v; want 15 µs memory-bound, 5 claimed, 10 with the backward", c)
+	}
+}
+
+// TestCoverageH200 measures coverage on the shared H200 traces (Kineto alone) and checks
+// that the classes add up to the kernel time and the claims nest; -v prints the figures
+// docs/patterns.md quotes.
+func TestCoverageH200(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads the shared H200 traces")
+	}
+	dir := shared.Require(t, "traces", "h200")
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("| trace | memory-bound µs | of kernel time | claimed µs | claimed | counted µs | counted | claimed with backward |")
+	t.Logf("|---|---:|---:|---:|---:|---:|---:|---:|")
+	n := 0
+	for _, path := range paths {
+		if strings.HasSuffix(path, ".et.json.gz") {
+			continue
+		}
+		n++
+		tr, err := trace.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Analyze([]*trace.Trace{tr}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kernelUs float64
+		for _, a := range tr.Acts {
+			if a.Kind == trace.ActKernel {
+				kernelUs += us(a.Dur)
+			}
+		}
+		c := r.Coverage
+		name := strings.TrimSuffix(filepath.Base(path), ".json.gz")
+		if c == nil {
+			t.Errorf("%s: no coverage", name)
+			continue
+		}
+		if d := c.MemoryBoundUs + c.ComputeUs + c.OtherUs - kernelUs; d > 0.1 || d < -0.1 {
+			t.Errorf("%s: classes add up to %v µs, the kernels to %v", name, c.MemoryBoundUs+c.ComputeUs+c.OtherUs, kernelUs)
+		}
+		if !(c.CountedUs <= c.ClaimedUs && c.ClaimedUs <= c.ClaimedWithBackwardUs && c.ClaimedWithBackwardUs <= c.MemoryBoundUs &&
+			c.CountedUs <= c.CountedWithBackwardUs && c.CountedWithBackwardUs <= c.ClaimedWithBackwardUs) {
+			t.Errorf("%s: claims do not nest: %+v", name, c)
+		}
+		t.Logf("| %s | %.0f | %.1f%% | %.0f | %.1f%% | %.0f | %.1f%% | %.1f%% |", name, c.MemoryBoundUs, 100*c.MemoryBoundUs/kernelUs,
+			c.ClaimedUs, c.ClaimedPct, c.CountedUs, c.CountedPct, c.ClaimedWithBackwardPct)
+	}
+	if n != 10 {
+		t.Errorf("%d H200 traces, want 10", n)
+	}
+}
