@@ -33,6 +33,7 @@ type Command struct {
 // commands is the verb table, in the order "help" lists them.
 var commands = []*Command{
 	cmdAnalyze,
+	cmdDiff,
 	cmdPprof,
 	cmdGen,
 	cmdVerify,

@@ -1,0 +1,216 @@
+package tracediff
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/fuseadvise/fuseadvise/report"
+)
+
+// WriteText writes r as box tables, or as Markdown.
+func (r *Result) WriteText(w io.Writer, markdown bool) error {
+	heading(w, markdown, 2, "Before and after")
+	b, a := r.Before, r.After
+	rows := [][]string{
+		{"file", b.Path, a.Path, "", ""},
+		{"steps", steps(b), steps(a), "", ""},
+		row("step time µs", b.StepUs, a.StepUs),
+	}
+	if b.Steps > 0 || a.Steps > 0 {
+		rows = append(rows, row("step time per step µs", b.PerStepUs, a.PerStepUs))
+	}
+	rows = append(rows,
+		row("GPU busy µs", b.GPUBusyUs, a.GPUBusyUs),
+		row("kernel time µs", b.KernelUs, a.KernelUs),
+		intRow("kernels", b.Kernels, a.Kernels),
+		intRow("launch calls", b.Launches, a.Launches),
+		intRow("CPU ops", b.Ops, a.Ops),
+		row("est saving µs (analysis)", b.EstSavingUs, a.EstSavingUs),
+	)
+	if err := table(w, markdown, "lrrrr", []string{"", "before", "after", "delta", "delta %"}, rows); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w)
+	heading(w, markdown, 3, "Chains by pattern")
+	if len(r.Patterns) == 0 {
+		fmt.Fprintln(w, "No chain of the catalog was found in either trace.")
+	} else {
+		rows = rows[:0]
+		for _, p := range r.Patterns {
+			rows = append(rows, []string{p.Pattern, strconv.Itoa(p.InstancesBefore), strconv.Itoa(p.InstancesAfter),
+				f1(p.GPUBeforeUs), f1(p.GPUAfterUs), signed(p.GPUAfterUs - p.GPUBeforeUs), deltaPct(p.GPUBeforeUs, p.GPUAfterUs), f1(p.EstSavingUs)})
+		}
+		if err := table(w, markdown, "lrrrrrrr", []string{"pattern", "instances before", "after", "GPU µs before", "after", "delta", "delta %", "est saving µs"}, rows); err != nil {
+			return err
+		}
+	}
+
+	for _, part := range []struct {
+		title string
+		v     []Kernel
+	}{{"Kernels gone (in BEFORE only)", r.Disappeared}, {"Kernels new (in AFTER only)", r.Appeared}} {
+		fmt.Fprintln(w)
+		heading(w, markdown, 3, part.title)
+		if len(part.v) == 0 {
+			fmt.Fprintln(w, "None.")
+			continue
+		}
+		rows = rows[:0]
+		for _, k := range part.v {
+			rows = append(rows, []string{shorten(k.Name, 90), strconv.Itoa(k.Count), f1(k.Us)})
+		}
+		if err := table(w, markdown, "lrr", []string{"name", "count", "GPU µs"}, rows); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintln(w)
+	heading(w, markdown, 3, "Did the predicted saving arrive?")
+	fmt.Fprintln(w, cellText(r.Verdict.Sentence(), markdown))
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "\nnote: %s\n", cellText(n, markdown))
+	}
+	return nil
+}
+
+// Sentence says the verdict in one line.
+func (v Verdict) Sentence() string {
+	basis := "per step"
+	if v.Basis != "per step" {
+		basis = "over the whole trace"
+	}
+	if v.Outcome == "nothing predicted" {
+		return fmt.Sprintf("Nothing predicted: the analysis of BEFORE found no saving. Measured %s: GPU busy %s µs, step time %s µs.",
+			basis, signed(-v.BusySavingUs), signed(-v.StepSavingUs))
+	}
+	return fmt.Sprintf("%s: predicted saving %s µs %s; measured GPU busy saving %s µs (%s of predicted), step time saving %s µs (%s of predicted).",
+		capitalize(v.Outcome), f1(v.PredictedUs), basis, f1(v.BusySavingUs), pct(v.BusyPctOfPred), f1(v.StepSavingUs), pct(v.StepPctOfPred))
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func steps(s Side) string {
+	if s.Steps == 0 {
+		return "none (trace span)"
+	}
+	return strconv.Itoa(s.Steps)
+}
+
+func row(name string, before, after float64) []string {
+	return []string{name, f1(before), f1(after), signed(after - before), deltaPct(before, after)}
+}
+
+func intRow(name string, before, after int) []string {
+	d := strconv.Itoa(after - before)
+	if after > before {
+		d = "+" + d
+	}
+	return []string{name, strconv.Itoa(before), strconv.Itoa(after), d, deltaPct(float64(before), float64(after))}
+}
+
+func deltaPct(before, after float64) string {
+	if before == 0 {
+		if after == 0 {
+			return "0.0%"
+		}
+		return "new"
+	}
+	return signedPct((after - before) / before * 100)
+}
+
+func f1(v float64) string { return strconv.FormatFloat(zero(v), 'f', 1, 64) }
+
+func pct(v float64) string { return f1(v) + "%" }
+
+func signed(v float64) string {
+	s := f1(v)
+	if !strings.HasPrefix(s, "-") && s != "0.0" {
+		s = "+" + s
+	}
+	return s
+}
+
+func signedPct(v float64) string { return signed(v) + "%" }
+
+// zero turns values that print as -0.0 into 0.
+func zero(v float64) float64 {
+	if math.Abs(v) < 0.05 {
+		return 0
+	}
+	return v
+}
+
+// shorten cuts long (templated C++) kernel names for tables; JSON keeps them whole.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func heading(w io.Writer, markdown bool, level int, s string) {
+	if markdown {
+		fmt.Fprintf(w, "%s %s\n\n", strings.Repeat("#", level), s)
+		return
+	}
+	fmt.Fprintf(w, "%s\n\n", s)
+}
+
+// cellText makes trace-derived text (kernel names, paths) safe for the output.
+func cellText(s string, markdown bool) string {
+	if markdown {
+		return report.MarkdownText(s)
+	}
+	return report.PlainText(s)
+}
+
+// table writes rows under a header, as a box table or as Markdown (the style of analyze's
+// tables). align has one entry per column: 'l' or 'r'.
+func table(w io.Writer, markdown bool, align string, header []string, rows [][]string) error {
+	al := make(tw.Alignment, len(align))
+	for i, c := range align {
+		al[i] = tw.AlignLeft
+		if c == 'r' {
+			al[i] = tw.AlignRight
+		}
+	}
+	opts := []tablewriter.Option{
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithAlignment(al),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+	}
+	if markdown {
+		opts = append(opts, tablewriter.WithRenderer(renderer.NewMarkdown()))
+	} else {
+		opts = append(opts, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleLight)})))
+	}
+	t := tablewriter.NewTable(w, opts...)
+	hdr := make([]any, len(header))
+	for i, h := range header {
+		hdr[i] = h
+	}
+	t.Header(hdr...)
+	for _, r := range rows {
+		cells := make([]any, len(r))
+		for i, c := range r {
+			cells[i] = cellText(c, markdown)
+		}
+		if err := t.Append(cells...); err != nil {
+			return err
+		}
+	}
+	return t.Render()
+}
