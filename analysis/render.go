@@ -166,8 +166,12 @@ func writeSummary(w io.Writer, a *Result, markdown bool) error {
 func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 	fmt.Fprintln(w)
 	heading(w, markdown, 2, "Fusion opportunities")
+	cov := report.CoverageOf(a.Report)
 	if len(a.Opportunities) == 0 {
 		fmt.Fprintln(w, "No chain of the catalog was found.")
+		if cov != "" {
+			fmt.Fprintf(w, "\n%s\n", cellText(cov, markdown))
+		}
 		return nil
 	}
 	var rows [][]string
@@ -187,7 +191,7 @@ func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 		return err
 	}
 	tot := report.TotalsOf(a.Report)
-	for _, line := range []string{tot.Total, tot.Host} {
+	for _, line := range []string{tot.Total, cov, tot.Host} {
 		if line != "" {
 			fmt.Fprintf(w, "\n%s\n", cellText(line, markdown))
 		}

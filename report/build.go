@@ -137,6 +137,9 @@ func summarySection(in Inputs, sp []Speedup) section {
 		if tot.Host != "" {
 			s.List = append(s.List, para{txt(tot.Host)})
 		}
+		if cov := CoverageOf(a); cov != "" {
+			s.List = append(s.List, para{txt(cov)})
+		}
 		for _, adv := range tot.Advice {
 			s.List = append(s.List, para{txt("For a host-bound step: "), code(adv)})
 		}

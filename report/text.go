@@ -92,3 +92,31 @@ func TotalsOf(a *patterns.Report) Totals {
 	out.Advice = h.Advice
 	return out
 }
+
+// CoverageOf says what share of the memory-bound kernel time (kernels not launched by a
+// GEMM, convolution or attention op) the chains found claim, all of them and the counted
+// set, forward and with their backward kernels; "" for an analysis from before coverage was
+// recorded or a trace without memory-bound kernels.
+func CoverageOf(a *patterns.Report) string {
+	if a == nil || a.Coverage == nil || !pos(a.Coverage.MemoryBoundUs) {
+		return ""
+	}
+	c := a.Coverage
+	what := "kernels not launched by a GEMM, convolution or attention op"
+	if c.ClaimedKernels == 0 && !pos(c.ClaimedWithBackwardUs) {
+		return fmt.Sprintf("Coverage: the chains found claim none of the memory-bound kernel time (%s µs; %s).", fmtUs(c.MemoryBoundUs), what)
+	}
+	s := fmt.Sprintf("Coverage: the chains found claim %s of the memory-bound kernel time (%s of %s µs; %s)",
+		fmtPct(c.ClaimedPct), fmtUs(c.ClaimedUs), fmtUs(c.MemoryBoundUs), what)
+	bwd := c.ClaimedWithBackwardUs > c.ClaimedUs // a training trace: the chains' backward kernels too
+	if bwd {
+		s += fmt.Sprintf(", %s with their backward kernels", fmtPct(c.ClaimedWithBackwardPct))
+	}
+	if c.CountedUs != c.ClaimedUs || c.CountedWithBackwardUs != c.ClaimedWithBackwardUs {
+		s += fmt.Sprintf("; the counted chains %s (%s µs)", fmtPct(c.CountedPct), fmtUs(c.CountedUs))
+		if bwd {
+			s += fmt.Sprintf(", %s with their backward", fmtPct(c.CountedWithBackwardPct))
+		}
+	}
+	return s + "."
+}

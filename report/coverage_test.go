@@ -1,0 +1,49 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
+)
+
+func TestCoverageOf(t *testing.T) {
+	tests := []struct {
+		name string
+		c    *patterns.Coverage
+		want string // "" for no line
+		not  string // text the line must not hold
+	}{
+		{"an analysis from before coverage", nil, "", ""},
+		{"no memory-bound kernel", &patterns.Coverage{ComputeUs: 10}, "", ""},
+		{"nothing claimed", &patterns.Coverage{MemoryBoundUs: 250, MemoryBoundKernels: 4},
+			"Coverage: the chains found claim none of the memory-bound kernel time (250 µs; kernels not launched by a GEMM, convolution or attention op).", ""},
+		{"the counted set claims as much as every chain", &patterns.Coverage{MemoryBoundUs: 200, MemoryBoundKernels: 8,
+			ClaimedUs: 50, ClaimedKernels: 2, ClaimedPct: 25, CountedUs: 50, CountedKernels: 2, CountedPct: 25,
+			ClaimedWithBackwardUs: 120, ClaimedWithBackwardPct: 60, CountedWithBackwardUs: 120, CountedWithBackwardPct: 60},
+			"Coverage: the chains found claim 25% of the memory-bound kernel time (50.0 of 200 µs; kernels not launched by a GEMM, convolution or attention op), 60% with their backward kernels.",
+			"counted"},
+		{"overlapping chains", &patterns.Coverage{MemoryBoundUs: 200, MemoryBoundKernels: 8,
+			ClaimedUs: 50, ClaimedKernels: 2, ClaimedPct: 25, CountedUs: 10, CountedKernels: 1, CountedPct: 5,
+			ClaimedWithBackwardUs: 120, ClaimedWithBackwardPct: 60, CountedWithBackwardUs: 20, CountedWithBackwardPct: 10},
+			"; the counted chains 5.0% (10.0 µs), 10% with their backward.", ""},
+		{"inference: no backward", &patterns.Coverage{MemoryBoundUs: 200, MemoryBoundKernels: 8,
+			ClaimedUs: 50, ClaimedKernels: 2, ClaimedPct: 25, CountedUs: 10, CountedKernels: 1, CountedPct: 5,
+			ClaimedWithBackwardUs: 50, ClaimedWithBackwardPct: 25, CountedWithBackwardUs: 10, CountedWithBackwardPct: 5},
+			"(50.0 of 200 µs; kernels not launched by a GEMM, convolution or attention op); the counted chains 5.0% (10.0 µs).", "backward"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CoverageOf(&patterns.Report{Coverage: tc.c})
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+			if tc.not != "" && strings.Contains(got, tc.not) {
+				t.Errorf("got %q, which says %q", got, tc.not)
+			}
+		})
+	}
+	if CoverageOf(nil) != "" {
+		t.Error("no analysis: a coverage line")
+	}
+}
