@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/fuseadvise/fuseadvise/analysis"
 	"github.com/fuseadvise/fuseadvise/trace"
@@ -104,6 +105,9 @@ func Compare(before, after string, o Options) (*Result, []*trace.Trace, error) {
 	if (r.Before.Steps > 0) != (r.After.Steps > 0) {
 		r.Notes = append(r.Notes, "only one of the traces has ProfilerStep spans: the verdict compares whole traces and step times are not comparable")
 	}
+	if note := sameWorkload(ab.Summary.TopKernels, aa.Summary.TopKernels, r.Before, r.After); note != "" {
+		r.Notes = append(r.Notes, note)
+	}
 	if r.Before.Kernels == 0 {
 		r.Notes = append(r.Notes, "BEFORE has no GPU kernels")
 	}
@@ -133,6 +137,41 @@ func roundAll(vs ...*float64) {
 	for _, v := range vs {
 		*v = math.Round(*v*100) / 100
 	}
+}
+
+// SameWorkloadPct is how far apart (per step) the launches of the kernels both traces ran
+// may be before the traces are said not to look like the same workload.
+const SameWorkloadPct = 10
+
+// sameWorkload returns a note when the kernels both traces ran (the work the fused kernels
+// leave alone: GEMMs, attention, optimizer) ran a different number of times per step: the
+// traces then profile different work (layers, steps, batch) and the deltas are not the
+// fusion's alone.
+func sameWorkload(before, after []analysis.NameTime, b, a Side) string {
+	counts := map[string]int{}
+	for _, k := range after {
+		counts[k.Name] = k.Count
+	}
+	var nb, na int
+	for _, k := range before {
+		if c, ok := counts[k.Name]; ok {
+			nb += k.Count
+			na += c
+		}
+	}
+	sb, sa := 1.0, 1.0
+	if b.Steps > 0 && a.Steps > 0 {
+		sb, sa = float64(b.Steps), float64(a.Steps)
+	}
+	pb, pa := float64(nb)/sb, float64(na)/sa
+	if pb == 0 && pa == 0 {
+		return "the traces share no kernel name: they do not look like the same workload"
+	}
+	if math.Abs(pa-pb) > SameWorkloadPct/100.0*max(pb, pa) {
+		return fmt.Sprintf("the kernels both traces ran were launched %d times in BEFORE and %d in AFTER (%s): the traces do not look like the same workload, so the deltas are not the fusion's alone",
+			nb, na, map[bool]string{true: "per step " + strconv.FormatFloat(pb, 'f', 1, 64) + " vs " + strconv.FormatFloat(pa, 'f', 1, 64), false: "whole traces"}[b.Steps > 0 && a.Steps > 0])
+	}
+	return ""
 }
 
 func us(ns int64) float64 { return float64(ns) / 1e3 }

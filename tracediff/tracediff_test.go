@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fuseadvise/fuseadvise/analysis"
 	"github.com/fuseadvise/fuseadvise/internal/shared"
 )
 
@@ -259,5 +260,29 @@ func TestShared(t *testing.T) {
 	var text bytes.Buffer
 	if err := r.WriteText(&text, false); err != nil || !strings.Contains(text.String(), "Did the predicted saving arrive?") {
 		t.Errorf("text: %v", err)
+	}
+}
+
+func TestSameWorkload(t *testing.T) {
+	k := func(name string, n int) analysis.NameTime { return analysis.NameTime{Name: name, Count: n} }
+	before := []analysis.NameTime{k("gemm", 40), k("add", 20), k("gelu", 20)}
+	tests := []struct {
+		name   string
+		after  []analysis.NameTime
+		bs, as int // steps
+		note   string
+	}{
+		{"chains replaced", []analysis.NameTime{k("gemm", 40), k("fused", 20)}, 0, 0, ""},
+		{"twice the steps", []analysis.NameTime{k("gemm", 80), k("fused", 40)}, 2, 4, ""},
+		{"a quarter of the layers", []analysis.NameTime{k("gemm", 10), k("fused", 5)}, 0, 0, "launched 40 times in BEFORE and 10 in AFTER"},
+		{"nothing shared", []analysis.NameTime{k("other", 10)}, 0, 0, "share no kernel name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := sameWorkload(before, tt.after, Side{Steps: tt.bs}, Side{Steps: tt.as})
+			if (tt.note == "") != (got == "") || !strings.Contains(got, tt.note) {
+				t.Errorf("note %q, want %q", got, tt.note)
+			}
+		})
 	}
 }
