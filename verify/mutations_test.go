@@ -161,6 +161,11 @@ var mutations = func() []mutation {
 	fwd, bwd = "def _rmsnorm_fwd(", "def _rmsnorm_bwd_dx("
 	ms = append(ms, []mutation{
 		// the single-block path (rows up to one block: 129x127, 31x37, ...)
+		// the weight gradient's partial sums of row groups
+		{"rmsnorm_pyops", "dw-last-row-dropped", classRowLoop, "def _rmsnorm_bwd_dw(", "end = tl.minimum(r + rows, M)", "end = tl.minimum(r + rows, M) - 1"},
+		{"rmsnorm_pyops", "dw-group-overwrite", classStride, "def _rmsnorm_bwd_dw(", "tl.store(PART + g.to(tl.int64) * N + cols", "tl.store(PART + cols"},
+		{"rmsnorm_pyops", "dw-col-stride-1", classStride, "def _rmsnorm_bwd_dw(", "X + r * sxm + cols * sxn", "X + r * sxm + cols"},
+		{"rmsnorm_pyops", "dw-rstd-dropped", classScale, "def _rmsnorm_bwd_dw(", "acc += dy * (x * tl.load(RSTD + r))", "acc += dy * x"},
 		{"rmsnorm_pyops", "single-mask-le", classMaskLE, fwd, "m = cols < N\n        x = tl.load(", "m = cols <= N\n        x = tl.load("},
 		{"rmsnorm_pyops", "single-store-unmasked", classTailMask, fwd, "_cast(n * w, Y.dtype.element_ty), mask=m)\n    else:", "_cast(n * w, Y.dtype.element_ty))\n    else:"},
 		{"rmsnorm_pyops", "single-eps-dropped", classEps, fwd, "tl.sum(x * x, axis=0) / N + eps)", "tl.sum(x * x, axis=0) / N)"},

@@ -93,7 +93,7 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     x, w = inputs["x"], inputs["weight"]
     eps, casting = params.get("eps", 1e-6), params.get("casting", "llama")
     if autograd:
-        y = kernel.RMSNormFunction.apply(_nan_padded(x), _nan_padded(w), eps, casting)
+        y = kernel.RMSNormFunction.apply(_nan_strided(x), _nan_padded(w), eps, casting)
         y.register_hook(_nan_padded)  # dy, as the backward receives it
         return (y,)
     dtype = kernel.out_dtype(x, w, casting)
@@ -110,6 +110,21 @@ def _nan_padded(t):
         return torch.full([k], float("nan"), dtype=t.dtype, device=t.device)
 
     return torch.cat([nan(3), t.reshape(-1), nan(2)])[3:3 + t.numel()].view(t.shape)
+
+
+def _nan_strided(t):
+    """t's values (differentiably) every other element of a NaN-filled buffer, 3 elements in:
+    a view with a column stride of 2 and NaN between and after its elements, so a kernel that
+    assumes contiguous columns reads NaN."""
+    n = t.numel()
+    buf = torch.full([2 * n + 5], float("nan"), dtype=t.dtype, device=t.device)
+    idx = torch.arange(3, 3 + 2 * n, 2, device=t.device)
+    buf = buf.index_put((idx,), t.reshape(-1))
+    strides, acc = [], 2
+    for d in reversed(t.shape):
+        strides.append(acc)
+        acc *= d
+    return buf.as_strided(t.shape, tuple(reversed(strides)), 3)
 
 
 def _in_place(kernel, x, w, eps, casting):

@@ -149,6 +149,48 @@ def _rmsnorm_bwd_dx(DY, X, W, RSTD, DX, N, sdym, sdyn, sxm, sxn,
         start += BLOCK_N
 
 
+@triton.jit(do_not_specialize=["M", "rows"])
+def _rmsnorm_bwd_dw(DY, X, RSTD, PART, M, N, rows, sdym, sdyn, sxm, sxn, BLOCK_N: tl.constexpr):
+    """The weight gradient's partial sums: program (g, j) adds dy * n over rows
+    [g * rows, (g + 1) * rows) for columns [j * BLOCK_N, (j + 1) * BLOCK_N) and stores them in
+    fp32 as row g of PART [G, N]; the caller sums PART's rows (dw = sum_rows dy * n, n = x *
+    rstd in fp32 for both castings: llama's eager rounds n to x's dtype first, an error of
+    2^-8 relative per term that the fp32 sum does not repeat). One 1-D grid: the column blocks
+    of one group of rows are neighbours."""
+    nb = tl.cdiv(N, BLOCK_N)
+    g = tl.program_id(0) // nb
+    cols = (tl.program_id(0) % nb) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+    m = cols < N
+    acc = tl.full([BLOCK_N], 0, tl.float32)
+    r = g.to(tl.int64) * rows
+    end = tl.minimum(r + rows, M)
+    while r < end:
+        dy = tl.load(DY + r * sdym + cols * sdyn, mask=m, other=0.0).to(tl.float32)
+        x = tl.load(X + r * sxm + cols * sxn, mask=m, other=0.0).to(tl.float32)
+        acc += dy * (x * tl.load(RSTD + r))
+        r += 1
+    tl.store(PART + g.to(tl.int64) * N + cols, acc, mask=m)
+
+
+# The weight gradient's row groups: about DW_GROUPS of them (at least DW_MIN_ROWS rows each),
+# so that PART holds a few hundred fp32 rows whatever M is.
+DW_GROUPS = 8 if INTERPRET else 512
+DW_MIN_ROWS = 1 if INTERPRET else 4
+
+
+def _weight_grad(dy2, sdym, sdyn, x2, sxm, sxn, rstd, M, N, dtype):
+    """dw = sum over rows of dy * n as _rmsnorm_bwd_dw's partial sums of row groups, then
+    their sum: fp32 [groups, N] instead of fp32 [M, N] temporaries."""
+    rows = max(DW_MIN_ROWS, -(-M // DW_GROUPS))
+    groups = -(-M // rows)
+    block = min(1 << max(N - 1, 0).bit_length(), 128 if INTERPRET else 1024)
+    part = torch.empty((groups, N), dtype=torch.float32, device=x2.device)
+    _launch(_rmsnorm_bwd_dw, (groups * (-(-N // block)),),
+            (dy2, x2, rstd, part, M, N, rows, sdym, sdyn, sxm, sxn),
+            num_warps=4, BLOCK_N=block)
+    return part.sum(0).to(dtype)
+
+
 # --- fa:shared rowstrides ---
 def _row_strides(t, out=False):
     """(t, row stride, column stride) for t seen as [rows, N] over its last dim: the strides
@@ -414,18 +456,18 @@ class RMSNormFunction(torch.autograd.Function):
         N = x.shape[-1]
         M = x.numel() // N if N else 0
         dx = torch.empty(tuple(x.shape), dtype=x.dtype, device=x.device)
-        if M and N and ctx.needs_input_grad[0]:
+        dw = None
+        if M and N and (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
             x2, sxm, sxn = _row_strides(x)
             dy2, sdym, sdyn = _row_strides(dy)
-            block, warps = _plan(N, MAX_BLOCK_N)
-            _launch(_rmsnorm_bwd_dx, (M,), (dy2, x2, weight, rstd, dx, N, sdym, sdyn, sxm, sxn),
-                    num_warps=warps, CAST=CASTING[ctx.casting], BLOCK_N=block)
-        dw = None
-        if ctx.needs_input_grad[1]:
-            n = x.reshape(-1, N).float() * rstd[:, None]
-            if ctx.casting == "llama":
-                n = n.to(x.dtype).float()
-            dw = (dy.reshape(-1, N).float() * n).sum(0).to(weight.dtype)
+            if ctx.needs_input_grad[0]:
+                block, warps = _plan(N, MAX_BLOCK_N)
+                _launch(_rmsnorm_bwd_dx, (M,), (dy2, x2, weight, rstd, dx, N, sdym, sdyn, sxm, sxn),
+                        num_warps=warps, CAST=CASTING[ctx.casting], BLOCK_N=block)
+            if ctx.needs_input_grad[1]:
+                dw = _weight_grad(dy2, sdym, sdyn, x2, sxm, sxn, rstd, M, N, weight.dtype)
+        elif ctx.needs_input_grad[1]:
+            dw = torch.zeros_like(weight)
         return dx, dw, None, None
 
 

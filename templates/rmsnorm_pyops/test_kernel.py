@@ -74,6 +74,31 @@ def test_grad(device, dtype, casting):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("casting", ["llama", "fp32"])
+def test_weight_grad_in_row_groups(device, casting, monkeypatch):
+    """dweight from per-program partial sums of row groups: groups of several rows with a
+    ragged last group, one group, one row per group, columns past one block, a transposed x
+    and a dy with a row stride; against float64 (fp32 data: within 1e-5; bf16: the dtype's
+    rounding of the result)."""
+    g = fat.gen(5)
+    for m, n, groups in ((37, 150, 8), (5, 40, 1), (7, 33, 64)):
+        monkeypatch.setattr(kernel, "DW_GROUPS", groups)
+        for dt in (torch.float32, torch.bfloat16):
+            xs = fat.randn([n, m], dt, device, g).t()  # transposed: column stride m
+            w = fat.randn([n], dt, device, g, mean=1.0)
+            dy = fat.randn([m, 2 * n], dt, device, g)[:, ::2]
+            x = xs.detach().requires_grad_(False)
+            wl = w.detach().clone().requires_grad_(True)
+            y = kernel.RMSNormFunction.apply(x, wl, 1e-6, casting)
+            (got,) = torch.autograd.grad(y, [wl], dy)
+            x64 = x.double()
+            rstd = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6)
+            want = (dy.double() * x64 * rstd).sum(0)  # n in fp32 for both castings
+            tol = 1e-5 if dt == torch.float32 else 2e-2
+            fat.assert_close(got.double(), want, tol, tol, name=f"dw {m}x{n} groups {groups} {dt}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_module(device):
     m = kernel.RMSNorm(32, eps=1e-5, device=device)
     with torch.no_grad():
