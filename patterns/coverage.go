@@ -150,16 +150,16 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool) *Coverage {
 	}
 	sum := func(sets ...map[key]bool) (float64, int) {
 		seen := map[key]bool{}
-		var s float64
+		var ns int64 // whole nanoseconds: the sum does not depend on the maps' order
 		for _, set := range sets {
 			for k := range set {
 				if !seen[k] {
 					seen[k] = true
-					s += us(traces[k.ti].Acts[k.act].Dur)
+					ns += traces[k.ti].Acts[k.act].Dur
 				}
 			}
 		}
-		return s, len(seen)
+		return us(ns), len(seen)
 	}
 	c.ClaimedUs, c.ClaimedKernels = sum(fwdAll)
 	c.CountedUs, c.CountedKernels = sum(fwdKept)
