@@ -87,6 +87,10 @@ func (v Verdict) Sentence() string {
 	if v.Basis != "per step" {
 		basis = "over the whole trace"
 	}
+	if v.Outcome == "not comparable" {
+		return fmt.Sprintf("Not comparable: the two profiles do not run the same work (see the notes). Measured %s: GPU busy saving %s µs, step time saving %s µs, against %s µs predicted.",
+			basis, f1(v.BusySavingUs), f1(v.StepSavingUs), f1(v.PredictedUs))
+	}
 	if v.Outcome == "nothing predicted" {
 		return fmt.Sprintf("Nothing predicted: the analysis of BEFORE found no saving. Measured %s: GPU busy %s µs, step time %s µs.",
 			basis, signed(-v.BusySavingUs), signed(-v.StepSavingUs))

@@ -59,7 +59,8 @@ type Verdict struct {
 	BusyPctOfPred float64 `json:"gpu_busy_saving_pct_of_predicted"`
 	StepPctOfPred float64 `json:"step_saving_pct_of_predicted"`
 	// Outcome is "arrived" (the GPU busy saving is at least ArrivedPct of the prediction),
-	// "partly", "not arrived" (no saving, or a loss) or "nothing predicted".
+	// "partly", "not arrived" (no saving, or a loss), "nothing predicted", or "not
+	// comparable" (the two profiles do not run the same work: a note says why).
 	Outcome string `json:"outcome"`
 	Basis   string `json:"basis"` // "per step" or "whole trace"
 }
@@ -107,6 +108,9 @@ func Compare(before, after string, o Options) (*Result, []*trace.Trace, error) {
 	}
 	if note := sameWorkload(ab.Summary.TopKernels, aa.Summary.TopKernels, r.Before, r.After); note != "" {
 		r.Notes = append(r.Notes, note)
+		if r.Verdict.Outcome != "nothing predicted" {
+			r.Verdict.Outcome = "not comparable" // the figures stay, the judgement does not
+		}
 	}
 	if r.Before.Kernels == 0 {
 		r.Notes = append(r.Notes, "BEFORE has no GPU kernels")

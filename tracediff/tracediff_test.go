@@ -250,7 +250,10 @@ func TestShared(t *testing.T) {
 	if len(r.Patterns) == 0 || len(r.Appeared) == 0 || len(r.Disappeared) == 0 || len(r.Appeared) > 5 {
 		t.Errorf("%d patterns, %d kernels appeared, %d gone", len(r.Patterns), len(r.Appeared), len(r.Disappeared))
 	}
-	if r.Verdict.Outcome == "" || r.Verdict.PredictedUs <= 0 {
+	// the two GPT-2 profiles run different work (the kernels both ran, 904 against 231 times):
+	// the figures are shown, the verdict is withheld
+	if r.Verdict.Outcome != "not comparable" || r.Verdict.PredictedUs <= 0 ||
+		!strings.HasPrefix(r.Verdict.Sentence(), "Not comparable") {
 		t.Errorf("verdict %+v", r.Verdict)
 	}
 	var js bytes.Buffer
