@@ -138,6 +138,9 @@ func writeSummary(w io.Writer, a *Result, markdown bool) error {
 	if err := table(w, markdown, "ll", []string{"trace", "value"}, rows); err != nil {
 		return err
 	}
+	if err := writeRanks(w, a, markdown); err != nil {
+		return err
+	}
 	for _, part := range []struct {
 		title string
 		v     []NameTime
@@ -260,4 +263,81 @@ func (r *Result) WriteText(w io.Writer, markdown bool) error {
 		}
 	}
 	return nil
+}
+
+// maxRankRows is how many ranks the per-rank table lists one by one; beyond it, the ranks
+// with the longest steps (the JSON's "ranks" holds them all).
+const maxRankRows = 32
+
+// writeRanks prints, for an analysis of several ranks, one row per rank (GPU busy, step
+// time, kernels, the top opportunity's saving on it) and the spread of each column
+// (min, median, max), so a straggler stands out. It prints nothing for one trace.
+func writeRanks(w io.Writer, a *Result, markdown bool) error {
+	if len(a.Ranks) < 2 {
+		return nil
+	}
+	var top *patterns.Opportunity
+	saving := map[int]float64{}
+	if len(a.Opportunities) > 0 {
+		top = &a.Opportunities[0]
+		for _, rs := range top.PerRank {
+			saving[rs.Rank] = rs.EstSavingUs
+		}
+	}
+	head := []string{"rank", "GPU busy µs", "step µs", "kernels"}
+	align := "rrrr"
+	if top != nil {
+		head, align = append(head, "top saving µs ("+top.Pattern+")"), align+"r"
+	}
+	cols := make([][]float64, len(head)-1)
+	row := func(label string, v []float64) []string {
+		r := []string{label, f1(v[0]), f1(v[1]), strconv.FormatFloat(v[2], 'f', -1, 64)}
+		if top != nil {
+			r = append(r, f1(v[3]))
+		}
+		return r
+	}
+	values := make([][]float64, len(a.Ranks))
+	for i, rk := range a.Ranks {
+		values[i] = []float64{rk.GPUBusyUs, rk.StepUs, float64(rk.Kernels), saving[rk.Rank]}
+		for c := range cols {
+			cols[c] = append(cols[c], values[i][c])
+		}
+	}
+	shown := make([]int, len(a.Ranks))
+	for i := range shown {
+		shown[i] = i
+	}
+	fmt.Fprintln(w)
+	heading(w, markdown, 3, "Ranks")
+	if len(shown) > maxRankRows {
+		slices.SortStableFunc(shown, func(i, j int) int { return cmp.Compare(values[j][1], values[i][1]) })
+		shown = shown[:maxRankRows]
+		fmt.Fprintf(w, "%d ranks: the %d with the longest steps, then the spread over all of them (-format json lists every rank).\n\n", len(a.Ranks), maxRankRows)
+	}
+	var rows [][]string
+	for _, i := range shown {
+		rows = append(rows, row(strconv.Itoa(a.Ranks[i].Rank), values[i]))
+	}
+	for _, s := range []struct {
+		label string
+		pick  func([]float64) float64
+	}{{"min", slices.Min[[]float64]}, {"median", median}, {"max", slices.Max[[]float64]}} {
+		v := make([]float64, len(cols))
+		for c := range cols {
+			v[c] = s.pick(cols[c])
+		}
+		rows = append(rows, row(s.label, v))
+	}
+	return table(w, markdown, align, head, rows)
+}
+
+// median of v (the mean of the middle two for an even count); v is not changed.
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }

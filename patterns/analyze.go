@@ -51,6 +51,9 @@ type TraceSummary struct {
 	GPUBusyUs float64 `json:"gpu_busy_us"`
 	Kernels   int     `json:"kernels"`
 	Dataflow  string  `json:"dataflow,omitempty"` // "inferred" (shapes) or "execution trace"
+	// StepUs is the rank's step time (its ProfilerStep spans, or its span), set in
+	// Report.Ranks only: the merged Trace's is Totals.StepUs.
+	StepUs float64 `json:"step_us,omitempty"`
 }
 
 // Opportunity is one pattern's findings.
@@ -155,6 +158,12 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			rank = ti
 		}
 		s.Rank = rank
+		if len(traces) > 1 {
+			for _, st := range t.Steps {
+				s.StepUs += us(st.Dur)
+			}
+			s.StepUs = round1(s.StepUs)
+		}
 		g := newGraph(t)
 		if et := opts.ET[t]; et != nil {
 			if err := g.fromET(et); err != nil {
