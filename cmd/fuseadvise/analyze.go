@@ -7,12 +7,13 @@ import (
 	"io"
 
 	"github.com/fuseadvise/fuseadvise/analysis"
+	"github.com/fuseadvise/fuseadvise/annotate"
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
 )
 
 var cmdAnalyze = &Command{
 	Name:      "analyze",
-	UsageLine: "analyze [-format table|json|markdown] [-top N] [-pattern ID] [-et FILE] [-pprof FILE] [-kernels N] [-o FILE] TRACE|DIR",
+	UsageLine: "analyze [-format table|json|markdown] [-top N] [-pattern ID] [-et FILE] [-pprof FILE] [-annotate OUT] [-kernels N] [-o FILE] TRACE|DIR",
 	Short:     "find and rank fusion opportunities in a trace",
 	Long: `Analyze reads a PyTorch profiler trace (.json or .json.gz, Kineto or the legacy array form)
 or a directory of rank files, links every GPU kernel to the CPU op that launched it, finds the
@@ -25,13 +26,17 @@ With -et, the PyTorch execution trace recorded in the same run gives exact tenso
 instead.
 
 -format json follows the JSON contract of the pattern catalog: a "trace" object and a ranked
-"opportunities" list. -pprof also writes the pprof profile that the pprof verb writes.`,
+"opportunities" list. -pprof also writes the pprof profile that the pprof verb writes.
+-annotate writes a copy of the trace with one slice per chain found (process "fuseadvise",
+a thread per pattern; args: pattern, instance, estimated saving, counted) and a flow to the
+chain's first op, for Perfetto or chrome://tracing; every original event is kept as written.`,
 	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 		format := fs.String("format", "table", "output `format`: table, json or markdown")
 		top := fs.Int("top", 0, "show only the `N` best opportunities (0: all)")
 		pattern := fs.String("pattern", "", "show only the pattern `ID`")
 		et := fs.String("et", "", "execution trace `FILE` (.et.json[.gz]) recorded with the trace, for exact dataflow")
 		pprofOut := fs.String("pprof", "", "also write a pprof profile to `FILE`")
+		annotateOut := fs.String("annotate", "", "also write the trace with its chains marked, for Perfetto, to `OUT` (a folder for a rank folder)")
 		out := fs.String("o", "", "write the result to `FILE` instead of standard output")
 		ntop := fs.Int("kernels", 5, "list the `N` top kernels and ops in the summary")
 		return func(ctx context.Context, env *Env, args []string) error {
@@ -52,7 +57,7 @@ instead.
 			if err := checkPattern(*pattern); err != nil {
 				return err
 			}
-			if err := checkOutputs([]string{args[0], *et}, *out, *pprofOut); err != nil {
+			if err := checkOutputs([]string{args[0], *et}, *out, *pprofOut, *annotateOut); err != nil {
 				return err
 			}
 			a, traces, err := analysis.Run(args[0], analysis.Options{Top: *top, Pattern: *pattern, ET: *et, NTop: *ntop})
@@ -62,6 +67,11 @@ instead.
 			warn(env, traces)
 			if *pprofOut != "" {
 				if err := writePprof(*pprofOut, traces); err != nil {
+					return err
+				}
+			}
+			if *annotateOut != "" {
+				if err := annotate.Write(*annotateOut, args[0], traces, annotate.Options{Pattern: *pattern, ET: *et}); err != nil {
 					return err
 				}
 			}
