@@ -233,6 +233,54 @@ func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 	return nil
 }
 
+// maxGenericRows is how many chains outside the catalog the text lists (the JSON's
+// "generic_chains" holds them all).
+const maxGenericRows = 10
+
+// writeGenericChains prints the chains of memory-bound ops no catalog pattern claims, by GPU
+// time; nothing when there are none.
+func writeGenericChains(w io.Writer, a *Result, markdown bool) error {
+	cs := a.GenericChains
+	if len(cs) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	heading(w, markdown, 2, "Chains outside the catalog")
+	var rows [][]string
+	for i, c := range cs[:min(len(cs), maxGenericRows)] {
+		why := c.Unrecoverable
+		if why == "" {
+			why = "-"
+		}
+		rows = append(rows, []string{strconv.Itoa(i + 1), opSequence(c.Ops, 60), patterns.FormatDims([][]int64{c.Dims}),
+			string(c.DType), strconv.Itoa(c.Instances), f1(c.GPUTimeUs), strconv.Itoa(c.Kernels), why})
+	}
+	if err := table(w, markdown, "rlllrrrl", []string{"#", "ops", "shape", "dtype", "instances", "GPU µs", "kernels", "not recoverable"}, rows); err != nil {
+		return err
+	}
+	more := ""
+	if len(cs) > maxGenericRows {
+		more = fmt.Sprintf(" %d more in the JSON.", len(cs)-maxGenericRows)
+	}
+	fmt.Fprintf(w, "\n%s\n", cellText("Detected only: no kernel is generated for them yet and their saving is not estimated."+more, markdown))
+	return nil
+}
+
+// opSequence joins ops with arrows, cut after whole ops at about n bytes.
+func opSequence(ops []string, n int) string {
+	s := ""
+	for i, o := range ops {
+		if i > 0 {
+			if len(s) > n {
+				return s + " → …"
+			}
+			s += " → "
+		}
+		s += o
+	}
+	return s
+}
+
 // stepsString says "unknown" rather than 0 when the trace marks no step.
 func stepsString(n int) string {
 	if n == 0 {
@@ -253,6 +301,9 @@ func (r *Result) WriteText(w io.Writer, markdown bool) error {
 		return err
 	}
 	if err := writeOpportunities(w, a, markdown); err != nil {
+		return err
+	}
+	if err := writeGenericChains(w, a, markdown); err != nil {
 		return err
 	}
 	if len(a.Notes) > 0 {

@@ -37,7 +37,10 @@ type Report struct {
 	// Coverage is the share of the memory-bound kernel time the chains found claim; nil in
 	// analyses from before it was recorded and when the traces hold no memory-bound kernel.
 	Coverage *Coverage `json:"coverage,omitempty"`
-	Notes    []string  `json:"notes,omitempty"`
+	// GenericChains are chains of memory-bound ops outside the catalog (detection only),
+	// by GPU time; nil when none was found or when one pattern was asked for.
+	GenericChains []GenericChain `json:"generic_chains,omitempty"`
+	Notes         []string       `json:"notes,omitempty"`
 }
 
 // TraceSummary describes an analyzed trace (or, in Report.Trace when several
@@ -144,6 +147,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	var all []ranked
 	trainingOnly := map[string]int{} // instances of forward-only patterns in training, per pattern
 	var busyUs float64
+	var generic []GenericChain
 	notes := map[string]bool{}
 	note := func(s string) {
 		if !notes[s] {
@@ -211,7 +215,11 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			}
 			r.Optimizers = append(r.Optimizers, f)
 		}
-		for _, in := range detect(g, opts.Pattern) {
+		found := detect(g, opts.Pattern)
+		if opts.Pattern == "" {
+			generic = append(generic, genericChains(g, claimedOps(found))...)
+		}
+		for _, in := range found {
 			e := estimateInstance(&m, t, in)
 			rk := ranked{in: in, est: e, rank: rank, ti: ti, src: sourceLine(t, in.Anchor)}
 			rk.bwd, rk.bwUs = backward(t, in)
@@ -247,6 +255,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			note(fmt.Sprintf("%s: its ops launched no GPU work in the trace: GPU time and saving not judged", o.Pattern))
 		}
 	}
+	r.GenericChains = groupGenericChains(generic)
 	if opts.Top > 0 && len(r.Opportunities) > opts.Top {
 		r.Opportunities = r.Opportunities[:opts.Top]
 	}

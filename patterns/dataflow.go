@@ -35,6 +35,9 @@ type graph struct {
 	// realUse and viewUse record, during inference, whether a node's own output
 	// (not through its views) has been read by a computing op, or only by views.
 	realUse, viewUse []bool
+	// dir, per node and input position: the node read directly (a view or copy
+	// included), -1 or absent when unknown; in is the same through pass-throughs.
+	dir [][]int32
 }
 
 // nodeOps lists the nodes of t in thread and time order, and which of them
@@ -192,6 +195,13 @@ func (g *graph) link(b int32, pos int, direct int32) {
 		p = g.src[direct]
 	}
 	g.in[b][pos] = p
+	if g.dir == nil {
+		g.dir = make([][]int32, len(g.nodes))
+	}
+	for len(g.dir[b]) <= pos {
+		g.dir[b] = append(g.dir[b], -1)
+	}
+	g.dir[b][pos] = direct
 	if g.pass[b] && pos == 0 {
 		g.src[b] = p
 	}

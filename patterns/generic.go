@@ -1,0 +1,256 @@
+package patterns
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// GenericChain is one group of chains outside the catalog: dataflow-connected ops of
+// genericOps (memory-bound elementwise ops, optionally ending in one reduction over the
+// last dim) that no catalog instance contains, with equal op sequences, main shape and
+// dtype. Detection only: nothing is generated from it yet.
+type GenericChain struct {
+	Ops       []string `json:"ops"`   // op names from genericOps, in time order
+	Dims      []int64  `json:"dims"`  // the main tensor: the largest value an op of the chain produced
+	DType     DType    `json:"dtype"` // its element type
+	Instances int      `json:"instances"`
+	GPUTimeUs float64  `json:"gpu_time_us"` // the kernels of the instances' ops
+	Kernels   int      `json:"kernels"`     // the kernels they launched
+	// EstSavingUs is not estimated yet (always 0): the bytes one fused kernel moves
+	// depend on which operands are broadcast and which values leave the chain.
+	EstSavingUs float64 `json:"est_saving_us"`
+	// Unrecoverable says why a chain cannot be generated as recorded: a scalar
+	// argument the trace does not record in Concrete Inputs; "" when every one is.
+	Unrecoverable string `json:"unrecoverable,omitempty"`
+}
+
+// genericOps are the memory-bound elementwise ops a generic chain is made of (base
+// names, in-place variants stripped).
+var genericOps = map[string]bool{
+	"add": true, "sub": true, "rsub": true, "mul": true, "div": true,
+	"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
+	"where": true, "masked_fill": true,
+	"to": true, "_to_copy": true, "type_as": true,
+	"clamp": true, "clamp_min": true, "clamp_max": true, "hardtanh": true,
+	"relu": true, "leaky_relu": true, "elu": true, "gelu": true, "silu": true, "mish": true,
+	"sigmoid": true, "tanh": true, "softplus": true, "hardswish": true, "hardsigmoid": true,
+	"exp": true, "log": true, "sqrt": true, "rsqrt": true, "pow": true,
+	"abs": true, "neg": true, "reciprocal": true,
+	"dropout": true, "native_dropout": true,
+}
+
+// genericReductions may end a generic chain when they reduce over the last dim.
+var genericReductions = map[string]bool{
+	"sum": true, "mean": true, "amax": true, "amin": true, "softmax": true, "_softmax": true,
+	"log_softmax": true, "_log_softmax": true, "logsumexp": true, "var": true, "std": true, "norm": true,
+}
+
+// genericRegions finds, in g, the maximal dataflow-connected regions of at least two
+// genericOps nodes (the last may be a last-dim reduction) that launched GPU work and
+// that no instance in claimed (OpIDs) contains: their nodes, in time order.
+func genericRegions(g *graph, claimed map[int32]bool) [][]int32 {
+	n := len(g.nodes)
+	member := make([]bool, n)
+	red := make([]bool, n)
+	for b := range n {
+		id := g.nodes[b]
+		if claimed[id] || len(g.ins(int32(b))) == 0 {
+			continue
+		}
+		if _, k := subtreeActs(g.t, id); k == 0 {
+			continue // a view, a no-op cast, a dropout that does not run
+		}
+		name := stripInplace(g.name[b])
+		switch {
+		case genericOps[name]:
+			if name == "pow" && len(g.tensorInputs(int32(b))) != 1 {
+				continue // pow by a tensor exponent is not in the table
+			}
+			member[b] = true
+		case genericReductions[name] && g.lastDim(int32(b)):
+			member[b], red[b] = true, true
+		}
+	}
+	parent := make([]int32, n)
+	hasRed := make([]bool, n)
+	for i := range parent {
+		parent[i] = int32(i)
+		hasRed[i] = red[i]
+	}
+	var find func(x int32) int32
+	find = func(x int32) int32 {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	for b := range n {
+		if !member[b] {
+			continue
+		}
+		for pos := range g.in[b] {
+			p := g.directMember(int32(b), pos, member)
+			if p < 0 || red[p] { // a reduction ends its chain
+				continue
+			}
+			rb, rp := find(int32(b)), find(p)
+			if rb == rp || hasRed[rb] && hasRed[rp] {
+				continue
+			}
+			parent[rb] = rp
+			hasRed[rp] = hasRed[rp] || hasRed[rb]
+		}
+	}
+	regions := map[int32][]int32{}
+	for b := range n {
+		if member[b] {
+			r := find(int32(b))
+			regions[r] = append(regions[r], int32(b))
+		}
+	}
+	var out [][]int32
+	for _, r := range slices.Sorted(maps.Keys(regions)) {
+		if len(regions[r]) >= 2 {
+			out = append(out, regions[r])
+		}
+	}
+	return out
+}
+
+// genericChains describes each region of genericRegions as one instance.
+func genericChains(g *graph, claimed map[int32]bool) []GenericChain {
+	var out []GenericChain
+	for _, nodes := range genericRegions(g, claimed) {
+		c := GenericChain{Instances: 1}
+		var best tval
+		var ns int64
+		for _, b := range nodes {
+			c.Ops = append(c.Ops, stripInplace(g.name[b]))
+			if v, ok := g.val0(b); ok && (best.dims == nil || numel(v.dims) > numel(best.dims)) {
+				best = v
+			}
+			x, k := subtreeActs(g.t, g.nodes[b])
+			ns += x
+			c.Kernels += k
+			if c.Unrecoverable == "" {
+				c.Unrecoverable = g.missingScalar(b)
+			}
+		}
+		c.Dims, c.DType = dims(best.dims), best.dtype
+		c.GPUTimeUs = float64(ns) / 1e3
+		out = append(out, c)
+	}
+	return out
+}
+
+// groupGenericChains merges chains of equal op sequence, main shape and dtype, and orders
+// the groups by GPU time, then op sequence and shape.
+func groupGenericChains(all []GenericChain) []GenericChain {
+	type key struct{ ops, dims, dtype string }
+	byKey := map[key]int{}
+	var out []GenericChain
+	for _, c := range all {
+		k := key{strings.Join(c.Ops, ","), fmt.Sprint(c.Dims), string(c.DType)}
+		i, ok := byKey[k]
+		if !ok {
+			byKey[k] = len(out)
+			out = append(out, c)
+			continue
+		}
+		e := &out[i]
+		e.Instances += c.Instances
+		e.GPUTimeUs += c.GPUTimeUs
+		e.Kernels += c.Kernels
+		if e.Unrecoverable == "" {
+			e.Unrecoverable = c.Unrecoverable
+		}
+	}
+	slices.SortStableFunc(out, func(a, b GenericChain) int {
+		if a.GPUTimeUs != b.GPUTimeUs {
+			return cmpF(b.GPUTimeUs, a.GPUTimeUs)
+		}
+		if c := strings.Compare(strings.Join(a.Ops, ","), strings.Join(b.Ops, ",")); c != 0 {
+			return c
+		}
+		return strings.Compare(fmt.Sprint(a.Dims, a.DType), fmt.Sprint(b.Dims, b.DType))
+	})
+	for i := range out {
+		out[i].GPUTimeUs = round2(out[i].GPUTimeUs)
+	}
+	return out
+}
+
+// directMember returns the member node input pos of b reads, looking through views,
+// copies and the table's ops that launched no kernel; -1 when it is no member.
+func (g *graph) directMember(b int32, pos int, member []bool) int32 {
+	p := int32(-1)
+	if int(b) < len(g.dir) && pos < len(g.dir[b]) {
+		p = g.dir[b][pos]
+	} else if pos < len(g.in[b]) {
+		p = g.in[b][pos]
+	}
+	for steps := 0; p >= 0 && !member[p] && g.pass[p] && steps < 64; steps++ {
+		if int(p) < len(g.dir) && len(g.dir[p]) > 0 {
+			p = g.dir[p][0]
+		} else {
+			p = g.src[p]
+			break
+		}
+	}
+	if p < 0 || !member[p] {
+		return -1
+	}
+	return p
+}
+
+// lastDim reports whether reduction node b reduces over its input's last dim only, as
+// its Concrete Inputs record it (dim argument 1).
+func (g *graph) lastDim(b int32) bool {
+	ins := g.ins(b)
+	if len(ins) < 2 || !isTensor(ins[0]) {
+		return false
+	}
+	r := len(ins[0].Dims)
+	d, ok := intList(ins, 1)
+	if !ok {
+		if x, ok1 := concreteInt(ins, 1); ok1 {
+			d, ok = []int64{x}, true
+		}
+	}
+	if !ok || len(d) != 1 {
+		return false
+	}
+	k, ok := normDim(d[0], r)
+	return ok && k == r-1
+}
+
+// missingScalar returns why node b's scalar arguments cannot be recovered: the first
+// scalar argument without Concrete Inputs text; "" when none is missing.
+func (g *graph) missingScalar(b int32) string {
+	for i, in := range g.ins(b) {
+		switch in.Type {
+		case "Scalar", "double", "int", "ScalarList":
+		default:
+			continue // tensors (a 0-dim one included), None, dtypes, devices
+		}
+		if in.Concrete != "" {
+			continue
+		}
+		return fmt.Sprintf("%s: argument %d (%s) is not recorded in Concrete Inputs", stripInplace(g.name[b]), i, in.Type)
+	}
+	return ""
+}
+
+// claimedOps is the set of OpIDs the instances contain.
+func claimedOps(ins []*Instance) map[int32]bool {
+	m := map[int32]bool{}
+	for _, in := range ins {
+		for _, id := range in.Ops {
+			m[id] = true
+		}
+	}
+	return m
+}
