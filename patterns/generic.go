@@ -50,6 +50,10 @@ var genericReductions = map[string]bool{
 // genericRegions finds, in g, the maximal dataflow-connected regions of at least two
 // genericOps nodes (the last may be a last-dim reduction) that launched GPU work and
 // that no instance in claimed (OpIDs) contains: their nodes, in time order.
+// GenericFanOutMax is the most chain ops that may read one op's output inside a region (two:
+// a value and its residual use, as in x * sigmoid(x)).
+const GenericFanOutMax = 2
+
 func genericRegions(g *graph, claimed map[int32]bool) [][]int32 {
 	n := len(g.nodes)
 	member := make([]bool, n)
@@ -87,13 +91,26 @@ func genericRegions(g *graph, claimed map[int32]bool) [][]int32 {
 		}
 		return x
 	}
+	// readers of each member's output among the members: a value read by more than
+	// GenericFanOutMax of them (RoPE's cos/sin, an attention mask: computed once, read by
+	// every layer) is not part of one chain, and joining through it would merge the layers
+	readers := make([]int, n)
+	for b := range n {
+		if member[b] {
+			for pos := range g.in[b] {
+				if p := g.directMember(int32(b), pos, member); p >= 0 {
+					readers[p]++
+				}
+			}
+		}
+	}
 	for b := range n {
 		if !member[b] {
 			continue
 		}
 		for pos := range g.in[b] {
 			p := g.directMember(int32(b), pos, member)
-			if p < 0 || red[p] { // a reduction ends its chain
+			if p < 0 || red[p] || readers[p] > GenericFanOutMax { // a reduction ends its chain
 				continue
 			}
 			rb, rp := find(int32(b)), find(p)

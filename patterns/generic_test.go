@@ -86,6 +86,15 @@ func TestGenericChainsH200(t *testing.T) {
 		if len(cs) > 0 && us <= 0 {
 			t.Errorf("%s: chains took no GPU time", name)
 		}
+		// Llama's RoPE cos/sin are computed once and read by every layer: cut there
+		// (GenericFanOutMax), the layers' chains stay apart (35 ops in one region before)
+		if strings.HasPrefix(name, "llama") {
+			for _, c := range cs {
+				if len(c.Ops) > 8 {
+					t.Errorf("%s: a chain of %d ops (%v): the layers' regions were joined", name, len(c.Ops), c.Ops)
+				}
+			}
+		}
 		found += len(cs)
 		for _, nodes := range genericRegions(g, claimed) {
 			for _, b := range nodes {
