@@ -29,6 +29,7 @@ func HTML(w io.Writer, in Inputs) error {
 }
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	"cellClass": cellClass,
 	"numcol": func(t *table, i int) bool { return i < len(t.Num) && t.Num[i] },
 	"hashead": func(h []string) bool {
 		for _, s := range h {
@@ -54,6 +55,10 @@ code { font: 12.5px/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: 8px 0; }
 th, td { border: 1px solid #dadce0; padding: 4px 8px; vertical-align: top; text-align: left; }
+td:not(.num) { min-width: 6em; }
+td.long { min-width: 28em; }
+td:first-child:not(.num) { min-width: 12em; }
+td code { overflow-wrap: break-word; }
 th { background: #f8f9fa; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.ship { color: #137333; }
@@ -92,7 +97,7 @@ summary { cursor: pointer; color: #1a73e8; margin: 6px 0; }
 {{- end}}
 <tbody>
 {{- range .Rows}}
-<tr>{{range .}}<td{{with .Class}} class="{{.}}"{{end}}>{{template "cell" .}}</td>{{end}}</tr>
+<tr>{{range .}}<td{{with cellClass .}} class="{{.}}"{{end}}>{{template "cell" .}}</td>{{end}}</tr>
 {{- end}}
 </tbody>
 </table></div>
@@ -116,3 +121,19 @@ summary { cursor: pointer; color: #1a73e8; margin: 6px 0; }
 {{define "para"}}{{range .}}{{template "cell" .}}{{end}}{{end}}
 {{- define "cell"}}{{if .Code}}{{if .Text}}<code>{{.Text}}</code>{{end}}{{else if .Strong}}<strong>{{.Text}}</strong>{{else}}{{.Text}}{{end}}{{end}}
 `))
+
+// longCell is the length, in bytes, above which a table cell of prose gets a wide minimum
+// width, so that a browser fitting a wide table to the page does not squeeze it to a column
+// of a few characters per line.
+const longCell = 60
+
+// cellClass is a table cell's HTML class: its own, plus "long" for long text.
+func cellClass(c cell) string {
+	if len(c.Text) <= longCell || c.Class == "num" {
+		return c.Class
+	}
+	if c.Class == "" {
+		return "long"
+	}
+	return c.Class + " long"
+}
