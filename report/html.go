@@ -30,7 +30,7 @@ func HTML(w io.Writer, in Inputs) error {
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"cellClass": cellClass,
-	"numcol": func(t *table, i int) bool { return i < len(t.Num) && t.Num[i] },
+	"numcol":    func(t *table, i int) bool { return i < len(t.Num) && t.Num[i] },
 	"hashead": func(h []string) bool {
 		for _, s := range h {
 			if s != "" {

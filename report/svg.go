@@ -58,7 +58,7 @@ const (
 	groupPad  = 18
 	headH     = 62 // title and legend
 	axisH     = 44
-	labelRune = 42 // longest label drawn, in runes
+	labelRune = 36 // longest bold label drawn, in runes: 36 bold runes of 12px sans fit labelW with a gap before the bars
 )
 
 // series are the bars of one group, in drawing order: GPU time, and the per-call wall and
