@@ -477,6 +477,8 @@ func speedupSection(in Inputs, sp []Speedup) section {
 	if r == nil {
 		s.Before = []para{{txt("No benchmark results: the kernels were not timed on a GPU. Run "), code("fuseadvise bench"),
 			txt(" on a machine with CUDA; until then the savings above are estimates, not measurements.")}}
+		// the chart then shows the cost model's predicted speedups, titled as such
+		s.Chart = len(predictedBars(in)) > 0
 		return s
 	}
 	p := para{txt("Forward pass, one call. GPU time in µs: median (p20-p80) of each provider's CUDA-graph replay, timed by CUDA events around the call alone, ")}

@@ -14,7 +14,14 @@ import (
 func HTML(w io.Writer, in Inputs) error {
 	var chart bytes.Buffer
 	cw := bufio.NewWriter(&chart)
-	writeSVG(cw, in.Bench, in.Scale, in.Use)
+	writeSVG(cw, in)
+	if in.Bench != nil && len(in.Bench.Cases) > 0 {
+		cw.WriteString("<figcaption>Speedup on each verdict's basis; right of the dashed 1.0× line the kernel is faster. Also written as report.svg.</figcaption>\n")
+		writeTimeSVG(cw, in.Bench, in.Scale, in.Use)
+		cw.WriteString("<figcaption>Time per call: median bars, p20-p80 whiskers.</figcaption>\n")
+	} else {
+		cw.WriteString("<figcaption>Predicted by the cost model, not measured. Also written as report.svg.</figcaption>\n")
+	}
 	cw.Flush()
 	d := build(in)
 	data := struct {
@@ -107,7 +114,7 @@ summary { cursor: pointer; color: #1a73e8; margin: 6px 0; }
 {{- end}}
 {{- if .Chart}}
 <figure>
-{{$.SVG}}<figcaption>Bars: median time per call; whiskers: p20-p80. Also written as report.svg.</figcaption>
+{{$.SVG}}
 </figure>
 {{- end}}
 {{- range .After}}

@@ -97,7 +97,7 @@ func TestGolden(t *testing.T) {
 		{"report_targets.md", Markdown, withTargets},
 		{"report.html", HTML, full},
 		{"report.svg", SVG, full},
-		{"report_linear.svg", SVG, linScale},
+		{"report_linear.html", HTML, linScale},
 		{"bench.csv", csvOut, full},
 		{"nobench.md", Markdown, noBench},
 		{"nobench.svg", SVG, noBench},
@@ -108,7 +108,8 @@ func TestGolden(t *testing.T) {
 		})
 	}
 	// The recorded times span 0.05 to 1465 us: auto picks the log axis.
-	if a, b := render(t, SVG, full), render(t, SVG, logScale); !bytes.Equal(a, b) {
+	// (the time chart is in the HTML; report.svg is the linear speedup chart)
+	if a, b := render(t, HTML, full), render(t, HTML, logScale); !bytes.Equal(a, b) {
 		t.Error("auto scale did not pick log for times spanning four decades")
 	}
 }
@@ -583,16 +584,29 @@ func TestNoBench(t *testing.T) {
 			t.Errorf("markdown without bench results lacks %q", want)
 		}
 	}
-	if strings.Contains(md, "report.svg") {
-		t.Error("markdown links a chart with nothing in it")
+	// without a GPU the chart shows the cost model's predicted speedups, titled as such
+	const predicted = "predicted by the cost model, not measured"
+	if !strings.Contains(md, "report.svg") {
+		t.Error("markdown without bench results does not link the predicted chart")
 	}
 	html := string(render(t, HTML, in))
-	if !strings.Contains(html, "No benchmark results") || strings.Contains(html, "<svg") {
-		t.Error("HTML without bench results should say so and draw no chart")
+	if !strings.Contains(html, "No benchmark results") || !strings.Contains(html, "<svg") || !strings.Contains(html, predicted) {
+		t.Error("HTML without bench results should say so and draw the predicted chart")
 	}
 	svg := string(render(t, SVG, in))
-	if !strings.Contains(svg, "No benchmark results") {
-		t.Error("SVG without bench results should say so")
+	if !strings.Contains(svg, predicted) || strings.Contains(svg, "vs torch.compile") {
+		t.Error("SVG without bench results should draw predicted speedups over the chain only")
+	}
+	if g := wellFormed(t, "predicted", []byte(svg)); g == 0 {
+		t.Error("predicted SVG has no bars")
+	}
+	// neither bench nor predictions: a note, and no chart linked
+	bare := Inputs{Analysis: in.Analysis}
+	if md := string(render(t, Markdown, bare)); strings.Contains(md, "report.svg") {
+		t.Error("markdown links a chart with nothing in it")
+	}
+	if svg := string(render(t, SVG, bare)); !strings.Contains(svg, "No benchmark results") {
+		t.Error("SVG without bench results or predictions should say so")
 	}
 	// nothing at all still renders
 	if md := string(render(t, Markdown, Inputs{})); !strings.Contains(md, "No analysis given") || !strings.Contains(md, "Not verified") {

@@ -226,18 +226,11 @@ func newAxis(cases []bench.Case, scale Scale, x0, x1 float64) axis {
 
 func timedForChart(c *bench.Case) bool { return c.Error == "" && pos(c.FusedUs) }
 
-// SVG draws the chart of in.Bench: for every case, grouped horizontal bars of the fused,
-// eager and torch.compile medians with p20-p80 whiskers, labelled with the case, its
-// speedup over eager and the verdict. Without benchmark results it draws a note saying so.
-// All text is escaped; the output is a standalone SVG document that can also be placed
-// inline in HTML.
-func SVG(w io.Writer, in Inputs) error {
-	bw := bufio.NewWriter(w)
-	writeSVG(bw, in.Bench, in.Scale, in.Use)
-	return bw.Flush()
-}
-
-func writeSVG(w *bufio.Writer, r *bench.Result, scale Scale, use Use) {
+// writeTimeSVG draws the time chart of r: for every case, grouped horizontal bars of the
+// fused, eager and torch.compile medians with p20-p80 whiskers on scale, labelled with the
+// case, its speedup over eager and the verdict. Without benchmark results it draws a note
+// saying so. All text is escaped.
+func writeTimeSVG(w *bufio.Writer, r *bench.Result, scale Scale, use Use) {
 	var cases []bench.Case
 	if r != nil {
 		cases = r.Cases
@@ -248,12 +241,12 @@ func writeSVG(w *bufio.Writer, r *bench.Result, scale Scale, use Use) {
 		h = 90
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-labelledby="fa-chart-title" font-family="system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif" font-size="12">`+"\n", chartW, h, chartW, h)
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-labelledby="fa-time-title" font-family="system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif" font-size="12">`+"\n", chartW, h, chartW, h)
 	title := "Fused vs eager vs torch.compile: median time per call"
 	if r != nil && r.GPU != "" {
 		title += " on " + r.GPU
 	}
-	p(`<title id="fa-chart-title">%s</title>`+"\n", esc(title))
+	p(`<title id="fa-time-title">%s</title>`+"\n", esc(title))
 	p(`<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", chartW, h)
 	p(`<text x="12" y="24" font-size="15" font-weight="bold" fill="#202124">%s</text>`+"\n", esc(title))
 	if len(cases) == 0 {
@@ -413,4 +406,240 @@ func truncRunes(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// A bar of the speedup chart: one case's speedup over eager and over torch.compile, on the
+// verdict's basis, or the cost model's predicted speedup over the chain now.
+type speedBar struct {
+	label, sub, line3 string
+	line3Color        string
+	vsEager           float64 // 0: none
+	vsCompile         float64 // 0: none
+	why               string  // why there is no bar ("not timed: ...")
+}
+
+// maxSpeedAxis caps the speedup axis: a longer bar stops at its end, its label still exact.
+const maxSpeedAxis = 100.0
+
+// SVG draws the speedup chart: for every benchmarked case, fused's speedup over eager (a
+// bar) and over torch.compile (a thinner, lighter bar) on the verdict's basis, on a linear
+// axis from 0 with a 1.0× line, each bar labelled with its value. Without benchmark results
+// it draws the cost model's predicted speedup of each generated folder over its shape's
+// GPU time per call in the trace, titled as a prediction; with neither, a note. All text
+// is escaped; the output is a standalone SVG document that can also be placed inline in
+// HTML.
+func SVG(w io.Writer, in Inputs) error {
+	bw := bufio.NewWriter(w)
+	writeSVG(bw, in)
+	return bw.Flush()
+}
+
+func writeSVG(w *bufio.Writer, in Inputs) {
+	var bars []speedBar
+	title := "Fused kernel speedup over eager and torch.compile"
+	basisNote := ""
+	predicted := false
+	if in.Bench != nil && len(in.Bench.Cases) > 0 {
+		if in.Bench.GPU != "" {
+			title += " on " + in.Bench.GPU
+		}
+		bars, basisNote = measuredBars(in)
+	} else {
+		bars = predictedBars(in)
+		predicted = len(bars) > 0
+		if predicted {
+			title = "Fused kernel speedup over the traced chain: predicted by the cost model, not measured"
+		}
+	}
+	writeSpeedSVG(w, title, basisNote, bars, predicted)
+}
+
+// measuredBars are the bench's cases as bars, and the legend's note on their basis.
+func measuredBars(in Inputs) ([]speedBar, string) {
+	var out []speedBar
+	perCall, gpu := 0, 0
+	for _, c := range in.Bench.Cases {
+		s := speedup(c, in.Use)
+		b := speedBar{label: s.Label, sub: s.Sub, line3: string(s.Verdict), line3Color: verdictColor(s.Verdict)}
+		if s.Basis == OnPerCall {
+			perCall++
+			b.vsCompile = s.WallVsCompile
+		} else {
+			gpu++
+			b.vsCompile = s.VsCompile
+		}
+		b.vsEager, _ = s.VsEagerDecided()
+		if b.vsEager > 0 {
+			b.line3 = s.Basis.String() + ": " + b.line3
+		}
+		if !timedForChart(&s.Case) || b.vsEager == 0 {
+			b.vsEager, b.vsCompile = 0, 0
+			b.why = "not timed"
+			if c.Error != "" {
+				b.why += ": " + c.Error
+			}
+		}
+		out = append(out, b)
+	}
+	note := "speedup on each verdict's basis"
+	switch {
+	case gpu == 0:
+		note = "speedup per call (host overhead included)"
+	case perCall == 0:
+		note = "speedup on GPU time"
+	}
+	return out, note
+}
+
+func (b Basis) String() string { return string(b) }
+
+// predictedBars are the generated folders with an estimated fused time and a traced time per
+// call for their shape, as predicted speedups over the chain.
+func predictedBars(in Inputs) []speedBar {
+	var out []speedBar
+	for _, g := range in.Generated {
+		it := prItem{g: g, group: findShapeGroup(in.Analysis, g)}
+		now, n := nowPerCall(&it)
+		if !pos(now) || !pos(g.EstFusedUs) {
+			continue
+		}
+		vs := now / g.EstFusedUs
+		line3 := fmt.Sprintf("est. %s µs vs %s µs now (%s)", fmtUs(g.EstFusedUs), fmtUs(now), plural(n, "instance"))
+		color := "#137333"
+		if vs < 1 {
+			color = "#b3261e"
+		}
+		out = append(out, speedBar{label: g.Name, sub: g.Dtype + " " + shapesString(g.Shapes), line3: line3, line3Color: color, vsEager: vs})
+	}
+	return out
+}
+
+// speedAxis is the linear speedup axis: from 0 to a nice number at least 1.5× and the
+// largest speedup (at most maxSpeedAxis).
+func speedAxis(bars []speedBar, x0, x1 float64) axis {
+	hi := 1.5
+	for _, b := range bars {
+		for _, v := range []float64{b.vsEager, b.vsCompile} {
+			if pos(v) {
+				hi = math.Max(hi, math.Min(v, maxSpeedAxis))
+			}
+		}
+	}
+	step := niceStep(hi / 5)
+	return axis{lo: 0, hi: math.Ceil(hi/step-1e-9) * step, x0: x0, x1: x1}
+}
+
+// speedLabel is a bar's value, as "2.3×".
+func speedLabel(v float64) string {
+	if v >= 100 {
+		return fixed(v, 0) + "×"
+	}
+	if v >= 10 {
+		return fixed(v, 1) + "×"
+	}
+	return fixed(v, 2) + "×"
+}
+
+const (
+	eagerColor     = "#1a73e8"
+	compileColor   = "#f4b400"
+	predictedColor = "#7baaf7" // lighter than a measured bar
+	eagerBarH      = 18
+	compileBarH    = 10
+	insideMin      = 64         // a bar at least this wide holds its label inside
+	speedHeadH     = headH + 14 // title, legend, and the 1.0× line's label below them
+)
+
+func writeSpeedSVG(w *bufio.Writer, title, basisNote string, bars []speedBar, predicted bool) {
+	groupH := 3*barH + 2*barGap + groupPad
+	h := speedHeadH + len(bars)*groupH + axisH
+	if len(bars) == 0 {
+		h = 90
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-labelledby="fa-chart-title" font-family="system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif" font-size="12">`+"\n", chartW, h, chartW, h)
+	p(`<title id="fa-chart-title">%s</title>`+"\n", esc(title))
+	p(`<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", chartW, h)
+	p(`<text x="12" y="24" font-size="15" font-weight="bold" fill="#202124">%s</text>`+"\n", esc(title))
+	if len(bars) == 0 {
+		p(`<text x="12" y="56" fill="#5f6368">No benchmark results: the kernels were not timed (no GPU run), and no generated folder has a predicted time.</text>` + "\n")
+		p("</svg>\n")
+		return
+	}
+	ax := speedAxis(bars, labelW, chartW-valueW)
+	// legend
+	lx := 12
+	legend := []struct{ name, color string }{{"vs eager", eagerColor}, {"vs torch.compile", compileColor}}
+	if predicted {
+		legend = legend[:1]
+		legend[0].name = "predicted vs the traced chain"
+		legend[0].color = predictedColor
+		basisNote = "estimated fused µs against the trace's GPU µs per call"
+	}
+	for _, l := range legend {
+		p(`<rect x="%d" y="36" width="12" height="12" fill="%s"/>`, lx, l.color)
+		p(`<text x="%d" y="46" fill="#202124">%s</text>`+"\n", lx+16, esc(l.name))
+		lx += 16 + 7*utf8.RuneCountInString(l.name) + 16
+	}
+	p(`<text x="%d" y="46" fill="#5f6368">%s</text>`+"\n", lx+8, esc(basisNote+"; right of the 1.0× line is faster"))
+
+	top := speedHeadH
+	bottom := top + len(bars)*groupH
+	vs, labels := ax.ticks()
+	for i, v := range vs {
+		x := ax.x(v)
+		p(`<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="#e0e0e0"/>`, num(x), top-4, num(x), bottom)
+		p(`<text x="%s" y="%d" text-anchor="middle" fill="#5f6368">%s</text>`+"\n", num(x), bottom+16, esc(labels[i]+"×"))
+	}
+	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#5f6368"/>`+"\n", labelW, bottom, chartW-valueW, bottom)
+	p(`<text x="%s" y="%d" text-anchor="middle" fill="#202124">speedup of the fused kernel (linear, × faster)</text>`+"\n", num((ax.x0+ax.x1)/2), bottom+34)
+
+	for i := 1; i < len(bars); i += 2 {
+		p(`<rect x="0" y="%d" width="%d" height="%d" fill="#f7f8fa"/>`+"\n", top+i*groupH-groupPad/2, chartW, groupH)
+	}
+	// the 1.0× reference line, under the bars and their labels
+	x1 := ax.x(1)
+	p(`<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="#202124" stroke-width="1.5" stroke-dasharray="4 3"/>`, num(x1), top-8, num(x1), bottom)
+	p(`<text x="%s" y="%d" text-anchor="middle" fill="#202124">1.0×</text>`+"\n", num(x1), top-10)
+	for i, b := range bars {
+		y := top + i*groupH
+		p(`<g>`)
+		p(`<title>%s</title>`, esc(b.label+" "+b.sub+": "+b.line3))
+		p(`<text x="12" y="%d" font-weight="bold" fill="#202124">%s</text>`, y+11, esc(truncRunes(b.label, labelRune)))
+		p(`<text x="12" y="%d" fill="#5f6368">%s</text>`, y+25, esc(truncRunes(b.sub, labelRune+6)))
+		p(`<text x="12" y="%d" fill="%s">%s</text>`+"\n", y+39, b.line3Color, esc(truncRunes(b.line3, labelRune+6)))
+		if b.vsEager == 0 {
+			p(`<text x="%d" y="%d" fill="#b3261e">%s</text></g>`+"\n", labelW+6, y+25, esc(truncRunes(b.why, 80)))
+			continue
+		}
+		inside := "#ffffff"
+		if predicted {
+			inside = "#202124"
+		}
+		speedBarSVG(p, ax, y+2, eagerBarH, legend[0].color, inside, b.vsEager, legend[0].name)
+		if b.vsCompile > 0 {
+			speedBarSVG(p, ax, y+2+eagerBarH+barGap, compileBarH, compileColor, "#202124", b.vsCompile, "vs torch.compile")
+		}
+		p("</g>\n")
+	}
+	p("</svg>\n")
+}
+
+// speedBarSVG draws one bar of value v from the axis's 0, its label inside the bar's end when
+// the bar is long enough, else just after it; a bar past the axis's end stops there.
+func speedBarSVG(p func(string, ...any), ax axis, y, h int, color, inside string, v float64, what string) {
+	xe := ax.x(v)
+	wd := math.Max(1, xe-ax.x0)
+	p(`<rect x="%s" y="%d" width="%s" height="%d" fill="%s"><title>%s</title></rect>`,
+		num(ax.x0), y, num(wd), h, color, esc(what+": "+speedLabel(v)))
+	ty := y + h/2 + 4
+	if wd >= insideMin && h >= eagerBarH {
+		p(`<text x="%s" y="%d" text-anchor="end" font-weight="bold" fill="%s">%s</text>`+"\n", num(xe-5), ty, inside, esc(speedLabel(v)))
+		return
+	}
+	size := ""
+	if h < eagerBarH {
+		size = ` font-size="10"`
+	}
+	p(`<text x="%s" y="%d"%s fill="#202124">%s</text>`+"\n", num(xe+5), ty, size, esc(speedLabel(v)))
 }
