@@ -27,7 +27,8 @@ type Inputs struct {
 	Verify    *verify.Result   // `fuseadvise verify -format json`
 	Bench     *bench.Result    // `fuseadvise bench` (nil: no GPU run)
 
-	// Scale is the chart's time axis; the zero value picks one from the data.
+	// Scale is the time axis of the HTML's time chart (the speedup chart is linear); the zero
+	// value picks one from the data.
 	Scale Scale
 	// Targets adds to the report (Markdown and HTML) a "Performance targets" section, the
 	// check of Bench against the project's targets (Targets), when Bench is present.
