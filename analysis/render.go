@@ -25,9 +25,10 @@ func sortNameTimes(v []NameTime) {
 	})
 }
 
-// table writes rows under a header, as a box table or as markdown. align has one entry per
-// column: 'l' or 'r'.
-func table(w io.Writer, markdown bool, align string, header []string, rows [][]string) error {
+// WriteTable writes rows under a header, as a box table or as Markdown: analyze's tables,
+// also used by the verbs that print alongside it (diff). align has one entry per column: 'l'
+// or 'r'. Cells pass through CellText.
+func WriteTable(w io.Writer, markdown bool, align string, header []string, rows [][]string) error {
 	al := make(tw.Alignment, len(align))
 	for i, c := range align {
 		al[i] = tw.AlignLeft
@@ -50,7 +51,7 @@ func table(w io.Writer, markdown bool, align string, header []string, rows [][]s
 	for _, r := range rows {
 		cells := make([]string, len(r))
 		for i, c := range r {
-			cells[i] = cellText(c, markdown)
+			cells[i] = CellText(c, markdown)
 		}
 		if err := t.Append(toAny(cells)...); err != nil {
 			return err
@@ -67,9 +68,9 @@ func toAny(ss []string) []any {
 	return out
 }
 
-// cellText makes trace-derived text (op and kernel names, paths, python frames) safe for
+// CellText makes trace-derived text (op and kernel names, paths, python frames) safe for
 // the output: no escape sequences or line breaks reach a terminal, no markup a Markdown page.
-func cellText(s string, markdown bool) string {
+func CellText(s string, markdown bool) string {
 	if markdown {
 		return report.MarkdownText(s)
 	}
@@ -81,15 +82,16 @@ func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
 func pct(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "%" }
 
-// shorten cuts long (templated C++) kernel names for tables; JSON keeps them whole.
-func shorten(s string, n int) string {
+// Shorten cuts long (templated C++) kernel names for tables; JSON keeps them whole.
+func Shorten(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	return s[:n-1] + "…"
 }
 
-func heading(w io.Writer, markdown bool, level int, s string) {
+// Heading writes a section title: a Markdown heading of level, or the plain line.
+func Heading(w io.Writer, markdown bool, level int, s string) {
 	if markdown {
 		fmt.Fprintf(w, "%s %s\n\n", strings.Repeat("#", level), s)
 		return
@@ -99,7 +101,7 @@ func heading(w io.Writer, markdown bool, level int, s string) {
 
 func writeSummary(w io.Writer, a *Result, markdown bool) error {
 	t, s := a.Trace, a.Summary
-	heading(w, markdown, 2, "Trace")
+	Heading(w, markdown, 2, "Trace")
 	busyPct := 0.0
 	if t.GPUBusyUs+s.IdleUs > 0 {
 		busyPct = 100 * t.GPUBusyUs / (t.GPUBusyUs + s.IdleUs)
@@ -135,7 +137,7 @@ func writeSummary(w io.Writer, a *Result, markdown bool) error {
 		{"launches", strconv.Itoa(s.Launches)},
 		{"dataflow", dataflow},
 	}...)
-	if err := table(w, markdown, "ll", []string{"trace", "value"}, rows); err != nil {
+	if err := WriteTable(w, markdown, "ll", []string{"trace", "value"}, rows); err != nil {
 		return err
 	}
 	if err := writeRanks(w, a, markdown); err != nil {
@@ -149,16 +151,16 @@ func writeSummary(w io.Writer, a *Result, markdown bool) error {
 			continue
 		}
 		fmt.Fprintln(w)
-		heading(w, markdown, 3, part.title)
+		Heading(w, markdown, 3, part.title)
 		rows = rows[:0]
 		for _, k := range part.v {
 			share := 0.0
 			if t.GPUBusyUs > 0 {
 				share = 100 * k.Us / t.GPUBusyUs
 			}
-			rows = append(rows, []string{shorten(k.Name, 90), strconv.Itoa(k.Count), f1(k.Us), pct(share)})
+			rows = append(rows, []string{Shorten(k.Name, 90), strconv.Itoa(k.Count), f1(k.Us), pct(share)})
 		}
-		if err := table(w, markdown, "lrrr", []string{"name", "count", "GPU µs", "% busy"}, rows); err != nil {
+		if err := WriteTable(w, markdown, "lrrr", []string{"name", "count", "GPU µs", "% busy"}, rows); err != nil {
 			return err
 		}
 	}
@@ -168,12 +170,12 @@ func writeSummary(w io.Writer, a *Result, markdown bool) error {
 // writeOpportunities prints the ranked opportunities, then each one's shape groups and advice.
 func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 	fmt.Fprintln(w)
-	heading(w, markdown, 2, "Fusion opportunities")
+	Heading(w, markdown, 2, "Fusion opportunities")
 	cov := report.CoverageOf(a.Report)
 	if len(a.Opportunities) == 0 {
 		fmt.Fprintln(w, "No chain of the catalog was found.")
 		if cov != "" {
-			fmt.Fprintf(w, "\n%s\n", cellText(cov, markdown))
+			fmt.Fprintf(w, "\n%s\n", CellText(cov, markdown))
 		}
 		return nil
 	}
@@ -190,29 +192,29 @@ func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 	if a.Totals != nil { // the instances in the total: chains of another pattern that share their ops may save more
 		align, head = align+"r", append(head, "in total")
 	}
-	if err := table(w, markdown, align, head, rows); err != nil {
+	if err := WriteTable(w, markdown, align, head, rows); err != nil {
 		return err
 	}
 	tot := report.TotalsOf(a.Report)
 	for _, line := range []string{tot.Total, cov, tot.Host} {
 		if line != "" {
-			fmt.Fprintf(w, "\n%s\n", cellText(line, markdown))
+			fmt.Fprintf(w, "\n%s\n", CellText(line, markdown))
 		}
 	}
 	if len(tot.Advice) > 0 {
 		fmt.Fprintln(w)
 	}
 	for _, adv := range tot.Advice {
-		fmt.Fprintf(w, "- %s\n", cellText("For a host-bound step: "+adv, markdown))
+		fmt.Fprintf(w, "- %s\n", CellText("For a host-bound step: "+adv, markdown))
 	}
 	for i, o := range a.Opportunities {
 		fmt.Fprintln(w)
-		heading(w, markdown, 3, cellText(fmt.Sprintf("%d. %s: %s", i+1, o.Pattern, o.Fused), markdown))
+		Heading(w, markdown, 3, CellText(fmt.Sprintf("%d. %s: %s", i+1, o.Pattern, o.Fused), markdown))
 		rows = rows[:0]
 		for _, g := range o.Shapes {
 			rows = append(rows, []string{patterns.FormatDims(g.Dims), string(g.DType), strconv.Itoa(g.Instances), f1(g.GPUTimeUs), f1(g.EstFusedUs), f1(g.EstSavingUs)})
 		}
-		if err := table(w, markdown, "llrrrr", []string{"shapes", "dtype", "instances", "GPU µs", "est fused µs", "est saving µs"}, rows); err != nil {
+		if err := WriteTable(w, markdown, "llrrrr", []string{"shapes", "dtype", "instances", "GPU µs", "est fused µs", "est saving µs"}, rows); err != nil {
 			return err
 		}
 		var src []string
@@ -224,10 +226,10 @@ func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 			}
 		}
 		for _, s := range src {
-			fmt.Fprintf(w, "- source: %s\n", cellText(s, markdown))
+			fmt.Fprintf(w, "- source: %s\n", CellText(s, markdown))
 		}
 		for _, adv := range o.Advice {
-			fmt.Fprintf(w, "- %s\n", cellText(adv, markdown))
+			fmt.Fprintf(w, "- %s\n", CellText(adv, markdown))
 		}
 	}
 	return nil
@@ -245,7 +247,7 @@ func writeGenericChains(w io.Writer, a *Result, markdown bool) error {
 		return nil
 	}
 	fmt.Fprintln(w)
-	heading(w, markdown, 2, "Chains outside the catalog")
+	Heading(w, markdown, 2, "Chains outside the catalog")
 	var rows [][]string
 	for i, c := range cs[:min(len(cs), maxGenericRows)] {
 		why := c.Unrecoverable
@@ -255,14 +257,14 @@ func writeGenericChains(w io.Writer, a *Result, markdown bool) error {
 		rows = append(rows, []string{strconv.Itoa(i + 1), opSequence(c.Ops, 60), patterns.FormatDims([][]int64{c.Dims}),
 			string(c.DType), strconv.Itoa(c.Instances), f1(c.GPUTimeUs), strconv.Itoa(c.Kernels), why})
 	}
-	if err := table(w, markdown, "rlllrrrl", []string{"#", "ops", "shape", "dtype", "instances", "GPU µs", "kernels", "not recoverable"}, rows); err != nil {
+	if err := WriteTable(w, markdown, "rlllrrrl", []string{"#", "ops", "shape", "dtype", "instances", "GPU µs", "kernels", "not recoverable"}, rows); err != nil {
 		return err
 	}
 	more := ""
 	if len(cs) > maxGenericRows {
 		more = fmt.Sprintf(" %d more in the JSON.", len(cs)-maxGenericRows)
 	}
-	fmt.Fprintf(w, "\n%s\n", cellText("Detected only: no kernel is generated for them yet and their saving is not estimated."+more, markdown))
+	fmt.Fprintf(w, "\n%s\n", CellText("Detected only: no kernel is generated for them yet and their saving is not estimated."+more, markdown))
 	return nil
 }
 
@@ -308,9 +310,9 @@ func (r *Result) WriteText(w io.Writer, markdown bool) error {
 	}
 	if len(a.Notes) > 0 {
 		fmt.Fprintln(w)
-		heading(w, markdown, 3, "Notes")
+		Heading(w, markdown, 3, "Notes")
 		for _, n := range a.Notes {
-			fmt.Fprintf(w, "- %s\n", cellText(n, markdown))
+			fmt.Fprintf(w, "- %s\n", CellText(n, markdown))
 		}
 	}
 	return nil
@@ -360,7 +362,7 @@ func writeRanks(w io.Writer, a *Result, markdown bool) error {
 		shown[i] = i
 	}
 	fmt.Fprintln(w)
-	heading(w, markdown, 3, "Ranks")
+	Heading(w, markdown, 3, "Ranks")
 	if len(shown) > maxRankRows {
 		slices.SortStableFunc(shown, func(i, j int) int { return cmp.Compare(values[j][1], values[i][1]) })
 		shown = shown[:maxRankRows]
@@ -380,7 +382,7 @@ func writeRanks(w io.Writer, a *Result, markdown bool) error {
 		}
 		rows = append(rows, row(s.label, v))
 	}
-	return table(w, markdown, align, head, rows)
+	return WriteTable(w, markdown, align, head, rows)
 }
 
 // median of v (the mean of the middle two for an even count); v is not changed.

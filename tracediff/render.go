@@ -7,16 +7,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
-
-	"github.com/fuseadvise/fuseadvise/report"
+	"github.com/fuseadvise/fuseadvise/analysis"
 )
 
 // WriteText writes r as box tables, or as Markdown.
 func (r *Result) WriteText(w io.Writer, markdown bool) error {
-	heading(w, markdown, 2, "Before and after")
+	analysis.Heading(w, markdown, 2, "Before and after")
 	b, a := r.Before, r.After
 	rows := [][]string{
 		{"file", b.Path, a.Path, "", ""},
@@ -34,12 +30,12 @@ func (r *Result) WriteText(w io.Writer, markdown bool) error {
 		intRow("CPU ops", b.Ops, a.Ops),
 		row("est saving µs (analysis)", b.EstSavingUs, a.EstSavingUs),
 	)
-	if err := table(w, markdown, "lrrrr", []string{"", "before", "after", "delta", "delta %"}, rows); err != nil {
+	if err := analysis.WriteTable(w, markdown, "lrrrr", []string{"", "before", "after", "delta", "delta %"}, rows); err != nil {
 		return err
 	}
 
 	fmt.Fprintln(w)
-	heading(w, markdown, 3, "Chains by pattern")
+	analysis.Heading(w, markdown, 3, "Chains by pattern")
 	if len(r.Patterns) == 0 {
 		fmt.Fprintln(w, "No chain of the catalog was found in either trace.")
 	} else {
@@ -48,7 +44,7 @@ func (r *Result) WriteText(w io.Writer, markdown bool) error {
 			rows = append(rows, []string{p.Pattern, strconv.Itoa(p.InstancesBefore), strconv.Itoa(p.InstancesAfter),
 				f1(p.GPUBeforeUs), f1(p.GPUAfterUs), signed(p.GPUAfterUs - p.GPUBeforeUs), deltaPct(p.GPUBeforeUs, p.GPUAfterUs), f1(p.EstSavingUs)})
 		}
-		if err := table(w, markdown, "lrrrrrrr", []string{"pattern", "instances before", "after", "GPU µs before", "after", "delta", "delta %", "est saving µs"}, rows); err != nil {
+		if err := analysis.WriteTable(w, markdown, "lrrrrrrr", []string{"pattern", "instances before", "after", "GPU µs before", "after", "delta", "delta %", "est saving µs"}, rows); err != nil {
 			return err
 		}
 	}
@@ -58,25 +54,25 @@ func (r *Result) WriteText(w io.Writer, markdown bool) error {
 		v     []Kernel
 	}{{"Kernels gone (in BEFORE only)", r.Disappeared}, {"Kernels new (in AFTER only)", r.Appeared}} {
 		fmt.Fprintln(w)
-		heading(w, markdown, 3, part.title)
+		analysis.Heading(w, markdown, 3, part.title)
 		if len(part.v) == 0 {
 			fmt.Fprintln(w, "None.")
 			continue
 		}
 		rows = rows[:0]
 		for _, k := range part.v {
-			rows = append(rows, []string{shorten(k.Name, 90), strconv.Itoa(k.Count), f1(k.Us)})
+			rows = append(rows, []string{analysis.Shorten(k.Name, 90), strconv.Itoa(k.Count), f1(k.Us)})
 		}
-		if err := table(w, markdown, "lrr", []string{"name", "count", "GPU µs"}, rows); err != nil {
+		if err := analysis.WriteTable(w, markdown, "lrr", []string{"name", "count", "GPU µs"}, rows); err != nil {
 			return err
 		}
 	}
 
 	fmt.Fprintln(w)
-	heading(w, markdown, 3, "Did the predicted saving arrive?")
-	fmt.Fprintln(w, cellText(r.Verdict.Sentence(), markdown))
+	analysis.Heading(w, markdown, 3, "Did the predicted saving arrive?")
+	fmt.Fprintln(w, analysis.CellText(r.Verdict.Sentence(), markdown))
 	for _, n := range r.Notes {
-		fmt.Fprintf(w, "\nnote: %s\n", cellText(n, markdown))
+		fmt.Fprintf(w, "\nnote: %s\n", analysis.CellText(n, markdown))
 	}
 	return nil
 }
@@ -155,66 +151,4 @@ func zero(v float64) float64 {
 		return 0
 	}
 	return v
-}
-
-// shorten cuts long (templated C++) kernel names for tables; JSON keeps them whole.
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
-}
-
-func heading(w io.Writer, markdown bool, level int, s string) {
-	if markdown {
-		fmt.Fprintf(w, "%s %s\n\n", strings.Repeat("#", level), s)
-		return
-	}
-	fmt.Fprintf(w, "%s\n\n", s)
-}
-
-// cellText makes trace-derived text (kernel names, paths) safe for the output.
-func cellText(s string, markdown bool) string {
-	if markdown {
-		return report.MarkdownText(s)
-	}
-	return report.PlainText(s)
-}
-
-// table writes rows under a header, as a box table or as Markdown (the style of analyze's
-// tables). align has one entry per column: 'l' or 'r'.
-func table(w io.Writer, markdown bool, align string, header []string, rows [][]string) error {
-	al := make(tw.Alignment, len(align))
-	for i, c := range align {
-		al[i] = tw.AlignLeft
-		if c == 'r' {
-			al[i] = tw.AlignRight
-		}
-	}
-	opts := []tablewriter.Option{
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithAlignment(al),
-		tablewriter.WithHeaderAlignment(tw.AlignLeft),
-	}
-	if markdown {
-		opts = append(opts, tablewriter.WithRenderer(renderer.NewMarkdown()))
-	} else {
-		opts = append(opts, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleLight)})))
-	}
-	t := tablewriter.NewTable(w, opts...)
-	hdr := make([]any, len(header))
-	for i, h := range header {
-		hdr[i] = h
-	}
-	t.Header(hdr...)
-	for _, r := range rows {
-		cells := make([]any, len(r))
-		for i, c := range r {
-			cells[i] = cellText(c, markdown)
-		}
-		if err := t.Append(cells...); err != nil {
-			return err
-		}
-	}
-	return t.Render()
 }
