@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/xml"
@@ -88,6 +89,12 @@ func TestGolden(t *testing.T) {
 	withTargets := full
 	withTargets.Targets = true
 	csvOut := func(w io.Writer, in Inputs) error { return WriteCSV(w, in.Bench) }
+	// the HTML's time chart alone (on a linear axis here; report.html holds the log one)
+	timeSVG := func(w io.Writer, in Inputs) error {
+		bw := bufio.NewWriter(w)
+		writeTimeSVG(bw, in.Bench, in.Scale, in.Use)
+		return bw.Flush()
+	}
 	for _, tc := range []struct {
 		file string
 		f    func(io.Writer, Inputs) error
@@ -97,7 +104,7 @@ func TestGolden(t *testing.T) {
 		{"report_targets.md", Markdown, withTargets},
 		{"report.html", HTML, full},
 		{"report.svg", SVG, full},
-		{"report_linear.html", HTML, linScale},
+		{"report_linear_time.svg", timeSVG, linScale},
 		{"bench.csv", csvOut, full},
 		{"nobench.md", Markdown, noBench},
 		{"nobench.svg", SVG, noBench},
