@@ -30,11 +30,7 @@ func ParseDtype(s string) (string, error) {
 // the model changes), e.g. "bias_gelu-tanh-bf16-8x512x3072-1a2b3c4d". Only letters, digits,
 // '_', '-' and 'x' appear in it.
 func DirName(spec Spec) (string, error) {
-	s, err := resolve(spec)
-	if err != nil {
-		return "", err
-	}
-	h, err := specHash(s)
+	s, h, err := resolvedHash(spec)
 	if err != nil {
 		return "", err
 	}
@@ -57,6 +53,16 @@ func DirName(spec Spec) (string, error) {
 	return strings.Join(parts, "-"), nil
 }
 
+// resolvedHash is spec resolved (defaults applied, checked) and its specHash.
+func resolvedHash(spec Spec) (Spec, string, error) {
+	s, err := resolve(spec)
+	if err != nil {
+		return Spec{}, "", err
+	}
+	h, err := specHash(s)
+	return s, h, err
+}
+
 // specHash is 8 hex digits of the SHA-256 of the resolved spec's manifest without the cost
 // model's estimates and the trace's timings (so a case keeps its names when they change).
 func specHash(s Spec) (string, error) {
@@ -74,11 +80,7 @@ func specHash(s Spec) (string, error) {
 // Each kernel folder has its own, so several copied into one folder do not collide ("kernel"
 // would).
 func ModuleName(spec Spec) (string, error) {
-	s, err := resolve(spec)
-	if err != nil {
-		return "", err
-	}
-	h, err := specHash(s)
+	s, h, err := resolvedHash(spec)
 	if err != nil {
 		return "", err
 	}
