@@ -1,0 +1,904 @@
+"""Fused attention: ``q @ k^T -> scale -> mask / bias -> softmax -> dropout -> @ v`` in one
+flash-style kernel (forward and backward), without the [Sq, Sk] score matrix in memory.
+
+Replaces the eager chain (reference.py) that HF BERT, GPT-2 and Llama-style "eager" attention
+run: two GEMMs around a softmax whose scores and probabilities eager writes and reads in full.
+
+- Semantics, exactly the eager chain's (reference.py), for q [B, H, Sq, D], k / v [B, H, Sk, D]
+  (any strides: the transposed views of a [B, S, H, D] projection a model passes are read as
+  they are), one dtype for q, k and v (fp32, fp16 or bf16):
+  ``s = scale * (q @ k^T)``; a mask: ``"causal"`` (computed: key j of query i is masked when
+  ``j > i + (Sk - Sq)``, bottom-right aligned as HF slices its tril buffer for a KV cache),
+  ``"bool"`` (True = masked, ``masked_fill`` semantics) or ``"additive"`` (a float mask added,
+  of any float dtype: the sum takes ``promote_types``); filled with ``mask_fill`` (``-inf``,
+  ``"min"`` = q's dtype's finfo.min as HF fills, or a number); then a bias: ``"additive"``
+  ([B|1, H|1, Sq, Sk], e.g. T5's relative position bias; may require grad) or ``"alibi"``
+  (``slopes`` [H]: ``s += slopes[h] * (j - i - (Sk - Sq))``, the relative form; HF's BLOOM form
+  ``slopes[h] * j`` differs from it by a per-row constant and gives the same softmax except on
+  rows a finite fill masks); ``p = softmax(s in fp32)`` rounded to q's dtype; dropout;
+  ``out = p @ v`` in q's dtype, [B, H, Sq, D] contiguous.
+- Masks and biases are read through their strides broadcast to [B, H, Sq, Sk] (stride 0 on
+  broadcast dims: HF's [B, 1, 1, Sk] padding mask and a [1, H, Sq, Sk] bias are never
+  expanded). Causal and ALiBi are computed in the kernel.
+- Eager's roundings are kept where they change results: ``q @ k^T`` and ``* scale`` are
+  rounded to q's dtype, ``+ mask`` / ``+ bias`` to the promoted dtype, as eager's tensors are
+  (``EAGER_ROUNDING``; large scores in bf16 round onto a coarse grid and eager's softmax
+  sees ties there; fp16 scores past 65504 become inf and the row NaN, as in eager). The
+  softmax is fp32 (online: running max and sum over key blocks, fp32 accumulation of
+  ``p @ v``); p goes to the second dot in q's dtype, unnormalised (eager rounds the normalised
+  p: a difference well inside the gemm tolerances).
+- Fully masked rows as eager: with a ``-inf`` fill the row is NaN; with a finite fill every
+  key gets the fill and the row is uniform (plus the bias). Causal block skipping: key blocks
+  entirely above the diagonal are not visited, which is exact for ``-inf`` fills and, for
+  finite fills, whenever a row's largest score exceeds the fill by 104 (exp underflows to 0 in
+  fp32: always with ``"min"``); query blocks holding a fully masked row (Sq > Sk) visit every
+  key block.
+- Dropout (``p > 0``): the keep mask is Philox ``tl.rand(seed, ((b * H + h) * Sq + i) * Sk +
+  j) >= p`` (a 64-bit counter), kept probabilities scaled by 1/(1-p); the same mask is
+  regenerated in the backward, never stored; ``dropout_mask`` rebuilds it for a seed. The
+  seed as the other templates seed dropout: ``seed=None`` draws a 1-element int64 tensor on
+  q's device (``device_seed``, the device's default generator) which the kernels load through
+  a pointer: no host read, and each CUDA-graph replay draws a new seed and mask. An int seed
+  or a seed tensor may be passed (the same value gives the same mask either way).
+- Backward (FlashAttention-2): ``_attn_bwd_delta`` computes D = rowsum(dO * O) (fp32);
+  ``_attn_bwd_dkdv`` (one program per key block) recomputes P = exp(s - m) / l from the saved
+  row max m and sum l for every query block that sees the key block and accumulates dV = P_drop^T dO and
+  dK = scale * dS^T Q, with dP = dO V^T (times the keep mask / (1-p)), dS = P (dP - D), zero
+  where a bool or causal mask filled the score (``masked_fill``'s backward); it also writes dS
+  for an additive bias that requires grad (fp32, summed over the bias's broadcast dims on the
+  host); ``_attn_bwd_dq`` (one program per query block) accumulates dQ = scale * dS K.
+- Tiles without ``@triton.autotune`` (as the GEMM templates): each kernel's tile (BLOCK_M,
+  BLOCK_N, num_stages, num_warps) is timed once per bucket (Sq and Sk rounded up to powers of
+  two, at least 16; D; dtypes; flags; device) with the caller's inputs (read only) and scratch
+  outputs, and the winner launched directly afterwards through the shared ``_launch`` (the
+  compiled kernel). A bucket first met during CUDA-graph capture takes the first candidate
+  untimed. The interpreter runs 16 x 16 tiles (the tests' S of 17..129 span several blocks).
+- 64-bit offsets: the batch and head offsets (``b * stride``), rows and columns times strides
+  and the dropout counter; the grid is 1-D (query blocks of one head adjacent, heaviest causal
+  blocks first), so B * H is not capped at 65535.
+
+Interpreter-safe: builtins only, ``tl.full``, runtime-length loops as ``while`` loops.
+"""
+
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+import triton.testing
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+MASK_KINDS = {"none": 0, "bool": 1, "additive": 2, "causal": 3}
+BIAS_KINDS = {"none": 0, "additive": 1, "alibi": 2}
+_TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+# eager's roundings of the scores (q @ k^T, * scale, + mask, + bias) to their dtypes
+EAGER_ROUNDING = True
+# fp32 operands: tf32x3 on the GPU (about fp32's accuracy); the interpreter multiplies in fp32
+_ATTN_F32_DOT = tl.constexpr("ieee" if INTERPRET else "tf32x3")
+# the interpreter's dot multiplies bf16 operands wrongly (numpy has no bf16): fp32 operands
+# there, the same products (a 16-bit value is exact in fp32, accumulation is fp32 either way)
+_DOT_UPCAST = tl.constexpr(INTERPRET)
+
+
+# --- fa:shared cast ---
+# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
+# Under the interpreter, _cast rounds explicitly so both give the same bits.
+_RNE_BF16 = tl.constexpr(INTERPRET)
+
+
+@triton.jit
+def _cast(y, dtype: tl.constexpr):
+    """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
+    if _RNE_BF16 and dtype == tl.bfloat16:
+        bits = y.to(tl.uint32, bitcast=True)
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
+    return y.to(dtype)
+# --- fa:end cast ---
+
+
+@triton.jit
+def _load_seed(seed, SEED_PTR: tl.constexpr):
+    """The dropout seed: with SEED_PTR a pointer to one int64 drawn on the device, else the int."""
+    if SEED_PTR:
+        seed = tl.load(seed)
+    return seed
+
+
+@triton.jit
+def _mm(a, b, acc):
+    """acc + a @ b, fp32 accumulation; fp32 operands at _ATTN_F32_DOT precision."""
+    if _DOT_UPCAST:
+        a = a.to(tl.float32)
+        b = b.to(tl.float32)
+    if a.dtype == tl.float32:
+        return tl.dot(a, b, acc, input_precision=_ATTN_F32_DOT)
+    return tl.dot(a, b, acc)
+
+
+@triton.jit
+def _round(x, dtype: tl.constexpr, ROUND: tl.constexpr):
+    """x (fp32) rounded to dtype and back, as eager's tensor of that dtype holds it."""
+    if ROUND:
+        x = _cast(x, dtype).to(tl.float32)
+    return x
+
+
+@triton.jit
+def _scores(q, k, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope, scale, fill,
+            DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
+            BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, EDGE: tl.constexpr):
+    """The scores of a [BLOCK_M, BLOCK_N] tile as eager's chain gives them, fp32 (natural
+    units); -inf on columns past Sk. rows [BLOCK_M, 1] and cols [1, BLOCK_N] are int64; MASK
+    and BIAS point at this (batch, head)'s [Sq, Sk] plane (their strides, 0 on broadcast dims).
+    EDGE: the tile may cross Sk, Sq or the causal diagonal (loads and the causal test masked);
+    else every position is inside and kept."""
+    s = _mm(q, tl.trans(k), tl.full([q.shape[0], k.shape[0]], 0, tl.float32))
+    s = _round(s, DT, ROUND)                        # q @ k^T in q's dtype
+    s = _round(s * scale, DT, ROUND)                # * scale
+    inb = (rows < Sq) & (cols < Sk)
+    if MASK_KIND == 1:
+        mk = tl.load(MASK + rows * smm + cols * smn, mask=inb, other=0)
+        s = tl.where(mk != 0, fill, s)
+    elif MASK_KIND == 2:
+        a = tl.load(MASK + rows * smm + cols * smn, mask=inb, other=0.0).to(tl.float32)
+        s = _round(s + a, SDT, ROUND)               # + mask, in promote_types(q, mask)
+    elif MASK_KIND == 3:
+        if EDGE:
+            s = tl.where(cols > rows + (Sk - Sq), fill, s)
+    if BIAS_KIND == 1:
+        bb = tl.load(BIAS + rows * sbm + cols * sbn, mask=inb, other=0.0).to(tl.float32)
+        s = _round(s + bb, BDT, ROUND)              # + bias, in promote_types(s, bias)
+    elif BIAS_KIND == 2:
+        s = s + slope * (cols - rows - (Sk - Sq)).to(tl.float32)  # fp32, as the eager ALiBi tensor
+    if EDGE:
+        s = tl.where(cols < Sk, s, float("-inf"))
+    return s
+
+
+@triton.jit
+def _filled(rows, cols, Sq, Sk, MASK, smm, smn, MASK_KIND: tl.constexpr):
+    """Where a bool or causal mask filled the score (masked_fill's backward zeroes there)."""
+    if MASK_KIND == 1:
+        inb = (rows < Sq) & (cols < Sk)
+        return tl.load(MASK + rows * smm + cols * smn, mask=inb, other=0) != 0
+    else:
+        return cols > rows + (Sk - Sq)
+
+
+@triton.jit
+def _causal_hi(m0, Sq, Sk, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr, FINITE_FILL: tl.constexpr):
+    """The end of the key range query block m0 visits: Sk, or for causal masks the end of its
+    last row's keys (0 when every row is fully masked; Sk when a finite fill makes a fully
+    masked row uniform over every key)."""
+    hi = Sk
+    if CAUSAL:
+        hi = tl.minimum(Sk, tl.maximum(m0 + BLOCK_M + (Sk - Sq), 0))
+        if FINITE_FILL:
+            hi = tl.where(m0 < Sq - Sk, Sk, hi)
+    return hi
+
+
+@triton.jit
+def _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
+               smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+               DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
+               BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr, EDGE: tl.constexpr,
+               HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One key block of the online softmax (running max m_i, running sum l_i; exp as exp2)."""
+    kcols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[:, None]  # the keys as rows of k and v
+    kv_mask = dcols < HEAD_D
+    if EDGE:
+        kv_mask = kv_mask & (kcols < Sk)
+    k = tl.load(K + kcols * skn + dcols * skd, mask=kv_mask, other=0.0)
+    v = tl.load(V + kcols * svn + dcols * svd, mask=kv_mask, other=0.0)
+    cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[None, :]  # the keys as columns of s
+    s = _scores(q, k, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope, scale, fill,
+                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, EDGE)
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row all -inf so far: p = 0, not NaN
+    # natural units until after the subtraction: s * log2(e) overflows for fills near finfo.min
+    alpha = tl.exp2((m_i - m_safe) * 1.4426950408889634)
+    pr = tl.exp2((s - m_safe[:, None]) * 1.4426950408889634)
+    l_i = l_i * alpha + tl.sum(pr, axis=1)
+    if DROPOUT:
+        keep = tl.rand(seed, drop_base + rows * Sk + cols) >= p
+        pr = tl.where(keep, pr, 0.0)
+    acc = _mm(_cast(pr, DT), v, acc * alpha[:, None])
+    return acc, m_new, l_i
+
+
+# Sq and Sk (and the seed) unspecialized: a new sequence length compiles nothing new, nor
+# during CUDA-graph capture; the head dim is a constexpr (HEAD_D)
+@triton.jit(do_not_specialize=["Sq", "Sk", "H", "seed"])
+def _attn_fwd(Q, K, V, MASK, BIAS, O, STATS, Sq, Sk, H,
+              sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
+              smb, smh, smm, smn, sbb, sbh, sbm, sbn, sob, soh, som, sod,
+              scale, fill, p, pscale, seed,
+              DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
+              BIAS_KIND: tl.constexpr, FINITE_FILL: tl.constexpr, ROUND: tl.constexpr,
+              DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program per (batch, head, query block): O = softmax(s) V over the key blocks, and
+    the rows' max and sum of exp (fp32) in STATS [B * H, 2, Sq] for the backward."""
+    nm = tl.cdiv(Sq, BLOCK_M)
+    pid = tl.program_id(0)
+    bh = pid // nm
+    m0 = (nm - 1 - pid % nm) * BLOCK_M  # the heaviest causal blocks first
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    bh = bh.to(tl.int64)
+    Q += b * sqb + h * sqh
+    K += b * skb + h * skh
+    V += b * svb + h * svh
+    MASK += b * smb + h * smh
+    BIAS += b * sbb + h * sbh
+    O += b * sob + h * soh
+    rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)[:, None]  # [BLOCK_M, 1]
+    dcols = tl.arange(0, BLOCK_D).to(tl.int64)[None, :]
+    io_mask = (rows < Sq) & (dcols < HEAD_D)
+    q = tl.load(Q + rows * sqm + dcols * sqd, mask=io_mask, other=0.0)
+    slope = 0.0
+    if BIAS_KIND == 2:
+        slope = tl.load(BIAS).to(tl.float32)  # BIAS: the slopes, offset to head h (sbh)
+    if DROPOUT:
+        seed = _load_seed(seed, SEED_PTR)
+    drop_base = bh * Sq * Sk
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.full([BLOCK_M], 0, tl.float32)
+    acc = tl.full([BLOCK_M, BLOCK_D], 0, tl.float32)
+    hi = _causal_hi(m0, Sq, Sk, BLOCK_M, MASK_KIND == 3, FINITE_FILL)
+    # key blocks inside Sk and, for causal masks, wholly below every row's diagonal: no edge tests
+    full = Sk // BLOCK_N * BLOCK_N
+    if MASK_KIND == 3:
+        full = tl.minimum(full, tl.maximum(m0 + (Sk - Sq) + 1, 0) // BLOCK_N * BLOCK_N)
+    n0 = 0
+    while n0 < full:
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
+                                   smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                   DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False,
+                                   HEAD_D, BLOCK_D, BLOCK_N)
+        n0 += BLOCK_N
+    while n0 < hi:
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
+                                   smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                   DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True,
+                                   HEAD_D, BLOCK_D, BLOCK_N)
+        n0 += BLOCK_N
+    # l_i == 0: a row masked everywhere with -inf: 0 / 0 = NaN, as eager's softmax
+    out = acc / l_i[:, None]
+    if DROPOUT:
+        out = out * pscale
+    tl.store(O + rows * som + dcols * sod, _cast(out, DT), mask=io_mask)
+    # the row statistics for the backward: max and sum apart (m + log(l) would lose log(l)
+    # next to a finite fill such as finfo.min, and its rounding at large |m| costs P accuracy)
+    r = tl.arange(0, BLOCK_M).to(tl.int64) + m0
+    tl.store(STATS + 2 * bh * Sq + r, m_i, mask=r < Sq)
+    tl.store(STATS + (2 * bh + 1) * Sq + r, l_i, mask=r < Sq)
+
+
+@triton.jit(do_not_specialize=["Sq", "H"])
+def _attn_bwd_delta(O, DO, DELTA, Sq, H, sob, soh, som, sod, sdb, sdh, sdm, sdd,
+                    HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """D = rowsum(dO * O) in fp32, [B * H, Sq]."""
+    nm = tl.cdiv(Sq, BLOCK_M)
+    pid = tl.program_id(0)
+    bh = pid // nm
+    m0 = pid % nm * BLOCK_M
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)
+    dcols = tl.arange(0, BLOCK_D).to(tl.int64)[None, :]
+    msk = (rows[:, None] < Sq) & (dcols < HEAD_D)
+    o = tl.load(O + b * sob + h * soh + rows[:, None] * som + dcols * sod, mask=msk, other=0.0).to(tl.float32)
+    do = tl.load(DO + b * sdb + h * sdh + rows[:, None] * sdm + dcols * sdd, mask=msk, other=0.0).to(tl.float32)
+    tl.store(DELTA + bh.to(tl.int64) * Sq + rows, tl.sum(o * do, axis=1), mask=rows < Sq)
+
+
+@triton.jit
+def _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope,
+              scale, fill, p, pscale, seed, drop_base,
+              DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
+              BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr):
+    """For one [BLOCK_M, BLOCK_N] tile: (P after dropout, in DT; dS, the gradient of the scores
+    after the bias, fp32; dS with masked_fill's zeros, times scale: the gradient of q @ k^T)."""
+    s = _scores(q, k, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope, scale, fill,
+                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, True)
+    pr = tl.exp2((s - m) * 1.4426950408889634) * inv_l  # P from the forward's row max and sum
+    pr = tl.where(rows < Sq, pr, 0.0)
+    dp = _mm(do, tl.trans(v), tl.full([q.shape[0], k.shape[0]], 0, tl.float32))
+    pd = pr
+    if DROPOUT:
+        keep = tl.rand(seed, drop_base + rows * Sk + cols) >= p
+        pd = tl.where(keep, pr * pscale, 0.0)
+        dp = tl.where(keep, dp * pscale, 0.0)
+    ds = pr * (dp - delta)
+    dsq = ds
+    if MASK_KIND == 1 or MASK_KIND == 3:
+        dsq = tl.where(_filled(rows, cols, Sq, Sk, MASK, smm, smn, MASK_KIND), 0.0, dsq)
+    return _cast(pd, DT), ds, dsq * scale
+
+
+@triton.jit(do_not_specialize=["Sq", "Sk", "H", "seed"])
+def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
+                   sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdm, sdd,
+                   smb, smh, smm, smn, sbb, sbh, sbm, sbn,
+                   scale, fill, p, pscale, seed,
+                   DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
+                   BIAS_KIND: tl.constexpr, FINITE_FILL: tl.constexpr, ROUND: tl.constexpr,
+                   DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, STORE_DS: tl.constexpr,
+                   HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program per (batch, head, key block): dK and dV over the query blocks that see it
+    (DK, DV contiguous [B, H, Sk, D]); with STORE_DS, dS into DS (fp32 [B, H, Sq, Sk])."""
+    nn = tl.cdiv(Sk, BLOCK_N)
+    pid = tl.program_id(0)
+    bh = pid // nn
+    n0 = pid % nn * BLOCK_N
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    bh = bh.to(tl.int64)
+    Q += b * sqb + h * sqh
+    K += b * skb + h * skh
+    V += b * svb + h * svh
+    DO += b * sdb + h * sdh
+    MASK += b * smb + h * smh
+    BIAS += b * sbb + h * sbh
+    STATS += 2 * bh * Sq
+    DELTA += bh * Sq
+    DS += bh * Sq * Sk
+    ncols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[:, None]  # [BLOCK_N, 1]
+    dcols = tl.arange(0, BLOCK_D).to(tl.int64)[None, :]
+    kv_mask = (ncols < Sk) & (dcols < HEAD_D)
+    k = tl.load(K + ncols * skn + dcols * skd, mask=kv_mask, other=0.0)
+    v = tl.load(V + ncols * svn + dcols * svd, mask=kv_mask, other=0.0)
+    cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[None, :]
+    slope = 0.0
+    if BIAS_KIND == 2:
+        slope = tl.load(BIAS).to(tl.float32)
+    if DROPOUT:
+        seed = _load_seed(seed, SEED_PTR)
+    drop_base = bh * Sq * Sk
+    dk = tl.full([BLOCK_N, BLOCK_D], 0, tl.float32)
+    dv = tl.full([BLOCK_N, BLOCK_D], 0, tl.float32)
+    # causal: the first query row that sees key n0 (every row when a finite fill makes fully
+    # masked rows uniform over all keys)
+    m0 = 0
+    if MASK_KIND == 3:
+        m0 = tl.maximum(n0 - (Sk - Sq), 0) // BLOCK_M * BLOCK_M
+        if FINITE_FILL:
+            m0 = tl.where(Sq > Sk, 0, m0)
+    while m0 < Sq:
+        rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)[:, None]
+        io_mask = (rows < Sq) & (dcols < HEAD_D)
+        q = tl.load(Q + rows * sqm + dcols * sqd, mask=io_mask, other=0.0)
+        do = tl.load(DO + rows * sdm + dcols * sdd, mask=io_mask, other=0.0)
+        m = tl.load(STATS + rows, mask=rows < Sq, other=0.0)
+        inv_l = 1.0 / tl.load(STATS + Sq + rows, mask=rows < Sq, other=1.0)
+        delta = tl.load(DELTA + rows, mask=rows < Sq, other=0.0)
+        pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn,
+                                slope, scale, fill, p, pscale, seed, drop_base,
+                                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT)
+        dv = _mm(tl.trans(pd), do, dv)
+        dk = _mm(tl.trans(_cast(dsq, DT)), q, dk)
+        if STORE_DS:
+            tl.store(DS + rows * Sk + cols, ds, mask=(rows < Sq) & (cols < Sk))
+        m0 += BLOCK_M
+    out = bh * Sk * HEAD_D + ncols * HEAD_D + dcols
+    tl.store(DK + out, _cast(dk, DT), mask=kv_mask)
+    tl.store(DV + out, _cast(dv, DT), mask=kv_mask)
+
+
+@triton.jit(do_not_specialize=["Sq", "Sk", "H", "seed"])
+def _attn_bwd_dq(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DQ, Sq, Sk, H,
+                 sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdm, sdd,
+                 smb, smh, smm, smn, sbb, sbh, sbm, sbn,
+                 scale, fill, p, pscale, seed,
+                 DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
+                 BIAS_KIND: tl.constexpr, FINITE_FILL: tl.constexpr, ROUND: tl.constexpr,
+                 DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr,
+                 HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program per (batch, head, query block): dQ over the key blocks it sees (DQ
+    contiguous [B, H, Sq, D])."""
+    nm = tl.cdiv(Sq, BLOCK_M)
+    pid = tl.program_id(0)
+    bh = pid // nm
+    m0 = (nm - 1 - pid % nm) * BLOCK_M
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    bh = bh.to(tl.int64)
+    Q += b * sqb + h * sqh
+    K += b * skb + h * skh
+    V += b * svb + h * svh
+    DO += b * sdb + h * sdh
+    MASK += b * smb + h * smh
+    BIAS += b * sbb + h * sbh
+    rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)[:, None]
+    dcols = tl.arange(0, BLOCK_D).to(tl.int64)[None, :]
+    io_mask = (rows < Sq) & (dcols < HEAD_D)
+    q = tl.load(Q + rows * sqm + dcols * sqd, mask=io_mask, other=0.0)
+    do = tl.load(DO + rows * sdm + dcols * sdd, mask=io_mask, other=0.0)
+    m = tl.load(STATS + 2 * bh * Sq + rows, mask=rows < Sq, other=0.0)
+    inv_l = 1.0 / tl.load(STATS + (2 * bh + 1) * Sq + rows, mask=rows < Sq, other=1.0)
+    delta = tl.load(DELTA + bh * Sq + rows, mask=rows < Sq, other=0.0)
+    slope = 0.0
+    if BIAS_KIND == 2:
+        slope = tl.load(BIAS).to(tl.float32)
+    if DROPOUT:
+        seed = _load_seed(seed, SEED_PTR)
+    drop_base = bh * Sq * Sk
+    dq = tl.full([BLOCK_M, BLOCK_D], 0, tl.float32)
+    hi = _causal_hi(m0, Sq, Sk, BLOCK_M, MASK_KIND == 3, FINITE_FILL)
+    n0 = 0
+    while n0 < hi:
+        ncols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[:, None]
+        kv_mask = (ncols < Sk) & (dcols < HEAD_D)
+        k = tl.load(K + ncols * skn + dcols * skd, mask=kv_mask, other=0.0)
+        v = tl.load(V + ncols * svn + dcols * svd, mask=kv_mask, other=0.0)
+        cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[None, :]
+        pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS,
+                                smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
+                                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT)
+        dq = _mm(_cast(dsq, DT), k, dq)
+        n0 += BLOCK_N
+    tl.store(DQ + bh * Sq * HEAD_D + rows * HEAD_D + dcols, _cast(dq, DT), mask=io_mask)
+
+
+@triton.jit(do_not_specialize=["Sq", "Sk", "seed"])
+def _keep_kernel(KEEP, Sq, Sk, p, seed, SEED_PTR: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The keep mask of one query row of one (batch, head): KEEP [B * H * Sq, Sk] int8."""
+    row = tl.program_id(0).to(tl.int64)  # (b * H + h) * Sq + i
+    seed = _load_seed(seed, SEED_PTR)
+    start = 0
+    while start < Sk:
+        cols = start + tl.arange(0, BLOCK_N).to(tl.int64)
+        keep = tl.rand(seed, row * Sk + cols) >= p
+        tl.store(KEEP + row * Sk + cols, keep.to(tl.int8), mask=cols < Sk)
+        start += BLOCK_N
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and its launcher
+# called directly: on the H200 (bench/experiments/probe_launch.py, host time per call)
+# kernel[grid](...) took 12-19 us, CompiledKernel[grid] 7.4-12, a kernel behind
+# @triton.autotune 17-29 us, an ATen add 6-10. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+try:  # Triton's launch hooks (a profiler such as proton sets them); direct launches skip them
+    from triton import knobs as _knobs
+    _HOOKS = (_knobs.runtime.launch_enter_hook, _knobs.runtime.launch_exit_hook)
+    _HOOKS[0].calls, _HOOKS[1].calls  # noqa: B018 -- this Triton's hook chains, or the fallback
+except Exception:  # noqa: BLE001 -- another Triton: always launch through CompiledKernel[grid]
+    _HOOKS = None
+# The CUDA launcher's inner C function is called directly on the Triton whose launcher this
+# code was written against (3.6: CudaLauncher.__call__ adds the cooperative-grid and PDL
+# flags and scratch buffers, none when their sizes are 0); on another, the launcher object.
+_TRITON_3_6 = triton.__version__.split(".")[:2] == ["3", "6"]
+
+
+def _compiled(ck, kernel):
+    """The _COMPILED entry of kernel's compiled form ck: (launch, head, ck, kernel), launched
+    as launch(grid_x, grid_y, grid_z, stream, *head, *args). launch is the C launch function
+    where that is safe (Triton 3.6, no scratch buffers), else ck's launcher; ck itself is
+    for launches that must go through ck[grid] (a launch hook is set, or this Triton's hooks
+    are unknown); the entry keeps kernel alive: entries are keyed on id(kernel), and the id
+    of a kernel object that was freed (a wrapper a test made) could be given to a new one."""
+    ck._init_handles()
+    run = ck.run
+    tail = (ck.packed_metadata, None, None, None)  # metadata, launch metadata, enter/exit hooks
+    if (_TRITON_3_6 and type(run).__name__ == "CudaLauncher" and not run.global_scratch_size
+            and not run.profile_scratch_size):
+        return (run.launch, (ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None)
+                + tail, ck, kernel)
+    return (run, (ck.function,) + tail, ck, kernel)
+
+
+def _run(entry, grid, args, device):
+    """Launch a _compiled entry on grid (3 ints) on the current CUDA stream of device (the
+    current device), as CompiledKernel[grid](*args) does without its per-call closure, device
+    and stream lookups through Triton's driver, launch-metadata dict and launcher wrapper
+    (~4 us of host time). While a launch hook is set, through CompiledKernel[grid] so the
+    hook sees it."""
+    launch, head, ck, _ = entry
+    if _HOOKS is None or _HOOKS[0].calls or _HOOKS[1].calls:
+        ck[grid](*args)
+        return
+    launch(grid[0], grid[1], grid[2], torch._C._cuda_getCurrentRawStream(device), *head, *args)
+
+
+def _spec_key(args):
+    """What Triton specializes launch arguments on, as a cache key: a tensor's dtype and 16-byte
+    alignment; an int's being 1, divisible by 16, and its width (codes 10-14, never equal to a
+    bool's key); a float nothing; anything else (flags, None) its value. The device is the
+    current one (Triton launches there), keyed once per launch. One loop without a call per
+    argument: this runs on every launch."""
+    key = []
+    add = key.append
+    for a in args:
+        t = type(a)
+        if t is int:
+            if a == 1:
+                add(14)
+            else:
+                add(10 + (a % 16 == 0) + 2 * (a > 0x7FFFFFFF or a < -0x80000000))
+        elif t is float:
+            add(0.5)
+        elif t is torch.Tensor or isinstance(a, torch.Tensor):
+            add((a.dtype, a.data_ptr() % 16 == 0))
+        else:
+            add(a)
+    return tuple(key)
+
+
+def _spec(a):
+    """_spec_key of one argument."""
+    return _spec_key((a,))[0]
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; args a tuple, the constexprs the kernel's last
+    parameters, passed in its order. After the first call of a specialization its compiled
+    kernel is launched directly. Under the interpreter: the plain call."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    consts = tuple(constexprs.values())
+    device = torch._C._cuda_getDevice()
+    # id(kernel): hashing a JITFunction costs ~2 us of host time per call
+    key = (id(kernel), num_warps, num_stages, consts, device, _spec_key(args))
+    entry = _COMPILED.get(key)
+    if entry is not None:
+        _run(entry, grid, args + consts, device)
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = _compiled(
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs), kernel)
+# --- fa:end launch ---
+
+
+# Tiles: (BLOCK_M, BLOCK_N, num_stages, num_warps), the first of each list the untimed choice.
+# From the Triton flash-attention tutorial's H100 configurations (fwd 128 x 64/128, bwd dK/dV
+# 32 x 128 and dQ 128 x 32 at 4 warps); pruned by shared memory for the head dim and dtype.
+FWD_TILES = [(128, 64, 3, 4), (128, 128, 3, 8), (64, 64, 3, 4), (128, 32, 4, 4), (64, 32, 4, 4), (64, 128, 3, 4)]
+DKDV_TILES = [(32, 128, 3, 4), (64, 64, 3, 4), (32, 64, 3, 4), (64, 128, 2, 8), (16, 64, 4, 4)]
+DQ_TILES = [(128, 32, 3, 4), (64, 64, 3, 4), (64, 32, 3, 4), (128, 64, 2, 8), (64, 16, 4, 4)]
+INTERP_TILE = (16, 16, 1, 4)
+_SMEM = 232448  # H100/H200 opt-in shared memory per block
+# _TUNE: time a new bucket's candidates (the GPU); False: the first candidate, untimed
+_TUNE = not INTERPRET
+_TUNED = {}
+
+
+def _fits(tile, block_d, elem_bytes, kind):
+    bm, bn, stages, _ = tile
+    if kind == "fwd":  # q resident, k and v pipelined
+        words = bm * block_d + stages * 2 * bn * block_d
+    else:  # one side resident (k, v or q, do), the other two pipelined
+        words = 2 * min(bm, bn) * block_d + stages * 2 * max(bm, bn) * block_d
+    return words * elem_bytes <= _SMEM
+
+
+def _tile_for(kernel, kind, Sq, Sk, block_d, q, flags, run):
+    """The (BLOCK_M, BLOCK_N, num_stages, num_warps) for a launch of kernel: the bucket's tuned
+    tile; on the bucket's first call the candidates timed with ``run(tile)`` (scratch outputs)
+    and the fastest kept; during CUDA-graph capture the first candidate, not kept."""
+    if INTERPRET and not _TUNE:
+        return INTERP_TILE
+    bq = 16 if Sq <= 16 else 1 << (Sq - 1).bit_length()
+    bk = 16 if Sk <= 16 else 1 << (Sk - 1).bit_length()
+    key = (id(kernel), bq, bk, block_d, q.dtype, q.get_device(), flags)
+    tile = _TUNED.get(key)
+    if tile is not None:
+        return tile
+    tiles = {"fwd": FWD_TILES, "dkdv": DKDV_TILES, "dq": DQ_TILES}[kind]
+    cands = [t for t in tiles if _fits(t, block_d, q.element_size(), kind)] or [(64, 32, 2, 4)]
+    if not _TUNE or torch.cuda.is_current_stream_capturing():
+        return cands[0]
+    best, best_ms = cands[0], float("inf")
+    if len(cands) > 1:
+        for t in cands:
+            try:
+                ms = triton.testing.do_bench(lambda: run(t), warmup=5, rep=20, return_mode="median")
+            except Exception:  # noqa: BLE001 - a tile that does not compile here (resources) is skipped
+                continue
+            if ms < best_ms:
+                best, best_ms = t, ms
+    _TUNED[key] = best
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
+# Host side
+
+
+def fill_value(mask_fill, dtype):
+    """The masked_fill value: a number, float('-inf') / "-inf", or "min" (dtype's finfo.min)."""
+    if isinstance(mask_fill, str):
+        if mask_fill == "min":
+            return float(torch.finfo(dtype).min)
+        if mask_fill == "-inf":
+            return float("-inf")
+        raise ValueError(f"attention: mask_fill={mask_fill!r}")
+    return float(mask_fill)
+
+
+def _broadcast_strides(t, shape):
+    """t's strides when broadcast to the 4-D ``shape`` (0 on broadcast dims: no expanded copy
+    is made), or None when it does not broadcast to it."""
+    pad = 4 - t.dim()
+    if pad < 0:
+        return None
+    out = [0, 0, 0, 0]
+    for i, (n, st) in enumerate(zip(t.shape, t.stride())):
+        if n == shape[pad + i]:
+            out[pad + i] = st if n != 1 else 0
+        elif n != 1:
+            return None
+    return out
+
+
+_DEVICE_SEEDS = 2**63 - 1
+
+
+def device_seed(device):
+    """A fresh dropout seed: a 1-element int64 tensor drawn by torch.randint on device (its
+    default generator; under CUDA-graph capture each replay draws a new one). Never read back."""
+    return torch.randint(0, _DEVICE_SEEDS, (1,), dtype=torch.int64, device=device)
+
+
+def _seed_arg(seed, device):
+    """(the kernels' seed argument, SEED_PTR): a 1-element int64 tensor on device by pointer,
+    an int by value."""
+    if isinstance(seed, torch.Tensor):
+        if seed.dtype != torch.int64 or seed.numel() != 1 or seed.device != device:
+            raise ValueError(f"attention: a seed tensor must hold one int64 on {device} "
+                             f"(got {seed.numel()} x {seed.dtype} on {seed.device})")
+        return seed, True
+    return int(seed), False
+
+
+class _Plan:
+    """What one call's launches need, checked once: sizes, strides, dtypes and flags."""
+
+    def __init__(self, q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p):
+        if q.dtype not in _TL:
+            raise TypeError(f"attention: unsupported dtype {q.dtype}")
+        if k.dtype != q.dtype or v.dtype != q.dtype:
+            raise TypeError(f"attention: q, k and v must share a dtype (got {q.dtype}, {k.dtype}, {v.dtype})")
+        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+            raise ValueError("attention: q, k and v must be [B, H, S, D]")
+        B, H, Sq, D = q.shape
+        Sk = k.shape[2]
+        if k.shape != (B, H, Sk, D) or v.shape != (B, H, Sk, D):
+            raise ValueError(f"attention: k {tuple(k.shape)} and v {tuple(v.shape)} do not match q {tuple(q.shape)}")
+        if not (k.device == v.device == q.device):
+            raise ValueError("attention: q, k and v on different devices")
+        if mask_kind not in MASK_KINDS:
+            raise ValueError(f"attention: mask_kind={mask_kind!r} (want one of {sorted(MASK_KINDS)})")
+        if bias_kind not in BIAS_KINDS:
+            raise ValueError(f"attention: bias_kind={bias_kind!r} (want one of {sorted(BIAS_KINDS)})")
+        if not (0.0 <= p < 1.0):
+            raise ValueError(f"attention: p={p} (want 0 <= p < 1)")
+        if not 1 <= D <= 256:
+            raise ValueError(f"attention: head dim {D} (want 1..256)")
+        shape = [B, H, Sq, Sk]
+        self.B, self.H, self.Sq, self.Sk, self.D = B, H, Sq, Sk, D
+        self.mask_kind, self.bias_kind = MASK_KINDS[mask_kind], BIAS_KINDS[bias_kind]
+        sdt = q.dtype
+        self.mask, self.sm = None, [0, 0, 0, 0]
+        if self.mask_kind in (1, 2):
+            if mask is None:
+                raise ValueError(f"attention: mask_kind={mask_kind!r} needs a mask")
+            if self.mask_kind == 1 and mask.dtype != torch.bool:
+                raise TypeError("attention: a bool mask must have dtype torch.bool")
+            if self.mask_kind == 2 and not mask.dtype.is_floating_point:
+                raise TypeError("attention: an additive mask must be floating point")
+            if mask.device != q.device:
+                raise ValueError("attention: q and mask on different devices")
+            self.sm = _broadcast_strides(mask, shape)
+            if self.sm is None:
+                raise ValueError(f"attention: mask {tuple(mask.shape)} does not broadcast to {tuple(shape)}")
+            if self.mask_kind == 2:
+                sdt = torch.promote_types(sdt, mask.dtype)
+                if sdt not in _TL:
+                    raise TypeError(f"attention: unsupported mask dtype {mask.dtype}")
+            self.mask = mask.view(torch.int8) if self.mask_kind == 1 else mask
+        bdt = sdt
+        self.bias, self.sb = None, [0, 0, 0, 0]
+        if self.bias_kind == 1:
+            if bias is None or not bias.dtype.is_floating_point or bias.device != q.device:
+                raise ValueError("attention: bias_kind='additive' needs a floating-point bias on q's device")
+            self.sb = _broadcast_strides(bias, shape)
+            if self.sb is None:
+                raise ValueError(f"attention: bias {tuple(bias.shape)} does not broadcast to {tuple(shape)}")
+            bdt = torch.promote_types(sdt, bias.dtype)
+            if bdt not in _TL:
+                raise TypeError(f"attention: unsupported bias dtype {bias.dtype}")
+            self.bias = bias
+        elif self.bias_kind == 2:
+            if bias is None or bias.shape != (H,) or not bias.dtype.is_floating_point or bias.device != q.device:
+                raise ValueError(f"attention: bias_kind='alibi' needs slopes of shape [{H}] on q's device")
+            self.sb = [0, bias.stride(0), 0, 0]
+            bdt = torch.float32
+            self.bias = bias
+        self.fill = fill_value(mask_fill, q.dtype)
+        finite = self.mask_kind in (1, 3) and self.fill != float("-inf")
+        self.scale, self.p = float(scale), float(p)
+        self.block_d = max(16, triton.next_power_of_2(D))
+        self.consts = dict(DT=_TL[q.dtype], SDT=_TL[sdt], BDT=_TL[bdt], MASK_KIND=self.mask_kind,
+                           BIAS_KIND=self.bias_kind, FINITE_FILL=finite, ROUND=EAGER_ROUNDING)
+        self.flags = (self.mask_kind, self.bias_kind, sdt, bdt, finite, p > 0)
+
+    def masks(self, q):
+        """(mask, bias) arguments: a dummy pointer (q, never read) where absent."""
+        return (q if self.mask is None else self.mask), (q if self.bias is None else self.bias)
+
+    def scalars(self, seed):
+        return (self.scale, self.fill, self.p, 1.0 / (1.0 - self.p), seed)
+
+
+def _forward(q, k, v, mask, bias, plan, seed):
+    """o [B, H, Sq, D] (q's dtype) and the row statistics [B * H, 2, Sq] (fp32: max, sum of exp)."""
+    B, H, Sq, Sk, D = plan.B, plan.H, plan.Sq, plan.Sk, plan.D
+    o = torch.empty((B, H, Sq, D), dtype=q.dtype, device=q.device)
+    lse = torch.empty((B * H, 2, Sq), dtype=torch.float32, device=q.device)
+    if o.numel() == 0:
+        return o, lse
+    if Sk == 0:
+        raise ValueError("attention: Sk = 0 (softmax over no keys)")
+    seed, seed_ptr = _seed_arg(seed, q.device)
+    mk, bs = plan.masks(q)
+    strides = (*q.stride(), *k.stride(), *v.stride(), *plan.sm, *plan.sb)
+
+    def launch(tile, out, lse_):
+        bm, bn, stages, warps = tile
+        _launch(_attn_fwd, (B * H * -(-Sq // bm),),  # cdiv (triton.cdiv: microseconds per call)
+                (q, k, v, mk, bs, out, lse_, Sq, Sk, H, *strides, *out.stride(), *plan.scalars(seed)),
+                num_warps=warps, num_stages=stages, **plan.consts, DROPOUT=plan.p > 0, SEED_PTR=seed_ptr,
+                HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm, BLOCK_N=bn)
+
+    def trial(tile):
+        launch(tile, torch.empty_like(o), torch.empty_like(lse))
+
+    tile = _tile_for(_attn_fwd, "fwd", Sq, Sk, plan.block_d, q, plan.flags + (D, seed_ptr), trial)
+    launch(tile, o, lse)
+    return o, lse
+
+
+def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
+    """(dq, dk, dv, ds): ds the gradient of the scores after the bias (fp32 [B, H, Sq, Sk]) when
+    want_ds, else None."""
+    B, H, Sq, Sk, D = plan.B, plan.H, plan.Sq, plan.Sk, plan.D
+    dev = q.device
+    dq = torch.empty((B, H, Sq, D), dtype=q.dtype, device=dev)
+    dk = torch.empty((B, H, Sk, D), dtype=q.dtype, device=dev)
+    dv = torch.empty((B, H, Sk, D), dtype=q.dtype, device=dev)
+    ds = torch.zeros((B, H, Sq, Sk), dtype=torch.float32, device=dev) if want_ds else None
+    if dq.numel() == 0 or dk.numel() == 0:
+        return dq.zero_(), dk.zero_(), dv.zero_(), ds
+    seed, seed_ptr = _seed_arg(seed, dev)
+    mk, bs = plan.masks(q)
+    delta = torch.empty((B * H, Sq), dtype=torch.float32, device=dev)
+    bm = 16 if INTERPRET else 64
+    _launch(_attn_bwd_delta, (B * H * -(-Sq // bm),), (o, do, delta, Sq, H, *o.stride(), *do.stride()),
+            HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm)
+    common = (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *plan.sm, *plan.sb, *plan.scalars(seed))
+    consts = dict(plan.consts, DROPOUT=plan.p > 0, SEED_PTR=seed_ptr)
+
+    def dkdv(tile, dk_, dv_, ds_):
+        bm_, bn, stages, warps = tile
+        _launch(_attn_bwd_dkdv, (B * H * -(-Sk // bn),),
+                (q, k, v, do, mk, bs, lse, delta, dk_, dv_, q if ds_ is None else ds_, Sq, Sk, H, *common),
+                num_warps=warps, num_stages=stages, **consts, STORE_DS=ds_ is not None,
+                HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm_, BLOCK_N=bn)
+
+    def dqk(tile, dq_):
+        bm_, bn, stages, warps = tile
+        _launch(_attn_bwd_dq, (B * H * -(-Sq // bm_),),
+                (q, k, v, do, mk, bs, lse, delta, dq_, Sq, Sk, H, *common),
+                num_warps=warps, num_stages=stages, **consts,
+                HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm_, BLOCK_N=bn)
+
+    flags = plan.flags + (D, seed_ptr)
+    t = _tile_for(_attn_bwd_dkdv, "dkdv", Sq, Sk, plan.block_d, q, flags + (want_ds,),
+                  lambda t: dkdv(t, torch.empty_like(dk), torch.empty_like(dv),
+                                 None if ds is None else torch.empty_like(ds)))
+    dkdv(t, dk, dv, ds)
+    t = _tile_for(_attn_bwd_dq, "dq", Sq, Sk, plan.block_d, q, flags, lambda t: dqk(t, torch.empty_like(dq)))
+    dqk(t, dq)
+    return dq, dk, dv, ds
+
+
+def _sum_to(g, shape):
+    """g [B, H, Sq, Sk] summed over the dims a tensor of ``shape`` broadcasts along."""
+    lead = g.dim() - len(shape)
+    dims = list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1]
+    return (g.sum(dims, keepdim=True) if dims else g).view(shape)
+
+
+class AttentionFunction(torch.autograd.Function):
+    """Autograd for attention: gradients for q, k, v and an additive bias (none for masks or
+    ALiBi slopes). The forward saves q, k, v, O and the logsumexp (no probabilities, no
+    dropout mask: the backward regenerates both). ``seed`` as for attention()."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p, seed):
+        plan = _Plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p)
+        if p > 0 and seed is None:
+            seed = device_seed(q.device)
+        if p == 0:
+            seed = 0
+        o, lse = _forward(q, k, v, mask, bias, plan, seed)
+        tensor_seed = isinstance(seed, torch.Tensor)
+        ctx.save_for_backward(q, k, v, o, lse, mask, bias, seed if tensor_seed else None)
+        ctx.plan, ctx.seed = plan, (None if tensor_seed else int(seed))
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse, mask, bias, tseed = ctx.saved_tensors
+        plan = ctx.plan
+        want_ds = plan.bias_kind == 1 and ctx.needs_input_grad[4]
+        dq, dk, dv, ds = _backward(do, q, k, v, o, lse, mask, bias, plan,
+                                   tseed if ctx.seed is None else ctx.seed, want_ds)
+        db = _sum_to(ds, bias.shape).to(bias.dtype) if want_ds else None
+        return dq, dk, dv, None, db, None, None, None, None, None, None
+
+
+def attention(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none", mask_fill=float("-inf"),
+              bias_kind="none", p=0.0, seed=None):
+    """The eager chain of reference.py in one kernel (see the module docstring). ``seed`` (p > 0):
+    None draws a fresh one on q's device (device_seed), else an int or a 1-element int64 tensor
+    on q's device. Differentiable (AttentionFunction) in q, k, v and an additive bias."""
+    return AttentionFunction.apply(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p, seed)
+
+
+def attention_lse(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none", mask_fill=float("-inf"),
+                  bias_kind="none", p=0.0, seed=0):
+    """(out, logsumexp [B, H, Sq] fp32, natural log) without autograd: for tests and callers
+    that keep the statistics."""
+    plan = _Plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p)
+    o, stats = _forward(q, k, v, mask, bias, plan, seed)
+    m, l = stats[:, 0], stats[:, 1]
+    return o, (torch.where(m == float("-inf"), 0.0, m) + torch.log(l)).view(plan.B, plan.H, plan.Sq)
+
+
+def dropout_mask(shape, p, seed, device):
+    """The keep mask (bool [B, H, Sq, Sk]) attention applies for these sizes, p and seed (an int,
+    or the seed tensor a call used: read on the device, as the kernels read it)."""
+    B, H, Sq, Sk = (int(d) for d in shape)
+    keep = torch.empty((B * H * Sq, Sk), dtype=torch.int8, device=device)
+    if keep.numel():
+        seed, seed_ptr = _seed_arg(seed, keep.device)
+        _launch(_keep_kernel, (B * H * Sq,), (keep, Sq, Sk, float(p), seed),
+                SEED_PTR=seed_ptr, BLOCK_N=min(triton.next_power_of_2(Sk), 64 if INTERPRET else 1024))
+    return keep.view(B, H, Sq, Sk).bool()
+
+
+class Attention(torch.nn.Module):
+    """Drop-in for the eager chain: ``Attention(scale=..., mask_kind=..., mask_fill=...,
+    bias_kind=..., p=...)(q, k, v, mask, bias)``. Dropout only in training mode, a fresh seed
+    per call drawn on q's device."""
+
+    def __init__(self, *, scale=1.0, mask_kind="none", mask_fill=float("-inf"), bias_kind="none", p=0.0):
+        super().__init__()
+        if mask_kind not in MASK_KINDS:
+            raise ValueError(f"mask_kind={mask_kind!r}")
+        if bias_kind not in BIAS_KINDS:
+            raise ValueError(f"bias_kind={bias_kind!r}")
+        self.scale, self.mask_kind, self.mask_fill, self.bias_kind, self.p = scale, mask_kind, mask_fill, bias_kind, p
+
+    def forward(self, q, k, v, mask=None, bias=None):
+        p = self.p if self.training else 0.0
+        return AttentionFunction.apply(q, k, v, mask, bias, self.scale, self.mask_kind, self.mask_fill,
+                                       self.bias_kind, p, None)
