@@ -5,12 +5,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/fuseadvise/fuseadvise/program"
 )
 
 // GenericChain is one group of chains outside the catalog: dataflow-connected ops of
 // genericOps (memory-bound elementwise ops, optionally ending in one reduction over the
-// last dim) that no catalog instance contains, with equal op sequences, main shape and
-// dtype. Detection only: nothing is generated from it yet.
+// last dim) that no catalog instance contains, with equal op sequences, main shape, dtype
+// and op program. Its Program is what codegen renders as one fused kernel.
 type GenericChain struct {
 	Ops       []string `json:"ops"`   // op names from genericOps, in time order
 	Dims      []int64  `json:"dims"`  // the main tensor: the largest value an op of the chain produced
@@ -18,11 +20,18 @@ type GenericChain struct {
 	Instances int      `json:"instances"`
 	GPUTimeUs float64  `json:"gpu_time_us"` // the kernels of the instances' ops
 	Kernels   int      `json:"kernels"`     // the kernels they launched
-	// EstSavingUs is not estimated yet (always 0): the bytes one fused kernel moves
-	// depend on which operands are broadcast and which values leave the chain.
+	// EstSavingUs is the instances' GPU time less one fused kernel each, as the cost model
+	// estimates it from the program's bytes (its inputs read once, its outputs written
+	// once) at the trace's calibrated rates; 0 without a program or a calibration.
 	EstSavingUs float64 `json:"est_saving_us"`
-	// Unrecoverable says why a chain cannot be generated as recorded: a scalar
-	// argument the trace does not record in Concrete Inputs; "" when every one is.
+	// EstFusedUs is the estimated time of one fused call (0: not estimated).
+	EstFusedUs float64 `json:"est_fused_us,omitempty"`
+	// Program is the chain as an op program (package program); nil when Unrecoverable.
+	Program *program.Program `json:"program,omitempty"`
+	// Unrecoverable says why a chain cannot be generated as recorded: a scalar argument
+	// the trace does not record in Concrete Inputs, a string argument (gelu's
+	// approximate), a dropout that draws a mask, an op or dtype outside the table; ""
+	// when its Program is complete.
 	Unrecoverable string `json:"unrecoverable,omitempty"`
 }
 
@@ -137,8 +146,9 @@ func genericRegions(g *graph, claimed map[int32]bool) [][]int32 {
 	return out
 }
 
-// genericChains describes each region of genericRegions as one instance.
-func genericChains(g *graph, claimed map[int32]bool) []GenericChain {
+// genericChains describes each region of genericRegions as one instance, with its op
+// program and, when m is calibrated, the saving of one fused kernel.
+func genericChains(g *graph, claimed map[int32]bool, m *CostModel) []GenericChain {
 	var out []GenericChain
 	for _, nodes := range genericRegions(g, claimed) {
 		c := GenericChain{Instances: 1}
@@ -158,19 +168,47 @@ func genericChains(g *graph, claimed map[int32]bool) []GenericChain {
 		}
 		c.Dims, c.DType = dims(best.dims), best.dtype
 		c.GPUTimeUs = float64(ns) / 1e3
+		if c.Unrecoverable == "" {
+			c.Program, c.Unrecoverable = g.genericProgram(nodes)
+		}
+		if c.Program != nil && ns > 0 && m != nil {
+			if f, ok := genericFusedUs(m, c.Program); ok {
+				c.EstFusedUs = f
+				c.EstSavingUs = max(c.GPUTimeUs-f, 0)
+			}
+		}
 		out = append(out, c)
 	}
 	return out
 }
 
-// groupGenericChains merges chains of equal op sequence, main shape and dtype, and orders
-// the groups by GPU time, then op sequence and shape.
+// genericFusedUs is one fused kernel of p as the cost model times it (CostModel.fused): a
+// pointwise kernel, or a row kernel when p ends in a reduction, over p's bytes.
+func genericFusedUs(m *CostModel, p *program.Program) (float64, bool) {
+	if m.BandwidthGBs <= 0 {
+		return 0, false
+	}
+	kind := &Pattern{Kind: KindPointwise}
+	var rows int64
+	if p.Reduction() != nil {
+		kind.Kind = KindRow
+		rows = p.Numel() / p.Dims[len(p.Dims)-1]
+	}
+	bytes, writes := p.Bytes()
+	return m.fused(kind, Shape{Bytes: bytes, WriteBytes: writes, Rows: rows}), true
+}
+
+// groupGenericChains merges chains of equal op sequence, main shape, dtype and program, and
+// orders the groups by estimated saving, then GPU time, op sequence and shape.
 func groupGenericChains(all []GenericChain) []GenericChain {
-	type key struct{ ops, dims, dtype string }
+	type key struct{ ops, dims, dtype, prog string }
 	byKey := map[key]int{}
 	var out []GenericChain
 	for _, c := range all {
-		k := key{strings.Join(c.Ops, ","), fmt.Sprint(c.Dims), string(c.DType)}
+		k := key{strings.Join(c.Ops, ","), fmt.Sprint(c.Dims), string(c.DType), ""}
+		if c.Program != nil {
+			k.prog = c.Program.Key()
+		}
 		i, ok := byKey[k]
 		if !ok {
 			byKey[k] = len(out)
@@ -181,11 +219,21 @@ func groupGenericChains(all []GenericChain) []GenericChain {
 		e.Instances += c.Instances
 		e.GPUTimeUs += c.GPUTimeUs
 		e.Kernels += c.Kernels
+		e.EstSavingUs += c.EstSavingUs
+		e.EstFusedUs += c.EstFusedUs
 		if e.Unrecoverable == "" {
 			e.Unrecoverable = c.Unrecoverable
 		}
 	}
+	for i := range out {
+		if out[i].Instances > 0 {
+			out[i].EstFusedUs /= float64(out[i].Instances) // one call
+		}
+	}
 	slices.SortStableFunc(out, func(a, b GenericChain) int {
+		if a.EstSavingUs != b.EstSavingUs {
+			return cmpF(b.EstSavingUs, a.EstSavingUs)
+		}
 		if a.GPUTimeUs != b.GPUTimeUs {
 			return cmpF(b.GPUTimeUs, a.GPUTimeUs)
 		}
@@ -196,6 +244,8 @@ func groupGenericChains(all []GenericChain) []GenericChain {
 	})
 	for i := range out {
 		out[i].GPUTimeUs = round2(out[i].GPUTimeUs)
+		out[i].EstSavingUs = round2(out[i].EstSavingUs)
+		out[i].EstFusedUs = round2(out[i].EstFusedUs)
 	}
 	return out
 }

@@ -1,8 +1,10 @@
 package patterns
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -34,14 +36,155 @@ func TestGenericChainsSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []GenericChain{
-		{Ops: []string{"mul", "sigmoid", "mul"}, Dims: []int64{8, 64}, DType: FP32, Instances: 2, GPUTimeUs: 30, Kernels: 6},
-		{Ops: []string{"mul", "relu"}, Dims: []int64{4, 48}, DType: FP32, Instances: 1, GPUTimeUs: 10, Kernels: 2,
-			Unrecoverable: "mul: argument 1 (double) is not recorded in Concrete Inputs"},
-		{Ops: []string{"to", "add"}, Dims: []int64{16, 128}, DType: FP32, Instances: 1, GPUTimeUs: 10, Kernels: 2},
+	type row struct {
+		ops           string
+		dims          string
+		inst, kernels int
+		gpu           float64
+		program       bool
+		unrecoverable string
 	}
-	if !reflect.DeepEqual(r.GenericChains, want) {
-		t.Errorf("generic chains:\n got %+v\nwant %+v", r.GenericChains, want)
+	want := []row{
+		{"mul,sigmoid,mul", "[8 64]", 2, 6, 30, true, ""},
+		{"to,add", "[16 128]", 1, 2, 10, true, ""},
+		{"mul,relu", "[4 48]", 1, 2, 10, false, "mul: argument 1 (double) is not recorded in Concrete Inputs"},
+	}
+	if len(r.GenericChains) != len(want) {
+		t.Fatalf("%d generic chains, want %d: %+v", len(r.GenericChains), len(want), r.GenericChains)
+	}
+	for i, c := range r.GenericChains {
+		got := row{strings.Join(c.Ops, ","), fmt.Sprint(c.Dims), c.Instances, c.Kernels, c.GPUTimeUs, c.Program != nil, c.Unrecoverable}
+		if got != want[i] {
+			t.Errorf("chain %d: got %+v, want %+v", i, got, want[i])
+		}
+		if c.DType != FP32 {
+			t.Errorf("chain %d: dtype %s", i, c.DType)
+		}
+		// the synthetic trace's ops take 5 us of kernel each and calibrate no bandwidth
+		// beyond the device table's: a program's fused kernel is estimated, and saves time
+		if c.Program != nil && (c.EstFusedUs <= 0 || c.EstSavingUs <= 0 || c.EstSavingUs >= c.GPUTimeUs) {
+			t.Errorf("chain %d: fused %.2f us, saving %.2f us of %.2f us", i, c.EstFusedUs, c.EstSavingUs, c.GPUTimeUs)
+		}
+	}
+}
+
+// programCases are chains built op by op (after a producer the chain reads) and the program
+// or the reason the first generic chain gets (testdata/generic_programs.json, -update).
+var programCases = []struct {
+	name string
+	ops  []op
+}{
+	{"x*sigmoid(x)*scale", []op{
+		{name: "linear", in: []string{"f32:8x32", "f32:64x32", "f32:64"}},
+		{name: "sigmoid", in: []string{"f32:8x64"}},
+		{name: "mul", in: []string{"f32:8x64", "f32:8x64"}},
+		{name: "mul", in: []string{"f32:8x64", "=0.5"}},
+	}},
+	{"clamp, mul, add bias", []op{
+		{name: "mm", in: []string{"bf16:64x32", "bf16:32x96"}},
+		{name: "clamp", in: []string{"bf16:64x96", "=-1.5", "=2"}},
+		{name: "mul", in: []string{"bf16:64x96", "=3"}},
+		{name: "add", in: []string{"bf16:64x96", "bf16:96", "=1"}},
+	}},
+	{"gelu, dropout(p=0), add residual", []op{
+		{name: "bmm", in: []string{"f32:4x16x8", "f32:4x8x32"}},
+		{name: "gelu", in: []string{"f32:4x16x32", "=none"}},
+		{name: "dropout", in: []string{"f32:4x16x32", "=0.", "=True"}},
+		{name: "add", in: []string{"f32:4x16x32", "f32:4x16x32", "=1"}},
+	}},
+	{"sub max, exp, sum", []op{
+		{name: "bmm", in: []string{"f32:8x16x32", "f32:8x32x16"}},
+		{name: "amax", in: []string{"f32:8x16x16", "=[-1]", "=True"}},
+		{name: "sub", in: []string{"f32:8x16x16", "f32:8x16x1", "=1"}},
+		{name: "exp", in: []string{"f32:8x16x16"}},
+		{name: "sum", in: []string{"f32:8x16x16", "=[-1]", "=False", ""}},
+	}},
+	{"to(bf16), mul, to(fp32)", []op{
+		{name: "mm", in: []string{"f32:32x64", "f32:64x48"}},
+		{name: "to", in: []string{"f32:32x48", "=15", "=False", "=False", ""}},
+		{name: "mul", in: []string{"bf16:32x48", "bf16:48"}},
+		{name: "to", in: []string{"bf16:32x48", "=6", "=False", "=False", ""}},
+	}},
+	{"where(mask, x, -inf), log_softmax", []op{
+		{name: "bmm", in: []string{"f32:8x16x32", "f32:8x32x16"}},
+		{name: "gt", in: []string{"f32:8x16x16", "=0"}},
+		{name: "where", in: []string{"bool:8x16x16", "f32:8x16x16", "=-inf"}},
+		{name: "_log_softmax", in: []string{"f32:8x16x16", "=-1", "=False"}},
+	}},
+	{"a 0-dim tensor scale, per-channel bias, leaky_relu", []op{
+		{name: "conv2d", in: []string{"f32:2x3x8x8", "f32:6x3x3x3", "", "=[1, 1]", "=[1, 1]", "=[1, 1]", "=1"}},
+		{name: "mul", in: []string{"f32:2x6x8x8", "f32:"}},
+		{name: "add", in: []string{"f32:2x6x8x8", "f32:6x1x1", "=1"}},
+		{name: "leaky_relu", in: []string{"f32:2x6x8x8", "=0.2"}},
+	}},
+	{"gelu without approximate is not guessed", []op{
+		{name: "mm", in: []string{"f32:64x32", "f32:32x96"}},
+		{name: "gelu", in: []string{"f32:64x96", ""}},
+		{name: "mul", in: []string{"f32:64x96", "=2"}},
+	}},
+	{"training dropout draws a mask", []op{
+		{name: "mm", in: []string{"f32:64x32", "f32:32x96"}},
+		{name: "relu", in: []string{"f32:64x96"}},
+		{name: "dropout", in: []string{"f32:64x96", "=0.1", "=True"}, kids: []op{{name: "native_dropout", in: []string{"f32:64x96", "=0.1", "=True"}}}},
+		{name: "mul", in: []string{"f32:64x96", "=2"}},
+	}},
+	{"div with a rounding mode", []op{
+		{name: "mm", in: []string{"f32:64x32", "f32:32x96"}},
+		{name: "div", in: []string{"f32:64x96", "=3", "=floor"}},
+		{name: "exp", in: []string{"f32:64x96"}},
+	}},
+	{"int64 values", []op{
+		{name: "cumsum", in: []string{"i64:4x96", "=1", ""}},
+		{name: "mul", in: []string{"i64:4x96", "=3"}},
+		{name: "add", in: []string{"i64:4x96", "=1", "=1"}},
+	}},
+	{"injection: op names and scalars carry code", []op{
+		{name: "mm", in: []string{"f32:64x32", "f32:32x96"}},
+		{name: "mul", in: []string{"f32:64x96", "=__import__('os').system('x')"}},
+		{name: "exp", in: []string{"f32:64x96"}},
+	}},
+}
+
+// TestGenericPrograms: the op program (or the reason there is none) of each programCases
+// chain, against testdata/generic_programs.json (go test -run TestGenericPrograms -update).
+func TestGenericPrograms(t *testing.T) {
+	got := map[string]any{}
+	for _, c := range programCases {
+		r, err := Analyze([]*trace.Trace{synth(c.ops...)}, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(r.GenericChains) == 0 {
+			got[c.name] = "no generic chain"
+			continue
+		}
+		gc := r.GenericChains[0]
+		if gc.Program != nil {
+			if err := gc.Program.Validate(); err != nil {
+				t.Errorf("%s: invalid program: %v", c.name, err)
+			}
+			got[c.name] = gc.Program
+		} else {
+			got[c.name] = gc.Unrecoverable
+		}
+	}
+	b, err := json.MarshalIndent(got, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, '\n')
+	file := filepath.Join("testdata", "generic_programs.json")
+	if *update {
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestGenericPrograms -update to create it)", err)
+	}
+	if string(b) != string(want) {
+		t.Errorf("programs differ from %s (-update to accept):\n%s", file, firstDiff(string(b), string(want)))
 	}
 }
 
@@ -69,7 +212,7 @@ func TestGenericChainsH200(t *testing.T) {
 		g := newGraph(tr)
 		g.infer()
 		claimed := claimedOps(detect(g, ""))
-		cs := genericChains(g, claimed)
+		cs := genericChains(g, claimed, nil)
 		name := filepath.Base(path)
 		var us float64
 		for _, c := range cs {

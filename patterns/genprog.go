@@ -1,0 +1,396 @@
+package patterns
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/program"
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// This file turns a generic chain's region into its op program (package program): the
+// dataflow between the region's ops, its external inputs with their broadcast shapes, the
+// scalar arguments from Concrete Inputs and the dtypes. Whatever cannot be recovered from
+// the trace (a scalar not recorded, a string argument, a random dropout, an integer
+// tensor) gives a reason instead of a program: nothing is guessed.
+
+// progDType maps a value's dtype to a program dtype; ok is false for dtypes the kernels do
+// not handle (integers, fp64, unknown).
+func progDType(d DType) (program.DType, bool) {
+	switch d {
+	case FP32, FP16, BF16:
+		return program.DType(d), true
+	case Bool:
+		return program.Bool, true
+	}
+	return "", false
+}
+
+// progBuilder builds the program of one region.
+type progBuilder struct {
+	g      *graph
+	member []bool          // the region's nodes
+	step   map[int32]int   // node -> its step
+	ext    map[string]int  // external value key -> input index
+	p      program.Program // the program so far
+}
+
+// genericProgram returns the op program of the region nodes (in time order), or why there
+// is none.
+func (g *graph) genericProgram(nodes []int32) (*program.Program, string) {
+	pb := &progBuilder{g: g, member: make([]bool, len(g.nodes)), step: map[int32]int{}, ext: map[string]int{}}
+	for _, b := range nodes {
+		pb.member[b] = true
+	}
+	var main []int64
+	for _, b := range nodes {
+		if v, ok := g.val0(b); ok && (main == nil || numel(v.dims) > numel(main)) {
+			main = v.dims
+		}
+	}
+	if main == nil {
+		return nil, "no op's output shape is known"
+	}
+	pb.p.Dims = dims(main)
+	for _, b := range nodes {
+		name := stripInplace(g.name[b])
+		v, ok := g.val0(b)
+		if !ok {
+			return nil, name + ": output shape not known"
+		}
+		dt, ok := progDType(v.dtype)
+		if !ok {
+			return nil, fmt.Sprintf("%s: %s values are not generated (fp32, fp16, bf16 and bool are)", name, dtypeName(v.dtype))
+		}
+		s, why := pb.stepOf(b, name)
+		if why != "" {
+			return nil, name + ": " + why
+		}
+		s.DType = dt
+		op, _ := program.Lookup(s.Op)
+		switch {
+		case op.Reduce != "":
+			if ins := g.ins(b); s.Args[0].Step == nil || !eqDims(ins[0].Dims, main) {
+				return nil, name + ": reduces a value smaller than the chain's shape"
+			}
+		default:
+			if bc, ok := broadcast(v.dims, main); !ok || !eqDims(bc, main) {
+				return nil, name + ": its output does not broadcast to the chain's shape"
+			}
+		}
+		pb.step[b] = len(pb.p.Steps)
+		pb.p.Steps = append(pb.p.Steps, s)
+	}
+	// outputs: values read outside the region, values no step reads, the last step
+	read := make([]bool, len(nodes))
+	for _, s := range pb.p.Steps {
+		for _, a := range s.Args {
+			if a.Step != nil {
+				read[*a.Step] = true
+			}
+		}
+	}
+	last := len(nodes) - 1
+	for i, b := range nodes {
+		out := i == last || !read[i]
+		for _, c := range g.cons[b] {
+			out = out || !pb.member[c]
+		}
+		if !out {
+			continue
+		}
+		if i != last {
+			if v, _ := g.val0(b); !eqDims(v.dims, main) {
+				return nil, stripInplace(g.name[b]) + ": a value read outside the chain is smaller than the chain's shape"
+			}
+		}
+		pb.p.Outputs = append(pb.p.Outputs, i)
+	}
+	if err := pb.p.Validate(); err != nil {
+		return nil, err.Error()
+	}
+	return &pb.p, ""
+}
+
+func dtypeName(d DType) string {
+	if d == DTypeUnknown {
+		return "unknown-dtype"
+	}
+	return string(d)
+}
+
+// stepOf maps node b (base name, in-place stripped) to a program step (without its dtype).
+func (pb *progBuilder) stepOf(b int32, name string) (program.Step, string) {
+	g := pb.g
+	ins := g.ins(b)
+	var s program.Step
+	args := func(pos ...int) string {
+		for _, p := range pos {
+			a, why := pb.operand(b, p)
+			if why != "" {
+				return why
+			}
+			s.Args = append(s.Args, a)
+		}
+		return ""
+	}
+	num := func(pos int, def float64) (float64, string) {
+		if pos >= len(ins) || ins[pos].Type == "" {
+			if math.IsNaN(def) {
+				return 0, fmt.Sprintf("argument %d not recorded", pos)
+			}
+			return def, ""
+		}
+		v, ok := concreteFloat(ins, pos)
+		if !ok || math.IsNaN(v) {
+			return 0, fmt.Sprintf("argument %d (%s) is not a number the trace records", pos, ins[pos].Type)
+		}
+		return v, ""
+	}
+	withConsts := func(code program.Code, spec ...[2]float64) (program.Step, string) {
+		s.Op = code
+		for _, c := range spec {
+			v, why := num(int(c[0]), c[1])
+			if why != "" {
+				return s, why
+			}
+			s.Consts = append(s.Consts, program.Num(v))
+		}
+		return s, ""
+	}
+	keep := func() float64 { // keepdim, argument 2
+		if k, ok := concreteBool(ins, 2); ok && k {
+			return 1
+		}
+		return 0
+	}
+	nan := math.NaN()
+	switch name {
+	case "add", "sub", "rsub":
+		if why := args(0, 1); why != "" {
+			return s, why
+		}
+		return withConsts(program.Code(name), [2]float64{2, 1})
+	case "mul", "div", "eq", "ne", "lt", "le", "gt", "ge":
+		if name == "div" && len(ins) > 2 && ins[2].Type != "" {
+			return s, "a rounding mode is not generated"
+		}
+		if why := args(0, 1); why != "" {
+			return s, why
+		}
+		s.Op = program.Code(name)
+		return s, ""
+	case "where":
+		if why := args(0, 1, 2); why != "" {
+			return s, why
+		}
+		s.Op = program.Where
+		return s, ""
+	case "masked_fill":
+		if why := args(0, 1, 2); why != "" {
+			return s, why
+		}
+		s.Op = program.MaskedFill
+		return s, ""
+	case "to", "_to_copy", "type_as":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		s.Op = program.Cast
+		return s, ""
+	case "dropout", "native_dropout":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		p, why := num(1, nan)
+		if why != "" {
+			return s, why
+		}
+		train, ok := concreteBool(ins, 2)
+		if !ok {
+			return s, "argument 2 (train) not recorded"
+		}
+		t := 0.0
+		if train {
+			t = 1
+		}
+		if train && p > 0 {
+			return s, "a dropout that draws a random mask (p > 0 in training) is not replayed"
+		}
+		s.Op, s.Consts = program.Dropout, []program.Num{program.Num(p), program.Num(t)}
+		return s, ""
+	case "clamp":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		has := func(i int) bool { return i < len(ins) && ins[i].Type != "" }
+		for i := 1; i <= 2; i++ {
+			if has(i) && isTensor(ins[i]) {
+				return s, "tensor bounds are not generated"
+			}
+		}
+		switch {
+		case has(1) && has(2):
+			return withConsts(program.Clamp, [2]float64{1, nan}, [2]float64{2, nan})
+		case has(1):
+			return withConsts(program.ClampMin, [2]float64{1, nan})
+		case has(2):
+			return withConsts(program.ClampMax, [2]float64{2, nan})
+		}
+		return s, "no bound recorded"
+	case "clamp_min", "clamp_max":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		if len(ins) > 1 && isTensor(ins[1]) {
+			return s, "a tensor bound is not generated"
+		}
+		return withConsts(program.Code(name), [2]float64{1, nan})
+	case "hardtanh":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		return withConsts(program.Hardtanh, [2]float64{1, -1}, [2]float64{2, 1})
+	case "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "reciprocal",
+		"silu", "mish", "hardswish", "hardsigmoid":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		s.Op = program.Code(name)
+		return s, ""
+	case "leaky_relu":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		return withConsts(program.LeakyRelu, [2]float64{1, 0.01})
+	case "elu":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		return withConsts(program.Elu, [2]float64{1, 1}, [2]float64{2, 1}, [2]float64{3, 1})
+	case "softplus":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		return withConsts(program.Softplus, [2]float64{1, 1}, [2]float64{2, 20})
+	case "gelu":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		a := ""
+		if len(ins) > 1 {
+			a = strings.Trim(strings.TrimSpace(ins[1].Concrete), `"'`)
+		}
+		switch a {
+		case "none":
+			s.Op = program.Gelu
+		case "tanh":
+			s.Op = program.GeluTanh
+		default:
+			return s, "approximate (erf or tanh) is not recorded in Concrete Inputs"
+		}
+		return s, ""
+	case "pow":
+		if len(ins) == 0 || !isTensor(ins[0]) {
+			return s, "a scalar base is not generated"
+		}
+		if why := args(0); why != "" {
+			return s, why
+		}
+		return withConsts(program.Pow, [2]float64{1, nan})
+	case "sum", "mean":
+		if len(ins) > 3 && ins[3].Type != "" && scalarTypeCode(ins[3].Concrete) == DTypeUnknown {
+			return s, "its dtype argument is not recorded"
+		}
+		fallthrough
+	case "amax", "amin", "logsumexp":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		s.Op, s.Consts = program.Code(name), []program.Num{program.Num(keep())}
+		return s, ""
+	case "softmax", "_softmax", "log_softmax", "_log_softmax":
+		if why := args(0); why != "" {
+			return s, why
+		}
+		s.Op = program.Softmax
+		if strings.Contains(name, "log") {
+			s.Op = program.LogSoftmax
+		}
+		return s, ""
+	}
+	return s, "not in the op table of generated kernels yet"
+}
+
+// operand resolves input position pos of node b: an earlier step of the region, an external
+// input (one per producer, shape and dtype), or a number from Concrete Inputs.
+func (pb *progBuilder) operand(b int32, pos int) (program.Arg, string) {
+	g := pb.g
+	ins := g.ins(b)
+	if pos >= len(ins) {
+		return program.Arg{}, fmt.Sprintf("argument %d not recorded", pos)
+	}
+	in := ins[pos]
+	if isTensor(in) {
+		if p := g.directMember(b, pos, pb.member); p >= 0 {
+			i, ok := pb.step[p]
+			if !ok {
+				return program.Arg{}, "reads a later op of the chain"
+			}
+			if v, _ := g.val0(p); !eqDims(v.dims, in.Dims) {
+				return program.Arg{}, "a view inside the chain changes a value's shape"
+			}
+			return program.StepArg(i), ""
+		}
+		return pb.input(b, pos, in)
+	}
+	switch in.Type {
+	case "Scalar", "int", "double":
+		v, ok := concreteFloat(ins, pos)
+		if !ok {
+			if bv, okb := concreteBool(ins, pos); okb && in.Type == "Scalar" {
+				v, ok = 0, true
+				if bv {
+					v = 1
+				}
+			}
+		}
+		if !ok || math.IsNaN(v) {
+			return program.Arg{}, fmt.Sprintf("argument %d (%s) is not recorded in Concrete Inputs", pos, in.Type)
+		}
+		return program.NumArg(v), ""
+	case "":
+		return program.Arg{}, fmt.Sprintf("argument %d is None or not recorded", pos)
+	}
+	if parseDType(in.Type) != DTypeUnknown && len(in.Dims) == 0 {
+		return pb.input(b, pos, in) // a 0-dim tensor
+	}
+	return program.Arg{}, fmt.Sprintf("argument %d (%s) is not generated", pos, in.Type)
+}
+
+// input returns the external input position pos of b reads, adding it when new.
+func (pb *progBuilder) input(b int32, pos int, in trace.Input) (program.Arg, string) {
+	dt, ok := progDType(parseDType(in.Type))
+	if !ok {
+		return program.Arg{}, fmt.Sprintf("argument %d: %s tensors are not generated", pos, dtypeName(parseDType(in.Type)))
+	}
+	if bc, ok := broadcast(in.Dims, pb.p.Dims); !ok || !eqDims(bc, pb.p.Dims) {
+		return program.Arg{}, fmt.Sprintf("argument %d: shape %v does not broadcast to the chain's %v", pos, in.Dims, pb.p.Dims)
+	}
+	src := int32(-1)
+	if pos < len(pb.g.in[b]) {
+		src = pb.g.in[b][pos]
+	}
+	key := fmt.Sprint(src, in.Dims, dt)
+	if src < 0 { // an unknown producer: a value of its own
+		key = "b" + strconv.Itoa(int(b)) + "/" + strconv.Itoa(pos)
+	}
+	if i, ok := pb.ext[key]; ok {
+		return program.InArg(i), ""
+	}
+	pb.ext[key] = len(pb.p.Inputs)
+	pb.p.Inputs = append(pb.p.Inputs, program.Input{DType: dt, Dims: dims(in.Dims)})
+	return program.InArg(len(pb.p.Inputs) - 1), ""
+}

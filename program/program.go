@@ -1,0 +1,363 @@
+// Package program is the op program of a generic chain: a chain of memory-bound PyTorch ops
+// that no catalog pattern claims, written as op codes from a fixed table (Table) and
+// validated numbers, nothing else.
+//
+// It sits between patterns and codegen in the one-way data flow trace -> patterns -> codegen
+// -> verify -> bench -> report: patterns builds a Program from a dataflow region of the
+// trace (which op reads which op's output or an external input, the inputs' broadcast shapes,
+// the scalar arguments from Concrete Inputs, the dtypes), the analysis JSON carries it, and
+// codegen renders it as one Triton kernel and its eager PyTorch reference. It imports nothing
+// of the project. A Program read back from JSON is untrusted: Validate checks every code,
+// reference, number and dtype before anything is rendered from it.
+package program
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// DType is an element type a program value may have.
+type DType string
+
+const (
+	FP32 DType = "fp32"
+	FP16 DType = "fp16"
+	BF16 DType = "bf16"
+	Bool DType = "bool"
+)
+
+// IsFloat reports whether d is a floating type (fp32, fp16, bf16).
+func (d DType) IsFloat() bool { return d == FP32 || d == FP16 || d == BF16 }
+
+// Size is the element size in bytes (0 for an unknown dtype).
+func (d DType) Size() int64 {
+	switch d {
+	case FP32:
+		return 4
+	case FP16, BF16:
+		return 2
+	case Bool:
+		return 1
+	}
+	return 0
+}
+
+func (d DType) valid() bool { return d.IsFloat() || d == Bool }
+
+// Program is one generic chain: its external inputs, its steps in the traced order, and the
+// steps whose values leave the chain.
+type Program struct {
+	// Dims is the main shape: every input broadcasts to it and every elementwise step's
+	// value is computed at it. A final reduction (Op.Reduce) reduces its last dim.
+	Dims   []int64 `json:"dims"`
+	Inputs []Input `json:"inputs"`
+	Steps  []Step  `json:"steps"`
+	// Outputs are the steps whose values the fused kernel writes: the last step and those
+	// read outside the chain, in increasing order.
+	Outputs []int `json:"outputs"`
+}
+
+// Input is a tensor the chain reads from outside: its dtype and traced shape, which
+// broadcasts to the main shape (right-aligned; each dim equal to the main one or 1; rank 0
+// is a 0-dim tensor).
+type Input struct {
+	DType DType   `json:"dtype"`
+	Dims  []int64 `json:"dims"`
+}
+
+// Step is one op of the chain: a table code, its operands, its constant parameters (in the
+// order the table's Op.Consts gives) and its result's dtype.
+type Step struct {
+	Op     Code  `json:"op"`
+	Args   []Arg `json:"args"`
+	Consts []Num `json:"consts,omitempty"`
+	DType  DType `json:"dtype"`
+}
+
+// Arg is one operand: exactly one of an input, an earlier step, or a number.
+type Arg struct {
+	In   *int `json:"in,omitempty"`
+	Step *int `json:"step,omitempty"`
+	Num  *Num `json:"num,omitempty"`
+}
+
+// InArg, StepArg and NumArg build operands.
+func InArg(i int) Arg      { return Arg{In: &i} }
+func StepArg(i int) Arg    { return Arg{Step: &i} }
+func NumArg(v float64) Arg { n := Num(v); return Arg{Num: &n} }
+
+// Num is a validated number: finite, or +-inf (an attention mask's fill value, a clamp
+// without a bound); never NaN. JSON has no infinities: they are written as the strings
+// "inf" and "-inf".
+type Num float64
+
+// MarshalJSON writes a finite number as a JSON number, +-inf as "inf" / "-inf".
+func (n Num) MarshalJSON() ([]byte, error) {
+	v := float64(n)
+	switch {
+	case math.IsNaN(v):
+		return nil, errors.New("program: NaN is not a valid number")
+	case math.IsInf(v, 1):
+		return []byte(`"inf"`), nil
+	case math.IsInf(v, -1):
+		return []byte(`"-inf"`), nil
+	}
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (n *Num) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case `"inf"`:
+		*n = Num(math.Inf(1))
+		return nil
+	case `"-inf"`:
+		*n = Num(math.Inf(-1))
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("program: a number must be a JSON number, \"inf\" or \"-inf\"")
+	}
+	*n = Num(v)
+	return nil
+}
+
+// Limits on what Validate accepts.
+const (
+	MaxRank   = 8
+	MaxInputs = 16
+	MaxSteps  = 64
+	MaxDim    = 1<<31 - 1
+	MaxNumel  = 1 << 40
+)
+
+// Reduction returns the table entry of the program's final reduction, nil when it has none.
+func (p *Program) Reduction() *Op {
+	if len(p.Steps) == 0 {
+		return nil
+	}
+	if op, ok := Lookup(p.Steps[len(p.Steps)-1].Op); ok && op.Reduce != "" {
+		return op
+	}
+	return nil
+}
+
+// Validate checks everything a program brings: the main shape, every input's dtype and
+// broadcast shape, every step's code (from Table), operand count and references (inputs in
+// range, earlier steps only, numbers not NaN, a tensor first but for where's branches),
+// constants (count, kind, range), dtype (bool for comparisons, a float otherwise), a
+// reduction only as the last step over the full main shape, and the outputs.
+func (p *Program) Validate() error {
+	if err := checkDims(p.Dims); err != nil {
+		return fmt.Errorf("program: main shape: %v", err)
+	}
+	if len(p.Inputs) == 0 || len(p.Inputs) > MaxInputs {
+		return fmt.Errorf("program: %d inputs (want 1..%d)", len(p.Inputs), MaxInputs)
+	}
+	for i, in := range p.Inputs {
+		if !in.DType.valid() {
+			return fmt.Errorf("program: input %d: unknown dtype %s", i, strconv.Quote(string(in.DType)))
+		}
+		if len(in.Dims) > len(p.Dims) {
+			return fmt.Errorf("program: input %d: rank %d above the main shape's %d", i, len(in.Dims), len(p.Dims))
+		}
+		off := len(p.Dims) - len(in.Dims)
+		for j, d := range in.Dims {
+			if d != 1 && d != p.Dims[off+j] {
+				return fmt.Errorf("program: input %d: shape %v does not broadcast to %v", i, in.Dims, p.Dims)
+			}
+		}
+	}
+	if len(p.Steps) == 0 || len(p.Steps) > MaxSteps {
+		return fmt.Errorf("program: %d steps (want 1..%d)", len(p.Steps), MaxSteps)
+	}
+	used := make([]bool, len(p.Inputs))
+	for i, s := range p.Steps {
+		if err := p.checkStep(i, s, used); err != nil {
+			return fmt.Errorf("program: step %d (%s): %v", i, strconv.Quote(string(s.Op)), err)
+		}
+	}
+	for i, u := range used {
+		if !u {
+			return fmt.Errorf("program: input %d is never read", i)
+		}
+	}
+	last := len(p.Steps) - 1
+	if len(p.Outputs) == 0 || p.Outputs[len(p.Outputs)-1] != last {
+		return fmt.Errorf("program: the outputs must end with the last step (%d)", last)
+	}
+	for k, o := range p.Outputs {
+		if o < 0 || o > last || k > 0 && o <= p.Outputs[k-1] {
+			return fmt.Errorf("program: outputs %v: want increasing step indices", p.Outputs)
+		}
+		if p.Steps[o].DType == Bool && o != last && p.Reduction() != nil {
+			return fmt.Errorf("program: output %d is bool beside a reduction", o)
+		}
+	}
+	return nil
+}
+
+func (p *Program) checkStep(i int, s Step, used []bool) error {
+	op, ok := Lookup(s.Op)
+	if !ok {
+		return errors.New("not an op of the table")
+	}
+	if len(s.Args) != op.Arity {
+		return fmt.Errorf("%d operands (want %d)", len(s.Args), op.Arity)
+	}
+	tensors := 0
+	for k, a := range s.Args {
+		n := 0
+		if a.In != nil {
+			n++
+			if *a.In < 0 || *a.In >= len(p.Inputs) {
+				return fmt.Errorf("operand %d: input %d out of range", k, *a.In)
+			}
+			used[*a.In] = true
+			tensors++
+		}
+		if a.Step != nil {
+			n++
+			if *a.Step < 0 || *a.Step >= i {
+				return fmt.Errorf("operand %d: step %d is not an earlier step", k, *a.Step)
+			}
+			if _, r := Lookup(p.Steps[*a.Step].Op); r && table[p.Steps[*a.Step].Op].Reduce != "" {
+				return fmt.Errorf("operand %d: reads a reduction", k)
+			}
+			tensors++
+		}
+		if a.Num != nil {
+			n++
+			if math.IsNaN(float64(*a.Num)) {
+				return fmt.Errorf("operand %d: NaN", k)
+			}
+			if k == 0 && s.Op != Where {
+				return errors.New("operand 0 must be a tensor")
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("operand %d: want exactly one of in, step, num", k)
+		}
+	}
+	if tensors == 0 {
+		return errors.New("no tensor operand")
+	}
+	if len(s.Consts) != len(op.Consts) {
+		return fmt.Errorf("%d constants (want %d)", len(s.Consts), len(op.Consts))
+	}
+	for k, c := range s.Consts {
+		v := float64(c)
+		switch {
+		case math.IsNaN(v):
+			return fmt.Errorf("constant %d: NaN", k)
+		case op.Consts[k] == ConstBool && v != 0 && v != 1:
+			return fmt.Errorf("constant %d: %v is not a bool (0 or 1)", k, v)
+		case op.Consts[k] != ConstFloat && math.IsInf(v, 0):
+			return fmt.Errorf("constant %d: infinite", k)
+		}
+	}
+	if op.check != nil {
+		if err := op.check(s); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !s.DType.valid():
+		return fmt.Errorf("unknown dtype %s", strconv.Quote(string(s.DType)))
+	case op.Compare && s.DType != Bool:
+		return errors.New("a comparison gives bool")
+	case !op.Compare && !s.DType.IsFloat():
+		return fmt.Errorf("dtype %s: want a float", s.DType)
+	}
+	if op.Reduce != "" && i != len(p.Steps)-1 {
+		return errors.New("a reduction must be the last step")
+	}
+	return nil
+}
+
+func checkDims(d []int64) error {
+	if len(d) == 0 || len(d) > MaxRank {
+		return fmt.Errorf("rank %d (want 1..%d)", len(d), MaxRank)
+	}
+	n := int64(1)
+	for _, x := range d {
+		if x <= 0 || x > MaxDim {
+			return fmt.Errorf("dim %d out of range (want 1..%d)", x, int64(MaxDim))
+		}
+		if n > MaxNumel/x {
+			return fmt.Errorf("more than %d elements", int64(MaxNumel))
+		}
+		n *= x
+	}
+	return nil
+}
+
+// Key is 8 hex digits of the SHA-256 of the program's JSON: equal programs, equal keys.
+func (p *Program) Key() string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "invalid"
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:4])
+}
+
+// Codes lists the steps' op codes, in order.
+func (p *Program) Codes() []string {
+	out := make([]string, len(p.Steps))
+	for i, s := range p.Steps {
+		out[i] = string(s.Op)
+	}
+	return out
+}
+
+// Name is a folder name for the program: "generic", up to six op codes, the main dtype,
+// the main shape and Key, e.g. "generic-mul_sigmoid_mul-fp32-8x64-1a2b3c4d". Only letters,
+// digits, '_', '-' and 'x' appear in it (codes are table words).
+func (p *Program) Name(dtype DType) string {
+	codes := p.Codes()
+	if len(codes) > 6 {
+		codes = append(codes[:6], "etc")
+	}
+	dims := make([]string, len(p.Dims))
+	for i, d := range p.Dims {
+		dims[i] = strconv.FormatInt(d, 10)
+	}
+	return strings.Join([]string{"generic", strings.Join(codes, "_"), string(dtype), strings.Join(dims, "x"), p.Key()}, "-")
+}
+
+// Numel is the main shape's element count.
+func (p *Program) Numel() int64 {
+	n := int64(1)
+	for _, d := range p.Dims {
+		n *= d
+	}
+	return n
+}
+
+// Bytes is the fewest bytes one fused kernel moves: each input read once, each output
+// written once; writes is the part written.
+func (p *Program) Bytes() (bytes, writes int64) {
+	for _, in := range p.Inputs {
+		n := int64(1)
+		for _, d := range in.Dims {
+			n *= d
+		}
+		bytes += n * in.DType.Size()
+	}
+	for _, o := range p.Outputs {
+		n := p.Numel()
+		if r := p.Reduction(); r != nil && o == len(p.Steps)-1 && !r.FullShape {
+			n /= p.Dims[len(p.Dims)-1]
+		}
+		writes += n * p.Steps[o].DType.Size()
+	}
+	return bytes + writes, writes
+}
