@@ -217,7 +217,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 		found := detect(g, opts.Pattern)
 		if opts.Pattern == "" {
-			generic = append(generic, genericChains(g, claimedOps(found))...)
+			generic = append(generic, genericChains(g, claimedOps(found), &m)...)
 		}
 		for _, in := range found {
 			e := estimateInstance(&m, t, in)
