@@ -182,20 +182,20 @@ func genericChains(g *graph, claimed map[int32]bool, m *CostModel) []GenericChai
 	return out
 }
 
-// genericFusedUs is one fused kernel of p as the cost model times it (CostModel.fused): a
-// pointwise kernel, or a row kernel when p ends in a reduction, over p's bytes.
+// genericFusedUs is one fused kernel of p at m's calibrated rates: its bytes (inputs read
+// once, outputs written once) at FusedEfficiency of the bandwidth plus one kernel's overhead,
+// and RowKernelUs more when p ends in a reduction (a row kernel), as the catalog's
+// memory-bound patterns are charged.
 func genericFusedUs(m *CostModel, p *program.Program) (float64, bool) {
-	if m.BandwidthGBs <= 0 {
+	if m.BandwidthGBs <= 0 || m.FusedEfficiency <= 0 {
 		return 0, false
 	}
-	kind := &Pattern{Kind: KindPointwise}
-	var rows int64
+	bytes, _ := p.Bytes()
+	us := float64(bytes)/(m.FusedEfficiency*m.BandwidthGBs*1e3) + m.KernelOverheadUs // GB/s = 1e3 bytes/us
 	if p.Reduction() != nil {
-		kind.Kind = KindRow
-		rows = p.Numel() / p.Dims[len(p.Dims)-1]
+		us += m.RowKernelUs
 	}
-	bytes, writes := p.Bytes()
-	return m.fused(kind, Shape{Bytes: bytes, WriteBytes: writes, Rows: rows}), true
+	return us, true
 }
 
 // groupGenericChains merges chains of equal op sequence, main shape, dtype and program, and
