@@ -295,6 +295,9 @@ func Parse(out []byte) (*Result, error) {
 		if err := json.Unmarshal(line, &c); err != nil {
 			return nil, fmt.Errorf("bench: harness output line %d: %v", n, err)
 		}
+		if err := c.CheckLibrary(); err != nil {
+			return nil, fmt.Errorf("bench: harness output line %d (%s): %v", n, c.Name, err)
+		}
 		res.Cases = append(res.Cases, c)
 	}
 	if !header {

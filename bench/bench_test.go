@@ -192,19 +192,21 @@ func TestRunWritesTimingLib(t *testing.T) {
 	}
 }
 
-// TestPythonTiming runs test_timing.py with the pinned venv: the timing loops against a
-// simulated GPU, the harness's JSON fields (checked against this package's json tags) and a
-// folder's bench.py output. On a GPU machine it also times a real kernel.
+// TestPythonTiming runs test_timing.py and test_library.py with the pinned venv: the timing
+// loops against a simulated GPU, the harness's JSON fields (checked against this package's
+// json tags), a folder's bench.py output, the library ops timed beside the providers, the
+// torch.compile-to-SDPA signal and the backward mode's forward on the capture stream. On a GPU
+// machine it also times a real kernel and captures a backward.
 func TestPythonTiming(t *testing.T) {
 	py, err := pyenv.Find("", nil)
 	if err != nil {
 		t.Skipf("no Python environment: %v", err)
 	}
-	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_timing.py")
+	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_timing.py", "test_library.py")
 	cmd.Env = withoutInterpret(os.Environ())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("pytest test_timing.py: %v\n%s", err, out)
+		t.Fatalf("pytest test_timing.py test_library.py: %v\n%s", err, out)
 	}
 }
 
@@ -465,5 +467,97 @@ func TestRepredict(t *testing.T) {
 	}
 	if err := Repredict(r, []string{traced}, patterns.DefaultCostModel()); err == nil {
 		t.Error("a case without a folder was accepted")
+	}
+}
+
+// TestParseLibraryOps: recorded harness output with library ops (SDPA's backends, one
+// refusing the case; FlexAttention, timed as a call in the forward and refused in training;
+// F.rms_norm; the cuBLASLt GELU epilogue refused by the adapter) keeps every op's figures and
+// refusal in each mode, the summary fields and whether torch.compile rewrote the chain to
+// SDPA, merged over one or two GPUs like the other fields.
+func TestParseLibraryOps(t *testing.T) {
+	out, err := os.ReadFile("testdata/harness-library.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"attention-causal-bf16-4x16x1024x64", "rmsnorm_pyops-fp32-bf16-8192x4096", "linear_gelu-bf16-8192x4096x4096"}
+	for _, gpus := range []int{1, 2} {
+		var f Runner = &fakeRunner{out: out}
+		if gpus == 2 { // each GPU's harness prints the header and its own folders' lines
+			f = &splitRunner{out: string(out)}
+		}
+		res, err := Run(context.Background(), folders(t, names...), Options{Runner: f, GPUs: gpus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range res.Cases {
+			got = append(got, c.Name+"/"+c.Mode)
+		}
+		want := names[0] + "/forward " + names[0] + "/backward " + names[0] + "/full " + names[1] + "/forward " + names[2] + "/forward"
+		if strings.Join(got, " ") != want {
+			t.Fatalf("gpus=%d: cases %v, want %s", gpus, got, want)
+		}
+		fwd, bwd, full, rms, lin := res.Cases[0], res.Cases[1], res.Cases[2], res.Cases[3], res.Cases[4]
+		if fwd.SdpaUs != 212 || fwd.SdpaBackend != "cudnn" || fwd.FlexUs != 260.5 || fwd.CompileSDPA == nil || *fwd.CompileSDPA {
+			t.Errorf("gpus=%d: forward summary %v %q %v %v", gpus, fwd.SdpaUs, fwd.SdpaBackend, fwd.FlexUs, fwd.CompileSDPA)
+		}
+		if c := fwd.Library["sdpa_cudnn"]; c.Us != 212 || c.P20 != 211.1 || c.Spread[1] != 212.7 || c.WallUs != 223.5 || c.PeakBytes != 8519680 || c.Timing != "graph-replay" {
+			t.Errorf("gpus=%d: sdpa_cudnn %+v", gpus, c)
+		}
+		if fwd.Library["flex"].Timing != "call" || fwd.Library["sdpa_flash"].Refused != "No available kernel. Aborting execution." {
+			t.Errorf("gpus=%d: flex %+v, flash %+v", gpus, fwd.Library["flex"], fwd.Library["sdpa_flash"])
+		}
+		if fwd.Launches != 1 || fwd.EagerLaunches != 5 {
+			t.Errorf("gpus=%d: launches %d/%d", gpus, fwd.Launches, fwd.EagerLaunches)
+		}
+		if bwd.SdpaUs != 655 || bwd.FlexUs != 0 || !strings.Contains(bwd.Library["flex"].Refused, "backward") || full.SdpaUs != 868 || full.Library["sdpa_efficient"].Us != 950 {
+			t.Errorf("gpus=%d: training modes %+v / %+v", gpus, bwd.Library, full.Library)
+		}
+		if rms.LibraryUs != 36.1 || rms.LibraryOp != "rms_norm" || rms.CompileSDPA != nil || rms.Library["rms_norm"].HostUs != 11 {
+			t.Errorf("gpus=%d: rmsnorm %+v", gpus, rms)
+		}
+		if lin.LibraryUs != 0 || !strings.HasPrefix(lin.Library["addmm_gelu"].Refused, "cuBLASLt's GELU epilogue") {
+			t.Errorf("gpus=%d: linear_gelu %+v", gpus, lin.Library)
+		}
+	}
+}
+
+// splitRunner answers like the harness on a split run: the recorded header, then the
+// recorded lines of the folders it was given (a folder's lines are those with its name).
+type splitRunner struct{ out string }
+
+func (s *splitRunner) Run(ctx context.Context, python string, args, env []string, stderr io.Writer) ([]byte, error) {
+	lines := strings.Split(strings.TrimSpace(s.out), "\n")
+	var b strings.Builder
+	b.WriteString(lines[0] + "\n")
+	for _, a := range args {
+		if !filepath.IsAbs(a) || strings.HasSuffix(a, "harness.py") {
+			continue
+		}
+		for _, l := range lines[1:] {
+			if strings.Contains(l, `"`+filepath.Base(a)+`"`) {
+				b.WriteString(l + "\n")
+			}
+		}
+	}
+	return []byte(b.String()), nil
+}
+
+// TestParseRejectsBadLibraryOps: a library op neither timed nor refused (or both), or a
+// summary field no timed op backs, is an error naming the line, not a half-read result.
+func TestParseRejectsBadLibraryOps(t *testing.T) {
+	head := `{"gpu": "G", "copy_tbps": 4}` + "\n"
+	for _, tc := range []struct{ line, want string }{
+		{`{"name": "a", "correct": true, "library": {"sdpa_flash": {}}}`, `library op "sdpa_flash" has neither a time nor a reason`},
+		{`{"name": "a", "correct": true, "library": {"flex": {"us": 3, "refused": "no"}}}`, `library op "flex" is both timed and refused`},
+		{`{"name": "a", "correct": true, "library": {"sdpa_cudnn": {"us": 3}}, "sdpa_us": 2, "sdpa_backend": "cudnn"}`, `sdpa_us 2 is not the time of library op "sdpa_cudnn"`},
+		{`{"name": "a", "correct": true, "sdpa_us": 2}`, "sdpa_us without sdpa_backend"},
+		{`{"name": "a", "correct": true, "library_us": 2, "library_op": "rms_norm"}`, `library_us 2 is not the time of library op "rms_norm"`},
+	} {
+		_, err := Parse([]byte(head + tc.line + "\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("%s: err = %v, want %q on line 2", tc.line, err, tc.want)
+		}
 	}
 }

@@ -12,6 +12,17 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
 2. Providers: ``fused`` (the Triton kernel), ``eager`` (the reference chain exactly as traced),
    ``compile`` (torch.compile of the reference, default mode), optionally ``compile_max``
    (mode "max-autotune-no-cudagraphs") and, for GEMM patterns, ``gemm_only`` (the GEMM alone).
+   Library ops: where the adapter defines ``library_ops(inputs, params)`` (library calls that
+   compute the case's forward: F.scaled_dot_product_attention under each backend, FlexAttention,
+   F.rms_norm, the cuBLASLt GELU epilogue), each op is checked against the reference on the
+   GPU (outputs within adapter.tolerance; with dropout only that it runs) and timed beside the
+   others, in every mode, with the same method; the case's ``library`` entry holds, per op,
+   ``us`` (with p20/p80, spread, per-call wall and host time, ``peak_bytes``, ``timing``) or
+   ``refused`` (the adapter's reason, or the first line of what the op raised: an SDPA backend
+   refuses per case), and the summary fields ``sdpa_us``/``sdpa_backend`` (the fastest SDPA
+   backend), ``flex_us``, ``library_us``/``library_op`` (the fastest other op). Attention
+   cases record ``compile_sdpa``: whether Inductor rewrote the eager chain to SDPA when
+   compiling it (compile_rewrote_to_sdpa).
 3. GPU time: each provider is captured once in a CUDA graph (after its warm-up call) and the
    graph's replay is timed with ``fa_testing.gpu_time_us(replay, warmup, rep)``: before every
    call L2 is emptied without leaving dirty lines (a 256 MiB buffer written, then another
@@ -48,7 +59,10 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
    the GPU (fa_testing.run_grad_case), then one more result line per mode, timed as above
    with the providers fused (adapter.train: the autograd.Function), eager and torch.compile
    (AOTAutograd): "backward" times torch.autograd.grad from one forward's saved state,
-   "full" the forward and its backward. Every result line carries its "mode".
+   "full" the forward and its backward. Every result line carries its "mode". Library ops
+   train through autograd like the eager chain (an op without a derivative is refused). The
+   backward mode's forward runs on the CUDA-graph capture stream (TrainingCall), so its
+   backward is captured and timed by graph replay like the other modes.
 
 The timing functions come from the templates' ``fa_testing.py`` beside this file (``fuseadvise
 bench`` writes it there) or, run from a checkout, ``../templates/_common/fa_testing.py``; the
@@ -60,8 +74,10 @@ Usage: python harness.py [--max-autotune] [--repeats N] [--rep MS] [--warmup MS]
 """
 
 import argparse
+import contextlib
 import importlib.util
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -129,7 +145,7 @@ def provider_fields(name, gpu_runs, wall_runs):
         meds = sorted(r[0] for r in gpu_runs)
         med = meds[len(meds) // 2]
         out[f"{key}_us"] = med
-        if name in MAIN:
+        if name in MAIN or name.startswith(LIB):
             mid = min(gpu_runs, key=lambda r: abs(r[0] - med))
             out[f"{key}_p20_us"] = mid[1]
             out[f"{key}_p80_us"] = mid[2]
@@ -139,33 +155,171 @@ def provider_fields(name, gpu_runs, wall_runs):
         hosts = sorted(w["host_us"] for w in wall_runs)
         out[f"{key}_wall_us"] = walls[len(walls) // 2]
         out[f"{key}_host_us"] = hosts[len(hosts) // 2]
-        if name in MAIN:
+        if name in MAIN or name.startswith(LIB):
             out[f"{key}_wall_spread_us"] = [walls[0], walls[-1]]
     return out
 
 
-def training_call(torch, fwd, inputs, names, mode):
-    """A zero-argument call of one training mode of the chain fwd(inputs) -> output(s):
-    "backward": torch.autograd.grad of the outputs of one forward (run now, on fresh leaves:
-    copies of inputs[names] with requires_grad) with retain_graph, so every call runs the same
-    backward; "full": the forward and then its backward. The upstream gradients are the same
-    random tensors for every provider (a fixed seed)."""
-    leaves = dict(inputs)
-    for n in names:
-        leaves[n] = inputs[n].detach().clone().requires_grad_(True)
-    wrt = [leaves[n] for n in names]
+def capture_stream(torch):
+    """The stream torch.cuda.graph captures on when given none (a class attribute, created
+    once per process): fa_testing.graph_replay and triton's do_bench_cudagraph both capture
+    there."""
+    g = torch.cuda.graph
+    if g.default_capture_stream is None:
+        g.default_capture_stream = torch.cuda.Stream()
+    return g.default_capture_stream
 
-    def outputs():
-        o = fwd(leaves)
+
+@contextlib.contextmanager
+def on_capture_stream(torch, device):
+    """Runs the block on the CUDA-graph capture stream (nothing for a CPU device), ordered
+    after the work queued so far and before the work queued after it."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    here, s = torch.cuda.current_stream(), capture_stream(torch)
+    s.wait_stream(here)
+    with torch.cuda.stream(s):
+        yield
+    here.wait_stream(s)
+
+
+class TrainingCall:
+    """A zero-argument call of one training mode of the chain fwd(inputs) -> output(s), on
+    fresh leaves (copies of inputs[names] with requires_grad) and upstream gradients that are
+    the same random tensors for every provider (a fixed seed):
+
+    - "backward": torch.autograd.grad of the outputs of one forward, run once when the call is
+      built, with retain_graph, so every call runs the same backward. That forward runs on the
+      CUDA-graph capture stream: autograd runs each backward op on the stream of its forward
+      op, so a forward left on the default stream put the captured backward's kernels outside
+      the capture (the capture failed and the backward was timed as a plain call). Called
+      from the default stream, the backward still runs there, ordered by autograd's stream
+      synchronisation.
+    - "full": the forward and then its backward, both inside each call."""
+
+    def __init__(self, torch, fwd, inputs, names, mode):
+        self.torch, self.fwd, self.mode = torch, fwd, mode
+        self.leaves = dict(inputs)
+        for n in names:
+            self.leaves[n] = inputs[n].detach().clone().requires_grad_(True)
+        self.wrt = [self.leaves[n] for n in names]
+        device = self.wrt[0].device if self.wrt else "cpu"
+        self.outs = None
+        if mode == "backward":
+            with on_capture_stream(torch, device):
+                self.outs = self.outputs()
+            outs = self.outs
+        else:
+            outs = self.outputs()
+        g = torch.Generator(device=outs[0].device).manual_seed(1234)
+        self.dys = [torch.randn(o.shape, dtype=o.dtype, device=o.device, generator=g) for o in outs]
+
+    def outputs(self):
+        o = self.fwd(self.leaves)
         o = o if isinstance(o, (tuple, list)) else (o,)
-        return [t for t in o if isinstance(t, torch.Tensor) and t.requires_grad]
+        return [t for t in o if isinstance(t, self.torch.Tensor) and t.requires_grad]
 
-    outs = outputs()
-    g = torch.Generator(device=outs[0].device).manual_seed(1234)
-    dys = [torch.randn(o.shape, dtype=o.dtype, device=o.device, generator=g) for o in outs]
-    if mode == "backward":
-        return lambda: torch.autograd.grad(outs, wrt, dys, retain_graph=True, allow_unused=True)
-    return lambda: torch.autograd.grad(outputs(), wrt, dys, allow_unused=True)
+    def __call__(self):
+        grad = self.torch.autograd.grad
+        if self.mode == "backward":
+            return grad(self.outs, self.wrt, self.dys, retain_graph=True, allow_unused=True)
+        return grad(self.outputs(), self.wrt, self.dys, allow_unused=True)
+
+
+def training_call(torch, fwd, inputs, names, mode):
+    """TrainingCall(torch, fwd, inputs, names, mode): a zero-argument call of one training
+    mode ("backward" or "full") of the chain fwd(inputs)."""
+    return TrainingCall(torch, fwd, inputs, names, mode)
+
+
+# Library ops (adapter.library_ops): each one's provider name is LIB + its name; its figures
+# go under the case's "library" entry, not top-level fields.
+LIB = "library:"
+SDPA = "sdpa_"  # library ops named sdpa_<backend>: F.scaled_dot_product_attention under one backend
+FLEX = "flex"
+
+
+def first_line(e):
+    """The first non-empty line of an exception's message (its type when it has none)."""
+    for line in str(e).splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return type(e).__name__
+
+
+def call_op(fn, inputs):
+    """Calls library op fn on a case's inputs: with the inputs dict itself (what
+    adapter.reference gets) when fn takes one positional parameter, else with the dict's
+    tensor (and None) values in order, fn(q, k, v, mask, bias)."""
+    try:
+        ps = inspect.signature(fn).parameters.values()
+        single = len([p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) == 1
+    except (TypeError, ValueError):
+        single = True
+    if single:
+        return fn(inputs)
+    import torch
+
+    return fn(*[v for v in inputs.values() if v is None or isinstance(v, torch.Tensor)])
+
+
+def library_ops(adapter, inputs, params):
+    """adapter.library_ops(inputs, params) as (ops, refused): {} and {} for an adapter
+    without it; an adapter whose library_ops raises refuses nothing and offers nothing (its
+    error logged)."""
+    if not hasattr(adapter, "library_ops"):
+        return {}, {}
+    try:
+        ops, refused = adapter.library_ops(inputs, params)
+    except Exception as e:  # noqa: BLE001
+        log(f"library_ops failed: {e}")
+        return {}, {}
+    return dict(ops or {}), {k: first_line(v) for k, v in (refused or {}).items()}
+
+
+def library_entry(fields, key):
+    """A library op's entry of the case JSON from provider_fields' output under key."""
+    out = {}
+    for src, dst in (("us", "us"), ("p20_us", "p20_us"), ("p80_us", "p80_us"), ("spread_us", "spread_us"),
+                     ("wall_us", "wall_us"), ("host_us", "host_us"), ("wall_spread_us", "wall_spread_us")):
+        if f"{key}_{src}" in fields:
+            out[dst] = fields[f"{key}_{src}"]
+    return out
+
+
+def library_summary(library):
+    """The case's summary fields of its library entries: sdpa_us and sdpa_backend (the
+    fastest SDPA backend that ran), flex_us, and library_us and library_op (the fastest of
+    the other ops)."""
+    out = {}
+    timed = {k: v["us"] for k, v in library.items() if isinstance(v.get("us"), (int, float))}
+    sdpa = {k: v for k, v in timed.items() if k.startswith(SDPA)}
+    if sdpa:
+        best = min(sdpa, key=sdpa.get)
+        out["sdpa_us"], out["sdpa_backend"] = sdpa[best], best[len(SDPA):]
+    if FLEX in timed:
+        out["flex_us"] = timed[FLEX]
+    rest = {k: v for k, v in timed.items() if not k.startswith(SDPA) and k != FLEX}
+    if rest:
+        best = min(rest, key=rest.get)
+        out["library_us"], out["library_op"] = rest[best], best
+    return out
+
+
+def compile_rewrote_to_sdpa(torch, first_call):
+    """Whether Inductor rewrote the chain to scaled_dot_product_attention when compiling it,
+    with first_call() the call that compiles it: its joint-graph pattern pass
+    (torch/_inductor/fx_passes/fuse_attention.py) counts each rewrite in
+    torch._dynamo.utils.counters["inductor"]["fuse_attention"] as it makes it. The caches are
+    off for that call: a graph loaded from Inductor's FX graph cache (or AOTAutograd's) is not
+    pattern-matched again, so it would count nothing."""
+    from torch._dynamo.utils import counters
+
+    before = counters["inductor"]["fuse_attention"]
+    with torch._inductor.config.patch(force_disable_caches=True):
+        first_call()
+    return counters["inductor"]["fuse_attention"] > before
 
 
 class Bench:
@@ -303,6 +457,20 @@ class Bench:
             providers["compile_max"] = lambda: compm(inputs)
         if hasattr(adapter, "gemm_only"):
             providers["gemm_only"] = lambda: adapter.gemm_only(inputs, params)
+        ops, refused = library_ops(adapter, inputs, params)
+        for name, fn in ops.items():
+            why = self.check_library_op(fat, ref, adapter, fn, shapes, dt, params)
+            if why:
+                refused[name] = why
+            else:
+                providers[LIB + name] = lambda fn=fn: call_op(fn, inputs)
+        if ops or refused:
+            res["library"] = {name: {"refused": why} for name, why in refused.items()}
+        if case.PATTERN == "attention":
+            try:
+                res["compile_sdpa"] = compile_rewrote_to_sdpa(torch, providers["compile"])
+            except Exception as e:  # noqa: BLE001 -- measure records the compile's failure
+                log(f"{folder.name}: compile (forward) failed: {e}")
 
         nbytes = int(adapter.nbytes(shapes, dt, params))
         self.measure(res, folder, providers, nbytes)
@@ -324,8 +492,35 @@ class Bench:
         out = [res]
         training = [m for m in ("backward", "full") if m in self.args.modes]
         if training and adapter.has_backward(params):
-            out += self.run_training(folder, mods, training)
+            refused = {k: v["refused"] for k, v in res.get("library", {}).items() if "refused" in v}
+            out += self.run_training(folder, mods, training, refused)
         return out
+
+    def check_library_op(self, fat, ref, adapter, fn, shapes, dt, params):
+        """Why library op fn does not stand in for the case ("" when it does): it raises on
+        its first call (an SDPA backend refusing the case: the message's first line), or its
+        outputs differ from the reference's on fresh inputs (adapter.tolerance). With dropout
+        (params "p" > 0) the outputs differ by construction (each provider draws its own
+        mask): only that it runs is checked, and the op is timed for its cost alone."""
+        torch = self.torch
+        inputs = adapter.make_inputs(shapes, dt, params, "cuda", 1)
+        try:
+            got = call_op(fn, inputs)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001
+            return first_line(e)
+        if float(params.get("p", 0) or 0) > 0:
+            return ""
+        got = got if isinstance(got, (tuple, list)) else (got,)
+        want = adapter.reference(ref, inputs, params)
+        want = want if isinstance(want, (tuple, list)) else (want,)
+        atol, rtol = adapter.tolerance(dt, shapes, params)
+        try:
+            for i, (g, w) in enumerate(zip(got, want)):
+                fat.assert_close(g, w, atol, rtol, name=f"output {i}")
+        except AssertionError as e:
+            return "differs from the reference: " + first_line(e)
+        return ""
 
     def measure(self, res, folder, providers, nbytes):
         """Times providers (name -> zero-argument call) into res: each one's warm-up call (a
@@ -342,7 +537,10 @@ class Bench:
                     res[f"{name}_compile_s"] = round(time.time() - t0, 2)
             except Exception as e:
                 log(f"{folder.name}: {name} ({res['mode']}) failed: {e}")
-                res[f"{name}_error"] = str(e)[:500]
+                if name.startswith(LIB):  # e.g. an SDPA backend refusing the case
+                    res.setdefault("library", {})[name[len(LIB):]] = {"refused": first_line(e)}
+                else:
+                    res[f"{name}_error"] = str(e)[:500]
                 del providers[name]
         if "fused" not in providers:
             res["correct"] = False
@@ -376,12 +574,21 @@ class Bench:
                 except Exception as e:
                     log(f"{folder.name}: per-call timing of {name} failed: {e}")
         for name in providers:
-            res.update(provider_fields(name, runs[name], walls[name]))
-            if name in MAIN:
-                peak = self.peak_bytes(providers[name])
+            fields = provider_fields(name, runs[name], walls[name])
+            peak = self.peak_bytes(providers[name]) if name in MAIN or name.startswith(LIB) else None
+            if name.startswith(LIB):
+                entry = library_entry(fields, name)
+                entry["timing"] = timing.pop(name)
                 if peak is not None:
-                    res[f"{name}_peak_bytes"] = peak
-        calls = {name: w[-1]["calls"] for name, w in walls.items() if w}
+                    entry["peak_bytes"] = peak
+                res.setdefault("library", {})[name[len(LIB):]] = entry
+                continue
+            res.update(fields)
+            if peak is not None:
+                res[f"{name}_peak_bytes"] = peak
+        if res.get("library"):
+            res.update(library_summary(res["library"]))
+        calls = {name: w[-1]["calls"] for name, w in walls.items() if w and not name.startswith(LIB)}
         if calls:
             res["wall_calls"] = calls
 
@@ -403,13 +610,17 @@ class Bench:
             log(f"peak memory: {e}")
             return None
 
-    def run_training(self, folder, mods, modes):
+    def run_training(self, folder, mods, modes, forward_refused=None):
         """The folder's "backward" and/or "full" results: the fused chain as a training step
         calls it (adapter.train: the autograd.Function) against the eager chain and
         torch.compile of it (AOTAutograd), each on its own leaves (adapter.GRAD_INPUTS with
         requires_grad) with the same upstream gradients. backward: torch.autograd.grad from one
         forward's saved state (retain_graph); full: forward then backward. Gradients are checked
-        on the GPU first (fa_testing.run_grad_case); a wrong one is reported, never timed."""
+        on the GPU first (fa_testing.run_grad_case); a wrong one is reported, never timed.
+        Library ops (adapter.library_ops) are timed beside them through autograd, as the eager
+        chain is, except those forward_refused names (name -> reason: refused in the forward),
+        which are recorded as refused with the same reason; an op without a derivative raises
+        on its first call and is recorded as refused with that message."""
         torch = self.torch
         case, fat, kernel, ref, adapter = (mods[n] for n in ("case", "fa_testing", "kernel", "reference", "adapter"))
         shapes, params = case.SHAPES, case.PARAMS
@@ -436,15 +647,35 @@ class Bench:
             "eager": lambda inp: adapter.reference(ref, inp, params),
             "compile": comp,
         }
+        # library ops train through autograd like the eager chain; the forward checked them
+        ops, refused = library_ops(adapter, inputs, params)
+        for name, fn in ops.items():
+            if name in (forward_refused or {}):  # the forward's check refused it: not timed here either
+                refused[name] = forward_refused[name]
+            else:
+                forwards[LIB + name] = lambda inp, fn=fn: call_op(fn, inp)
+        rewrote = None
+        if case.PATTERN == "attention":  # the training graph (joint forward and backward) is its own compile
+            try:
+                rewrote = compile_rewrote_to_sdpa(torch, lambda: training_call(torch, comp, inputs, names, "full")())
+            except Exception as e:  # noqa: BLE001 -- the providers below record the failure
+                log(f"{folder.name}: compile (training) failed: {e}")
         nbytes = int(adapter.nbytes(shapes, dt, params))
         for r in out:
             providers = {}
+            if ops or refused:
+                r["library"] = {name: {"refused": why} for name, why in refused.items()}
+            if rewrote is not None:
+                r["compile_sdpa"] = rewrote
             for name, fwd in forwards.items():
                 try:
                     providers[name] = training_call(torch, fwd, inputs, names, r["mode"])
                 except Exception as e:
                     log(f"{folder.name}: {name} ({r['mode']}) failed: {e}")
-                    r[f"{name}_error"] = str(e)[:500]
+                    if name.startswith(LIB):
+                        r["library"][name[len(LIB):]] = {"refused": first_line(e)}
+                    else:
+                        r[f"{name}_error"] = str(e)[:500]
             r["correct"] = True
             if "fused" in providers:
                 self.measure(r, folder, providers, nbytes)

@@ -1,6 +1,12 @@
 package bench
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+)
 
 // Result is one benchmark run on one GPU: what `fuseadvise bench` writes as JSON and what
 // `report` and `pr` read. Times are medians in microseconds unless a name says otherwise;
@@ -105,6 +111,78 @@ type Case struct {
 	// WallCalls is the number of calls in each provider's per-call loop (the last repeat's),
 	// by provider: "fused", "eager", "compile", "compile_max", "gemm_only".
 	WallCalls map[string]int `json:"wall_calls,omitempty"`
+
+	// Library holds the library calls that compute the case's forward (the adapter's
+	// library_ops: "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex", "rms_norm",
+	// "addmm_gelu"), each timed beside the fused kernel in this case's mode or refused with
+	// the reason. Nil for cases without library ops (and for predictions without a GPU).
+	Library map[string]LibraryCall `json:"library,omitempty"`
+	// The fastest of them by kind: SDPA (the fastest backend that ran, SdpaBackend "flash",
+	// "efficient" or "cudnn"), FlexAttention, and any other library op (LibraryOp names it).
+	SdpaUs      float64 `json:"sdpa_us,omitempty"`
+	SdpaBackend string  `json:"sdpa_backend,omitempty"`
+	FlexUs      float64 `json:"flex_us,omitempty"`
+	LibraryUs   float64 `json:"library_us,omitempty"`
+	LibraryOp   string  `json:"library_op,omitempty"`
+	// CompileSDPA, on attention cases: whether Inductor rewrote the eager chain to
+	// scaled_dot_product_attention when compiling it (its fuse_attention pattern pass); nil
+	// when not recorded.
+	CompileSDPA *bool `json:"compile_sdpa,omitempty"`
+}
+
+// LibraryCall is one library op's figures in a case, timed as the providers are (GPU time
+// with p20/p80 and the repeats' spread, per-call wall and host time, peak memory), or the
+// reason it was not timed: Refused, the adapter's reason, the first line of what the op
+// raised on its first call (an SDPA backend refusing the case), or its output differing from
+// the reference's.
+type LibraryCall struct {
+	Us         float64   `json:"us,omitempty"`
+	P20        float64   `json:"p20_us,omitempty"`
+	P80        float64   `json:"p80_us,omitempty"`
+	Spread     []float64 `json:"spread_us,omitempty"`
+	WallUs     float64   `json:"wall_us,omitempty"`
+	HostUs     float64   `json:"host_us,omitempty"`
+	WallSpread []float64 `json:"wall_spread_us,omitempty"`
+	PeakBytes  int64     `json:"peak_bytes,omitempty"`
+	Timing     string    `json:"timing,omitempty"` // as Case.Timing: "graph-replay", "cudagraph" or "call"
+	Refused    string    `json:"refused,omitempty"`
+}
+
+// CheckLibrary says what is wrong with c's library figures, nil when nothing: every op
+// either timed (a positive, finite time) or refused, never both nor neither, and each
+// summary field backed by an op that was timed.
+func (c *Case) CheckLibrary() error {
+	for _, name := range slices.Sorted(maps.Keys(c.Library)) {
+		op := c.Library[name]
+		timed := op.Us > 0 && !math.IsInf(op.Us, 0)
+		switch {
+		case name == "":
+			return errors.New("a library op with no name")
+		case timed && op.Refused != "":
+			return fmt.Errorf("library op %q is both timed and refused", name)
+		case !timed && op.Refused == "":
+			return fmt.Errorf("library op %q has neither a time nor a reason it was refused", name)
+		}
+	}
+	backed := func(field, op string, us float64) error {
+		if us == 0 {
+			return nil
+		}
+		if l, ok := c.Library[op]; !ok || l.Us != us {
+			return fmt.Errorf("%s %v is not the time of library op %q", field, us, op)
+		}
+		return nil
+	}
+	if c.SdpaUs != 0 && c.SdpaBackend == "" {
+		return errors.New("sdpa_us without sdpa_backend")
+	}
+	if err := backed("sdpa_us", "sdpa_"+c.SdpaBackend, c.SdpaUs); err != nil {
+		return err
+	}
+	if err := backed("flex_us", "flex", c.FlexUs); err != nil {
+		return err
+	}
+	return backed("library_us", c.LibraryOp, c.LibraryUs)
 }
 
 // launchCounts is the harness's line with a timed folder's kernel launches, printed after
