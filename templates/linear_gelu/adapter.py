@@ -183,3 +183,33 @@ def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes)."""
     return kernel.LinearGELUFunction.apply(inputs["x"], inputs["weight"], inputs["bias"],
                                            params.get("approximate", "none"))
+
+
+def library_ops(inputs, params):
+    """Library calls computing this case's forward (bench times them beside the kernel), keyed
+    by name, and the reason each one that cannot express the case is left out.
+
+    "addmm_gelu": ``torch._addmm_activation(bias, x2d, weight.t(), use_gelu=True)``, the
+    bias and GELU in the GEMM's epilogue. Its GELU depends on the device: on CUDA it is
+    cuBLASLt's GELU_BIAS epilogue, the tanh approximation (where cuBLASLt is not used, ATen
+    applies ``gelu(approximate="tanh")`` after the GEMM to match it: aten/src/ATen/native/cuda/
+    Blas.cpp), and on the CPU ``gelu`` without approximation, erf (addmm_activation_out_cpu;
+    test_kernel.py checks the CPU's). A case whose GELU is the other one is refused, as is one
+    without a bias (the epilogue adds one). It has no derivative (``derivative for
+    aten::_addmm_activation is not implemented``): bench records it refused in training."""
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    approx = params.get("approximate", "none")
+    computes = "tanh" if x.device.type == "cuda" else "none"
+    names = {"tanh": "the tanh approximation", "none": "erf"}
+    if b is None:
+        return {}, {"addmm_gelu": "torch._addmm_activation adds a bias in its epilogue; this Linear has none"}
+    if approx != computes:
+        return {}, {"addmm_gelu": f"torch._addmm_activation's GELU on {x.device.type} is {names[computes]}; "
+                                  f"this case's GELU is {names.get(approx, approx)} (approximate={approx!r})"}
+
+    def addmm_gelu(inp):
+        x, w = inp["x"], inp["weight"]
+        y = torch._addmm_activation(inp["bias"], x.reshape(-1, x.shape[-1]), w.t(), use_gelu=True)
+        return y.view(*x.shape[:-1], w.shape[0])
+
+    return {"addmm_gelu": addmm_gelu}, {}

@@ -437,3 +437,46 @@ def test_gpu_fp32_tf32x3_accuracy():
     err = (y.double() - want).abs().max().item()
     eager = (ref.linear_gelu(x, w).double() - want).abs().max().item()
     assert err <= max(4 * eager, 2e-5), (err, eager)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("approx", ["none", "tanh"])
+def test_library_ops(dtype, approx):
+    """bench's library op computes the reference's output where it is offered. On the CPU
+    torch._addmm_activation(use_gelu=True) is the erf GELU: an erf case gets "addmm_gelu",
+    equal to the reference on 2-D and 3-D inputs, and it is measurably not the tanh GELU (so a
+    tanh case is refused on the CPU, as an erf case is on CUDA, where the op is cuBLASLt's
+    tanh epilogue); a Linear without a bias is refused."""
+    dt = fat.DTYPES[dtype]
+    params = {"approximate": approx, "has_bias": True}
+    for shapes in ([[33, 70], [45, 70]], [[2, 9, 64], [40, 64]]):
+        inputs = adapter.make_inputs(shapes, dt, params, "cpu", 0)
+        ops, refused = adapter.library_ops(inputs, params)
+        want = adapter.reference(ref, inputs, params)[0]
+        if approx == "tanh":
+            assert ops == {} and "on cpu is erf" in refused["addmm_gelu"]
+            x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+            erf = torch._addmm_activation(b, x.reshape(-1, x.shape[-1]), w.t(), use_gelu=True).view(want.shape)
+            assert (erf.float() - want.float()).abs().max() > (1e-6 if dt == torch.float32 else 1e-3)
+            continue
+        assert refused == {} and set(ops) == {"addmm_gelu"}
+        got = ops["addmm_gelu"](inputs)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        atol, rtol = fat.tol("gemm", dt)
+        fat.assert_close(got, want, atol, rtol)
+    no_bias = adapter.make_inputs([[4, 8], [3, 8]], dt, {"approximate": approx, "has_bias": False}, "cpu", 0)
+    ops, refused = adapter.library_ops(no_bias, {"approximate": approx, "has_bias": False})
+    assert ops == {} and "has none" in refused["addmm_gelu"]
+
+
+def test_library_ops_on_cuda_refuse_erf(monkeypatch):
+    """The device decides the GELU: inputs on CUDA offer "addmm_gelu" to a tanh case only
+    (the device is faked; nothing runs)."""
+    class Fake:
+        device = torch.device("cuda")
+
+    for approx, offered in (("tanh", True), ("none", False)):
+        ops, refused = adapter.library_ops({"x": Fake(), "weight": Fake(), "bias": Fake()}, {"approximate": approx})
+        assert ("addmm_gelu" in ops) is offered
+        if not offered:
+            assert "on cuda is the tanh approximation" in refused["addmm_gelu"] and "erf" in refused["addmm_gelu"]

@@ -169,3 +169,28 @@ def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes)."""
     return kernel.RMSNormFunction.apply(inputs["x"], inputs["weight"], params.get("eps", 1e-6),
                                         params.get("casting", "llama"))
+
+
+def library_ops(inputs, params):
+    """Library calls computing this case's forward (bench times them beside the kernel), keyed
+    by name, and the reason each one that cannot express the case is left out.
+
+    "rms_norm": ``F.rms_norm(x, (N,), weight, eps)``. In torch 2.11 it upcasts x to fp32,
+    normalises, multiplies by the weight in fp32 and rounds once at the end
+    (``aten._fused_rms_norm``, on the CPU and CUDA): the casting "fp32" chain. The "llama"
+    chain (HF LlamaRMSNorm) rounds the normalised x to x's dtype before the weight multiply,
+    one rounding more, so an fp16/bf16 "llama" case is refused; in fp32 the two castings are
+    the same chain."""
+    x, w = inputs["x"], inputs["weight"]
+    eps, casting = params.get("eps", 1e-6), params.get("casting", "llama")
+    if casting == "llama" and x.dtype != torch.float32:
+        return {}, {"rms_norm": "F.rms_norm multiplies by the weight in fp32 and rounds once (casting 'fp32'); "
+                                "this case's LlamaRMSNorm rounds the normalised x to its dtype first"}
+    if w.dtype != x.dtype:
+        return {}, {"rms_norm": f"F.rms_norm returns x's dtype; this case's weight is {w.dtype}, x {x.dtype}"}
+
+    def rms_norm(inp):
+        x = inp["x"]
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), inp["weight"], eps)
+
+    return {"rms_norm": rms_norm}, {}

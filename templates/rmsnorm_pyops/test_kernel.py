@@ -252,3 +252,43 @@ def test_cuda_graph_unseen_rows_gpu():
         graph.replay()
         torch.cuda.synchronize()
         fat.assert_close(y, ref.rms_norm(x, w), *fat.tol("norm", torch.bfloat16))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("casting", ["llama", "fp32"])
+def test_library_ops(dtype, casting):
+    """bench's library op computes the reference's output where it is offered: F.rms_norm is
+    the casting "fp32" chain (and, in fp32, the "llama" one), exactly on the CPU; the "llama"
+    chain in fp16/bf16, which rounds once more, is refused, and F.rms_norm does differ from it
+    there (so the refusal is needed)."""
+    dt = fat.DTYPES[dtype]
+    params = {"eps": 1e-6, "casting": casting}
+    for shapes in ([[64, 257]], [[2, 3, 129]]):
+        inputs = adapter.make_inputs(shapes, dt, params, "cpu", 0)
+        ops, refused = adapter.library_ops(inputs, params)
+        want = adapter.reference(ref, inputs, params)[0]
+        if casting == "llama" and dt != torch.float32:
+            assert ops == {} and "rounds the normalised x" in refused["rms_norm"]
+            x = inputs["x"]
+            got = torch.nn.functional.rms_norm(x, (x.shape[-1],), inputs["weight"], 1e-6)
+            assert not torch.equal(got, want)
+            continue
+        assert refused == {} and set(ops) == {"rms_norm"}
+        got = ops["rms_norm"](inputs)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        fat.assert_close(got, want, 1e-6, 1e-6 if dt == torch.float32 else 0.0)
+
+
+def test_library_ops_train():
+    """F.rms_norm trains through autograd (bench's backward and full modes): its gradients
+    are the fp32 chain's."""
+    params = {"eps": 1e-6, "casting": "fp32"}
+    inputs = adapter.make_inputs([[16, 129]], torch.float32, params, "cpu", 0)
+    ops, _ = adapter.library_ops(inputs, params)
+    a = {k: v.detach().clone().requires_grad_(True) for k, v in inputs.items()}
+    b = {k: v.detach().clone().requires_grad_(True) for k, v in inputs.items()}
+    dy = torch.randn(16, 129, generator=fat.gen(3))
+    ga = torch.autograd.grad(ops["rms_norm"](a), [a["x"], a["weight"]], dy)
+    gb = torch.autograd.grad(adapter.reference(ref, b, params)[0], [b["x"], b["weight"]], dy)
+    for x, y in zip(ga, gb):
+        fat.assert_close(x, y, 1e-5, 1e-5)
