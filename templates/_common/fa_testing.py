@@ -406,7 +406,7 @@ def _check_grads(call, reference, adapter, inputs, shapes, dt, params, device, s
     atol, rtol = adapter.tolerance(dt, shapes, params, grad=True)
     quack = getattr(adapter, "QUACK_GRAD", False) and dt != torch.float32
     if quack:  # eager's own low-precision error is the yardstick: compare both with fp32
-        c = {k: (v.detach().float().requires_grad_(k in names) if isinstance(v, torch.Tensor) else v)
+        c = {k: (v.detach().float().requires_grad_(k in names) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
              for k, v in b.items()}
         want32 = outputs(adapter.reference(reference, c, params))
         g32 = torch.autograd.grad(want32, [c[n] for n in names], [d.float() for d in dys], allow_unused=True)
