@@ -25,6 +25,7 @@ var fields = []field{
 	{"scale", func(p *Params) any { return &p.Scale }},
 	{"eps", func(p *Params) any { return &p.Eps }},
 	{"p", func(p *Params) any { return &p.P }},
+	{"bias_kind", func(p *Params) any { return &p.BiasKind }},
 	{"casting", func(p *Params) any { return &p.Casting }},
 	{"residual_dtype", func(p *Params) any { return &p.ResidualDtype }},
 	{"mask_dtype", func(p *Params) any { return &p.MaskDtype }},

@@ -46,7 +46,7 @@ type Source struct {
 // Limits on what Validate accepts.
 const (
 	MaxRank   = 8
-	MaxShapes = 4
+	MaxShapes = 5 // attention: q, k, v, the mask and the bias
 	MaxDim    = 1<<31 - 1
 	MaxNumel  = 1 << 40
 	maxText   = 4096 // bytes of Source.Trace / Source.Site
@@ -127,7 +127,8 @@ func resolve(s Spec) (Spec, error) {
 		p.ResidualDtype = "" // canonical: the same dtype is the default
 	}
 	if _, ok := pat.Param("mask_kind"); ok {
-		if err := checkMask(s); err != nil {
+		// an attention case's mask follows q, k and v: its entry's check reads it
+		if err := checkMask(s); pat.Kind != patterns.KindAttention && err != nil {
 			return s, fmt.Errorf("codegen: %s: %v", s.Pattern, err)
 		}
 		if p.MaskDtype != "" && p.MaskKind != "additive" {

@@ -33,6 +33,23 @@ type Params struct {
 	// ResidualDType, dropout_add and add_layernorm: the residual's type when it differs from
 	// dtype (under autocast an fp32 residual stream meets a bf16 branch; the sum is fp32).
 	ResidualDType DType `json:"residual_dtype,omitempty"`
+	// Attention only (attention.go): the mask's fill as the case spells it ("-inf", "min" or
+	// a number; "" when not recorded); whether a where's condition keeps the scores (True =
+	// keep, the inverse of masked_fill's mask); the bias added to the scores ("additive" or
+	// "alibi") and its shape; the head dim, query and key lengths, batch*heads, the heads
+	// when a 4-D view shows them (0 for a bmm over B*H), and the KV heads when K and V were
+	// expanded from fewer (grouped-query attention).
+	MaskFill   string  `json:"mask_fill,omitempty"`
+	MaskKeeps  bool    `json:"mask_keeps,omitempty"`
+	MaskFrom   string  `json:"mask_from,omitempty"` // "buffer": a causal mask taken from a sliced square buffer (its values unrecorded)
+	BiasKind   string  `json:"bias_kind,omitempty"`
+	BiasDims   []int64 `json:"bias_dims,omitempty"`
+	HeadDim    int64   `json:"head_dim,omitempty"`
+	SeqQ       int64   `json:"seq_q,omitempty"`
+	SeqK       int64   `json:"seq_k,omitempty"`
+	BatchHeads int64   `json:"batch_heads,omitempty"`
+	Heads      int64   `json:"heads,omitempty"`
+	KVHeads    int64   `json:"kv_heads,omitempty"`
 }
 
 // Instance is one occurrence of a pattern's forward chain.

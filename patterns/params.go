@@ -18,6 +18,7 @@ type KernelParams struct {
 	Scale       float64 // multiplier applied before the mask (default 1)
 	Eps         float64 // norm epsilon (default per pattern)
 	P           float64 // dropout probability in [0, 1) (default 0)
+	BiasKind    string  // attention: a bias added to the scores, "none" (default), "additive" or "alibi"
 	Casting     string  // RMSNorm: "llama" (default) or "fp32"
 	// ResidualDtype is the residual's dtype when it differs from the case's (an fp32
 	// residual stream plus a bf16 branch under autocast); "" = the case's dtype.
@@ -33,7 +34,7 @@ type KernelParams struct {
 
 // KernelParamNames are the names of KernelParams' fields as case.py and manifest.json spell
 // them, in the order codegen writes them.
-var KernelParamNames = []string{"approximate", "has_bias", "mask_kind", "mask_fill", "scale", "eps", "p", "casting",
+var KernelParamNames = []string{"approximate", "has_bias", "mask_kind", "mask_fill", "scale", "eps", "p", "bias_kind", "casting",
 	"residual_dtype", "mask_dtype", "out_dtype"}
 
 // Case is the kernel case one shape group maps to: what codegen generates, less the
@@ -79,6 +80,7 @@ var (
 	paramMaskFill      = Param{Name: "mask_fill", Kind: ParamEnum, Values: []string{"-inf", "min"}, OrNumber: true, Max: math.MaxFloat32, Default: "-inf"}
 	paramScale         = Param{Name: "scale", Kind: ParamNumber, Abs: true, Min: 1e-12, Max: 1e12, Default: "1"}
 	paramP             = Param{Name: "p", Kind: ParamNumber, Min: 0, Max: 1, MaxOpen: true, Default: "0"}
+	paramBiasKind      = Param{Name: "bias_kind", Kind: ParamEnum, Values: []string{"none", "additive", "alibi"}, Default: "none"}
 	paramCasting       = Param{Name: "casting", Kind: ParamEnum, Values: []string{"llama", "fp32"}, Default: "llama"}
 	paramResidualDtype = Param{Name: "residual_dtype", Kind: ParamDtype}
 	paramMaskDtype     = Param{Name: "mask_dtype", Kind: ParamDtype}

@@ -201,6 +201,27 @@ var catalog = []*Pattern{
 		advise:   adviseAttention,
 	},
 	{
+		ID:   "attention",
+		Kind: KindAttention,
+		Chain: "matmul / bmm / baddbmm (Q·Kᵀ, heads split by views) -> (scale: mul/div by a scalar, or baddbmm's alpha) -> " +
+			"(mask: masked_fill / where / add; bias: add of a relative-position bias or ALiBi) -> softmax over the keys (autocast's fp32 upcast) -> " +
+			"(dropout) -> matmul / bmm (·V)",
+		Anchors:  []string{"softmax", "_softmax", "_safe_softmax"},
+		Fused:    "one flash-attention kernel: online softmax over key blocks, no Sq x Sk tensor in memory; causal masks and ALiBi computed in the kernel, dropout regenerated from its seed in the backward",
+		Advice:   "fuse the whole attention chain so the scores never reach memory: F.scaled_dot_product_attention or FlexAttention where they express it, else the generated flash-style kernel",
+		Refuses:  "a chain without both GEMMs (mask_softmax covers those); a softmax not over the key dim; an op between that is not a scale, mask, bias, view, cast or dropout (tanh soft-capping, a head-mask multiply, a sub); two masks or two biases; a mask or bias before the scale; probabilities read by anything but the ·V GEMM (output_attentions)",
+		Template: "attention",
+		Params:   []Param{paramMaskKind, paramMaskFill, paramScale, paramP, paramBiasKind, paramMaskDtype},
+		Usage: "from {module} import Attention\n" +
+			"attn = Attention(scale=..., mask_kind=..., mask_fill=..., bias_kind=..., p=...)\n" +
+			"out = attn(q, k, v, mask, bias)  # was dropout(softmax(q @ k.transpose(-1, -2) * scale + mask + bias), p) @ v",
+		match:  matchAttention,
+		toCase: caseAttention,
+		assume: assumeAttention,
+		check:  checkAttention,
+		advise: adviseAttentionCall,
+	},
+	{
 		ID:          "layernorm_linear",
 		Kind:        KindGEMM,
 		GEMM:        GEMMStats,

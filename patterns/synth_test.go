@@ -173,7 +173,7 @@ func TestSyntheticChains(t *testing.T) {
 			{name: "view", in: []string{"f32:32x64", "=[2, 16, 64]"}},
 			drop("f32:2x16x64", "0.1", "True"),
 			{name: "add", in: []string{"f32:2x16x64", "f32:2x16x64", "=1"}}, // drop + x
-		}, map[string]int{"dropout_add": 2, "layernorm_linear": 1}},
+		}, map[string]int{"dropout_add": 2, "layernorm_linear": 1, "attention": 1}},
 		{"p=0 dropout is not dropout_add", []op{
 			{name: "linear", in: []string{x, "bf16:768x768", "bf16:768"}},
 			drop(x, "0.", "True"),
@@ -190,7 +190,7 @@ func TestSyntheticChains(t *testing.T) {
 			{name: "masked_fill", in: []string{"bf16:8x12x128x128", "bool:1x1x128x128", "=-inf"}},
 			{name: "softmax", in: []string{"bf16:8x12x128x128", "=-1", ""}},
 			{name: "matmul", in: []string{"bf16:8x12x128x128", "bf16:8x12x128x64"}},
-		}, map[string]int{"mask_softmax": 1}},
+		}, map[string]int{"mask_softmax": 1, "attention": 1}},
 		{"unmasked softmax", []op{
 			{name: "matmul", in: []string{"bf16:8x12x128x64", "bf16:8x12x64x128"}},
 			{name: "softmax", in: []string{"bf16:8x12x128x128", "=-1", ""}},
