@@ -58,7 +58,7 @@ func verdictCell(v Verdict) cell {
 		c.Class = "ship"
 	case DoNotShip:
 		c.Class = "dns"
-	case Review, UseCompile:
+	case Review, UseCompile, UseLibrary:
 		c.Class = "review"
 	case Noise:
 		c.Class = "noise"
@@ -89,7 +89,11 @@ func build(in Inputs) document {
 	if in.Targets && in.Bench != nil {
 		d.Sections = append(d.Sections, targetsSection(in.Bench))
 	}
-	d.Sections = append(d.Sections, readingSection())
+	reading := readingSection()
+	if hasLibrary(sp) {
+		reading.List = append(reading.List, libraryReading()...)
+	}
+	d.Sections = append(d.Sections, reading)
 	return d
 }
 
@@ -463,7 +467,7 @@ func decidedPerCall(sp []Speedup) int {
 }
 
 func verdictRank(v Verdict) int {
-	for i, x := range []Verdict{Failed, NotTimed, DoNotShip, UseCompile, Review, Noise, Ship} {
+	for i, x := range []Verdict{Failed, NotTimed, DoNotShip, UseLibrary, UseCompile, Review, Noise, Ship} {
 		if x == v {
 			return i
 		}
@@ -551,6 +555,16 @@ func speedupTable(sp []Speedup, use Use) *table {
 			col(p+" per call µs", true)
 		}
 	}
+	sdpa, flex, other := libraryColumns(sp)
+	if sdpa {
+		col("sdpa µs", true)
+	}
+	if flex {
+		col("flex µs", true)
+	}
+	if other {
+		col("library µs", true)
+	}
 	for _, p := range []string{"vs eager", "vs compile"} {
 		col(p, true)
 		if perCall {
@@ -567,6 +581,10 @@ func speedupTable(sp []Speedup, use Use) *table {
 			other = "GPU-time verdict"
 		}
 		col(other, false)
+	}
+	lib := hasLibrary(sp)
+	if lib {
+		col("recommended", false)
 	}
 	col("notes", false)
 	for _, x := range sp {
@@ -593,6 +611,15 @@ func speedupTable(sp []Speedup, use Use) *table {
 				row = append(row, numc(perCallCell(t[3], t[4])))
 			}
 		}
+		if sdpa {
+			row = append(row, libraryCell(&c, "sdpa_"+c.SdpaBackend, sdpaBackends[c.SdpaBackend]))
+		}
+		if flex {
+			row = append(row, libraryCell(&c, "flex", ""))
+		}
+		if other {
+			row = append(row, libraryCell(&c, c.LibraryOp, LibraryNames[c.LibraryOp]))
+		}
 		row = append(row, numc(speedupCell(x.VsEager, x.EagerNoise)))
 		if perCall {
 			row = append(row, numc(speedupCell(x.WallVsEager, x.WallEagerNoise)))
@@ -611,6 +638,13 @@ func speedupTable(sp []Speedup, use Use) *table {
 				row = append(row, cell{Text: "-", Class: "muted"})
 			} else {
 				row = append(row, verdictCell(other))
+			}
+		}
+		if lib {
+			if r := x.Recommendation(); r != "" {
+				row = append(row, txt(r))
+			} else {
+				row = append(row, cell{Text: "-", Class: "muted"})
 			}
 		}
 		tb.Rows = append(tb.Rows, append(row, code(strings.Join(x.Notes, "; "))))

@@ -399,6 +399,9 @@ func LoadBench(path string) (*bench.Result, error) {
 		if c.Pattern == "" {
 			return nil, fmt.Errorf("report: bench: %s: case %d has no pattern", path, i)
 		}
+		if err := c.CheckLibrary(); err != nil {
+			return nil, fmt.Errorf("report: bench: %s: case %d (%s): %v", path, i, c.Name, err)
+		}
 	}
 	return &r, nil
 }

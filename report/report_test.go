@@ -713,3 +713,33 @@ func BenchmarkHTML(b *testing.B) {
 		}
 	}
 }
+
+// TestGoldenLibrary: a bench result with library ops (SDPA's backends, one refusing;
+// FlexAttention; F.rms_norm; the GELU epilogue refused) gets the sdpa, flex and library
+// columns, each case's recommended option (the measured fastest of the kernel, torch.compile
+// and the library calls) and the refusals in its notes, in Markdown and HTML.
+func TestGoldenLibrary(t *testing.T) {
+	r, err := LoadBench(filepath.Join("testdata", "bench-library.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Inputs{Bench: r}
+	golden(t, "library.md", render(t, Markdown, in))
+	golden(t, "library.html", render(t, HTML, in))
+	sp := SpeedupsFor(r, in.Use)
+	want := []struct {
+		v   Verdict
+		rec string
+	}{
+		{UseLibrary, "use F.scaled_dot_product_attention (cuDNN) — 212 µs vs fused 240 µs, compile 410 µs, F.scaled_dot_product_attention (memory-efficient) 251 µs"},
+		{UseLibrary, "use F.scaled_dot_product_attention (cuDNN) — 655 µs vs fused 690 µs, compile 1350 µs, F.scaled_dot_product_attention (memory-efficient) 702 µs"},
+		{Ship, "use the fused kernel — 931 µs vs compile 1760 µs, F.scaled_dot_product_attention (cuDNN) 928 µs (noise)"},
+		{Ship, "use the fused kernel — 33.9 µs vs compile 35.0 µs, F.rms_norm 36.1 µs"},
+		{Ship, "use the fused kernel — 410 µs vs compile 420 µs"},
+	}
+	for i, w := range want {
+		if sp[i].Verdict != w.v || sp[i].Recommendation() != w.rec {
+			t.Errorf("case %d (%s): %q, %q; want %q, %q", i, sp[i].Label, sp[i].Verdict, sp[i].Recommendation(), w.v, w.rec)
+		}
+	}
+}

@@ -20,6 +20,9 @@ const (
 	// UseCompile: measurably faster than eager, but torch.compile of the chain is measurably
 	// faster still (on the same basis): use torch.compile rather than the kernel.
 	UseCompile Verdict = "torch.compile is faster: use it"
+	// UseLibrary: the kernel would ship (or torch.compile would be advised), but a library
+	// call (SDPA, FlexAttention, F.rms_norm, ...) is measurably faster still: use it.
+	UseLibrary Verdict = "a library call is faster: use it"
 	Review     Verdict = "review" // speedup > 10x: too good to trust without a look
 	Noise      Verdict = "noise"  // the difference from eager is within the p20-p80 spread
 	Ship       Verdict = "ship"   // measurably faster than eager (and not slower than torch.compile)
@@ -78,6 +81,12 @@ type Speedup struct {
 	GPUVerdict  Verdict // on GPU time
 	CallVerdict Verdict // on per-call wall time; "" when not measured
 	Notes       []string
+
+	// Recommended is the measured-fastest way to run the chain, among the fused kernel,
+	// torch.compile and the library ops (recommend), on the verdict's basis; zero for a case
+	// not timed. Alternatives are the options it is compared with in Recommendation.
+	Recommended  Option
+	Alternatives []Option
 }
 
 // Speedups derives the report's figures for every case of r, in order, with verdicts for
@@ -222,6 +231,8 @@ func speedup(c bench.Case, use Use) Speedup {
 	if c.CUDAGraph {
 		s.Notes = append(s.Notes, "timed in a CUDA graph")
 	}
+	s.Notes = append(s.Notes, libraryNote(&c)...)
+	recommend(&s)
 	return s
 }
 
@@ -250,10 +261,10 @@ func judge(vs float64, isNoise bool, vsCompile float64, compileNoise bool, sprea
 
 // FasterThanEager reports whether the case was measured faster than the eager chain, beyond
 // noise, on the figure its verdict is decided on: what a kernel must show to be offered for
-// swapping in (Ship, Review and UseCompile cases).
+// swapping in (Ship, Review, UseCompile and UseLibrary cases).
 func (s *Speedup) FasterThanEager() bool {
 	switch s.Verdict {
-	case Ship, Review, UseCompile:
+	case Ship, Review, UseCompile, UseLibrary:
 		return true
 	}
 	return false
@@ -269,7 +280,7 @@ func tally(ss []Speedup) map[Verdict]int {
 }
 
 // verdictOrder lists the verdicts in the order summaries give them.
-var verdictOrder = []Verdict{Ship, UseCompile, Noise, Review, DoNotShip, NotTimed, Failed}
+var verdictOrder = []Verdict{Ship, UseCompile, UseLibrary, Noise, Review, DoNotShip, NotTimed, Failed}
 
 // Formatting shared by the renderers.
 

@@ -349,7 +349,7 @@ func verdictColor(v Verdict) string {
 		return "#137333"
 	case DoNotShip, Failed:
 		return "#b3261e"
-	case Review, UseCompile:
+	case Review, UseCompile, UseLibrary:
 		return "#b06000"
 	}
 	return "#5f6368"
