@@ -68,5 +68,43 @@ func matrix() []codegen.Spec {
 	add("add_layernorm", "fp16", codegen.Params{}, []int64{32, 1024})
 	add("swiglu", "bf16", codegen.Params{}, []int64{8192, 11008})
 	add("swiglu", "fp16", codegen.Params{}, []int64{32, 11008})
+	attention(add)
 	return out
+}
+
+// attention adds the attention cases: the shapes of the traces' eager attention (BERT's
+// padding mask, GPT-2's and Llama's causal masks, training with dropout and inference), then
+// the chains the issue targets: causal at S = 512..2048 (the tril buffer's chain, which
+// Inductor leaves unfused), dropout in training without a mask, a learned relative-position
+// bias, ALiBi, ragged lengths (127 queries over 129 keys, bottom-right causal; 129 with a
+// padding mask), decode (one query over a KV cache) and head dims 96 and 128.
+func attention(add func(pattern, dtype string, p codegen.Params, shapes ...[]int64)) {
+	qkv := func(b, h, sq, sk, d int64) [][]int64 {
+		return [][]int64{{b, h, sq, d}, {b, h, sk, d}, {b, h, sk, d}}
+	}
+	causal := func(p float64) codegen.Params {
+		return codegen.Params{MaskKind: "causal", MaskFill: "min", Scale: 0.125, P: p}
+	}
+	// the traces
+	add("attention", "bf16", codegen.Params{MaskKind: "additive", Scale: 0.125, P: 0.1, MaskDtype: "fp32"},
+		append(qkv(16, 12, 256, 256, 64), []int64{16, 1, 256, 256})...) // BERT
+	add("attention", "bf16", causal(0.1), qkv(8, 12, 512, 512, 64)...) // GPT-2 training
+	add("attention", "fp16", causal(0), qkv(1, 12, 128, 128, 64)...)   // GPT-2 inference
+	add("attention", "bf16", causal(0), qkv(4, 16, 512, 512, 64)...)   // Llama training
+	add("attention", "fp16", causal(0), qkv(2, 16, 256, 256, 64)...)   // Llama inference
+	// the targets
+	for _, s := range []struct{ b, h, s int64 }{{8, 12, 512}, {4, 16, 1024}, {2, 16, 2048}} {
+		add("attention", "bf16", causal(0), qkv(s.b, s.h, s.s, s.s, 64)...)
+	}
+	add("attention", "bf16", codegen.Params{Scale: 0.125, P: 0.1}, qkv(4, 16, 1024, 1024, 64)...)
+	add("attention", "bf16", codegen.Params{Scale: 0.125, BiasKind: "additive"},
+		append(qkv(8, 12, 512, 512, 64), []int64{1, 12, 512, 512})...) // T5/Swin-style relative-position bias
+	add("attention", "bf16", codegen.Params{MaskKind: "causal", MaskFill: "min", Scale: 0.125, BiasKind: "alibi"},
+		append(qkv(4, 16, 1024, 1024, 64), []int64{16})...) // BLOOM/MPT-style ALiBi
+	add("attention", "fp16", causal(0), qkv(4, 12, 127, 129, 64)...)
+	add("attention", "fp16", codegen.Params{MaskKind: "bool", MaskFill: "min", Scale: 0.125},
+		append(qkv(4, 12, 129, 129, 64), []int64{4, 1, 1, 129})...)
+	add("attention", "fp16", causal(0), qkv(8, 32, 1, 1024, 128)...) // decode
+	add("attention", "bf16", codegen.Params{MaskKind: "causal", MaskFill: "min", Scale: 0.10206207261596575},
+		qkv(4, 32, 512, 512, 96)...)
 }

@@ -137,6 +137,9 @@ func minimalSpec(p string) Spec {
 		s.Params.Casting = "fp32"
 	case "dropout_add":
 		s.Params = Params{P: 0.1, HasBias: true}
+	case "attention":
+		s.Shapes = [][]int64{{2, 4, 33, 64}, {2, 4, 40, 64}, {2, 4, 40, 64}, {2, 1, 1, 40}}
+		s.Params = Params{MaskKind: "bool", Scale: 0.125, P: 0.1}
 	}
 	return s
 }

@@ -19,6 +19,9 @@ var specs = map[string]codegen.Spec{
 	"dropout_add":      {Pattern: "dropout_add", Dtype: "bf16", Shapes: [][]int64{{8, 128, 768}}, Params: codegen.Params{HasBias: true, P: 0.1}},
 	"rmsnorm_pyops":    {Pattern: "rmsnorm_pyops", Dtype: "bf16", Shapes: [][]int64{{2, 64, 4096}}},
 	"swiglu":           {Pattern: "swiglu", Dtype: "bf16", Shapes: [][]int64{{4, 128, 11008}}},
+	// GPT-2's causal attention, at a size the interpreter runs in seconds
+	"attention": {Pattern: "attention", Dtype: "fp16", Shapes: [][]int64{{1, 2, 64, 64}, {1, 2, 64, 64}, {1, 2, 64, 64}},
+		Params: codegen.Params{MaskKind: "causal", MaskFill: "min", Scale: 0.125}},
 }
 
 // genFolders writes one generated folder per pattern that codegen can generate into a temp
