@@ -730,3 +730,14 @@ func attentionCall(p Params) string {
 	}
 	return "F.scaled_dot_product_attention(q, k, v" + args + ")" + gqa + " (flash attention)"
 }
+
+// AttentionFlops is the arithmetic of an attention case's two GEMMs (q [B, H, Sq, D], k and v
+// [B, H, Sk, D]): 2 * B*H * 2D per (query, key) pair the kernel computes, under a causal mask
+// (bottom-right aligned) only the pairs it keeps; 0 for shapes that are not q, k, v.
+func AttentionFlops(c Case) int64 {
+	if len(c.Shapes) < 3 || len(c.Shapes[0]) != 4 || len(c.Shapes[1]) != 4 || len(c.Shapes[2]) != 4 {
+		return 0
+	}
+	q, k, v := c.Shapes[0], c.Shapes[1], c.Shapes[2]
+	return 2 * q[0] * q[1] * (q[3] + v[3]) * keptPairs(q[2], k[2], c.Params.MaskKind == "causal")
+}

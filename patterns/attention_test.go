@@ -473,3 +473,16 @@ func TestAttentionTraces(t *testing.T) {
 		})
 	}
 }
+
+func TestAttentionFlops(t *testing.T) {
+	qkv := [][]int64{{2, 12, 128, 64}, {2, 12, 128, 64}, {2, 12, 128, 64}}
+	if got, want := AttentionFlops(Case{Shapes: qkv}), int64(4*24*64*128*128); got != want {
+		t.Errorf("full: %d, want %d", got, want)
+	}
+	if got, want := AttentionFlops(Case{Shapes: qkv, Params: KernelParams{MaskKind: "causal"}}), int64(4*24*64*128*129/2); got != want {
+		t.Errorf("causal: %d, want %d", got, want)
+	}
+	if AttentionFlops(Case{Shapes: [][]int64{{4, 33, 96}}}) != 0 {
+		t.Error("not q, k, v: want 0")
+	}
+}
