@@ -27,6 +27,7 @@ type attnTerm struct {
 	dims  []int64 // the term's shape as recorded
 	op    []int64 // the shape of the op's output (the scores as that op sees them)
 	dtype DType
+	pos   int   // the term's input position in node
 	src   int32 // the term's producer (-1 unknown)
 	kind  string
 	fill  string // masked_fill / where: the fill as recorded ("" when not)
@@ -98,7 +99,7 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 				return nil, false
 			}
 			cont = 0
-			t := attnTerm{node: cur, dims: ci[1].Dims, op: cv.dims, dtype: Bool, src: g.producer(cur, 1), kind: "bool", fdt: cv.dtype}
+			t := attnTerm{node: cur, dims: ci[1].Dims, op: cv.dims, dtype: Bool, pos: 1, src: g.producer(cur, 1), kind: "bool", fdt: cv.dtype}
 			if len(ci) > 2 && !isTensor(ci[2]) {
 				t.fill = strings.TrimSpace(ci[2].Concrete)
 			}
@@ -115,7 +116,7 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 			if cont < 0 {
 				return nil, false // no scalar fill: a where between two tensors
 			}
-			t := attnTerm{node: cur, dims: ci[0].Dims, op: cv.dims, dtype: Bool, src: g.producer(cur, 0), kind: "bool",
+			t := attnTerm{node: cur, dims: ci[0].Dims, op: cv.dims, dtype: Bool, pos: 0, src: g.producer(cur, 0), kind: "bool",
 				keeps: cont == 1, fdt: cv.dtype}
 			t.fill = strings.TrimSpace(ci[3-cont].Concrete)
 			terms = append(terms, t)
@@ -132,7 +133,7 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 			if o == cont {
 				o = ti[1]
 			}
-			terms = append(terms, attnTerm{node: cur, dims: ci[o].Dims, op: cv.dims, dtype: parseDType(ci[o].Type), src: g.producer(cur, o), kind: "add"})
+			terms = append(terms, attnTerm{node: cur, dims: ci[o].Dims, op: cv.dims, dtype: parseDType(ci[o].Type), pos: o, src: g.producer(cur, o), kind: "add"})
 		default:
 			return nil, false // an op that is not part of the chain (tanh soft-capping, a head mask, a sub)
 		}
@@ -170,7 +171,7 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 			if ok && beta != 1 {
 				return nil, false // a scaled bias
 			}
-			terms = append(terms, attnTerm{node: gemm, dims: gi[0].Dims, op: gv.dims, dtype: parseDType(gi[0].Type), src: g.producer(gemm, 0), kind: "add"})
+			terms = append(terms, attnTerm{node: gemm, dims: gi[0].Dims, op: gv.dims, dtype: parseDType(gi[0].Type), pos: 0, src: g.producer(gemm, 0), kind: "add"})
 		}
 	}
 	if sd == nil && len(gv.dims) == 4 {
@@ -234,7 +235,7 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 			}
 		} else if g.causal(t.src) {
 			kind = "causal"
-		} else if g.squareBuffer(t.src, t.node, sq, sk) {
+		} else if g.squareBuffer(t.node, t.pos, sq, sk) {
 			kind = "causal"
 			p.MaskFrom = "buffer"
 		}
@@ -448,21 +449,14 @@ func (g *graph) kvHeads(gemm int32, kpos int, pv int32, heads int64) int64 {
 	return 0
 }
 
-// squareBuffer reports whether a bool mask read by node at is sliced out of a square buffer
+// squareBuffer reports whether the bool mask input pos of node at reads is sliced out of a square buffer
 // no op of the trace produced ([1, 1, N, N] or [N, N], N >= Sq, Sk): the lower-triangular
 // buffer GPT-2 and nanoGPT register once and slice per call (bias[:, :, k-q:k, :k]), read
 // through a comparison (== 0) or a cast. The trace has no values: that it is lower-triangular
 // is assumed (assumeAttention says so).
-func (g *graph) squareBuffer(src, at int32, sq, sk int64) bool {
+func (g *graph) squareBuffer(at int32, pos int, sq, sk int64) bool {
 	n := at
-	pos := -1
-	for i, q := range g.in[at] {
-		if q == src {
-			pos = i
-			break
-		}
-	}
-	if src >= 0 {
+	if src := g.producer(at, pos); src >= 0 {
 		// a comparison or cast of the sliced buffer: eq/ne with a scalar, to(bool)
 		if !isName(g.name[src], "eq", "ne", "logical_not", "bitwise_not") || !g.scalarOperand(src) {
 			return false
