@@ -12,6 +12,7 @@ import (
 
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
 	"github.com/fuseadvise/fuseadvise/patterns"
+	"github.com/fuseadvise/fuseadvise/program"
 	"github.com/fuseadvise/fuseadvise/templates"
 )
 
@@ -84,12 +85,17 @@ func Write(dir string, spec Spec, force bool) error {
 	if err != nil {
 		return err
 	}
+	return writeFiles(dir, files, force)
+}
+
+// writeFiles writes files into the folder dir atomically (see Write).
+func writeFiles(dir string, files map[string][]byte, force bool) error {
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	err = safefile.Dir(dir, force, func(tmp string) error {
+	err := safefile.Dir(dir, force, func(tmp string) error {
 		for _, n := range names {
 			if err := writeFile(filepath.Join(tmp, n), files[n]); err != nil {
 				return err
@@ -223,6 +229,10 @@ type Manifest struct {
 	Module string      `json:"module,omitempty"`
 	Files  []string    `json:"files"`
 	Run    ManifestRun `json:"run"`
+	// Program and Ops, for a generic chain's folder (Pattern "generic"): the op program
+	// its kernel.py and reference.py were rendered from, and the traced op names (data).
+	Program *program.Program `json:"program,omitempty"`
+	Ops     []string         `json:"ops,omitempty"`
 }
 
 // ManifestSource is where the opportunity was found (data from the trace, never code).

@@ -1,0 +1,759 @@
+package codegen
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/program"
+	"github.com/fuseadvise/fuseadvise/templates"
+)
+
+// GenericPattern is the pattern name of a generic chain's folder (case.py, manifest.json).
+const GenericPattern = "generic"
+
+// GenericSpec is one generic chain to generate: its op program (package program), the main
+// value's dtype, and the same evidence a catalog Spec carries. Only the program's table codes
+// and validated numbers reach Python; Ops (the traced op names) and Source go into
+// manifest.json and README.md as data.
+type GenericSpec struct {
+	Program     *program.Program
+	Dtype       string // the main value's dtype: fp32, fp16 or bf16
+	Ops         []string
+	Source      Source
+	EstSavingUs float64
+	EstFusedUs  float64
+	Instances   int
+	GPUTimeUs   float64
+}
+
+// ValidateGeneric checks a generic spec: a valid program (program.Validate), a known dtype,
+// finite estimates and bounded source text.
+func ValidateGeneric(s GenericSpec) error {
+	if s.Program == nil {
+		return errors.New("codegen: generic: no program")
+	}
+	if err := s.Program.Validate(); err != nil {
+		return fmt.Errorf("codegen: generic: %v", err)
+	}
+	if _, ok := dtypes[s.Dtype]; !ok {
+		return fmt.Errorf("codegen: generic: unknown dtype %s (want fp32, fp16 or bf16)", strconv.Quote(s.Dtype))
+	}
+	for _, v := range []float64{s.EstSavingUs, s.EstFusedUs, s.GPUTimeUs} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return errors.New("codegen: generic: estimates and times must be finite non-negative numbers")
+		}
+	}
+	if s.Instances < 0 {
+		return errors.New("codegen: generic: negative instances")
+	}
+	if len(s.Source.Trace) > maxText || len(s.Source.Site) > maxText || len(strings.Join(s.Ops, ",")) > maxText {
+		return fmt.Errorf("codegen: generic: source text longer than %d bytes", maxText)
+	}
+	return nil
+}
+
+// GenericDirName is the folder name of a generic spec: program.Name with its dtype, e.g.
+// "generic-sigmoid_mul_mul-fp32-8x64-1a2b3c4d".
+func GenericDirName(s GenericSpec) (string, error) {
+	if err := ValidateGeneric(s); err != nil {
+		return "", err
+	}
+	return s.Program.Name(program.DType(s.Dtype)), nil
+}
+
+// genericCopied are the files every generic folder copies unchanged.
+var genericCopied = []struct{ name, from string }{
+	{"adapter.py", "_generic/adapter.py"},
+	{"fa_testing.py", "_common/fa_testing.py"},
+	{"test_generated.py", "_common/test_generated.py"},
+	{"bench.py", "_common/bench.py"},
+	{"pytest.ini", "_common/pytest.ini"},
+}
+
+// RenderGeneric returns a generic folder's files (name -> content), after ValidateGeneric:
+// kernel.py and reference.py rendered from the program, case.py, the shared adapter and
+// test scripts, manifest.json and README.md.
+func RenderGeneric(s GenericSpec) (map[string][]byte, error) {
+	if err := ValidateGeneric(s); err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, c := range genericCopied {
+		b, err := templates.Read(c.from)
+		if err != nil {
+			return nil, fmt.Errorf("codegen: generic: template %s: %v", c.from, err)
+		}
+		out[c.name] = b
+	}
+	r := newRenderer(s.Program)
+	out["kernel.py"] = r.kernel()
+	out["reference.py"] = r.reference()
+	out["case.py"] = r.casePy(s.Dtype)
+	name := s.Program.Name(program.DType(s.Dtype))
+	module := "fuseadvise_generic_" + s.Program.Key()
+	names := []string{"README.md", "manifest.json"}
+	for n := range out {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	m := Manifest{
+		Format: FormatVersion, Pattern: GenericPattern, Dtype: s.Dtype, TorchDtype: dtypes[s.Dtype],
+		Shapes: [][]int64{s.Program.Dims}, Params: map[string]any{},
+		Source:      ManifestSource{s.Source.Trace, s.Source.Site},
+		EstSavingUs: s.EstSavingUs, EstFusedUs: s.EstFusedUs, Instances: s.Instances, GPUTimeUs: s.GPUTimeUs,
+		Module: module, Files: names, Run: runCmds, Program: s.Program, Ops: s.Ops,
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("codegen: generic: manifest: %v", err)
+	}
+	out["manifest.json"] = append(b, '\n')
+	out["README.md"] = genericReadme(s, name, module)
+	return out, nil
+}
+
+// WriteGeneric renders s into the folder dir (atomically, as Write).
+func WriteGeneric(dir string, s GenericSpec, force bool) error {
+	files, err := RenderGeneric(s)
+	if err != nil {
+		return err
+	}
+	return writeFiles(dir, files, force)
+}
+
+// ---- the renderer ----
+
+type renderer struct {
+	p    *program.Program
+	rank int
+	red  *program.Op // the final reduction, nil for a pointwise program
+}
+
+func newRenderer(p *program.Program) *renderer {
+	return &renderer{p: p, rank: len(p.Dims), red: p.Reduction()}
+}
+
+var tlDtypes = map[program.DType]string{program.FP32: "tl.float32", program.FP16: "tl.float16", program.BF16: "tl.bfloat16"}
+var torchDtypes = map[program.DType]string{program.FP32: "torch.float32", program.FP16: "torch.float16",
+	program.BF16: "torch.bfloat16", program.Bool: "torch.bool"}
+
+// pyNum writes a validated number (finite or +-inf) as a Python expression.
+func pyNum(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return `float("inf")`
+	case math.IsInf(v, -1):
+		return `float("-inf")`
+	}
+	s := pyFloat(v)
+	if strings.HasPrefix(s, "-") {
+		return "(" + s + ")"
+	}
+	return s
+}
+
+// expand fills a table template: {0}.. operands, {c0}.. constants, {dt} a dtype.
+func expand(tmpl string, args, consts []string, dt string) string {
+	var b strings.Builder
+	for i := 0; i < len(tmpl); i++ {
+		if tmpl[i] != '{' {
+			b.WriteByte(tmpl[i])
+			continue
+		}
+		j := strings.IndexByte(tmpl[i:], '}')
+		key := tmpl[i+1 : i+j]
+		switch {
+		case key == "dt":
+			b.WriteString(dt)
+		case strings.HasPrefix(key, "c"):
+			k, _ := strconv.Atoi(key[1:])
+			b.WriteString(consts[k])
+		default:
+			k, _ := strconv.Atoi(key)
+			b.WriteString(args[k])
+		}
+		i += j
+	}
+	return b.String()
+}
+
+// operands names a step's operands in Triton (inside) or eager (outside) code.
+func (r *renderer) operands(s program.Step, triton bool) []string {
+	out := make([]string, len(s.Args))
+	for k, a := range s.Args {
+		switch {
+		case a.In != nil:
+			out[k] = "x" + strconv.Itoa(*a.In)
+		case a.Step != nil:
+			out[k] = "v" + strconv.Itoa(*a.Step)
+		default:
+			out[k] = pyNum(float64(*a.Num))
+		}
+	}
+	return out
+}
+
+func constsOf(op *program.Op, s program.Step) []string {
+	out := make([]string, len(s.Consts))
+	for k, c := range s.Consts {
+		if op.Consts[k] == program.ConstBool {
+			out[k] = pyBool(c == 1)
+		} else {
+			out[k] = pyNum(float64(c))
+		}
+	}
+	return out
+}
+
+// outKind is an output's shape: "full" (the main shape), "row" or "row_keep" (one value a
+// row, the last dim dropped or kept as 1).
+func (r *renderer) outKind(o int) string {
+	if r.red == nil || o != len(r.p.Steps)-1 || r.red.FullShape {
+		return "full"
+	}
+	if r.p.Steps[o].Consts[0] == 1 {
+		return "row_keep"
+	}
+	return "row"
+}
+
+func (r *renderer) inputName(i int) string {
+	if r.p.Inputs[i].DType == program.Bool {
+		return "mask" + strconv.Itoa(i)
+	}
+	return "x" + strconv.Itoa(i)
+}
+
+func (r *renderer) casePy(dtype string) []byte {
+	var b bytes.Buffer
+	b.WriteString("# Generated by fuseadvise codegen from validated numbers and enums. Do not edit.\n")
+	b.WriteString("# The traced case of a generic chain (see docs/templates.md).\n\n")
+	b.WriteString("PATTERN = " + pyStr(GenericPattern) + "\n")
+	b.WriteString("DTYPE = " + pyStr(dtype) + "\n")
+	b.WriteString("SHAPES = [" + pyInts(r.p.Dims) + "]\n")
+	b.WriteString("PARAMS = {}\n")
+	kind := "pointwise"
+	if r.red != nil {
+		kind = "softmax" // the loosest row class: sums and softmaxes of long rows
+	}
+	b.WriteString("KIND = " + pyStr(kind) + "\n")
+	b.WriteString("TOL_DTYPE = " + pyStr(string(r.tolDtype(dtype))) + "\n")
+	b.WriteString("# name, dtype, one flag per trailing main dim (False: broadcast)\n")
+	b.WriteString("INPUTS = [\n")
+	for i, in := range r.p.Inputs {
+		off := len(r.p.Dims) - len(in.Dims)
+		var keep []string
+		for j, d := range in.Dims {
+			keep = append(keep, pyBool(d == r.p.Dims[off+j]))
+		}
+		fmt.Fprintf(&b, "    (%s, %s, [%s]),\n", pyStr(r.inputName(i)), pyStr(string(in.DType)), strings.Join(keep, ", "))
+	}
+	b.WriteString("]\n")
+	b.WriteString("# name, dtype, shape: full (the main shape), row (one value a row), row_keep (the same, last dim 1)\n")
+	b.WriteString("OUTPUTS = [\n")
+	for _, o := range r.p.Outputs {
+		fmt.Fprintf(&b, "    (%s, %s, %s),\n", pyStr("y"+strconv.Itoa(o)), pyStr(string(r.p.Steps[o].DType)), pyStr(r.outKind(o)))
+	}
+	b.WriteString("]\n")
+	b.WriteString("ADVERSARIAL = [")
+	for i, sh := range adversarialShapes(r.rank) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("[" + pyInts(sh) + "]")
+	}
+	b.WriteString("]\n")
+	return b.Bytes()
+}
+
+// tolDtype is the program's least precise float dtype (fp16 and bf16 before fp32).
+func (r *renderer) tolDtype(main string) program.DType {
+	best := program.DType(main)
+	rank := map[program.DType]int{program.FP32: 0, program.FP16: 1, program.BF16: 2}
+	see := func(d program.DType) {
+		if d.IsFloat() && rank[d] > rank[best] {
+			best = d
+		}
+	}
+	for _, in := range r.p.Inputs {
+		see(in.DType)
+	}
+	for _, s := range r.p.Steps {
+		see(s.DType)
+	}
+	return best
+}
+
+// adversarialShapes are main shapes of rank r at interpreter size: ragged, all ones, primes,
+// one past a block, and rows longer than a row kernel's widest tile (MAX_BLOCK_N, 4096).
+func adversarialShapes(r int) [][]int64 {
+	lasts := []int64{127, 1, 37, 1025, 4099}
+	rows := []int64{3, 1, 31, 2, 2}
+	var out [][]int64
+	for i, last := range lasts {
+		sh := make([]int64, r)
+		for d := range sh {
+			sh[d] = 1
+		}
+		sh[r-1] = last
+		if r > 1 {
+			sh[0] = rows[i]
+		}
+		if r > 2 && i != 1 && i != 4 {
+			sh[1] = 2
+		}
+		out = append(out, sh)
+	}
+	return out
+}
+
+func pyInts(d []int64) string {
+	s := make([]string, len(d))
+	for i, x := range d {
+		s[i] = strconv.FormatInt(x, 10)
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// ---- reference.py ----
+
+func (r *renderer) reference() []byte {
+	var b bytes.Buffer
+	b.WriteString(`"""The eager PyTorch chain a generic kernel replaces, replayed op by op from its op program
+(generated by fuseadvise from the op table's eager expressions and validated numbers)."""
+
+import torch
+
+
+def chain(`)
+	var params []string
+	for i := range r.p.Inputs {
+		params = append(params, "x"+strconv.Itoa(i))
+	}
+	b.WriteString(strings.Join(params, ", ") + "):\n")
+	for i, s := range r.p.Steps {
+		op, _ := program.Lookup(s.Op)
+		e := expand(op.Torch, r.operands(s, false), constsOf(op, s), torchDtypes[s.DType])
+		fmt.Fprintf(&b, "    v%d = %s\n", i, e)
+	}
+	var outs []string
+	for _, o := range r.p.Outputs {
+		outs = append(outs, "v"+strconv.Itoa(o))
+	}
+	b.WriteString("    return (" + strings.Join(outs, ", ") + ",)\n")
+	return b.Bytes()
+}
+
+// ---- kernel.py ----
+
+func (r *renderer) kernel() []byte {
+	var b bytes.Buffer
+	codes := strings.Join(r.p.Codes(), " -> ")
+	fmt.Fprintf(&b, `"""Fused generic chain: %s, in one Triton kernel.
+
+Generated by fuseadvise from an op program: codes of its op table (program.Table: each op's
+Triton expression) and validated numbers, nothing else from the trace. Every load is upcast to
+fp32, every step's value rounded to its traced dtype (as eager stores it), every output cast
+on store. Inputs broadcast to the main shape through their strides (a bias, a per-channel
+tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in place.
+`, codes)
+	if r.red == nil {
+		b.WriteString("One program per BLOCK elements of the main shape (flat index, 64-bit offsets).\n")
+	} else {
+		fmt.Fprintf(&b, "One program per row of the last dim: the chain, then %s over the row in tiles of BLOCK_N\n(a pass per dependent statistic, the chain recomputed in each).\n", r.red.Reduce)
+	}
+	b.WriteString(`
+fused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs. Forward only.
+Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
+"""
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+`)
+	fmt.Fprintf(&b, "RANK = %d\n", r.rank)
+	var ind, outd []string
+	for _, in := range r.p.Inputs {
+		ind = append(ind, torchDtypes[in.DType])
+	}
+	var kinds []string
+	for _, o := range r.p.Outputs {
+		outd = append(outd, torchDtypes[r.p.Steps[o].DType])
+		kinds = append(kinds, pyStr(r.outKind(o)))
+	}
+	fmt.Fprintf(&b, "IN_DTYPES = [%s]\n", strings.Join(ind, ", "))
+	fmt.Fprintf(&b, "OUT_DTYPES = [%s]\n", strings.Join(outd, ", "))
+	fmt.Fprintf(&b, "OUT_SHAPES = [%s]  # full: the main shape; row: one value a row (row_keep: last dim 1)\n", strings.Join(kinds, ", "))
+	b.WriteString("BLOCK = 1024\nMAX_BLOCK_N = 4096\n\n")
+	b.WriteString(preamble)
+	if r.red == nil {
+		r.pointwiseKernel(&b)
+	} else {
+		r.rowKernel(&b)
+	}
+	b.WriteString(r.wrapper())
+	return b.Bytes()
+}
+
+const preamble = `# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
+# Under the interpreter, _cast rounds explicitly so both give the same bits.
+_RNE_BF16 = tl.constexpr(INTERPRET)
+
+
+@triton.jit
+def _cast(y, dtype: tl.constexpr):
+    """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
+    if _RNE_BF16 and dtype == tl.bfloat16:
+        bits = y.to(tl.uint32, bitcast=True)
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
+    return y.to(dtype)
+
+
+@triton.jit
+def _round(y, dtype: tl.constexpr):
+    """y rounded to dtype (as eager stores a step's value), back in fp32."""
+    return _cast(y, dtype).to(tl.float32)
+
+
+@triton.jit
+def _sigmoid(x):
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def _tanh(x):
+    return 2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0
+
+
+@triton.jit
+def _softplus(x, beta, threshold):
+    return tl.where(x * beta > threshold, x, tl.log(1.0 + tl.exp(x * beta)) / beta)
+
+
+@triton.jit
+def _gelu_erf(x):
+    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + _tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+@triton.jit
+def _clamp(x, lo, hi):
+    return tl.where(x != x, x, tl.minimum(tl.maximum(x, lo), hi))
+
+
+@triton.jit
+def _clamp_min(x, lo):
+    return tl.where(x != x, x, tl.maximum(x, lo))
+
+
+@triton.jit
+def _clamp_max(x, hi):
+    return tl.where(x != x, x, tl.minimum(x, hi))
+
+
+@triton.jit
+def _pow(x, c: tl.constexpr):
+    """x ** c for a constant c: exact products for small integer exponents, else exp2/log2
+    with the sign of an odd integer power and NaN for a negative base."""
+    if c == 0.0:
+        y = x * 0.0 + 1.0
+    elif c == 1.0:
+        y = x
+    elif c == 2.0:
+        y = x * x
+    elif c == 3.0:
+        y = x * x * x
+    elif c == 0.5:
+        y = tl.sqrt(x)
+    elif c == -1.0:
+        y = 1.0 / x
+    elif c == -2.0:
+        y = 1.0 / (x * x)
+    else:
+        a = tl.exp2(c * tl.log2(tl.abs(x)))
+        if c == (c // 1.0):
+            if (c % 2.0) == 1.0:
+                a = tl.where(x < 0.0, -a, a)
+            y = a
+        else:
+            y = tl.where(x < 0.0, float("nan"), a)
+    return y
+
+
+`
+
+// kernelArgs is the kernel's parameter list up to the constexprs.
+func (r *renderer) kernelArgs(first string) string {
+	var a []string
+	for i := range r.p.Inputs {
+		a = append(a, "in"+strconv.Itoa(i))
+	}
+	for k := range r.p.Outputs {
+		a = append(a, "out"+strconv.Itoa(k))
+	}
+	a = append(a, first)
+	for d := 0; d < r.rank; d++ {
+		a = append(a, "D"+strconv.Itoa(d))
+	}
+	for i := range r.p.Inputs {
+		for d := 0; d < r.rank; d++ {
+			a = append(a, fmt.Sprintf("s%d_%d", i, d))
+		}
+	}
+	return strings.Join(a, ", ")
+}
+
+// steps writes the loads and the elementwise steps (all but a final reduction) at indent,
+// with offs(i) the element offset expression of input i and mask the tile's mask.
+func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string) {
+	for i := range r.p.Inputs {
+		fmt.Fprintf(b, "%sx%d = tl.load(in%d + %s, mask=mask, other=0).to(tl.float32)\n", indent, i, i, offs(i))
+	}
+	for i, s := range r.p.Steps {
+		op, _ := program.Lookup(s.Op)
+		if op.Reduce != "" {
+			break
+		}
+		e := expand(op.Triton, r.operands(s, true), constsOf(op, s), "")
+		fmt.Fprintf(b, "%sv%d = %s\n", indent, i, e)
+		if s.DType == program.FP16 || s.DType == program.BF16 {
+			fmt.Fprintf(b, "%sv%d = _round(v%d, %s)\n", indent, i, i, tlDtypes[s.DType])
+		}
+	}
+}
+
+// store writes output k (step o) at offs.
+func (r *renderer) store(b *bytes.Buffer, indent string, k, o int, val, offs, mask string) {
+	d := r.p.Steps[o].DType
+	if d == program.Bool {
+		fmt.Fprintf(b, "%stl.store(out%d + %s, %s != 0.0, mask=%s)\n", indent, k, offs, val, mask)
+		return
+	}
+	fmt.Fprintf(b, "%stl.store(out%d + %s, _cast(%s, %s), mask=%s)\n", indent, k, offs, val, tlDtypes[d], mask)
+}
+
+func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
+	b.WriteString("@triton.jit\n")
+	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK: tl.constexpr):\n", r.kernelArgs("NUMEL"))
+	b.WriteString("    pid = tl.program_id(0).to(tl.int64)\n")
+	b.WriteString("    offs = pid * BLOCK + tl.arange(0, BLOCK)\n")
+	b.WriteString("    mask = offs < NUMEL\n")
+	b.WriteString("    r = offs\n")
+	for d := r.rank - 1; d > 0; d-- {
+		fmt.Fprintf(b, "    i%d = r %% D%d\n    r = r // D%d\n", d, d, d)
+	}
+	b.WriteString("    i0 = r\n")
+	r.steps(b, "    ", func(i int) string {
+		var t []string
+		for d := 0; d < r.rank; d++ {
+			t = append(t, fmt.Sprintf("i%d * s%d_%d", d, i, d))
+		}
+		return "(" + strings.Join(t, " + ") + ")"
+	})
+	for k, o := range r.p.Outputs {
+		r.store(b, "    ", k, o, "v"+strconv.Itoa(o), "offs", "mask")
+	}
+	b.WriteString("\n\n")
+}
+
+func (r *renderer) rowKernel(b *bytes.Buffer) {
+	last := len(r.p.Steps) - 1
+	v := "v" + strconv.Itoa(*r.p.Steps[last].Args[0].Step) // the reduced value
+	b.WriteString("@triton.jit\n")
+	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK_N: tl.constexpr):\n", r.kernelArgs("N"))
+	b.WriteString("    row = tl.program_id(0).to(tl.int64)\n")
+	b.WriteString("    r = row\n")
+	for d := r.rank - 2; d > 0; d-- {
+		fmt.Fprintf(b, "    i%d = r %% D%d\n    r = r // D%d\n", d, d, d)
+	}
+	if r.rank > 1 {
+		b.WriteString("    i0 = r\n")
+	}
+	for i := range r.p.Inputs {
+		t := []string{"0"}
+		for d := 0; d < r.rank-1; d++ {
+			t = append(t, fmt.Sprintf("i%d * s%d_%d", d, i, d))
+		}
+		fmt.Fprintf(b, "    base%d = %s\n", i, strings.Join(t, " + "))
+	}
+	b.WriteString("    cols = tl.arange(0, BLOCK_N)\n")
+	offs := func(i int) string { return fmt.Sprintf("(base%d + c * s%d_%d)", i, i, r.rank-1) }
+	// pass opens a loop over the row's tiles with the chain computed in it
+	pass := func() {
+		// a while loop: Triton 3.6's interpreter cannot range() over a runtime int
+		b.WriteString("    start = 0\n")
+		b.WriteString("    while start < N:\n")
+		b.WriteString("        c = start + cols\n")
+		b.WriteString("        mask = c < N\n")
+		b.WriteString("        start += BLOCK_N\n")
+		r.steps(b, "        ", offs)
+	}
+	stores := func() { // the full-shape outputs but the last step, in the last pass
+		for k, o := range r.p.Outputs {
+			if o != last {
+				r.store(b, "        ", k, o, "v"+strconv.Itoa(o), "row * N + c", "mask")
+			}
+		}
+	}
+	final := len(r.p.Outputs) - 1
+	dt := tlDtypes[r.p.Steps[last].DType]
+	switch r.red.Reduce {
+	case "sum", "mean":
+		b.WriteString("    acc = tl.zeros([BLOCK_N], tl.float32)\n")
+		pass()
+		stores()
+		fmt.Fprintf(b, "        acc += tl.where(mask, %s, 0.0)\n", v)
+		b.WriteString("    res = tl.sum(acc, axis=0)\n")
+		if r.red.Reduce == "mean" {
+			b.WriteString("    res = res / N\n")
+		}
+		fmt.Fprintf(b, "    tl.store(out%d + row, _cast(res, %s))\n", final, dt)
+	case "max", "min":
+		f, inf := "maximum", `float("-inf")`
+		if r.red.Reduce == "min" {
+			f, inf = "minimum", `float("inf")`
+		}
+		fmt.Fprintf(b, "    acc = tl.full([BLOCK_N], %s, tl.float32)\n", inf)
+		b.WriteString("    nans = tl.zeros([BLOCK_N], tl.float32)\n")
+		pass()
+		stores()
+		fmt.Fprintf(b, "        acc = tl.%s(acc, tl.where(mask, %s, %s))\n", f, v, inf)
+		fmt.Fprintf(b, "        nans += tl.where(mask & (%s != %s), 1.0, 0.0)\n", v, v)
+		fmt.Fprintf(b, "    res = tl.%s(acc, axis=0)\n", map[string]string{"maximum": "max", "minimum": "min"}[f])
+		b.WriteString("    res = tl.where(tl.sum(nans, axis=0) > 0.0, float(\"nan\"), res)\n")
+		fmt.Fprintf(b, "    tl.store(out%d + row, _cast(res, %s))\n", final, dt)
+	case "logsumexp", "softmax", "log_softmax":
+		b.WriteString("    acc = tl.full([BLOCK_N], float(\"-inf\"), tl.float32)\n")
+		pass()
+		if r.red.Reduce == "logsumexp" {
+			stores()
+		}
+		fmt.Fprintf(b, "        acc = tl.maximum(acc, tl.where(mask, %s, float(\"-inf\")))\n", v)
+		b.WriteString("    m = tl.max(acc, axis=0)\n")
+		if r.red.Reduce == "logsumexp" {
+			b.WriteString("    m = tl.where(tl.abs(m) == float(\"inf\"), 0.0, m)\n")
+		}
+		b.WriteString("    acc = tl.zeros([BLOCK_N], tl.float32)\n")
+		pass()
+		fmt.Fprintf(b, "        acc += tl.where(mask, tl.exp(%s - m), 0.0)\n", v)
+		b.WriteString("    s = tl.sum(acc, axis=0)\n")
+		if r.red.Reduce == "logsumexp" {
+			fmt.Fprintf(b, "    tl.store(out%d + row, _cast(tl.log(s) + m, %s))\n", final, dt)
+			break
+		}
+		b.WriteString("    log_s = tl.log(s)\n")
+		pass()
+		stores()
+		if r.red.Reduce == "softmax" {
+			fmt.Fprintf(b, "        y = tl.exp(%s - m) / s\n", v)
+		} else {
+			fmt.Fprintf(b, "        y = %s - m - log_s\n", v)
+		}
+		fmt.Fprintf(b, "        tl.store(out%d + row * N + c, _cast(y, %s), mask=mask)\n", final, dt)
+	}
+	b.WriteString("\n\n")
+}
+
+func (r *renderer) wrapper() string {
+	var b strings.Builder
+	b.WriteString(`def _main_shape(inputs):
+    if len(inputs) != len(IN_DTYPES):
+        raise TypeError(f"fused() takes {len(IN_DTYPES)} tensors, got {len(inputs)}")
+    for i, (t, dt) in enumerate(zip(inputs, IN_DTYPES)):
+        if not isinstance(t, torch.Tensor) or t.dtype != dt:
+            raise TypeError(f"input {i}: want a {dt} tensor")
+    shape = list(torch.broadcast_shapes(*(t.shape for t in inputs)))
+    if len(shape) > RANK:
+        raise ValueError(f"inputs broadcast to rank {len(shape)}, the kernel takes rank {RANK}")
+    return [1] * (RANK - len(shape)) + shape
+
+
+def _out_shape(shape, kind):
+    if kind == "full":
+        return list(shape)
+    return list(shape[:-1]) + ([1] if kind == "row_keep" else [])
+
+
+def empty_outputs(*inputs):
+    """The outputs of fused(*inputs), allocated (contiguous)."""
+    shape = _main_shape(inputs)
+    dev = inputs[0].device
+    return [torch.empty(_out_shape(shape, k), dtype=dt, device=dev) for dt, k in zip(OUT_DTYPES, OUT_SHAPES)]
+
+
+def fused(*inputs, out=None):
+    """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
+    out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead."""
+    shape = _main_shape(inputs)
+    if out is None:
+        out = empty_outputs(*inputs)
+    else:
+        for o, dt, k in zip(out, OUT_DTYPES, OUT_SHAPES):
+            if o.dtype != dt or list(o.shape) != _out_shape(shape, k) or not o.is_contiguous():
+                raise ValueError("out: want contiguous tensors of empty_outputs' shapes and dtypes")
+    numel = 1
+    for d in shape:
+        numel *= d
+    if numel == 0:
+        return tuple(out)
+    views = [torch.broadcast_to(t, shape) for t in inputs]
+    strides = [s for v in views for s in v.stride()]
+`)
+	if r.red == nil {
+		b.WriteString(`    grid = (triton.cdiv(numel, BLOCK),)
+    _fused_kernel[grid](*views, *out, numel, *shape, *strides, BLOCK=BLOCK)
+    return tuple(out)
+`)
+	} else {
+		b.WriteString(`    n = shape[-1]
+    block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
+    _fused_kernel[(numel // n,)](*views, *out, n, *shape, *strides, BLOCK_N=block_n)
+    return tuple(out)
+`)
+	}
+	return b.String()
+}
+
+// ---- README.md ----
+
+func genericReadme(s GenericSpec, name, module string) []byte {
+	var b bytes.Buffer
+	b.WriteString("# Fused generic chain: " + strings.Join(s.Program.Codes(), " -> ") + " (" + s.Dtype + ")\n\n")
+	b.WriteString("Generated by `fuseadvise gen` from the chain's op program (op-table codes and validated\n")
+	b.WriteString("numbers; the program is in `manifest.json`). `kernel.py` is the chain as one Triton kernel,\n")
+	b.WriteString("`reference.py` the traced ops replayed in eager PyTorch, `case.py` the traced shapes and dtypes.\n\n")
+	b.WriteString("## Check it\n\n")
+	b.WriteString("    TRITON_INTERPRET=1 python -m pytest -q .   # CPU, Triton interpreter, small shapes\n")
+	b.WriteString("    python -m pytest -q -m gpu .                # on a GPU, the traced shapes too\n")
+	b.WriteString("    python bench.py                             # GPU: fused vs eager vs torch.compile, JSON\n\n")
+	b.WriteString("## Swap it in\n\n")
+	b.WriteString("Copy `kernel.py` next to the model code as `" + module + ".py`, then replace the chain's ops\n")
+	b.WriteString("(their inputs in the order of `case.py`'s INPUTS) with one call:\n\n")
+	b.WriteString("    from " + module + " import fused\n")
+	b.WriteString("    outputs = fused(*inputs)   # a tuple, in the order of case.py's OUTPUTS\n\n")
+	b.WriteString("Forward only: under autograd keep the eager ops. Benchmark before shipping: a speedup below\n")
+	b.WriteString("1.0x in `bench.py` means do not ship.\n\n")
+	b.WriteString("## Source (data from the trace, JSON-escaped)\n\n")
+	src, _ := json.Marshal(struct {
+		Ops []string `json:"ops"`
+		ManifestSource
+	}{s.Ops, ManifestSource{s.Source.Trace, s.Source.Site}})
+	b.WriteString("    " + string(src) + "\n")
+	fmt.Fprintf(&b, "\nEstimated saving: %s us.\n", strconv.FormatFloat(s.EstSavingUs, 'f', 1, 64))
+	return b.Bytes()
+}
