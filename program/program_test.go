@@ -1,0 +1,129 @@
+package program
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestTable: every entry's templates name only its own operands and constants, an
+// elementwise op has a Triton expression and one derivative slot per operand (or none yet),
+// and codes are unique plain words (they become folder names).
+func TestTable(t *testing.T) {
+	ph := regexp.MustCompile(`\{([^}]*)\}`)
+	word := regexp.MustCompile(`^[a-z_]+$`)
+	seen := map[Code]bool{}
+	for _, op := range Table {
+		if seen[op.Code] || !word.MatchString(string(op.Code)) {
+			t.Errorf("%q: duplicate or not a plain word", op.Code)
+		}
+		seen[op.Code] = true
+		if (op.Triton == "") != (op.Reduce != "") || op.Torch == "" {
+			t.Errorf("%s: want a Triton expression exactly when elementwise, and an eager one", op.Code)
+		}
+		if len(op.Deriv) != 0 && len(op.Deriv) != op.Arity {
+			t.Errorf("%s: %d derivatives for %d operands", op.Code, len(op.Deriv), op.Arity)
+		}
+		for _, tmpl := range append([]string{op.Triton, op.Torch}, op.Deriv...) {
+			for _, m := range ph.FindAllStringSubmatch(tmpl, -1) {
+				k := m[1]
+				switch {
+				case k == "dt" || k == "y":
+				case strings.HasPrefix(k, "c"):
+					if i, err := strconv.Atoi(k[1:]); err != nil || i >= len(op.Consts) {
+						t.Errorf("%s: %s names constant %s of %d", op.Code, tmpl, k, len(op.Consts))
+					}
+				default:
+					if i, err := strconv.Atoi(k); err != nil || i >= op.Arity {
+						t.Errorf("%s: %s names operand %s of %d", op.Code, tmpl, k, op.Arity)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestNumJSON(t *testing.T) {
+	for _, v := range []float64{math.Inf(-1), math.Inf(1), 0.125, -3} {
+		b, err := json.Marshal(Num(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n Num
+		if err := json.Unmarshal(b, &n); err != nil || float64(n) != v {
+			t.Errorf("%v: %s read back as %v (%v)", v, b, n, err)
+		}
+	}
+	if _, err := json.Marshal(Num(math.NaN())); err == nil {
+		t.Error("NaN marshalled")
+	}
+	var n Num
+	for _, s := range []string{`"nan"`, `"1e3"`, `"os.system"`, `true`} {
+		if err := json.Unmarshal([]byte(s), &n); err == nil {
+			t.Errorf("%s read as a number", s)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := `{"dims":[4,8],"inputs":[{"dtype":"bf16","dims":[4,8]},{"dtype":"bool","dims":[8]}],
+		"steps":[{"op":"masked_fill","args":[{"in":0},{"in":1},{"num":"-inf"}],"dtype":"bf16"},
+		{"op":"softmax","args":[{"step":0}],"dtype":"fp32"}],"outputs":[1]}`
+	tests := []struct{ name, from, to, err string }{
+		{"valid", "", "", ""},
+		{"unknown op", `"op":"softmax"`, `"op":"softmax2"`, "not an op of the table"},
+		{"later step", `{"step":0}`, `{"step":1}`, "not an earlier step"},
+		{"input out of range", `{"in":1}`, `{"in":2}`, "out of range"},
+		{"two kinds in one operand", `{"in":1}`, `{"in":1,"num":2}`, "exactly one"},
+		{"bad dtype", `"dtype":"bool","dims":[8]`, `"dtype":"int64","dims":[8]`, "unknown dtype"},
+		{"no broadcast", `"dims":[8]}`, `"dims":[3]}`, "does not broadcast"},
+		{"rank above main", `"dims":[8]}`, `"dims":[1,1,8]}`, "rank"},
+		{"outputs miss the last", `"outputs":[1]`, `"outputs":[0]`, "end with the last step"},
+		{"a number first", `[{"in":0},{"in":1},{"num":"-inf"}]`, `[{"num":1},{"in":1},{"in":0}]`, "operand 0 must be a tensor"},
+		{"bool from arithmetic", `"op":"softmax","args":[{"step":0}],"dtype":"fp32"`, `"op":"softmax","args":[{"step":0}],"dtype":"bool"`, "want a float"},
+		{"zero dim", `"dims":[4,8],"inputs"`, `"dims":[0,8],"inputs"`, "out of range"},
+	}
+	for _, tc := range tests {
+		js := ok
+		if tc.from != "" {
+			if !strings.Contains(js, tc.from) {
+				t.Fatalf("%s: %q not in the program", tc.name, tc.from)
+			}
+			js = strings.Replace(js, tc.from, tc.to, 1)
+		}
+		var p Program
+		if err := json.Unmarshal([]byte(js), &p); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		err := p.Validate()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+func TestNameAndBytes(t *testing.T) {
+	var p Program
+	js := `{"dims":[4,8],"inputs":[{"dtype":"bf16","dims":[4,8]},{"dtype":"bf16","dims":[8]}],
+		"steps":[{"op":"add","args":[{"in":0},{"in":1}],"consts":[1],"dtype":"bf16"},
+		{"op":"sum","args":[{"step":0}],"consts":[1],"dtype":"fp32"}],"outputs":[0,1]}`
+	if err := json.Unmarshal([]byte(js), &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Name(BF16); !regexp.MustCompile(`^generic-add_sum-bf16-4x8-[0-9a-f]{8}$`).MatchString(n) {
+		t.Errorf("name %q", n)
+	}
+	// reads 32 + 8 bf16, writes 32 bf16 and 4 fp32 sums
+	if b, w := p.Bytes(); b != 2*(32+8)+2*32+4*4 || w != 2*32+4*4 {
+		t.Errorf("bytes %d, writes %d", b, w)
+	}
+}
