@@ -10,54 +10,12 @@ import (
 	"github.com/fuseadvise/fuseadvise/program"
 )
 
-// genericCases are the programs the generic renderer is tested on (golden files in
-// testdata/golden/generic/<name>/, and the interpreter runs in verify): JSON as the analysis
-// carries it.
-var genericCases = []struct {
-	name, dtype, prog string
-}{
-	{"silu_scale", "fp32", `{"dims":[8,64],"inputs":[{"dtype":"fp32","dims":[8,64]}],
-		"steps":[{"op":"sigmoid","args":[{"in":0}],"dtype":"fp32"},
-		{"op":"mul","args":[{"step":0},{"in":0}],"dtype":"fp32"},
-		{"op":"mul","args":[{"step":1},{"num":0.5}],"dtype":"fp32"}],"outputs":[2]}`},
-	{"clamp_mul_bias", "bf16", `{"dims":[64,96],"inputs":[{"dtype":"bf16","dims":[64,96]},{"dtype":"bf16","dims":[96]}],
-		"steps":[{"op":"clamp","args":[{"in":0}],"consts":[-1.5,2],"dtype":"bf16"},
-		{"op":"mul","args":[{"step":0},{"num":3}],"dtype":"bf16"},
-		{"op":"add","args":[{"step":1},{"in":1}],"consts":[1],"dtype":"bf16"}],"outputs":[2]}`},
-	{"gelu_dropout_residual", "fp32", `{"dims":[4,16,32],"inputs":[{"dtype":"fp32","dims":[4,16,32]},{"dtype":"fp32","dims":[4,16,32]}],
-		"steps":[{"op":"gelu","args":[{"in":0}],"dtype":"fp32"},
-		{"op":"dropout","args":[{"step":0}],"consts":[0,1],"dtype":"fp32"},
-		{"op":"add","args":[{"step":1},{"in":1}],"consts":[1],"dtype":"fp32"}],"outputs":[0,2]}`},
-	{"sub_exp_sum", "fp32", `{"dims":[8,16,16],"inputs":[{"dtype":"fp32","dims":[8,16,16]},{"dtype":"fp32","dims":[8,16,1]}],
-		"steps":[{"op":"sub","args":[{"in":0},{"in":1}],"consts":[1],"dtype":"fp32"},
-		{"op":"exp","args":[{"step":0}],"dtype":"fp32"},
-		{"op":"sum","args":[{"step":1}],"consts":[0],"dtype":"fp32"}],"outputs":[2]}`},
-	{"cast_mul_cast", "fp32", `{"dims":[32,48],"inputs":[{"dtype":"fp32","dims":[32,48]},{"dtype":"bf16","dims":[48]}],
-		"steps":[{"op":"cast","args":[{"in":0}],"dtype":"bf16"},
-		{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"bf16"},
-		{"op":"cast","args":[{"step":1}],"dtype":"fp32"}],"outputs":[2]}`},
-	{"where_log_softmax", "fp32", `{"dims":[8,16,16],"inputs":[{"dtype":"fp32","dims":[8,16,16]},{"dtype":"bool","dims":[1,16,16]}],
-		"steps":[{"op":"mul","args":[{"in":0},{"num":0.125}],"dtype":"fp32"},
-		{"op":"masked_fill","args":[{"step":0},{"in":1},{"num":"-inf"}],"dtype":"fp32"},
-		{"op":"log_softmax","args":[{"step":1}],"dtype":"fp32"}],"outputs":[0,2]}`},
-	{"scale_channel_leaky_amax", "fp16", `{"dims":[2,6,8,8],"inputs":[{"dtype":"fp16","dims":[2,6,8,8]},{"dtype":"fp16","dims":[]},{"dtype":"fp16","dims":[6,1,1]}],
-		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp16"},
-		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp16"},
-		{"op":"leaky_relu","args":[{"step":1}],"consts":[0.2],"dtype":"fp16"},
-		{"op":"amax","args":[{"step":2}],"consts":[1],"dtype":"fp16"}],"outputs":[2,3]}`},
-}
-
-// GenericTestSpecs returns the specs of genericCases by name, for verify's interpreter
-// tests.
+// genericTestSpecs returns GenericExamples by name.
 func genericTestSpecs(t *testing.T) map[string]GenericSpec {
 	t.Helper()
 	out := map[string]GenericSpec{}
-	for _, c := range genericCases {
-		var p program.Program
-		if err := json.Unmarshal([]byte(c.prog), &p); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		out[c.name] = GenericSpec{Program: &p, Dtype: c.dtype, Ops: p.Codes(), Source: Source{Trace: "synthetic", Site: c.name}}
+	for _, e := range GenericExamples() {
+		out[e.Name] = e.Spec
 	}
 	return out
 }
@@ -67,22 +25,22 @@ func genericTestSpecs(t *testing.T) map[string]GenericSpec {
 // deterministic, complete folder.
 func TestGenericRender(t *testing.T) {
 	specs := genericTestSpecs(t)
-	for _, c := range genericCases {
-		files, err := RenderGeneric(specs[c.name])
+	for _, c := range GenericExamples() {
+		files, err := RenderGeneric(specs[c.Name])
 		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+			t.Fatalf("%s: %v", c.Name, err)
 		}
-		again, _ := RenderGeneric(specs[c.name])
+		again, _ := RenderGeneric(specs[c.Name])
 		for _, f := range []string{"kernel.py", "reference.py", "case.py", "adapter.py", "fa_testing.py", "test_generated.py", "bench.py", "pytest.ini", "manifest.json", "README.md"} {
 			if len(files[f]) == 0 {
-				t.Errorf("%s: %s missing", c.name, f)
+				t.Errorf("%s: %s missing", c.Name, f)
 			}
 			if string(files[f]) != string(again[f]) {
-				t.Errorf("%s: %s differs between two renders", c.name, f)
+				t.Errorf("%s: %s differs between two renders", c.Name, f)
 			}
 		}
 		for _, f := range []string{"kernel.py", "reference.py", "case.py"} {
-			path := filepath.Join("testdata", "golden", "generic", c.name, f)
+			path := filepath.Join("testdata", "golden", "generic", c.Name, f)
 			if *update {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)
