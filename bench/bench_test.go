@@ -406,32 +406,41 @@ func TestPredict(t *testing.T) {
 		{Pattern: "swiglu", Correct: true, Dtype: "bf16", Shape: []int64{1024, 4096}, Bytes: 3 * 1024 * 4096 * 2},
 		// timed back to back in one graph, two launches: the graph's gaps join the prediction
 		{Pattern: "layernorm_linear", Correct: true, PredictedUs: 3, Launches: 2, Timing: map[string]string{"fused": "cudagraph"}},
+		// the same swiglu timed back to back: its inputs are warm in L2 too
+		{Pattern: "swiglu", Correct: true, Dtype: "bf16", Shape: []int64{1024, 4096}, Bytes: 3 * 1024 * 4096 * 2,
+			Timing: map[string]string{"fused": "cudagraph"}, Launches: 1},
 	}}
-	Predict(r, patterns.DefaultCostModel())
+	dm := patterns.DefaultCostModel()
+	Predict(r, dm)
 	c := r.Cases
-	if want := 536903680/(0.92*4250e3) + 1.1; c[0].PredictedFrom != FromCostModel || c[0].PredictedUs != want {
+	bw := dm.FusedEfficiency * 4250e3 // bytes per us
+	if want := 536903680/bw + 1.1; c[0].PredictedFrom != FromCostModel || math.Abs(c[0].PredictedUs-want) > 1e-9 {
 		t.Errorf("memory-bound: %v %q, want %v", c[0].PredictedUs, c[0].PredictedFrom, want)
 	}
 	if c[1].PredictedUs != 7 || c[1].PredictedFrom != FromAnalysis {
 		t.Errorf("an analysis prediction was replaced: %+v", c[1])
 	}
-	// the measured GEMM as a Triton GEMM runs it (1.04x + min(8.5 us, half the GEMM) for
-	// bf16) + stats pass (8192*4096*2 + 8*8192 bytes) + one row kernel's overhead
-	if want := 1.04*400 + 8.5 + float64(8192*4096*2+8*8192)/(0.92*4250e3) + 1.1 + 0.5; math.Abs(c[2].PredictedUs-want) > 1e-9 {
+	// the measured GEMM as a Triton GEMM runs it (GemmRatio16 for bf16) + stats pass
+	// (8192*4096*2 + 8*8192 bytes, a row kernel: too big for L2) + one row kernel's overhead
+	if want := dm.GemmRatio16*400 + float64(8192*4096*2+8*8192)/(dm.RowEfficiency*4250e3) + 1.1 + dm.RowKernelUs; math.Abs(c[2].PredictedUs-want) > 1e-9 {
 		t.Errorf("layernorm_linear: %v, want %v", c[2].PredictedUs, want)
 	}
-	if c[5].PredictedGapUs != 0.9 || c[5].PredictedUs != 3+0.9 {
-		t.Errorf("back-to-back timing: %+v, want 0.45 us per launch added to 3", c[5])
+	gap := 2 * dm.GraphGapUs
+	if c[5].PredictedGapUs != gap || c[5].PredictedUs != 3+gap {
+		t.Errorf("back-to-back timing: %+v, want GraphGapUs per launch added to 3", c[5])
 	}
-	Predict(r, patterns.DefaultCostModel())
-	if c[5].PredictedUs != 3+0.9 {
+	Predict(r, dm)
+	if c[5].PredictedUs != 3+gap {
 		t.Errorf("a second Predict added the gap again: %v", c[5].PredictedUs)
 	}
 	if c[3].PredictedUs != 0 {
 		t.Errorf("a case that failed its GPU check got a prediction: %v", c[3].PredictedUs)
 	}
-	if want := float64(2*1024*4096*2)/(0.92*4250e3) + 1.1; math.Abs(c[4].PredictedUs-want) > 1e-9 {
+	if want := float64(2*1024*4096*2)/bw + 1.1; math.Abs(c[4].PredictedUs-want) > 1e-9 {
 		t.Errorf("L2-resident swiglu: %v, want %v (reads only)", c[4].PredictedUs, want)
+	}
+	if want := float64(2*1024*4096*2)*(1-dm.WarmReadShare)/bw + 1.1 + dm.GraphGapUs; math.Abs(c[6].PredictedUs-want) > 1e-9 {
+		t.Errorf("L2-resident swiglu timed back to back: %v, want %v (WarmReadShare of the reads served by L2, one gap)", c[6].PredictedUs, want)
 	}
 }
 
@@ -462,7 +471,7 @@ func TestRepredict(t *testing.T) {
 	if c := r.Cases[0]; c.PredictedUs != 12.5 || c.PredictedFrom != FromAnalysis {
 		t.Errorf("traced case: %v %q, want the manifest's 12.5 from analysis", c.PredictedUs, c.PredictedFrom)
 	}
-	if c := r.Cases[1]; c.PredictedFrom != FromCostModel || c.PredictedGapUs != 0 || math.Abs(c.PredictedUs-(536903680/(0.92*4250e3)+1.1)) > 1e-9 {
+	if c := r.Cases[1]; c.PredictedFrom != FromCostModel || c.PredictedGapUs != 0 || math.Abs(c.PredictedUs-(536903680/(patterns.DefaultCostModel().FusedEfficiency*4250e3)+1.1)) > 1e-9 {
 		t.Errorf("anchor case: %+v, want the cost model's estimate and no gap", c)
 	}
 	if err := Repredict(r, []string{traced}, patterns.DefaultCostModel()); err == nil {

@@ -51,7 +51,8 @@ func predict(c *Case, gpu string, cm patterns.CostModel) {
 	if !c.Correct || c.Bytes <= 0 {
 		return
 	}
-	s := patterns.Shape{Pattern: c.Pattern, Bytes: c.Bytes, WriteBytes: writeBytes(c)}
+	s := patterns.Shape{Pattern: c.Pattern, Bytes: c.Bytes, WriteBytes: writeBytes(c),
+		Warm: c.Timing["fused"] == "cudagraph"}
 	if p, ok := patterns.Lookup(c.Pattern); ok && p.Kind == patterns.KindGEMM {
 		m, k, n, es, ok := gemmDims(c)
 		if !ok {

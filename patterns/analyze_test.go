@@ -38,7 +38,7 @@ func TestCostEstimate(t *testing.T) {
 	// H200's L2, whose writes are then free: only the reads are charged
 	bytes := float64(1024*3072*2*2 + 3072*2)
 	reads := bytes - 1024*3072*2
-	wantFused := round2(reads/(0.92*1e7) + 2) // DefaultCostModel's FusedEfficiency
+	wantFused := round2(reads/(cm.FusedEfficiency*1e7) + 2)
 	if o.Pattern != "bias_gelu" || o.GPUTimeUs != 10 || o.EstFusedUs != wantFused || o.EstSavingUs != round2(10-wantFused) {
 		t.Errorf("got %s gpu %v fused %v saving %v; want bias_gelu 10 %v %v", o.Pattern, o.GPUTimeUs, o.EstFusedUs, o.EstSavingUs, wantFused, round2(10-wantFused))
 	}
