@@ -239,8 +239,8 @@ func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 // "generic_chains" holds them all).
 const maxGenericRows = 10
 
-// writeGenericChains prints the chains of memory-bound ops no catalog pattern claims, by GPU
-// time; nothing when there are none.
+// writeGenericChains prints the chains of memory-bound ops no catalog pattern claims, by
+// estimated saving, then GPU time; nothing when there are none.
 func writeGenericChains(w io.Writer, a *Result, markdown bool) error {
 	cs := a.GenericChains
 	if len(cs) == 0 {
@@ -255,16 +255,16 @@ func writeGenericChains(w io.Writer, a *Result, markdown bool) error {
 			why = "-"
 		}
 		rows = append(rows, []string{strconv.Itoa(i + 1), opSequence(c.Ops, 60), patterns.FormatDims([][]int64{c.Dims}),
-			string(c.DType), strconv.Itoa(c.Instances), f1(c.GPUTimeUs), strconv.Itoa(c.Kernels), why})
+			string(c.DType), strconv.Itoa(c.Instances), f1(c.GPUTimeUs), strconv.Itoa(c.Kernels), f1(c.EstSavingUs), why})
 	}
-	if err := WriteTable(w, markdown, "rlllrrrl", []string{"#", "ops", "shape", "dtype", "instances", "GPU µs", "kernels", "not recoverable"}, rows); err != nil {
+	if err := WriteTable(w, markdown, "rlllrrrrl", []string{"#", "ops", "shape", "dtype", "instances", "GPU µs", "kernels", "est saving µs", "not recoverable"}, rows); err != nil {
 		return err
 	}
 	more := ""
 	if len(cs) > maxGenericRows {
 		more = fmt.Sprintf(" %d more in the JSON.", len(cs)-maxGenericRows)
 	}
-	fmt.Fprintf(w, "\n%s\n", CellText("Detected only: no kernel is generated for them yet and their saving is not estimated."+more, markdown))
+	fmt.Fprintf(w, "\n%s\n", CellText("gen writes one fused kernel for each chain with an op program (generic-* folders); a chain that cannot be recovered from the trace says why and gets none."+more, markdown))
 	return nil
 }
 

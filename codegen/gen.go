@@ -9,10 +9,12 @@ import (
 	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
-// Item is one folder to write: a spec and its folder name (DirName).
+// Item is one folder to write: a spec and its folder name (DirName), or a generic chain's
+// spec (Generic, named by GenericDirName).
 type Item struct {
-	Spec Spec
-	Name string
+	Spec    Spec
+	Name    string
+	Generic *GenericSpec
 }
 
 // SpecFromGroup maps one shape group of an opportunity of pattern to a spec through the
@@ -64,6 +66,34 @@ func SpecsFromReport(rep *patterns.Report) (items []Item, skipped []string, err 
 			items = append(items, Item{Spec: s, Name: name})
 		}
 	}
+	gen, gskipped, err := GenericItems(rep)
+	return append(items, gen...), append(skipped, gskipped...), err
+}
+
+// GenericItems turns an analysis's generic chains into folders, one per chain group with a
+// program; a chain without one is skipped with its reason, and so is a chain whose program
+// does not validate (an analysis JSON edited by hand).
+func GenericItems(rep *patterns.Report) (items []Item, skipped []string, err error) {
+	for _, c := range rep.GenericChains {
+		what := fmt.Sprintf("generic %s %v %s", strings.Join(c.Ops, ","), c.Dims, c.DType)
+		if c.Program == nil {
+			skipped = append(skipped, what+": "+c.Unrecoverable)
+			continue
+		}
+		dt := string(c.DType)
+		if _, ok := dtypes[dt]; !ok {
+			dt = "fp32" // a chain whose largest value is bool: its program fixes every dtype
+		}
+		s := GenericSpec{Program: c.Program, Dtype: dt, Ops: c.Ops, EstSavingUs: c.EstSavingUs, EstFusedUs: c.EstFusedUs,
+			Instances: c.Instances, GPUTimeUs: c.GPUTimeUs,
+			Source: Source{Trace: rep.Trace.Path, Site: fmt.Sprintf("%d instance(s) of %s", c.Instances, strings.Join(c.Ops, " -> "))}}
+		name, err := GenericDirName(s)
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: %v", what, err))
+			continue
+		}
+		items = append(items, Item{Name: name, Generic: &s})
+	}
 	return items, skipped, nil
 }
 
@@ -95,7 +125,11 @@ func assumed(pattern string, g patterns.ShapeGroup) string {
 // is written.
 func WriteFolders(root string, items []Item, force bool) ([]string, error) {
 	for _, it := range items {
-		if err := Validate(it.Spec); err != nil {
+		if it.Generic != nil {
+			if err := ValidateGeneric(*it.Generic); err != nil {
+				return nil, err
+			}
+		} else if err := Validate(it.Spec); err != nil {
 			return nil, err
 		}
 		if _, err := os.Stat(filepath.Join(root, it.Name)); err == nil && !force {
@@ -108,7 +142,11 @@ func WriteFolders(root string, items []Item, force bool) ([]string, error) {
 	var dirs []string
 	for _, it := range items {
 		d := filepath.Join(root, it.Name)
-		if err := Write(d, it.Spec, force); err != nil {
+		write := func() error { return Write(d, it.Spec, force) }
+		if it.Generic != nil {
+			write = func() error { return WriteGeneric(d, *it.Generic, force) }
+		}
+		if err := write(); err != nil {
 			return dirs, err
 		}
 		dirs = append(dirs, d)

@@ -132,7 +132,7 @@ func (n *Num) UnmarshalJSON(b []byte) error {
 // Limits on what Validate accepts.
 const (
 	MaxRank   = 8
-	MaxInputs = 16
+	MaxInputs = 32
 	MaxSteps  = 64
 	MaxDim    = 1<<31 - 1
 	MaxNumel  = 1 << 40
