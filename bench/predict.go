@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/fuseadvise/fuseadvise/patterns"
 )
@@ -65,6 +66,15 @@ func predict(c *Case, gpu string, cm patterns.CostModel) {
 		case patterns.GEMMEpilogue:
 			s.ExtraBytes = m * n * es // the epilogue's pass over the GEMM output
 		}
+	}
+	if p, ok := patterns.Lookup(c.Pattern); ok && p.Kind == patterns.KindAttention {
+		// the GEMMs' arithmetic; the result holds no params, the folder's name the mask kind
+		// (codegen.DirName): a causal kernel computes only the pairs it keeps
+		ac := patterns.Case{Dtype: c.Dtype, Shapes: c.Shapes}
+		if strings.Contains(c.Name, "-causal-") {
+			ac.Params.MaskKind = "causal"
+		}
+		s.Flops = patterns.AttentionFlops(ac)
 	}
 	if us, ok := cm.FusedUs(gpu, s); ok {
 		c.PredictedUs, c.PredictedFrom = us, FromCostModel
