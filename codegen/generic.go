@@ -743,8 +743,14 @@ func genericReadme(s GenericSpec, name, module string) []byte {
 	b.WriteString("## Swap it in\n\n")
 	b.WriteString("Copy `kernel.py` next to the model code as `" + module + ".py`, then replace the chain's ops\n")
 	b.WriteString("(their inputs in the order of `case.py`'s INPUTS) with one call:\n\n")
-	b.WriteString("    from " + module + " import fused\n")
-	b.WriteString("    outputs = fused(*inputs)   # a tuple, in the order of case.py's OUTPUTS\n\n")
+	for _, l := range strings.Split(Usage(GenericPattern, module), "\n") {
+		if l == "" {
+			b.WriteString("\n")
+			continue
+		}
+		b.WriteString("    " + l + "\n")
+	}
+	b.WriteString("\n")
 	b.WriteString("Forward only: under autograd keep the eager ops. Benchmark before shipping: a speedup below\n")
 	b.WriteString("1.0x in `bench.py` means do not ship.\n\n")
 	b.WriteString("## Source (data from the trace, JSON-escaped)\n\n")

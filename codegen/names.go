@@ -87,9 +87,14 @@ func ModuleName(spec Spec) (string, error) {
 	return "fuseadvise_" + s.Pattern + "_" + h, nil
 }
 
-// Usage is pattern's swap-in snippet (the registry's Usage) importing the kernel from
-// module; "" for an unknown pattern.
+// Usage is pattern's swap-in snippet (the registry's Usage, or for a generic chain a call of
+// its fused()) importing the kernel from module; "" for an unknown pattern.
 func Usage(pattern, module string) string {
+	if pattern == GenericPattern {
+		return "from " + module + " import fused\n\n" +
+			"# the chain's inputs in the order of case.py's INPUTS; a tuple in the order of its OUTPUTS\n" +
+			"outputs = fused(*inputs)"
+	}
 	p, ok := patterns.Lookup(pattern)
 	if !ok {
 		return ""
