@@ -182,20 +182,19 @@ func genericChains(g *graph, claimed map[int32]bool, m *CostModel) []GenericChai
 	return out
 }
 
-// genericFusedUs is one fused kernel of p at m's calibrated rates: its bytes (inputs read
-// once, outputs written once) at FusedEfficiency of the bandwidth plus one kernel's overhead,
-// and RowKernelUs more when p ends in a reduction (a row kernel), as the catalog's
-// memory-bound patterns are charged.
+// genericFusedUs is one fused kernel of p as the cost model times the catalog's memory-bound
+// kernels (CostModel.fused): a pointwise kernel over p's bytes (its inputs read once, its
+// outputs written once), or a row kernel over them when p ends in a reduction.
 func genericFusedUs(m *CostModel, p *program.Program) (float64, bool) {
-	if m.BandwidthGBs <= 0 || m.FusedEfficiency <= 0 {
+	if m.BandwidthGBs <= 0 {
 		return 0, false
 	}
-	bytes, _ := p.Bytes()
-	us := float64(bytes)/(m.FusedEfficiency*m.BandwidthGBs*1e3) + m.KernelOverheadUs // GB/s = 1e3 bytes/us
+	kind := &Pattern{Kind: KindPointwise}
 	if p.Reduction() != nil {
-		us += m.RowKernelUs
+		kind.Kind = KindRow
 	}
-	return us, true
+	bytes, writes := p.Bytes()
+	return m.fused(kind, Shape{Bytes: bytes, WriteBytes: writes}), true
 }
 
 // groupGenericChains merges chains of equal op sequence, main shape, dtype and program, and
