@@ -250,11 +250,13 @@ def first_line(e):
 
 def call_op(fn, inputs):
     """Calls library op fn on a case's inputs: with the inputs dict itself (what
-    adapter.reference gets) when fn takes one positional parameter, else with the dict's
-    tensor (and None) values in order, fn(q, k, v, mask, bias)."""
+    adapter.reference gets) when fn has at most one positional parameter without a default
+    (``lambda inp, be=be: ...`` binds its extras by default), else with the dict's tensor (and
+    None) values in order, fn(q, k, v, mask, bias)."""
     try:
         ps = inspect.signature(fn).parameters.values()
-        single = len([p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) == 1
+        required = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+        single = len(required) <= 1
     except (TypeError, ValueError):
         single = True
     if single:
@@ -473,7 +475,8 @@ class Bench:
                 log(f"{folder.name}: compile (forward) failed: {e}")
 
         nbytes = int(adapter.nbytes(shapes, dt, params))
-        self.measure(res, folder, providers, nbytes)
+        floor = self.floor_us(adapter, shapes, dt, params, nbytes)
+        self.measure(res, folder, providers, floor)
         if not res["correct"]:
             return [res]
 
@@ -482,11 +485,8 @@ class Bench:
             res["copy_us"] = copy_us
 
         res["bytes"] = nbytes
-        floor = nbytes / self.copy_bw * 1e6
         if hasattr(adapter, "flops"):
-            flops = float(adapter.flops(shapes, dt, params))
-            res["flops"] = flops
-            floor = max(floor, flops / self.gemm_rate(dt) * 1e6)
+            res["flops"] = float(adapter.flops(shapes, dt, params))
         res["floor_us"] = floor
         res["config"] = self.configs(kernel)
         out = [res]
@@ -522,7 +522,15 @@ class Bench:
             return "differs from the reference: " + first_line(e)
         return ""
 
-    def measure(self, res, folder, providers, nbytes):
+    def floor_us(self, adapter, shapes, dt, params, nbytes):
+        """The fewest bytes the chain must move over the copy bandwidth, or its FLOPs
+        (adapter.flops) over the GEMM rate, whichever is larger, in microseconds."""
+        floor = nbytes / self.copy_bw * 1e6
+        if hasattr(adapter, "flops"):
+            floor = max(floor, float(adapter.flops(shapes, dt, params)) / self.gemm_rate(dt) * 1e6)
+        return floor
+
+    def measure(self, res, folder, providers, floor):
         """Times providers (name -> zero-argument call) into res: each one's warm-up call (a
         provider that fails is dropped, its error kept), GPU time per repeat (flushed graph
         replays, or back to back in one graph for microsecond-scale cases), per-call wall and
@@ -551,7 +559,7 @@ class Bench:
         # a call of a few microseconds timed alone between two events is mostly the events'
         # and the launch's own overhead. Their per-call wall time is measured as for all.
         med0 = self.time(providers["fused"], graph=False)[0]
-        graph = med0 < self.args.graph_below_us or nbytes / self.copy_bw * 1e6 < self.args.graph_below_us
+        graph = med0 < self.args.graph_below_us or floor < self.args.graph_below_us
         res["cuda_graph"] = graph
         timed, timing = {}, {}
         for name, fn in providers.items():
@@ -660,8 +668,18 @@ class Bench:
                 rewrote = compile_rewrote_to_sdpa(torch, lambda: training_call(torch, comp, inputs, names, "full")())
             except Exception as e:  # noqa: BLE001 -- the providers below record the failure
                 log(f"{folder.name}: compile (training) failed: {e}")
-        nbytes = int(adapter.nbytes(shapes, dt, params))
+        floor = self.floor_us(adapter, shapes, dt, params, int(adapter.nbytes(shapes, dt, params)))
         for r in out:
+            # the backward mode calls one forward's backward again and again (retain_graph),
+            # which a compiled backward that donates its saved buffers refuses: compile it
+            # without (for this mode only; the donation lets the backward reuse saved
+            # activations' memory, so compile's peak here may read higher than in training)
+            def donate(mode=r["mode"]):
+                return torch._functorch.config.patch(donated_buffer=False) if mode == "backward" else contextlib.nullcontext()
+
+            if r["mode"] == "backward":
+                torch._dynamo.reset()
+                forwards["compile"] = torch.compile(lambda inp: adapter.reference(ref, inp, params))
             providers = {}
             if ops or refused:
                 r["library"] = {name: {"refused": why} for name, why in refused.items()}
@@ -669,7 +687,8 @@ class Bench:
                 r["compile_sdpa"] = rewrote
             for name, fwd in forwards.items():
                 try:
-                    providers[name] = training_call(torch, fwd, inputs, names, r["mode"])
+                    with donate():
+                        providers[name] = training_call(torch, fwd, inputs, names, r["mode"])
                 except Exception as e:
                     log(f"{folder.name}: {name} ({r['mode']}) failed: {e}")
                     if name.startswith(LIB):
@@ -678,7 +697,8 @@ class Bench:
                         r[f"{name}_error"] = str(e)[:500]
             r["correct"] = True
             if "fused" in providers:
-                self.measure(r, folder, providers, nbytes)
+                with donate():
+                    self.measure(r, folder, providers, floor)
             else:
                 r["correct"] = False
                 r["error"] = "the fused provider failed: " + r.get("fused_error", "")

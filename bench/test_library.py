@@ -245,11 +245,13 @@ def test_library_ops_absent_or_broken():
 
 
 def test_call_op_conventions():
-    """An op of one parameter gets the inputs dict (what adapter.reference gets); an op over
-    the tensors gets the dict's tensors and Nones in order, flags left out."""
+    """An op of one required parameter gets the inputs dict (what adapter.reference gets); an
+    op over the tensors gets the dict's tensors and Nones in order, flags left out."""
     t = torch.ones(2)
     inputs = {"q": t, "k": 2 * t, "mask": None, "flag": True}
     assert harness.call_op(lambda inp: inp["k"], inputs) is inputs["k"]
+    # extras bound by default (an op made in a loop: lambda inp, be=be: ...) still get the dict
+    assert harness.call_op(lambda inp, call=None, be=1: inp["k"], inputs) is inputs["k"]
     assert harness.call_op(lambda q, k, mask=None: (q, k, mask), inputs) == (t, inputs["k"], None)
 
 
