@@ -107,6 +107,9 @@ manifest.json, the cost model the rest), for results measured before the model c
 						c.FusedWallUs, c.FusedHostUs, c.EagerWallUs, s.WallVsEager)
 				}
 				fmt.Fprintf(env.Stderr, "  %s (on %s)\n", s.Verdict, s.Basis)
+				if len(c.Library) > 0 && s.Recommendation() != "" {
+					fmt.Fprintf(env.Stderr, "%-44s %s\n", "", s.Recommendation())
+				}
 				if !c.Correct {
 					wrong++
 				}
