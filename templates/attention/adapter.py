@@ -69,6 +69,13 @@ def _shapes(B, H, Sq, Sk, D, params, mask="pad", bias="head"):
     return _case([B, H, Sq, D], [B, H, Sk, D], [B, H, Sk, D], kind, bias_kind, mask=m, bias=b)
 
 
+FAR_B = 3  # batches of the FAR case: batch 2 starts 2 * WIDE_STRIDE = 2**31 + 128 elements in
+
+
+def _far_shapes(params):
+    return _shapes(FAR_B, 1, 17, 17, 32, params)
+
+
 def adversarial(params):
     # ragged Sq and Sk (1, primes, one past a 16-block, 127 / 129), Sq != Sk both ways (a KV
     # cache; Sq > Sk fully masks rows under causal), head dims 32 / 64 / 80 (padded to 128) /
@@ -81,6 +88,7 @@ def adversarial(params):
         _shapes(2, 1, 33, 17, 80, params, mask="2d", bias="full"),
         _shapes(1, 1, 129, 127, 32, params, mask="full"),
         _shapes(1, 1, 9, 9, 128, params),
+        _far_shapes(params),  # FAR: q, k and v with batch offsets past 2**31 (make_inputs)
     ]
 
 
@@ -141,7 +149,28 @@ def make_inputs(shapes, dtype, params, device, seed):
     elif bias_kind == "alibi":
         H = shapes[0][1]
         slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], dtype=torch.float32, device=device)
+    if shapes == _far_shapes(params):
+        q, k, v = far_views([q, k, v])
     return {"q": q, "k": k, "v": v, "mask": mask, "bias": bias, "slopes": slopes, "seed": 77 + int(seed)}
+
+
+def far_views(ts):
+    """q, k, v ([B, H, S, D], one shape), same values, as views into one storage whose batch
+    stride is fat.WIDE_STRIDE (2**30 + 64 elements): batch 2's elements lie past 2**31 from
+    the views' first element, so a batch offset computed in 32 bits wraps. The views start
+    WIDE_BASE elements in, where a wrapped offset lands on NaN (the storage's start); the
+    storage is reserved, not committed, on the CPU (fat.far_storage), real memory on a GPU."""
+    t = ts[0]
+    B, H, S, D = t.shape
+    n = H * S * D
+    buf = fat.far_storage(fat.WIDE_BASE + (B - 1) * fat.WIDE_STRIDE + len(ts) * n, t.dtype, t.device)
+    buf[:4096] = float("nan")
+    out = []
+    for i, x in enumerate(ts):
+        view = buf.as_strided(tuple(x.shape), (fat.WIDE_STRIDE, S * D, D, 1), fat.WIDE_BASE + i * n)
+        view.copy_(x)
+        out.append(view)
+    return out
 
 
 def _bias(inputs):

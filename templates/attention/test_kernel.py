@@ -1,0 +1,297 @@
+"""Tests for the attention template: run under TRITON_INTERPRET=1 on CPU, or on CUDA (mark gpu).
+
+The interpreter runs 16 x 16 tiles, so the shapes here (S of 1..129) span several query and key
+blocks, ragged ones and causal diagonals included."""
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import fa_testing as fat  # noqa: E402
+
+kernel = fat.load_sibling(__file__, "kernel")
+ref = fat.load_sibling(__file__, "reference")
+adapter = fat.load_sibling(__file__, "adapter")
+
+DEVICES = fat.devices()
+INF = float("-inf")
+VARIANTS = {
+    "none": {"scale": 1.0},
+    "causal": {"mask_kind": "causal", "scale": 0.125},
+    "causal-min": {"mask_kind": "causal", "mask_fill": "min", "scale": 0.125},
+    "causal-1e4": {"mask_kind": "causal", "mask_fill": -10000.0, "scale": 0.3},
+    "bool": {"mask_kind": "bool", "scale": 0.125},
+    "bool-min": {"mask_kind": "bool", "mask_fill": "min", "scale": 0.125},
+    "additive": {"mask_kind": "additive", "scale": 0.125},
+    "additive-fp32": {"mask_kind": "additive", "mask_dtype": "fp32", "scale": 0.125},
+    "bias": {"bias_kind": "additive", "scale": 0.125},
+    "bias-bool": {"bias_kind": "additive", "mask_kind": "bool", "mask_fill": "min", "scale": 0.125},
+    "alibi-causal": {"bias_kind": "alibi", "mask_kind": "causal", "scale": 0.125},
+    "alibi": {"bias_kind": "alibi", "scale": 0.125},
+    "dropout-causal": {"mask_kind": "causal", "p": 0.2, "scale": 0.125},
+}
+
+
+def _params(name):
+    return dict({"mask_kind": "none", "mask_fill": INF, "p": 0.0, "bias_kind": "none"}, **VARIANTS[name])
+
+
+# every variant in fp32 over the adversarial shapes (ragged S, Sq != Sk both ways, head dims
+# 32 / 64 / 80 / 128, offsets past 2**31); the main kinds in fp16 and bf16 too
+FORWARD = [(v, "fp32") for v in sorted(VARIANTS)] + [
+    (v, d) for v in ("causal", "bool-min", "additive-fp32", "bias", "alibi-causal") for d in ("fp16", "bf16")]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant,dtype", FORWARD)
+def test_forward(device, variant, dtype):
+    params = _params(variant)
+    for i, shapes in enumerate(adapter.adversarial(params)):
+        fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, i)
+
+
+# gradients against eager (16-bit: within twice eager's own error against the fp32 chain), for
+# q, k, v and an additive bias, with dropout and without (the adapter checks both p's)
+GRADS = [(v, "fp32") for v in ("none", "causal-1e4", "bool", "additive", "bias-bool", "alibi-causal")] + [
+    ("bias", "bf16"), ("causal", "fp16")]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant,dtype", GRADS)
+def test_grad(device, variant, dtype):
+    params = _params(variant)
+    for i, shapes in enumerate([adapter.adversarial(params)[0]] + adapter.grad_shapes(params)):
+        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, 100 + i)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_against_fp64(device):
+    """fp32 gradients (dq, dk, dv, dbias summed over the bias's broadcast batch dim) within 1e-5
+    of the float64 eager chain's, causal with Sq > Sk and a finite fill (uniform rows)."""
+    g = fat.gen(5)
+    q, k, v = (fat.randn(s, torch.float32, device, g) for s in ([2, 2, 40, 64], [2, 2, 17, 64], [2, 2, 17, 64]))
+    bias = fat.randn([1, 2, 40, 17], torch.float32, device, g)
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v, bias)]
+    kw = dict(scale=0.125, mask_kind="causal", mask_fill=-1e4, bias_kind="additive")
+    out = kernel.attention(*leaves[:3], None, leaves[3], **kw)
+    dy = fat.randn(out.shape, torch.float32, device, g)
+    got = torch.autograd.grad(out, leaves, dy)
+    leaves64 = [t.double().requires_grad_(True) for t in (q, k, v, bias)]
+    want_out = ref.attention(*leaves64[:3], None, leaves64[3], **kw)
+    want = torch.autograd.grad(want_out, leaves64, dy.double())
+    fat.assert_close(out, want_out, 1e-5, 1e-5, name="out")
+    for name, a, b in zip(("dq", "dk", "dv", "dbias"), got, want):
+        fat.assert_close(a, b, 1e-5, 1e-5, name=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dropout_seed_none_draws_new_masks(device):
+    """seed=None draws a seed per call on the device: two calls apply different keep masks, each
+    the one dropout_mask rebuilds from that call's seed, at rate 1 - p."""
+    g = fat.gen(1)
+    q, k, v = (fat.randn([1, 2, 33, 32], torch.float32, device, g) for _ in range(3))
+    p = 0.25
+    torch.manual_seed(123)
+    a = kernel.attention(q, k, v, scale=0.2, p=p)
+    b = kernel.attention(q, k, v, scale=0.2, p=p)
+    torch.manual_seed(123)  # the same draws: the seeds the two calls used
+    seeds = [kernel.device_seed(q.device), kernel.device_seed(q.device)]
+    keeps = [kernel.dropout_mask((1, 2, 33, 33), p, s, q.device) for s in seeds]
+    assert not torch.equal(keeps[0], keeps[1])
+    for out, keep in zip((a, b), keeps):
+        fat.assert_close(out, ref.attention(q, k, v, scale=0.2, p=p, keep=keep), 1e-5, 1e-5)
+        rate = keep.float().mean().item()
+        assert abs(rate - (1 - p)) < 0.05, rate
+    # an int seed and a seed tensor of the same value draw the same mask
+    t = torch.tensor([99], dtype=torch.int64, device=q.device)
+    assert torch.equal(kernel.dropout_mask((1, 2, 33, 33), p, 99, q.device),
+                       kernel.dropout_mask((1, 2, 33, 33), p, t, q.device))
+    fat.assert_close(kernel.attention(q, k, v, p=p, seed=99), kernel.attention(q, k, v, p=p, seed=t), 0, 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_dropout_only_in_training(device):
+    g = fat.gen(2)
+    q, k, v = (fat.randn([1, 1, 17, 32], torch.float32, device, g) for _ in range(3))
+    m = kernel.Attention(scale=0.1, mask_kind="causal", p=0.5)
+    m.eval()
+    fat.assert_close(m(q, k, v), ref.attention(q, k, v, scale=0.1, mask_kind="causal"), 1e-5, 1e-5)
+    m.train()
+    assert not torch.allclose(m(q, k, v), m(q, k, v))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fully_masked_rows_match_eager(device):
+    """A row masked everywhere: NaN with a -inf fill (that row only), uniform with a finite one."""
+    g = fat.gen(3)
+    q, k, v = (fat.randn([2, 1, 5, 32], torch.float32, device, g) for _ in range(3))
+    mask = torch.zeros(2, 1, 1, 5, dtype=torch.bool, device=device)
+    mask[1] = True  # batch 1 masked everywhere
+    y = kernel.attention(q, k, v, mask, mask_kind="bool")
+    assert torch.isnan(y[1]).all() and not torch.isnan(y[0]).any()
+    fat.assert_close(y, ref.attention(q, k, v, mask, mask_kind="bool"), 1e-6, 1e-6)
+    for fill in (-10000.0, "min"):
+        y = kernel.attention(q, k, v, mask, mask_kind="bool", mask_fill=fill)
+        fat.assert_close(y[1], v[1].mean(dim=-2, keepdim=True).expand_as(y[1]), 1e-6, 1e-6)
+    # causal with Sq > Sk: the first Sq - Sk rows see no key
+    q = fat.randn([1, 2, 40, 32], torch.float32, device, g)
+    k, v = (fat.randn([1, 2, 7, 32], torch.float32, device, g) for _ in range(2))
+    for fill in (INF, -10000.0, "min"):
+        y = kernel.attention(q, k, v, mask_kind="causal", mask_fill=fill, scale=0.3)
+        fat.assert_close(y, ref.attention(q, k, v, mask_kind="causal", mask_fill=fill, scale=0.3), 1e-5, 1e-5)
+        assert torch.isnan(y[:, :, :33]).all() == (fill == INF)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_projection_views(device):
+    """q, k, v as the transposed [B, S, H, D] views of one fused QKV projection, as models pass
+    them, with an HF padding mask [B, 1, 1, S]; gradients land in the views' shape."""
+    B, S, H, D = 2, 37, 3, 64
+    g = fat.gen(4)
+    qkv = fat.randn([B, S, 3, H, D], torch.bfloat16, device, g)
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, H, S, D], strides (S*3*H*D, D, 3*H*D, 1)
+    assert not q.is_contiguous()
+    mask = torch.rand(B, 1, 1, S, generator=g).lt(0.3).to(device)
+    mask[..., 0] = False
+    out = kernel.attention(q, k, v, mask, scale=D ** -0.5, mask_kind="bool", mask_fill="min")
+    want = ref.attention(q, k, v, mask, scale=D ** -0.5, mask_kind="bool", mask_fill="min")
+    fat.assert_close(out, want, *fat.tol("gemm", torch.bfloat16))
+    leaf = qkv.detach().float().requires_grad_(True)
+    q, k, v = (leaf[:, :, i].transpose(1, 2) for i in range(3))
+    out = kernel.attention(q, k, v, mask, scale=D ** -0.5, mask_kind="bool")
+    (g1,) = torch.autograd.grad(out.sum(), leaf)
+    leaf2 = qkv.detach().float().requires_grad_(True)
+    q, k, v = (leaf2[:, :, i].transpose(1, 2) for i in range(3))
+    (g2,) = torch.autograd.grad(ref.attention(q, k, v, mask, scale=D ** -0.5, mask_kind="bool").sum(), leaf2)
+    fat.assert_close(g1, g2, 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("D", [32, 64, 80, 128])
+def test_head_dims(device, D):
+    g = fat.gen(D)
+    q = fat.randn([1, 2, 9 if D == 128 else 33, D], torch.float16, device, g)
+    k, v = (fat.randn([1, 2, 9 if D == 128 else 20, D], torch.float16, device, g) for _ in range(2))
+    fat.assert_close(kernel.attention(q, k, v, scale=D ** -0.5, mask_kind="causal"),
+                     ref.attention(q, k, v, scale=D ** -0.5, mask_kind="causal"), *fat.tol("gemm", torch.float16))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lse_and_eager_rounding(device):
+    """The saved statistics give eager's logsumexp; bf16 scores that eager rounds onto ties
+    (large q and k: the score grid is 2**16 wide) give eager's tied weights."""
+    g = fat.gen(6)
+    q, k, v = (fat.randn([1, 1, 20, 32], torch.float32, device, g) for _ in range(3))
+    _, lse = kernel.attention_lse(q, k, v, scale=0.3, mask_kind="causal")
+    s = (q @ k.transpose(-1, -2) * 0.3).masked_fill(torch.ones(20, 20, dtype=torch.bool, device=device).triu(1), INF)
+    fat.assert_close(lse, torch.logsumexp(s, -1), 1e-5, 1e-5)
+    q, k, v = ((t.float() * 64 + 1024).to(torch.bfloat16) for t in (q, k, v))
+    fat.assert_close(kernel.attention(q, k, v, scale=0.125), ref.attention(q, k, v, scale=0.125),
+                     *fat.tol("gemm", torch.bfloat16))
+
+
+def test_bad_inputs_refused():
+    q = torch.zeros(1, 1, 4, 32)
+    with pytest.raises(ValueError, match="mask_kind"):
+        kernel.attention(q, q, q, mask_kind="nope")
+    with pytest.raises(ValueError, match="needs a mask"):
+        kernel.attention(q, q, q, mask_kind="bool")
+    with pytest.raises(ValueError, match="does not broadcast"):
+        kernel.attention(q, q, q, torch.zeros(3, 4, dtype=torch.bool), mask_kind="bool")
+    with pytest.raises(TypeError, match="share a dtype"):
+        kernel.attention(q, q.half(), q)
+    with pytest.raises(ValueError, match="alibi"):
+        kernel.attention(q, q, q, torch.zeros(2), bias_kind="alibi")
+    with pytest.raises(ValueError, match="p="):
+        kernel.attention(q, q, q, p=1.0)
+
+
+# library_ops: the SDPA calls' arguments checked with the math backend on the CPU, FlexAttention
+# run uncompiled (its semantics; the benchmark compiles it)
+LIBRARY = ["none", "causal", "causal-min", "bool", "bool-min", "additive-fp32", "bias", "bias-bool",
+           "alibi-causal", "alibi"]
+
+
+@pytest.mark.parametrize("variant", LIBRARY)
+@pytest.mark.parametrize("sq,sk", [(33, 33), (17, 40), (20, 9)])
+def test_library_ops_compute_the_reference(variant, sq, sk, monkeypatch):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    monkeypatch.setattr(adapter, "FLEX_COMPILE", False)
+    params = _params(variant)
+    shapes = adapter._shapes(2, 2, sq, sk, 32, params, mask="full")
+    inputs = adapter.make_inputs(shapes, torch.float32, params, "cpu", 1)
+    want = adapter.reference(ref, inputs, params)[0]
+    ops, refused = adapter.library_ops(inputs, params)
+    assert set(ops) | set(refused) == {"sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex"}
+    assert not set(ops) & set(refused)
+    if sq > sk and params["mask_kind"] == "causal":
+        assert "sdpa_efficient" in refused
+    call = adapter._sdpa_call(inputs, params)
+    if not isinstance(call, str):
+        with sdpa_kernel([SDPBackend.MATH]):
+            fat.assert_close(call(inputs), want, 1e-5, 1e-5, name="sdpa (math)")
+    if "flex" in ops:
+        fat.assert_close(ops["flex"](inputs), want, 1e-5, 1e-5, name="flex")
+    if params["bias_kind"] == "additive" and "sdpa_efficient" in ops:  # the bias trains through the op
+        leaf = inputs["bias"].clone().requires_grad_(True)
+        with sdpa_kernel([SDPBackend.MATH]):
+            out = call(dict(inputs, bias=leaf))
+        assert torch.autograd.grad(out.sum(), leaf)[0].abs().sum() > 0
+
+
+def test_library_ops_dropout():
+    params = _params("dropout-causal")
+    inputs = adapter.make_inputs(adapter._shapes(1, 2, 16, 16, 32, params), torch.float32, params, "cpu", 0)
+    ops, refused = adapter.library_ops(inputs, params)
+    assert "flex" in refused and "dropout" in refused["flex"]
+    assert "sdpa_flash" in ops  # is_causal with Sq == Sk
+
+
+# --- GPU only: graph capture with dropout, big shapes, tuned tiles ---
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_graph_capture_dropout_draws_new_masks():
+    g = fat.gen(7)
+    q, k, v = (fat.randn([2, 4, 256, 64], torch.bfloat16, "cuda", g) for _ in range(3))
+    m = kernel.Attention(scale=0.125, mask_kind="causal", p=0.1).train()
+    m(q, k, v)  # compile and tune outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = m(q, k, v)
+    graph.replay()
+    a = out.clone()
+    graph.replay()
+    assert not torch.equal(a, out)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+@pytest.mark.parametrize("variant", ["causal", "bool-min", "bias", "alibi-causal", "dropout-causal"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_big_shapes_gpu(variant, dtype):
+    params = _params(variant)
+    for B, H, Sq, Sk, D in ((4, 16, 1024, 1024, 64), (2, 8, 2047, 2049, 128), (8, 12, 1, 4096, 80)):
+        shapes = adapter._shapes(B, H, Sq, Sk, D, params)
+        fat.run_case(kernel, ref, adapter, shapes, dtype, params, "cuda", 0)
+    fat.run_grad_case(kernel, ref, adapter, adapter._shapes(2, 4, 512, 512, 64, params), dtype, params, "cuda", 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_offsets_past_2_31_gpu():
+    """q, k, v of 2**31 + elements each (real memory): heads past 2**31 elements from the start."""
+    B, H, S, D = 1, 2 ** 31 // (4096 * 64) + 2, 4096, 64
+    g = fat.gen(8)
+    q, k, v = (fat.randn([B, H, S, D], torch.bfloat16, "cuda", g) for _ in range(3))
+    out = kernel.attention(q, k, v, scale=0.125, mask_kind="causal")
+    last = slice(H - 1, H)
+    fat.assert_close(out[:, last], ref.attention(q[:, last], k[:, last], v[:, last], scale=0.125, mask_kind="causal"),
+                     *fat.tol("gemm", torch.bfloat16))
