@@ -614,6 +614,9 @@ func benchCell(s Speedup) string {
 	if s.HasPred {
 		m += "; predicted " + fmtUs(c.PredictedUs) + " µs (" + fmtSignedPct(s.PredErrPct) + ")"
 	}
+	if len(c.Library) > 0 && s.Recommendation() != "" { // the library calls it was measured against
+		m += "; " + s.Recommendation()
+	}
 	m = mdText(m) + ": " + mdCell(verdictCell(s.Verdict), true)
 	if s.Basis == OnPerCall {
 		m += " (per call)"

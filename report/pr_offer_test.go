@@ -131,6 +131,9 @@ func TestPRMeasured(t *testing.T) {
 		strings.Contains(offered, "`noise`") || strings.Contains(offered, "library_faster") {
 		t.Errorf("offered:\n%s", offered)
 	}
+	if !strings.Contains(strings.ReplaceAll(offered, `\`, ""), "use the fused kernel — 10.0 µs vs compile 12.0 µs, F.rms_norm 9.95 µs (noise)") {
+		t.Errorf("the offered kernel's evidence does not name the library call it was measured against:\n%s", offered)
+	}
 	for _, want := range []string{"slower than the eager chain at bf16 [4096, 768]: fused 68893 µs, eager 33040 µs GPU time (0.48× vs eager)",
 		"not measurably faster than the eager chain",
 		"torch.compile is faster at bf16 [4096, 768]: use torch.compile — 8.10 µs vs fused 10.0 µs",
