@@ -4,7 +4,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,7 +29,8 @@ const (
 
 // WriteCSV writes the timed cases of r in Liger-Kernel's benchmark CSV schema, so that
 // Liger's benchmark tools can read them: one row per case and provider (fused, eager,
-// torch.compile), kernel_operation_mode the case's mode ("forward", "backward", "full"),
+// torch.compile, and each library op that ran, under its bench name: "sdpa_cudnn", "flex",
+// "rms_norm", ...), kernel_operation_mode the case's mode ("forward", "backward", "full"),
 // metric "speed" in ms (median, p20, p80), then, where measured, metric "memory" in MB
 // (the peak of one call, in y_value_50 and, as Liger writes one figure, in p20 and p80
 // too). kernel_name is the pattern; x is the number of elements of the main input;
@@ -73,6 +76,15 @@ func WriteCSV(w io.Writer, r *bench.Result) error {
 				{ProviderFused, c.FusedUs, c.FusedP20, c.FusedP80, c.FusedPeakBytes},
 				{ProviderEager, c.EagerUs, c.EagerP20, c.EagerP80, c.EagerPeakBytes},
 				{ProviderCompile, c.CompileUs, c.CompileP20, c.CompileP80, c.CompilePeakBytes},
+			}
+			for _, key := range slices.Sorted(maps.Keys(c.Library)) { // known names only (LibraryNames)
+				if op := c.Library[key]; LibraryNames[key] != "" && op.Refused == "" {
+					providers = append(providers, struct {
+						name          string
+						med, p20, p80 float64
+						peak          int64
+					}{key, op.Us, op.P20, op.P80, op.PeakBytes})
+				}
 			}
 			row := func(provider, metric, unit, y50, y20, y80 string) []string {
 				return []string{

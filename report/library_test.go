@@ -97,3 +97,27 @@ func TestLoadBenchRejectsBadLibrary(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestCSVLibraryRows: each library op that ran gets speed and memory rows under its bench
+// name, in each mode; refused ones get none.
+func TestCSVLibraryRows(t *testing.T) {
+	r, err := LoadBench(filepath.Join("testdata", "bench-library.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteCSV(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"attention,sdpa_cudnn,forward,speed,ms,numel,elements of the main input,4194304,0.212,0.2111,0.213,",
+		"attention,sdpa_cudnn,forward,memory,MB,", "attention,flex,forward,speed,ms,", "attention,sdpa_cudnn,full,speed,ms,",
+		"rmsnorm_pyops,rms_norm,forward,speed,ms,"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("CSV lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, ",sdpa_flash,") || strings.Contains(out, ",addmm_gelu,") || strings.Contains(out, "attention,flex,backward") {
+		t.Errorf("a refused op has rows:\n%s", out)
+	}
+}
