@@ -381,5 +381,48 @@ var mutations = func() []mutation {
 		{"layernorm_linear", "out-overlap-unchecked", overlap, "def layernorm_linear(", `_check_alias("layernorm_linear", [("out", out)], ins)`, "pass"},
 		{"layernorm_linear", "out-overlap-x-unchecked", overlap, "def layernorm_linear(", `ins = [("x", x), `, `ins = [`},
 	}...)
+	// attention: the score tile (scale, causal mask, Sk tail), the online softmax, causal block
+	// skipping and the finite fill's rows masked everywhere (verify's spec: causal with fill
+	// "min", Sq != Sk and Sq > Sk among the adversarial shapes), dropout (the grad cases run
+	// both p's), the 64-bit batch offset (the FAR case), strides and head-dim padding (D = 80),
+	// and the FlashAttention-2 backward. The spec has no bool/additive mask or bias: those
+	// paths are covered by the template's own tests (templates/attention/test_kernel.py).
+	scores, block := "def _scores(", "def _fwd_block("
+	afwd, bwdTile := "def _attn_fwd(", "def _bwd_tile("
+	dkdv := "def _attn_bwd_dkdv("
+	ms = append(ms, []mutation{
+		{"attention", "missing-scale", classScale, scores, "s = _round(s * scale, DT, ROUND)", "s = _round(s, DT, ROUND)"},
+		{"attention", "causal-le", classMaskLE, scores, "s = tl.where(cols > rows + (Sk - Sq), fill, s)", "s = tl.where(cols >= rows + (Sk - Sq), fill, s)"},
+		{"attention", "causal-top-left", classFormula, scores, "s = tl.where(cols > rows + (Sk - Sq), fill, s)", "s = tl.where(cols > rows, fill, s)"},
+		{"attention", "sk-tail-unmasked", classTailMask, scores, `s = tl.where(cols < Sk, s, float("-inf"))`, "s = s"},
+		{"attention", "no-rescale-acc", classFormula, block, "acc = _mm(_cast(pr, DT), v, acc * alpha[:, None])", "acc = _mm(_cast(pr, DT), v, acc)"},
+		{"attention", "no-rescale-sum", classFormula, block, "l_i = l_i * alpha + tl.sum(pr, axis=1)", "l_i = l_i + tl.sum(pr, axis=1)"},
+		{"attention", "max-as-sum", classReduce, block, "m_new = tl.maximum(m_i, tl.max(s, axis=1))", "m_new = tl.maximum(m_i, tl.sum(s, axis=1))"},
+		{"attention", "sum-wrong-axis", classReduce, block, "l_i = l_i * alpha + tl.sum(pr, axis=1)", "l_i = l_i * alpha + tl.sum(pr, axis=0)"},
+		{"attention", "dropout-keep-ignored", classFormula, block, "pr = tl.where(keep, pr, 0.0)", "pr = pr"},
+		{"attention", "dropout-counter-row-stride", classBiasIndex, block, "keep = tl.rand(seed, drop_base + rows * Sk + cols) >= p", "keep = tl.rand(seed, drop_base + rows * Sq + cols) >= p"},
+		{"attention", "k-col-stride-1", classStride, block, "k = tl.load(K + kcols * skn + dcols * skd,", "k = tl.load(K + kcols * skn + dcols,"},
+		{"attention", "q-row-stride-d", classStride, afwd, "q = tl.load(Q + rows * sqm + dcols * sqd,", "q = tl.load(Q + rows * HEAD_D + dcols * sqd,"},
+		{"attention", "head-dim-unmasked", classTailMask, afwd, "io_mask = (rows < Sq) & (dcols < HEAD_D)", "io_mask = (rows < Sq) & (dcols < BLOCK_D)"},
+		{"attention", "batch-int32", classIndex32, afwd, "b = (bh // H).to(tl.int64)", "b = bh // H"},
+		{"attention", "causal-full-past-diagonal", classFormula, afwd,
+			"full = tl.minimum(full, tl.maximum(m0 + (Sk - Sq) + 1, 0) // BLOCK_N * BLOCK_N)", "full = full"},
+		{"attention", "causal-hi-one-block-short", classRowLoop, "def _causal_hi(",
+			"hi = tl.minimum(Sk, tl.maximum(m0 + BLOCK_M + (Sk - Sq), 0))", "hi = tl.minimum(Sk, tl.maximum(m0 + (Sk - Sq), 0))"},
+		{"attention", "finite-fill-rows-skipped", classFormula, "def _causal_hi(", "hi = tl.where(m0 < Sq - Sk, Sk, hi)", "hi = hi"},
+		{"attention", "dropout-no-pscale", classScale, afwd, "out = out * pscale", "out = out"},
+		{"attention", "stats-max-dropped", classFormula, afwd, "tl.store(STATS + 2 * bh * Sq + r, m_i, mask=r < Sq)", "tl.store(STATS + 2 * bh * Sq + r, m_i * 0, mask=r < Sq)"},
+		{"attention", "delta-max", classReduce, "def _attn_bwd_delta(", "tl.sum(o * do, axis=1)", "tl.max(o * do, axis=1)"},
+		{"attention", "bwd-no-delta", classFormula, bwdTile, "ds = pr * (dp - delta)", "ds = pr * dp"},
+		{"attention", "bwd-p-unnormalised", classFormula, bwdTile, "pr = tl.exp2((s - m) * 1.4426950408889634) * inv_l", "pr = tl.exp2((s - m) * 1.4426950408889634)"},
+		{"attention", "bwd-exp-units", classScale, bwdTile, "pr = tl.exp2((s - m) * 1.4426950408889634) * inv_l", "pr = tl.exp2(s - m) * inv_l"},
+		{"attention", "bwd-dp-keep-ignored", classFormula, bwdTile, "dp = tl.where(keep, dp * pscale, 0.0)", "dp = dp"},
+		{"attention", "bwd-dv-undropped", classFormula, bwdTile, "pd = tl.where(keep, pr * pscale, 0.0)", "pd = tl.where(keep, pr, 0.0)"},
+		{"attention", "bwd-fill-not-zeroed", classFormula, bwdTile, "dsq = tl.where(_filled(rows, cols, Sq, Sk, MASK, smm, smn, MASK_KIND), 0.0, dsq)", "dsq = dsq"},
+		{"attention", "bwd-no-scale", classScale, bwdTile, "return _cast(pd, DT), ds, dsq * scale", "return _cast(pd, DT), ds, dsq"},
+		{"attention", "dkdv-causal-start-late", classRowLoop, dkdv, "lo = tl.maximum(n0 - (Sk - Sq), 0) // BLOCK_M * BLOCK_M", "lo = n0 // BLOCK_M * BLOCK_M"},
+		{"attention", "dkdv-finite-rows-skipped", classFormula, dkdv, "lo = tl.where(Sq > Sk, 0, lo)", "lo = lo"},
+		{"attention", "bwd-other-seed", classFormula, "def backward(", "tseed if ctx.seed is None else ctx.seed", "0"},
+	}...)
 	return ms
 }()

@@ -57,7 +57,8 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   and the dropout counter; the grid is 1-D (query blocks of one head adjacent, heaviest causal
   blocks first), so B * H is not capped at 65535.
 
-Interpreter-safe: builtins only, ``tl.full``, runtime-length loops as ``while`` loops.
+Interpreter-safe: builtins only, ``tl.full``; the block loops are ``tl.range`` loops on the GPU
+(pipelined) and ``while`` loops under the interpreter (``_WHILE_LOOPS``).
 """
 
 import functools
@@ -81,6 +82,9 @@ _ATTN_F32_DOT = tl.constexpr("ieee" if INTERPRET else "tf32x3")
 # the interpreter's dot multiplies bf16 operands wrongly (numpy has no bf16): fp32 operands
 # there, the same products (a 16-bit value is exact in fp32, accumulation is fp32 either way)
 _DOT_UPCAST = tl.constexpr(INTERPRET)
+# key / query block loops: tl.range on the GPU (software-pipelined over num_stages); while
+# loops under the interpreter, where a runtime-length range fails (docs/templates.md)
+_WHILE_LOOPS = tl.constexpr(INTERPRET)
 
 
 # --- fa:shared cast ---
@@ -255,19 +259,31 @@ def _attn_fwd(Q, K, V, MASK, BIAS, O, STATS, Sq, Sk, H,
     full = Sk // BLOCK_N * BLOCK_N
     if MASK_KIND == 3:
         full = tl.minimum(full, tl.maximum(m0 + (Sk - Sq) + 1, 0) // BLOCK_N * BLOCK_N)
-    n0 = 0
-    while n0 < full:
-        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
-                                   smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
-                                   DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False,
-                                   HEAD_D, BLOCK_D, BLOCK_N)
-        n0 += BLOCK_N
-    while n0 < hi:
-        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
-                                   smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
-                                   DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True,
-                                   HEAD_D, BLOCK_D, BLOCK_N)
-        n0 += BLOCK_N
+    if _WHILE_LOOPS:
+        n0 = 0
+        while n0 < full:
+            acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
+                                       smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False,
+                                       HEAD_D, BLOCK_D, BLOCK_N)
+            n0 += BLOCK_N
+        while n0 < hi:
+            acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
+                                       smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True,
+                                       HEAD_D, BLOCK_D, BLOCK_N)
+            n0 += BLOCK_N
+    else:
+        for n0 in tl.range(0, full, BLOCK_N):
+            acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
+                                       smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False,
+                                       HEAD_D, BLOCK_D, BLOCK_N)
+        for n0 in tl.range(full, hi, BLOCK_N):
+            acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
+                                       smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True,
+                                       HEAD_D, BLOCK_D, BLOCK_N)
     # l_i == 0: a row masked everywhere with -inf: 0 / 0 = NaN, as eager's softmax
     out = acc / l_i[:, None]
     if DROPOUT:
@@ -322,6 +338,48 @@ def _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS, smm,
     return _cast(pd, DT), ds, dsq * scale
 
 
+@triton.jit
+def _dkdv_block(dk, dv, k, v, m0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS, Sq, Sk,
+                sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
+                DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
+                BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr, STORE_DS: tl.constexpr,
+                HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """One query block's contribution to a key block's dK and dV (and its dS tile)."""
+    rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)[:, None]
+    io_mask = (rows < Sq) & (dcols < HEAD_D)
+    q = tl.load(Q + rows * sqm + dcols * sqd, mask=io_mask, other=0.0)
+    do = tl.load(DO + rows * sdm + dcols * sdd, mask=io_mask, other=0.0)
+    m = tl.load(STATS + rows, mask=rows < Sq, other=0.0)
+    inv_l = 1.0 / tl.load(STATS + Sq + rows, mask=rows < Sq, other=1.0)
+    delta = tl.load(DELTA + rows, mask=rows < Sq, other=0.0)
+    pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn,
+                            slope, scale, fill, p, pscale, seed, drop_base,
+                            DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT)
+    dv = _mm(tl.trans(pd), do, dv)
+    dk = _mm(tl.trans(_cast(dsq, DT)), q, dk)
+    if STORE_DS:
+        tl.store(DS + rows * Sk + cols, ds, mask=(rows < Sq) & (cols < Sk))
+    return dk, dv
+
+
+@triton.jit
+def _dq_block(dq, q, do, m, inv_l, delta, rows, n0, dcols, K, V, MASK, BIAS, Sq, Sk, skn, skd, svn, svd,
+              smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
+              DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
+              BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr,
+              HEAD_D: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One key block's contribution to a query block's dQ."""
+    ncols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[:, None]
+    kv_mask = (ncols < Sk) & (dcols < HEAD_D)
+    k = tl.load(K + ncols * skn + dcols * skd, mask=kv_mask, other=0.0)
+    v = tl.load(V + ncols * svn + dcols * svd, mask=kv_mask, other=0.0)
+    cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[None, :]
+    pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS,
+                            smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
+                            DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT)
+    return _mm(_cast(dsq, DT), k, dq)
+
+
 @triton.jit(do_not_specialize=["Sq", "Sk", "H", "seed"])
 def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
                    sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdm, sdd,
@@ -365,27 +423,25 @@ def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
     dv = tl.full([BLOCK_N, BLOCK_D], 0, tl.float32)
     # causal: the first query row that sees key n0 (every row when a finite fill makes fully
     # masked rows uniform over all keys)
-    m0 = 0
+    lo = 0
     if MASK_KIND == 3:
-        m0 = tl.maximum(n0 - (Sk - Sq), 0) // BLOCK_M * BLOCK_M
+        lo = tl.maximum(n0 - (Sk - Sq), 0) // BLOCK_M * BLOCK_M
         if FINITE_FILL:
-            m0 = tl.where(Sq > Sk, 0, m0)
-    while m0 < Sq:
-        rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)[:, None]
-        io_mask = (rows < Sq) & (dcols < HEAD_D)
-        q = tl.load(Q + rows * sqm + dcols * sqd, mask=io_mask, other=0.0)
-        do = tl.load(DO + rows * sdm + dcols * sdd, mask=io_mask, other=0.0)
-        m = tl.load(STATS + rows, mask=rows < Sq, other=0.0)
-        inv_l = 1.0 / tl.load(STATS + Sq + rows, mask=rows < Sq, other=1.0)
-        delta = tl.load(DELTA + rows, mask=rows < Sq, other=0.0)
-        pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn,
-                                slope, scale, fill, p, pscale, seed, drop_base,
-                                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT)
-        dv = _mm(tl.trans(pd), do, dv)
-        dk = _mm(tl.trans(_cast(dsq, DT)), q, dk)
-        if STORE_DS:
-            tl.store(DS + rows * Sk + cols, ds, mask=(rows < Sq) & (cols < Sk))
-        m0 += BLOCK_M
+            lo = tl.where(Sq > Sk, 0, lo)
+    if _WHILE_LOOPS:
+        m0 = lo
+        while m0 < Sq:
+            dk, dv = _dkdv_block(dk, dv, k, v, m0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS, Sq, Sk,
+                                 sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed,
+                                 drop_base, DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, STORE_DS,
+                                 HEAD_D, BLOCK_M)
+            m0 += BLOCK_M
+    else:
+        for m0 in tl.range(lo, Sq, BLOCK_M):
+            dk, dv = _dkdv_block(dk, dv, k, v, m0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS, Sq, Sk,
+                                 sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed,
+                                 drop_base, DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, STORE_DS,
+                                 HEAD_D, BLOCK_M)
     out = bh * Sk * HEAD_D + ncols * HEAD_D + dcols
     tl.store(DK + out, _cast(dk, DT), mask=kv_mask)
     tl.store(DV + out, _cast(dv, DT), mask=kv_mask)
@@ -431,18 +487,18 @@ def _attn_bwd_dq(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DQ, Sq, Sk, H,
     drop_base = bh * Sq * Sk
     dq = tl.full([BLOCK_M, BLOCK_D], 0, tl.float32)
     hi = _causal_hi(m0, Sq, Sk, BLOCK_M, MASK_KIND == 3, FINITE_FILL)
-    n0 = 0
-    while n0 < hi:
-        ncols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[:, None]
-        kv_mask = (ncols < Sk) & (dcols < HEAD_D)
-        k = tl.load(K + ncols * skn + dcols * skd, mask=kv_mask, other=0.0)
-        v = tl.load(V + ncols * svn + dcols * svd, mask=kv_mask, other=0.0)
-        cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[None, :]
-        pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS,
-                                smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
-                                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT)
-        dq = _mm(_cast(dsq, DT), k, dq)
-        n0 += BLOCK_N
+    if _WHILE_LOOPS:
+        n0 = 0
+        while n0 < hi:
+            dq = _dq_block(dq, q, do, m, inv_l, delta, rows, n0, dcols, K, V, MASK, BIAS, Sq, Sk, skn, skd, svn, svd,
+                           smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
+                           DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, HEAD_D, BLOCK_N)
+            n0 += BLOCK_N
+    else:
+        for n0 in tl.range(0, hi, BLOCK_N):
+            dq = _dq_block(dq, q, do, m, inv_l, delta, rows, n0, dcols, K, V, MASK, BIAS, Sq, Sk, skn, skd, svn, svd,
+                           smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
+                           DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, HEAD_D, BLOCK_N)
     tl.store(DQ + bh * Sq * HEAD_D + rows * HEAD_D + dcols, _cast(dq, DT), mask=io_mask)
 
 
