@@ -421,8 +421,18 @@ def _cast(y, dtype: tl.constexpr):
 
 @triton.jit
 def _round(y, dtype: tl.constexpr):
-    """y rounded to dtype (as eager stores a step's value), back in fp32."""
-    return _cast(y, dtype).to(tl.float32)
+    """y rounded to dtype (as eager stores a step's value), to nearest even, kept in fp32.
+    On the bits: a conversion there and back is folded away by the GPU compiler. fp16: the
+    normal range on the bits, its subnormals on a grid of 2**-24, inf from 65520 up."""
+    bits = y.to(tl.uint32, bitcast=True)
+    if dtype == tl.bfloat16:
+        r = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
+    else:
+        r = (((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13).to(tl.float32, bitcast=True)
+        a = tl.abs(y)
+        r = tl.where(a < 6.103515625e-05, (y + 0.75) - 0.75, r)
+        r = tl.where(a >= 65520.0, y * float("inf"), r)
+    return tl.where(y != y, y, r)
 
 
 @triton.jit
@@ -548,8 +558,10 @@ func (r *renderer) store(b *bytes.Buffer, indent string, k, o int, val, offs, ma
 
 func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
 	b.WriteString("@triton.jit\n")
-	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK: tl.constexpr):\n", r.kernelArgs("NUMEL"))
-	b.WriteString("    pid = tl.program_id(0).to(tl.int64)\n")
+	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK: tl.constexpr, IDX64: tl.constexpr):\n", r.kernelArgs("NUMEL"))
+	b.WriteString("    pid = tl.program_id(0)\n")
+	b.WriteString("    if IDX64:  # an element or input offset reaches 2**31: index math in 64 bits\n")
+	b.WriteString("        pid = pid.to(tl.int64)\n")
 	b.WriteString("    offs = pid * BLOCK + tl.arange(0, BLOCK)\n")
 	b.WriteString("    mask = offs < NUMEL\n")
 	b.WriteString("    r = offs\n")
@@ -711,20 +723,47 @@ def fused(*inputs, out=None):
     if numel == 0:
         return tuple(out)
     views = [torch.broadcast_to(t, shape) for t in inputs]
-    strides = [s for v in views for s in v.stride()]
 `)
 	if r.red == nil {
-		b.WriteString(`    grid = (triton.cdiv(numel, BLOCK),)
-    _fused_kernel[grid](*views, *out, numel, *shape, *strides, BLOCK=BLOCK)
+		b.WriteString(`    dims, strides = _coalesce(shape, [v.stride() for v in views])
+    idx64 = numel >= 2**31 or any(_max_offset(dims, st) >= 2**31 for st in strides)
+    grid = (triton.cdiv(numel, BLOCK),)
+    _fused_kernel[grid](*views, *out, numel, *dims, *[x for st in strides for x in st], BLOCK=BLOCK, IDX64=idx64)
     return tuple(out)
 `)
 	} else {
 		b.WriteString(`    n = shape[-1]
+    dims, strides = _coalesce(shape[:-1], [v.stride()[:-1] for v in views])
+    dims = dims[1:] + [n]
+    strides = [st[1:] + [v.stride()[-1]] for st, v in zip(strides, views)]
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
-    _fused_kernel[(numel // n,)](*views, *out, n, *shape, *strides, BLOCK_N=block_n)
+    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n)
     return tuple(out)
 `)
 	}
+	b.WriteString(`
+
+def _coalesce(shape, strides):
+    """The shape with dims merged where every input's strides allow it (and dims of size 1
+    dropped), padded with leading 1s to RANK, and each input's strides for it: fewer
+    divisions per element, and none at all when every input is dense."""
+    dims, sts = [], [[] for _ in strides]
+    for d in reversed(range(len(shape))):
+        if shape[d] == 1:
+            continue
+        if dims and all(st[d] == o[0] * dims[0] for st, o in zip(strides, sts)):
+            dims[0] *= shape[d]
+            continue
+        dims.insert(0, shape[d])
+        for st, o in zip(strides, sts):
+            o.insert(0, st[d])
+    pad = RANK - len(dims)
+    return [1] * pad + dims, [[0] * pad + o for o in sts]
+
+
+def _max_offset(dims, strides):
+    return sum((d - 1) * abs(s) for d, s in zip(dims, strides))
+`)
 	return b.String()
 }
 

@@ -42,8 +42,18 @@ def _cast(y, dtype: tl.constexpr):
 
 @triton.jit
 def _round(y, dtype: tl.constexpr):
-    """y rounded to dtype (as eager stores a step's value), back in fp32."""
-    return _cast(y, dtype).to(tl.float32)
+    """y rounded to dtype (as eager stores a step's value), to nearest even, kept in fp32.
+    On the bits: a conversion there and back is folded away by the GPU compiler. fp16: the
+    normal range on the bits, its subnormals on a grid of 2**-24, inf from 65520 up."""
+    bits = y.to(tl.uint32, bitcast=True)
+    if dtype == tl.bfloat16:
+        r = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
+    else:
+        r = (((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13).to(tl.float32, bitcast=True)
+        a = tl.abs(y)
+        r = tl.where(a < 6.103515625e-05, (y + 0.75) - 0.75, r)
+        r = tl.where(a >= 65520.0, y * float("inf"), r)
+    return tl.where(y != y, y, r)
 
 
 @triton.jit
@@ -116,8 +126,10 @@ def _pow(x, c: tl.constexpr):
 
 
 @triton.jit
-def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, BLOCK: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)
+def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, BLOCK: tl.constexpr, IDX64: tl.constexpr):
+    pid = tl.program_id(0)
+    if IDX64:  # an element or input offset reaches 2**31: index math in 64 bits
+        pid = pid.to(tl.int64)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < NUMEL
     r = offs
@@ -175,7 +187,30 @@ def fused(*inputs, out=None):
     if numel == 0:
         return tuple(out)
     views = [torch.broadcast_to(t, shape) for t in inputs]
-    strides = [s for v in views for s in v.stride()]
+    dims, strides = _coalesce(shape, [v.stride() for v in views])
+    idx64 = numel >= 2**31 or any(_max_offset(dims, st) >= 2**31 for st in strides)
     grid = (triton.cdiv(numel, BLOCK),)
-    _fused_kernel[grid](*views, *out, numel, *shape, *strides, BLOCK=BLOCK)
+    _fused_kernel[grid](*views, *out, numel, *dims, *[x for st in strides for x in st], BLOCK=BLOCK, IDX64=idx64)
     return tuple(out)
+
+
+def _coalesce(shape, strides):
+    """The shape with dims merged where every input's strides allow it (and dims of size 1
+    dropped), padded with leading 1s to RANK, and each input's strides for it: fewer
+    divisions per element, and none at all when every input is dense."""
+    dims, sts = [], [[] for _ in strides]
+    for d in reversed(range(len(shape))):
+        if shape[d] == 1:
+            continue
+        if dims and all(st[d] == o[0] * dims[0] for st, o in zip(strides, sts)):
+            dims[0] *= shape[d]
+            continue
+        dims.insert(0, shape[d])
+        for st, o in zip(strides, sts):
+            o.insert(0, st[d])
+    pad = RANK - len(dims)
+    return [1] * pad + dims, [[0] * pad + o for o in sts]
+
+
+def _max_offset(dims, strides):
+    return sum((d - 1) * abs(s) for d, s in zip(dims, strides))
