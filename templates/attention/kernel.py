@@ -52,7 +52,10 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   two, at least 16; D; dtypes; flags; device) with the caller's inputs (read only) and scratch
   outputs, and the winner launched directly afterwards through the shared ``_launch`` (the
   compiled kernel). A bucket first met during CUDA-graph capture takes the first candidate
-  untimed. The interpreter runs 16 x 16 tiles (the tests' S of 17..129 span several blocks).
+  untimed. Decode-size buckets (Sq <= 16) choose among 16- and 32-row query tiles. The
+  candidates compile for sm_90 (checked with ``triton.compile`` without a GPU) but none is
+  measured yet. The interpreter runs 16 x 16 tiles (the tests' S of 17..129 span several
+  blocks).
 - 64-bit offsets: the batch and head offsets (``b * stride``), rows and columns times strides
   and the dropout counter; the grid is 1-D (query blocks of one head adjacent, heaviest causal
   blocks first), so B * H is not capped at 65535.
@@ -628,6 +631,11 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 FWD_TILES = [(128, 64, 3, 4), (128, 128, 3, 8), (64, 64, 3, 4), (128, 32, 4, 4), (64, 32, 4, 4), (64, 128, 3, 4)]
 DKDV_TILES = [(32, 128, 3, 4), (64, 64, 3, 4), (32, 64, 3, 4), (64, 128, 2, 8), (16, 64, 4, 4)]
 DQ_TILES = [(128, 32, 3, 4), (64, 64, 3, 4), (64, 32, 3, 4), (128, 64, 2, 8), (64, 16, 4, 4)]
+# decode-size query buckets (Sq <= 16): 16-row query tiles, wide key tiles (a program per head
+# and query block; Sk is not split across programs, as flash-decoding would)
+FWD_TILES_DECODE = [(16, 128, 3, 4), (16, 64, 3, 4), (32, 128, 3, 4), (16, 256, 2, 8)]
+DKDV_TILES_DECODE = [(16, 128, 3, 4), (16, 64, 3, 4), (32, 64, 3, 4)]
+DQ_TILES_DECODE = [(16, 128, 3, 4), (16, 64, 3, 4), (32, 64, 3, 4)]
 INTERP_TILE = (16, 16, 1, 4)
 _SMEM = 232448  # H100/H200 opt-in shared memory per block
 # _TUNE: time a new bucket's candidates (the GPU); False: the first candidate, untimed
@@ -656,7 +664,10 @@ def _tile_for(kernel, kind, Sq, Sk, block_d, q, flags, run):
     tile = _TUNED.get(key)
     if tile is not None:
         return tile
-    tiles = {"fwd": FWD_TILES, "dkdv": DKDV_TILES, "dq": DQ_TILES}[kind]
+    if bq <= 16:
+        tiles = {"fwd": FWD_TILES_DECODE, "dkdv": DKDV_TILES_DECODE, "dq": DQ_TILES_DECODE}[kind]
+    else:
+        tiles = {"fwd": FWD_TILES, "dkdv": DKDV_TILES, "dq": DQ_TILES}[kind]
     cands = [t for t in tiles if _fits(t, block_d, q.element_size(), kind)] or [(64, 32, 2, 4)]
     if not _TUNE or torch.cuda.is_current_stream_capturing():
         return cands[0]

@@ -289,8 +289,8 @@ def test_big_shapes_gpu(variant, dtype):
 def test_offsets_past_2_31_gpu():
     """q, k, v of 2**31 + elements each (real memory): heads past 2**31 elements from the start."""
     B, H, S, D = 1, 2 ** 31 // (4096 * 64) + 2, 4096, 64
-    g = fat.gen(8)
-    q, k, v = (fat.randn([B, H, S, D], torch.bfloat16, "cuda", g) for _ in range(3))
+    g = torch.Generator(device="cuda").manual_seed(8)  # on the device: 2**31 elements each
+    q, k, v = (torch.randn([B, H, S, D], generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     out = kernel.attention(q, k, v, scale=0.125, mask_kind="causal")
     last = slice(H - 1, H)
     fat.assert_close(out[:, last], ref.attention(q[:, last], k[:, last], v[:, last], scale=0.125, mask_kind="causal"),
