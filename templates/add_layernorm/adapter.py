@@ -17,6 +17,11 @@ variants do not reach them); make_inputs recognises them by their shapes:
   the sum and an expanded s are refused.
 
 Each at a row that fits one interpreter block (100) and one that does not (299, 301).
+
+params["norm_dim"] = "1": a channels-first norm (timm's LayerNorm2d) over C of x [B, C, ...];
+weight and bias are [C]. x and the residual are channels_last, as the convolutions around a
+LayerNorm2d leave them (the trace's strides); the shapes in NCHW (CHANNELS_FIRST_NCHW) are made
+contiguous instead, so that the permuted view the kernel reads has no [rows, C] form.
 """
 
 import mmap
@@ -34,10 +39,23 @@ FAR = [[[3, 100]], [[2, 299]]]
 IN_PLACE = [[[4, 100]], [[3, 301]]]  # s over x, s over the residual
 # 300 and 1500: rows longer than one interpreter block (128)
 ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]] + FAR + IN_PLACE
+# channels-first: a channel count past one interpreter block (129, 300), one channel, odd
+# spatial sizes, 3-D and 5-D; the NCHW-contiguous ones are read through a copy
+CHANNELS_FIRST_NCHW = [[[2, 7, 3, 5]], [[1, 130, 2, 3]]]
+ADVERSARIAL_CHANNELS_FIRST = [[[3, 129, 2, 3]], [[2, 1, 3, 3]], [[1, 37, 5, 7]], [[2, 300, 1, 2]], [[3, 17, 11]],
+                              [[1, 9, 2, 3, 2]]] + CHANNELS_FIRST_NCHW
+
+
+def norm_dim(params):
+    """The normalized dim: -1 (params["norm_dim"] "-1" or absent), or 1 ("1", channels-first)."""
+    d = params.get("norm_dim") or "-1"
+    if d not in ("-1", "1"):
+        raise ValueError(f"add_layernorm: norm_dim={d!r} (want \"-1\" or \"1\")")
+    return int(d)
 
 
 def adversarial(params):
-    return ADVERSARIAL
+    return ADVERSARIAL_CHANNELS_FIRST if norm_dim(params) == 1 else ADVERSARIAL
 
 
 def has_backward(params):
@@ -48,7 +66,13 @@ def _rshape(shapes):
     return shapes[1] if len(shapes) > 1 else shapes[0]
 
 
-def interp_shapes(shapes):
+def interp_shapes(shapes, params=None):
+    if params is not None and norm_dim(params) == 1:
+        # channels-first: the channels kept (up to 300), the other dims shrunk to 16 positions
+        x = shapes[0]
+        pos = fat.shrink([x[0]] + list(x[2:]) + [1], max_last=1, max_rows=16)[:-1]
+        xs = [pos[0], min(x[1], 300)] + pos[1:]
+        return [xs] + ([[1 if d == 1 else s for d, s in zip(shapes[1], xs)]] if len(shapes) > 1 else [])
     x = fat.shrink(shapes[0], max_last=300, max_rows=16)
     if len(shapes) < 2:
         return [x]
@@ -66,12 +90,21 @@ def _dtypes(dtype, params):
     return rd, torch.promote_types(dtype, rd)
 
 
+def _channels_last(t):
+    """t with the same values, its dim 1 laid out last in memory (channels_last for 4-D)."""
+    return t.movedim(1, -1).contiguous().movedim(-1, 1)
+
+
 def make_inputs(shapes, dtype, params, device, seed):
     g = fat.gen(seed)
     rd, sd = _dtypes(dtype, params)
     x = fat.randn(shapes[0], dtype, device, g, mean=-2.3, std=0.5)
     r = fat.randn(_rshape(shapes), rd, device, g)
     n = shapes[0][-1]
+    if norm_dim(params) == 1:
+        n = shapes[0][1]
+        if shapes not in CHANNELS_FIRST_NCHW:
+            x, r = _channels_last(x), _channels_last(r)
     w = fat.randn([n], sd, device, g, mean=1.0, std=0.2)
     b = fat.randn([n], sd, device, g, std=0.2)
     inputs = {"x": x, "residual": r, "weight": w, "bias": b}
@@ -108,16 +141,20 @@ def far_view(t):
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
     x, r, w, b = inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"]
-    eps = params.get("eps", 1e-5)
+    eps, dim = params.get("eps", 1e-5), norm_dim(params)
     if autograd:
-        return kernel.AddLayerNormFunction.apply(x, r, w, b, eps)
+        return kernel.add_layer_norm_train(x, r, w, b, eps, dim=dim)
     if inputs.get("in_place"):
         return _in_place(kernel, x, r, w, b, eps, inputs["in_place"])
     out = None
     if poison:
         dt = torch.promote_types(x.dtype, r.dtype)
-        out = (fat.poison(x.shape, dt, x.device), fat.poison(x.shape, dt, x.device))
-    return kernel.add_layer_norm(x, r, w, b, eps, out=out)
+        if dim == 1:  # channels_last outputs, as the kernel writes them
+            shape = [x.shape[0]] + list(x.shape[2:]) + [x.shape[1]]
+            out = tuple(fat.poison(shape, dt, x.device).movedim(-1, 1) for _ in range(2))
+        else:
+            out = (fat.poison(x.shape, dt, x.device), fat.poison(x.shape, dt, x.device))
+    return kernel.add_layer_norm(x, r, w, b, eps, out=out, dim=dim)
 
 
 def _in_place(kernel, x, r, w, b, eps, over):
@@ -149,7 +186,7 @@ def _in_place(kernel, x, r, w, b, eps, over):
 
 def reference(ref, inputs, params):
     return ref.add_layer_norm(inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"],
-                              params.get("eps", 1e-5))
+                              params.get("eps", 1e-5), dim=norm_dim(params))
 
 
 def tolerance(dtype, shapes, params, grad=False):
@@ -170,10 +207,11 @@ def nbytes(shapes, dtype, params):
         n *= d
     for d in _rshape(shapes):
         rn *= d
-    return n * (size(dtype) + 2 * size(sd)) + rn * size(rd) + 2 * shapes[0][-1] * size(sd)
+    c = shapes[0][1] if norm_dim(params) == 1 else shapes[0][-1]
+    return n * (size(dtype) + 2 * size(sd)) + rn * size(rd) + 2 * c * size(sd)
 
 
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes)."""
-    return kernel.AddLayerNormFunction.apply(inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"],
-                                             params.get("eps", 1e-5))
+    return kernel.add_layer_norm_train(inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"],
+                                       params.get("eps", 1e-5), dim=norm_dim(params))

@@ -25,6 +25,13 @@ writes s and y (rows longer than one block read s back, see below).
   never reads x or r again. y may not overlap x, the residual or s, and any other overlap of
   an output with an input is refused (``_check_alias``), as is an output whose elements share
   memory (``_check_dense``).
+- Channels-first (``dim=1``, timm's LayerNorm2d: permute -> layer_norm over C -> permute back):
+  x [B, C, ...] is normalized over C at each position. The wrapper moves C last (a view,
+  ``movedim``) and runs the same kernel on the [B, ..., C] view, reading it through its
+  strides: a channels_last tensor (what the convolutions around a LayerNorm2d leave) is then
+  a plain [rows, C] matrix, no copy; a contiguous NCHW one has no [rows, C] view and is copied
+  first, as ATen's layer_norm copies it. Fresh outputs are channels_last, the layout eager's
+  LayerNorm2d returns (its output is the permuted-back view of a [B, H, W, C] tensor).
 - Training: ``AddLayerNormFunction`` has a backward through ATen's
   ``native_layer_norm_backward`` using the mean/rstd this kernel saved (Liger's data show a
   fused LayerNorm backward is often slower than ATen's for N <= 4096), plus the gradient
@@ -372,12 +379,36 @@ def _check(x, residual, weight, bias):
     return rr
 
 
-def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, block_n=None, stats=False):
+def _channels_last_view(t, dim):
+    """t with dim moved last (a view), or None for None."""
+    return None if t is None else t.movedim(dim, -1)
+
+
+def _norm_dim(x, residual, dim):
+    """dim as -1 (the last) or 1 (channels-first), after checking it fits x and the residual."""
+    if dim in (-1, x.dim() - 1):
+        return -1
+    if dim != 1 or x.dim() < 3:
+        raise ValueError(f"add_layernorm: dim={dim} (want -1, or 1 for a channels-first [B, C, ...] x of 3 or more dims)")
+    if residual.dim() != x.dim():
+        raise ValueError(f"add_layernorm: a channels-first residual {tuple(residual.shape)} must have x's dims {tuple(x.shape)}")
+    return 1
+
+
+def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, block_n=None, stats=False, dim=-1):
     """Returns (s, y): s = x + residual, y = layer_norm(s, (N,), weight, bias, eps).
 
-    ``out`` = (s, y) buffers to write into; s may be x itself, or the residual when it has
-    x's shape (in place). ``stats=True`` also returns fp32 (mean, rstd) per row; ``block_n``
-    forces the chunk size (tests use it for rows longer than a block)."""
+    ``dim`` is the normalized dim: -1 (the last, N = x.shape[-1]) or 1 (channels-first, N =
+    x.shape[1]: timm's LayerNorm2d; s and y are channels_last, mean and rstd per position in
+    [B, ...] order). ``out`` = (s, y) buffers to write into; s may be x itself, or the residual
+    when it has x's shape (in place); with dim=1 they must be channels_last (their C moved last
+    must be a [rows, C] view). ``stats=True`` also returns fp32 (mean, rstd) per row;
+    ``block_n`` forces the chunk size (tests use it for rows longer than a block)."""
+    if _norm_dim(x, residual, dim) == 1:
+        got = add_layer_norm(x.movedim(1, -1), residual.movedim(1, -1), weight, bias, eps,
+                             out=None if out is None else tuple(_channels_last_view(t, 1) for t in out),
+                             block_n=block_n, stats=stats)
+        return (got[0].movedim(-1, 1), got[1].movedim(-1, 1)) + tuple(got[2:])
     rr = _check(x, residual, weight, bias)
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
     if weight is not None and weight.stride(0) != 1:
@@ -463,24 +494,38 @@ class AddLayerNormFunction(torch.autograd.Function):
         return total.to(ctx.dtypes[0]), dr.to(ctx.dtypes[1]), dw, db, None
 
 
-class AddLayerNorm(torch.nn.Module):
-    """Drop-in for ``s = x + residual; y = layer_norm(s)``: ``s, y = AddLayerNorm(N)(x, residual)``."""
+def add_layer_norm_train(x, residual, weight=None, bias=None, eps=1e-5, dim=-1):
+    """(s, y) through AddLayerNormFunction (autograd); dim as in add_layer_norm: with dim=1
+    the function runs on the views with C moved last, and autograd moves the gradients back."""
+    if _norm_dim(x, residual, dim) == 1:
+        s, y = AddLayerNormFunction.apply(x.movedim(1, -1), residual.movedim(1, -1), weight, bias, eps)
+        return s.movedim(-1, 1), y.movedim(-1, 1)
+    return AddLayerNormFunction.apply(x, residual, weight, bias, eps)
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
+
+class AddLayerNorm(torch.nn.Module):
+    """Drop-in for ``s = x + residual; y = layer_norm(s)``: ``s, y = AddLayerNorm(N)(x, residual)``;
+    ``dim=1`` for a channels-first norm (timm's LayerNorm2d)."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None, dim=-1):
         super().__init__()
         n = normalized_shape if isinstance(normalized_shape, int) else normalized_shape[-1]
         self.eps = eps
+        self.dim = dim
         self.weight = torch.nn.Parameter(torch.ones(n, device=device, dtype=dtype)) if elementwise_affine else None
         self.bias = torch.nn.Parameter(torch.zeros(n, device=device, dtype=dtype)) if elementwise_affine and bias else None
 
     @classmethod
-    def from_layer_norm(cls, ln):
-        """From an ``nn.LayerNorm`` over the last dim (shares its parameters)."""
+    def from_layer_norm(cls, ln, dim=None):
+        """From an ``nn.LayerNorm`` over one dim (shares its parameters): the last, or with
+        dim=1 (the default for timm's ``LayerNorm2d``, which is one) the channels."""
         if len(ln.normalized_shape) != 1:
-            raise ValueError("only LayerNorm over the last dim")
-        new = cls(ln.normalized_shape[0], ln.eps, elementwise_affine=False)
+            raise ValueError("only LayerNorm over one dim")
+        if dim is None:
+            dim = 1 if type(ln).__name__ == "LayerNorm2d" else -1
+        new = cls(ln.normalized_shape[0], ln.eps, elementwise_affine=False, dim=dim)
         new.weight, new.bias = ln.weight, ln.bias
         return new
 
     def forward(self, x, residual):
-        return AddLayerNormFunction.apply(x, residual, self.weight, self.bias, self.eps)
+        return add_layer_norm_train(x, residual, self.weight, self.bias, self.eps, self.dim)

@@ -86,6 +86,86 @@ def test_module(device):
     fat.assert_close(y, ln(x + r), 1e-5, 1e-5)
 
 
+CHANNELS_FIRST = {"eps": 1e-6, "norm_dim": "1"}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("shapes", adapter.ADVERSARIAL_CHANNELS_FIRST, ids=str)
+def test_channels_first(device, dtype, shapes):
+    """timm's LayerNorm2d after a residual add: y normalized over dim 1 of x [B, C, ...]; x and
+    the residual channels_last (read as [rows, C] through their strides), or NCHW-contiguous
+    for CHANNELS_FIRST_NCHW (no [rows, C] view: read through a copy)."""
+    fat.run_case(kernel, ref, adapter, shapes, dtype, CHANNELS_FIRST, device, 5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_channels_first_layouts(device):
+    """What the wrapper reads and writes: a channels_last x is a [rows, C] matrix (s and y come
+    back channels_last, like eager's LayerNorm2d output); an NCHW x gives the same values; a
+    channels_last input and the fp32 residual stream of autocast (ConvNeXt's case) too."""
+    g = fat.gen(31)
+    x = fat.randn([2, 24, 3, 5], torch.float32, device, g, mean=-2.3)
+    r = fat.randn([2, 24, 3, 5], torch.float32, device, g)
+    w = fat.randn([24], torch.float32, device, g, mean=1.0)
+    b = fat.randn([24], torch.float32, device, g)
+    s0, y0 = ref.add_layer_norm(x, r, w, b, 1e-6, dim=1)
+    cl = adapter._channels_last
+    for xx, rr in ((cl(x), cl(r)), (x, r), (cl(x), r)):
+        s, y = kernel.add_layer_norm(xx, rr, w, b, 1e-6, dim=1)
+        assert s.shape == y.shape == x.shape
+        assert y.movedim(1, -1).is_contiguous() and s.movedim(1, -1).is_contiguous()
+        fat.assert_close(s, s0, 0, 0)
+        fat.assert_close(y, y0, 1e-5, 1e-5)
+    # the reference is LayerNorm over the channels of each position
+    want = torch.nn.functional.layer_norm((x + r).permute(0, 2, 3, 1), (24,), w, b, 1e-6).permute(0, 3, 1, 2)
+    fat.assert_close(y0, want, 0, 0)
+    # out buffers must be channels_last: an NCHW y has no [rows, C] view
+    with pytest.raises(ValueError):
+        kernel.add_layer_norm(cl(x), cl(r), w, b, 1e-6, dim=1, out=(torch.empty_like(cl(x)), torch.empty_like(x)))
+    for bad in (2, 0):
+        with pytest.raises(ValueError):
+            kernel.add_layer_norm(x, r, w, b, 1e-6, dim=bad)
+    with pytest.raises(ValueError):
+        kernel.add_layer_norm(x, r[0], w, b, 1e-6, dim=1)  # a residual of fewer dims
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_channels_first_grad(device, dtype):
+    for shapes in ([[2, 40, 3, 2]], adapter.CHANNELS_FIRST_NCHW[0]):
+        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, CHANNELS_FIRST, device, 6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_channels_first_module(device):
+    class LayerNorm2d(torch.nn.LayerNorm):  # timm's: a LayerNorm over the channels of NCHW
+        def forward(self, x):
+            return torch.nn.functional.layer_norm(
+                x.permute(0, 2, 3, 1), self.normalized_shape, self.weight, self.bias, self.eps).permute(0, 3, 1, 2)
+
+    ln = LayerNorm2d(16, eps=1e-6, device=device)
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+    m = kernel.AddLayerNorm.from_layer_norm(ln)
+    assert m.dim == 1
+    x = adapter._channels_last(torch.randn(2, 16, 3, 4, device=device))
+    r = adapter._channels_last(torch.randn(2, 16, 3, 4, device=device))
+    s, y = m(x, r)
+    fat.assert_close(s, x + r, 0, 0)
+    fat.assert_close(y, ln(x + r), 1e-5, 1e-5)
+    assert kernel.AddLayerNorm.from_layer_norm(torch.nn.LayerNorm(16)).dim == -1
+
+
+def test_channels_first_interp_shapes():
+    # ConvNeXt's downsample norm: the channels kept, 16 positions
+    assert adapter.interp_shapes([[32, 96, 56, 56]], CHANNELS_FIRST) == [[1, 96, 1, 16]]
+    assert adapter.interp_shapes([[32, 384, 14, 14]], CHANNELS_FIRST) == [[1, 300, 1, 14]]
+    assert adapter.interp_shapes([[32, 96, 56, 56]]) == [[1, 1, 16, 56]]  # no params: the last dim
+    assert adapter.nbytes([[2, 8, 3, 3]], torch.float32, CHANNELS_FIRST) == 144 * 4 * 4 + 2 * 8 * 4
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_fp32_residual(device, dtype):

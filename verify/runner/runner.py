@@ -20,6 +20,7 @@ Non-finite numbers are sent as the strings "nan", "inf", "-inf" (JSON has no NaN
 import argparse
 import hashlib
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -167,6 +168,14 @@ def _shape_name(shapes):
     return "x".join(str(d) for d in shapes[0]) if shapes and shapes[0] else "scalar"
 
 
+def interp_shapes(a, shapes, params):
+    """a.interp_shapes(shapes), with the case's params when it takes them (add_layernorm's
+    channels-first norm keeps its channels)."""
+    if len(inspect.signature(a.interp_shapes).parameters) > 1:
+        return a.interp_shapes(shapes, params)
+    return a.interp_shapes(shapes)
+
+
 def build_cases(f):
     """The cases for one folder: scaled traced shapes at every supported dtype, the pattern's
     adversarial shapes, non-contiguous layouts, large magnitudes, NaN / -inf propagation,
@@ -175,7 +184,7 @@ def build_cases(f):
     base_dt = f.case.DTYPE
     supported = list(getattr(a, "DTYPES", ALL_DTYPES))
     dtypes = [base_dt] + [d for d in ALL_DTYPES if d != base_dt and d in supported]
-    traced = a.interp_shapes(f.case.SHAPES)
+    traced = interp_shapes(a, f.case.SHAPES, p)
     cases = []
     if ARGS.device == "cuda":
         cases.append(Case("traced-full", f.case.SHAPES, base_dt))
@@ -317,12 +326,15 @@ def transform(variant, inputs):
         k = _first_float(inputs)
         if k is None or inputs[k].numel() < 2:
             return out, []
-        x = inputs[k].clone()
-        flat = x.view(-1)
-        flat[flat.numel() // 2] = float("nan")
+        x = inputs[k].clone()  # its layout kept (a channels_last input stays one)
+
+        def at(i):  # the element i of x in row-major order, whatever its strides
+            return tuple(int(j) for j in torch.unravel_index(torch.tensor(i), x.shape))
+
+        x[at(x.numel() // 2)] = float("nan")
         if getattr(CURRENT_ADAPTER, "KIND", "") != "gemm":
             # not into a GEMM: BLAS gives NaN or +-inf for a row with an inf (blocking, inf*0)
-            flat[flat.numel() - 1] = float("-inf")
+            x[at(x.numel() - 1)] = float("-inf")
         out[k] = x
         return out, [k]
     if variant == "masked_rows":
