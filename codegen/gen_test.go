@@ -111,6 +111,33 @@ func TestSpecFromGroup(t *testing.T) {
 	}
 }
 
+// A LayerNorm2d that detection followed through its permute (NormDim 1) is the
+// channels-first kernel: norm_dim "1" written into case.py; a last-dim norm writes no
+// norm_dim, so its folder keeps its name.
+func TestChannelsFirstNormSpec(t *testing.T) {
+	g := patterns.ShapeGroup{Dims: [][]int64{{32, 96, 56, 56}, {32, 96, 56, 56}}, DType: patterns.FP32, Valid: true, Cols: 96,
+		Params: patterns.Params{NormDim: i64(1), Eps: f64(1e-6)}}
+	s, why := SpecFromGroup("add_layernorm", g)
+	if why != "" || s.Params.NormDim != "1" || patterns.FormatDims(s.Shapes) != "[32,96,56,56]" {
+		t.Fatalf("spec %+v (%q)", s, why)
+	}
+	if err := Validate(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(casePy(s)); !strings.Contains(got, `"norm_dim": "1",`) {
+		t.Errorf("case.py lacks norm_dim:\n%s", got)
+	}
+	g = patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}}, DType: patterns.BF16, Valid: true, Cols: 768}
+	s, _ = SpecFromGroup("add_layernorm", g)
+	r, err := resolve(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(casePy(r)); r.Params.NormDim != "" || strings.Contains(got, "norm_dim") {
+		t.Errorf("a last-dim norm wrote norm_dim %q:\n%s", r.Params.NormDim, got)
+	}
+}
+
 func TestAssumedParametersAreSaid(t *testing.T) {
 	g := patterns.ShapeGroup{Dims: [][]int64{{2, 8, 64}}, DType: patterns.FP16, Valid: true, Instances: 1}
 	if got := assumed("rmsnorm_pyops", g); !strings.Contains(got, "eps not recorded (1e-6 used)") {

@@ -30,6 +30,7 @@ var fields = []field{
 	{"residual_dtype", func(p *Params) any { return &p.ResidualDtype }},
 	{"mask_dtype", func(p *Params) any { return &p.MaskDtype }},
 	{"out_dtype", func(p *Params) any { return &p.OutDtype }},
+	{"norm_dim", func(p *Params) any { return &p.NormDim }},
 }
 
 // get is the field's value in p.
@@ -88,7 +89,7 @@ func (f field) literal(sp patterns.Param, p *Params) (py string, js any, write b
 	case float64:
 		return pyFloat(v), v, true
 	case string:
-		if sp.Kind == patterns.ParamDtype && v == "" {
+		if v == "" { // a dtype that is the default, a norm_dim that is the last dim (Validate)
 			return "", nil, false
 		}
 		if sp.OrNumber {

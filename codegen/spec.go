@@ -126,6 +126,9 @@ func resolve(s Spec) (Spec, error) {
 	if p.ResidualDtype == s.Dtype {
 		p.ResidualDtype = "" // canonical: the same dtype is the default
 	}
+	if p.NormDim == "-1" {
+		p.NormDim = "" // canonical: the last dim is the default, not written (folders keep their names)
+	}
 	if _, ok := pat.Param("mask_kind"); ok {
 		// an attention case's mask follows q, k and v: its entry's check reads it
 		if err := checkMask(s); pat.Kind != patterns.KindAttention && err != nil {

@@ -69,13 +69,26 @@ func orDefault(v, d string) string {
 }
 
 // lastDimNorm refuses a norm over other elements than the last dim (timm's LayerNorm2d:
-// permute -> layer_norm over channels -> permute back).
+// permute -> layer_norm over channels -> permute back), and one detection found to normalize
+// another dim through a permute.
 func lastDimNorm(g ShapeGroup) string {
 	x := g.Dims[0]
+	if d := g.Params.NormDim; d != nil && *d != int64(len(x)-1) {
+		return fmt.Sprintf("normalizes dim %d of %v, not the last (a permuted norm)", *d, x)
+	}
 	if g.Cols > 0 && g.Cols != x[len(x)-1] {
 		return fmt.Sprintf("normalizes over %d elements, not the last dim %d (a permuted norm)", g.Cols, x[len(x)-1])
 	}
 	return ""
+}
+
+// channelsFirstNorm reports a norm over dim 1 of x [B, C, ...] that the add_layernorm template
+// runs with norm_dim 1: detection followed the permute to dim 1 (NormDim), the normalized
+// size is C, and any residual has x's dims (it may broadcast along the batch).
+func channelsFirstNorm(g ShapeGroup) bool {
+	x := g.Dims[0]
+	return g.Params.NormDim != nil && *g.Params.NormDim == 1 && len(x) >= 3 && g.Cols == x[1] &&
+		(len(g.Dims) < 2 || len(g.Dims[1]) == len(x))
 }
 
 // autocastGEMM reports a layernorm_linear chain whose GEMM ran in a 16-bit type under
@@ -190,7 +203,9 @@ func caseMaskSoftmax(g ShapeGroup, c *Case) string {
 }
 
 func caseAddLayerNorm(g ShapeGroup, c *Case) string {
-	if why := lastDimNorm(g); why != "" {
+	if channelsFirstNorm(g) {
+		c.Params.NormDim = "1" // timm's LayerNorm2d: the kernel normalizes dim 1
+	} else if why := lastDimNorm(g); why != "" {
 		return why
 	}
 	x := g.Dims[0]

@@ -33,6 +33,10 @@ type Params struct {
 	// ResidualDType, dropout_add and add_layernorm: the residual's type when it differs from
 	// dtype (under autocast an fp32 residual stream meets a bf16 branch; the sum is fp32).
 	ResidualDType DType `json:"residual_dtype,omitempty"`
+	// NormDim, add_layernorm: the dim of dims[0] the LayerNorm normalizes when it is not the
+	// last, reached through a permute (timm's LayerNorm2d: permute -> layer_norm over C ->
+	// permute back, NormDim 1).
+	NormDim *int64 `json:"norm_dim,omitempty"`
 	// Attention only (attention.go): the mask's fill as the case spells it ("-inf", "min" or
 	// a number; "" when not recorded); whether a where's condition keeps the scores (True =
 	// keep, the inverse of masked_fill's mask); the bias added to the scores ("additive" or
@@ -693,7 +697,50 @@ func matchAddLayerNorm(g *graph, n int32) (*Instance, bool) {
 		numel(ai[ti[1]].Dims)*parseDType(ai[ti[1]].Type).Size() +
 		in.Elems*av.dtype.Size() + in.Elems*v.dtype.Size() + 2*in.Cols*4
 	in.WriteBytes = in.Elems*av.dtype.Size() + in.Elems*v.dtype.Size() // the sum and y
+	if d, ok := g.normDimOf(a, n); ok && d != len(av.dims)-1 {
+		nd := int64(d)
+		in.Params.NormDim = &nd
+	}
 	return in, true
+}
+
+// normDimOf is the dim of a's output that LayerNorm n normalizes (its input's last dim), found
+// by following n's input back to a through the view ops between them: a permute moves the
+// dim (its recorded order), an op that keeps the shape keeps it; any other view, or a path
+// that does not reach a, and ok is false.
+func (g *graph) normDimOf(a, n int32) (int, bool) {
+	ins := g.ins(n)
+	if len(ins) == 0 || len(ins[0].Dims) == 0 || len(g.dir) <= int(n) || len(g.dir[n]) == 0 {
+		return 0, false
+	}
+	out := dims(ins[0].Dims)
+	d := len(out) - 1
+	for p, hops := g.dir[n][0], 0; p >= 0 && hops < 16; p, hops = g.dir[p][0], hops+1 {
+		if p == a {
+			return d, true
+		}
+		pi := g.ins(p)
+		if !g.pass[p] || len(pi) == 0 || len(g.dir[p]) == 0 {
+			return 0, false
+		}
+		in := dims(pi[0].Dims)
+		switch {
+		case stripInplace(g.name[p]) == "permute":
+			perm, ok := intList(pi, 1)
+			if !ok || len(perm) != len(in) || len(in) != len(out) {
+				return 0, false
+			}
+			j, ok := normDim(perm[d], len(in))
+			if !ok || in[j] != out[d] {
+				return 0, false
+			}
+			d = j
+		case !slices.Equal(in, out):
+			return 0, false
+		}
+		out = in
+	}
+	return 0, false
 }
 
 func matchDropoutAdd(g *graph, n int32) (*Instance, bool) {

@@ -30,12 +30,15 @@ type KernelParams struct {
 	// MaskDtype is an additive mask's dtype when it differs from the case's (an fp32 mask
 	// added to bf16 scores under autocast). "" = the case's dtype.
 	MaskDtype string
+	// NormDim is the dim a norm normalizes: "-1" (the last, default) or "1" (channels-first
+	// [B, C, ...], timm's LayerNorm2d). codegen writes it only when it is "1".
+	NormDim string
 }
 
 // KernelParamNames are the names of KernelParams' fields as case.py and manifest.json spell
 // them, in the order codegen writes them.
 var KernelParamNames = []string{"approximate", "has_bias", "mask_kind", "mask_fill", "scale", "eps", "p", "bias_kind", "casting",
-	"residual_dtype", "mask_dtype", "out_dtype"}
+	"residual_dtype", "mask_dtype", "out_dtype", "norm_dim"}
 
 // Case is the kernel case one shape group maps to: what codegen generates, less the
 // source and the estimates.
@@ -85,6 +88,7 @@ var (
 	paramResidualDtype = Param{Name: "residual_dtype", Kind: ParamDtype}
 	paramMaskDtype     = Param{Name: "mask_dtype", Kind: ParamDtype}
 	paramOutDtype      = Param{Name: "out_dtype", Kind: ParamDtype}
+	paramNormDim       = Param{Name: "norm_dim", Kind: ParamEnum, Values: []string{"-1", "1"}, Default: "-1"}
 )
 
 // paramEps is a norm's epsilon, 0 < eps <= 1, with its default.

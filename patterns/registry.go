@@ -249,7 +249,7 @@ var catalog = []*Pattern{
 		Advice:   "fuse the residual add into the LayerNorm kernel (Apex FusedLayerNorm-style add+norm)",
 		Refuses:  "an add with a scalar (not a residual)",
 		Template: "add_layernorm",
-		Params:   []Param{paramEps(1e-5), paramResidualDtype},
+		Params:   []Param{paramEps(1e-5), paramResidualDtype, paramNormDim},
 		Usage:    "from {module} import AddLayerNorm\ns, y = AddLayerNorm.from_layer_norm(layer_norm)(x, residual)  # was s = x + residual; y = layer_norm(s)",
 		match:    matchAddLayerNorm,
 		toCase:   caseAddLayerNorm,
