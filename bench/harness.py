@@ -196,7 +196,16 @@ class TrainingCall:
       the capture (the capture failed and the backward was timed as a plain call). Called
       from the default stream, the backward still runs there, ordered by autograd's stream
       synchronisation.
-    - "full": the forward and then its backward, both inside each call."""
+    - "full": the forward and then its backward, both inside each call.
+
+    capturable is False for a call the harness must not capture in a CUDA graph (it times the
+    plain call instead): set for a library op's backward mode with dropout. SDPA's backends
+    save the forward's Philox seed and offset as CPU tensors when the forward is not captured,
+    and their backward, when captured, reads them as device pointers: an illegal memory
+    access that leaves the CUDA context unusable for every later case (seen on the H200 with
+    sdpa_efficient, p = 0.1)."""
+
+    capturable = True
 
     def __init__(self, torch, fwd, inputs, names, mode):
         self.torch, self.fwd, self.mode = torch, fwd, mode
@@ -561,18 +570,20 @@ class Bench:
         med0 = self.time(providers["fused"], graph=False)[0]
         graph = med0 < self.args.graph_below_us or floor < self.args.graph_below_us
         res["cuda_graph"] = graph
-        timed, timing = {}, {}
+        timed, timing, graphed = {}, {}, {}
         for name, fn in providers.items():
-            replay = None if graph else self.timing.graph_replay(fn)
+            capture = getattr(fn, "capturable", True)  # see TrainingCall.capturable
+            graphed[name] = graph and capture
+            replay = self.timing.graph_replay(fn) if capture and not graph else None
             timed[name] = replay or fn
-            timing[name] = "cudagraph" if graph else ("graph-replay" if replay else "call")
+            timing[name] = "cudagraph" if graphed[name] else ("graph-replay" if replay else "call")
         res["timing"] = timing
         runs = {name: [] for name in providers}
         walls = {name: [] for name in providers}
         for _ in range(self.args.repeats):
             for name, fn in timed.items():
                 try:
-                    runs[name].append(self.time(fn, graph))
+                    runs[name].append(self.time(fn, graphed[name]))
                 except Exception as e:  # e.g. a provider that cannot be captured in a graph
                     log(f"{folder.name}: timing {name} (graph={graph}) failed: {e}; timing the plain call")
                     timing[name] = "call"
@@ -689,6 +700,8 @@ class Bench:
                 try:
                     with donate():
                         providers[name] = training_call(torch, fwd, inputs, names, r["mode"])
+                    if name.startswith(LIB) and r["mode"] == "backward" and float(params.get("p", 0) or 0) > 0:
+                        providers[name].capturable = False  # timed as the plain call: see TrainingCall
                 except Exception as e:
                     log(f"{folder.name}: {name} ({r['mode']}) failed: {e}")
                     if name.startswith(LIB):
