@@ -222,13 +222,18 @@ func libraryCell(c *bench.Case, key, label string) cell {
 }
 
 // libraryNote lists the library ops a case refused, with why ("F.scaled_dot_product_attention
-// (flash) refused: No available kernel."), known names only.
+// (flash) refused: No available kernel."), and those timed as a plain call, known names only;
+// then whether torch.compile rewrote the chain to SDPA.
 func libraryNote(c *bench.Case) []string {
 	var out []string
 	for _, key := range slices.Sorted(maps.Keys(c.Library)) {
 		name, known := LibraryNames[key]
-		if op := c.Library[key]; known && op.Refused != "" {
+		switch op := c.Library[key]; {
+		case !known:
+		case op.Refused != "":
 			out = append(out, name+" refused: "+op.Refused)
+		case op.Timing == "call":
+			out = append(out, name+" timed as a plain call (not captured in a CUDA graph: host overhead included)")
 		}
 	}
 	if c.CompileSDPA != nil {
