@@ -735,7 +735,8 @@ def _seed_arg(seed, device):
 
 
 class _Plan:
-    """What one call's launches need, checked once: sizes, strides, dtypes and flags."""
+    """What one call's launches need, checked once per layout (_plan): sizes, the mask's and
+    bias's broadcast strides, dtypes and flags; no tensors."""
 
     def __init__(self, q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p):
         if q.dtype not in _TL:
@@ -762,7 +763,7 @@ class _Plan:
         self.B, self.H, self.Sq, self.Sk, self.D = B, H, Sq, Sk, D
         self.mask_kind, self.bias_kind = MASK_KINDS[mask_kind], BIAS_KINDS[bias_kind]
         sdt = q.dtype
-        self.mask, self.sm = None, [0, 0, 0, 0]
+        self.sm = [0, 0, 0, 0]
         if self.mask_kind in (1, 2):
             if mask is None:
                 raise ValueError(f"attention: mask_kind={mask_kind!r} needs a mask")
@@ -779,9 +780,8 @@ class _Plan:
                 sdt = torch.promote_types(sdt, mask.dtype)
                 if sdt not in _TL:
                     raise TypeError(f"attention: unsupported mask dtype {mask.dtype}")
-            self.mask = mask.view(torch.int8) if self.mask_kind == 1 else mask
         bdt = sdt
-        self.bias, self.sb = None, [0, 0, 0, 0]
+        self.sb = [0, 0, 0, 0]
         if self.bias_kind == 1:
             if bias is None or not bias.dtype.is_floating_point or bias.device != q.device:
                 raise ValueError("attention: bias_kind='additive' needs a floating-point bias on q's device")
@@ -791,27 +791,47 @@ class _Plan:
             bdt = torch.promote_types(sdt, bias.dtype)
             if bdt not in _TL:
                 raise TypeError(f"attention: unsupported bias dtype {bias.dtype}")
-            self.bias = bias
         elif self.bias_kind == 2:
             if bias is None or bias.shape != (H,) or not bias.dtype.is_floating_point or bias.device != q.device:
                 raise ValueError(f"attention: bias_kind='alibi' needs slopes of shape [{H}] on q's device")
             self.sb = [0, bias.stride(0), 0, 0]
             bdt = torch.float32
-            self.bias = bias
         self.fill = fill_value(mask_fill, q.dtype)
         finite = self.mask_kind in (1, 3) and self.fill != float("-inf")
         self.scale, self.p = float(scale), float(p)
-        self.block_d = max(16, triton.next_power_of_2(D))
+        self.block_d = max(16, 1 << (D - 1).bit_length())
         self.consts = dict(DT=_TL[q.dtype], SDT=_TL[sdt], BDT=_TL[bdt], MASK_KIND=self.mask_kind,
                            BIAS_KIND=self.bias_kind, FINITE_FILL=finite, ROUND=EAGER_ROUNDING)
         self.flags = (self.mask_kind, self.bias_kind, sdt, bdt, finite, p > 0)
 
-    def masks(self, q):
-        """(mask, bias) arguments: a dummy pointer (q, never read) where absent."""
-        return (q if self.mask is None else self.mask), (q if self.bias is None else self.bias)
+    def masks(self, q, mask, bias):
+        """(mask, bias) arguments: a bool mask viewed as int8; a dummy pointer (q, never read)
+        where absent."""
+        if self.mask_kind == 1:
+            mask = mask.view(torch.int8)
+        elif self.mask_kind != 2:
+            mask = q
+        return mask, (q if self.bias_kind == 0 else bias)
 
     def scalars(self, seed):
         return (self.scale, self.fill, self.p, 1.0 / (1.0 - self.p), seed)
+
+
+_PLANS = {}
+
+
+def _plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p):
+    """The _Plan of this layout (shapes, strides, dtypes, devices, parameters), made once."""
+    key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.device, k.device, v.device,
+           None if mask is None else (mask.shape, mask.stride(), mask.dtype, mask.device),
+           None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device),
+           scale, mask_kind, mask_fill, bias_kind, p)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        plan = _PLANS[key] = _Plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p)
+    return plan
 
 
 def _forward(q, k, v, mask, bias, plan, seed):
@@ -824,7 +844,7 @@ def _forward(q, k, v, mask, bias, plan, seed):
     if Sk == 0:
         raise ValueError("attention: Sk = 0 (softmax over no keys)")
     seed, seed_ptr = _seed_arg(seed, q.device)
-    mk, bs = plan.masks(q)
+    mk, bs = plan.masks(q, mask, bias)
     strides = (*q.stride(), *k.stride(), *v.stride(), *plan.sm, *plan.sb)
 
     def launch(tile, out, lse_):
@@ -854,7 +874,7 @@ def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
     if dq.numel() == 0 or dk.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_(), ds
     seed, seed_ptr = _seed_arg(seed, dev)
-    mk, bs = plan.masks(q)
+    mk, bs = plan.masks(q, mask, bias)
     delta = torch.empty((B * H, Sq), dtype=torch.float32, device=dev)
     bm = 16 if INTERPRET else 64
     _launch(_attn_bwd_delta, (B * H * -(-Sq // bm),), (o, do, delta, Sq, H, *o.stride(), *do.stride()),
@@ -900,7 +920,7 @@ class AttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p, seed):
-        plan = _Plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p)
+        plan = _plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p)
         if p > 0 and seed is None:
             seed = device_seed(q.device)
         if p == 0:
@@ -926,15 +946,24 @@ def attention(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none", mas
               bias_kind="none", p=0.0, seed=None):
     """The eager chain of reference.py in one kernel (see the module docstring). ``seed`` (p > 0):
     None draws a fresh one on q's device (device_seed), else an int or a 1-element int64 tensor
-    on q's device. Differentiable (AttentionFunction) in q, k, v and an additive bias."""
-    return AttentionFunction.apply(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p, seed)
+    on q's device. Differentiable (AttentionFunction) in q, k, v and an additive bias; a call
+    that no gradient reaches (inference) skips autograd's bookkeeping."""
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
+                                    or (bias is not None and bias.requires_grad)):
+        return AttentionFunction.apply(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p, seed)
+    plan = _plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p)
+    if p == 0:
+        seed = 0
+    elif seed is None:
+        seed = device_seed(q.device)
+    return _forward(q, k, v, mask, bias, plan, seed)[0]
 
 
 def attention_lse(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none", mask_fill=float("-inf"),
                   bias_kind="none", p=0.0, seed=0):
     """(out, logsumexp [B, H, Sq] fp32, natural log) without autograd: for tests and callers
     that keep the statistics."""
-    plan = _Plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p)
+    plan = _plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p)
     o, stats = _forward(q, k, v, mask, bias, plan, seed)
     m, l = stats[:, 0], stats[:, 1]
     return o, (torch.where(m == float("-inf"), 0.0, m) + torch.log(l)).view(plan.B, plan.H, plan.Sq)
@@ -967,5 +996,5 @@ class Attention(torch.nn.Module):
 
     def forward(self, q, k, v, mask=None, bias=None):
         p = self.p if self.training else 0.0
-        return AttentionFunction.apply(q, k, v, mask, bias, self.scale, self.mask_kind, self.mask_fill,
-                                       self.bias_kind, p, None)
+        return attention(q, k, v, mask, bias, scale=self.scale, mask_kind=self.mask_kind, mask_fill=self.mask_fill,
+                         bias_kind=self.bias_kind, p=p)
