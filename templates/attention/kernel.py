@@ -32,7 +32,9 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   entirely above the diagonal are not visited, which is exact for ``-inf`` fills and, for
   finite fills, whenever a row's largest score exceeds the fill by 104 (exp underflows to 0 in
   fp32: always with ``"min"``); query blocks holding a fully masked row (Sq > Sk) visit every
-  key block.
+  key block. Gradients through a row masked everywhere with ``-inf`` are NaN in eager for
+  every key of its head; here only for the key blocks that row's programs visit (causal
+  skipping leaves the others finite): such a model has NaN gradients either way.
 - Dropout (``p > 0``): the keep mask is Philox ``tl.rand(seed, ((b * H + h) * Sq + i) * Sk +
   j) >= p`` (a 64-bit counter), kept probabilities scaled by 1/(1-p); the same mask is
   regenerated in the backward, never stored; ``dropout_mask`` rebuilds it for a seed. The
@@ -56,6 +58,9 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   candidates compile for sm_90 (checked with ``triton.compile`` without a GPU) but none is
   measured yet. The interpreter runs 16 x 16 tiles (the tests' S of 17..129 span several
   blocks).
+- Host side: the checks run once per layout (``_plan``: shapes, strides, dtypes, parameters;
+  no tensors kept); a call no gradient reaches skips ``autograd.Function``; launches through
+  ``_launch``.
 - 64-bit offsets: the batch and head offsets (``b * stride``), rows and columns times strides
   and the dropout counter; the grid is 1-D (query blocks of one head adjacent, heaviest causal
   blocks first), so B * H is not capped at 65535.
@@ -64,7 +69,6 @@ Interpreter-safe: builtins only, ``tl.full``; the block loops are ``tl.range`` l
 (pipelined) and ``while`` loops under the interpreter (``_WHILE_LOOPS``).
 """
 
-import functools
 import os
 
 import torch
@@ -76,8 +80,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 MASK_KINDS = {"none": 0, "bool": 1, "additive": 2, "causal": 3}
 BIAS_KINDS = {"none": 0, "additive": 1, "alibi": 2}
 _TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
 # eager's roundings of the scores (q @ k^T, * scale, + mask, + bias) to their dtypes
 EAGER_ROUNDING = True
 # fp32 operands: tf32x3 on the GPU (about fp32's accuracy); the interpreter multiplies in fp32
