@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/program"
+	"github.com/fuseadvise/fuseadvise/trace"
 )
 
 // genericTestSpecs returns GenericExamples by name.
@@ -100,6 +102,63 @@ func TestGenericInjection(t *testing.T) {
 		}
 		if _, err := RenderGeneric(GenericSpec{Program: &p, Dtype: "fp32"}); err == nil {
 			t.Errorf("rendered %s", js)
+		}
+	}
+}
+
+// TestGenericInjectionFromTrace: a trace whose op names, file path and scalar arguments carry
+// Python text goes through analysis and codegen; the chains it yields are written with none
+// of that text in a .py file (op names are table codes in code, data in manifest.json).
+func TestGenericInjectionFromTrace(t *testing.T) {
+	evil := `x"); __import__("os").system("id"); ("`
+	tr := &trace.Trace{Path: "/tmp/" + evil + ".json", Rank: -1, Devices: []trace.Device{{Name: "NVIDIA H200"}}}
+	tr.Threads = []trace.Thread{{Pid: "1", Tid: "1"}}
+	f32 := func(d ...int64) trace.Input { return trace.Input{Type: "float", Dims: d} }
+	scalar := func(s string) trace.Input { return trace.Input{Type: "Scalar", Concrete: s} }
+	ops := []struct {
+		name string
+		in   []trace.Input
+	}{
+		{"aten::mm", []trace.Input{f32(64, 32), f32(32, 96)}},
+		{evil + "::mul", []trace.Input{f32(64, 96), scalar("0.5")}},
+		{"aten::sigmoid", []trace.Input{f32(64, 96)}},
+		{"aten::add", []trace.Input{f32(64, 96), scalar(evil), scalar("1")}}, // a scalar that is code: refused
+		{"aten::mm", []trace.Input{f32(64, 32), f32(32, 96)}},
+		{"aten::exp", []trace.Input{f32(64, 96)}},
+		{"aten::mul", []trace.Input{f32(64, 96), scalar("2e0")}},
+	}
+	var now int64
+	for _, o := range ops {
+		id := int32(len(tr.Ops))
+		tr.Ops = append(tr.Ops, trace.Op{Name: o.name, Kind: trace.KindCPUOp, Start: now, Dur: 10_000, Parent: -1, Inputs: o.in,
+			Bwd: -1, Fwd: -1, Py: -1, ExternalID: -1, RecordFunctionID: -1, Seq: -1, Acts: []int32{int32(len(tr.Acts))}})
+		tr.Acts = append(tr.Acts, trace.Activity{Name: evil, Start: now + 1000, Dur: 5_000, Op: id})
+		tr.Threads[0].Roots = append(tr.Threads[0].Roots, id)
+		now += 11_000
+	}
+	tr.Steps = []trace.Step{{Name: "whole trace", Num: -1, Dur: now}}
+	rep, err := patterns.Analyze([]*trace.Trace{tr}, patterns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, skipped, err := GenericItems(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// mul (its namespace is the text) -> sigmoid -> add (its scalar is): refused for the
+	// scalar; exp -> mul: generated
+	if len(items) != 1 || len(skipped) != 1 || !strings.Contains(skipped[0], "Concrete Inputs give no number") {
+		t.Fatalf("%d folders, skipped %q: want one of each", len(items), skipped)
+	}
+	for _, it := range items {
+		files, err := RenderGeneric(*it.Generic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range files {
+			if strings.HasSuffix(name, ".py") && (strings.Contains(string(b), "system") || strings.Contains(string(b), "__import__")) {
+				t.Errorf("%s: %s carries text from the trace", it.Name, name)
+			}
 		}
 	}
 }

@@ -358,7 +358,7 @@ func (pb *progBuilder) operand(b int32, pos int) (program.Arg, string) {
 			}
 		}
 		if !ok || math.IsNaN(v) {
-			return program.Arg{}, fmt.Sprintf("argument %d (%s) is not recorded in Concrete Inputs", pos, in.Type)
+			return program.Arg{}, fmt.Sprintf("argument %d (%s): Concrete Inputs give no number", pos, in.Type)
 		}
 		return program.NumArg(v), ""
 	case "":
