@@ -3,6 +3,7 @@ package codegen
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/fuseadvise/fuseadvise/program"
 )
@@ -51,19 +52,106 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		{"op":"amax","args":[{"step":2}],"consts":[1],"dtype":"fp16"}],"outputs":[2,3]}`},
 }
 
-// GenericExamples returns the examples, their programs validated.
+// GenericExamples returns the examples, their programs validated: genericExamples, then
+// the op-table programs (tableExamples) that put every op of the table against eager.
 func GenericExamples() []GenericExample {
 	var out []GenericExample
+	add := func(name, dtype string, p *program.Program) {
+		if err := p.Validate(); err != nil {
+			panic(fmt.Sprintf("codegen: generic example %s: %v", name, err))
+		}
+		out = append(out, GenericExample{name, GenericSpec{Program: p, Dtype: dtype, Ops: p.Codes(),
+			Source: Source{Trace: "example", Site: name}}})
+	}
 	for _, e := range genericExamples {
 		var p program.Program
 		if err := json.Unmarshal([]byte(e.prog), &p); err != nil {
 			panic(fmt.Sprintf("codegen: generic example %s: %v", e.name, err))
 		}
-		if err := p.Validate(); err != nil {
-			panic(fmt.Sprintf("codegen: generic example %s: %v", e.name, err))
+		add(e.name, e.dtype, &p)
+	}
+	for _, e := range tableExamples() {
+		add(e.name, e.dtype, e.p)
+	}
+	return out
+}
+
+// tableExamples are programs whose steps each apply one op of the table to the inputs
+// (never to each other's results, so a NaN of one cannot hide another's error), every step
+// an output: every elementwise op in fp32 and in bf16 (its rounding), pow at each of _pow's
+// paths, and each reduction once.
+func tableExamples() []struct {
+	name, dtype string
+	p           *program.Program
+} {
+	type ex = struct {
+		name, dtype string
+		p           *program.Program
+	}
+	f := func(v float64) program.Num { return program.Num(v) }
+	x, y, m := program.InArg(0), program.InArg(1), program.InArg(2)
+	num := program.NumArg
+	elementwise := func(dt program.DType) *program.Program {
+		p := &program.Program{Dims: []int64{6, 40}, Inputs: []program.Input{
+			{DType: dt, Dims: []int64{6, 40}}, {DType: dt, Dims: []int64{40}}, {DType: program.Bool, Dims: []int64{6, 1}}}}
+		step := func(code program.Code, args []program.Arg, consts ...program.Num) {
+			d := dt
+			if op, _ := program.Lookup(code); op.Compare {
+				d = program.Bool
+			}
+			p.Steps = append(p.Steps, program.Step{Op: code, Args: args, Consts: consts, DType: d})
 		}
-		out = append(out, GenericExample{e.name, GenericSpec{Program: &p, Dtype: e.dtype, Ops: p.Codes(),
-			Source: Source{Trace: "example", Site: e.name}}})
+		for _, code := range []program.Code{program.Add, program.Sub, program.Rsub} {
+			step(code, []program.Arg{x, y}, f(0.5))
+			step(code, []program.Arg{x, num(-1.25)}, f(2))
+		}
+		for _, code := range []program.Code{program.Mul, program.Div, program.Eq, program.Ne, program.Lt, program.Le, program.Gt, program.Ge} {
+			step(code, []program.Arg{x, y})
+			step(code, []program.Arg{x, num(0.5)})
+		}
+		step(program.Where, []program.Arg{m, x, y})
+		step(program.Where, []program.Arg{m, num(1.5), x})
+		step(program.MaskedFill, []program.Arg{x, m, num(-3)})
+		step(program.MaskedFill, []program.Arg{x, m, num(math.Inf(-1))})
+		step(program.Dropout, []program.Arg{x}, f(0.3), f(0))
+		step(program.Clamp, []program.Arg{x}, f(-0.5), f(1.5))
+		step(program.ClampMin, []program.Arg{x}, f(0.25))
+		step(program.ClampMax, []program.Arg{x}, f(-0.25))
+		step(program.Hardtanh, []program.Arg{x}, f(-2), f(2))
+		step(program.LeakyRelu, []program.Arg{x}, f(0.1))
+		step(program.Elu, []program.Arg{x}, f(1.3), f(1.05), f(0.9))
+		step(program.Softplus, []program.Arg{x}, f(2), f(3))
+		for _, code := range []program.Code{program.Relu, program.Gelu, program.GeluTanh, program.Silu, program.Mish,
+			program.Sigmoid, program.Tanh, program.Hardswish, program.Hardsigmoid, program.Exp, program.Log,
+			program.Sqrt, program.Rsqrt, program.Abs, program.Neg, program.Reciprocal} {
+			step(code, []program.Arg{x})
+		}
+		for _, c := range []float64{0, 1, 2, 3, 0.5, -1, -2, 2.5, 4, 5, -3} {
+			step(program.Pow, []program.Arg{x}, f(c))
+		}
+		step(program.Cast, []program.Arg{x}, nil...)
+		p.Steps[len(p.Steps)-1].DType = program.FP32
+		if dt == program.FP32 {
+			p.Steps[len(p.Steps)-1].DType = program.BF16
+		}
+		for i := range p.Steps {
+			p.Outputs = append(p.Outputs, i)
+		}
+		return p
+	}
+	out := []ex{{"table_fp32", "fp32", elementwise(program.FP32)}, {"table_bf16", "bf16", elementwise(program.BF16)}}
+	for _, code := range []program.Code{program.Mean, program.Amin, program.Logsumexp, program.Softmax} {
+		p := &program.Program{Dims: []int64{3, 5, 70}, Inputs: []program.Input{{DType: program.FP16, Dims: []int64{3, 5, 70}}},
+			Steps: []program.Step{{Op: program.Mul, Args: []program.Arg{x, num(1.5)}, DType: program.FP16}}, Outputs: []int{0, 1}}
+		red := program.Step{Op: code, Args: []program.Arg{program.StepArg(0)}, DType: program.FP32}
+		if code == program.Amin || code == program.Logsumexp {
+			red.DType = program.FP16 // no dtype argument: the input's
+		}
+		if op, _ := program.Lookup(code); len(op.Consts) == 1 {
+			red.Consts = []program.Num{f(float64(len(out) % 2))} // keepdim both ways
+		}
+		p.Steps = append(p.Steps, red)
+		out = append(out, ex{"table_" + string(code), "fp16", p})
 	}
 	return out
 }

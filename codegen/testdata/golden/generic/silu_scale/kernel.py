@@ -98,10 +98,11 @@ def _clamp_max(x, hi):
 
 @triton.jit
 def _pow(x, c: tl.constexpr):
-    """x ** c for a constant c: exact products for small integer exponents, else exp2/log2
-    with the sign of an odd integer power and NaN for a negative base."""
+    """x ** c for a constant c, as ATen's pow by a scalar: exact products for small integer
+    exponents, else exp2/log2 with the sign of an odd integer power and NaN for a negative
+    finite base."""
     if c == 0.0:
-        y = x * 0.0 + 1.0
+        y = tl.full(x.shape, 1.0, tl.float32)  # NaN ** 0 and inf ** 0 are 1
     elif c == 1.0:
         y = x
     elif c == 2.0:
@@ -121,7 +122,7 @@ def _pow(x, c: tl.constexpr):
                 a = tl.where(x < 0.0, -a, a)
             y = a
         else:
-            y = tl.where(x < 0.0, float("nan"), a)
+            y = tl.where((x < 0.0) & (x != float("-inf")), float("nan"), a)  # (-inf) ** c: inf or 0
     return y
 
 
