@@ -373,3 +373,46 @@ def test_gpu_backward_captured():
     torch.cuda.synchronize()
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
+
+
+def test_folder_bench_py_times_library_ops(tmp_path, monkeypatch, capsys):
+    """A folder's own bench.py times each library op like the providers under "library", and
+    records a refusal (the adapter's, or the first line of what the op raised)."""
+    import json
+    import shutil
+
+    (tmp_path / "case.py").write_text('PATTERN = "fake"\nDTYPE = "fp32"\nSHAPES = [[4, 8]]\nPARAMS = {}\n')
+    (tmp_path / "kernel.py").write_text("")
+    (tmp_path / "reference.py").write_text("")
+    (tmp_path / "adapter.py").write_text(
+        "def make_inputs(shapes, dt, params, device, seed):\n    return {}\n"
+        "def fused(kernel, inputs, params, poison=False):\n    return 'fused'\n"
+        "def reference(ref, inputs, params):\n    return 'eager'\n"
+        "def nbytes(shapes, dt, params):\n    return 1 << 20\n"
+        "def _no(inp):\n    raise RuntimeError('No available kernel.  Aborting execution.\\nmore')\n"
+        "def library_ops(inputs, params):\n"
+        "    return {'sdpa_cudnn': lambda inp: 'sdpa_cudnn', 'sdpa_flash': _no}, {'flex': 'no dropout\\nsecond line'}\n")
+    shutil.copy(COMMON / "fa_testing.py", tmp_path)
+    shutil.copy(COMMON / "bench.py", tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fa_testing", raising=False)
+    mod = load(tmp_path / "bench.py", "_test_library_bench_py")
+    figures = {"fused": 10.0, "eager": 30.0, "sdpa_cudnn": 8.0}
+    fat_ = mod.fat
+    monkeypatch.setattr(fat_, "cuda_ok", lambda: True)
+    monkeypatch.setattr(fat_, "run_case", lambda *a: None)
+    monkeypatch.setattr(fat_, "graph_replay", lambda fn: fn)
+    monkeypatch.setattr(fat_, "gpu_time_us", lambda fn, w, r: [figures[fn()]] * 3)
+    monkeypatch.setattr(fat_, "wall_time_us", lambda fn, ms: {"wall_us": figures[fn()] + 5, "host_us": 2.0, "calls": 100})
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "Fake GPU")
+    monkeypatch.setattr(sys, "argv", ["bench.py", "--no-compile"])
+    try:
+        assert mod.main() == 0
+    finally:
+        sys.modules.pop("fa_testing", None)
+    out = json.loads(capsys.readouterr().out)
+    assert out["library"]["sdpa_cudnn"]["median_us"] == 8.0 and out["library"]["sdpa_cudnn"]["wall_us"] == 13.0
+    assert out["library"]["sdpa_flash"] == {"refused": "No available kernel.  Aborting execution."}
+    assert out["library"]["flex"] == {"refused": "no dropout"}
+    assert set(out["times"]) == {"fused", "eager"}

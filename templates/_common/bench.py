@@ -13,6 +13,12 @@ on the GPU. Two figures per provider (fa_testing.py has the timing functions):
   back-to-back calls (a loop of about --wall-ms) with one synchronize at the end, and the
   time one call takes to return (the host's share: Python, checks, allocations, launches).
 
+Library calls: where the adapter defines ``library_ops(inputs, params)`` (F.scaled_dot_product_attention
+under each backend, FlexAttention, F.rms_norm, the cuBLASLt GELU epilogue: the library calls that
+compute the same forward), each is timed the same way under ``library.<name>``, or recorded as
+``{"refused": reason}`` (the adapter's reason, or the first line of what it raised). Unlike the
+benchmark harness, bench.py does not compare their outputs with the reference.
+
 Prints one JSON object on stdout; diagnostics go to stderr.
 
 Usage: python bench.py [--no-compile] [--warmup MS] [--rep MS] [--wall-ms MS]
@@ -44,6 +50,25 @@ def time_provider(fn, warmup_ms, rep_ms, wall_ms):
     med, p20, p80 = fat.gpu_time_us(replay or fn, warmup_ms, rep_ms)
     out = {"median_us": med, "p20_us": p20, "p80_us": p80, "timing": "graph-replay" if replay else "call"}
     out.update(fat.wall_time_us(fn, wall_ms))
+    return out
+
+
+def first_line(e):
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return lines[0][:300] if lines else type(e).__name__
+
+
+def library_times(inputs, params, args):
+    """Each library op of adapter.library_ops timed like the providers, or why not: name ->
+    figures, or {"refused": reason}."""
+    ops, refused = adapter.library_ops(inputs, params)
+    out = {name: {"refused": first_line(why)} for name, why in refused.items()}
+    for name, op in ops.items():
+        try:
+            out[name] = time_provider(lambda op=op: op(inputs), args.warmup, args.rep, args.wall_ms)
+        except Exception as e:  # an SDPA backend refusing the case raises on its first call
+            out[name] = {"refused": first_line(e)}
+            print(f"bench: library op {name} refused: {first_line(e)}", file=sys.stderr)
     return out
 
 
@@ -105,6 +130,8 @@ def main():
             times[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
             print(f"bench: {name} failed: {e}", file=sys.stderr)
     result["times"] = times
+    if hasattr(adapter, "library_ops"):
+        result["library"] = library_times(inputs, params, args)
     for figure, prefix in (("median_us", "speedup_vs_"), ("wall_us", "per_call_speedup_vs_")):
         f = times["fused"].get(figure)
         for base in ("eager", "compile"):
