@@ -121,3 +121,32 @@ func TestCSVLibraryRows(t *testing.T) {
 		t.Errorf("a refused op has rows:\n%s", out)
 	}
 }
+
+// TestLibraryTarget: forward and full cases with SDPA or FlexAttention timed are held to
+// within 1.10x of the fastest of them (the attention issue's target); backward cases are not.
+func TestLibraryTarget(t *testing.T) {
+	r, err := LoadBench(filepath.Join("testdata", "bench-library.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *Target
+	for _, tg := range Targets(r) {
+		if strings.Contains(tg.Name, "SDPA") {
+			got = &tg
+		}
+	}
+	if got == nil {
+		t.Fatal("no SDPA/Flex target")
+	}
+	// forward 240 vs cuDNN 212 (1.13x) misses, full 931 vs 928 meets; the backward is not judged
+	if got.Cases != 2 || got.Met || got.Got != "worst 1.13x" || len(got.Misses) != 1 ||
+		!strings.Contains(got.Misses[0], "1.13x (F.scaled_dot_product_attention (cuDNN) 212 µs)") {
+		t.Errorf("target %+v", *got)
+	}
+	// without library ops the target is not listed
+	for _, tg := range Targets(&bench.Result{Cases: []bench.Case{{Pattern: "x", Correct: true, FusedUs: 1, EagerUs: 2}}}) {
+		if strings.Contains(tg.Name, "SDPA") {
+			t.Errorf("target listed without library ops: %+v", tg)
+		}
+	}
+}

@@ -27,6 +27,7 @@ const (
 	WallVsEagerMin   = 1.0  // every case with per-call figures: fused per-call wall time <= eager's
 	TrainVsEagerMin  = 2.0  // training ("full": forward + backward), memory-bound cases: >= 2x eager
 	TrainVsCompile   = 1.0  // training ("full"), every case: >= 1.0x torch.compile
+	LibraryRatioMax  = 1.10 // forward and full, cases SDPA or FlexAttention accept: fused <= 1.10x the fastest of them
 )
 
 // gemmPattern reports whether a pattern's fused kernel contains a GEMM.
@@ -78,10 +79,23 @@ func Targets(r *bench.Result) []Target {
 	trainC := Target{Name: "training (forward + backward): vs torch.compile", Want: fmt.Sprintf(">= %.1fx", TrainVsCompile)}
 	trainM := Target{Name: "training (forward + backward): peak memory vs eager", Want: "<= eager's"}
 	minTrainE, minTrainC, worstMem := math.Inf(1), math.Inf(1), 0.0
+	lib := Target{Name: "forward and full: fused / fastest of SDPA's backends and FlexAttention", Want: fmt.Sprintf("<= %.2fx", LibraryRatioMax)}
+	worstLib := 0.0
 	for _, s := range Speedups(r) {
 		c := s.Case
 		label := s.Label + " (" + s.Sub + ")"
 		timed := c.Correct && c.FusedUs > 0
+		if best, name := fastestAttentionCall(&c); best > 0 && c.Mode != "backward" {
+			lib.Cases++
+			ratio := 0.0
+			if timed {
+				ratio = c.FusedUs / best
+				worstLib = max(worstLib, ratio)
+			}
+			if !timed || ratio > LibraryRatioMax {
+				lib.Misses = append(lib.Misses, fmt.Sprintf("%s %sx (%s %s µs)", label, fixed(ratio, 2), name, fmtUs(best)))
+			}
+		}
 		if !c.Forward() {
 			// the training targets, on "full" (what a training step runs); "backward" is
 			// reported beside it, not judged on its own
@@ -238,7 +252,11 @@ func Targets(r *bench.Result) []Target {
 	trainE.Got, trainE.Met = "worst "+fixed(inf0(minTrainE), 2)+"x", len(trainE.Misses) == 0
 	trainC.Got, trainC.Met = "worst "+fixed(inf0(minTrainC), 2)+"x", len(trainC.Misses) == 0
 	trainM.Got, trainM.Met = "worst "+fixed(worstMem, 2)+"x", len(trainM.Misses) == 0
+	lib.Got, lib.Met = "worst "+fixed(worstLib, 2)+"x", len(lib.Misses) == 0
 	ts := []Target{floor, compileEach, geoC, geoE, gemm, decode, pred, host, perCall}
+	if lib.Cases > 0 { // results with SDPA or FlexAttention timed
+		ts = append(ts, lib)
+	}
 	if trainE.Cases+trainC.Cases+trainM.Cases > 0 { // results with training modes
 		ts = append(ts, trainE, trainC, trainM)
 	}
@@ -248,6 +266,19 @@ func Targets(r *bench.Result) []Target {
 		}
 	}
 	return ts
+}
+
+// fastestAttentionCall is the GPU time of the fastest of c's SDPA backends and FlexAttention,
+// and its name from the fixed table; 0 when neither was timed.
+func fastestAttentionCall(c *bench.Case) (float64, string) {
+	best, name := 0.0, ""
+	if _, known := sdpaBackends[c.SdpaBackend]; known && pos(c.SdpaUs) {
+		best, name = c.SdpaUs, LibraryNames["sdpa_"+c.SdpaBackend]
+	}
+	if pos(c.FlexUs) && (best == 0 || c.FlexUs < best) {
+		best, name = c.FlexUs, LibraryNames["flex"]
+	}
+	return best, name
 }
 
 // signed puts a + before s, v's formatted value, when v is not negative.
