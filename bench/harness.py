@@ -690,8 +690,8 @@ class Bench:
             def donate(mode=r["mode"]):
                 return torch._functorch.config.patch(donated_buffer=False) if mode == "backward" else contextlib.nullcontext()
 
-            if r["mode"] == "backward":
-                torch._dynamo.reset()
+            if r["mode"] == "backward" or r is not out[0]:  # each mode its own compile: the full
+                torch._dynamo.reset()                        # mode's with donated buffers, as a training step
                 forwards["compile"] = torch.compile(lambda inp: adapter.reference(ref, inp, params))
             providers = {}
             if ops or refused:
