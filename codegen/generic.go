@@ -587,7 +587,7 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 	last := len(r.p.Steps) - 1
 	v := "v" + strconv.Itoa(*r.p.Steps[last].Args[0].Step) // the reduced value
 	b.WriteString("@triton.jit\n")
-	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK_N: tl.constexpr):\n", r.kernelArgs("N"))
+	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):\n", r.kernelArgs("N"))
 	b.WriteString("    row = tl.program_id(0).to(tl.int64)\n")
 	b.WriteString("    r = row\n")
 	for d := r.rank - 2; d > 0; d-- {
@@ -604,80 +604,97 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 		fmt.Fprintf(b, "    base%d = %s\n", i, strings.Join(t, " + "))
 	}
 	b.WriteString("    cols = tl.arange(0, BLOCK_N)\n")
-	offs := func(i int) string { return fmt.Sprintf("(base%d + c * s%d_%d)", i, i, r.rank-1) }
-	// pass opens a loop over the row's tiles with the chain computed in it
-	pass := func() {
-		// a while loop: Triton 3.6's interpreter cannot range() over a runtime int
-		b.WriteString("    start = 0\n")
-		b.WriteString("    while start < N:\n")
-		b.WriteString("        c = start + cols\n")
-		b.WriteString("        mask = c < N\n")
-		b.WriteString("        start += BLOCK_N\n")
-		r.steps(b, "        ", offs)
-	}
-	stores := func() { // the full-shape outputs but the last step, in the last pass
-		for k, o := range r.p.Outputs {
-			if o != last {
-				r.store(b, "        ", k, o, "v"+strconv.Itoa(o), "row * N + c", "mask")
+	body := func(T, B string, once bool) {
+		offs := func(i int) string { return fmt.Sprintf("(base%d + c * s%d_%d)", i, i, r.rank-1) }
+		// pass opens a loop over the row's tiles with the chain computed in it; with once (the
+		// row is one tile) the chain is computed the first time only, and its values kept
+		computed := false
+		pass := func() {
+			if once {
+				if !computed {
+					b.WriteString(T + "c = cols\n")
+					b.WriteString(T + "mask = c < N\n")
+					r.steps(b, T, offs)
+				}
+				computed = true
+				return
+			}
+			// a while loop: Triton 3.6's interpreter cannot range() over a runtime int
+			b.WriteString(T + "start = 0\n")
+			b.WriteString(T + "while start < N:\n")
+			b.WriteString(B + "c = start + cols\n")
+			b.WriteString(B + "mask = c < N\n")
+			b.WriteString(B + "start += BLOCK_N\n")
+			r.steps(b, B, offs)
+		}
+		stores := func() { // the full-shape outputs but the last step, in the last pass
+			for k, o := range r.p.Outputs {
+				if o != last {
+					r.store(b, B, k, o, "v"+strconv.Itoa(o), "row * N + c", "mask")
+				}
 			}
 		}
-	}
-	final := len(r.p.Outputs) - 1
-	dt := tlDtypes[r.p.Steps[last].DType]
-	switch r.red.Reduce {
-	case "sum", "mean":
-		b.WriteString("    acc = tl.zeros([BLOCK_N], tl.float32)\n")
-		pass()
-		stores()
-		fmt.Fprintf(b, "        acc += tl.where(mask, %s, 0.0)\n", v)
-		b.WriteString("    res = tl.sum(acc, axis=0)\n")
-		if r.red.Reduce == "mean" {
-			b.WriteString("    res = res / N\n")
-		}
-		fmt.Fprintf(b, "    tl.store(out%d + row, _cast(res, %s))\n", final, dt)
-	case "max", "min":
-		f, inf := "maximum", `float("-inf")`
-		if r.red.Reduce == "min" {
-			f, inf = "minimum", `float("inf")`
-		}
-		fmt.Fprintf(b, "    acc = tl.full([BLOCK_N], %s, tl.float32)\n", inf)
-		b.WriteString("    nans = tl.zeros([BLOCK_N], tl.float32)\n")
-		pass()
-		stores()
-		fmt.Fprintf(b, "        acc = tl.%s(acc, tl.where(mask, %s, %s))\n", f, v, inf)
-		fmt.Fprintf(b, "        nans += tl.where(mask & (%s != %s), 1.0, 0.0)\n", v, v)
-		fmt.Fprintf(b, "    res = tl.%s(acc, axis=0)\n", map[string]string{"maximum": "max", "minimum": "min"}[f])
-		b.WriteString("    res = tl.where(tl.sum(nans, axis=0) > 0.0, float(\"nan\"), res)\n")
-		fmt.Fprintf(b, "    tl.store(out%d + row, _cast(res, %s))\n", final, dt)
-	case "logsumexp", "softmax", "log_softmax":
-		b.WriteString("    acc = tl.full([BLOCK_N], float(\"-inf\"), tl.float32)\n")
-		pass()
-		if r.red.Reduce == "logsumexp" {
+		final := len(r.p.Outputs) - 1
+		dt := tlDtypes[r.p.Steps[last].DType]
+		switch r.red.Reduce {
+		case "sum", "mean":
+			b.WriteString(T + "acc = tl.zeros([BLOCK_N], tl.float32)\n")
+			pass()
 			stores()
+			fmt.Fprintf(b, B+"acc += tl.where(mask, %s, 0.0)\n", v)
+			b.WriteString(T + "res = tl.sum(acc, axis=0)\n")
+			if r.red.Reduce == "mean" {
+				b.WriteString(T + "res = res / N\n")
+			}
+			fmt.Fprintf(b, T+"tl.store(out%d + row, _cast(res, %s))\n", final, dt)
+		case "max", "min":
+			f, inf := "maximum", `float("-inf")`
+			if r.red.Reduce == "min" {
+				f, inf = "minimum", `float("inf")`
+			}
+			fmt.Fprintf(b, T+"acc = tl.full([BLOCK_N], %s, tl.float32)\n", inf)
+			b.WriteString(T + "nans = tl.zeros([BLOCK_N], tl.float32)\n")
+			pass()
+			stores()
+			fmt.Fprintf(b, B+"acc = tl.%s(acc, tl.where(mask, %s, %s))\n", f, v, inf)
+			fmt.Fprintf(b, B+"nans += tl.where(mask & (%s != %s), 1.0, 0.0)\n", v, v)
+			fmt.Fprintf(b, T+"res = tl.%s(acc, axis=0)\n", map[string]string{"maximum": "max", "minimum": "min"}[f])
+			b.WriteString(T + "res = tl.where(tl.sum(nans, axis=0) > 0.0, float(\"nan\"), res)\n")
+			fmt.Fprintf(b, T+"tl.store(out%d + row, _cast(res, %s))\n", final, dt)
+		case "logsumexp", "softmax", "log_softmax":
+			b.WriteString(T + "acc = tl.full([BLOCK_N], float(\"-inf\"), tl.float32)\n")
+			pass()
+			if r.red.Reduce == "logsumexp" {
+				stores()
+			}
+			fmt.Fprintf(b, B+"acc = tl.maximum(acc, tl.where(mask, %s, float(\"-inf\")))\n", v)
+			b.WriteString(T + "m = tl.max(acc, axis=0)\n")
+			if r.red.Reduce == "logsumexp" {
+				b.WriteString(T + "m = tl.where(tl.abs(m) == float(\"inf\"), 0.0, m)\n")
+			}
+			b.WriteString(T + "acc = tl.zeros([BLOCK_N], tl.float32)\n")
+			pass()
+			fmt.Fprintf(b, B+"acc += tl.where(mask, tl.exp(%s - m), 0.0)\n", v)
+			b.WriteString(T + "s = tl.sum(acc, axis=0)\n")
+			if r.red.Reduce == "logsumexp" {
+				fmt.Fprintf(b, T+"tl.store(out%d + row, _cast(tl.log(s) + m, %s))\n", final, dt)
+				break
+			}
+			b.WriteString(T + "log_s = tl.log(s)\n")
+			pass()
+			stores()
+			if r.red.Reduce == "softmax" {
+				fmt.Fprintf(b, B+"y = tl.exp(%s - m) / s\n", v)
+			} else {
+				fmt.Fprintf(b, B+"y = %s - m - log_s\n", v)
+			}
+			fmt.Fprintf(b, B+"tl.store(out%d + row * N + c, _cast(y, %s), mask=mask)\n", final, dt)
 		}
-		fmt.Fprintf(b, "        acc = tl.maximum(acc, tl.where(mask, %s, float(\"-inf\")))\n", v)
-		b.WriteString("    m = tl.max(acc, axis=0)\n")
-		if r.red.Reduce == "logsumexp" {
-			b.WriteString("    m = tl.where(tl.abs(m) == float(\"inf\"), 0.0, m)\n")
-		}
-		b.WriteString("    acc = tl.zeros([BLOCK_N], tl.float32)\n")
-		pass()
-		fmt.Fprintf(b, "        acc += tl.where(mask, tl.exp(%s - m), 0.0)\n", v)
-		b.WriteString("    s = tl.sum(acc, axis=0)\n")
-		if r.red.Reduce == "logsumexp" {
-			fmt.Fprintf(b, "    tl.store(out%d + row, _cast(tl.log(s) + m, %s))\n", final, dt)
-			break
-		}
-		b.WriteString("    log_s = tl.log(s)\n")
-		pass()
-		stores()
-		if r.red.Reduce == "softmax" {
-			fmt.Fprintf(b, "        y = tl.exp(%s - m) / s\n", v)
-		} else {
-			fmt.Fprintf(b, "        y = %s - m - log_s\n", v)
-		}
-		fmt.Fprintf(b, "        tl.store(out%d + row * N + c, _cast(y, %s), mask=mask)\n", final, dt)
 	}
+	b.WriteString("    if ONE_TILE:  # the row is one tile: the chain computed once, its values kept\n")
+	body("        ", "        ", true)
+	b.WriteString("    else:\n")
+	body("        ", "            ", false)
 	b.WriteString("\n\n")
 }
 
@@ -738,7 +755,8 @@ def fused(*inputs, out=None):
     dims = dims[1:] + [n]
     strides = [st[1:] + [v.stride()[-1]] for st, v in zip(strides, views)]
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
-    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n)
+    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n,
+                                 ONE_TILE=n <= block_n)
     return tuple(out)
 `)
 	}

@@ -128,7 +128,7 @@ def _pow(x, c: tl.constexpr):
 
 
 @triton.jit
-def _fused_kernel(in0, in1, in2, out0, out1, N, D0, D1, D2, D3, s0_0, s0_1, s0_2, s0_3, s1_0, s1_1, s1_2, s1_3, s2_0, s2_1, s2_2, s2_3, BLOCK_N: tl.constexpr):
+def _fused_kernel(in0, in1, in2, out0, out1, N, D0, D1, D2, D3, s0_0, s0_1, s0_2, s0_3, s1_0, s1_1, s1_2, s1_3, s2_0, s2_1, s2_2, s2_3, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     r = row
     i2 = r % D2
@@ -140,13 +140,11 @@ def _fused_kernel(in0, in1, in2, out0, out1, N, D0, D1, D2, D3, s0_0, s0_1, s0_2
     base1 = 0 + i0 * s1_0 + i1 * s1_1 + i2 * s1_2
     base2 = 0 + i0 * s2_0 + i1 * s2_1 + i2 * s2_2
     cols = tl.arange(0, BLOCK_N)
-    acc = tl.full([BLOCK_N], float("-inf"), tl.float32)
-    nans = tl.zeros([BLOCK_N], tl.float32)
-    start = 0
-    while start < N:
-        c = start + cols
+    if ONE_TILE:  # the row is one tile: the chain computed once, its values kept
+        acc = tl.full([BLOCK_N], float("-inf"), tl.float32)
+        nans = tl.zeros([BLOCK_N], tl.float32)
+        c = cols
         mask = c < N
-        start += BLOCK_N
         x0 = tl.load(in0 + (base0 + c * s0_3), mask=mask, other=0).to(tl.float32)
         x1 = tl.load(in1 + (base1 + c * s1_3), mask=mask, other=0).to(tl.float32)
         x2 = tl.load(in2 + (base2 + c * s2_3), mask=mask, other=0).to(tl.float32)
@@ -159,9 +157,32 @@ def _fused_kernel(in0, in1, in2, out0, out1, N, D0, D1, D2, D3, s0_0, s0_1, s0_2
         tl.store(out0 + row * N + c, _cast(v2, tl.float16), mask=mask)
         acc = tl.maximum(acc, tl.where(mask, v2, float("-inf")))
         nans += tl.where(mask & (v2 != v2), 1.0, 0.0)
-    res = tl.max(acc, axis=0)
-    res = tl.where(tl.sum(nans, axis=0) > 0.0, float("nan"), res)
-    tl.store(out1 + row, _cast(res, tl.float16))
+        res = tl.max(acc, axis=0)
+        res = tl.where(tl.sum(nans, axis=0) > 0.0, float("nan"), res)
+        tl.store(out1 + row, _cast(res, tl.float16))
+    else:
+        acc = tl.full([BLOCK_N], float("-inf"), tl.float32)
+        nans = tl.zeros([BLOCK_N], tl.float32)
+        start = 0
+        while start < N:
+            c = start + cols
+            mask = c < N
+            start += BLOCK_N
+            x0 = tl.load(in0 + (base0 + c * s0_3), mask=mask, other=0).to(tl.float32)
+            x1 = tl.load(in1 + (base1 + c * s1_3), mask=mask, other=0).to(tl.float32)
+            x2 = tl.load(in2 + (base2 + c * s2_3), mask=mask, other=0).to(tl.float32)
+            v0 = x0 * x1
+            v0 = _round(v0, tl.float16)
+            v1 = v0 + x2 * 1.0
+            v1 = _round(v1, tl.float16)
+            v2 = tl.where(v1 > 0.0, v1, v1 * 0.2)
+            v2 = _round(v2, tl.float16)
+            tl.store(out0 + row * N + c, _cast(v2, tl.float16), mask=mask)
+            acc = tl.maximum(acc, tl.where(mask, v2, float("-inf")))
+            nans += tl.where(mask & (v2 != v2), 1.0, 0.0)
+        res = tl.max(acc, axis=0)
+        res = tl.where(tl.sum(nans, axis=0) > 0.0, float("nan"), res)
+        tl.store(out1 + row, _cast(res, tl.float16))
 
 
 def _main_shape(inputs):
@@ -210,7 +231,8 @@ def fused(*inputs, out=None):
     dims = dims[1:] + [n]
     strides = [st[1:] + [v.stride()[-1]] for st, v in zip(strides, views)]
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
-    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n)
+    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n,
+                                 ONE_TILE=n <= block_n)
     return tuple(out)
 
 

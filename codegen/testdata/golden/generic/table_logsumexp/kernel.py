@@ -128,7 +128,7 @@ def _pow(x, c: tl.constexpr):
 
 
 @triton.jit
-def _fused_kernel(in0, out0, out1, N, D0, D1, D2, s0_0, s0_1, s0_2, BLOCK_N: tl.constexpr):
+def _fused_kernel(in0, out0, out1, N, D0, D1, D2, s0_0, s0_1, s0_2, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     r = row
     i1 = r % D1
@@ -136,31 +136,47 @@ def _fused_kernel(in0, out0, out1, N, D0, D1, D2, s0_0, s0_1, s0_2, BLOCK_N: tl.
     i0 = r
     base0 = 0 + i0 * s0_0 + i1 * s0_1
     cols = tl.arange(0, BLOCK_N)
-    acc = tl.full([BLOCK_N], float("-inf"), tl.float32)
-    start = 0
-    while start < N:
-        c = start + cols
+    if ONE_TILE:  # the row is one tile: the chain computed once, its values kept
+        acc = tl.full([BLOCK_N], float("-inf"), tl.float32)
+        c = cols
         mask = c < N
-        start += BLOCK_N
         x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
         v0 = x0 * 1.5
         v0 = _round(v0, tl.float16)
         tl.store(out0 + row * N + c, _cast(v0, tl.float16), mask=mask)
         acc = tl.maximum(acc, tl.where(mask, v0, float("-inf")))
-    m = tl.max(acc, axis=0)
-    m = tl.where(tl.abs(m) == float("inf"), 0.0, m)
-    acc = tl.zeros([BLOCK_N], tl.float32)
-    start = 0
-    while start < N:
-        c = start + cols
-        mask = c < N
-        start += BLOCK_N
-        x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
-        v0 = x0 * 1.5
-        v0 = _round(v0, tl.float16)
+        m = tl.max(acc, axis=0)
+        m = tl.where(tl.abs(m) == float("inf"), 0.0, m)
+        acc = tl.zeros([BLOCK_N], tl.float32)
         acc += tl.where(mask, tl.exp(v0 - m), 0.0)
-    s = tl.sum(acc, axis=0)
-    tl.store(out1 + row, _cast(tl.log(s) + m, tl.float16))
+        s = tl.sum(acc, axis=0)
+        tl.store(out1 + row, _cast(tl.log(s) + m, tl.float16))
+    else:
+        acc = tl.full([BLOCK_N], float("-inf"), tl.float32)
+        start = 0
+        while start < N:
+            c = start + cols
+            mask = c < N
+            start += BLOCK_N
+            x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
+            v0 = x0 * 1.5
+            v0 = _round(v0, tl.float16)
+            tl.store(out0 + row * N + c, _cast(v0, tl.float16), mask=mask)
+            acc = tl.maximum(acc, tl.where(mask, v0, float("-inf")))
+        m = tl.max(acc, axis=0)
+        m = tl.where(tl.abs(m) == float("inf"), 0.0, m)
+        acc = tl.zeros([BLOCK_N], tl.float32)
+        start = 0
+        while start < N:
+            c = start + cols
+            mask = c < N
+            start += BLOCK_N
+            x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
+            v0 = x0 * 1.5
+            v0 = _round(v0, tl.float16)
+            acc += tl.where(mask, tl.exp(v0 - m), 0.0)
+        s = tl.sum(acc, axis=0)
+        tl.store(out1 + row, _cast(tl.log(s) + m, tl.float16))
 
 
 def _main_shape(inputs):
@@ -209,7 +225,8 @@ def fused(*inputs, out=None):
     dims = dims[1:] + [n]
     strides = [st[1:] + [v.stride()[-1]] for st, v in zip(strides, views)]
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
-    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n)
+    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n,
+                                 ONE_TILE=n <= block_n)
     return tuple(out)
 
 

@@ -128,7 +128,7 @@ def _pow(x, c: tl.constexpr):
 
 
 @triton.jit
-def _fused_kernel(in0, in1, out0, out1, N, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, BLOCK_N: tl.constexpr):
+def _fused_kernel(in0, in1, out0, out1, N, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     r = row
     i1 = r % D1
@@ -137,43 +137,61 @@ def _fused_kernel(in0, in1, out0, out1, N, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s
     base0 = 0 + i0 * s0_0 + i1 * s0_1
     base1 = 0 + i0 * s1_0 + i1 * s1_1
     cols = tl.arange(0, BLOCK_N)
-    acc = tl.full([BLOCK_N], float("-inf"), tl.float32)
-    start = 0
-    while start < N:
-        c = start + cols
+    if ONE_TILE:  # the row is one tile: the chain computed once, its values kept
+        acc = tl.full([BLOCK_N], float("-inf"), tl.float32)
+        c = cols
         mask = c < N
-        start += BLOCK_N
         x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
         x1 = tl.load(in1 + (base1 + c * s1_2), mask=mask, other=0).to(tl.float32)
         v0 = x0 * 0.125
         v1 = tl.where(x1 != 0.0, float("-inf"), v0)
         acc = tl.maximum(acc, tl.where(mask, v1, float("-inf")))
-    m = tl.max(acc, axis=0)
-    acc = tl.zeros([BLOCK_N], tl.float32)
-    start = 0
-    while start < N:
-        c = start + cols
-        mask = c < N
-        start += BLOCK_N
-        x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
-        x1 = tl.load(in1 + (base1 + c * s1_2), mask=mask, other=0).to(tl.float32)
-        v0 = x0 * 0.125
-        v1 = tl.where(x1 != 0.0, float("-inf"), v0)
+        m = tl.max(acc, axis=0)
+        acc = tl.zeros([BLOCK_N], tl.float32)
         acc += tl.where(mask, tl.exp(v1 - m), 0.0)
-    s = tl.sum(acc, axis=0)
-    log_s = tl.log(s)
-    start = 0
-    while start < N:
-        c = start + cols
-        mask = c < N
-        start += BLOCK_N
-        x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
-        x1 = tl.load(in1 + (base1 + c * s1_2), mask=mask, other=0).to(tl.float32)
-        v0 = x0 * 0.125
-        v1 = tl.where(x1 != 0.0, float("-inf"), v0)
+        s = tl.sum(acc, axis=0)
+        log_s = tl.log(s)
         tl.store(out0 + row * N + c, _cast(v0, tl.float32), mask=mask)
         y = v1 - m - log_s
         tl.store(out1 + row * N + c, _cast(y, tl.float32), mask=mask)
+    else:
+        acc = tl.full([BLOCK_N], float("-inf"), tl.float32)
+        start = 0
+        while start < N:
+            c = start + cols
+            mask = c < N
+            start += BLOCK_N
+            x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
+            x1 = tl.load(in1 + (base1 + c * s1_2), mask=mask, other=0).to(tl.float32)
+            v0 = x0 * 0.125
+            v1 = tl.where(x1 != 0.0, float("-inf"), v0)
+            acc = tl.maximum(acc, tl.where(mask, v1, float("-inf")))
+        m = tl.max(acc, axis=0)
+        acc = tl.zeros([BLOCK_N], tl.float32)
+        start = 0
+        while start < N:
+            c = start + cols
+            mask = c < N
+            start += BLOCK_N
+            x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
+            x1 = tl.load(in1 + (base1 + c * s1_2), mask=mask, other=0).to(tl.float32)
+            v0 = x0 * 0.125
+            v1 = tl.where(x1 != 0.0, float("-inf"), v0)
+            acc += tl.where(mask, tl.exp(v1 - m), 0.0)
+        s = tl.sum(acc, axis=0)
+        log_s = tl.log(s)
+        start = 0
+        while start < N:
+            c = start + cols
+            mask = c < N
+            start += BLOCK_N
+            x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
+            x1 = tl.load(in1 + (base1 + c * s1_2), mask=mask, other=0).to(tl.float32)
+            v0 = x0 * 0.125
+            v1 = tl.where(x1 != 0.0, float("-inf"), v0)
+            tl.store(out0 + row * N + c, _cast(v0, tl.float32), mask=mask)
+            y = v1 - m - log_s
+            tl.store(out1 + row * N + c, _cast(y, tl.float32), mask=mask)
 
 
 def _main_shape(inputs):
@@ -222,7 +240,8 @@ def fused(*inputs, out=None):
     dims = dims[1:] + [n]
     strides = [st[1:] + [v.stride()[-1]] for st, v in zip(strides, views)]
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
-    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n)
+    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n,
+                                 ONE_TILE=n <= block_n)
     return tuple(out)
 
 
