@@ -33,6 +33,7 @@ type attnTerm struct {
 	fill  string // masked_fill / where: the fill as recorded ("" when not)
 	keeps bool   // where: the condition keeps the scores
 	fdt   DType  // the scores' type at a masked_fill / where (for "min")
+	neg   bool   // a sub: the term is subtracted from the scores
 }
 
 // matchAttention matches the whole attention chain from its softmax: walking back through
@@ -52,6 +53,7 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 	}
 	sk := x[len(x)-1]
 	var p Params
+	biasDT := DTypeUnknown // an additive bias's type
 	ops := []int32{n}
 	var terms []attnTerm
 	var sd []int64 // a 4-D shape of the scores seen on the way ([B, H, Sq, Sk])
@@ -134,8 +136,18 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 				o = ti[1]
 			}
 			terms = append(terms, attnTerm{node: cur, dims: ci[o].Dims, op: cv.dims, dtype: parseDType(ci[o].Type), pos: o, src: g.producer(cur, o), kind: "add"})
+		case base == "sub":
+			// scores - m (alpha 1): the additive mask -m; m - scores negates the scores
+			if ti := g.tensorInputs(cur); len(ti) != 2 || ti[0] != 0 || !eqDims(ci[0].Dims, cv.dims) {
+				return nil, false
+			}
+			if alpha, ok := concreteFloat(ci, 2); ok && alpha != 1 || !ok && len(ci) > 2 && strings.TrimSpace(ci[2].Concrete) != "" {
+				return nil, false
+			}
+			cont = 0
+			terms = append(terms, attnTerm{node: cur, dims: ci[1].Dims, op: cv.dims, dtype: parseDType(ci[1].Type), pos: 1, src: g.producer(cur, 1), kind: "add", neg: true})
 		default:
-			return nil, false // an op that is not part of the chain (tanh soft-capping, a head mask, a sub)
+			return nil, false // an op that is not part of the chain (tanh soft-capping, a head mask, rsub)
 		}
 		ops = append(ops, cur)
 		next, pos = cur, cont
@@ -215,46 +227,60 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 	}
 	vd := vi[1].Dims[len(vi[1].Dims)-1]
 	ops = append(ops, gemm, c)
-	// the mask and the bias
-	for _, t := range terms {
+	// the mask and the bias, in chain order (terms holds them nearest the softmax first)
+	var masks, biases []attnRole
+	for i := len(terms) - 1; i >= 0; i-- {
+		t := terms[i]
 		t4, ok := terms4(t.dims, t.op, s4)
 		if !ok {
 			return nil, false
 		}
-		kind := t.kind
-		if kind == "add" {
+		r := attnRole{attnTerm: t, t4: t4, at: len(terms) - 1 - i, kind: t.kind, fillWord: fillWord(t.fill, t.fdt)}
+		if r.kind == "add" {
 			switch {
 			case g.causal(t.src):
-				kind = "causal"
+				r.kind = "causal"
 			case t4[1] > 1 && t4[2] == 1 && sq > 1:
-				kind = "alibi" // per head, the same for every query: slopes[h] * key position
+				r.kind = "alibi" // per head, the same for every query: slopes[h] * key position
 			case t4[1] > 1:
-				kind = "additive_bias"
+				r.kind = "additive_bias"
 			default:
-				kind = "additive"
+				r.kind = "additive"
 			}
 		} else if g.causal(t.src) {
-			kind = "causal"
+			r.kind = "causal"
 		} else if g.squareBuffer(t.node, t.pos, sq, sk) {
-			kind = "causal"
-			p.MaskFrom = "buffer"
+			r.kind = "causal"
+			r.buffer = true
 		}
-		switch kind {
-		case "alibi", "additive_bias":
-			if p.BiasKind != "" {
-				return nil, false // two biases
+		if t.neg && r.kind != "additive" {
+			return nil, false // a subtracted causal mask or bias
+		}
+		if r.kind == "alibi" || r.kind == "additive_bias" {
+			biases = append(biases, r)
+		} else {
+			masks = append(masks, r)
+		}
+	}
+	if mask, bias, ok := attnMaskBias(masks, biases); !ok {
+		return nil, false
+	} else {
+		if mask != nil {
+			p.MaskKind = mask.kind
+			p.MaskDims = mask.t4
+			p.MaskDType = mask.dtype
+			p.MaskKeeps = mask.keeps && mask.kind == "bool"
+			p.MaskFill = mask.fillWord
+			p.MaskNeg = mask.neg
+			if mask.buffer {
+				p.MaskFrom = "buffer"
 			}
-			p.BiasKind = strings.TrimSuffix(kind, "_bias") // "alibi" or "additive"
-			p.BiasDims = t4
-		default:
-			if p.MaskKind != "" {
-				return nil, false // two masks (a causal where and a padding add): the kernel takes one
-			}
-			p.MaskKind = kind
-			p.MaskDims = t4
-			p.MaskDType = t.dtype
-			p.MaskKeeps = t.keeps && kind == "bool"
-			p.MaskFill = fillWord(t.fill, t.fdt)
+		}
+		if bias != nil {
+			p.BiasKind = strings.TrimSuffix(bias.kind, "_bias") // "alibi" or "additive"
+			p.BiasDims = bias.t4
+			p.BiasMask = bias.padding
+			biasDT = bias.dtype
 		}
 	}
 	if p.MaskKind == "" {
@@ -294,12 +320,72 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 	}
 	switch p.BiasKind {
 	case "additive":
-		in.Bytes += numel(p.BiasDims) * es
+		in.Bytes += numel(p.BiasDims) * max(biasDT.Size(), es)
 	case "alibi":
 		in.Bytes += s4[1] * 4 // the slopes
 	}
 	in.Flops = 2 * bh * (hd + vd) * keptPairs(sq, sk, p.MaskKind == "causal")
 	return in, true
+}
+
+// attnRole is a mask or bias term with its role: its kind ("causal", "bool", "additive",
+// "alibi" or "additive_bias"), its shape on the scores' [B, H, Sq, Sk] and its place in the
+// chain (0 nearest the scores GEMM).
+type attnRole struct {
+	attnTerm
+	kind     string
+	t4       []int64
+	at       int
+	fillWord string // a masked_fill / where's fill as the case spells it
+	buffer   bool   // a causal mask sliced from a square buffer
+	padding  bool   // a second mask taken as the kernel's additive bias
+}
+
+// attnMaskBias picks the case's mask and bias from the chain's terms (in chain order), or
+// refuses: at most one bias, and one mask, or two where the kernel's order (mask, then
+// bias) gives what the chain computes:
+//   - a padding mask added after a causal (or bool, or additive) mask, as older GPT-2 and
+//     CLIP-style text encoders (OWLv2's) do: the padding mask becomes the additive bias (it
+//     gets no gradient: a mask does not train);
+//   - a padding mask added before a causal mask that is added too (two adds commute), or
+//     before a where / masked_fill with a -inf fill (filled positions stay -inf either way;
+//     with a finite fill a row the padding masks everywhere would differ).
+//
+// A bias added before a mask filled with a finite number other than finfo.min (a fully
+// masked row would be softmax(fill + bias), not uniform) is refused; with "min" the bias
+// vanishes in the fill's rounding.
+func attnMaskBias(masks, biases []attnRole) (mask, bias *attnRole, ok bool) {
+	if len(biases) > 1 || len(masks) > 2 {
+		return nil, nil, false // two biases, three masks
+	}
+	if len(masks) == 2 {
+		if len(biases) > 0 {
+			return nil, nil, false // two masks and a bias
+		}
+		a, b := masks[0], masks[1]
+		switch {
+		case b.kind == "additive" && !b.neg:
+		case a.kind == "additive" && !a.neg && (b.attnTerm.kind == "add" || b.fillWord == "-inf"):
+			a, b = b, a
+		default:
+			return nil, nil, false // two fill masks, or a padding mask added before a finitely filled one
+		}
+		b.kind, b.padding = "additive_bias", true
+		masks, biases = []attnRole{a}, []attnRole{b}
+	}
+	if len(masks) == 1 {
+		mask = &masks[0]
+	}
+	if len(biases) == 1 {
+		bias = &biases[0]
+		if bias.neg {
+			return nil, nil, false // a subtracted bias
+		}
+		if mask != nil && bias.at < mask.at && mask.attnTerm.kind != "add" && mask.fillWord != "-inf" && mask.fillWord != "min" && mask.fillWord != "" {
+			return nil, nil, false // a bias before a mask with a finite fill
+		}
+	}
+	return mask, bias, true
 }
 
 // scoresOperand picks which of an add's two tensor inputs carries the scores: the one of the
@@ -507,9 +593,6 @@ const attnMinHead, attnMaxHead = 32, 128
 
 func caseAttention(g ShapeGroup, c *Case) string {
 	p := g.Params
-	if c.Dtype != "fp16" && c.Dtype != "bf16" {
-		return fmt.Sprintf("%s attention: the kernel takes fp16 or bf16 (tensor-core GEMMs, fp32 accumulation)", c.Dtype)
-	}
 	if len(g.Dims) < 3 {
 		return "q, k and v shapes not recorded"
 	}
@@ -557,8 +640,8 @@ func caseAttention(g ShapeGroup, c *Case) string {
 	switch c.Params.BiasKind {
 	case "additive":
 		bd := p.BiasDims
-		if len(bd) != 4 || bd[2] != q[2] || bd[3] != k[2] {
-			return fmt.Sprintf("the bias %v is broadcast over queries or keys; the kernel reads a bias [B|1, H|1, Sq, Sk]", bd)
+		if len(bd) != 4 || bd[2] != 1 && bd[2] != q[2] || bd[3] != k[2] {
+			return fmt.Sprintf("the bias %v is broadcast over keys; the kernel reads a bias [B|1, H|1, Sq|1, Sk]", bd)
 		}
 		c.Shapes = append(c.Shapes, bd)
 	case "alibi":
@@ -603,16 +686,20 @@ func assumeAttention(g ShapeGroup) []string {
 	if p.BiasKind == "alibi" {
 		out = append(out, "the per-head bias broadcast over queries is taken as ALiBi: slopes [H] times the key position")
 	}
+	if p.MaskNeg {
+		out = append(out, "the trace subtracts the mask (scores - m): pass -m as the additive mask")
+	}
+	if p.BiasMask {
+		out = append(out, "the chain adds a second (padding) mask after the first: pass it as the additive bias (it needs no gradient)")
+	}
 	return out
 }
 
 // checkAttention validates an attention case's shapes: q [B, H, Sq, D], k and v [B, H, Sk, D],
 // then the mask (bool/additive: broadcastable to [B, H, Sq, Sk]) and the bias (additive:
-// [B|1, H|1, Sq, Sk]; alibi: the slopes [H]), nothing else.
+// [B|1, H|1, Sq|1, Sk]; alibi: the slopes [H]), nothing else. Every dtype codegen knows:
+// fp16 and bf16 on tensor cores, fp32 through tf32x3 dots (about fp32's accuracy).
 func checkAttention(c Case) error {
-	if c.Dtype != "fp16" && c.Dtype != "bf16" {
-		return fmt.Errorf("dtype %s: the attention kernel takes fp16 or bf16", c.Dtype)
-	}
 	want := 3
 	mask := c.Params.MaskKind == "bool" || c.Params.MaskKind == "additive"
 	if mask {
@@ -648,8 +735,8 @@ func checkAttention(c Case) error {
 	switch c.Params.BiasKind {
 	case "additive":
 		b := c.Shapes[i]
-		if len(b) != 4 || b[0] != 1 && b[0] != q[0] || b[1] != 1 && b[1] != q[1] || b[2] != q[2] || b[3] != k[2] {
-			return fmt.Errorf("bias %v: want [B|1, H|1, Sq, Sk] of the scores %v", b, scores)
+		if len(b) != 4 || b[0] != 1 && b[0] != q[0] || b[1] != 1 && b[1] != q[1] || b[2] != 1 && b[2] != q[2] || b[3] != k[2] {
+			return fmt.Errorf("bias %v: want [B|1, H|1, Sq|1, Sk] of the scores %v", b, scores)
 		}
 	case "alibi":
 		if b := c.Shapes[i]; len(b) != 1 || b[0] != q[1] {
@@ -695,7 +782,15 @@ func attentionCall(p Params) string {
 		gqa = " (pass K and V before repeat_kv with enable_gqa=True)"
 	}
 	dropout := p.P != nil && *p.P > 0
+	mask := "mask"
+	if p.MaskNeg {
+		mask = "-mask" // the chain subtracts it
+	}
 	switch {
+	case p.BiasMask:
+		first := map[string]string{"causal": "causal_mask", "bool": "bool_mask", "additive": mask}[p.MaskKind]
+		return "F.scaled_dot_product_attention(q, k, v, attn_mask=" + first + " + padding_mask" + args + ")" + gqa +
+			" (the chain's two masks as one float mask, the form transformers' sdpa path builds; memory-efficient and cuDNN backends, flash refuses an explicit mask)"
 	case p.BiasKind == "alibi" || p.BiasKind == "additive":
 		mod := "s + bias[b, h, i, j]"
 		if p.BiasKind == "alibi" {
@@ -719,7 +814,7 @@ func attentionCall(p Params) string {
 		return "F.scaled_dot_product_attention(q, k, v, attn_mask=" + m + args + ")" + gqa +
 			" (SDPA's bool mask is True = keep; the memory-efficient and cuDNN backends take it, flash refuses an explicit mask)"
 	case p.MaskKind == "additive":
-		return "F.scaled_dot_product_attention(q, k, v, attn_mask=mask" + args + ")" + gqa +
+		return "F.scaled_dot_product_attention(q, k, v, attn_mask=" + mask + args + ")" + gqa +
 			` (memory-efficient and cuDNN backends; flash refuses an explicit mask), e.g. attn_implementation="sdpa" in transformers`
 	}
 	return "F.scaled_dot_product_attention(q, k, v" + args + ")" + gqa + " (flash attention)"

@@ -5,8 +5,10 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"path/filepath"
 	"testing"
 
+	"github.com/fuseadvise/fuseadvise/internal/shared"
 	"github.com/fuseadvise/fuseadvise/trace"
 )
 
@@ -172,6 +174,70 @@ func TestAttentionSynthetic(t *testing.T) {
 					t.Errorf("params %+v", g.Params)
 				}
 			}},
+		{"older GPT-2: a causal buffer where, then an additive padding mask (the bias)", attnOps("128", "128", []op{scale,
+			{name: "slice", in: []string{"bool:1x1x1024x1024", "=2", "=0", "=128", "=1"}},
+			{name: "slice", in: []string{"bool:1x1x128x1024", "=3", "=0", "=128", "=1"}},
+			{name: "where", in: []string{"bool:1x1x128x128", "bf16:2x12x128x128", "bf16:"}},
+			{name: "add", in: []string{"bf16:2x12x128x128", "f32:2x1x1x128", "=1"}}}, []op{drop}),
+			map[string]int{"attention": 1, "mask_softmax": 1},
+			func(t *testing.T, g ShapeGroup) {
+				p := g.Params
+				if p.MaskKind != "causal" || p.MaskFrom != "buffer" || p.BiasKind != "additive" || !p.BiasMask ||
+					!slices.Equal(p.BiasDims, []int64{2, 1, 1, 128}) || len(g.Dims) != 4 || !slices.Equal(g.Dims[3], []int64{2, 1, 1, 128}) {
+					t.Errorf("params %+v dims %v", p, g.Dims)
+				}
+				if a := attentionCall(p); !strings.Contains(a, "attn_mask=causal_mask + padding_mask") {
+					t.Errorf("advice %q", a)
+				}
+			}},
+		{"a padding add before a causal masked_fill with -inf (the same scores either way)", attnOps("128", "128", []op{scale,
+			{name: "add", in: []string{"bf16:2x12x128x128", "bf16:2x1x1x128", "=1"}},
+			{name: "slice", in: []string{"f32:1x1x1024x1024", "=2", "=0", "=128", "=1"}},
+			{name: "slice", in: []string{"f32:1x1x128x1024", "=3", "=0", "=128", "=1"}},
+			{name: "eq", in: []string{"f32:1x1x128x128", "=0"}},
+			{name: "masked_fill", in: []string{"bf16:2x12x128x128", "bool:1x1x128x128", "=-inf"}}, toF32("2x12x128x128")}, nil),
+			map[string]int{"attention": 1, "mask_softmax": 1},
+			func(t *testing.T, g ShapeGroup) {
+				if p := g.Params; p.MaskKind != "causal" || p.MaskFill != "-inf" || p.BiasKind != "additive" || !p.BiasMask {
+					t.Errorf("params %+v", p)
+				}
+			}},
+		{"CLIP / OWLv2 text: two additive [B, 1, S, S] masks (the second is the bias)", attnOps("128", "128", []op{scale,
+			{name: "add", in: []string{"bf16:2x12x128x128", "bf16:2x1x128x128", "=1"}},
+			{name: "add", in: []string{"bf16:2x12x128x128", "bf16:1x1x128x128", "=1"}}, toF32("2x12x128x128")}, nil),
+			map[string]int{"attention": 1, "mask_softmax": 1},
+			func(t *testing.T, g ShapeGroup) {
+				p := g.Params
+				if p.MaskKind != "additive" || !slices.Equal(p.MaskDims, []int64{2, 1, 128, 128}) || p.BiasKind != "additive" ||
+					!slices.Equal(p.BiasDims, []int64{1, 1, 128, 128}) || !p.BiasMask {
+					t.Errorf("params %+v", p)
+				}
+			}},
+		{"a subtracted padding mask: scores - m",
+			attnOps("128", "128", []op{scale, {name: "sub", in: []string{"bf16:2x12x128x128", "f32:2x1x1x128", "=1"}}}, nil),
+			map[string]int{"attention": 1, "mask_softmax": 1},
+			func(t *testing.T, g ShapeGroup) {
+				p := g.Params
+				if p.MaskKind != "additive" || !p.MaskNeg || !slices.Equal(p.MaskDims, []int64{2, 1, 1, 128}) {
+					t.Errorf("params %+v", p)
+				}
+				if a := attentionCall(p); !strings.Contains(a, "attn_mask=-mask") {
+					t.Errorf("advice %q", a)
+				}
+			}},
+		{"fp32 attention (no autocast)", []op{
+			{name: "transpose", in: []string{"f32:2x12x128x64", "=-1", "=-2"}},
+			{name: "matmul", in: []string{"f32:2x12x128x64", "f32:2x12x64x128"}},
+			{name: "div", in: []string{"f32:2x12x128x128", "=8."}},
+			{name: "add", in: []string{"f32:2x12x128x128", "f32:2x1x1x128", "=1"}},
+			{name: "softmax", in: []string{"f32:2x12x128x128", "=-1", ""}},
+			{name: "matmul", in: []string{"f32:2x12x128x128", "f32:2x12x128x64"}},
+		}, map[string]int{"attention": 1, "mask_softmax": 1},
+			func(t *testing.T, g ShapeGroup) {
+				if p := g.Params; g.DType != FP32 || p.MaskKind != "additive" {
+					t.Errorf("dtype %s params %+v", g.DType, p)
+				}
+			}},
 		{"decode: one query over 129 keys",
 			attnOps("1", "129", []op{{name: "mul", in: []string{"bf16:2x12x1x129", "#"}}, toF32("2x12x1x129")}, nil),
 			map[string]int{"attention": 1},
@@ -212,11 +278,23 @@ func TestAttentionSynthetic(t *testing.T) {
 			{name: "softmax", in: []string{"bf16:2x12x128x128", "=-1", ""}},
 			{name: "matmul", in: []string{"bf16:2x12x128x128", "bf16:2x12x128x64"}},
 		}, map[string]int{}, nil},
-		{"two masks: a causal buffer where and a padding add", attnOps("128", "128", []op{scale,
+		{"a padding add before a causal where with an unrecorded (finite) fill", attnOps("128", "128", []op{scale,
+			{name: "add", in: []string{"bf16:2x12x128x128", "bf16:2x1x1x128", "=1"}},
 			{name: "slice", in: []string{"bool:1x1x1024x1024", "=2", "=0", "=128", "=1"}},
 			{name: "slice", in: []string{"bool:1x1x128x1024", "=3", "=0", "=128", "=1"}},
-			{name: "where", in: []string{"bool:1x1x128x128", "bf16:2x12x128x128", "bf16:"}},
-			{name: "add", in: []string{"bf16:2x12x128x128", "bf16:2x1x1x128", "=1"}}, toF32("2x12x128x128")}, nil),
+			{name: "where", in: []string{"bool:1x1x128x128", "bf16:2x12x128x128", "bf16:"}}, toF32("2x12x128x128")}, nil),
+			map[string]int{"mask_softmax": 1}, nil},
+		{"m - scores", attnOps("128", "128", []op{scale,
+			{name: "sub", in: []string{"bf16:2x1x1x128", "bf16:2x12x128x128", "=1"}}, toF32("2x12x128x128")}, nil),
+			map[string]int{"mask_softmax": 1}, nil},
+		{"a bias before a mask filled with -10000", attnOps("128", "128", []op{
+			{name: "add", in: []string{"bf16:2x12x128x128", "bf16:1x12x128x128", "=1"}},
+			{name: "masked_fill", in: []string{"bf16:2x12x128x128", "bool:2x1x1x128", "=-10000."}}, toF32("2x12x128x128")}, nil),
+			map[string]int{"mask_softmax": 1}, nil},
+		{"three masks", attnOps("128", "128", []op{scale,
+			{name: "masked_fill", in: []string{"bf16:2x12x128x128", "bool:2x1x1x128", "=-inf"}},
+			{name: "add", in: []string{"bf16:2x12x128x128", "bf16:2x1x1x128", "=1"}},
+			{name: "add", in: []string{"bf16:2x12x128x128", "bf16:2x1x128x128", "=1"}}, toF32("2x12x128x128")}, nil),
 			map[string]int{"mask_softmax": 1}, nil},
 	}
 	for _, tt := range tests {
@@ -314,10 +392,20 @@ func TestAttentionCase(t *testing.T) {
 				d[3] = 36
 			}
 		}, "head dim 36: the kernel takes 32..128, a multiple of 8", Case{}, nil},
-		{"fp32", func(g *ShapeGroup) { g.DType = FP32 }, "fp32 attention: the kernel takes fp16 or bf16", Case{}, nil},
-		{"a bias broadcast over queries that is not ALiBi", func(g *ShapeGroup) {
-			g.Params.BiasKind, g.Params.BiasDims = "additive", []int64{1, 12, 1, 128}
-		}, "the bias [1 12 1 128] is broadcast over queries or keys", Case{}, nil},
+		{"fp32: tf32x3 dots", func(g *ShapeGroup) { g.DType = FP32 }, "",
+			Case{Dtype: "fp32", Shapes: [][]int64{{2, 12, 128, 64}, {2, 12, 128, 64}, {2, 12, 128, 64}},
+				Params: KernelParams{MaskKind: "causal", MaskFill: "min", Scale: 0.125, BiasKind: "none"}}, nil},
+		{"causal and a padding mask as the bias, broadcast over queries", func(g *ShapeGroup) {
+			g.Params.BiasKind, g.Params.BiasDims, g.Params.BiasMask = "additive", []int64{2, 1, 1, 128}, true
+		}, "", Case{Dtype: "bf16", Shapes: [][]int64{{2, 12, 128, 64}, {2, 12, 128, 64}, {2, 12, 128, 64}, {2, 1, 1, 128}},
+			Params: KernelParams{MaskKind: "causal", MaskFill: "min", Scale: 0.125, BiasKind: "additive"}}, []string{"second (padding) mask"}},
+		{"a subtracted mask", func(g *ShapeGroup) {
+			g.Params.MaskKind, g.Params.MaskDims, g.Params.MaskDType, g.Params.MaskNeg = "additive", []int64{2, 1, 1, 128}, BF16, true
+		}, "", Case{Dtype: "bf16", Shapes: [][]int64{{2, 12, 128, 64}, {2, 12, 128, 64}, {2, 12, 128, 64}, {2, 1, 1, 128}},
+			Params: KernelParams{MaskKind: "additive", Scale: 0.125, BiasKind: "none", MaskDtype: "bf16"}}, []string{"pass -m"}},
+		{"a bias broadcast over keys", func(g *ShapeGroup) {
+			g.Params.BiasKind, g.Params.BiasDims = "additive", []int64{1, 12, 128, 1}
+		}, "the bias [1 12 128 1] is broadcast over keys", Case{}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -363,7 +451,8 @@ func TestAttentionCheck(t *testing.T) {
 		{"k of other heads", Case{Dtype: "fp16", Shapes: [][]int64{{2, 12, 128, 64}, {2, 4, 256, 64}, {2, 4, 256, 64}}}, "want q [B, H, Sq, D]"},
 		{"alibi slopes", Case{Dtype: "bf16", Shapes: with([]int64{8}), Params: KernelParams{BiasKind: "alibi"}}, "alibi slopes [8]: want [H] = [12]"},
 		{"bias broadcast over keys", Case{Dtype: "bf16", Shapes: with([]int64{1, 12, 128, 1}), Params: KernelParams{BiasKind: "additive"}}, "bias [1 12 128 1]"},
-		{"fp32", Case{Dtype: "fp32", Shapes: qkv}, "dtype fp32"},
+		{"fp32", Case{Dtype: "fp32", Shapes: qkv}, ""},
+		{"bias broadcast over queries", Case{Dtype: "bf16", Shapes: with([]int64{2, 1, 1, 256}), Params: KernelParams{BiasKind: "additive"}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -471,6 +560,53 @@ func TestAttentionTraces(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAttentionOWLv2 checks OWLv2's public H100 trace: the vision encoder's unmasked
+// attention (the scale folded into q) and the text encoder's, whose scores get a causal
+// [1, 1, S, S] mask and then the padding mask added, both bf16: the second is the case's
+// bias. From the Kineto trace alone both masks read as additive (the inferred dataflow
+// links both adds to the latest [1, 1, 5, 5] value, the padding mask), which is exact, only
+// without causal block skipping (S = 5).
+func TestAttentionOWLv2(t *testing.T) {
+	tr, err := trace.Open(filepath.Join(shared.Require(t, "traces", "public"), "tl_h100_owlv2-large_pt2.6.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Analyze([]*trace.Trace{tr}, Options{Pattern: "attention"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Opportunities) != 1 || len(r.Opportunities[0].Shapes) != 2 {
+		t.Fatalf("opportunities %+v", r.Opportunities)
+	}
+	p, _ := Lookup("attention")
+	for _, g := range r.Opportunities[0].Shapes {
+		c, why := p.Case(g)
+		if why != "" {
+			t.Fatalf("%v: no case: %s", g.Dims, why)
+		}
+		if err := p.Check(c); err != nil {
+			t.Errorf("case %+v: %v", c, err)
+		}
+		switch g.Params.SeqQ {
+		case 5185:
+			if g.Instances != 120 || g.Params.MaskKind != "none" || g.Params.BiasKind != "" || c.Params.Scale != 1 {
+				t.Errorf("vision: %d instances, params %+v", g.Instances, g.Params)
+			}
+		case 5:
+			pm := g.Params
+			if g.Instances != 60 || pm.MaskKind != "additive" || !slices.Equal(pm.MaskDims, []int64{1, 1, 5, 5}) ||
+				pm.BiasKind != "additive" || !pm.BiasMask || !slices.Equal(pm.BiasDims, []int64{1, 1, 5, 5}) || pm.HeadDim != 64 {
+				t.Errorf("text: %d instances, params %+v", g.Instances, pm)
+			}
+			if c.Params.BiasKind != "additive" || len(c.Shapes) != 5 {
+				t.Errorf("text case %+v", c)
+			}
+		default:
+			t.Errorf("unexpected group %v", g.Dims)
+		}
 	}
 }
 

@@ -46,6 +46,8 @@ type Params struct {
 	MaskFill   string  `json:"mask_fill,omitempty"`
 	MaskKeeps  bool    `json:"mask_keeps,omitempty"`
 	MaskFrom   string  `json:"mask_from,omitempty"` // "buffer": a causal mask taken from a sliced square buffer (its values unrecorded)
+	MaskNeg    bool    `json:"mask_neg,omitempty"`  // an additive mask the chain subtracts (scores - m): the case's mask is -m
+	BiasMask   bool    `json:"bias_mask,omitempty"` // the bias is a second (padding) mask added after the first: no gradient
 	BiasKind   string  `json:"bias_kind,omitempty"`
 	BiasDims   []int64 `json:"bias_dims,omitempty"`
 	HeadDim    int64   `json:"head_dim,omitempty"`

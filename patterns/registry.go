@@ -204,12 +204,12 @@ var catalog = []*Pattern{
 		ID:   "attention",
 		Kind: KindAttention,
 		Chain: "matmul / bmm / baddbmm (Q·Kᵀ, heads split by views) -> (scale: mul/div by a scalar, or baddbmm's alpha) -> " +
-			"(mask: masked_fill / where / add; bias: add of a relative-position bias or ALiBi) -> softmax over the keys (autocast's fp32 upcast) -> " +
+			"(mask: masked_fill / where / add / sub; bias: add of a relative-position bias, ALiBi, or a padding mask after the mask) -> softmax over the keys (autocast's fp32 upcast) -> " +
 			"(dropout) -> matmul / bmm (·V)",
 		Anchors:  []string{"softmax", "_softmax", "_safe_softmax"},
 		Fused:    "one flash-attention kernel: online softmax over key blocks, no Sq x Sk tensor in memory; causal masks and ALiBi computed in the kernel, dropout regenerated from its seed in the backward",
 		Advice:   "fuse the whole attention chain so the scores never reach memory: F.scaled_dot_product_attention or FlexAttention where they express it, else the generated flash-style kernel",
-		Refuses:  "a chain without both GEMMs (mask_softmax covers those); a softmax not over the key dim; an op between that is not a scale, mask, bias, view, cast or dropout (tanh soft-capping, a head-mask multiply, a sub); two masks or two biases; a mask or bias before the scale; probabilities read by anything but the ·V GEMM (output_attentions)",
+		Refuses:  "a chain without both GEMMs (mask_softmax covers those); a softmax not over the key dim; an op between that is not a scale, mask, bias, view, cast or dropout (tanh soft-capping, a head-mask multiply, m - scores); two biases, three masks, or two masks other than a padding mask added after the first (it becomes the bias); a padding mask added before a mask filled with a finite value, or a bias before a mask filled with a number other than finfo.min (fully masked rows would differ); a mask or bias before the scale; probabilities read by anything but the ·V GEMM (output_attentions)",
 		Template: "attention",
 		Params:   []Param{paramMaskKind, paramMaskFill, paramScale, paramP, paramBiasKind, paramMaskDtype},
 		Usage: "from {module} import Attention\n" +
