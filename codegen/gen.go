@@ -37,7 +37,8 @@ func SpecFromGroup(pattern string, g patterns.ShapeGroup) (Spec, string) {
 
 // SpecsFromReport turns an analysis's opportunities into specs, one per pattern, shape group
 // and dtype, named by DirName. Groups a template cannot express are skipped with a reason
-// (returned for the user).
+// (returned for the user), and so are a group's instances inside attention chains
+// (ShapeGroup.InAttention: a mask_softmax within a chain the attention folder fuses whole).
 func SpecsFromReport(rep *patterns.Report) (items []Item, skipped []string, err error) {
 	have := map[string]bool{}
 	for _, p := range Patterns() {
@@ -49,12 +50,24 @@ func SpecsFromReport(rep *patterns.Report) (items []Item, skipped []string, err 
 			continue
 		}
 		for _, g := range op.Shapes {
+			covered := ""
+			if g.InAttention > 0 {
+				// one chain, one folder: the attention folder holds these instances' chains
+				if g.InAttention >= g.Instances {
+					skipped = append(skipped, fmt.Sprintf("%s %s %s: its %d instance(s) lie inside attention chains: the attention folder covers them",
+						op.Pattern, patterns.FormatDims(g.Dims), g.DType, g.Instances))
+					continue
+				}
+				covered = fmt.Sprintf("; %d of its %d instances lie inside attention chains (the attention folder covers them): counted without them",
+					g.InAttention, g.Instances)
+				g = outsideAttention(g)
+			}
 			s, why := SpecFromGroup(op.Pattern, g)
 			if why != "" {
 				skipped = append(skipped, fmt.Sprintf("%s %s %s: %s", op.Pattern, patterns.FormatDims(g.Dims), g.DType, why))
 				continue
 			}
-			s.Source = Source{Trace: rep.Trace.Path, Site: site(op, g) + assumed(op.Pattern, g)}
+			s.Source = Source{Trace: rep.Trace.Path, Site: site(op, g) + covered + assumed(op.Pattern, g)}
 			if err := Validate(s); err != nil {
 				skipped = append(skipped, fmt.Sprintf("%s %s %s: %v", op.Pattern, patterns.FormatDims(g.Dims), g.DType, err))
 				continue
@@ -68,6 +81,16 @@ func SpecsFromReport(rep *patterns.Report) (items []Item, skipped []string, err 
 	}
 	gen, gskipped, err := GenericItems(rep)
 	return append(items, gen...), append(skipped, gskipped...), err
+}
+
+// outsideAttention is g less its instances inside attention chains: their count, and its
+// GPU time and estimates in proportion (the instances of one group have the same shapes).
+func outsideAttention(g patterns.ShapeGroup) patterns.ShapeGroup {
+	n := g.Instances - g.InAttention
+	f := float64(n) / float64(g.Instances)
+	g.GPUTimeUs, g.EstFusedUs, g.EstSavingUs = g.GPUTimeUs*f, g.EstFusedUs*f, g.EstSavingUs*f
+	g.Instances, g.InAttention = n, 0
+	return g
 }
 
 // GenericItems turns an analysis's generic chains into folders, one per chain group with a

@@ -189,3 +189,68 @@ func TestResidualDtypeFromTrace(t *testing.T) {
 		t.Errorf("same dtypes: residual %q, want none", s.Params.ResidualDtype)
 	}
 }
+
+// One chain, one folder: a mask_softmax group whose instances all lie inside attention
+// chains is left to the attention folder (with a note); one with some outside is generated
+// for those only, its counts in proportion.
+func TestSpecsFromReportMaskSoftmaxInAttention(t *testing.T) {
+	ms := func(n, in int) patterns.ShapeGroup {
+		return patterns.ShapeGroup{Dims: [][]int64{{2, 12, 128, 128}, {2, 1, 1, 128}}, DType: patterns.BF16, Valid: true,
+			Instances: n, InAttention: in, GPUTimeUs: 40, EstFusedUs: 20, EstSavingUs: 20,
+			Params: patterns.Params{MaskKind: "additive", MaskDims: []int64{2, 1, 1, 128}, MaskDType: patterns.BF16, SoftmaxDim: i64(3), Attention: true}}
+	}
+	attn := patterns.ShapeGroup{Dims: [][]int64{{2, 12, 128, 64}, {2, 12, 128, 64}, {2, 12, 128, 64}, {2, 1, 1, 128}}, DType: patterns.BF16, Valid: true,
+		Instances: 4, GPUTimeUs: 100, EstFusedUs: 10, EstSavingUs: 90,
+		Params: patterns.Params{MaskKind: "additive", MaskDims: []int64{2, 1, 1, 128}, MaskDType: patterns.BF16, HeadDim: 64, SeqQ: 128, SeqK: 128, SoftmaxDim: i64(3)}}
+	for _, tt := range []struct {
+		name      string
+		group     patterns.ShapeGroup
+		instances int // of the mask_softmax folder; 0: none
+		note      string
+	}{
+		{"all inside", ms(4, 4), 0, "its 4 instance(s) lie inside attention chains: the attention folder covers them"},
+		{"some outside", ms(4, 3), 1, "3 of its 4 instances lie inside attention chains"},
+		{"none inside", ms(4, 0), 4, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &patterns.Report{Opportunities: []patterns.Opportunity{
+				{Pattern: "attention", Shapes: []patterns.ShapeGroup{attn}},
+				{Pattern: "mask_softmax", Shapes: []patterns.ShapeGroup{tt.group}},
+			}}
+			items, skipped, err := SpecsFromReport(rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *Spec
+			n := 0
+			for i, it := range items {
+				switch it.Spec.Pattern {
+				case "mask_softmax":
+					got = &items[i].Spec
+				case "attention":
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d attention folders, want 1", n)
+			}
+			all := strings.Join(skipped, "\n")
+			switch {
+			case tt.instances == 0:
+				if got != nil || !strings.Contains(all, tt.note) {
+					t.Errorf("mask_softmax generated (%v) or not noted; skipped %q", got != nil, all)
+				}
+			case got == nil:
+				t.Fatalf("no mask_softmax folder; skipped %q", all)
+			default:
+				f := float64(tt.instances) / 4
+				if got.Instances != tt.instances || got.GPUTimeUs != 40*f || got.EstSavingUs != 20*f || got.EstFusedUs != 5 {
+					t.Errorf("spec counts: instances %d, gpu %g, saving %g, fused %g", got.Instances, got.GPUTimeUs, got.EstSavingUs, got.EstFusedUs)
+				}
+				if !strings.Contains(got.Source.Site, tt.note) {
+					t.Errorf("site %q lacks %q", got.Source.Site, tt.note)
+				}
+			}
+		})
+	}
+}

@@ -106,6 +106,10 @@ type ShapeGroup struct {
 	// Valid is false when a dim or the dtype is out of range for a kernel (e.g.
 	// int64 inputs, a zero dim): the group is reported, never generated.
 	Valid bool `json:"valid"`
+	// InAttention is how many of the instances lie inside an attention instance the
+	// attention template expresses (a mask_softmax within a whole attention chain): its
+	// folder covers them, and codegen generates this group only for the others.
+	InAttention int `json:"in_attention,omitempty"`
 }
 
 // RankShare is one rank's part of an opportunity.
@@ -392,6 +396,7 @@ func group(all []ranked, keep []bool, busyUs, launchUs float64, perRank bool) []
 	byPat := map[string]*Opportunity{}
 	groups := map[string]map[string]*ShapeGroup{}
 	ranks := map[string]map[int]*RankShare{}
+	covered := inAttention(all)
 	for i, rk := range all {
 		id := rk.in.Pattern
 		o := byPat[id]
@@ -431,6 +436,9 @@ func group(all []ranked, keep []bool, busyUs, launchUs float64, perRank bool) []
 			groups[id][k] = sg
 		}
 		sg.Instances++
+		if covered[i] {
+			sg.InAttention++
+		}
 		sg.GPUTimeUs += rk.est.gpuUs
 		if rk.est.modeled {
 			sg.EstFusedUs += rk.est.fusedUs

@@ -830,3 +830,60 @@ func AttentionFlops(c Case) int64 {
 	q, k, v := c.Shapes[0], c.Shapes[1], c.Shapes[2]
 	return 2 * q[0] * q[1] * (q[3] + v[3]) * keptPairs(q[2], k[2], c.Params.MaskKind == "causal")
 }
+
+// inAttention marks the instances of other patterns (mask_softmax) whose ops all lie inside
+// an attention instance of the same rank that the attention template expresses (its case
+// maps and checks): generating the attention folder covers them, so codegen leaves them out
+// (ShapeGroup.InAttention).
+func inAttention(all []ranked) []bool {
+	type key struct {
+		rank int
+		op   int32
+	}
+	pat, _ := Lookup("attention")
+	held := map[key]bool{}
+	for _, rk := range all {
+		in := rk.in
+		if in.Pattern != "attention" || pat == nil {
+			continue
+		}
+		c, why := pat.Case(ShapeGroup{Dims: in.Dims, DType: in.DType, Params: in.Params, Valid: validGroup(in)})
+		if why != "" || pat.Check(c) != nil {
+			continue
+		}
+		for _, op := range in.Ops {
+			held[key{rk.rank, op}] = true
+		}
+	}
+	out := make([]bool, len(all))
+	if len(held) == 0 {
+		return out
+	}
+	for i, rk := range all {
+		if rk.in.Pattern == "attention" || len(rk.in.Ops) == 0 {
+			continue
+		}
+		out[i] = true
+		for _, op := range rk.in.Ops {
+			if !held[key{rk.rank, op}] {
+				out[i] = false
+				break
+			}
+		}
+	}
+	return out
+}
+
+// heldByAttention says how many of o's instances lie inside attention instances
+// (ShapeGroup.InAttention), for o's advice; nil when none do.
+func heldByAttention(o *Opportunity) []string {
+	in, n := 0, 0
+	for _, s := range o.Shapes {
+		in += s.InAttention
+		n += s.Instances
+	}
+	if in == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d of the %d instances lie inside attention chains: the attention opportunity fuses those whole (no %s kernel is generated for them)", in, n, o.Pattern)}
+}

@@ -302,12 +302,14 @@ var catalog = []*Pattern{
 	},
 }
 
-// adviseAttention adds SDPA when the masked softmax sits between two GEMMs.
+// adviseAttention adds SDPA when the masked softmax sits between two GEMMs, and says how
+// many instances an attention instance holds (fused whole there, not generated here).
 func adviseAttention(o *Opportunity) []string {
+	out := heldByAttention(o)
 	for _, s := range o.Shapes {
 		if s.Params.Attention {
-			return []string{"the whole bmm -> mask -> softmax -> (dropout) -> bmm is present: use F.scaled_dot_product_attention (flash/memory-efficient attention), e.g. attn_implementation=\"sdpa\" in transformers"}
+			return append(out, "the whole bmm -> mask -> softmax -> (dropout) -> bmm is present: use F.scaled_dot_product_attention (flash/memory-efficient attention), e.g. attn_implementation=\"sdpa\" in transformers")
 		}
 	}
-	return nil
+	return out
 }
