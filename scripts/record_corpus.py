@@ -204,7 +204,7 @@ def generic_table(path=os.path.join(REPO, "patterns", "generic.go")):
 def top_level_ops(mod, inputs):
     """The ATen ops mod(*inputs) runs directly (not inside another op), views left out, in
     order, from a CPU profile."""
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], acc_events=True) as prof:
         with record_function("case"):
             mod(*inputs)
     events = prof.events()

@@ -7,7 +7,8 @@
 #
 # After the quick checks, three jobs run side by side, each with its own log, printed when
 # it ends: verify (go test ./verify: the mutation suite, the longest), go-test (go test of
-# the other packages) and templates (the templates' pytest tests). Each go test has an explicit -timeout, well
+# the other packages) and templates (the templates' pytest tests, and the recording scripts'
+# CPU checks: scripts/test_recording.py). Each go test has an explicit -timeout, well
 # above its measured time (docs/verify.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,7 +65,7 @@ job verify go test -count=1 -timeout 25m ./verify
 # shellcheck disable=SC2086
 job go-test go test -count=1 -timeout 8m $others
 # one torch thread, as verify's runners: the jobs share the cores
-job templates env TRITON_INTERPRET=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$py" -m pytest -q -p no:cacheprovider --ignore=templates/_common templates
+job templates env TRITON_INTERPRET=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$py" -m pytest -q -p no:cacheprovider --ignore=templates/_common templates scripts/test_recording.py
 
 # Each job's log as soon as it ends.
 failed=()

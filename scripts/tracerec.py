@@ -51,6 +51,7 @@ def record(step, steps, out_dir, name, device):
             record_shapes=True,
             with_stack=False,
             execution_trace_observer=et,
+            acc_events=True,
         ) as prof:
             for i in range(steps):
                 with record_function(f"ProfilerStep#{i}"):

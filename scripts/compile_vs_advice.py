@@ -1,0 +1,68 @@
+"""Puts the saving fuseadvise's advice claims for each recorded model beside the saving of
+torch.compile(model) on the whole step (issue 15, item 2): a markdown table on stdout.
+
+  python3 scripts/compile_vs_advice.py [-fuseadvise BIN] DIR
+
+DIR is a folder of record_models.py's output (manifest.json, timing.json, the traces). For
+each model with an eager and a compiled time, the advice is `fuseadvise analyze -format json`
+on the Kineto trace alone (what a user runs): its estimated GPU saving over the chains it
+counts (totals.est_saving_us), per profiled step, and, on a host-bound step, the host time
+it estimates fusion removes without the profiler's cost (totals.host). Both are set against
+the eager step measured outside the profiler; the last column is the share of compile's
+saving that the advice's GPU saving covers.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from expected_counts import analyze  # noqa: E402
+
+
+def row(name, t, totals, steps):
+    eager, comp = t["eager"]["median_ms"], t["compiled"]["median_ms"]
+    compile_pct = 100 * (eager - comp) / eager
+    gpu_ms = totals.get("est_saving_us", 0) / steps / 1e3
+    host = totals.get("host") or {}
+    host_ms = host.get("est_saving_without_profiler_us", 0) / steps / 1e3
+    gpu_pct = 100 * gpu_ms / eager
+    share = f"{100 * gpu_pct / compile_pct:.0f}%" if compile_pct > 0 else "-"
+    return (f"| {name} | {t['mode']} | {t['dtype']} | {eager:.3f} | {comp:.3f} | {compile_pct:.1f}% | "
+            f"{gpu_ms:.3f} ({gpu_pct:.1f}%) | {'yes' if host.get('host_bound') else 'no'} | "
+            f"{host_ms:.3f} | {share} |")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-fuseadvise", default="", help="the fuseadvise binary (default: go run ./cmd/fuseadvise)")
+    p.add_argument("dir")
+    a = p.parse_args(argv)
+    bin_ = [a.fuseadvise] if a.fuseadvise else ["go", "run", "./cmd/fuseadvise"]
+    with open(os.path.join(a.dir, "timing.json")) as f:
+        timing = json.load(f)
+    with open(os.path.join(a.dir, "manifest.json")) as f:
+        files = {e["name"]: e for e in json.load(f)["traces"] if "error" not in e}
+    print(f"Step times on {timing.get('gpu', timing.get('device'))}, torch {timing.get('torch')}: "
+          f"{timing.get('method')}.\n")
+    print("| model | mode | dtype | eager ms | compiled ms | compile saves | advice claims, ms "
+          "(% of eager) | host-bound | host saving, ms | advice / compile |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    skipped = []
+    for name, t in sorted(timing["models"].items()):
+        if not isinstance(t.get("compiled"), dict) or name not in files:
+            skipped.append(f"{name}: {t.get('error') or t.get('compiled') or 'no trace'}")
+            continue
+        e = files[name]
+        r = analyze(bin_, os.path.abspath(os.path.join(a.dir, e["file"])))
+        print(row(name, t, r.get("totals") or {}, max(r["trace"].get("steps") or e["steps"], 1)))
+    if skipped:
+        print("\nNot compared:\n")
+        for s in skipped:
+            print(f"- {s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
