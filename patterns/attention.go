@@ -777,20 +777,30 @@ func attentionCall(p Params) string {
 	} else if p.ScaleOp == "" {
 		args += ", scale=1.0" // the scale is folded into q
 	}
-	gqa := ""
-	if p.KVHeads > 0 {
-		gqa = " (pass K and V before repeat_kv with enable_gqa=True)"
-	}
 	dropout := p.P != nil && *p.P > 0
 	mask := "mask"
 	if p.MaskNeg {
 		mask = "-mask" // the chain subtracts it
 	}
+	explicit := p.MaskKind == "bool" || p.MaskKind == "additive" || p.BiasMask || p.MaskKind == "causal" && p.SeqQ != p.SeqK
+	// grouped-query attention: K and V were expanded from fewer heads (repeat_kv)
+	gqa := ""
+	if p.KVHeads > 0 && !explicit {
+		args += ", enable_gqa=True"
+	} else if p.KVHeads > 0 {
+		gqa = fmt.Sprintf("; k and v are expanded from %d KV heads (repeat_kv): keep the expand, since enable_gqa=True with an explicit mask runs only on the math backend", p.KVHeads)
+	}
+	sdpa := func(extra, note string) string {
+		if p.KVHeads > 0 && !explicit {
+			note = fmt.Sprintf("flash backend, which takes enable_gqa: k and v as the trace's %d KV heads, before repeat_kv, whose expanded copies it avoids", p.KVHeads)
+		}
+		return "F.scaled_dot_product_attention(q, k, v" + extra + args + ") (" + note + gqa + `), e.g. attn_implementation="sdpa" in transformers`
+	}
 	switch {
 	case p.BiasMask:
 		first := map[string]string{"causal": "causal_mask", "bool": "bool_mask", "additive": mask}[p.MaskKind]
-		return "F.scaled_dot_product_attention(q, k, v, attn_mask=" + first + " + padding_mask" + args + ")" + gqa +
-			" (the chain's two masks as one float mask, the form transformers' sdpa path builds; memory-efficient and cuDNN backends, flash refuses an explicit mask)"
+		return sdpa(", attn_mask="+first+" + padding_mask",
+			"the chain's two masks summed into one float mask, the form transformers' sdpa path builds; memory-efficient and cuDNN backends, flash refuses an explicit mask")
 	case p.BiasKind == "alibi" || p.BiasKind == "additive":
 		mod := "s + bias[b, h, i, j]"
 		if p.BiasKind == "alibi" {
@@ -802,22 +812,20 @@ func attentionCall(p Params) string {
 		return "FlexAttention: flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: " + mod + ")" +
 			map[bool]string{true: " with a mask_mod for the mask"}[p.MaskKind != "none" && p.MaskKind != ""] + ", compiled; or the generated kernel"
 	case p.MaskKind == "causal" && p.SeqQ == p.SeqK:
-		return "F.scaled_dot_product_attention(q, k, v, is_causal=True" + args + ")" + gqa + `, e.g. attn_implementation="sdpa" in transformers (flash, memory-efficient or cuDNN)`
+		return sdpa(", is_causal=True", "flash, memory-efficient or cuDNN backends")
 	case p.MaskKind == "causal":
-		return "F.scaled_dot_product_attention(q, k, v, attn_mask=torch.nn.attention.bias.causal_lower_right(Sq, Sk)" + args + ")" + gqa +
-			" (is_causal=True aligns the diagonal top-left, which differs when Sq != Sk)"
+		return sdpa(", attn_mask=torch.nn.attention.bias.causal_lower_right(Sq, Sk)",
+			"is_causal=True aligns the diagonal top-left, which differs when Sq != Sk")
 	case p.MaskKind == "bool":
 		m := "~mask"
 		if p.MaskKeeps {
 			m = "condition"
 		}
-		return "F.scaled_dot_product_attention(q, k, v, attn_mask=" + m + args + ")" + gqa +
-			" (SDPA's bool mask is True = keep; the memory-efficient and cuDNN backends take it, flash refuses an explicit mask)"
+		return sdpa(", attn_mask="+m, "SDPA's bool mask is True = keep; memory-efficient and cuDNN backends, flash refuses an explicit mask")
 	case p.MaskKind == "additive":
-		return "F.scaled_dot_product_attention(q, k, v, attn_mask=" + mask + args + ")" + gqa +
-			` (memory-efficient and cuDNN backends; flash refuses an explicit mask), e.g. attn_implementation="sdpa" in transformers`
+		return sdpa(", attn_mask="+mask, "memory-efficient and cuDNN backends, flash refuses an explicit mask")
 	}
-	return "F.scaled_dot_product_attention(q, k, v" + args + ")" + gqa + " (flash attention)"
+	return sdpa("", "flash, memory-efficient or cuDNN backends")
 }
 
 // AttentionFlops is the arithmetic of an attention case's two GEMMs (q [B, H, Sq, D], k and v

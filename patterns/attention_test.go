@@ -476,7 +476,10 @@ func TestAttentionAdvice(t *testing.T) {
 		{Params{MaskKind: "bool", HeadDim: 64, ScaleOp: "mul", Scale: f(0.1)}, "attn_mask=~mask, scale=0.1)"},
 		{Params{MaskKind: "none", BiasKind: "alibi", HeadDim: 64, ScaleOp: "mul"}, "score_mod=lambda s, b, h, i, j: s + slopes[h] * (j - i)"},
 		{Params{MaskKind: "none", BiasKind: "additive", HeadDim: 64, P: f(0.1)}, "use the generated kernel"},
-		{Params{MaskKind: "causal", SeqQ: 64, SeqK: 64, HeadDim: 64, ScaleOp: "mul", KVHeads: 4}, "enable_gqa=True"},
+		{Params{MaskKind: "causal", SeqQ: 64, SeqK: 64, HeadDim: 64, ScaleOp: "mul", KVHeads: 4}, "is_causal=True, enable_gqa=True) (flash backend, which takes enable_gqa: k and v as the trace's 4 KV heads"},
+		{Params{MaskKind: "bool", HeadDim: 64, ScaleOp: "mul", KVHeads: 8}, "attn_mask=~mask) (SDPA's bool mask is True = keep; memory-efficient and cuDNN backends, flash refuses an explicit mask; k and v are expanded from 8 KV heads (repeat_kv): keep the expand"},
+		{Params{MaskKind: "causal", SeqQ: 64, SeqK: 64, HeadDim: 64, ScaleOp: "mul", BiasKind: "additive", BiasMask: true}, "attn_mask=causal_mask + padding_mask)"},
+		{Params{MaskKind: "additive", MaskNeg: true, HeadDim: 64, ScaleOp: "mul"}, "attn_mask=-mask)"},
 		{Params{MaskKind: "none", HeadDim: 64}, "scale=1.0)"},
 	}
 	for _, tt := range tests {
