@@ -10,8 +10,13 @@
 #                                           #  -> $OUT/models.tar, $OUT/corpus.tar, $OUT/traces.log
 #   bash scripts/record-h200.sh timing N    # timing batch N (1..3, record_models.py list)
 #                                           #  -> $OUT/timing-N.json, $OUT/timing-N.log
+#                                           # (MODELS=a,b: those models instead of batch N)
 #
 # Here, with what came back in FOLDER (the tars, timing-*.json):
+#
+# RECORD_ARGS is added to every record_models.py and record_corpus.py command: a dry run here
+# with RECORD_ARGS="-tiny -device cpu" (and PYTHON naming a python with torch; transformers
+# for the models) exercises the same path at small sizes.
 #
 #   bash scripts/record-h200.sh land FOLDER # unpack into testdata/models and testdata/corpus,
 #                                           # merge the timings into testdata/models/timing.json,
@@ -26,11 +31,12 @@ case "${1:-}" in
 traces)
   out=${OUT:?OUT must name the folder that comes back}
   work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
   mkdir -p "$work/models" "$work/corpus"
   # each under a time limit of its own, so that the tars below are always written
   rc=0
-  timeout -s INT 300 "$py" scripts/record_models.py traces -o "$work/models" 2>&1 | tee "$out/traces.log" || rc=1
-  timeout -s INT 180 "$py" scripts/record_corpus.py record -o "$work/corpus" 2>&1 | tee -a "$out/traces.log" || rc=1
+  timeout -s INT 300 "$py" scripts/record_models.py traces -o "$work/models" ${RECORD_ARGS:-} 2>&1 | tee "$out/traces.log" || rc=1
+  timeout -s INT 180 "$py" scripts/record_corpus.py record -o "$work/corpus" ${RECORD_ARGS:-} 2>&1 | tee -a "$out/traces.log" || rc=1
   tar -C "$work/models" -cf "$out/models.tar" .
   tar -C "$work/corpus" -cf "$out/corpus.tar" .
   du -sh "$work/models" "$work/corpus" | tee -a "$out/traces.log"
@@ -40,9 +46,12 @@ timing)
   out=${OUT:?OUT must name the folder that comes back}
   n=${2:?usage: record-h200.sh timing N}
   work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
   rc=0
   # the script stops starting compiles at 420 s; the hard limit leaves time to copy the JSON
-  timeout -s INT 540 "$py" scripts/record_models.py timing -batch "$n" -deadline-s 420 -o "$work" 2>&1 |
+  which=(-batch "$n")
+  if [ -n "${MODELS:-}" ]; then which=(-models "$MODELS"); fi
+  timeout -s INT 540 "$py" scripts/record_models.py timing "${which[@]}" -deadline-s 420 -o "$work" ${RECORD_ARGS:-} 2>&1 |
     tee "$out/timing-$n.log" || rc=1
   cp "$work/timing.json" "$out/timing-$n.json" || rc=1
   exit $rc
@@ -74,7 +83,9 @@ with open(out, "w") as f:
 print(f"{out}: {len(merged['models'])} models", file=sys.stderr)
 EOF
   fi
-  bin=$(mktemp -d)/fuseadvise
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  bin=$work/fuseadvise
   go build -o "$bin" ./cmd/fuseadvise
   "$py" scripts/expected_counts.py -fuseadvise "$bin" testdata/models testdata/corpus
   if [ -f testdata/models/timing.json ]; then

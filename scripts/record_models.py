@@ -155,7 +155,8 @@ def gptj(tiny):
     d, heads, layers, vocab = (32, 2, 1, 128) if tiny else (1024, 16, 2, 8192)
     b, s = (2, 16) if tiny else (4, 256)
     m = hf("GPTJForCausalLM", "GPTJConfig", attn="eager", vocab_size=vocab, n_embd=d, n_layer=layers,
-           n_head=heads, rotary_dim=min(64, d // heads), n_positions=1024)
+           n_head=heads, rotary_dim=min(64, d // heads), n_positions=1024, bos_token_id=0,
+           eos_token_id=0)
     return m, lm_batch(vocab, b, s), {"batch": b, "seq": s, "hidden": d, "layers": layers}
 
 
