@@ -77,7 +77,8 @@ func matrix() []codegen.Spec {
 // the chains the issue targets: causal at S = 512..2048 (the tril buffer's chain, which
 // Inductor leaves unfused), dropout in training without a mask, a learned relative-position
 // bias, ALiBi, ragged lengths (127 queries over 129 keys, bottom-right causal; 129 with a
-// padding mask), decode (one query over a KV cache) and head dims 96 and 128.
+// padding mask), decode (one query over a KV cache), head dims 96 and 128, a causal mask
+// with a padding mask as the bias, and fp32.
 func attention(add func(pattern, dtype string, p codegen.Params, shapes ...[]int64)) {
 	qkv := func(b, h, sq, sk, d int64) [][]int64 {
 		return [][]int64{{b, h, sq, d}, {b, h, sk, d}, {b, h, sk, d}}
@@ -107,4 +108,11 @@ func attention(add func(pattern, dtype string, p codegen.Params, shapes ...[]int
 	add("attention", "fp16", causal(0), qkv(8, 32, 1, 1024, 128)...) // decode
 	add("attention", "bf16", codegen.Params{MaskKind: "causal", MaskFill: "min", Scale: 0.10206207261596575},
 		qkv(4, 32, 512, 512, 96)...)
+	// two masks (older GPT-2, CLIP/OWLv2 text): the causal mask, then a padding mask
+	// [B, 1, 1, Sk] added, which the case takes as a bias broadcast over the queries
+	add("attention", "bf16", codegen.Params{MaskKind: "causal", MaskFill: "min", Scale: 0.125, BiasKind: "additive"},
+		append(qkv(8, 12, 512, 512, 64), []int64{8, 1, 1, 512})...)
+	// fp32 without autocast (tf32x3 dots): BERT's padding mask
+	add("attention", "fp32", codegen.Params{MaskKind: "additive", Scale: 0.125},
+		append(qkv(8, 12, 512, 512, 64), []int64{8, 1, 1, 512})...)
 }
