@@ -152,6 +152,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	trainingOnly := map[string]int{} // instances of forward-only patterns in training, per pattern
 	var busyUs float64
 	var generic []GenericChain
+	var genericAll []ranked // generic chains' instances: in the totals and the coverage
 	notes := map[string]bool{}
 	note := func(s string) {
 		if !notes[s] {
@@ -221,7 +222,9 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 		found := detect(g, opts.Pattern)
 		if opts.Pattern == "" {
-			generic = append(generic, genericChains(g, claimedOps(found), &m)...)
+			cs, rks := genericRanked(g, claimedOps(found), &m, ti, rank)
+			generic = append(generic, cs...)
+			genericAll = append(genericAll, rks...)
 		}
 		for _, in := range found {
 			e := estimateInstance(&m, t, in)
@@ -239,12 +242,15 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		note(fmt.Sprintf("%s: forward only (no backward): %d of its instances run in training (they have a backward in the trace), where its module runs the eager chain: they are counted with no saving",
 			id, trainingOnly[id]))
 	}
-	keep := counted(traces, all)
-	if len(all) > 0 {
-		r.Totals = stepTotals(traces, all, keep, busyUs)
+	// the totals and the coverage count generic chains as catalog ones; the opportunities
+	// list the catalog's (generic chains have their own list)
+	withGeneric := append(slices.Clip(all), genericAll...)
+	keep := counted(traces, withGeneric)
+	if len(withGeneric) > 0 {
+		r.Totals = stepTotals(traces, withGeneric, keep, busyUs)
 	}
-	r.Coverage = coverage(traces, all, keep)
-	if pairs := overlaps(all); len(pairs) > 0 {
+	r.Coverage = coverage(traces, withGeneric, keep)
+	if pairs := overlaps(withGeneric); len(pairs) > 0 {
 		note(fmt.Sprintf("chains of several patterns share ops (%s): their savings overlap, so the patterns' rows do not add up; the total counts the %d chains of the non-overlapping set that saves most (%d overlapping chains left out)",
 			strings.Join(pairs, ", "), r.Totals.Instances, r.Totals.LeftOut))
 	}
@@ -252,7 +258,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	if len(r.Ranks) == 1 {
 		r.Ranks = nil
 	}
-	r.Opportunities = group(all, keep, busyUs, cm.LaunchUs, len(traces) > 1)
+	r.Opportunities = group(all, keep[:len(all)], busyUs, cm.LaunchUs, len(traces) > 1)
 	for i := range r.Opportunities {
 		o := &r.Opportunities[i]
 		if o.Untimed > 0 && o.Untimed == o.Instances {

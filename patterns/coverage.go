@@ -22,6 +22,8 @@ import (
 //     matmul or an autocast linear launches through a nested aten::copy_ too), reductions,
 //     norms, softmax, dropout, optimizer updates, forward and backward alike.
 //
+// The chains are the catalog's instances and the generic chains with an op program (a
+// generic region holds no op of a catalog instance, so the two never share a kernel).
 // A chain claims the memory-bound kernels launched by its ops and the ops nested in them,
 // its GEMMs (Instance.GEMMs, which the fused form keeps) and what is nested in them left
 // out. ClaimedUs counts every chain found (a kernel shared by overlapping chains once),

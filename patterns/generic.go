@@ -146,12 +146,60 @@ func genericRegions(g *graph, claimed map[int32]bool) [][]int32 {
 	return out
 }
 
+// GenericPatternID is the pattern id a generic chain's instances take beside the catalog's
+// in the totals and the coverage (codegen's folder pattern "generic").
+const GenericPatternID = "generic"
+
 // genericChains describes each region of genericRegions as one instance, with its op
 // program and, when m is calibrated, the saving of one fused kernel.
 func genericChains(g *graph, claimed map[int32]bool, m *CostModel) []GenericChain {
+	cs, _ := genericFound(g, claimed, m)
+	return cs
+}
+
+// genericRanked is genericChains with, for each chain that has a program, an instance of
+// GenericPatternID (its ops, the OpIDs of its nodes, and the estimate of its fused kernel)
+// that Analyze ranks beside the catalog's for the non-overlapping totals and the coverage.
+// Chains without a program get no kernel and claim nothing. A region is made only of ops no
+// catalog instance contains (claimed), so it never shares an op with one; a generic
+// instance that runs in training (its ops have backward ops in the trace) while its program
+// has no fused backward (a row program) saves nothing there, as a forward-only catalog
+// pattern's.
+func genericRanked(g *graph, claimed map[int32]bool, m *CostModel, ti, rank int) ([]GenericChain, []ranked) {
+	cs, ops := genericFound(g, claimed, m)
+	var rks []ranked
+	for i, c := range cs {
+		if c.Program == nil {
+			continue
+		}
+		in := &Instance{Pattern: GenericPatternID, Anchor: ops[i][len(ops[i])-1], Ops: ops[i],
+			Dims: [][]int64{c.Program.Dims}, DType: c.DType, Elems: c.Program.Numel()}
+		in.Bytes, in.WriteBytes = c.Program.Bytes()
+		e := estimate{gpuUs: c.GPUTimeUs, kernels: c.Kernels, fusedKernels: 1, timed: c.GPUTimeUs > 0}
+		if c.EstFusedUs > 0 {
+			e.fusedUs, e.savingUs, e.modeled = c.EstFusedUs, c.EstSavingUs, true
+		}
+		rk := ranked{in: in, est: e, rank: rank, ti: ti}
+		rk.bwd, rk.bwUs = backward(g.t, in)
+		if _, err := c.Program.Backward(); rk.bwd && err != nil {
+			rk.est.fusedUs, rk.est.savingUs, rk.est.fusedKernels = rk.est.gpuUs, 0, rk.est.kernels
+		}
+		rks = append(rks, rk)
+	}
+	return cs, rks
+}
+
+// genericFound is genericChains with each chain's OpIDs.
+func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChain, [][]int32) {
 	var out []GenericChain
+	var ids [][]int32
 	for _, nodes := range genericRegions(g, claimed) {
 		c := GenericChain{Instances: 1}
+		var opIDs []int32
+		for _, b := range nodes {
+			opIDs = append(opIDs, g.nodes[b])
+		}
+		ids = append(ids, opIDs)
 		var best tval
 		var ns int64
 		for _, b := range nodes {
@@ -179,7 +227,7 @@ func genericChains(g *graph, claimed map[int32]bool, m *CostModel) []GenericChai
 		}
 		out = append(out, c)
 	}
-	return out
+	return out, ids
 }
 
 // genericFusedUs is one fused kernel of p as the cost model times the catalog's memory-bound
