@@ -3,9 +3,9 @@ package patterns
 import (
 	"encoding/json"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
-	"path/filepath"
 	"testing"
 
 	"github.com/fuseadvise/fuseadvise/internal/shared"
