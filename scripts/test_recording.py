@@ -18,6 +18,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import expected_counts  # noqa: E402
+import fake_kernels  # noqa: E402
 import record_corpus  # noqa: E402
 import record_models  # noqa: E402
 
@@ -160,3 +161,24 @@ def test_expected_helpers():
     assert expected_counts.covers(gen, ["linear", "gelu", "mul", "add"], True)  # linear_gelu took the GELU
     assert not expected_counts.covers(gen, ["linear", "gelu", "mul", "add"], False)
     assert not expected_counts.covers(gen, ["linear", "add", "mul"], True)
+
+
+def test_fake_kernels_go_to_the_ops_that_do_work():
+    def op(name, ts, dur, dims=((4, 4),)):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"External id": ts, "Input Dims": [list(d) for d in dims]}}
+
+    trace = {"traceEvents": [
+        op("aten::linear", 0, 100), op("aten::t", 1, 5), op("aten::addmm", 10, 80),
+        op("aten::div", 200, 50), op("aten::to", 205, 10, dims=((), ())), op("aten::copy_", 207, 5, dims=((), ())),
+        op("aten::view", 300, 5), op("aten::softmax", 400, 50), op("aten::_softmax", 410, 30),
+    ]}
+    out = fake_kernels.fake(trace)
+    kernels = [e for e in out["traceEvents"] if e.get("cat") == "kernel"]
+    assert [k["name"] for k in kernels] == ["fake_addmm", "fake_div", "fake__softmax"]
+    launches = {e["args"]["correlation"]: e for e in out["traceEvents"] if e.get("cat") == "cuda_runtime"}
+    for k in kernels:
+        launch = launches[k["args"]["correlation"]]
+        assert launch["args"]["External id"] == k["args"]["External id"]
+        assert k["ts"] > launch["ts"]
+    assert out["deviceProperties"][0]["name"] == "NVIDIA H200"
