@@ -244,6 +244,18 @@ func (r *renderer) casePy(dtype string) []byte {
 	}
 	b.WriteString("KIND = " + pyStr(kind) + "\n")
 	b.WriteString("TOL_DTYPE = " + pyStr(string(r.tolDtype(dtype))) + "\n")
+	if g, err := r.backward(); err != nil {
+		b.WriteString("BACKWARD = False  # forward only: " + err.Error() + "\n")
+	} else {
+		b.WriteString("BACKWARD = True  # kernel.FusedFunction: the fused backward\n")
+		var gi []string
+		for i, x := range g.Inputs {
+			if x {
+				gi = append(gi, pyStr(r.inputName(i)))
+			}
+		}
+		b.WriteString("GRAD_INPUTS = [" + strings.Join(gi, ", ") + "]  # the float inputs\n")
+	}
 	b.WriteString("# name, dtype, one flag per trailing main dim (False: broadcast)\n")
 	b.WriteString("INPUTS = [\n")
 	for i, in := range r.p.Inputs {
@@ -367,9 +379,20 @@ tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in 
 	} else {
 		fmt.Fprintf(&b, "One program per row of the last dim: the chain, then %s over the row in tiles of BLOCK_N\n(a pass per dependent statistic, the chain recomputed in each).\n", r.red.Reduce)
 	}
-	b.WriteString(`
-fused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs. Forward only.
-Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
+	grad, gerr := r.backward()
+	b.WriteString("\nfused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs.\n")
+	if gerr == nil {
+		b.WriteString(`Training: FusedFunction (fused_autograd(*inputs)) is fused() under autograd; its backward,
+fused_backward, is one more kernel: it reloads the saved inputs, recomputes the forward values
+in registers (rounded as the forward rounds them; no intermediate is saved), applies the op
+table's derivatives in reverse over the steps in fp32 and reduces a broadcast input's gradient
+in the same kernel (per-program partial sums for a bias or a 0-dim scale, fp32 atomics into a
+buffer of the input's size otherwise; no fp32 tensor of the main shape for it).
+`)
+	} else {
+		b.WriteString("Forward only: " + gerr.Error() + ".\n")
+	}
+	b.WriteString(`Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
 """
 
 import os
@@ -395,12 +418,20 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	fmt.Fprintf(&b, "OUT_SHAPES = [%s]  # full: the main shape; row: one value a row (row_keep: last dim 1)\n", strings.Join(kinds, ", "))
 	b.WriteString("BLOCK = 1024\nMAX_BLOCK_N = 4096\n\n")
 	b.WriteString(preamble)
+	var reached []bool
 	if r.red == nil {
 		r.pointwiseKernel(&b)
+		if gerr == nil {
+			reached = r.backwardKernel(&b, grad)
+		}
 	} else {
 		r.rowKernel(&b)
 	}
 	b.WriteString(r.wrapper())
+	if gerr == nil {
+		b.WriteString("\n\n")
+		b.WriteString(r.backwardWrapper(grad, reached))
+	}
 	return b.Bytes()
 }
 
@@ -503,6 +534,34 @@ def _pow(x, c: tl.constexpr):
         else:
             y = tl.where((x < 0.0) & (x != float("-inf")), float("nan"), a)  # (-inf) ** c: inf or 0
     return y
+
+
+# derivatives the op table's Deriv entries call (the fused backward)
+
+
+@triton.jit
+def _dpow(x, c: tl.constexpr):
+    """d/dx x ** c as ATen's pow_backward: 0 everywhere for c == 0, else c * x ** (c - 1)."""
+    if c == 0.0:
+        d = tl.full(x.shape, 0.0, tl.float32)
+    else:
+        d = c * _pow(x, c - 1.0)
+    return d
+
+
+@triton.jit
+def _dgelu_tanh(x):
+    """d/dx of the tanh GELU, as ATen's gelu_backward writes it."""
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = _tanh(inner)
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x)
+
+
+@triton.jit
+def _dmish(x):
+    """d/dx of mish, as ATen's mish_backward writes it."""
+    t = _tanh(_softplus(x, 1.0, 20.0))
+    return t + x * _sigmoid(x) * (1.0 - t * t)
 
 
 `

@@ -18,8 +18,10 @@ type GenericExample struct {
 // genericExamples are the examples' programs as the analysis JSON carries them: a SiLU
 // written out and scaled, clamp -> mul -> add bias, GELU -> dropout(p=0) -> residual add,
 // a softmax's numerator summed (x - max -> exp -> sum), a bf16 round trip around a mul,
-// a masked log-softmax that also writes its scaled scores, and a 0-dim scale, per-channel
-// bias and leaky ReLU ending in a row max.
+// a masked log-softmax that also writes its scaled scores, a 0-dim scale, per-channel,
+// per-position, per-row and bias operands around a tanh (every way the backward reduces a
+// broadcast input's gradient), and a 0-dim scale, per-channel bias and leaky ReLU ending in
+// a row max.
 var genericExamples = []struct{ name, dtype, prog string }{
 	{"silu_scale", "fp32", `{"dims":[8,64],"inputs":[{"dtype":"fp32","dims":[8,64]}],
 		"steps":[{"op":"sigmoid","args":[{"in":0}],"dtype":"fp32"},
@@ -45,6 +47,14 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		"steps":[{"op":"mul","args":[{"in":0},{"num":0.125}],"dtype":"fp32"},
 		{"op":"masked_fill","args":[{"step":0},{"in":1},{"num":"-inf"}],"dtype":"fp32"},
 		{"op":"log_softmax","args":[{"step":1}],"dtype":"fp32"}],"outputs":[0,2]}`},
+	{"broadcast_affine_tanh", "fp32", `{"dims":[2,6,5,7],"inputs":[{"dtype":"fp32","dims":[2,6,5,7]},{"dtype":"fp32","dims":[]},
+		{"dtype":"fp32","dims":[6,1,1]},{"dtype":"fp32","dims":[6,5,7]},{"dtype":"fp32","dims":[2,6,5,1]},{"dtype":"fp32","dims":[7]}],
+		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp32"},
+		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp32"},
+		{"op":"mul","args":[{"step":1},{"in":3}],"dtype":"fp32"},
+		{"op":"sub","args":[{"step":2},{"in":4}],"consts":[0.5],"dtype":"fp32"},
+		{"op":"tanh","args":[{"step":3}],"dtype":"fp32"},
+		{"op":"add","args":[{"step":4},{"in":5}],"consts":[1],"dtype":"fp32"}],"outputs":[2,5]}`},
 	{"scale_channel_leaky_amax", "fp16", `{"dims":[2,6,8,8],"inputs":[{"dtype":"fp16","dims":[2,6,8,8]},{"dtype":"fp16","dims":[]},{"dtype":"fp16","dims":[6,1,1]}],
 		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp16"},
 		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp16"},
@@ -77,8 +87,9 @@ func GenericExamples() []GenericExample {
 }
 
 // tableExamples are programs whose steps each apply one op of the table to the inputs
-// (never to each other's results, so a NaN of one cannot hide another's error), every step
-// an output: every elementwise op in fp32 and in bf16 (its rounding), pow at each of _pow's
+// (never to each other's results, so a NaN of one cannot hide another's error; log, sqrt,
+// rsqrt and fractional powers to |x|, whose NaN-free gradient then checks every derivative
+// at once), every step an output: every elementwise op in fp32 and in bf16 (its rounding), pow at each of _pow's
 // paths, and each reduction once.
 func tableExamples() []struct {
 	name, dtype string
@@ -122,12 +133,22 @@ func tableExamples() []struct {
 		step(program.Elu, []program.Arg{x}, f(1.3), f(1.05), f(0.9))
 		step(program.Softplus, []program.Arg{x}, f(2), f(3))
 		for _, code := range []program.Code{program.Relu, program.Gelu, program.GeluTanh, program.Silu, program.Mish,
-			program.Sigmoid, program.Tanh, program.Hardswish, program.Hardsigmoid, program.Exp, program.Log,
-			program.Sqrt, program.Rsqrt, program.Abs, program.Neg, program.Reciprocal} {
+			program.Sigmoid, program.Tanh, program.Hardswish, program.Hardsigmoid, program.Exp, program.Abs,
+			program.Neg, program.Reciprocal} {
 			step(code, []program.Arg{x})
 		}
+		// log, sqrt, rsqrt and fractional powers read |x|: a NaN of a negative base would
+		// hide every other derivative's error in x's gradient, where they all add up
+		abs := program.StepArg(len(p.Steps) - 3)
+		for _, code := range []program.Code{program.Log, program.Sqrt, program.Rsqrt} {
+			step(code, []program.Arg{abs})
+		}
 		for _, c := range []float64{0, 1, 2, 3, 0.5, -1, -2, 2.5, 4, 5, -3} {
-			step(program.Pow, []program.Arg{x}, f(c))
+			arg := x
+			if c != math.Trunc(c) {
+				arg = abs
+			}
+			step(program.Pow, []program.Arg{arg}, f(c))
 		}
 		step(program.Cast, []program.Arg{x}, nil...)
 		p.Steps[len(p.Steps)-1].DType = program.FP32

@@ -2,6 +2,7 @@ package program
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"strconv"
@@ -10,7 +11,8 @@ import (
 )
 
 // TestTable: every entry's templates name only its own operands and constants, an
-// elementwise op has a Triton expression and one derivative slot per operand (or none yet),
+// elementwise op has a Triton expression and one derivative slot per operand (a comparison
+// or a reduction none), the first filled but for where's condition,
 // and codes are unique plain words (they become folder names).
 func TestTable(t *testing.T) {
 	ph := regexp.MustCompile(`\{([^}]*)\}`)
@@ -24,8 +26,13 @@ func TestTable(t *testing.T) {
 		if (op.Triton == "") != (op.Reduce != "") || op.Torch == "" {
 			t.Errorf("%s: want a Triton expression exactly when elementwise, and an eager one", op.Code)
 		}
-		if len(op.Deriv) != 0 && len(op.Deriv) != op.Arity {
-			t.Errorf("%s: %d derivatives for %d operands", op.Code, len(op.Deriv), op.Arity)
+		differentiable := op.Reduce == "" && !op.Compare
+		if differentiable && len(op.Deriv) != op.Arity || !differentiable && len(op.Deriv) != 0 {
+			t.Errorf("%s: %d derivatives for %d operands (an elementwise op has one per operand, a comparison or a reduction none)",
+				op.Code, len(op.Deriv), op.Arity)
+		}
+		if differentiable && op.Deriv[0] == "" && op.Code != Where {
+			t.Errorf("%s: no derivative for its first operand", op.Code)
 		}
 		for _, tmpl := range append([]string{op.Triton, op.Torch}, op.Deriv...) {
 			for _, m := range ph.FindAllStringSubmatch(tmpl, -1) {
@@ -125,5 +132,48 @@ func TestNameAndBytes(t *testing.T) {
 	// reads 32 + 8 bf16, writes 32 bf16 and 4 fp32 sums
 	if b, w := p.Bytes(); b != 2*(32+8)+2*32+4*4 || w != 2*32+4*4 {
 		t.Errorf("bytes %d, writes %d", b, w)
+	}
+}
+
+// TestBackward: what a program's fused backward computes, or why it has none.
+func TestBackward(t *testing.T) {
+	x, m := InArg(0), InArg(1)
+	inputs := []Input{{DType: FP32, Dims: []int64{4, 8}}, {DType: Bool, Dims: []int64{8}}}
+	cases := []struct {
+		name    string
+		steps   []Step
+		outputs []int
+		err     string
+		ins     []bool
+		outs    []bool
+	}{
+		{"pointwise", []Step{{Op: Sigmoid, Args: []Arg{x}, DType: FP32}, {Op: MaskedFill, Args: []Arg{StepArg(0), m, NumArg(0)}, DType: FP32}},
+			[]int{0, 1}, "", []bool{true, false}, []bool{true, true}},
+		{"a bool output carries none", []Step{{Op: Gt, Args: []Arg{x, NumArg(0)}, DType: Bool}, {Op: Relu, Args: []Arg{x}, DType: FP32},
+			{Op: Where, Args: []Arg{m, StepArg(1), NumArg(0)}, DType: FP32}}, []int{0, 2}, "", []bool{true, false}, []bool{false, true}},
+		{"a row program", []Step{{Op: MaskedFill, Args: []Arg{x, m, NumArg(math.Inf(-1))}, DType: FP32}, {Op: Softmax, Args: []Arg{StepArg(0)}, DType: FP32}},
+			[]int{1}, "ending in softmax", nil, nil},
+		{"nothing to differentiate", []Step{{Op: Where, Args: []Arg{m, NumArg(1), NumArg(0)}, DType: FP32},
+			{Op: Gt, Args: []Arg{x, NumArg(0)}, DType: Bool}}, []int{0, 1}, "no output depends", nil, nil},
+	}
+	for _, c := range cases {
+		p := &Program{Dims: []int64{4, 8}, Inputs: inputs, Steps: c.steps, Outputs: c.outputs}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		g, err := p.Backward()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want one with %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if fmt.Sprint(g.Inputs) != fmt.Sprint(c.ins) || fmt.Sprint(g.Outputs) != fmt.Sprint(c.outs) {
+			t.Errorf("%s: inputs %v outputs %v, want %v %v", c.name, g.Inputs, g.Outputs, c.ins, c.outs)
+		}
 	}
 }

@@ -43,9 +43,16 @@ const (
 // constants (floats, or True/False for ConstBool), {dt} the step's torch dtype.
 //
 // Deriv is the derivative of the result with respect to each operand, as a Triton
-// expression of the operands, the constants and {y} (the result), for the fused backward a
-// later version generates; "" where the op is not differentiable there (comparisons, a
-// where's condition) or not written yet.
+// expression of the operands, the constants and {y} (the result, rounded to the step's dtype
+// as the forward stored it), evaluated where eager's derivative formula is (ATen's
+// derivatives.yaml and its backward kernels: relu's from its result, clamp's mask inclusive,
+// hardtanh's exclusive, pow by 0 is 0 everywhere; div's by the denominator from the fp32
+// quotient, not the rounded result: one term of a bias's gradient can dominate its sum, and
+// a 16-bit rounding there is what the gradient checks hold against eager's own error), for
+// the fused backward codegen renders;
+// "" where the operand gets no gradient (a comparison's, a where's condition, a
+// masked_fill's mask). Every float operand of an elementwise op has one; a reduction has
+// none (a program ending in one has no fused backward yet: Program.Backward).
 type Op struct {
 	Code    Code
 	Arity   int
@@ -73,7 +80,7 @@ var Table = []*Op{
 	{Code: Sub, Arity: 2, Consts: f1, Triton: "{0} - {1} * {c0}", Torch: "torch.sub({0}, {1}, alpha={c0})", Deriv: []string{"1.0", "-{c0}"}},
 	{Code: Rsub, Arity: 2, Consts: f1, Triton: "{1} - {0} * {c0}", Torch: "torch.rsub({0}, {1}, alpha={c0})", Deriv: []string{"-{c0}", "1.0"}},
 	{Code: Mul, Arity: 2, Triton: "{0} * {1}", Torch: "torch.mul({0}, {1})", Deriv: []string{"{1}", "{0}"}},
-	{Code: Div, Arity: 2, Triton: "{0} / {1}", Torch: "torch.div({0}, {1})", Deriv: []string{"1.0 / {1}", "-{y} / {1}"}},
+	{Code: Div, Arity: 2, Triton: "{0} / {1}", Torch: "torch.div({0}, {1})", Deriv: []string{"1.0 / {1}", "-({0} / {1}) / {1}"}},
 	{Code: Eq, Arity: 2, Compare: true, Triton: "tl.where({0} == {1}, 1.0, 0.0)", Torch: "torch.eq({0}, {1})"},
 	{Code: Ne, Arity: 2, Compare: true, Triton: "tl.where({0} != {1}, 1.0, 0.0)", Torch: "torch.ne({0}, {1})"},
 	{Code: Lt, Arity: 2, Compare: true, Triton: "tl.where({0} < {1}, 1.0, 0.0)", Torch: "torch.lt({0}, {1})"},
@@ -83,7 +90,7 @@ var Table = []*Op{
 	{Code: Where, Arity: 3, Triton: "tl.where({0} != 0.0, {1}, {2})", Torch: "torch.where({0}, {1}, {2})",
 		Deriv: []string{"", "tl.where({0} != 0.0, 1.0, 0.0)", "tl.where({0} != 0.0, 0.0, 1.0)"}},
 	{Code: MaskedFill, Arity: 3, Triton: "tl.where({1} != 0.0, {2}, {0})", Torch: "torch.masked_fill({0}, {1}, {2})",
-		Deriv: []string{"tl.where({1} != 0.0, 0.0, 1.0)", "", ""}},
+		Deriv: []string{"tl.where({1} != 0.0, 0.0, 1.0)", "", "tl.where({1} != 0.0, 1.0, 0.0)"}},
 	{Code: Cast, Arity: 1, Triton: "{0}", Torch: "{0}.to({dt})", Deriv: []string{"1.0"}},
 	// dropout that draws no mask: p == 0, or not training (check); the identity
 	{Code: Dropout, Arity: 1, Consts: []ConstKind{ConstFloat, ConstBool}, Triton: "{0}", Torch: "torch.dropout({0}, {c0}, {c1})",
@@ -105,23 +112,26 @@ var Table = []*Op{
 		Deriv: []string{"tl.where({0} > 0.0, {c1}, tl.exp({0} * {c2}) * ({c0} * {c1} * {c2}))"}},
 	{Code: Gelu, Arity: 1, Triton: "_gelu_erf({0})", Torch: "torch.nn.functional.gelu({0})",
 		Deriv: []string{"0.5 * (1.0 + tl.math.erf({0} * 0.7071067811865476)) + {0} * 0.3989422804014327 * tl.exp(-0.5 * {0} * {0})"}},
-	{Code: GeluTanh, Arity: 1, Triton: "_gelu_tanh({0})", Torch: "torch.nn.functional.gelu({0}, approximate=\"tanh\")"},
+	{Code: GeluTanh, Arity: 1, Triton: "_gelu_tanh({0})", Torch: "torch.nn.functional.gelu({0}, approximate=\"tanh\")",
+		Deriv: []string{"_dgelu_tanh({0})"}},
 	{Code: Silu, Arity: 1, Triton: "{0} * _sigmoid({0})", Torch: "torch.nn.functional.silu({0})",
 		Deriv: []string{"_sigmoid({0}) * (1.0 + {0} * (1.0 - _sigmoid({0})))"}},
-	{Code: Mish, Arity: 1, Triton: "{0} * _tanh(_softplus({0}, 1.0, 20.0))", Torch: "torch.nn.functional.mish({0})"},
+	{Code: Mish, Arity: 1, Triton: "{0} * _tanh(_softplus({0}, 1.0, 20.0))", Torch: "torch.nn.functional.mish({0})",
+		Deriv: []string{"_dmish({0})"}},
 	{Code: Sigmoid, Arity: 1, Triton: "_sigmoid({0})", Torch: "torch.sigmoid({0})", Deriv: []string{"{y} * (1.0 - {y})"}},
 	{Code: Tanh, Arity: 1, Triton: "_tanh({0})", Torch: "torch.tanh({0})", Deriv: []string{"1.0 - {y} * {y}"}},
 	// softplus(x, beta, threshold)
 	{Code: Softplus, Arity: 1, Consts: f2, Triton: "_softplus({0}, {c0}, {c1})", Torch: "torch.nn.functional.softplus({0}, {c0}, {c1})",
 		Deriv: []string{"tl.where({0} * {c0} > {c1}, 1.0, _sigmoid({0} * {c0}))"}},
-	{Code: Hardswish, Arity: 1, Triton: "{0} * _clamp({0} + 3.0, 0.0, 6.0) / 6.0", Torch: "torch.nn.functional.hardswish({0})"},
+	{Code: Hardswish, Arity: 1, Triton: "{0} * _clamp({0} + 3.0, 0.0, 6.0) / 6.0", Torch: "torch.nn.functional.hardswish({0})",
+		Deriv: []string{"tl.where({0} < -3.0, 0.0, tl.where({0} <= 3.0, {0} / 3.0 + 0.5, 1.0))"}},
 	{Code: Hardsigmoid, Arity: 1, Triton: "_clamp({0} + 3.0, 0.0, 6.0) / 6.0", Torch: "torch.nn.functional.hardsigmoid({0})",
 		Deriv: []string{"tl.where(({0} > -3.0) & ({0} < 3.0), 1.0 / 6.0, 0.0)"}},
 	{Code: Exp, Arity: 1, Triton: "tl.exp({0})", Torch: "torch.exp({0})", Deriv: []string{"{y}"}},
 	{Code: Log, Arity: 1, Triton: "tl.log({0})", Torch: "torch.log({0})", Deriv: []string{"1.0 / {0}"}},
 	{Code: Sqrt, Arity: 1, Triton: "tl.sqrt({0})", Torch: "torch.sqrt({0})", Deriv: []string{"0.5 / {y}"}},
-	{Code: Rsqrt, Arity: 1, Triton: "1.0 / tl.sqrt({0})", Torch: "torch.rsqrt({0})", Deriv: []string{"-0.5 * {y} / {0}"}},
-	{Code: Pow, Arity: 1, Consts: f1, Triton: "_pow({0}, {c0})", Torch: "torch.pow({0}, {c0})", Deriv: []string{"{c0} * _pow({0}, {c0} - 1.0)"},
+	{Code: Rsqrt, Arity: 1, Triton: "1.0 / tl.sqrt({0})", Torch: "torch.rsqrt({0})", Deriv: []string{"-0.5 * {y} * {y} * {y}"}},
+	{Code: Pow, Arity: 1, Consts: f1, Triton: "_pow({0}, {c0})", Torch: "torch.pow({0}, {c0})", Deriv: []string{"_dpow({0}, {c0})"},
 		check: checkPow},
 	{Code: Abs, Arity: 1, Triton: "tl.abs({0})", Torch: "torch.abs({0})", Deriv: []string{"tl.where({0} > 0.0, 1.0, tl.where({0} < 0.0, -1.0, 0.0))"}},
 	{Code: Neg, Arity: 1, Triton: "-{0}", Torch: "torch.neg({0})", Deriv: []string{"-1.0"}},

@@ -70,7 +70,8 @@ func TestGenericChainsVerify(t *testing.T) {
 	}
 }
 
-// TestGenericChainsMutants: a wrong op-table entry, and wrong generated code, fail
+// TestGenericChainsMutants: a wrong op-table entry (a Triton expression or a derivative),
+// and wrong generated code (the forward's, the fused backward's reductions), fail
 // verification.
 func TestGenericChainsMutants(t *testing.T) {
 	py := venv(t)
@@ -80,6 +81,14 @@ func TestGenericChainsMutants(t *testing.T) {
 			old := op.Triton
 			op.Triton = triton
 			return func() { op.Triton = old }
+		}
+	}
+	deriv := func(code program.Code, k int, expr string) func() func() {
+		return func() func() {
+			op, _ := program.Lookup(code)
+			old := op.Deriv[k]
+			op.Deriv[k] = expr
+			return func() { op.Deriv[k] = old }
 		}
 	}
 	text := func(from, to string) func(dir string) error {
@@ -106,6 +115,18 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"masked lanes summed", "sub_exp_sum", nil, text("acc += tl.where(mask, v1, 0.0)", "acc += tl.where(mask, v1, 1.0)")},
 		{"bias indexed by row", "clamp_mul_bias", nil, text("i1 * s1_1", "i0 * s1_0")},
 		{"row max over the first tile only", "scale_channel_leaky_amax", nil, text("        start += BLOCK_N\n", "        start += N\n")},
+		// the fused backward: derivative entries of the op table, and its reductions
+		{"sigmoid's derivative without (1 - y)", "silu_scale", deriv(program.Sigmoid, 0, "{y}"), nil},
+		{"mul's first derivative its own operand", "broadcast_affine_tanh", deriv(program.Mul, 0, "{0}"), nil},
+		{"tanh's derivative 1 - y", "broadcast_affine_tanh", deriv(program.Tanh, 0, "1.0 - {y}"), nil},
+		{"clamp passes every gradient", "clamp_mul_bias", deriv(program.Clamp, 0, "1.0"), nil},
+		{"div's denominator derivative sign", "table_fp32", deriv(program.Div, 1, "({0} / {1}) / {1}"), nil},
+		{"gelu's derivative without its density term", "gelu_dropout_residual",
+			deriv(program.Gelu, 0, "0.5 * (1.0 + tl.math.erf({0} * 0.7071067811865476))"), nil},
+		{"bias gradient from the last tile only", "clamp_mul_bias", nil, text("acc_c1 += ", "acc_c1 = ")},
+		{"0-dim scale gradient from the last tile only", "broadcast_affine_tanh", nil, text("acc_r1 += ", "acc_r1 = ")},
+		{"per-channel row sums stored, not added", "broadcast_affine_tanh", nil,
+			text("tl.atomic_add(gbuf2 + gb, ", "tl.store(gbuf2 + gb, ")},
 	}
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {

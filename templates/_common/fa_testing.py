@@ -404,7 +404,7 @@ def _check_grads(call, reference, adapter, inputs, shapes, dt, params, device, s
     gg = torch.autograd.grad(got, [a[n] for n in names], dys, allow_unused=True)
     gw = torch.autograd.grad(want, [b[n] for n in names], dys, allow_unused=True)
     atol, rtol = adapter.tolerance(dt, shapes, params, grad=True)
-    quack = getattr(adapter, "QUACK_GRAD", False) and dt != torch.float32
+    quack = getattr(adapter, "QUACK_GRAD", False) and (dt != torch.float32 or getattr(adapter, "QUACK_GRAD_FP32", False))
     if quack:  # eager's own low-precision error is the yardstick: compare both with fp32
         c = {k: (v.detach().float().requires_grad_(k in names) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
              for k, v in b.items()}

@@ -6,6 +6,14 @@ shapes and dtypes: the main shape (SHAPES[0]), each input's dtype and which of t
 dims it has (INPUTS: name, dtype, one flag per trailing dim, False where the input
 broadcasts), each output's name, dtype and shape (OUTPUTS). Every value's dtype is fixed by
 the program (casts included), so the folder runs at its traced dtype only (DTYPES).
+
+Training (case.BACKWARD: a pointwise program): kernel.FusedFunction, whose backward is one
+fused kernel from the op table's derivatives. The gradient checks (fused(autograd=True),
+train()) return only the outputs that carry a gradient (case.GRAD_OUTPUTS: eager's bool
+outputs, and float ones computed from no float input, have none, and autograd refuses a
+gradient for them), and tell reference() so through ``inputs["_grad_outputs"]``. The fused
+backward computes in fp32 where eager rounds every gradient to its tensor's dtype, so a 16-bit
+folder's gradients are held to eager's own error against the chain in fp32 (QUACK_GRAD).
 """
 
 import torch
@@ -18,6 +26,12 @@ KIND = case.KIND
 OUTPUTS = [name for name, _, _ in case.OUTPUTS]
 DTYPES = [case.DTYPE]
 NAMES = [name for name, _, _ in case.INPUTS]
+GRAD_INPUTS = list(getattr(case, "GRAD_INPUTS", []))
+QUACK_GRAD = True  # 16-bit folders: the quack check (fa_testing, the verifier)
+# an fp32 folder with a 16-bit input (a bf16 bias behind a cast): eager's gradients round
+# there, the fused backward does not, and the chain in fp32 (the inputs upcast) differs from
+# eager, so it is held to the quack check too
+QUACK_GRAD_FP32 = any(dt in ("fp16", "bf16") for _, dt, _ in case.INPUTS)
 
 
 def adversarial(params):
@@ -25,7 +39,7 @@ def adversarial(params):
 
 
 def has_backward(params):
-    return False
+    return bool(getattr(case, "BACKWARD", False))
 
 
 def interp_shapes(shapes):
@@ -51,8 +65,15 @@ def make_inputs(shapes, dtype, params, device, seed):
     return inputs
 
 
+def _grad_only(outs, kernel):
+    return tuple(o for o, g in zip(outs, kernel.GRAD_OUTPUTS) if g)
+
+
 def fused(kernel, inputs, params, poison=False, autograd=False):
     xs = [inputs[n] for n in NAMES]
+    if autograd:
+        inputs["_grad_outputs"] = kernel.GRAD_OUTPUTS
+        return _grad_only(kernel.FusedFunction.apply(*xs), kernel)
     if not poison:
         return kernel.fused(*xs)
     outs = kernel.empty_outputs(*xs)
@@ -62,7 +83,16 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
 
 
 def reference(ref, inputs, params):
-    return tuple(ref.chain(*[inputs[n] for n in NAMES]))
+    outs = tuple(ref.chain(*[inputs[n] for n in NAMES]))
+    grad = inputs.get("_grad_outputs")
+    return outs if grad is None else tuple(o for o, g in zip(outs, grad) if g)
+
+
+def train(kernel, inputs, params):
+    """The fused chain as a training step calls it (bench's backward and full modes): the
+    outputs that carry a gradient, through kernel.FusedFunction."""
+    inputs["_grad_outputs"] = kernel.GRAD_OUTPUTS
+    return _grad_only(kernel.FusedFunction.apply(*[inputs[n] for n in NAMES]), kernel)
 
 
 def tolerance(dtype, shapes, params, grad=False):

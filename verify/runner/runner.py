@@ -625,7 +625,8 @@ def check_dropout_rate(inputs, params):
 
 def run_backward(f, case, dt, seed, acc):
     """Gradients of every output for a random grad_output w.r.t. adapter.GRAD_INPUTS, vs eager
-    (or, for adapters with QUACK_GRAD at fp16/bf16, the quack check against the fp32 chain)."""
+    (or, for adapters with QUACK_GRAD at fp16/bf16, or at fp32 too with QUACK_GRAD_FP32, the quack
+    check against the fp32 chain)."""
     a = f.adapter
     inputs = a.make_inputs(case.shapes, dt, f.params, ARGS.device, seed)
     names = [n for n in getattr(a, "GRAD_INPUTS", []) if inputs.get(n) is not None]
@@ -652,7 +653,7 @@ def run_backward(f, case, dt, seed, acc):
     guard.check()
     gw = torch.autograd.grad(want, [ib[n] for n in names], dys, allow_unused=True)
     g32 = [None] * len(names)
-    if getattr(a, "QUACK_GRAD", False) and dt != torch.float32:
+    if getattr(a, "QUACK_GRAD", False) and (dt != torch.float32 or getattr(a, "QUACK_GRAD_FP32", False)):
         ic = {k: (v.detach().float().requires_grad_(k in names) if _floating(v) else v) for k, v in ib.items()}
         want32 = tuple(a.reference(f.reference, ic, f.params))
         g32 = list(torch.autograd.grad(want32, [ic[n] for n in names], [d.float() for d in dys], allow_unused=True))

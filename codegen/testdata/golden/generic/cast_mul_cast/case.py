@@ -7,6 +7,8 @@ SHAPES = [[32, 48]]
 PARAMS = {}
 KIND = "pointwise"
 TOL_DTYPE = "bf16"
+BACKWARD = True  # kernel.FusedFunction: the fused backward
+GRAD_INPUTS = ["x0", "x1"]  # the float inputs
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
     ("x0", "fp32", [True, True]),

@@ -7,6 +7,8 @@ SHAPES = [[64, 96]]
 PARAMS = {}
 KIND = "pointwise"
 TOL_DTYPE = "bf16"
+BACKWARD = True  # kernel.FusedFunction: the fused backward
+GRAD_INPUTS = ["x0", "x1"]  # the float inputs
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
     ("x0", "bf16", [True, True]),

@@ -7,6 +7,8 @@ SHAPES = [[4, 16, 32]]
 PARAMS = {}
 KIND = "pointwise"
 TOL_DTYPE = "fp32"
+BACKWARD = True  # kernel.FusedFunction: the fused backward
+GRAD_INPUTS = ["x0", "x1"]  # the float inputs
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
     ("x0", "fp32", [True, True, True]),

@@ -7,7 +7,13 @@ on store. Inputs broadcast to the main shape through their strides (a bias, a pe
 tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in place.
 One program per BLOCK elements of the main shape (flat index, 64-bit offsets).
 
-fused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs. Forward only.
+fused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs.
+Training: FusedFunction (fused_autograd(*inputs)) is fused() under autograd; its backward,
+fused_backward, is one more kernel: it reloads the saved inputs, recomputes the forward values
+in registers (rounded as the forward rounds them; no intermediate is saved), applies the op
+table's derivatives in reverse over the steps in fp32 and reduces a broadcast input's gradient
+in the same kernel (per-program partial sums for a bias or a 0-dim scale, fp32 atomics into a
+buffer of the input's size otherwise; no fp32 tensor of the main shape for it).
 Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
 """
 
@@ -126,6 +132,34 @@ def _pow(x, c: tl.constexpr):
     return y
 
 
+# derivatives the op table's Deriv entries call (the fused backward)
+
+
+@triton.jit
+def _dpow(x, c: tl.constexpr):
+    """d/dx x ** c as ATen's pow_backward: 0 everywhere for c == 0, else c * x ** (c - 1)."""
+    if c == 0.0:
+        d = tl.full(x.shape, 0.0, tl.float32)
+    else:
+        d = c * _pow(x, c - 1.0)
+    return d
+
+
+@triton.jit
+def _dgelu_tanh(x):
+    """d/dx of the tanh GELU, as ATen's gelu_backward writes it."""
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = _tanh(inner)
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x)
+
+
+@triton.jit
+def _dmish(x):
+    """d/dx of mish, as ATen's mish_backward writes it."""
+    t = _tanh(_softplus(x, 1.0, 20.0))
+    return t + x * _sigmoid(x) * (1.0 - t * t)
+
+
 @triton.jit
 def _fused_kernel(in0, in1, out0, out1, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, BLOCK: tl.constexpr, IDX64: tl.constexpr):
     pid = tl.program_id(0)
@@ -146,6 +180,84 @@ def _fused_kernel(in0, in1, out0, out1, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, s1_
     v2 = v1 + x1 * 1.0
     tl.store(out0 + offs, _cast(v0, tl.float32), mask=mask)
     tl.store(out1 + offs, _cast(v2, tl.float32), mask=mask)
+
+
+@triton.jit
+def _fused_bwd_kernel(in0, in1, dout0, dout1, gbuf0, gbuf1, R, C, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, t0_0, t0_1, t0_2, t1_0, t1_1, t1_2, u0_0, u0_1, u0_2, u1_0, u1_1, u1_2, ROWS_PER_PROG, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr):
+    """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
+    Programs over (row groups of ROWS_PER_PROG rows, column blocks) of the main shape seen as
+    [R, C] (C its last dim); KIND<i> is how input i's gradient is reduced (_grad_kind)."""
+    pg = tl.program_id(0).to(tl.int64)
+    pc = tl.program_id(1)
+    cols = pc * BLOCK_C + tl.arange(0, BLOCK_C)
+    cmask = cols < C
+    c = cols.to(tl.int64)[None, :]
+    row_start = pg * ROWS_PER_PROG
+    row_end = tl.minimum(row_start + ROWS_PER_PROG, R)
+    acc_c0 = tl.zeros([BLOCK_C], tl.float32)
+    acc_r0 = tl.zeros([BLOCK_R], tl.float32)
+    acc_c1 = tl.zeros([BLOCK_C], tl.float32)
+    acc_r1 = tl.zeros([BLOCK_R], tl.float32)
+    r0 = row_start
+    while r0 < row_end:  # a while loop: the interpreter cannot range() over a runtime int
+        rows = r0 + tl.arange(0, BLOCK_R)
+        rmask = rows < row_end
+        r0 += BLOCK_R
+        mask = rmask[:, None] & cmask[None, :]
+        q = rows
+        i1 = q % D1
+        q = q // D1
+        i0 = q
+        base0 = rows * 0 + i0 * s0_0 + i1 * s0_1
+        base1 = rows * 0 + i0 * s1_0 + i1 * s1_1
+        x0 = tl.load(in0 + (base0[:, None] + c * s0_2), mask=mask, other=0).to(tl.float32)
+        x1 = tl.load(in1 + (base1[:, None] + c * s1_2), mask=mask, other=0).to(tl.float32)
+        v0 = _gelu_erf(x0)
+        v1 = v0
+        v2 = v1 + x1 * 1.0
+        dbase0 = rows * 0 + i0 * t0_0 + i1 * t0_1
+        dy0 = tl.load(dout0 + (dbase0[:, None] + c * t0_2), mask=mask, other=0).to(tl.float32)
+        dbase1 = rows * 0 + i0 * t1_0 + i1 * t1_1
+        dy1 = tl.load(dout1 + (dbase1[:, None] + c * t1_2), mask=mask, other=0).to(tl.float32)
+        g2 = dy1
+        g1 = g2 * (1.0)
+        g0 = dy0 + g1 * (1.0)
+        gx0 = g0 * (0.5 * (1.0 + tl.math.erf(x0 * 0.7071067811865476)) + x0 * 0.3989422804014327 * tl.exp(-0.5 * x0 * x0))
+        gx1 = g2 * (1.0)
+        if KIND0 == 0:  # the main shape: stored as it is
+            gb = rows * 0 + i0 * u0_0 + i1 * u0_1
+            tl.store(gbuf0 + (gb[:, None] + c * u0_2), _cast(gx0, tl.float32), mask=mask)
+        elif KIND0 == 1:  # over the leading dims (a bias): column sums
+            acc_c0 += tl.sum(tl.where(mask, gx0, 0.0), axis=0)
+        elif KIND0 == 2:  # over everything (a 0-dim scale)
+            acc_r0 += tl.sum(tl.where(mask, gx0, 0.0), axis=1)
+        elif KIND0 == 3:  # over some leading dims, the last kept: atomics
+            gb = rows * 0 + i0 * u0_0 + i1 * u0_1
+            tl.atomic_add(gbuf0 + (gb[:, None] + c * u0_2), gx0, mask=mask)
+        elif KIND0 == 4:  # over the last dim and some leading dims: atomics of row sums
+            gb = rows * 0 + i0 * u0_0 + i1 * u0_1
+            tl.atomic_add(gbuf0 + gb, tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
+        if KIND1 == 0:  # the main shape: stored as it is
+            gb = rows * 0 + i0 * u1_0 + i1 * u1_1
+            tl.store(gbuf1 + (gb[:, None] + c * u1_2), _cast(gx1, tl.float32), mask=mask)
+        elif KIND1 == 1:  # over the leading dims (a bias): column sums
+            acc_c1 += tl.sum(tl.where(mask, gx1, 0.0), axis=0)
+        elif KIND1 == 2:  # over everything (a 0-dim scale)
+            acc_r1 += tl.sum(tl.where(mask, gx1, 0.0), axis=1)
+        elif KIND1 == 3:  # over some leading dims, the last kept: atomics
+            gb = rows * 0 + i0 * u1_0 + i1 * u1_1
+            tl.atomic_add(gbuf1 + (gb[:, None] + c * u1_2), gx1, mask=mask)
+        elif KIND1 == 4:  # over the last dim and some leading dims: atomics of row sums
+            gb = rows * 0 + i0 * u1_0 + i1 * u1_1
+            tl.atomic_add(gbuf1 + gb, tl.sum(tl.where(mask, gx1, 0.0), axis=1), mask=rmask)
+    if KIND0 == 1:
+        tl.store(gbuf0 + pg * C + cols, acc_c0, mask=cmask)
+    elif KIND0 == 2:
+        tl.store(gbuf0 + pg * tl.num_programs(1) + pc, tl.sum(acc_r0, axis=0))
+    if KIND1 == 1:
+        tl.store(gbuf1 + pg * C + cols, acc_c1, mask=cmask)
+    elif KIND1 == 2:
+        tl.store(gbuf1 + pg * tl.num_programs(1) + pc, tl.sum(acc_r1, axis=0))
 
 
 def _main_shape(inputs):
@@ -216,3 +328,118 @@ def _coalesce(shape, strides):
 
 def _max_offset(dims, strides):
     return sum((d - 1) * abs(s) for d, s in zip(dims, strides))
+
+
+GRAD_OUTPUTS = [True, True]  # per output: it carries a gradient (float, computed from a float input)
+GRAD_REACHED = [True, True]  # per input: a derivative reaches it (else its gradient is None, as eager's)
+# elements per backward tile, and row groups (the rows of a bias's partial sums); the
+# interpreter's are small, so its tests run several tiles per program and several groups
+BWD_TILE = 256 if INTERPRET else 2048
+MAX_GROUPS = 2 if INTERPRET else 512
+
+
+def _grad_kind(pshape, shape):
+    """How an input's gradient is reduced: 0 not at all (it has the main shape), 1 over the
+    leading dims (a bias: per-program column sums, [groups, C]), 2 over everything (a 0-dim
+    scale: per-program sums, [groups, column blocks]), 3 over some leading dims with the last
+    kept (fp32 atomics into a buffer of the input's size), 4 over the last dim and some
+    leading ones (fp32 atomics of row sums)."""
+    if list(pshape) == list(shape):
+        return 0
+    lead = any(p != 1 for p in pshape[:-1])
+    last = pshape[-1] != 1
+    if not lead:
+        return 1 if last else 2
+    return 3 if last else 4
+
+
+def _pow2(n):
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def fused_backward(inputs, douts, needs=None):
+    """The inputs' gradients (None where not needed or not reached) for the outputs'
+    gradients douts (one per output, None for one without), in one kernel from the inputs
+    alone: the forward values are recomputed, none is saved."""
+    shape = _main_shape(inputs)
+    needs = [True] * len(inputs) if needs is None else list(needs)[:len(inputs)]
+    want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
+    numel = 1
+    for d in shape:
+        numel *= d
+    if numel == 0 or not any(want):
+        return tuple(torch.zeros_like(t) if w else None for t, w in zip(inputs, want))
+    dev = inputs[0].device
+    n_cols = shape[-1]
+    n_rows = numel // n_cols
+    views = [torch.broadcast_to(t, shape) for t in inputs]
+    dys = []
+    for dy, dt, g in zip(douts, OUT_DTYPES, GRAD_OUTPUTS):
+        if g:
+            dys.append(torch.zeros(shape, dtype=dt, device=dev) if dy is None else torch.broadcast_to(dy, shape))
+    block_c = min(_pow2(n_cols), 1024)
+    block_r = max(1, BWD_TILE // block_c)
+    n_cb = -(-n_cols // block_c)
+    groups = min(-(-n_rows // block_r), MAX_GROUPS)
+    per = -(-(-(-n_rows // groups)) // block_r) * block_r
+    groups = -(-n_rows // per)
+    kinds, bufs, gstrides = [], [], []
+    for t, w in zip(inputs, want):
+        pshape = [1] * (RANK - t.dim()) + list(t.shape)
+        kind = _grad_kind(pshape, shape) if w else -1
+        st, acc = [0] * RANK, 1
+        for d in reversed(range(RANK)):
+            st[d] = acc if pshape[d] != 1 else 0
+            acc *= pshape[d]
+        if kind == 0:
+            buf = torch.empty(list(t.shape), dtype=t.dtype, device=dev)
+        elif kind == 1:
+            buf = torch.empty([groups, n_cols], dtype=torch.float32, device=dev)
+        elif kind == 2:
+            buf = torch.empty([groups, n_cb], dtype=torch.float32, device=dev)
+        elif kind in (3, 4):
+            buf = torch.zeros([t.numel()], dtype=torch.float32, device=dev)
+        else:
+            buf = views[0]  # not written
+        kinds.append(kind)
+        bufs.append(buf)
+        gstrides.append(st)
+    _fused_bwd_kernel[(groups, n_cb)](
+        *views, *dys, *bufs, n_rows, n_cols, *shape,
+        *[x for v in views for x in v.stride()], *[x for d in dys for x in d.stride()],
+        *[x for st in gstrides for x in st], per, BLOCK_R=block_r, BLOCK_C=block_c,
+        **{f"KIND{i}": k for i, k in enumerate(kinds)})
+    grads = []
+    for t, kind, buf in zip(inputs, kinds, bufs):
+        if kind < 0:
+            grads.append(None)
+        elif kind == 0:
+            grads.append(buf)
+        elif kind in (1, 2):
+            grads.append(buf.sum(0).reshape(t.shape).to(t.dtype) if kind == 1 else buf.sum().reshape(t.shape).to(t.dtype))
+        else:
+            grads.append(buf.view(t.shape).to(t.dtype))
+    return tuple(grads)
+
+
+class FusedFunction(torch.autograd.Function):
+    """fused() under autograd; its backward is fused_backward (one kernel, the inputs saved)."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        outs = fused(*inputs)
+        ctx.save_for_backward(*inputs)
+        ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
+        return outs
+
+    @staticmethod
+    def backward(ctx, *douts):
+        return fused_backward(ctx.saved_tensors, douts, ctx.needs_input_grad)
+
+
+def fused_autograd(*inputs):
+    """The chain as a training step calls it: fused() with the fused backward."""
+    return FusedFunction.apply(*inputs)

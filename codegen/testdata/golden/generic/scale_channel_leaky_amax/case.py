@@ -7,6 +7,7 @@ SHAPES = [[2, 6, 8, 8]]
 PARAMS = {}
 KIND = "softmax"
 TOL_DTYPE = "fp16"
+BACKWARD = False  # forward only: no fused backward for a program ending in amax yet (the row kernel is forward only)
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
     ("x0", "fp16", [True, True, True, True]),

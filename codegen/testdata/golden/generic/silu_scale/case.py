@@ -7,6 +7,8 @@ SHAPES = [[8, 64]]
 PARAMS = {}
 KIND = "pointwise"
 TOL_DTYPE = "fp32"
+BACKWARD = True  # kernel.FusedFunction: the fused backward
+GRAD_INPUTS = ["x0"]  # the float inputs
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
     ("x0", "fp32", [True, True]),

@@ -8,7 +8,8 @@ tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in 
 One program per row of the last dim: the chain, then min over the row in tiles of BLOCK_N
 (a pass per dependent statistic, the chain recomputed in each).
 
-fused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs. Forward only.
+fused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs.
+Forward only: no fused backward for a program ending in amin yet (the row kernel is forward only).
 Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
 """
 
@@ -125,6 +126,34 @@ def _pow(x, c: tl.constexpr):
         else:
             y = tl.where((x < 0.0) & (x != float("-inf")), float("nan"), a)  # (-inf) ** c: inf or 0
     return y
+
+
+# derivatives the op table's Deriv entries call (the fused backward)
+
+
+@triton.jit
+def _dpow(x, c: tl.constexpr):
+    """d/dx x ** c as ATen's pow_backward: 0 everywhere for c == 0, else c * x ** (c - 1)."""
+    if c == 0.0:
+        d = tl.full(x.shape, 0.0, tl.float32)
+    else:
+        d = c * _pow(x, c - 1.0)
+    return d
+
+
+@triton.jit
+def _dgelu_tanh(x):
+    """d/dx of the tanh GELU, as ATen's gelu_backward writes it."""
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = _tanh(inner)
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x)
+
+
+@triton.jit
+def _dmish(x):
+    """d/dx of mish, as ATen's mish_backward writes it."""
+    t = _tanh(_softplus(x, 1.0, 20.0))
+    return t + x * _sigmoid(x) * (1.0 - t * t)
 
 
 @triton.jit
