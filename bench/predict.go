@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fuseadvise/fuseadvise/patterns"
+	"github.com/fuseadvise/fuseadvise/program"
 )
 
 // Where a case's predicted time came from.
@@ -116,13 +117,16 @@ func writeBytes(c *Case) int64 {
 
 // Repredict replaces the predictions of r's cases with those of the current code: each
 // case's folder among dirs (matched by folder name) gives its manifest's est_fused_us, as
-// the harness reads it during a run, and Predict fills the rest. For results measured before
+// the harness reads it during a run, a generic folder without one its program's fused
+// kernel (CostModel.GenericFusedUs), and Predict fills the rest. For results measured before
 // a cost-model change; no GPU needed. A case with no folder among dirs is an error.
 func Repredict(r *Result, dirs []string, cm patterns.CostModel) error {
 	est := map[string]float64{}
+	progs := map[string]*program.Program{}
 	for _, d := range dirs {
 		var m struct {
-			EstFusedUs float64 `json:"est_fused_us"`
+			EstFusedUs float64          `json:"est_fused_us"`
+			Program    *program.Program `json:"program"` // a generic folder's op program
 		}
 		b, err := os.ReadFile(filepath.Join(d, "manifest.json"))
 		if err != nil {
@@ -132,6 +136,12 @@ func Repredict(r *Result, dirs []string, cm patterns.CostModel) error {
 			return fmt.Errorf("%s: %v", filepath.Join(d, "manifest.json"), err)
 		}
 		est[filepath.Base(d)] = m.EstFusedUs
+		if m.Program != nil {
+			if err := m.Program.Validate(); err != nil {
+				return fmt.Errorf("%s: %v", filepath.Join(d, "manifest.json"), err)
+			}
+			progs[filepath.Base(d)] = m.Program
+		}
 	}
 	for i := range r.Cases {
 		c := &r.Cases[i]
@@ -140,6 +150,13 @@ func Repredict(r *Result, dirs []string, cm patterns.CostModel) error {
 			return fmt.Errorf("bench: case %s has no folder among those given", c.Name)
 		}
 		c.PredictedUs, c.PredictedFrom, c.PredictedGapUs = e, "", 0
+		// a generic folder not generated from a trace: its program's fused kernel, a row
+		// kernel where it ends in a reduction
+		if p := progs[c.Name]; p != nil && e == 0 && c.Correct {
+			if us, ok := cm.GenericFusedUs(r.GPU, p, c.Timing["fused"] == "cudagraph"); ok {
+				c.PredictedUs, c.PredictedFrom = us, FromCostModel
+			}
+		}
 	}
 	Predict(r, cm)
 	return nil

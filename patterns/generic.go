@@ -245,6 +245,27 @@ func genericFusedUs(m *CostModel, p *program.Program) (float64, bool) {
 	return m.fused(kind, Shape{Bytes: bytes, WriteBytes: writes}), true
 }
 
+// GenericFusedUs is one call of a generic chain's fused kernel (program p) on device as
+// FusedUs estimates a catalog pattern's: a row kernel over p's bytes (its inputs read once,
+// its outputs written once) when p ends in a reduction, a pointwise kernel otherwise; warm
+// as Shape.Warm (a benchmark's back-to-back timing). For bench's predictions of generic
+// folders; an analysis estimates them with its trace's calibration (genericFusedUs).
+func (m CostModel) GenericFusedUs(device string, p *program.Program, warm bool) (float64, bool) {
+	bytes, writes := p.Bytes()
+	s := Shape{Pattern: GenericPatternID, Bytes: bytes, WriteBytes: writes, Warm: warm}
+	if p.Reduction() != nil {
+		// FusedUs's estimate depends on the pattern's kind alone: a catalog row pattern's id
+		// stands in for the row kernel
+		for _, c := range catalog {
+			if c.Kind == KindRow && c.GEMM == "" {
+				s.Pattern = c.ID
+				break
+			}
+		}
+	}
+	return m.FusedUs(device, s)
+}
+
 // groupGenericChains merges chains of equal op sequence, main shape, dtype and program, and
 // orders the groups by estimated saving, then GPU time, op sequence and shape.
 func groupGenericChains(all []GenericChain) []GenericChain {
