@@ -174,8 +174,10 @@ func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 	cov := report.CoverageOf(a.Report)
 	if len(a.Opportunities) == 0 {
 		fmt.Fprintln(w, "No chain of the catalog was found.")
-		if cov != "" {
-			fmt.Fprintf(w, "\n%s\n", CellText(cov, markdown))
+		for _, line := range []string{report.TotalsOf(a.Report).Total, cov} { // generic chains alone count too
+			if line != "" {
+				fmt.Fprintf(w, "\n%s\n", CellText(line, markdown))
+			}
 		}
 		return nil
 	}

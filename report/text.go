@@ -30,8 +30,8 @@ type Totals struct {
 // TotalsOf describes a's totals; an analysis from before they were recorded gets the
 // patterns' savings added up, said to count shared ops twice. Zero when a found nothing.
 func TotalsOf(a *patterns.Report) Totals {
-	if a == nil || len(a.Opportunities) == 0 {
-		return Totals{}
+	if a == nil || len(a.Opportunities) == 0 && (a.Totals == nil || a.Totals.Instances == 0) {
+		return Totals{} // (generic chains alone have totals too)
 	}
 	busy := a.Trace.GPUBusyUs
 	t := a.Totals
