@@ -38,6 +38,9 @@ type graph struct {
 	// dir, per node and input position: the node read directly (a view or copy
 	// included), -1 or absent when unknown; in is the same through pass-throughs.
 	dir [][]int32
+	// etIn, per node, the execution trace's input values (nil without one): what Kineto
+	// does not record, such as a String argument.
+	etIn [][]trace.Tensor
 }
 
 // nodeOps lists the nodes of t in thread and time order, and which of them
@@ -480,6 +483,7 @@ func (g *graph) fromET(et *trace.ExecTrace) error {
 		return errNoJoin(et.Path)
 	}
 	writer := map[int64]int32{}
+	g.etIn = make([][]trace.Tensor, len(g.nodes))
 	for bi, id := range g.nodes {
 		b := int32(bi)
 		en := join[id]
@@ -487,6 +491,7 @@ func (g *graph) fromET(et *trace.ExecTrace) error {
 			g.finishPass(b)
 			continue
 		}
+		g.etIn[b] = en.Inputs
 		if len(en.Inputs) > len(g.in[b]) {
 			in := make([]int32, len(en.Inputs))
 			copy(in, g.in[b])

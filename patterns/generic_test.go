@@ -122,6 +122,11 @@ var programCases = []struct {
 		{name: "gelu", in: []string{"f32:64x96", ""}},
 		{name: "mul", in: []string{"f32:64x96", "=2"}},
 	}},
+	{"scale, logsumexp", []op{
+		{name: "bmm", in: []string{"f32:8x16x32", "f32:8x32x16"}},
+		{name: "mul", in: []string{"f32:8x16x16", "=0.125"}},
+		{name: "logsumexp", in: []string{"f32:8x16x16", "=[-1]", "=False"}},
+	}},
 	{"training dropout draws a mask", []op{
 		{name: "mm", in: []string{"f32:64x32", "f32:32x96"}},
 		{name: "relu", in: []string{"f32:64x96"}},
@@ -275,5 +280,38 @@ func TestGenericChainsH200(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("no chain outside the catalog in any H200 trace")
+	}
+}
+
+// TestGenericGeluFromET: gelu's approximate, which Kineto leaves out of Concrete Inputs, comes
+// from the execution trace's String argument when there is one ("none": erf, "tanh"); any
+// other text, or none, keeps the chain's reason.
+func TestGenericGeluFromET(t *testing.T) {
+	for _, c := range []struct {
+		text, want, why string
+	}{{"none", "gelu", ""}, {"tanh", "gelu_tanh", ""}, {"", "", "approximate"}, {"exact", "", "approximate"}} {
+		g := newGraph(synth(
+			op{name: "mm", in: []string{"f32:64x32", "f32:32x96"}},
+			op{name: "gelu", in: []string{"f32:64x96", ""}},
+			op{name: "mul", in: []string{"f32:64x96", "=2"}},
+		))
+		g.infer()
+		g.etIn = make([][]trace.Tensor, len(g.nodes))
+		for b := range g.nodes {
+			if g.name[b] == "gelu" {
+				g.etIn[b] = []trace.Tensor{{ID: 7}, {ID: -1, Text: c.text}}
+			}
+		}
+		regions := genericRegions(g, nil)
+		if len(regions) != 1 {
+			t.Fatalf("%q: %d regions", c.text, len(regions))
+		}
+		p, why := g.genericProgram(regions[0])
+		switch {
+		case c.why != "" && !strings.Contains(why, c.why):
+			t.Errorf("%q: reason %q, want one about %s", c.text, why, c.why)
+		case c.why == "" && (p == nil || string(p.Steps[0].Op) != c.want):
+			t.Errorf("%q: program %v (%s), want a first step %s", c.text, p, why, c.want)
+		}
 	}
 }

@@ -283,13 +283,16 @@ func (pb *progBuilder) stepOf(b int32, name string) (program.Step, string) {
 		if len(ins) > 1 {
 			a = strings.Trim(strings.TrimSpace(ins[1].Concrete), `"'`)
 		}
+		if a == "" {
+			a = g.etText(b, 1) // the execution trace records the String Kineto leaves out
+		}
 		switch a {
 		case "none":
 			s.Op = program.Gelu
 		case "tanh":
 			s.Op = program.GeluTanh
 		default:
-			return s, "approximate (erf or tanh) is not recorded in Concrete Inputs"
+			return s, "approximate (erf or tanh) is recorded neither in Concrete Inputs nor in an execution trace"
 		}
 		return s, ""
 	case "pow":
@@ -393,4 +396,13 @@ func (pb *progBuilder) input(b int32, pos int, in trace.Input) (program.Arg, str
 	pb.ext[key] = len(pb.p.Inputs)
 	pb.p.Inputs = append(pb.p.Inputs, program.Input{DType: dt, Dims: dims(in.Dims)})
 	return program.InArg(len(pb.p.Inputs) - 1), ""
+}
+
+// etText is the String the execution trace recorded as node b's argument pos ("" without an
+// execution trace, or for another kind of value there).
+func (g *graph) etText(b int32, pos int) string {
+	if int(b) < len(g.etIn) && pos < len(g.etIn[b]) {
+		return g.etIn[b][pos].Text
+	}
+	return ""
 }

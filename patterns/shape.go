@@ -563,7 +563,7 @@ func outputs(t *trace.Trace, id int32) []tval {
 		return one(d)
 	case "split", "split_with_sizes", "chunk", "unbind":
 		return splitShapes(base, ins, dt)
-	case "mean", "sum", "amax", "amin", "var", "std", "norm", "linalg_vector_norm":
+	case "mean", "sum", "amax", "amin", "logsumexp", "var", "std", "norm", "linalg_vector_norm":
 		return one(reduceShape(base, ins))
 	case "embedding":
 		if len(ins) < 2 || len(ins[0].Dims) != 2 || !isTensor(ins[1]) {

@@ -29,6 +29,9 @@ type ETNode struct {
 type Tensor struct {
 	ID, Storage, Offset, Numel, ItemSize int64
 	Device                               string
+	// Text is a String argument's value (gelu's approximate: "none" or "tanh"), "" for
+	// anything else.
+	Text string
 }
 
 // IsTensor reports whether the value was a tensor.
@@ -102,6 +105,12 @@ func etTensors(v etValues) []Tensor {
 		out[i] = Tensor{ID: -1, Storage: -1}
 		isTensor := i < len(v.Types) && strings.HasPrefix(v.Types[i], "Tensor(")
 		if !isTensor {
+			if i < len(v.Types) && v.Types[i] == "String" {
+				var text string
+				if json.Unmarshal(raw, &text) == nil && len(text) <= 64 {
+					out[i].Text = text
+				}
+			}
 			continue
 		}
 		var vals []json.RawMessage
