@@ -868,8 +868,14 @@ func genericReadme(s GenericSpec, name, module string) []byte {
 		b.WriteString("    " + l + "\n")
 	}
 	b.WriteString("\n")
-	b.WriteString("Forward only: under autograd keep the eager ops. Benchmark before shipping: a speedup below\n")
-	b.WriteString("1.0x in `bench.py` means do not ship.\n\n")
+	if _, err := s.Program.Backward(); err == nil {
+		b.WriteString("Training: call `fused_autograd(*inputs)` instead (`FusedFunction`): its backward is one more\n")
+		b.WriteString("fused kernel, from the saved inputs alone. Benchmark before shipping (`fuseadvise bench -modes\n")
+		b.WriteString("forward,full`): a speedup below 1.0x means do not ship.\n\n")
+	} else {
+		b.WriteString("Forward only (" + err.Error() + "): under autograd keep the eager ops.\n")
+		b.WriteString("Benchmark before shipping: a speedup below 1.0x in `bench.py` means do not ship.\n\n")
+	}
 	b.WriteString("## Source (data from the trace, JSON-escaped)\n\n")
 	src, _ := json.Marshal(struct {
 		Ops []string `json:"ops"`
