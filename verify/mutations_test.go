@@ -384,14 +384,20 @@ var mutations = func() []mutation {
 	// attention: the score tile (scale, causal mask, Sk tail), the online softmax, causal block
 	// skipping and the finite fill's rows masked everywhere (verify's spec: causal with fill
 	// "min", Sq != Sk and Sq > Sk among the adversarial shapes), dropout (the grad cases run
-	// both p's), the 64-bit batch offset (the FAR case), strides and head-dim padding (D = 80),
-	// and the FlashAttention-2 backward. The spec has no bool/additive mask or bias: those
-	// paths are covered by the template's own tests (templates/attention/test_kernel.py).
+	// both p's: a mask the forward and backward draw at different counters), the 64-bit batch
+	// offset (the FAR case), strides and head-dim padding (D = 80), the FlashAttention-2
+	// backward and its interior tiles (no edge tests), the inference path (no statistics), the
+	// rounding levels; the variants' bool and additive masks, the learned bias and its
+	// gradient, ALiBi. Not here, pinned by the template's own tests
+	// (templates/attention/test_kernel.py): the keep mask's Philox mapping (dropout_mask shares
+	// it, so a change moves kernel and reference together), the bias gradient summed over Sq in
+	// the kernel (no variant has a bias that broadcasts over Sq and trains), the packed
+	// roundings of the GPU (the interpreter takes the plain path).
 	scores, block := "def _scores(", "def _fwd_block("
 	afwd, bwdTile := "def _attn_fwd(", "def _bwd_tile("
-	dkdv := "def _attn_bwd_dkdv("
+	dkdv, dq := "def _attn_bwd_dkdv(", "def _attn_bwd_dq("
 	ms = append(ms, []mutation{
-		{"attention", "missing-scale", classScale, scores, "s = _round(s * scale, DT, ROUND)", "s = _round(s, DT, ROUND)"},
+		{"attention", "missing-scale", classScale, scores, "s = _round(s * scale, DT, ROUND == 1)", "s = _round(s, DT, ROUND == 1)"},
 		{"attention", "causal-le", classMaskLE, scores, "s = tl.where(cols > rows + (Sk - Sq), fill, s)", "s = tl.where(cols >= rows + (Sk - Sq), fill, s)"},
 		{"attention", "causal-top-left", classFormula, scores, "s = tl.where(cols > rows + (Sk - Sq), fill, s)", "s = tl.where(cols > rows, fill, s)"},
 		{"attention", "sk-tail-unmasked", classTailMask, scores, `s = tl.where(cols < Sk, s, float("-inf"))`, "s = s"},
@@ -399,13 +405,15 @@ var mutations = func() []mutation {
 		{"attention", "no-rescale-sum", classFormula, block, "l_i = l_i * alpha + tl.sum(pr, axis=1)", "l_i = l_i + tl.sum(pr, axis=1)"},
 		{"attention", "max-as-sum", classReduce, block, "m_new = tl.maximum(m_i, tl.max(s, axis=1))", "m_new = tl.maximum(m_i, tl.sum(s, axis=1))"},
 		{"attention", "sum-wrong-axis", classReduce, block, "l_i = l_i * alpha + tl.sum(pr, axis=1)", "l_i = l_i * alpha + tl.sum(pr, axis=0)"},
-		{"attention", "dropout-keep-ignored", classFormula, block, "pr = tl.where(keep, pr, 0.0)", "pr = pr"},
-		{"attention", "dropout-counter-row-stride", classBiasIndex, block, "keep = tl.rand(seed, drop_base + rows * Sk + cols) >= p", "keep = tl.rand(seed, drop_base + rows * Sq + cols) >= p"},
+		{"attention", "dropout-keep-ignored", classFormula, block, "pr = tl.where(_keep(seed, bh, rows, n0, thresh, BLOCK_N), pr, 0.0)", "pr = pr"},
+		{"attention", "dropout-fwd-tile-start", classBiasIndex, block, "_keep(seed, bh, rows, n0, thresh, BLOCK_N)", "_keep(seed, bh, rows, 0, thresh, BLOCK_N)"},
+		{"attention", "dropout-fwd-head-shared", classBiasIndex, block, "_keep(seed, bh, rows, n0, thresh, BLOCK_N)", "_keep(seed, 0, rows, n0, thresh, BLOCK_N)"},
+		{"attention", "dropout-bwd-tile-start", classBiasIndex, bwdTile, "_keep(seed, bh, rows, n0, thresh, k.shape[0])", "_keep(seed, bh, rows, 0, thresh, k.shape[0])"},
 		{"attention", "k-col-stride-1", classStride, block, "k = tl.load(K + kcols * skn + dcols * skd,", "k = tl.load(K + kcols * skn + dcols,"},
 		{"attention", "q-row-stride-d", classStride, afwd, "q = tl.load(Q + rows * sqm + dcols * sqd,", "q = tl.load(Q + rows * HEAD_D + dcols * sqd,"},
 		{"attention", "head-dim-unmasked", classTailMask, afwd, "io_mask = (rows < Sq) & (dcols < HEAD_D)", "io_mask = (rows < Sq) & (dcols < BLOCK_D)"},
 		{"attention", "batch-int32", classIndex32, afwd, "b = (bh // H).to(tl.int64)", "b = bh // H"},
-		{"attention", "causal-full-past-diagonal", classFormula, afwd,
+		{"attention", "causal-full-past-diagonal", classFormula, "def _causal_full(",
 			"full = tl.minimum(full, tl.maximum(m0 + (Sk - Sq) + 1, 0) // BLOCK_N * BLOCK_N)", "full = full"},
 		{"attention", "causal-hi-one-block-short", classRowLoop, "def _causal_hi(",
 			"hi = tl.minimum(Sk, tl.maximum(m0 + BLOCK_M + (Sk - Sq), 0))", "hi = tl.minimum(Sk, tl.maximum(m0 + (Sk - Sq), 0))"},
@@ -417,12 +425,29 @@ var mutations = func() []mutation {
 		{"attention", "bwd-p-unnormalised", classFormula, bwdTile, "pr = tl.exp2((s - m) * 1.4426950408889634) * inv_l", "pr = tl.exp2((s - m) * 1.4426950408889634)"},
 		{"attention", "bwd-exp-units", classScale, bwdTile, "pr = tl.exp2((s - m) * 1.4426950408889634) * inv_l", "pr = tl.exp2(s - m) * inv_l"},
 		{"attention", "bwd-dp-keep-ignored", classFormula, bwdTile, "dp = tl.where(keep, dp * pscale, 0.0)", "dp = dp"},
-		{"attention", "bwd-dv-undropped", classFormula, bwdTile, "pd = tl.where(keep, pr * pscale, 0.0)", "pd = tl.where(keep, pr, 0.0)"},
+		{"attention", "bwd-dv-undropped", classFormula, bwdTile, "pd = tl.where(keep, _round(pr, DT, ROUND) * pscale, 0.0)", "pd = tl.where(keep, _round(pr, DT, ROUND), 0.0)"},
 		{"attention", "bwd-fill-not-zeroed", classFormula, bwdTile, "dsq = tl.where(_filled(rows, cols, Sq, Sk, MASK, smm, smn, MASK_KIND), 0.0, dsq)", "dsq = dsq"},
 		{"attention", "bwd-no-scale", classScale, bwdTile, "return _cast(pd, DT), ds, dsq * scale", "return _cast(pd, DT), ds, dsq"},
 		{"attention", "dkdv-causal-start-late", classRowLoop, dkdv, "lo = tl.maximum(n0 - (Sk - Sq), 0) // BLOCK_M * BLOCK_M", "lo = n0 // BLOCK_M * BLOCK_M"},
 		{"attention", "dkdv-finite-rows-skipped", classFormula, dkdv, "lo = tl.where(Sq > Sk, 0, lo)", "lo = lo"},
 		{"attention", "bwd-other-seed", classFormula, "def backward(", "tseed if ctx.seed is None else ctx.seed", "0"},
+		{"attention", "bwd-causal-fill-kept-on-edge", classFormula, bwdTile, "(MASK_KIND == 3 and EDGE)", "(MASK_KIND == 3 and not EDGE)"},
+		{"attention", "bwd-bool-fill-kept", classFormula, bwdTile, "if MASK_KIND == 1 or (MASK_KIND == 3 and EDGE):", "if MASK_KIND == 3 and EDGE:"},
+		{"attention", "dkdv-diagonal-interior", classFormula, dkdv,
+			"mid = tl.maximum(lo, tl.cdiv(tl.maximum(n0 + BLOCK_N - 1 - (Sk - Sq), 0), BLOCK_M) * BLOCK_M)", "mid = lo"},
+		{"attention", "dkdv-diagonal-block-short", classRowLoop, dkdv, "tl.maximum(n0 + BLOCK_N - 1 - (Sk - Sq), 0)", "tl.maximum(n0 - (Sk - Sq), 0)"},
+		{"attention", "dq-all-interior", classTailMask, dq, "full = _causal_full(m0, Sq, Sk, BLOCK_N, MASK_KIND == 3)", "full = hi"},
+		{"attention", "inference-stats-into-out", classAlias, "def _forward(", "STORE_STATS=lse_ is not None", "STORE_STATS=True"},
+		{"attention", "rounding-level-2-none", classFormula, "def _rounding(", "        return 2\n", "        return 0\n"},
+		{"attention", "bool-mask-inverted", classFormula, scores, "s = tl.where(mk != 0, fill, s)", "s = tl.where(mk == 0, fill, s)"},
+		{"attention", "mask-col-stride-row", classStride, scores, "a = tl.load(MASK + rows * smm + cols * smn,", "a = tl.load(MASK + rows * smm + cols * smm,"},
+		{"attention", "bias-row-stride-col", classStride, scores, "bb = tl.load(BIAS + rows * sbm + cols * sbn,", "bb = tl.load(BIAS + rows * sbn + cols * sbn,"},
+		{"attention", "bias-head-offset-dropped", classBiasIndex, afwd, "BIAS += b * sbb + h * sbh", "BIAS += b * sbb"},
+		{"attention", "bwd-bias-head-offset-dropped", classBiasIndex, dq, "BIAS += b * sbb + h * sbh", "BIAS += b * sbb"},
+		{"attention", "alibi-sign", classFormula, scores, "slope * (cols - rows - (Sk - Sq))", "slope * (rows - cols - (Sk - Sq))"},
+		{"attention", "dbias-plane-offset", classBiasIndex, dkdv, "DS += bh * Sq * Sk", "DS += bh * Sk"},
+		{"attention", "dbias-broadcast-not-summed", classReduce, "def _sum_to(",
+			"dims = list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1]", "dims = list(range(lead))"},
 	}...)
 	return ms
 }()

@@ -12,7 +12,9 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   ``"bool"`` (True = masked, ``masked_fill`` semantics) or ``"additive"`` (a float mask added,
   of any float dtype: the sum takes ``promote_types``); filled with ``mask_fill`` (``-inf``,
   ``"min"`` = q's dtype's finfo.min as HF fills, or a number); then a bias: ``"additive"``
-  ([B|1, H|1, Sq, Sk], e.g. T5's relative position bias; may require grad) or ``"alibi"``
+  ([B|1, H|1, Sq|1, Sk]: T5's relative position bias [1, H, Sq, Sk], or a padding mask
+  [B, 1, 1, Sk] added after a causal fill as older GPT-2 adds its attention_mask; may require
+  grad) or ``"alibi"``
   (``slopes`` [H]: ``s += slopes[h] * (j - i - (Sk - Sq))``, the relative form; HF's BLOOM form
   ``slopes[h] * j`` differs from it by a per-row constant and gives the same softmax except on
   rows a finite fill masks); ``p = softmax(s in fp32)`` rounded to q's dtype; dropout;
@@ -23,10 +25,18 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
 - Eager's roundings are kept where they change results: ``q @ k^T`` and ``* scale`` are
   rounded to q's dtype, ``+ mask`` / ``+ bias`` to the promoted dtype, as eager's tensors are
   (``EAGER_ROUNDING``; large scores in bf16 round onto a coarse grid and eager's softmax
-  sees ties there; fp16 scores past 65504 become inf and the row NaN, as in eager). The
-  softmax is fp32 (online: running max and sum over key blocks, fp32 accumulation of
-  ``p @ v``); p goes to the second dot in q's dtype, unnormalised (eager rounds the normalised
-  p: a difference well inside the gemm tolerances).
+  sees ties there; fp16 scores past 65504 become inf and the row NaN, as in eager). Where a
+  rounding changes nothing it is not done (``_rounding``, the kernels' ROUND): fp32 scores
+  (every rounding is to fp32) none; ``* scale`` with scale 1, or a power of two at most 1 on
+  bf16 (1/8 for D = 64), is exact. On 16-bit scores the GPU rounds two scores per conversion
+  (cvt.rn.{bf16,f16}x2.f32, widened back by a shift and a mask, or cvt.f32.f16): sm_90 SASS of
+  the forward's interior key-block loop, bf16 128 x 64 tile, 4 warps, causal, counted by
+  bench/experiments/probe_attention_sass.py: 709 instructions per thread without the roundings,
+  900 with both (F2FP.PACK_AB), 964 with Triton's one conversion per score (F2F); about 130
+  with only q @ k^T's (scale 1/8). Not yet timed on the GPU (bench/experiments/
+  check_attention.sh times it on and off). The softmax is fp32 (online: running max and sum
+  over key blocks, fp32 accumulation of ``p @ v``); p goes to the second dot in q's dtype,
+  unnormalised (eager rounds the normalised p: a difference well inside the gemm tolerances).
 - Fully masked rows as eager: with a ``-inf`` fill the row is NaN; with a finite fill every
   key gets the fill and the row is uniform (plus the bias). Causal block skipping: key blocks
   entirely above the diagonal are not visited, which is exact for ``-inf`` fills and, for
@@ -35,20 +45,36 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   key block. Gradients through a row masked everywhere with ``-inf`` are NaN in eager for
   every key of its head; here only for the key blocks that row's programs visit (causal
   skipping leaves the others finite): such a model has NaN gradients either way.
-- Dropout (``p > 0``): the keep mask is Philox ``tl.rand(seed, ((b * H + h) * Sq + i) * Sk +
-  j) >= p`` (a 64-bit counter), kept probabilities scaled by 1/(1-p); the same mask is
-  regenerated in the backward, never stored; ``dropout_mask`` rebuilds it for a seed. The
-  seed as the other templates seed dropout: ``seed=None`` draws a 1-element int64 tensor on
+- Dropout (``p > 0``): kept with probability 1 - p (to 2**-33), kept probabilities scaled by
+  1/(1-p), as eager's dropout. The keep mask (``_keep``): one Philox4x32-7 call (``_philox``:
+  32-bit state, one mul.wide per product) per four scores, counter (4 * (j // 16) + (j % 8) //
+  2, i, b * H + h, 0) for key j of query i, lane 2 * ((j // 8) % 2) + j % 2, kept when that
+  uint32 is >= round(p * 2**32): the four lanes are the (j, j + 1, j + 8, j + 9) quad an MMA
+  accumulator holds in one thread, so the tile is assembled in registers (join, permute,
+  reshape; no shared memory in the SASS), and the mapping does not depend on the tile. The
+  same mask is regenerated in the backward, never stored; ``dropout_mask`` rebuilds it for a
+  seed. Seven rounds as PyTorch's FlashAttention-2 (SDPA's flash backend) draws its dropout;
+  it compares 8-bit lanes (16 scores per call, p rounded to 1/256), here 32-bit lanes keep p
+  exact. Counted (probe_attention_sass.py, bf16 128 x 64 forward tile, interior loop, per
+  thread): 4769 instructions with one 64-bit-counter ``tl.rand`` per score (Philox4x64-10,
+  the kernel before), 2095 with tl.philox 4x32-10 per four, 1528 now; 964 without dropout.
+  The seed as the other templates seed dropout: ``seed=None`` draws a 1-element int64 tensor on
   q's device (``device_seed``, the device's default generator) which the kernels load through
   a pointer: no host read, and each CUDA-graph replay draws a new seed and mask. An int seed
   or a seed tensor may be passed (the same value gives the same mask either way).
 - Backward (FlashAttention-2): ``_attn_bwd_delta`` computes D = rowsum(dO * O) (fp32);
   ``_attn_bwd_dkdv`` (one program per key block) recomputes P = exp(s - m) / l from the saved
-  row max m and sum l for every query block that sees the key block and accumulates dV = P_drop^T dO and
+  row max m and sum l for every query block that sees the key block and accumulates dV = P_drop^T dO
+  (P_drop: P rounded to q's dtype, then times keep / (1-p) and rounded again, as eager drops its
+  rounded probabilities) and
   dK = scale * dS^T Q, with dP = dO V^T (times the keep mask / (1-p)), dS = P (dP - D), zero
-  where a bool or causal mask filled the score (``masked_fill``'s backward); it also writes dS
-  for an additive bias that requires grad (fp32, summed over the bias's broadcast dims on the
-  host); ``_attn_bwd_dq`` (one program per query block) accumulates dQ = scale * dS K.
+  where a bool or causal mask filled the score (``masked_fill``'s backward); for an additive
+  bias that requires grad it writes dS (fp32 [B, H, Sq, Sk]) or, for a bias broadcast over Sq
+  (a padding bias [B|1, H|1, 1, Sk]), dS summed over the queries in the kernel ([B, H, 1, Sk]:
+  O(S) memory); the host sums over the bias's other broadcast dims. ``_attn_bwd_dq`` (one
+  program per query block) accumulates dQ = scale * dS K. As in the forward, tiles wholly
+  below the causal diagonal skip the causal and edge tests (``_bwd_tile``'s EDGE: the dK/dV
+  kernel's query blocks from ``mid`` on, the dQ kernel's key blocks before ``full``).
 - Tiles without ``@triton.autotune`` (as the GEMM templates): each kernel's tile (BLOCK_M,
   BLOCK_N, num_stages, num_warps) is timed once per bucket (Sq and Sk rounded up to powers of
   two, at least 16; D; dtypes; flags; device) with the caller's inputs (read only) and scratch
@@ -59,8 +85,8 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   measured yet. The interpreter runs 16 x 16 tiles (the tests' S of 17..129 span several
   blocks).
 - Host side: the checks run once per layout (``_plan``: shapes, strides, dtypes, parameters;
-  no tensors kept); a call no gradient reaches skips ``autograd.Function``; launches through
-  ``_launch``.
+  no tensors kept); a call no gradient reaches (inference) skips ``autograd.Function`` and
+  the statistics (no buffer; the forward's STORE_STATS off); launches through ``_launch``.
 - 64-bit offsets: the batch and head offsets (``b * stride``), rows and columns times strides
   and the dropout counter; the grid is 1-D (query blocks of one head adjacent, heaviest causal
   blocks first), so B * H is not capped at 65535.
@@ -69,6 +95,7 @@ Interpreter-safe: builtins only, ``tl.full``; the block loops are ``tl.range`` l
 (pipelined) and ``while`` loops under the interpreter (``_WHILE_LOOPS``).
 """
 
+import math
 import os
 
 import torch
@@ -128,11 +155,28 @@ def _mm(a, b, acc):
     return tl.dot(a, b, acc)
 
 
+# eager's roundings on the GPU: two scores per conversion (cvt.rn.{bf16,f16}x2.f32, one
+# F2FP.PACK_AB), widened back with a shift and a mask (bf16) or two cvt.f32.f16, instead of
+# one F2F and one widening per score (bench/experiments/probe_attention_sass.py counts them)
+_PACKED_ROUND = tl.constexpr(not INTERPRET)
+
+
 @triton.jit
 def _round(x, dtype: tl.constexpr, ROUND: tl.constexpr):
-    """x (fp32) rounded to dtype and back, as eager's tensor of that dtype holds it."""
+    """x (fp32) rounded to dtype and back, as eager's tensor of that dtype holds it (round to
+    nearest even, as x.to(dtype) on the GPU)."""
     if ROUND:
-        x = _cast(x, dtype).to(tl.float32)
+        if _PACKED_ROUND and dtype == tl.bfloat16:
+            x = tl.inline_asm_elementwise(
+                "{ .reg .b32 t; cvt.rn.bf16x2.f32 t, $3, $2; shl.b32 $0, t, 16; and.b32 $1, t, 0xffff0000; }",
+                "=r,=r,r,r", [x], dtype=tl.float32, is_pure=True, pack=2)
+        elif _PACKED_ROUND and dtype == tl.float16:
+            x = tl.inline_asm_elementwise(
+                "{ .reg .b32 t; .reg .b16 lo, hi; cvt.rn.f16x2.f32 t, $3, $2; mov.b32 {lo, hi}, t; "
+                "cvt.f32.f16 $0, lo; cvt.f32.f16 $1, hi; }",
+                "=r,=r,r,r", [x], dtype=tl.float32, is_pure=True, pack=2)
+        else:
+            x = _cast(x, dtype).to(tl.float32)
     return x
 
 
@@ -147,7 +191,7 @@ def _scores(q, k, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope, sca
     else every position is inside and kept."""
     s = _mm(q, tl.trans(k), tl.full([q.shape[0], k.shape[0]], 0, tl.float32))
     s = _round(s, DT, ROUND)                        # q @ k^T in q's dtype
-    s = _round(s * scale, DT, ROUND)                # * scale
+    s = _round(s * scale, DT, ROUND == 1)           # * scale (exact for ROUND 2)
     inb = (rows < Sq) & (cols < Sk)
     if MASK_KIND == 1:
         mk = tl.load(MASK + rows * smm + cols * smn, mask=inb, other=0)
@@ -178,6 +222,55 @@ def _filled(rows, cols, Sq, Sk, MASK, smm, smn, MASK_KIND: tl.constexpr):
         return cols > rows + (Sk - Sq)
 
 
+# Philox4x32 rounds of the dropout mask: 7, as PyTorch's FlashAttention-2 kernels (SDPA's flash
+# backend) draw theirs; Philox4x32-7 passes TestU01's BigCrush (Salmon et al., SC'11), 10 is
+# Random123's default margin
+PHILOX_ROUNDS = tl.constexpr(7)
+
+
+@triton.jit
+def _mulhilo(a, M: tl.constexpr):
+    """(hi, lo) 32-bit halves of a * M (a uint32, M a 32-bit constant): one 64-bit product
+    (mul.wide.u32 on the GPU) instead of mul.hi and mul.lo apart."""
+    w = a.to(tl.uint64) * M
+    return (w >> 32).to(tl.uint32), w.to(tl.uint32)
+
+
+@triton.jit
+def _philox(seed, c0, c1, c2, ROUNDS: tl.constexpr):
+    """Philox4x32 (Random123's, as tl.philox computes it) of the counter (c0, c1, c2, 0), uint32
+    tensors that broadcast together, under the 64-bit key seed: four uint32 tensors."""
+    seed = seed.to(tl.uint64)
+    k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
+    k1 = (seed >> 32).to(tl.uint32)
+    c3 = tl.zeros_like(c0)
+    for _ in tl.static_range(ROUNDS):
+        hi0, lo0 = _mulhilo(c0, 0xD2511F53)
+        hi1, lo1 = _mulhilo(c2, 0xCD9E8D57)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0 += 0x9E3779B9
+        k1 += 0xBB67AE85
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def _keep(seed, bh, rows, n0, thresh, BLOCK_N: tl.constexpr):
+    """The dropout keep mask of the tile (rows [BLOCK_M, 1], keys n0 .. n0 + BLOCK_N, n0 a
+    multiple of 16) of (batch, head) bh: one Philox4x32-7 call (32-bit state) per four scores.
+    Key j of query i takes lane 2 * ((j // 8) % 2) + j % 2 of the call whose counter is
+    (4 * (j // 16) + (j % 8) // 2, i, bh, 0), kept when that uint32 is >= thresh (round(p *
+    2**32): kept with probability 1 - p to 2**-33). The four lanes land on the (j, j + 1, j + 8,
+    j + 9) quad an MMA accumulator gives one thread (no data moves to assemble the tile), and
+    the mapping does not depend on the tile: the backward's tiles regenerate the forward's mask."""
+    g = (n0 // 4 + tl.arange(0, BLOCK_N // 4))[None, :].to(tl.uint32)
+    r0, r1, r2, r3 = _philox(seed, g, rows.to(tl.uint32), bh.to(tl.uint32), PHILOX_ROUNDS)
+    t = thresh.to(tl.uint32, bitcast=True)
+    k = tl.join(tl.join(r0 >= t, r1 >= t), tl.join(r2 >= t, r3 >= t))  # [BLOCK_M, BLOCK_N / 4, e, h]
+    k = tl.reshape(k, [rows.shape[0], BLOCK_N // 16, 4, 2, 2])  # the counter 4 * a + c
+    k = tl.permute(k, (0, 1, 4, 2, 3))  # [BLOCK_M, BLOCK_N / 16, h, c, e]: key 16 a + 8 h + 2 c + e
+    return tl.reshape(k, [rows.shape[0], BLOCK_N])
+
+
 @triton.jit
 def _causal_hi(m0, Sq, Sk, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr, FINITE_FILL: tl.constexpr):
     """The end of the key range query block m0 visits: Sk, or for causal masks the end of its
@@ -192,8 +285,18 @@ def _causal_hi(m0, Sq, Sk, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr, FINITE_F
 
 
 @triton.jit
+def _causal_full(m0, Sq, Sk, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """The end of the key blocks query block m0 visits without edge tests: blocks inside Sk
+    and, for causal masks, wholly below every row's diagonal."""
+    full = Sk // BLOCK_N * BLOCK_N
+    if CAUSAL:
+        full = tl.minimum(full, tl.maximum(m0 + (Sk - Sq) + 1, 0) // BLOCK_N * BLOCK_N)
+    return full
+
+
+@triton.jit
 def _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
-               smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+               smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
                DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
                BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr, EDGE: tl.constexpr,
                HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -214,25 +317,25 @@ def _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, s
     pr = tl.exp2((s - m_safe[:, None]) * 1.4426950408889634)
     l_i = l_i * alpha + tl.sum(pr, axis=1)
     if DROPOUT:
-        keep = tl.rand(seed, drop_base + rows * Sk + cols) >= p
-        pr = tl.where(keep, pr, 0.0)
+        pr = tl.where(_keep(seed, bh, rows, n0, thresh, BLOCK_N), pr, 0.0)
     acc = _mm(_cast(pr, DT), v, acc * alpha[:, None])
     return acc, m_new, l_i
 
 
 # Sq and Sk (and the seed) unspecialized: a new sequence length compiles nothing new, nor
 # during CUDA-graph capture; the head dim is a constexpr (HEAD_D)
-@triton.jit(do_not_specialize=["Sq", "Sk", "H", "seed"])
+@triton.jit(do_not_specialize=["Sq", "Sk", "H", "thresh", "seed"])
 def _attn_fwd(Q, K, V, MASK, BIAS, O, STATS, Sq, Sk, H,
               sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd,
               smb, smh, smm, smn, sbb, sbh, sbm, sbn, sob, soh, som, sod,
-              scale, fill, p, pscale, seed,
+              scale, fill, thresh, pscale, seed,
               DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
               BIAS_KIND: tl.constexpr, FINITE_FILL: tl.constexpr, ROUND: tl.constexpr,
-              DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+              DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, STORE_STATS: tl.constexpr, HEAD_D: tl.constexpr,
+              BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (batch, head, query block): O = softmax(s) V over the key blocks, and
-    the rows' max and sum of exp (fp32) in STATS [B * H, 2, Sq] for the backward."""
+    with STORE_STATS the rows' max and sum of exp (fp32) in STATS [B * H, 2, Sq] for the
+    backward (an inference call stores none)."""
     nm = tl.cdiv(Sq, BLOCK_M)
     pid = tl.program_id(0)
     bh = pid // nm
@@ -255,38 +358,34 @@ def _attn_fwd(Q, K, V, MASK, BIAS, O, STATS, Sq, Sk, H,
         slope = tl.load(BIAS).to(tl.float32)  # BIAS: the slopes, offset to head h (sbh)
     if DROPOUT:
         seed = _load_seed(seed, SEED_PTR)
-    drop_base = bh * Sq * Sk
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.full([BLOCK_M], 0, tl.float32)
     acc = tl.full([BLOCK_M, BLOCK_D], 0, tl.float32)
     hi = _causal_hi(m0, Sq, Sk, BLOCK_M, MASK_KIND == 3, FINITE_FILL)
-    # key blocks inside Sk and, for causal masks, wholly below every row's diagonal: no edge tests
-    full = Sk // BLOCK_N * BLOCK_N
-    if MASK_KIND == 3:
-        full = tl.minimum(full, tl.maximum(m0 + (Sk - Sq) + 1, 0) // BLOCK_N * BLOCK_N)
+    full = _causal_full(m0, Sq, Sk, BLOCK_N, MASK_KIND == 3)
     if _WHILE_LOOPS:
         n0 = 0
         while n0 < full:
             acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
-                                       smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                       smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
                                        DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False,
                                        HEAD_D, BLOCK_D, BLOCK_N)
             n0 += BLOCK_N
         while n0 < hi:
             acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
-                                       smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                       smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
                                        DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True,
                                        HEAD_D, BLOCK_D, BLOCK_N)
             n0 += BLOCK_N
     else:
         for n0 in tl.range(0, full, BLOCK_N):
             acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
-                                       smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                       smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
                                        DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False,
                                        HEAD_D, BLOCK_D, BLOCK_N)
         for n0 in tl.range(full, hi, BLOCK_N):
             acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
-                                       smm, smn, sbm, sbn, slope, scale, fill, p, seed, drop_base, dcols,
+                                       smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
                                        DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True,
                                        HEAD_D, BLOCK_D, BLOCK_N)
     # l_i == 0: a row masked everywhere with -inf: 0 / 0 = NaN, as eager's softmax
@@ -296,9 +395,10 @@ def _attn_fwd(Q, K, V, MASK, BIAS, O, STATS, Sq, Sk, H,
     tl.store(O + rows * som + dcols * sod, _cast(out, DT), mask=io_mask)
     # the row statistics for the backward: max and sum apart (m + log(l) would lose log(l)
     # next to a finite fill such as finfo.min, and its rounding at large |m| costs P accuracy)
-    r = tl.arange(0, BLOCK_M).to(tl.int64) + m0
-    tl.store(STATS + 2 * bh * Sq + r, m_i, mask=r < Sq)
-    tl.store(STATS + (2 * bh + 1) * Sq + r, l_i, mask=r < Sq)
+    if STORE_STATS:
+        r = tl.arange(0, BLOCK_M).to(tl.int64) + m0
+        tl.store(STATS + 2 * bh * Sq + r, m_i, mask=r < Sq)
+        tl.store(STATS + (2 * bh + 1) * Sq + r, l_i, mask=r < Sq)
 
 
 @triton.jit(do_not_specialize=["Sq", "H"])
@@ -320,36 +420,43 @@ def _attn_bwd_delta(O, DO, DELTA, Sq, H, sob, soh, som, sod, sdb, sdh, sdm, sdd,
 
 
 @triton.jit
-def _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope,
-              scale, fill, p, pscale, seed, drop_base,
+def _bwd_tile(q, k, v, do, m, inv_l, delta, rows, n0, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope,
+              scale, fill, thresh, pscale, seed, bh,
               DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
-              BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr):
+              BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr, EDGE: tl.constexpr):
     """For one [BLOCK_M, BLOCK_N] tile: (P after dropout, in DT; dS, the gradient of the scores
-    after the bias, fp32; dS with masked_fill's zeros, times scale: the gradient of q @ k^T)."""
+    after the bias, fp32; dS with masked_fill's zeros, times scale: the gradient of q @ k^T).
+    EDGE as for _scores: an interior tile has no causally masked score. Rows past Sq need no
+    test in either: their q, dO, m, D load as 0 and 1 / l as 1, so P is finite and dS = 0
+    (and their dQ is not stored); keys past Sk need none in the dK/dV kernel (v = 0 and their
+    dK, dV are not stored), but their -inf in the dQ kernel's edge tiles (a row whose max is a
+    finite fill would get P = inf there)."""
     s = _scores(q, k, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope, scale, fill,
-                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, True)
+                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, EDGE)
     pr = tl.exp2((s - m) * 1.4426950408889634) * inv_l  # P from the forward's row max and sum
-    pr = tl.where(rows < Sq, pr, 0.0)
     dp = _mm(do, tl.trans(v), tl.full([q.shape[0], k.shape[0]], 0, tl.float32))
     pd = pr
     if DROPOUT:
-        keep = tl.rand(seed, drop_base + rows * Sk + cols) >= p
-        pd = tl.where(keep, pr * pscale, 0.0)
+        keep = _keep(seed, bh, rows, n0, thresh, k.shape[0])
+        # eager drops the probabilities it rounded to q's dtype: P rounded, then scaled and
+        # rounded again (dV as eager's to the last bit where P agrees)
+        pd = tl.where(keep, _round(pr, DT, ROUND) * pscale, 0.0)
         dp = tl.where(keep, dp * pscale, 0.0)
     ds = pr * (dp - delta)
     dsq = ds
-    if MASK_KIND == 1 or MASK_KIND == 3:
+    if MASK_KIND == 1 or (MASK_KIND == 3 and EDGE):
         dsq = tl.where(_filled(rows, cols, Sq, Sk, MASK, smm, smn, MASK_KIND), 0.0, dsq)
     return _cast(pd, DT), ds, dsq * scale
 
 
 @triton.jit
-def _dkdv_block(dk, dv, k, v, m0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS, Sq, Sk,
-                sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
+def _dkdv_block(dk, dv, db, k, v, m0, n0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS, Sq, Sk,
+                sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, thresh, pscale, seed, bh,
                 DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
                 BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr, STORE_DS: tl.constexpr,
-                HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr):
-    """One query block's contribution to a key block's dK and dV (and its dS tile)."""
+                EDGE: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """One query block's contribution to a key block's dK and dV, and to the bias gradient:
+    its dS tile stored (STORE_DS 1) or summed over its rows into db (STORE_DS 2)."""
     rows = m0 + tl.arange(0, BLOCK_M).to(tl.int64)[:, None]
     io_mask = (rows < Sq) & (dcols < HEAD_D)
     q = tl.load(Q + rows * sqm + dcols * sqd, mask=io_mask, other=0.0)
@@ -357,45 +464,51 @@ def _dkdv_block(dk, dv, k, v, m0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, 
     m = tl.load(STATS + rows, mask=rows < Sq, other=0.0)
     inv_l = 1.0 / tl.load(STATS + Sq + rows, mask=rows < Sq, other=1.0)
     delta = tl.load(DELTA + rows, mask=rows < Sq, other=0.0)
-    pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn,
-                            slope, scale, fill, p, pscale, seed, drop_base,
-                            DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT)
+    pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, n0, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn,
+                            slope, scale, fill, thresh, pscale, seed, bh,
+                            DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, EDGE)
     dv = _mm(tl.trans(pd), do, dv)
     dk = _mm(tl.trans(_cast(dsq, DT)), q, dk)
-    if STORE_DS:
+    if STORE_DS == 1:
         tl.store(DS + rows * Sk + cols, ds, mask=(rows < Sq) & (cols < Sk))
-    return dk, dv
+    elif STORE_DS == 2:
+        db += tl.sum(ds, axis=0)  # rows past Sq have dS = 0
+    return dk, dv, db
 
 
 @triton.jit
 def _dq_block(dq, q, do, m, inv_l, delta, rows, n0, dcols, K, V, MASK, BIAS, Sq, Sk, skn, skd, svn, svd,
-              smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
+              smm, smn, sbm, sbn, slope, scale, fill, thresh, pscale, seed, bh,
               DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
-              BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr,
+              BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr, EDGE: tl.constexpr,
               HEAD_D: tl.constexpr, BLOCK_N: tl.constexpr):
     """One key block's contribution to a query block's dQ."""
     ncols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[:, None]
-    kv_mask = (ncols < Sk) & (dcols < HEAD_D)
+    kv_mask = dcols < HEAD_D
+    if EDGE:
+        kv_mask = kv_mask & (ncols < Sk)
     k = tl.load(K + ncols * skn + dcols * skd, mask=kv_mask, other=0.0)
     v = tl.load(V + ncols * svn + dcols * svd, mask=kv_mask, other=0.0)
     cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[None, :]
-    pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, cols, Sq, Sk, MASK, BIAS,
-                            smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
-                            DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT)
+    pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, n0, cols, Sq, Sk, MASK, BIAS,
+                            smm, smn, sbm, sbn, slope, scale, fill, thresh, pscale, seed, bh,
+                            DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, EDGE)
     return _mm(_cast(dsq, DT), k, dq)
 
 
-@triton.jit(do_not_specialize=["Sq", "Sk", "H", "seed"])
+@triton.jit(do_not_specialize=["Sq", "Sk", "H", "thresh", "seed"])
 def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
                    sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdm, sdd,
                    smb, smh, smm, smn, sbb, sbh, sbm, sbn,
-                   scale, fill, p, pscale, seed,
+                   scale, fill, thresh, pscale, seed,
                    DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
                    BIAS_KIND: tl.constexpr, FINITE_FILL: tl.constexpr, ROUND: tl.constexpr,
                    DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, STORE_DS: tl.constexpr,
                    HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (batch, head, key block): dK and dV over the query blocks that see it
-    (DK, DV contiguous [B, H, Sk, D]); with STORE_DS, dS into DS (fp32 [B, H, Sq, Sk])."""
+    (DK, DV contiguous [B, H, Sk, D]); the bias gradient dS into DS: STORE_DS 1, every tile
+    (fp32 [B, H, Sq, Sk]); STORE_DS 2 (a bias broadcast over Sq), summed over the queries
+    (fp32 [B, H, 1, Sk])."""
     nn = tl.cdiv(Sk, BLOCK_N)
     pid = tl.program_id(0)
     bh = pid // nn
@@ -411,7 +524,10 @@ def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
     BIAS += b * sbb + h * sbh
     STATS += 2 * bh * Sq
     DELTA += bh * Sq
-    DS += bh * Sq * Sk
+    if STORE_DS == 1:
+        DS += bh * Sq * Sk
+    else:
+        DS += bh * Sk
     ncols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[:, None]  # [BLOCK_N, 1]
     dcols = tl.arange(0, BLOCK_D).to(tl.int64)[None, :]
     kv_mask = (ncols < Sk) & (dcols < HEAD_D)
@@ -423,46 +539,65 @@ def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
         slope = tl.load(BIAS).to(tl.float32)
     if DROPOUT:
         seed = _load_seed(seed, SEED_PTR)
-    drop_base = bh * Sq * Sk
     dk = tl.full([BLOCK_N, BLOCK_D], 0, tl.float32)
     dv = tl.full([BLOCK_N, BLOCK_D], 0, tl.float32)
+    db = tl.full([BLOCK_N], 0, tl.float32)
     # causal: the first query row that sees key n0 (every row when a finite fill makes fully
-    # masked rows uniform over all keys)
+    # masked rows uniform over all keys), and the first query block below the diagonal for
+    # every key of the block (mid): the blocks from there on are interior (_bwd_tile)
     lo = 0
+    mid = 0
     if MASK_KIND == 3:
         lo = tl.maximum(n0 - (Sk - Sq), 0) // BLOCK_M * BLOCK_M
         if FINITE_FILL:
             lo = tl.where(Sq > Sk, 0, lo)
+        mid = tl.maximum(lo, tl.cdiv(tl.maximum(n0 + BLOCK_N - 1 - (Sk - Sq), 0), BLOCK_M) * BLOCK_M)
+        mid = tl.minimum(mid, tl.cdiv(Sq, BLOCK_M) * BLOCK_M)
     if _WHILE_LOOPS:
         m0 = lo
+        while m0 < mid:
+            dk, dv, db = _dkdv_block(dk, dv, db, k, v, m0, n0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS,
+                                     Sq, Sk, sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, thresh,
+                                     pscale, seed, bh, DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT,
+                                     STORE_DS, True, HEAD_D, BLOCK_M)
+            m0 += BLOCK_M
         while m0 < Sq:
-            dk, dv = _dkdv_block(dk, dv, k, v, m0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS, Sq, Sk,
-                                 sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed,
-                                 drop_base, DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, STORE_DS,
-                                 HEAD_D, BLOCK_M)
+            dk, dv, db = _dkdv_block(dk, dv, db, k, v, m0, n0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS,
+                                     Sq, Sk, sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, thresh,
+                                     pscale, seed, bh, DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT,
+                                     STORE_DS, False, HEAD_D, BLOCK_M)
             m0 += BLOCK_M
     else:
-        for m0 in tl.range(lo, Sq, BLOCK_M):
-            dk, dv = _dkdv_block(dk, dv, k, v, m0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS, Sq, Sk,
-                                 sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed,
-                                 drop_base, DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, STORE_DS,
-                                 HEAD_D, BLOCK_M)
+        for m0 in tl.range(lo, mid, BLOCK_M):
+            dk, dv, db = _dkdv_block(dk, dv, db, k, v, m0, n0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS,
+                                     Sq, Sk, sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, thresh,
+                                     pscale, seed, bh, DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT,
+                                     STORE_DS, True, HEAD_D, BLOCK_M)
+        for m0 in tl.range(tl.maximum(lo, mid), Sq, BLOCK_M):
+            dk, dv, db = _dkdv_block(dk, dv, db, k, v, m0, n0, cols, dcols, Q, DO, MASK, BIAS, STATS, DELTA, DS,
+                                     Sq, Sk, sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, thresh,
+                                     pscale, seed, bh, DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT,
+                                     STORE_DS, False, HEAD_D, BLOCK_M)
     out = bh * Sk * HEAD_D + ncols * HEAD_D + dcols
     tl.store(DK + out, _cast(dk, DT), mask=kv_mask)
     tl.store(DV + out, _cast(dv, DT), mask=kv_mask)
+    if STORE_DS == 2:
+        c = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
+        tl.store(DS + c, db, mask=c < Sk)
 
 
-@triton.jit(do_not_specialize=["Sq", "Sk", "H", "seed"])
+@triton.jit(do_not_specialize=["Sq", "Sk", "H", "thresh", "seed"])
 def _attn_bwd_dq(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DQ, Sq, Sk, H,
                  sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sdb, sdh, sdm, sdd,
                  smb, smh, smm, smn, sbb, sbh, sbm, sbn,
-                 scale, fill, p, pscale, seed,
+                 scale, fill, thresh, pscale, seed,
                  DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
                  BIAS_KIND: tl.constexpr, FINITE_FILL: tl.constexpr, ROUND: tl.constexpr,
                  DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr,
                  HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (batch, head, query block): dQ over the key blocks it sees (DQ
-    contiguous [B, H, Sq, D])."""
+    contiguous [B, H, Sq, D]); key blocks inside Sk and wholly below the causal diagonal are
+    interior (_bwd_tile), as in the forward."""
     nm = tl.cdiv(Sq, BLOCK_M)
     pid = tl.program_id(0)
     bh = pid // nm
@@ -489,35 +624,49 @@ def _attn_bwd_dq(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DQ, Sq, Sk, H,
         slope = tl.load(BIAS).to(tl.float32)
     if DROPOUT:
         seed = _load_seed(seed, SEED_PTR)
-    drop_base = bh * Sq * Sk
     dq = tl.full([BLOCK_M, BLOCK_D], 0, tl.float32)
     hi = _causal_hi(m0, Sq, Sk, BLOCK_M, MASK_KIND == 3, FINITE_FILL)
+    full = _causal_full(m0, Sq, Sk, BLOCK_N, MASK_KIND == 3)
     if _WHILE_LOOPS:
         n0 = 0
+        while n0 < full:
+            dq = _dq_block(dq, q, do, m, inv_l, delta, rows, n0, dcols, K, V, MASK, BIAS, Sq, Sk, skn, skd, svn, svd,
+                           smm, smn, sbm, sbn, slope, scale, fill, thresh, pscale, seed, bh,
+                           DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False, HEAD_D, BLOCK_N)
+            n0 += BLOCK_N
         while n0 < hi:
             dq = _dq_block(dq, q, do, m, inv_l, delta, rows, n0, dcols, K, V, MASK, BIAS, Sq, Sk, skn, skd, svn, svd,
-                           smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
-                           DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, HEAD_D, BLOCK_N)
+                           smm, smn, sbm, sbn, slope, scale, fill, thresh, pscale, seed, bh,
+                           DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True, HEAD_D, BLOCK_N)
             n0 += BLOCK_N
     else:
-        for n0 in tl.range(0, hi, BLOCK_N):
+        for n0 in tl.range(0, full, BLOCK_N):
             dq = _dq_block(dq, q, do, m, inv_l, delta, rows, n0, dcols, K, V, MASK, BIAS, Sq, Sk, skn, skd, svn, svd,
-                           smm, smn, sbm, sbn, slope, scale, fill, p, pscale, seed, drop_base,
-                           DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, HEAD_D, BLOCK_N)
+                           smm, smn, sbm, sbn, slope, scale, fill, thresh, pscale, seed, bh,
+                           DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False, HEAD_D, BLOCK_N)
+        for n0 in tl.range(full, hi, BLOCK_N):
+            dq = _dq_block(dq, q, do, m, inv_l, delta, rows, n0, dcols, K, V, MASK, BIAS, Sq, Sk, skn, skd, svn, svd,
+                           smm, smn, sbm, sbn, slope, scale, fill, thresh, pscale, seed, bh,
+                           DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True, HEAD_D, BLOCK_N)
     tl.store(DQ + bh * Sq * HEAD_D + rows * HEAD_D + dcols, _cast(dq, DT), mask=io_mask)
 
 
-@triton.jit(do_not_specialize=["Sq", "Sk", "seed"])
-def _keep_kernel(KEEP, Sq, Sk, p, seed, SEED_PTR: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The keep mask of one query row of one (batch, head): KEEP [B * H * Sq, Sk] int8."""
-    row = tl.program_id(0).to(tl.int64)  # (b * H + h) * Sq + i
+@triton.jit(do_not_specialize=["Sq", "Sk", "thresh", "seed"])
+def _keep_kernel(KEEP, Sq, Sk, thresh, seed, SEED_PTR: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr):
+    """The keep masks of BLOCK_M query rows of one (batch, head) as the attention kernels draw
+    them (_keep): KEEP [B * H, Sq, Sk] int8."""
+    nm = tl.cdiv(Sq, BLOCK_M)
+    pid = tl.program_id(0)
+    bh = (pid // nm).to(tl.int64)
+    rows = (pid % nm * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)[:, None]
     seed = _load_seed(seed, SEED_PTR)
-    start = 0
-    while start < Sk:
-        cols = start + tl.arange(0, BLOCK_N).to(tl.int64)
-        keep = tl.rand(seed, row * Sk + cols) >= p
-        tl.store(KEEP + row * Sk + cols, keep.to(tl.int8), mask=cols < Sk)
-        start += BLOCK_N
+    n0 = 0
+    while n0 < Sk:
+        cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[None, :]
+        keep = _keep(seed, bh, rows, n0, thresh, BLOCK_N)
+        tl.store(KEEP + (bh * Sq + rows) * Sk + cols, keep.to(tl.int8), mask=(rows < Sq) & (cols < Sk))
+        n0 += BLOCK_N
 
 
 # --- fa:shared launch ---
@@ -719,6 +868,27 @@ def _broadcast_strides(t, shape):
 _DEVICE_SEEDS = 2**63 - 1
 
 
+def _rounding(dtype, scale):
+    """The kernels' ROUND: 0 without EAGER_ROUNDING or for fp32 scores (every rounding is to
+    fp32: nothing to do; q fp32 makes the mask's and bias's promoted types fp32 too); 2 where
+    ``* scale`` needs no rounding: scale 1, or a power of two at most 1 on bf16 scores (a bf16
+    value times 2**-k is a bf16 value down to 2**-126: a score that small is 0 to the softmax);
+    else 1, every rounding."""
+    if not EAGER_ROUNDING or dtype == torch.float32:
+        return 0
+    m, e = math.frexp(scale)
+    if scale == 1.0 or (dtype == torch.bfloat16 and m == 0.5 and e <= 1):
+        return 2
+    return 1
+
+
+def _threshold(p):
+    """The kernels' dropout threshold: round(p * 2**32) (a Philox uint32 at or above it keeps
+    the score), as the int32 of the same bits (one kernel signature for every p)."""
+    t = min(int(round(float(p) * 2.0 ** 32)), 2 ** 32 - 1)
+    return t - 2 ** 32 if t >= 2 ** 31 else t
+
+
 def device_seed(device):
     """A fresh dropout seed: a 1-element int64 tensor drawn by torch.randint on device (its
     default generator; under CUDA-graph capture each replay draws a new one). Never read back."""
@@ -802,9 +972,10 @@ class _Plan:
         finite = self.mask_kind in (1, 3) and self.fill != float("-inf")
         self.scale, self.p = float(scale), float(p)
         self.block_d = max(16, 1 << (D - 1).bit_length())
+        rnd = _rounding(q.dtype, self.scale)
         self.consts = dict(DT=_TL[q.dtype], SDT=_TL[sdt], BDT=_TL[bdt], MASK_KIND=self.mask_kind,
-                           BIAS_KIND=self.bias_kind, FINITE_FILL=finite, ROUND=EAGER_ROUNDING)
-        self.flags = (self.mask_kind, self.bias_kind, sdt, bdt, finite, p > 0)
+                           BIAS_KIND=self.bias_kind, FINITE_FILL=finite, ROUND=rnd)
+        self.flags = (self.mask_kind, self.bias_kind, sdt, bdt, finite, p > 0, rnd)
 
     def masks(self, q, mask, bias):
         """(mask, bias) arguments: a bool mask viewed as int8; a dummy pointer (q, never read)
@@ -816,7 +987,7 @@ class _Plan:
         return mask, (q if self.bias_kind == 0 else bias)
 
     def scalars(self, seed):
-        return (self.scale, self.fill, self.p, 1.0 / (1.0 - self.p), seed)
+        return (self.scale, self.fill, _threshold(self.p), 1.0 / (1.0 - self.p), seed)
 
 
 _PLANS = {}
@@ -836,11 +1007,12 @@ def _plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p):
     return plan
 
 
-def _forward(q, k, v, mask, bias, plan, seed):
-    """o [B, H, Sq, D] (q's dtype) and the row statistics [B * H, 2, Sq] (fp32: max, sum of exp)."""
+def _forward(q, k, v, mask, bias, plan, seed, stats=True):
+    """o [B, H, Sq, D] (q's dtype) and the row statistics [B * H, 2, Sq] (fp32: max, sum of exp;
+    None without ``stats``: an inference call allocates and stores none)."""
     B, H, Sq, Sk, D = plan.B, plan.H, plan.Sq, plan.Sk, plan.D
     o = torch.empty((B, H, Sq, D), dtype=q.dtype, device=q.device)
-    lse = torch.empty((B * H, 2, Sq), dtype=torch.float32, device=q.device)
+    lse = torch.empty((B * H, 2, Sq), dtype=torch.float32, device=q.device) if stats else None
     if o.numel() == 0:
         return o, lse
     if Sk == 0:
@@ -852,29 +1024,36 @@ def _forward(q, k, v, mask, bias, plan, seed):
     def launch(tile, out, lse_):
         bm, bn, stages, warps = tile
         _launch(_attn_fwd, (B * H * -(-Sq // bm),),  # cdiv (triton.cdiv: microseconds per call)
-                (q, k, v, mk, bs, out, lse_, Sq, Sk, H, *strides, *out.stride(), *plan.scalars(seed)),
+                (q, k, v, mk, bs, out, out if lse_ is None else lse_, Sq, Sk, H, *strides, *out.stride(),
+                 *plan.scalars(seed)),
                 num_warps=warps, num_stages=stages, **plan.consts, DROPOUT=plan.p > 0, SEED_PTR=seed_ptr,
-                HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm, BLOCK_N=bn)
+                STORE_STATS=lse_ is not None, HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm, BLOCK_N=bn)
 
     def trial(tile):
-        launch(tile, torch.empty_like(o), torch.empty_like(lse))
+        launch(tile, torch.empty_like(o), None if lse is None else torch.empty_like(lse))
 
-    tile = _tile_for(_attn_fwd, "fwd", Sq, Sk, plan.block_d, q, plan.flags + (D, seed_ptr), trial)
+    tile = _tile_for(_attn_fwd, "fwd", Sq, Sk, plan.block_d, q, plan.flags + (D, seed_ptr, stats), trial)
     launch(tile, o, lse)
     return o, lse
 
 
 def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
-    """(dq, dk, dv, ds): ds the gradient of the scores after the bias (fp32 [B, H, Sq, Sk]) when
-    want_ds, else None."""
+    """(dq, dk, dv, ds): ds the gradient of the scores after the bias when want_ds, else None:
+    fp32 [B, H, Sq, Sk], or [B, H, 1, Sk] summed over the queries when the bias broadcasts over
+    them (a padding bias [B|1, H|1, 1, Sk]: O(S) memory)."""
     B, H, Sq, Sk, D = plan.B, plan.H, plan.Sq, plan.Sk, plan.D
     dev = q.device
     dq = torch.empty((B, H, Sq, D), dtype=q.dtype, device=dev)
     dk = torch.empty((B, H, Sk, D), dtype=q.dtype, device=dev)
     dv = torch.empty((B, H, Sk, D), dtype=q.dtype, device=dev)
-    ds = torch.zeros((B, H, Sq, Sk), dtype=torch.float32, device=dev) if want_ds else None
+    ds_mode = 0
+    ds = None
+    if want_ds:  # every [B, H, 1, Sk] column is stored; causal skipping leaves full tiles unwritten
+        ds_mode = 2 if plan.sb[2] == 0 else 1
+        ds = (torch.empty((B, H, 1, Sk), dtype=torch.float32, device=dev) if ds_mode == 2 else
+              torch.zeros((B, H, Sq, Sk), dtype=torch.float32, device=dev))
     if dq.numel() == 0 or dk.numel() == 0:
-        return dq.zero_(), dk.zero_(), dv.zero_(), ds
+        return dq.zero_(), dk.zero_(), dv.zero_(), None if ds is None else ds.zero_()
     seed, seed_ptr = _seed_arg(seed, dev)
     mk, bs = plan.masks(q, mask, bias)
     delta = torch.empty((B * H, Sq), dtype=torch.float32, device=dev)
@@ -888,7 +1067,7 @@ def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
         bm_, bn, stages, warps = tile
         _launch(_attn_bwd_dkdv, (B * H * -(-Sk // bn),),
                 (q, k, v, do, mk, bs, lse, delta, dk_, dv_, q if ds_ is None else ds_, Sq, Sk, H, *common),
-                num_warps=warps, num_stages=stages, **consts, STORE_DS=ds_ is not None,
+                num_warps=warps, num_stages=stages, **consts, STORE_DS=0 if ds_ is None else ds_mode,
                 HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm_, BLOCK_N=bn)
 
     def dqk(tile, dq_):
@@ -899,7 +1078,7 @@ def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
                 HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm_, BLOCK_N=bn)
 
     flags = plan.flags + (D, seed_ptr)
-    t = _tile_for(_attn_bwd_dkdv, "dkdv", Sq, Sk, plan.block_d, q, flags + (want_ds,),
+    t = _tile_for(_attn_bwd_dkdv, "dkdv", Sq, Sk, plan.block_d, q, flags + (ds_mode,),
                   lambda t: dkdv(t, torch.empty_like(dk), torch.empty_like(dv),
                                  None if ds is None else torch.empty_like(ds)))
     dkdv(t, dk, dv, ds)
@@ -927,7 +1106,7 @@ class AttentionFunction(torch.autograd.Function):
             seed = device_seed(q.device)
         if p == 0:
             seed = 0
-        o, lse = _forward(q, k, v, mask, bias, plan, seed)
+        o, lse = _forward(q, k, v, mask, bias, plan, seed, stats=True)
         tensor_seed = isinstance(seed, torch.Tensor)
         ctx.save_for_backward(q, k, v, o, lse, mask, bias, seed if tensor_seed else None)
         ctx.plan, ctx.seed = plan, (None if tensor_seed else int(seed))
@@ -958,7 +1137,7 @@ def attention(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none", mas
         seed = 0
     elif seed is None:
         seed = device_seed(q.device)
-    return _forward(q, k, v, mask, bias, plan, seed)[0]
+    return _forward(q, k, v, mask, bias, plan, seed, stats=False)[0]
 
 
 def attention_lse(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none", mask_fill=float("-inf"),
@@ -975,11 +1154,12 @@ def dropout_mask(shape, p, seed, device):
     """The keep mask (bool [B, H, Sq, Sk]) attention applies for these sizes, p and seed (an int,
     or the seed tensor a call used: read on the device, as the kernels read it)."""
     B, H, Sq, Sk = (int(d) for d in shape)
-    keep = torch.empty((B * H * Sq, Sk), dtype=torch.int8, device=device)
+    keep = torch.empty((B * H, Sq, Sk), dtype=torch.int8, device=device)
     if keep.numel():
         seed, seed_ptr = _seed_arg(seed, keep.device)
-        _launch(_keep_kernel, (B * H * Sq,), (keep, Sq, Sk, float(p), seed),
-                SEED_PTR=seed_ptr, BLOCK_N=min(triton.next_power_of_2(Sk), 64 if INTERPRET else 1024))
+        bm = 16
+        _launch(_keep_kernel, (B * H * -(-Sq // bm),), (keep, Sq, Sk, _threshold(p), seed),
+                SEED_PTR=seed_ptr, BLOCK_M=bm, BLOCK_N=64 if INTERPRET else 128)
     return keep.view(B, H, Sq, Sk).bool()
 
 

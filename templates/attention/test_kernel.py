@@ -194,6 +194,129 @@ def test_lse_and_eager_rounding(device):
                      *fat.tol("gemm", torch.bfloat16))
 
 
+
+def _philox_ref(key, c0, c1, c2, rounds):
+    """Philox4x32 (Random123) in int64 torch arithmetic: four uint32 lanes as int64 tensors."""
+    M = 0xFFFFFFFF
+    k0, k1 = key & M, (key >> 32) & M
+    c3 = torch.zeros_like(c0)
+    for _ in range(rounds):
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2  # int64 wraps: the low 32 bits are right
+        hi0, lo0 = _hi(c0, 0xD2511F53), p0 & M
+        hi1, lo1 = _hi(c2, 0xCD9E8D57), p1 & M
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0, k1 = (k0 + 0x9E3779B9) & M, (k1 + 0xBB67AE85) & M
+    return c0, c1, c2, c3
+
+
+def _hi(a, m):
+    """(a * m) >> 32 for uint32 a (int64 tensor) and a 32-bit constant m, without overflow."""
+    lo16 = m & 0xFFFF
+    hi16 = m >> 16
+    t = a * lo16  # < 2**48
+    u = a * hi16 + (t >> 16)  # < 2**49
+    return u >> 16
+
+
+def test_dropout_mask_is_the_documented_philox():
+    """dropout_mask (and so the kernels, which share _keep) keeps key j of query i of (batch,
+    head) bh when lane 2 * ((j // 8) % 2) + j % 2 of Philox4x32-7(seed; 4 * (j // 16) +
+    (j % 8) // 2, i, bh, 0) is >= round(p * 2**32): checked against Philox written in torch,
+    with Random123's known answer for 10 rounds of a zero key and counter."""
+    z = torch.zeros(1, dtype=torch.int64)
+    assert [int(x) for x in _philox_ref(0, z, z, z, 10)] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    B, H, Sq, Sk, p, seed = 2, 3, 5, 40, 0.3, 0x1234_5678_9ABC
+    got = kernel.dropout_mask((B, H, Sq, Sk), p, seed, "cpu")
+    bh = torch.arange(B * H).view(B, H, 1, 1)
+    i = torch.arange(Sq).view(1, 1, Sq, 1)
+    j = torch.arange(Sk).view(1, 1, 1, Sk)
+    shape = (B, H, Sq, Sk)
+    lanes = _philox_ref(seed, (4 * (j // 16) + (j % 8) // 2).expand(shape), i.expand(shape), bh.expand(shape), 7)
+    lane = (2 * ((j // 8) % 2) + j % 2).expand(shape)
+    r = torch.stack(lanes).gather(0, lane[None]).squeeze(0)
+    assert torch.equal(got, r >= round(p * 2 ** 32))
+    assert kernel._threshold(0.0) == 0 and kernel._threshold(0.5) == -(2 ** 31)  # 2**31 as int32 bits
+    assert kernel._threshold(1 - 2 ** -40) == -1  # 2**32 - 1: clamped
+
+
+def test_rounding_levels():
+    """ROUND: none for fp32 scores; every rounding but ``* scale``'s where that one is exact
+    (scale 1, or a power of two at most 1 on bf16); every rounding otherwise."""
+    bf, fp = torch.bfloat16, torch.float16
+    assert kernel._rounding(torch.float32, 0.3) == 0
+    assert [kernel._rounding(bf, s) for s in (1.0, 0.125, 2 ** -7, 0.0884, 2.0, 0.0)] == [2, 2, 2, 1, 1, 1]
+    assert [kernel._rounding(fp, s) for s in (1.0, 0.125, 0.0884)] == [2, 1, 1]
+    saved = kernel.EAGER_ROUNDING
+    try:
+        kernel.EAGER_ROUNDING = False
+        assert kernel._rounding(bf, 0.3) == 0
+    finally:
+        kernel.EAGER_ROUNDING = saved
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inference_stores_no_statistics(device, monkeypatch):
+    """A call no gradient reaches launches the forward without the statistics (STORE_STATS
+    off, no buffer) and returns a tensor with no autograd history; a training call stores them."""
+    seen = []
+    real = kernel._launch
+
+    def spy(k, grid, args, **kw):
+        if k is kernel._attn_fwd:
+            seen.append((kw["STORE_STATS"], args[6] is args[5]))  # STATS: O itself when absent
+        return real(k, grid, args, **kw)
+
+    monkeypatch.setattr(kernel, "_launch", spy)
+    g = fat.gen(9)
+    q, k, v = (fat.randn([1, 2, 20, 32], torch.float32, device, g) for _ in range(3))
+    y = kernel.attention(q, k, v, scale=0.2, mask_kind="causal")
+    assert y.grad_fn is None and seen == [(False, True)]
+    fat.assert_close(y, ref.attention(q, k, v, scale=0.2, mask_kind="causal"), 1e-5, 1e-5)
+    leaf = q.clone().requires_grad_(True)
+    y2 = kernel.attention(leaf, k, v, scale=0.2, mask_kind="causal")
+    assert y2.grad_fn is not None and seen[-1] == (True, False)
+    fat.assert_close(y2, y, 0, 0)
+
+
+# an additive bias broadcast on every dim but Sk: HF's padding mask [B, 1, 1, Sk] as the bias
+# after a causal fill (older GPT-2: where(causal, w, masked_bias) + attention_mask), one row
+# [Sk] for every batch and head, per-query [B, 1, Sq, Sk] (the full [B, H, Sq, Sk] and
+# [1, H, Sq, Sk] are the adapter's gradient cases)
+BIAS_SHAPES = [[2, 1, 1, 37], [37], [2, 1, 20, 37]]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bias_broadcast_every_dim(device):
+    """Forward and gradients (dq, dk, dv, dbias summed over the bias's broadcast dims: over Sq
+    in the kernel, O(S) memory) against the float64 chain, causal (Sq < Sk) with dropout off
+    and a padding bias holding finfo.min on padded keys."""
+    g = fat.gen(10)
+    q = fat.randn([2, 2, 20, 32], torch.float32, device, g)
+    k, v = (fat.randn([2, 2, 37, 32], torch.float32, device, g) for _ in range(2))
+    kw = dict(scale=0.2, mask_kind="causal", mask_fill=-1e4, bias_kind="additive")
+    for shape in BIAS_SHAPES:
+        bias = fat.randn(shape, torch.float32, device, g)
+        if shape[-2:-1] == [1] or len(shape) == 1:  # a padding bias: the last keys padded
+            bias[..., 30:] = torch.finfo(torch.float32).min
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v, bias)]
+        out = kernel.attention(*leaves[:3], None, leaves[3], **kw)
+        dy = fat.randn(out.shape, torch.float32, device, g)
+        got = torch.autograd.grad(out, leaves, dy)
+        leaves64 = [t.double().requires_grad_(True) for t in (q, k, v, bias)]
+        want_out = ref.attention(*leaves64[:3], None, leaves64[3], **kw)
+        want = torch.autograd.grad(want_out, leaves64, dy.double())
+        fat.assert_close(out, want_out, 1e-5, 1e-5, name=f"out {shape}")
+        for name, a, b in zip(("dq", "dk", "dv", "dbias"), got, want):
+            assert a.shape == b.shape
+            fat.assert_close(a, b, 1e-5, 1e-5, name=f"{name} {shape}")
+        if shape != BIAS_SHAPES[0]:
+            continue
+        # the padding bias as a mask (no gradient): the inference path, in bf16
+        y = kernel.attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), None, bias.bfloat16(), **kw)
+        fat.assert_close(y, ref.attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), None, bias.bfloat16(), **kw),
+                         *fat.tol("gemm", torch.bfloat16), name=f"bf16 {shape}")
+
+
 def test_bad_inputs_refused():
     q = torch.zeros(1, 1, 4, 32)
     with pytest.raises(ValueError, match="mask_kind"):
