@@ -2,7 +2,8 @@
 
 SHAPES: q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, D], then the mask's shape when
 mask_kind is "bool" or "additive" (broadcastable to [B, H, Sq, Sk]), then the bias's when
-bias_kind is "additive" ([B|1, H|1, Sq, Sk]) or "alibi" ([H]). params: mask_kind, mask_fill,
+bias_kind is "additive" ([B|1, H|1, Sq|1, Sk]: a padding mask [B, 1, 1, Sk] after a causal
+fill too) or "alibi" ([H]). params: mask_kind, mask_fill,
 scale, p, bias_kind, mask_dtype (an additive mask's dtype when it differs from the case's:
 autocast's fp32 mask on bf16 scores).
 

@@ -32,8 +32,8 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   (cvt.rn.{bf16,f16}x2.f32, widened back by a shift and a mask, or cvt.f32.f16): sm_90 SASS of
   the forward's interior key-block loop, bf16 128 x 64 tile, 4 warps, causal, counted by
   bench/experiments/probe_attention_sass.py: 709 instructions per thread without the roundings,
-  900 with both (F2FP.PACK_AB), 964 with Triton's one conversion per score (F2F); about 130
-  with only q @ k^T's (scale 1/8). Not yet timed on the GPU (bench/experiments/
+  900 with both (F2FP.PACK_AB; 964 with Triton's one F2F per score), 804 with q @ k^T's alone
+  (scale 1/8 on bf16); fp16 at 1/8: 890. Not yet timed on the GPU (bench/experiments/
   check_attention.sh times it on and off). The softmax is fp32 (online: running max and sum
   over key blocks, fp32 accumulation of ``p @ v``); p goes to the second dot in q's dtype,
   unnormalised (eager rounds the normalised p: a difference well inside the gemm tolerances).
@@ -56,8 +56,9 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   seed. Seven rounds as PyTorch's FlashAttention-2 (SDPA's flash backend) draws its dropout;
   it compares 8-bit lanes (16 scores per call, p rounded to 1/256), here 32-bit lanes keep p
   exact. Counted (probe_attention_sass.py, bf16 128 x 64 forward tile, interior loop, per
-  thread): 4769 instructions with one 64-bit-counter ``tl.rand`` per score (Philox4x64-10,
-  the kernel before), 2095 with tl.philox 4x32-10 per four, 1528 now; 964 without dropout.
+  thread, every rounding): 4769 instructions with one 64-bit-counter ``tl.rand`` per score
+  (Philox4x64-10, the kernel before), 2095 with tl.philox 4x32-10 per four, 1528 with this
+  mask, against 964 without dropout; at scale 1/8 (``* scale`` exact) 1372 against 804.
   The seed as the other templates seed dropout: ``seed=None`` draws a 1-element int64 tensor on
   q's device (``device_seed``, the device's default generator) which the kernels load through
   a pointer: no host read, and each CUDA-graph replay draws a new seed and mask. An int seed
