@@ -10,6 +10,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 import fa_testing as fat  # noqa: E402
 
@@ -252,6 +254,34 @@ def test_rounding_levels():
         assert kernel._rounding(bf, 0.3) == 0
     finally:
         kernel.EAGER_ROUNDING = saved
+
+
+
+@triton.jit
+def _round_kernel(X, Y, N, DT: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    x = tl.load(X + i, mask=i < N, other=0.0)
+    tl.store(Y + i, kernel._round(x, DT, 1), mask=i < N)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_round_matches_torch(device):
+    """_round (EAGER_ROUNDING's conversion: two scores per cvt on the GPU, round to nearest
+    even emulated under the interpreter) gives torch's x.to(dtype).float() bit for bit: ties,
+    values past fp16's range, fp16 subnormals, infinities and NaN (not bf16 subnormals, below
+    2**-126: the interpreter flushes them; a score that small is 0 to the softmax)."""
+    g = fat.gen(11)
+    x = torch.cat([torch.randn(2000, generator=g) * 10.0 ** torch.randint(-9, 6, (2000,), generator=g),
+                   torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -11, 1 + 3 * 2 ** -11, 65519.0, 65520.0,
+                                 1e6, -1e6, 2 ** -20, 3 * 2 ** -25, float("inf"), float("-inf"), float("nan")])])
+    n = x.numel()
+    x = x.to(device)
+    for dt, tdt in ((tl.bfloat16, torch.bfloat16), (tl.float16, torch.float16)):
+        y = torch.empty_like(x)
+        _round_kernel[(1,)](x, y, n, DT=dt, BLOCK=triton.next_power_of_2(n))
+        want = x.to(tdt).float()
+        same = (y == want) | (torch.isnan(y) & torch.isnan(want))
+        assert bool(same.all()), (tdt, x[~same][:5].tolist(), y[~same][:5].tolist(), want[~same][:5].tolist())
 
 
 @pytest.mark.parametrize("device", DEVICES)
