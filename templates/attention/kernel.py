@@ -263,6 +263,7 @@ def _keep(seed, bh, rows, n0, thresh, BLOCK_N: tl.constexpr):
     2**32): kept with probability 1 - p to 2**-33). The four lanes land on the (j, j + 1, j + 8,
     j + 9) quad an MMA accumulator gives one thread (no data moves to assemble the tile), and
     the mapping does not depend on the tile: the backward's tiles regenerate the forward's mask."""
+    tl.static_assert(BLOCK_N % 16 == 0, "the keep mask's key tiles are multiples of 16")
     g = (n0 // 4 + tl.arange(0, BLOCK_N // 4))[None, :].to(tl.uint32)
     r0, r1, r2, r3 = _philox(seed, g, rows.to(tl.uint32), bh.to(tl.uint32), PHILOX_ROUNDS)
     t = thresh.to(tl.uint32, bitcast=True)
