@@ -95,10 +95,10 @@ func templatesKernel(pattern string) (string, error) {
 // case raised or wrote out of bounds, about a third of the mutants.
 func TestMutations(t *testing.T) {
 	py := venv(t)
-	base := genFolders(t)
-	var patterns []string
+	base := genFolders(t) // per pattern, and per variant (specs_test.go)
+	var patterns []string // folder keys: patterns and variants
 	for p := range base {
-		if wantPattern(p) {
+		if wantPattern(folderPattern(p)) {
 			patterns = append(patterns, p)
 		}
 	}
@@ -124,35 +124,52 @@ func TestMutations(t *testing.T) {
 	}
 	t.Logf("baseline: %d templates (shared with TestTemplatesVerify; %.1fs)", len(patterns), tr.Seconds)
 
-	// mutants
+	// mutants: one per mutation and folder of its pattern (the pattern's, then its
+	// variants'), a group killed when any of them is
 	root := t.TempDir()
-	var muts []*mutant
+	var muts, groups []*mutant
 	covered := map[string]bool{}
 	for _, m := range mutations {
-		bdir, ok := base[m.Pattern]
-		if !ok || !wantPattern(m.Pattern) {
+		if _, ok := base[m.Pattern]; !ok || !wantPattern(m.Pattern) {
 			continue
 		}
 		covered[m.Pattern] = true
-		src, err := os.ReadFile(filepath.Join(bdir, "kernel.py"))
-		if err != nil {
-			t.Fatal(err)
+		var first *mutant
+		for _, key := range patterns {
+			if folderPattern(key) != m.Pattern {
+				continue
+			}
+			bdir := base[key]
+			src, err := os.ReadFile(filepath.Join(bdir, "kernel.py"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := m.apply(string(src))
+			if err != nil {
+				t.Error(err)
+				break
+			}
+			dir := filepath.Join(root, key+"-"+m.Name)
+			if err := copyDir(bdir, dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "kernel.py"), []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mu := &mutant{m: m, folder: key, dir: dir, tried: map[string]bool{}}
+			if first == nil {
+				first = mu
+				groups = append(groups, mu)
+			}
+			first.group = append(first.group, mu)
+			mu.first = first
+			muts = append(muts, mu)
 		}
-		out, err := m.apply(string(src))
-		if err != nil {
-			t.Error(err)
-			continue
-		}
-		dir := filepath.Join(root, m.Pattern+"-"+m.Name)
-		if err := copyDir(bdir, dir); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "kernel.py"), []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		muts = append(muts, &mutant{m: m, dir: dir, tried: map[string]bool{}})
 	}
 	for _, p := range patterns {
+		if p != folderPattern(p) {
+			continue
+		}
 		if !covered[p] {
 			t.Logf("pattern %s has a template but no mutations: add some to mutations_test.go", p)
 		}
@@ -181,7 +198,7 @@ func TestMutations(t *testing.T) {
 		}
 	}
 	usable := func(mu *mutant, id string) bool {
-		p := mu.m.Pattern
+		p := mu.folder
 		return slices.Contains(plan[p], id) && !slices.Contains(baseFail[p], id) && !mu.tried[id]
 	}
 	// Stages, each for the mutants still alive: 1. the mutant's kill hint; 2. the cases that
@@ -191,7 +208,7 @@ func TestMutations(t *testing.T) {
 	for n := 1; n <= 3; n++ {
 		st := stage{n: n}
 		for _, mu := range muts {
-			if mu.killedBy != "" {
+			if mu.first.killer() != nil {
 				continue
 			}
 			mu.next = nil
@@ -202,7 +219,7 @@ func TestMutations(t *testing.T) {
 					mu.next = []string{h}
 				}
 			case 2:
-				for _, id := range killers[mu.m.Pattern] {
+				for _, id := range killers[mu.folder] {
 					if usable(mu, id) {
 						mu.next = append(mu.next, id)
 					}
@@ -215,9 +232,9 @@ func TestMutations(t *testing.T) {
 		}
 		st.wall = runMutants(t, st.muts, opts, func(mu *mutant) []string {
 			if n < 3 { // only mu.next
-				return slices.DeleteFunc(slices.Clone(plan[mu.m.Pattern]), func(id string) bool { return slices.Contains(mu.next, id) })
+				return slices.DeleteFunc(slices.Clone(plan[mu.folder]), func(id string) bool { return slices.Contains(mu.next, id) })
 			}
-			skip := slices.Clone(baseFail[mu.m.Pattern])
+			skip := slices.Clone(baseFail[mu.folder])
 			for id := range mu.tried {
 				skip = append(skip, id)
 			}
@@ -227,7 +244,7 @@ func TestMutations(t *testing.T) {
 			for _, id := range mu.next {
 				mu.tried[id] = true
 			}
-			if mu.killedBy != "" {
+			if mu.killedBy != "" && mu.first.killer() == mu { // a group counts once
 				st.killed++
 			}
 		}
@@ -239,9 +256,16 @@ func TestMutations(t *testing.T) {
 	caseSec := 0.0
 	var report strings.Builder
 	fmt.Fprintf(&report, "| pattern | mutant | bug class | killed by | cases run | case seconds |\n|---|---|---|---|---:|---:|\n")
-	for _, mu := range muts {
-		key := mu.key()
+	for _, g := range groups {
+		mu := g
+		if k := g.killer(); k != nil {
+			mu = k
+		}
+		key := g.key()
 		by := mu.killedBy
+		if by != "" && mu.folder != mu.m.Pattern {
+			by = mu.folder + ": " + by
+		}
 		if by != "" {
 			killed++
 			if _, ok := survivors[key]; ok {
@@ -264,11 +288,16 @@ func TestMutations(t *testing.T) {
 		} else if mu.hint != "" && mu.killerID != mu.hint && mu.killedBy != "" {
 			by += " (hint " + mu.hint + " stale)"
 		}
-		cases += mu.cases
-		caseSec += mu.seconds
-		fmt.Fprintf(&report, "| %s | %s | %s | %s | %d | %.1f |\n", mu.m.Pattern, mu.m.Name, mu.m.Class, by, mu.cases, mu.seconds)
+		nc, sec := 0, 0.0
+		for _, v := range g.group {
+			nc += v.cases
+			sec += v.seconds
+		}
+		cases += nc
+		caseSec += sec
+		fmt.Fprintf(&report, "| %s | %s | %s | %s | %d | %.1f |\n", mu.m.Pattern, mu.m.Name, mu.m.Class, by, nc, sec)
 	}
-	n := len(muts)
+	n := len(groups)
 	rate := float64(killed) / float64(n)
 	var sts []string
 	for _, st := range stages {
@@ -312,9 +341,12 @@ type stage struct {
 	wall   time.Duration
 }
 
-// mutant is one applied mutation and what the suite found.
+// mutant is one applied mutation in one folder of its pattern and what the suite found.
 type mutant struct {
 	m        mutation
+	folder   string    // the folder's key in genFolders: the pattern, or one of its variants
+	first    *mutant   // the mutation's mutant in its pattern's first folder: the group's
+	group    []*mutant // on first: the mutation's mutants, one per folder
 	dir      string
 	hint     string          // the case id tried first ("" when none applies)
 	next     []string        // the cases of the current stage (stages 1 and 2)
@@ -326,7 +358,19 @@ type mutant struct {
 	tainted  bool
 }
 
-func (mu *mutant) key() string { return mu.m.Pattern + "/" + mu.m.Name }
+// key names the mutant in the kill hints: pattern/name in the pattern's own folder,
+// pattern+variant/name in a variant's.
+func (mu *mutant) key() string { return mu.folder + "/" + mu.m.Name }
+
+// killer is the mutant of mu's group (mu is the group's first) that a case killed, or nil.
+func (mu *mutant) killer() *mutant {
+	for _, v := range mu.group {
+		if v.killedBy != "" {
+			return v
+		}
+	}
+	return nil
+}
 
 // runMutants runs verify on the mutants' folders (FailFast), each skipping the cases skip
 // returns, and records what killed each. It returns the wall time.

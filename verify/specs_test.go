@@ -2,6 +2,7 @@ package verify
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/fuseadvise/fuseadvise/codegen"
@@ -24,28 +25,61 @@ var specs = map[string]codegen.Spec{
 		Params: codegen.Params{MaskKind: "causal", MaskFill: "min", Scale: 0.125}},
 }
 
-// genFolders writes one generated folder per pattern that codegen can generate into a temp
-// dir and returns pattern -> folder.
+// variants are further specs of a pattern, keyed "pattern+variant": the paths its
+// representative spec does not take, each a folder of its own (the adapter's cases follow
+// the folder's parameters). genFolders writes them beside the pattern's folder; TestMutations
+// counts a mutant of the pattern killed when a case of any of its folders kills it.
+var variants = map[string]codegen.Spec{
+	// BERT: an fp32 additive padding mask [B, 1, 1, Sk] on bf16 scores, dropout in training
+	"attention+additive": {Pattern: "attention", Dtype: "bf16", Shapes: [][]int64{{2, 2, 48, 64}, {2, 2, 48, 64}, {2, 2, 48, 64}, {2, 1, 1, 48}},
+		Params: codegen.Params{MaskKind: "additive", MaskDtype: "fp32", Scale: 0.125, P: 0.1}},
+	// T5 in fp32: a learned relative-position bias [1, H, Sq, Sk] that trains (its gradient
+	// checked), no scaling, and a bool padding mask filled with finfo.min
+	"attention+bias": {Pattern: "attention", Dtype: "fp32", Shapes: [][]int64{{2, 2, 40, 64}, {2, 2, 40, 64}, {2, 2, 40, 64}, {2, 1, 1, 40}, {1, 2, 40, 40}},
+		Params: codegen.Params{MaskKind: "bool", MaskFill: "min", Scale: 1, BiasKind: "additive"}},
+	// BLOOM / MPT: ALiBi slopes [H] under a causal mask with a -inf fill
+	"attention+alibi": {Pattern: "attention", Dtype: "fp16", Shapes: [][]int64{{1, 2, 40, 64}, {1, 2, 40, 64}, {1, 2, 40, 64}, {2}},
+		Params: codegen.Params{MaskKind: "causal", MaskFill: "-inf", Scale: 0.125, BiasKind: "alibi"}},
+}
+
+// folderPattern is the pattern of a genFolders key ("attention+bias" -> "attention").
+func folderPattern(key string) string {
+	p, _, _ := strings.Cut(key, "+")
+	return p
+}
+
+// genFolders writes one generated folder per pattern that codegen can generate, and one per
+// variant, into a temp dir and returns key -> folder (the key: the pattern, or the variant's).
 func genFolders(t testing.TB) map[string]string {
 	t.Helper()
 	root := t.TempDir()
 	out := make(map[string]string)
+	write := func(key string, s codegen.Spec) {
+		dir := filepath.Join(root, key)
+		if err := codegen.Write(dir, s, false); err != nil {
+			t.Fatalf("codegen.Write(%s): %v", key, err)
+		}
+		out[key] = dir
+	}
 	for _, p := range codegen.Patterns() {
 		s, ok := specs[p]
 		if !ok {
 			t.Errorf("pattern %s has a template but no spec in verify's tests: add one to specs", p)
 			continue
 		}
-		dir := filepath.Join(root, p)
-		if err := codegen.Write(dir, s, false); err != nil {
-			t.Fatalf("codegen.Write(%s): %v", p, err)
-		}
-		out[p] = dir
+		write(p, s)
 	}
 	for p := range specs {
 		if _, ok := out[p]; !ok {
 			t.Errorf("spec %s has no template: codegen.Patterns() lacks it", p)
 		}
+	}
+	for key, s := range variants {
+		if _, ok := out[folderPattern(key)]; !ok || s.Pattern != folderPattern(key) {
+			t.Errorf("variant %s: its pattern %s has no folder", key, s.Pattern)
+			continue
+		}
+		write(key, s)
 	}
 	return out
 }
