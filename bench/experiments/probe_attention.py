@@ -21,13 +21,13 @@ The dropout case times each library op with its own dropout mask (timing only).
 
 Predictions for the first run (B = 4, H = 16, S = 1024, D = 64, bf16; the former kernel's
 H200 times from bench/testdata/harness-h200-attention.jsonl): the forward's interior loop
-(probe_attention_sass.py, instructions per thread and key block) went from 4769 to 1372 with
-dropout and from 964 to 804 without (scale 1/8: ``* scale``'s rounding skipped). Time tracked
-instructions before (328 / 79 us for 4769 / 964), so: dropout forward 328 -> about 100-120 us
-(SDPA flash 82: the rest is Philox's ~450 instructions per tile), full 1101 -> about 450-550
-(SDPA flash 322); causal forward 79 -> about 67-72 (Flex 67), full 294 -> about 270-285
-(backward tiles below the diagonal skip their tests); EAGER_ROUNDING off (804 -> 709): at most
-10 % faster. A miss either way is worth a look before the next change.
+(probe_attention_sass.py, instructions per thread and key block) went from 4769 to 1290 with
+dropout and from 964 to 738 without (scale 1/8: ``* scale``'s rounding skipped and the scale
+folded into exp2). Time tracked instructions before (328 / 79 us for 4769 / 964), so: dropout
+forward 328 -> about 95-115 us (SDPA flash 82: the rest is Philox's ~450 instructions per
+tile), full 1101 -> about 450-550 (SDPA flash 322); causal forward 79 -> about 62-68 (Flex
+67), full 294 -> about 265-285 (backward tiles below the diagonal skip their tests);
+EAGER_ROUNDING off (738 -> 644): at most 10 % faster. A miss either way is worth a look before the next change.
 
     python bench/experiments/probe_attention.py --out DIR [--budget-s 330] [--repeats 2]
     python bench/experiments/probe_attention.py --dry-run   (CPU, interpreter, tiny shapes:

@@ -33,8 +33,13 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   the forward's interior key-block loop, bf16 128 x 64 tile, 4 warps, causal, counted by
   bench/experiments/probe_attention_sass.py: 709 instructions per thread without the roundings,
   900 with both (F2FP.PACK_AB; 964 with Triton's one F2F per score), 804 with q @ k^T's alone
-  (scale 1/8 on bf16); fp16 at 1/8: 890. Not yet timed on the GPU (bench/experiments/
-  check_attention.sh times it on and off). The softmax is fp32 (online: running max and sum
+  (scale 1/8 on bf16), 738 with the scale folded as well (below); fp16 at 1/8: 890. Not yet
+  timed on the GPU (bench/experiments/check_attention.sh times it on and off). Where the
+  scale is a positive power of two and its product is not rounded (``_folds``: fp32, or bf16
+  at scale <= 1; no mask, or a -inf bool or causal fill; no bias, or ALiBi with its slope
+  divided by the scale), the forward leaves the scores unscaled and multiplies the scale into
+  exp2's log2(e) (FOLD): scaling by a power of two commutes with rounding, so the bits are
+  the same, and the forward saves one multiply per score; its row max is stored scaled. The softmax is fp32 (online: running max and sum
   over key blocks, fp32 accumulation of ``p @ v``); p goes to the second dot in q's dtype,
   unnormalised (eager rounds the normalised p: a difference well inside the gemm tolerances).
 - Fully masked rows as eager: with a ``-inf`` fill the row is NaN; with a finite fill every
@@ -58,7 +63,8 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   exact. Counted (probe_attention_sass.py, bf16 128 x 64 forward tile, interior loop, per
   thread, every rounding): 4769 instructions with one 64-bit-counter ``tl.rand`` per score
   (Philox4x64-10, the kernel before), 2095 with tl.philox 4x32-10 per four, 1528 with this
-  mask, against 964 without dropout; at scale 1/8 (``* scale`` exact) 1372 against 804.
+  mask, against 964 without dropout; at scale 1/8 (``* scale`` exact, folded) 1290 against
+  738.
   The seed as the other templates seed dropout: ``seed=None`` draws a 1-element int64 tensor on
   q's device (``device_seed``, the device's default generator) which the kernels load through
   a pointer: no host read, and each CUDA-graph replay draws a new seed and mask. An int seed
@@ -184,15 +190,17 @@ def _round(x, dtype: tl.constexpr, ROUND: tl.constexpr):
 @triton.jit
 def _scores(q, k, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope, scale, fill,
             DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
-            BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, EDGE: tl.constexpr):
+            BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, EDGE: tl.constexpr, FOLD: tl.constexpr):
     """The scores of a [BLOCK_M, BLOCK_N] tile as eager's chain gives them, fp32 (natural
-    units); -inf on columns past Sk. rows [BLOCK_M, 1] and cols [1, BLOCK_N] are int64; MASK
-    and BIAS point at this (batch, head)'s [Sq, Sk] plane (their strides, 0 on broadcast dims).
-    EDGE: the tile may cross Sk, Sq or the causal diagonal (loads and the causal test masked);
-    else every position is inside and kept."""
+    units; with FOLD divided by scale, which the caller folds into its exp2: the slope too);
+    -inf on columns past Sk. rows [BLOCK_M, 1] and cols [1, BLOCK_N] are int64; MASK and BIAS
+    point at this (batch, head)'s [Sq, Sk] plane (their strides, 0 on broadcast dims). EDGE:
+    the tile may cross Sk, Sq or the causal diagonal (loads and the causal test masked); else
+    every position is inside and kept."""
     s = _mm(q, tl.trans(k), tl.full([q.shape[0], k.shape[0]], 0, tl.float32))
     s = _round(s, DT, ROUND)                        # q @ k^T in q's dtype
-    s = _round(s * scale, DT, ROUND == 1)           # * scale (exact for ROUND 2)
+    if not FOLD:
+        s = _round(s * scale, DT, ROUND == 1)       # * scale (exact for ROUND 2)
     inb = (rows < Sq) & (cols < Sk)
     if MASK_KIND == 1:
         mk = tl.load(MASK + rows * smm + cols * smn, mask=inb, other=0)
@@ -301,8 +309,10 @@ def _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, s
                smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
                DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
                BIAS_KIND: tl.constexpr, ROUND: tl.constexpr, DROPOUT: tl.constexpr, EDGE: tl.constexpr,
-               HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One key block of the online softmax (running max m_i, running sum l_i; exp as exp2)."""
+               FOLD: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One key block of the online softmax (running max m_i, running sum l_i; exp as exp2).
+    FOLD: the scores come unscaled and the scale (a power of two) joins exp2's log2(e): the
+    same bits as scaling each score first, one multiply per score fewer."""
     kcols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[:, None]  # the keys as rows of k and v
     kv_mask = dcols < HEAD_D
     if EDGE:
@@ -311,12 +321,16 @@ def _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, s
     v = tl.load(V + kcols * svn + dcols * svd, mask=kv_mask, other=0.0)
     cols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[None, :]  # the keys as columns of s
     s = _scores(q, k, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope, scale, fill,
-                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, EDGE)
+                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, EDGE, FOLD)
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row all -inf so far: p = 0, not NaN
     # natural units until after the subtraction: s * log2(e) overflows for fills near finfo.min
-    alpha = tl.exp2((m_i - m_safe) * 1.4426950408889634)
-    pr = tl.exp2((s - m_safe[:, None]) * 1.4426950408889634)
+    if FOLD:
+        c = scale * 1.4426950408889634
+    else:
+        c = 1.4426950408889634
+    alpha = tl.exp2((m_i - m_safe) * c)
+    pr = tl.exp2((s - m_safe[:, None]) * c)
     l_i = l_i * alpha + tl.sum(pr, axis=1)
     if DROPOUT:
         pr = tl.where(_keep(seed, bh, rows, n0, thresh, BLOCK_N), pr, 0.0)
@@ -333,8 +347,8 @@ def _attn_fwd(Q, K, V, MASK, BIAS, O, STATS, Sq, Sk, H,
               scale, fill, thresh, pscale, seed,
               DT: tl.constexpr, SDT: tl.constexpr, BDT: tl.constexpr, MASK_KIND: tl.constexpr,
               BIAS_KIND: tl.constexpr, FINITE_FILL: tl.constexpr, ROUND: tl.constexpr,
-              DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, STORE_STATS: tl.constexpr, HEAD_D: tl.constexpr,
-              BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+              DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, STORE_STATS: tl.constexpr, FOLD: tl.constexpr,
+              HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (batch, head, query block): O = softmax(s) V over the key blocks, and
     with STORE_STATS the rows' max and sum of exp (fp32) in STATS [B * H, 2, Sq] for the
     backward (an inference call stores none)."""
@@ -358,6 +372,8 @@ def _attn_fwd(Q, K, V, MASK, BIAS, O, STATS, Sq, Sk, H,
     slope = 0.0
     if BIAS_KIND == 2:
         slope = tl.load(BIAS).to(tl.float32)  # BIAS: the slopes, offset to head h (sbh)
+        if FOLD:
+            slope = slope / scale  # exact: scale is a power of two
     if DROPOUT:
         seed = _load_seed(seed, SEED_PTR)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -370,25 +386,25 @@ def _attn_fwd(Q, K, V, MASK, BIAS, O, STATS, Sq, Sk, H,
         while n0 < full:
             acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
                                        smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
-                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False,
+                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False, FOLD,
                                        HEAD_D, BLOCK_D, BLOCK_N)
             n0 += BLOCK_N
         while n0 < hi:
             acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
                                        smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
-                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True,
+                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True, FOLD,
                                        HEAD_D, BLOCK_D, BLOCK_N)
             n0 += BLOCK_N
     else:
         for n0 in tl.range(0, full, BLOCK_N):
             acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
                                        smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
-                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False,
+                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, False, FOLD,
                                        HEAD_D, BLOCK_D, BLOCK_N)
         for n0 in tl.range(full, hi, BLOCK_N):
             acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, K, V, MASK, BIAS, rows, n0, Sq, Sk, skn, skd, svn, svd,
                                        smm, smn, sbm, sbn, slope, scale, fill, thresh, seed, bh, dcols,
-                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True,
+                                       DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, True, FOLD,
                                        HEAD_D, BLOCK_D, BLOCK_N)
     # l_i == 0: a row masked everywhere with -inf: 0 / 0 = NaN, as eager's softmax
     out = acc / l_i[:, None]
@@ -399,6 +415,8 @@ def _attn_fwd(Q, K, V, MASK, BIAS, O, STATS, Sq, Sk, H,
     # next to a finite fill such as finfo.min, and its rounding at large |m| costs P accuracy)
     if STORE_STATS:
         r = tl.arange(0, BLOCK_M).to(tl.int64) + m0
+        if FOLD:
+            m_i = m_i * scale  # natural units, as the backward reads them
         tl.store(STATS + 2 * bh * Sq + r, m_i, mask=r < Sq)
         tl.store(STATS + (2 * bh + 1) * Sq + r, l_i, mask=r < Sq)
 
@@ -434,7 +452,7 @@ def _bwd_tile(q, k, v, do, m, inv_l, delta, rows, n0, cols, Sq, Sk, MASK, BIAS, 
     dK, dV are not stored), but their -inf in the dQ kernel's edge tiles (a row whose max is a
     finite fill would get P = inf there)."""
     s = _scores(q, k, rows, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn, slope, scale, fill,
-                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, EDGE)
+                DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, EDGE, False)
     pr = tl.exp2((s - m) * 1.4426950408889634) * inv_l  # P from the forward's row max and sum
     dp = _mm(do, tl.trans(v), tl.full([q.shape[0], k.shape[0]], 0, tl.float32))
     pd = pr
@@ -884,6 +902,16 @@ def _rounding(dtype, scale):
     return 1
 
 
+def _folds(scale, rnd, mask_kind, fill, bias_kind):
+    """Whether the forward folds the scale into its exp2 (FOLD): scale a positive power of two
+    (scaling is exact, so the bits are eager's), ``* scale`` not rounded (ROUND 0 or 2), and
+    nothing added or filled after the scaling that would have to be divided by it: no mask, a
+    bool or causal mask filled with -inf, no bias or ALiBi (its slope divided, exactly)."""
+    m, _ = math.frexp(scale)
+    return (scale > 0 and m == 0.5 and rnd != 1 and bias_kind in (0, 2)
+            and (mask_kind == 0 or (mask_kind in (1, 3) and fill == float("-inf"))))
+
+
 def _threshold(p):
     """The kernels' dropout threshold: round(p * 2**32) (a Philox uint32 at or above it keeps
     the score), as the int32 of the same bits (one kernel signature for every p)."""
@@ -977,7 +1005,8 @@ class _Plan:
         rnd = _rounding(q.dtype, self.scale)
         self.consts = dict(DT=_TL[q.dtype], SDT=_TL[sdt], BDT=_TL[bdt], MASK_KIND=self.mask_kind,
                            BIAS_KIND=self.bias_kind, FINITE_FILL=finite, ROUND=rnd)
-        self.flags = (self.mask_kind, self.bias_kind, sdt, bdt, finite, p > 0, rnd)
+        self.fold = _folds(self.scale, rnd, self.mask_kind, self.fill, self.bias_kind)
+        self.flags = (self.mask_kind, self.bias_kind, sdt, bdt, finite, p > 0, rnd, self.fold)
 
     def masks(self, q, mask, bias):
         """(mask, bias) arguments: a bool mask viewed as int8; a dummy pointer (q, never read)
@@ -1029,7 +1058,7 @@ def _forward(q, k, v, mask, bias, plan, seed, stats=True):
                 (q, k, v, mk, bs, out, out if lse_ is None else lse_, Sq, Sk, H, *strides, *out.stride(),
                  *plan.scalars(seed)),
                 num_warps=warps, num_stages=stages, **plan.consts, DROPOUT=plan.p > 0, SEED_PTR=seed_ptr,
-                STORE_STATS=lse_ is not None, HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm, BLOCK_N=bn)
+                STORE_STATS=lse_ is not None, FOLD=plan.fold, HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm, BLOCK_N=bn)
 
     def trial(tile):
         launch(tile, torch.empty_like(o), None if lse is None else torch.empty_like(lse))

@@ -184,13 +184,17 @@ def test_head_dims(device, D):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_lse_and_eager_rounding(device):
-    """The saved statistics give eager's logsumexp; bf16 scores that eager rounds onto ties
-    (large q and k: the score grid is 2**16 wide) give eager's tied weights."""
+    """The saved statistics give eager's logsumexp, with the scale folded into exp2 (a power
+    of two) and not; bf16 scores that eager rounds onto ties (large q and k: the score grid is
+    2**16 wide) give eager's tied weights."""
     g = fat.gen(6)
     q, k, v = (fat.randn([1, 1, 20, 32], torch.float32, device, g) for _ in range(3))
-    _, lse = kernel.attention_lse(q, k, v, scale=0.3, mask_kind="causal")
-    s = (q @ k.transpose(-1, -2) * 0.3).masked_fill(torch.ones(20, 20, dtype=torch.bool, device=device).triu(1), INF)
-    fat.assert_close(lse, torch.logsumexp(s, -1), 1e-5, 1e-5)
+    for scale in (0.3, 0.25):
+        assert kernel._folds(scale, 0, 3, INF, 0) == (scale == 0.25)
+        _, lse = kernel.attention_lse(q, k, v, scale=scale, mask_kind="causal")
+        s = (q @ k.transpose(-1, -2) * scale).masked_fill(
+            torch.ones(20, 20, dtype=torch.bool, device=device).triu(1), INF)
+        fat.assert_close(lse, torch.logsumexp(s, -1), 1e-5, 1e-5)
     q, k, v = ((t.float() * 64 + 1024).to(torch.bfloat16) for t in (q, k, v))
     fat.assert_close(kernel.attention(q, k, v, scale=0.125), ref.attention(q, k, v, scale=0.125),
                      *fat.tol("gemm", torch.bfloat16))
@@ -239,6 +243,17 @@ def test_dropout_mask_is_the_documented_philox():
     assert torch.equal(got, r >= round(p * 2 ** 32))
     assert kernel._threshold(0.0) == 0 and kernel._threshold(0.5) == -(2 ** 31)  # 2**31 as int32 bits
     assert kernel._threshold(1 - 2 ** -40) == -1  # 2**32 - 1: clamped
+
+
+def test_scale_folded_only_where_exact():
+    """FOLD: a positive power-of-two scale, its rounding not needed (ROUND 0 or 2), nothing
+    added or filled after the scaling but -inf fills and ALiBi."""
+    f = kernel._folds
+    assert f(0.125, 2, 3, INF, 0) and f(1.0, 0, 0, INF, 2) and f(2.0, 0, 1, INF, 0)
+    assert not f(0.0884, 2, 3, INF, 0) and not f(-0.125, 0, 0, INF, 0) and not f(0.0, 0, 0, INF, 0)
+    assert not f(0.125, 1, 3, INF, 0)  # fp16: * scale rounds
+    assert not f(0.125, 2, 3, -1e4, 0) and not f(0.125, 2, 1, float(torch.finfo(torch.bfloat16).min), 0)
+    assert not f(0.125, 2, 2, INF, 0) and not f(0.125, 2, 0, INF, 1)  # additive mask, additive bias
 
 
 def test_rounding_levels():
