@@ -256,6 +256,29 @@ def test_scale_folded_only_where_exact():
     assert not f(0.125, 2, 2, INF, 0) and not f(0.125, 2, 0, INF, 1)  # additive mask, additive bias
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_folded_scale_same_bits(device, monkeypatch):
+    """The forward with the scale folded into exp2 gives the unfolded forward's bits (output
+    and statistics), causal and with ALiBi, fp32 and bf16."""
+    g = fat.gen(12)
+    for dt in (torch.float32, torch.bfloat16):
+        q, k, v = (fat.randn([1, 2, 33, 32], dt, device, g) for _ in range(3))
+        slopes = torch.tensor([0.5, 0.0625], device=device)
+        for kw in (dict(mask_kind="causal"), dict(mask_kind="causal", bias_kind="alibi")):
+            bias = slopes if kw.get("bias_kind") == "alibi" else None
+            kernel._PLANS.clear()
+            assert kernel._plan(q, k, v, None, bias, 0.125, kw["mask_kind"], INF, kw.get("bias_kind", "none"),
+                                0.0).fold
+            folded = kernel.attention_lse(q, k, v, None, bias, scale=0.125, **kw)
+            monkeypatch.setattr(kernel, "_folds", lambda *a: False)
+            kernel._PLANS.clear()
+            plain = kernel.attention_lse(q, k, v, None, bias, scale=0.125, **kw)
+            monkeypatch.undo()
+            kernel._PLANS.clear()
+            for a, b in zip(folded, plain):
+                assert torch.equal(a, b), (dt, kw)
+
+
 def test_rounding_levels():
     """ROUND: none for fp32 scores; every rounding but ``* scale``'s where that one is exact
     (scale 1, or a power of two at most 1 on bf16); every rounding otherwise."""
