@@ -258,8 +258,8 @@ def test_scale_folded_only_where_exact():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_folded_scale_same_bits(device, monkeypatch):
-    """The forward with the scale folded into exp2 gives the unfolded forward's bits (output
-    and statistics), causal and with ALiBi, fp32 and bf16."""
+    """The kernels with the scale folded into exp2 give the unfolded kernels' bits (output,
+    statistics; gradients), causal and with ALiBi, fp32 and bf16."""
     g = fat.gen(12)
     for dt in (torch.float32, torch.bfloat16):
         q, k, v = (fat.randn([1, 2, 33, 32], dt, device, g) for _ in range(3))
@@ -277,6 +277,18 @@ def test_folded_scale_same_bits(device, monkeypatch):
             kernel._PLANS.clear()
             for a, b in zip(folded, plain):
                 assert torch.equal(a, b), (dt, kw)
+    q, k, v = (fat.randn([1, 2, 33, 32], torch.float32, device, g).requires_grad_(True) for _ in range(3))
+    grads = []
+    for fold in (True, False):
+        if not fold:
+            monkeypatch.setattr(kernel, "_folds", lambda *a: False)
+        kernel._PLANS.clear()
+        out = kernel.attention(q, k, v, scale=0.125, mask_kind="causal", bias_kind="alibi", bias=slopes, p=0.2, seed=5)
+        grads.append(torch.autograd.grad(out.sum(), (q, k, v)))
+    monkeypatch.undo()
+    kernel._PLANS.clear()
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
 
 
 def test_rounding_levels():
