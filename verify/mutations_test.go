@@ -391,8 +391,10 @@ var mutations = func() []mutation {
 	// gradient, ALiBi. Not here, pinned by the template's own tests
 	// (templates/attention/test_kernel.py): the keep mask's Philox mapping (dropout_mask shares
 	// it, so a change moves kernel and reference together), the bias gradient summed over Sq in
-	// the kernel (no variant has a bias that broadcasts over Sq and trains), the packed
-	// roundings of the GPU (the interpreter takes the plain path).
+	// the kernel (no variant has a bias that broadcasts over Sq and trains), the scale folded
+	// into exp2 (no variant folds: fp16 rounds its scaled scores, the others fill with
+	// finfo.min or add a mask or bias), the packed roundings of the GPU (the interpreter takes
+	// the plain path).
 	scores, block := "def _scores(", "def _fwd_block("
 	afwd, bwdTile := "def _attn_fwd(", "def _bwd_tile("
 	dkdv, dq := "def _attn_bwd_dkdv(", "def _attn_bwd_dq("
