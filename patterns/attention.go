@@ -131,6 +131,10 @@ func matchAttention(g *graph, n int32) (*Instance, bool) {
 			if cont < 0 {
 				return nil, false
 			}
+			// a + alpha * b with alpha != 1 (or not readable) is not the kernel's s + m
+			if alpha, ok := concreteFloat(ci, 2); ok && alpha != 1 || !ok && len(ci) > 2 && strings.TrimSpace(ci[2].Concrete) != "" {
+				return nil, false
+			}
 			o := ti[0]
 			if o == cont {
 				o = ti[1]

@@ -419,9 +419,14 @@ func matchMaskSoftmax(g *graph, n int32) (*Instance, bool) {
 			return nil, false
 		}
 		p.MaskKind = "bool"
-	case "add", "sub":
+	case "add":
+		// s - m (sub) or an add with alpha != 1 is not the kernel's s + m: refused, not
+		// generated wrong
 		ti := g.tensorInputs(m)
 		if len(ti) != 2 {
+			return nil, false
+		}
+		if a, ok := concreteFloat(mins, 2); ok && a != 1 || !ok && len(mins) > 2 && strings.TrimSpace(mins[2].Concrete) != "" {
 			return nil, false
 		}
 		// The scores have the mask op's output shape; the mask broadcasts to it

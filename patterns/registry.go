@@ -187,11 +187,11 @@ var catalog = []*Pattern{
 	{
 		ID:       "mask_softmax",
 		Kind:     KindRow,
-		Chain:    "(scale: mul/div) -> mask or bias (masked_fill / where / add / sub) -> softmax",
+		Chain:    "(scale: mul/div) -> mask or bias (masked_fill / where / add) -> softmax",
 		Anchors:  []string{"softmax", "_softmax", "_safe_softmax"},
 		Fused:    "one row-wise kernel: softmax(scale * x masked)",
 		Advice:   "fuse scale+mask+softmax into one row-wise kernel",
-		Refuses:  "a softmax whose input is not produced by a mask op; an add whose other operand does not broadcast along the softmax rows",
+		Refuses:  "a softmax whose input is not produced by a mask op; an add whose other operand does not broadcast along the softmax rows; a subtracted mask or an add with alpha != 1 (the kernel adds the mask)",
 		Template: "mask_softmax",
 		Params:   []Param{paramMaskKind, paramMaskFill, paramScale, paramP, paramMaskDtype, paramOutDtype},
 		Usage:    "from {module} import MaskSoftmax\ny = MaskSoftmax(scale=..., mask_kind=..., p=...)(scores, mask)  # was softmax(masked_fill(scores*scale, mask, fill))",
