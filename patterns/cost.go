@@ -38,6 +38,14 @@ type CostModel struct {
 	// probe_gap.py measured 0.24-0.51 us over 13 decode-size cases). Not part of the
 	// estimates; the benchmark adds it to the prediction of cases it times back to back.
 	GraphGapUs float64
+	// AttentionEfficiency is the fraction of ComputeTFLOPs (the dense GEMM rate) a fused
+	// attention kernel reaches on the GEMMs' arithmetic (AttentionFlops): its tiles are
+	// [BLOCK_M, head dim] x [head dim, BLOCK_N], a head dim of 64 keeps the MMAs short and the
+	// online softmax sits between the two GEMMs. 0.16: the one H200 measurement of the
+	// template so far, bf16 4x16x1024x64 causal forward at 79.3 us for 8.6 GFLOP
+	// (bench/testdata/harness-h200-attention.jsonl; FlexAttention reached 0.19 and SDPA's
+	// flash backend 0.31 without a mask). Not fitted: refit after a full attention benchmark.
+	AttentionEfficiency float64
 	// MinKernelOverheadUs and MaxKernelOverheadUs clamp the calibrated overhead;
 	// DefaultKernelOverheadUs is used when the trace has no kernel shorter than the
 	// maximum (1.1 us: the profiled duration of the decode-size fused pointwise kernels on the
@@ -134,6 +142,7 @@ func DefaultCostModel() CostModel {
 		LaunchUs:                4.0,
 		RowKernelUs:             0.2,
 		GraphGapUs:              0.7,
+		AttentionEfficiency:     0.16,
 		Devices: []DeviceSpec{
 			// Measured: device-to-device copy 4.25 TB/s (read+write) and bf16 8192^3
 			// GEMM 679 TFLOP/s on one H200 (h200-anchors.md); efficiency 1 since
@@ -181,6 +190,7 @@ func (m CostModel) withDefaults() CostModel {
 	set(&m.LaunchUs, d.LaunchUs)
 	set(&m.RowKernelUs, d.RowKernelUs)
 	set(&m.GraphGapUs, d.GraphGapUs)
+	set(&m.AttentionEfficiency, d.AttentionEfficiency)
 	if m.CalibMinBytes == 0 {
 		m.CalibMinBytes = d.CalibMinBytes
 	}
@@ -539,6 +549,7 @@ func (m CostModel) FusedUs(device string, s Shape) (us float64, ok bool) {
 //     slower;
 //   - row (norms, softmax): KernelOverheadUs + RowKernelUs per launch, plus the bytes less
 //     RowL2Share of what L2 serves, at RowEfficiency of the bandwidth (rowUs);
+//   - attention: as pointwise, its GEMMs' flops at AttentionEfficiency of ComputeTFLOPs;
 //   - GEMM: the traced GEMM as a generated Triton GEMM runs it (GemmRatio16/32), plus for a
 //     stats pass (layernorm_linear) a row kernel over ExtraBytes, for an epilogue
 //     (linear_gelu) EpilogueOverhead of one pass over its output.
@@ -556,8 +567,11 @@ func (m CostModel) fused(p *Pattern, s Shape) float64 {
 		return m.rowUs(s.Bytes, s.WriteBytes, s.Warm)
 	}
 	t := m.streamUs(s.Bytes, s.WriteBytes, s.Warm, m.BandwidthGBs)
-	if m.ComputeTFLOPs > 0 {
-		t = max(t, float64(s.Flops)/(m.ComputeTFLOPs*1e6))
+	if rate := m.ComputeTFLOPs; rate > 0 {
+		if p.Kind == KindAttention {
+			rate *= m.AttentionEfficiency
+		}
+		t = max(t, float64(s.Flops)/(rate*1e6))
 	}
 	return t + m.KernelOverheadUs
 }
