@@ -435,22 +435,29 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	return b.Bytes()
 }
 
-const preamble = `# Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
-# Under the interpreter, _cast rounds explicitly so both give the same bits.
-_RNE_BF16 = tl.constexpr(INTERPRET)
+// preamble is what every generic kernel carries before its kernels: the templates' shared
+// cast block (templates/_common/shared.py, the one source of _cast, with its markers so the
+// copy is recognisable) and the helpers below.
+var preamble = sharedBlock("cast") + "\n\n\n" + helpers
 
+// sharedBlock returns the named block of the templates' shared helpers.
+func sharedBlock(name string) string {
+	src, err := templates.Read(templates.SharedSource)
+	if err != nil {
+		panic(err) // embedded: a missing file is a build defect
+	}
+	blocks, err := templates.SharedBlocks(string(src))
+	if err != nil {
+		panic(err)
+	}
+	b, ok := blocks[name]
+	if !ok {
+		panic("templates/" + templates.SharedSource + " has no block " + name)
+	}
+	return b
+}
 
-@triton.jit
-def _cast(y, dtype: tl.constexpr):
-    """y (fp32) -> dtype, rounding to nearest even for bf16 on every backend."""
-    if _RNE_BF16 and dtype == tl.bfloat16:
-        bits = y.to(tl.uint32, bitcast=True)
-        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
-        y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
-    return y.to(dtype)
-
-
-@triton.jit
+const helpers = `@triton.jit
 def _round(y, dtype: tl.constexpr):
     """y rounded to dtype (as eager stores a step's value), to nearest even, kept in fp32.
     On the bits: a conversion there and back is folded away by the GPU compiler. fp16: the

@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-//go:embed _common/fa_testing.py _common/test_generated.py _common/bench.py _common/pytest.ini
+//go:embed _common/fa_testing.py _common/test_generated.py _common/bench.py _common/pytest.ini _common/shared.py
 //go:embed */kernel.py */reference.py */adapter.py
 var files embed.FS
 

@@ -31,6 +31,7 @@ OUT_SHAPES = ["full", "full"]  # full: the main shape; row: one value a row (row
 BLOCK = 1024
 MAX_BLOCK_N = 4096
 
+# --- fa:shared cast ---
 # Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
 # Under the interpreter, _cast rounds explicitly so both give the same bits.
 _RNE_BF16 = tl.constexpr(INTERPRET)
@@ -44,6 +45,7 @@ def _cast(y, dtype: tl.constexpr):
         bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
     return y.to(dtype)
+# --- fa:end cast ---
 
 
 @triton.jit
