@@ -459,3 +459,27 @@ def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.conste
     pid_n = (pid % in_group) // group_m
     return pid_m, pid_n
 # --- fa:end gemm ---
+
+
+# --- fa:shared seeds ---
+_DEVICE_SEEDS = 2**63 - 1  # device_seed's range: any int64 >= 0, as Inductor draws its seeds
+
+
+def device_seed(device):
+    """A fresh dropout seed as a 1-element int64 tensor on device, drawn by torch.randint from
+    the device's default generator (reproducible under torch.manual_seed). Nothing is read back
+    to the host; under CUDA-graph capture the generator's Philox offset advances at every
+    replay, so each replay draws a new seed (how Inductor seeds its dropout)."""
+    return torch.randint(0, _DEVICE_SEEDS, (1,), dtype=torch.int64, device=device)
+
+
+def _seed_arg(fn, seed, device):
+    """(the kernels' seed argument, SEED_PTR) for a seed: a 1-element int64 tensor on device is
+    passed as a pointer (the kernel loads it), an int by value."""
+    if isinstance(seed, torch.Tensor):
+        if seed.dtype != torch.int64 or seed.numel() != 1 or seed.device != device:
+            raise ValueError(f"{fn}: a seed tensor must hold one int64 on {device} "
+                             f"(got {seed.numel()} x {seed.dtype} on {seed.device})")
+        return seed, True
+    return int(seed), False
+# --- fa:end seeds ---

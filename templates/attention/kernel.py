@@ -885,9 +885,6 @@ def _broadcast_strides(t, shape):
     return out
 
 
-_DEVICE_SEEDS = 2**63 - 1
-
-
 def _rounding(dtype, scale):
     """The kernels' ROUND: 0 without EAGER_ROUNDING or for fp32 scores (every rounding is to
     fp32: nothing to do; q fp32 makes the mask's and bias's promoted types fp32 too); 2 where
@@ -919,21 +916,28 @@ def _threshold(p):
     return t - 2 ** 32 if t >= 2 ** 31 else t
 
 
+# --- fa:shared seeds ---
+_DEVICE_SEEDS = 2**63 - 1  # device_seed's range: any int64 >= 0, as Inductor draws its seeds
+
+
 def device_seed(device):
-    """A fresh dropout seed: a 1-element int64 tensor drawn by torch.randint on device (its
-    default generator; under CUDA-graph capture each replay draws a new one). Never read back."""
+    """A fresh dropout seed as a 1-element int64 tensor on device, drawn by torch.randint from
+    the device's default generator (reproducible under torch.manual_seed). Nothing is read back
+    to the host; under CUDA-graph capture the generator's Philox offset advances at every
+    replay, so each replay draws a new seed (how Inductor seeds its dropout)."""
     return torch.randint(0, _DEVICE_SEEDS, (1,), dtype=torch.int64, device=device)
 
 
-def _seed_arg(seed, device):
-    """(the kernels' seed argument, SEED_PTR): a 1-element int64 tensor on device by pointer,
-    an int by value."""
+def _seed_arg(fn, seed, device):
+    """(the kernels' seed argument, SEED_PTR) for a seed: a 1-element int64 tensor on device is
+    passed as a pointer (the kernel loads it), an int by value."""
     if isinstance(seed, torch.Tensor):
         if seed.dtype != torch.int64 or seed.numel() != 1 or seed.device != device:
-            raise ValueError(f"attention: a seed tensor must hold one int64 on {device} "
+            raise ValueError(f"{fn}: a seed tensor must hold one int64 on {device} "
                              f"(got {seed.numel()} x {seed.dtype} on {seed.device})")
         return seed, True
     return int(seed), False
+# --- fa:end seeds ---
 
 
 class _Plan:
@@ -1048,7 +1052,7 @@ def _forward(q, k, v, mask, bias, plan, seed, stats=True):
         return o, lse
     if Sk == 0:
         raise ValueError("attention: Sk = 0 (softmax over no keys)")
-    seed, seed_ptr = _seed_arg(seed, q.device)
+    seed, seed_ptr = _seed_arg("attention", seed, q.device)
     mk, bs = plan.masks(q, mask, bias)
     strides = (*q.stride(), *k.stride(), *v.stride(), *plan.sm, *plan.sb)
 
@@ -1085,7 +1089,7 @@ def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
               torch.zeros((B, H, Sq, Sk), dtype=torch.float32, device=dev))
     if dq.numel() == 0 or dk.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_(), None if ds is None else ds.zero_()
-    seed, seed_ptr = _seed_arg(seed, dev)
+    seed, seed_ptr = _seed_arg("attention", seed, dev)
     mk, bs = plan.masks(q, mask, bias)
     delta = torch.empty((B * H, Sq), dtype=torch.float32, device=dev)
     bm = 16 if INTERPRET else 64
@@ -1187,7 +1191,7 @@ def dropout_mask(shape, p, seed, device):
     B, H, Sq, Sk = (int(d) for d in shape)
     keep = torch.empty((B * H, Sq, Sk), dtype=torch.int8, device=device)
     if keep.numel():
-        seed, seed_ptr = _seed_arg(seed, keep.device)
+        seed, seed_ptr = _seed_arg("attention", seed, keep.device)
         bm = 16
         _launch(_keep_kernel, (B * H * -(-Sq // bm),), (keep, Sq, Sk, _threshold(p), seed),
                 SEED_PTR=seed_ptr, BLOCK_M=bm, BLOCK_N=64 if INTERPRET else 128)

@@ -420,7 +420,6 @@ def _out_dtype(x, residual, bias):
 
 _ZT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _SEEDS = 2**31 - 1  # new_seed's range
-_DEVICE_SEEDS = 2**63 - 1  # device_seed's range: any int64 >= 0, as Inductor draws its seeds
 
 
 def new_seed():
@@ -428,6 +427,10 @@ def new_seed():
     manual_seed). Fixed once drawn: a CUDA graph that captured a call with it would replay the
     same mask every time; seed=None (device_seed) draws a new one at every replay."""
     return int(torch.randint(0, _SEEDS, (1,)).item())
+
+
+# --- fa:shared seeds ---
+_DEVICE_SEEDS = 2**63 - 1  # device_seed's range: any int64 >= 0, as Inductor draws its seeds
 
 
 def device_seed(device):
@@ -447,6 +450,7 @@ def _seed_arg(fn, seed, device):
                              f"(got {seed.numel()} x {seed.dtype} on {seed.device})")
         return seed, True
     return int(seed), False
+# --- fa:end seeds ---
 
 
 def dropout_add(x, residual, bias=None, p=0.0, seed=None, training=True, out=None):

@@ -511,6 +511,7 @@ def _check(x, mask, mask_kind, p):
         raise ValueError(f"mask_softmax: {rows} rows (at most 2**31 - 64)")
 
 
+# --- fa:shared seeds ---
 _DEVICE_SEEDS = 2**63 - 1  # device_seed's range: any int64 >= 0, as Inductor draws its seeds
 
 
@@ -531,6 +532,7 @@ def _seed_arg(fn, seed, device):
                              f"(got {seed.numel()} x {seed.dtype} on {seed.device})")
         return seed, True
     return int(seed), False
+# --- fa:end seeds ---
 
 
 def _mask_arg(mask, kind, shape):
