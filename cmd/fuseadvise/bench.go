@@ -43,6 +43,12 @@ forward's saved state, "full" the forward and its backward, fused (the kernel's
 autograd.Function) against eager and torch.compile (AOTAutograd). Every case also carries the
 peak memory of one call per provider.
 
+Library calls: where a folder's adapter names library ops that compute the same chain
+(attention: F.scaled_dot_product_attention per backend and FlexAttention; rms_norm:
+F.rms_norm; linear_gelu: the cuBLASLt GELU epilogue), each is checked against the reference
+and timed beside the others in every mode, or recorded as refused with the reason; the case's
+recommended option is the measured fastest of the kernel, torch.compile and these calls.
+
 The result is JSON (-o, default standard output), read by 'fuseadvise report' and 'pr'.
 Without a GPU, bench says so in one line and exits with status 2.
 

@@ -19,7 +19,10 @@ var cmdGen = &Command{
 the fused Triton kernel module (kernels, launcher, autograd wrapper, drop-in nn.Module),
 reference.py (the eager PyTorch chain exactly as the trace ran it), pytest tests (interpreter
 and GPU marks), bench.py, case.py (the traced shapes and parameters), manifest.json and a
-README on how to swap it in.
+README on how to swap it in. Chains outside the catalog (generic chains of elementwise ops,
+optionally ending in a last-dim reduction) get a folder rendered from their op program
+(generic-...); those whose scalars or semantics the trace does not record are listed with the
+reason and skipped.
 
 The opportunities come from analyzing TRACE (with -pattern and -top as in analyze), or from the
 JSON that 'analyze -format json' wrote (-from). -anchors writes the H200 benchmark matrix
