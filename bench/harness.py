@@ -77,7 +77,6 @@ import argparse
 import contextlib
 import importlib.util
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -258,21 +257,9 @@ def first_line(e):
 
 
 def call_op(fn, inputs):
-    """Calls library op fn on a case's inputs: with the inputs dict itself (what
-    adapter.reference gets) when fn has at most one positional parameter without a default
-    (``lambda inp, be=be: ...`` binds its extras by default), else with the dict's tensor (and
-    None) values in order, fn(q, k, v, mask, bias)."""
-    try:
-        ps = inspect.signature(fn).parameters.values()
-        required = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
-        single = len(required) <= 1
-    except (TypeError, ValueError):
-        single = True
-    if single:
-        return fn(inputs)
-    import torch
-
-    return fn(*[v for v in inputs.values() if v is None or isinstance(v, torch.Tensor)])
+    """Calls library op fn on a case's inputs: every library op takes the inputs dict, as
+    adapter.reference does (docs/templates.md)."""
+    return fn(inputs)
 
 
 def library_ops(adapter, inputs, params):
