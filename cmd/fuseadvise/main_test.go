@@ -86,6 +86,7 @@ func TestErrors(t *testing.T) {
 		{"truncated", []string{"analyze", truncated}, 2, "cut.json"},
 		{"bench without folders", []string{"bench"}, 2, "want one or more generated kernel folders"},
 		{"bench unknown mode", []string{"bench", "-modes", "forward,sideways", dir}, 2, `unknown mode "sideways"`},
+		{"run unknown mode", []string{"run", "-modes", "sideways", bundled}, 2, `-modes: unknown mode "sideways"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

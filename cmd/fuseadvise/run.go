@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/term"
 
@@ -23,7 +24,7 @@ import (
 
 var cmdRun = &Command{
 	Name:      "run",
-	UsageLine: "run [-o DIR] [-top N] [-pattern ID] [-et FILE] [-bench auto|on|off] [-max-autotune] [-python PATH] [-force] TRACE|DIR",
+	UsageLine: "run [-o DIR] [-top N] [-pattern ID] [-et FILE] [-bench auto|on|off] [-modes LIST] [-max-autotune] [-python PATH] [-force] TRACE|DIR",
 	Short:     "analyze, gen, verify, bench (with a GPU) and report in one command",
 	Long: `Run is the whole pipeline on one trace (or a directory of rank files):
 
@@ -36,6 +37,9 @@ var cmdRun = &Command{
 
 DIR appears complete or not at all. -bench auto (the default) benchmarks when a CUDA GPU is
 visible to the Python environment and says so when not; on requires it; off skips it.
+-modes auto (the default) times the forward, and also the backward and forward+backward
+("full") when a generated chain runs in training in the trace (it has a backward there);
+a LIST (forward, backward, full, all) as for bench chooses.
 The exit status is 1 when a kernel fails verification or its GPU check (the report says
 which), 2 for bad input or environment, 0 otherwise.`,
 	Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
@@ -45,6 +49,7 @@ which), 2 for bad input or environment, 0 otherwise.`,
 		et := fs.String("et", "", "execution trace `FILE` recorded with the trace, for exact dataflow")
 		benchMode := fs.String("bench", "auto", "benchmark on the GPU: auto, on or off")
 		python := fs.String("python", "", "Python interpreter with torch and triton (default: $FUSEADVISE_PYTHON or the pinned venv)")
+		modes := fs.String("modes", "auto", "bench: what to time, auto or a `LIST` of forward, backward, full, all (auto: all when a chain runs in training)")
 		maxAT := fs.Bool("max-autotune", false, `bench: also time torch.compile(mode="max-autotune-no-cudagraphs")`)
 		force := fs.Bool("force", false, "replace an existing DIR")
 		return func(ctx context.Context, env *Env, args []string) error {
@@ -55,6 +60,13 @@ which), 2 for bad input or environment, 0 otherwise.`,
 			case "auto", "on", "off":
 			default:
 				return usagef("unknown -bench %q (want auto, on or off)", *benchMode)
+			}
+			var ms []string // nil: auto
+			if *modes != "auto" {
+				var err error
+				if ms, err = bench.ParseModes(*modes); err != nil {
+					return usagef("-modes: %s", strings.TrimPrefix(err.Error(), "bench: "))
+				}
 			}
 			if *top < 0 {
 				return usagef("-top must be >= 0")
@@ -67,7 +79,7 @@ which), 2 for bad input or environment, 0 otherwise.`,
 					return err
 				}
 			}
-			r := &pipeline{env: env, trace: args[0], bench: *benchMode, python: *python, maxAutotune: *maxAT,
+			r := &pipeline{env: env, trace: args[0], bench: *benchMode, modes: ms, python: *python, maxAutotune: *maxAT,
 				opts: analysis.Options{Top: *top, Pattern: *pattern, ET: *et, NTop: 5}}
 			var failed error
 			err := safefile.Dir(*out, *force, func(tmp string) error {
@@ -89,6 +101,7 @@ type pipeline struct {
 	trace       string
 	opts        analysis.Options
 	bench       string
+	modes       []string // nil: auto
 	python      string
 	maxAutotune bool
 	stage       int
@@ -140,6 +153,20 @@ func (p *pipeline) notes(a *analysis.Result) {
 	if inferred {
 		p.progress("  note: dataflow inferred from op order and shapes; -et with the execution trace recorded in the same run makes it exact")
 	}
+}
+
+// autoModes is what -modes auto times: the forward, and the backward and full modes too when
+// any opportunity has instances that run in training (a backward in the trace).
+func autoModes(a *analysis.Result) []string {
+	for _, o := range a.Opportunities {
+		if o.BackwardInstances > 0 {
+			return bench.Modes
+		}
+	}
+	if c := a.Coverage; c != nil && c.ClaimedWithBackwardUs > c.ClaimedUs { // generic chains
+		return bench.Modes
+	}
+	return []string{"forward"}
 }
 
 // dataflowInferred reports whether any rank's dataflow was inferred.
@@ -227,7 +254,12 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 	case len(kernels) == 0:
 		p.progress("  nothing to measure")
 	default:
-		res, err := bench.Run(ctx, kernels, bench.Options{Python: p.python, MaxAutotune: p.maxAutotune, Getenv: p.env.Getenv, Stderr: p.env.Stderr})
+		modes := p.modes
+		if modes == nil {
+			modes = autoModes(a)
+			p.progress("  modes: %s", strings.Join(modes, ", "))
+		}
+		res, err := bench.Run(ctx, kernels, bench.Options{Python: p.python, MaxAutotune: p.maxAutotune, Modes: modes, Getenv: p.env.Getenv, Stderr: p.env.Stderr})
 		var noGPU *bench.NoGPUError
 		switch {
 		case errors.As(err, &noGPU) && p.bench == "auto":

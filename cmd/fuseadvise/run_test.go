@@ -7,8 +7,34 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fuseadvise/fuseadvise/analysis"
 	"github.com/fuseadvise/fuseadvise/internal/pyenv"
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
+
+// TestAutoModes: -modes auto times the backward and full modes exactly when a chain of the
+// analysis runs in training (a catalog instance with a backward, or generic chains whose
+// backward kernels the coverage counts).
+func TestAutoModes(t *testing.T) {
+	tests := []struct {
+		name string
+		rep  patterns.Report
+		want string
+	}{
+		{"inference", patterns.Report{Opportunities: []patterns.Opportunity{{Pattern: "bias_gelu", Instances: 3}}}, "forward"},
+		{"training", patterns.Report{Opportunities: []patterns.Opportunity{{Pattern: "bias_gelu", Instances: 3}, {Pattern: "swiglu", Instances: 2, BackwardInstances: 2}}}, "forward,backward,full"},
+		{"generic in training", patterns.Report{Coverage: &patterns.Coverage{ClaimedUs: 10, ClaimedWithBackwardUs: 25}}, "forward,backward,full"},
+		{"generic inference", patterns.Report{Coverage: &patterns.Coverage{ClaimedUs: 10, ClaimedWithBackwardUs: 10}}, "forward"},
+		{"nothing found", patterns.Report{}, "forward"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := strings.Join(autoModes(&analysis.Result{Report: &tt.rep}), ","); got != tt.want {
+				t.Errorf("autoModes = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
 
 // TestRunPipeline runs the README's main job on the bundled trace for real (the Triton
 // interpreter in the pinned venv), restricted to one pattern to keep it short, and checks
