@@ -249,6 +249,14 @@ func TestNoise(t *testing.T) {
 	if Noise(135, 208, []float64{134.8, 135.6}, []float64{207.9, 208.6}) {
 		t.Error("separated medians are not noise")
 	}
+	// one slow repeat widens a range; every repeat still shows the difference
+	if Noise(171, 515, []float64{170.6, 204.4}, []float64{508.1, 865.1}) {
+		t.Error("a 3x difference that every repeat shows is not noise")
+	}
+	// nearly touching ranges: closer than the narrower one is wide
+	if !Noise(10, 10.6, []float64{9.9, 10.2}, []float64{10.3, 10.7}) {
+		t.Error("ranges 0.1 apart, each 0.3-0.4 wide, should be noise")
+	}
 }
 
 // TestHarnessWithoutGPU runs the real harness in the pinned venv on this (GPU-less) machine:
