@@ -23,8 +23,9 @@ reads x once and writes y once. It computes the same function as
   before writing the same tile of y. Any other overlap with an input is refused, and so is
   an ``out`` whose elements share memory (an expanded view).
 - Training: ``NewGELUFunction`` has a backward: a fused Triton kernel for the derivative
-  (recomputed from x and b, nothing but the inputs saved); the bias gradient is an ATen row-sum
-  in fp32.
+  (recomputed from x and b, nothing but the inputs saved) that writes the gradient in
+  ``x + b``'s type, which is x's gradient (one pass: read dy and x, write dx); the bias
+  gradient is an ATen row-sum of it in fp32.
 
 Interpreter-safe: builtins only (tanh as ``2/(1+exp(-2x))-1``), no libdevice, no bf16 math.
 """
@@ -401,13 +402,17 @@ class NewGELUFunction(torch.autograd.Function):
         y = new_gelu(x, bias, dtype=dtype)
         ctx.save_for_backward(x, bias)
         ctx.has_bias = bias is not None
-        ctx.zdtype = y.dtype
         return y
 
     @staticmethod
     def backward(ctx, dy):
         x, bias = ctx.saved_tensors
-        dz = torch.empty(x.shape, dtype=ctx.zdtype, device=x.device)
+        # the gradient of z = x + bias in z's type (x's, promoted with the bias'), as eager's
+        # chain rounds it (under autocast the fp32 pow's gradient is cast back to z's type);
+        # never y's type: an fp32 y of a bf16 x took an fp32 [M, N] temporary and a second
+        # pass to cast it to x's type (16 bytes moved per element where one pass moves 8)
+        zdtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
+        dz = torch.empty(x.shape, dtype=zdtype, device=x.device)
         if x.numel():
             x2, dy2, dz2 = _rows(x), _rows(dy), _rows(dz)
             if bias is not None and bias.stride(0) != 1:

@@ -159,6 +159,43 @@ def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
         assert grid == ((M + bm - 1) // bm * ((N + bn - 1) // bn),) and grid[0] <= 2**31 - 1
 
 
+def _aten_ops(fn):
+    """The ATen ops fn runs: (name of the overload packet, elements of its first argument)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            a = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            ops.append((func.overloadpacket.__name__, None if a is None else a.numel()))
+            return func(*args, **(kwargs or {}))
+
+    ops = []
+    with Log():
+        fn()
+    return ops
+
+
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_backward_of_fp32_output_is_one_pass(monkeypatch, has_bias):
+    # autocast's bf16 x -> fp32 y: the backward kernel writes dx in x's type itself (read dy and
+    # x, write dx), no fp32 [M, N] gradient cast afterwards; with a bias, one row-sum more (and
+    # its [N] result cast to the bias' type)
+    x = torch.empty(64, 3072, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    b = torch.empty(3072, dtype=torch.bfloat16, device="meta", requires_grad=True) if has_bias else None
+    calls = _launches(monkeypatch, lambda: None)
+    y = kernel.NewGELUFunction.apply(x, b, torch.float32)
+    assert y.dtype == torch.float32
+    dy = torch.empty_like(y)
+    calls.clear()
+    grads = []
+    ops = _aten_ops(lambda: grads.extend(torch.autograd.grad(y, [x] if b is None else [x, b], dy)))
+    (k, _, _, args), = calls
+    assert k is kernel._new_gelu_bwd and args[3].dtype == torch.bfloat16
+    assert grads[0].dtype == torch.bfloat16 and grads[0].data_ptr() == args[3].data_ptr()
+    assert not [op for op, n in ops if op in ("_to_copy", "copy_") and n == x.numel()], ops
+    assert [op for op, n in ops if op == "sum"] == ["sum"] * has_bias, ops
+
+
 def test_tiles_independent_of_rows(monkeypatch, tiles_of):
     # a new number of rows (batch, sequence length) runs the kernel compiled for another: the
     # same constexprs and warps at every M (and M is not specialized: do_not_specialize), so a
