@@ -230,8 +230,9 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			e := estimateInstance(&m, t, in)
 			rk := ranked{in: in, est: e, rank: rank, ti: ti, src: sourceLine(t, in.Anchor)}
 			rk.bwd, rk.bwUs = backward(t, in)
-			if rk.bwd && patternByID(in.Pattern).ForwardOnly {
-				// in training the module runs the eager chain: nothing saved, nothing removed
+			if rk.bwd && patternByID(in.Pattern).noTrainingSaving() != "" {
+				// in training the module runs the eager chain (or the fused one saves nothing):
+				// nothing saved, nothing removed
 				rk.est.fusedUs, rk.est.savingUs, rk.est.fusedKernels = rk.est.gpuUs, 0, rk.est.kernels
 				trainingOnly[in.Pattern]++
 			}
@@ -239,8 +240,14 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(trainingOnly)) {
-		note(fmt.Sprintf("%s: forward only (no backward): %d of its instances run in training (they have a backward in the trace), where its module runs the eager chain: they are counted with no saving",
-			id, trainingOnly[id]))
+		p := patternByID(id)
+		if p.ForwardOnly {
+			note(fmt.Sprintf("%s: forward only (no backward): %d of its instances run in training (they have a backward in the trace), where its module runs the eager chain: they are counted with no saving",
+				id, trainingOnly[id]))
+			continue
+		}
+		note(fmt.Sprintf("%s: %d of its instances run in training (they have a backward in the trace), where it is %s: they are counted with no saving",
+			id, trainingOnly[id], p.noTrainingSaving()))
 	}
 	// the totals and the coverage count generic chains as catalog ones; the opportunities
 	// list the catalog's (generic chains have their own list)

@@ -53,7 +53,7 @@ func Marks(traces []*trace.Trace, opts Options) ([][]Mark, error) {
 		for _, in := range detect(g, opts.Pattern) {
 			rk := ranked{in: in, est: estimateInstance(&m, t, in), ti: ti, rank: ti}
 			rk.bwd, _ = backward(t, in)
-			if rk.bwd && patternByID(in.Pattern).ForwardOnly {
+			if rk.bwd && patternByID(in.Pattern).noTrainingSaving() != "" {
 				rk.est.savingUs, rk.est.fusedKernels = 0, rk.est.kernels
 			}
 			all = append(all, rk)
