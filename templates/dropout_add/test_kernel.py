@@ -299,6 +299,45 @@ def _launches(monkeypatch, fn):
     return calls
 
 
+def _aten_ops(fn):
+    """The ATen ops fn runs: (name of the overload packet, elements of its first argument)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            a = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            ops.append((func.overloadpacket.__name__, None if a is None else a.numel()))
+            return func(*args, **(kwargs or {}))
+
+    ops = []
+    with Log():
+        fn()
+    return ops
+
+
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_backward_of_fp32_residual_is_one_pass(monkeypatch, has_bias):
+    # a bf16 branch on an fp32 residual stream (autocast): the backward kernel writes d_x in
+    # x's type itself (read dy, write d_x), no fp32 [M, N] gradient cast afterwards; d_residual
+    # is dy; with a bias, one row-sum more (and its [N] result cast to the bias' type)
+    x = torch.empty(64, 768, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    r = torch.empty(64, 768, dtype=torch.float32, device="meta", requires_grad=True)
+    b = torch.empty(768, dtype=torch.bfloat16, device="meta", requires_grad=True) if has_bias else None
+    calls = _launches(monkeypatch, lambda: None)
+    y = kernel.DropoutAddFunction.apply(x, r, b, 0.1, 3, True)
+    assert y.dtype == torch.float32
+    dy = torch.empty_like(y)
+    calls.clear()
+    grads = []
+    ops = _aten_ops(lambda: grads.extend(torch.autograd.grad(y, [x, r] if b is None else [x, r, b], dy)))
+    (k, _, _, args), = calls
+    assert k is kernel._dropout_add_bwd and args[1].dtype == torch.bfloat16
+    assert grads[0].dtype == torch.bfloat16 and grads[0].data_ptr() == args[1].data_ptr()
+    assert grads[1].data_ptr() == dy.data_ptr()
+    assert not [op for op, n in ops if op in ("_to_copy", "copy_") and n == x.numel()], ops
+    assert [op for op, n in ops if op == "sum"] == ["sum"] * has_bias, ops
+
+
 @pytest.fixture(params=[True, False], ids=["interpreter-tiles", "gpu-tiles"])
 def tiles_of(request, monkeypatch):
     """Runs the test with the interpreter's tiles and with the GPU's (kernel.INTERPRET flipped)."""
