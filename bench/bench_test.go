@@ -578,3 +578,38 @@ func TestParseRejectsBadLibraryOps(t *testing.T) {
 		}
 	}
 }
+
+// The backward and full cases get the cost model's fused backward from their forward case:
+// a memory-bound backward moves the forward's bytes plus its reads again, full adds the
+// forward's prediction; no forward, a failed one or a failed backward gives none.
+func TestPredictBackward(t *testing.T) {
+	const n = 8192 * 11008
+	fwd := Case{Pattern: "swiglu", Name: "swiglu-big", Mode: "forward", Correct: true, Dtype: "bf16",
+		Shape: []int64{8192, 11008}, Bytes: 3 * n * 2}
+	r := &Result{GPU: "NVIDIA H200", Cases: []Case{
+		fwd,
+		{Pattern: "swiglu", Name: "swiglu-big", Mode: "backward", Correct: true},
+		{Pattern: "swiglu", Name: "swiglu-big", Mode: "full", Correct: true},
+		{Pattern: "swiglu", Name: "swiglu-big", Mode: "backward", Correct: false},
+		{Pattern: "swiglu", Name: "no-forward", Mode: "backward", Correct: true},
+	}}
+	dm := patterns.DefaultCostModel()
+	Predict(r, dm)
+	c := r.Cases
+	bw := dm.FusedEfficiency * 4250e3
+	// reads: dY, a, b (the forward's reads again and the gradient); writes: da, db
+	if want := float64(3*n*2+2*n*2)/bw + 1.1; c[1].PredictedFrom != FromCostModel || math.Abs(c[1].PredictedUs-want) > 1e-6 {
+		t.Errorf("backward: %v %q, want %v", c[1].PredictedUs, c[1].PredictedFrom, want)
+	}
+	if want := c[0].PredictedUs + c[1].PredictedUs; math.Abs(c[2].PredictedUs-want) > 1e-9 {
+		t.Errorf("full: %v, want forward + backward = %v", c[2].PredictedUs, want)
+	}
+	if c[3].PredictedUs != 0 || c[4].PredictedUs != 0 {
+		t.Errorf("a failed backward or one without its forward got a prediction: %v, %v", c[3].PredictedUs, c[4].PredictedUs)
+	}
+	before := c[2].PredictedUs
+	Predict(r, dm)
+	if c[2].PredictedUs != before {
+		t.Errorf("a second Predict changed full: %v -> %v", before, c[2].PredictedUs)
+	}
+}

@@ -32,14 +32,87 @@ func Predict(r *Result, cm patterns.CostModel) {
 	if gap == 0 {
 		gap = patterns.DefaultCostModel().GraphGapUs
 	}
+	forward := map[string]*Case{} // by name: the forward case the training modes start from
 	for i := range r.Cases {
 		c := &r.Cases[i]
+		if c.Mode != "" && c.Mode != "forward" {
+			continue
+		}
+		forward[c.Name] = c
 		predict(c, r.GPU, cm)
 		if c.PredictedUs > 0 && c.PredictedGapUs == 0 && c.Timing["fused"] == "cudagraph" {
 			c.PredictedGapUs = gap * float64(max(c.Launches, 1))
 			c.PredictedUs += c.PredictedGapUs
 		}
 	}
+	for i := range r.Cases {
+		c := &r.Cases[i]
+		f := forward[c.Name]
+		if c.Mode != "backward" && c.Mode != "full" || f == nil || c.PredictedUs > 0 || !c.Correct {
+			continue
+		}
+		bwd, ok := predictBackward(f, r.GPU, cm)
+		if !ok {
+			continue
+		}
+		if c.Timing["fused"] == "cudagraph" {
+			c.PredictedGapUs = gap
+			bwd += gap
+		}
+		c.PredictedUs, c.PredictedFrom = bwd, FromCostModel
+		if c.Mode == "full" { // the forward as predicted for the forward case, then the backward
+			c.PredictedUs += f.PredictedUs
+			c.PredictedGapUs += f.PredictedGapUs
+		}
+	}
+}
+
+// predictBackward is the cost model's fused backward for the forward case f (measured and
+// predicted): what a fused backward cannot avoid moving or computing, by the pattern's kind.
+//
+//   - memory-bound: it reads the gradient of the outputs and what the forward read (the
+//     saved inputs, recomputing what it needs), and writes a gradient per input: the
+//     forward's bytes plus its reads again, written as much as the forward read;
+//   - attention: FlashAttention-2's backward recomputes the scores and computes five
+//     products of the forward's two sizes (S, dV, dP, dQ, dK): 2.5x the forward's flops,
+//     reading q, k, v, o, dO and writing dq, dk, dv (twice the forward's bytes);
+//   - GEMM with an epilogue (linear_gelu): two GEMMs of the forward's size (dX, dW), each
+//     as long as the measured GEMM alone, and one pass reading the pre-activation and the
+//     gradient and writing the gradient of the GEMM output.
+//
+// Patterns without a backward have no backward cases; a forward without bytes or a GEMM
+// time gives no prediction.
+func predictBackward(f *Case, gpu string, cm patterns.CostModel) (float64, bool) {
+	p, ok := patterns.Lookup(f.Pattern)
+	if !ok || !f.Correct || f.Bytes <= 0 {
+		return 0, false
+	}
+	warm := f.Timing["fused"] == "cudagraph"
+	switch p.Kind {
+	case patterns.KindGEMM:
+		if p.GEMM != patterns.GEMMEpilogue || f.GemmOnlyUs <= 0 {
+			return 0, false
+		}
+		m, _, n, es, ok := gemmDims(f)
+		if !ok {
+			return 0, false
+		}
+		return cm.FusedUs(gpu, patterns.Shape{Pattern: f.Pattern, GemmUs: 2 * f.GemmOnlyUs, GemmElemSize: es,
+			ExtraBytes: 3 * m * n * es, Warm: warm})
+	case patterns.KindAttention:
+		ac := patterns.Case{Dtype: f.Dtype, Shapes: f.Shapes}
+		if strings.Contains(f.Name, "-causal-") {
+			ac.Params.MaskKind = "causal"
+		}
+		return cm.FusedUs(gpu, patterns.Shape{Pattern: f.Pattern, Bytes: 2 * f.Bytes, WriteBytes: f.Bytes,
+			Flops: patterns.AttentionFlops(ac) * 5 / 2, Warm: warm})
+	}
+	w := writeBytes(f)
+	read := f.Bytes - w
+	if w <= 0 || read <= 0 {
+		return 0, false
+	}
+	return cm.FusedUs(gpu, patterns.Shape{Pattern: f.Pattern, Bytes: f.Bytes + read, WriteBytes: read, Warm: warm})
 }
 
 // predict fills c's prediction before any launch gap: the analysis's, else the cost model's.
@@ -150,6 +223,10 @@ func Repredict(r *Result, dirs []string, cm patterns.CostModel) error {
 			return fmt.Errorf("bench: case %s has no folder among those given", c.Name)
 		}
 		c.PredictedUs, c.PredictedFrom, c.PredictedGapUs = e, "", 0
+		if c.Mode != "" && c.Mode != "forward" { // the manifest's estimate is the forward's
+			c.PredictedUs = 0
+			continue
+		}
 		// a generic folder not generated from a trace: its program's fused kernel, a row
 		// kernel where it ends in a reduction
 		if p := progs[c.Name]; p != nil && e == 0 && c.Correct {
