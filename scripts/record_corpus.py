@@ -10,9 +10,9 @@ patterns/generic.go's table knows, on the CPU.
   python3 scripts/record_corpus.py record -o OUT [-dtypes fp32,bf16] [-tiny] [-device cpu]
 
 record writes, per case and dtype, OUT/NAME_DTYPE.json.gz and OUT/NAME_DTYPE.et.json.gz
-(tracerec.record: two forward passes under no_grad after one warm-up, record_shapes, an
-execution trace beside it) and OUT/manifest.json (the case, its shapes, its declared ops,
-dtype, steps, versions). Weights are cast to the dtype (bf16 runs bf16 end to end: no
+(tracerec.record: one forward pass under no_grad after one warm-up, record_shapes, an
+execution trace beside it, both trimmed to what fuseadvise reads) and OUT/manifest.json
+(the case, its shapes, its declared ops, dtype, steps, versions). Weights are cast to the dtype (bf16 runs bf16 end to end: no
 autocast casts in the chains).
 """
 
@@ -248,7 +248,7 @@ def check(dtypes):
     return problems
 
 
-def record(out, dtypes, tiny, device, steps=2):
+def record(out, dtypes, tiny, device, steps=1):
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "manifest.json")
     manifest = {"traces": [], "steps": steps, "mode": "infer (no_grad, eval)", "tiny": tiny}

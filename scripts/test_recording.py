@@ -21,6 +21,7 @@ import expected_counts  # noqa: E402
 import fake_kernels  # noqa: E402
 import record_corpus  # noqa: E402
 import record_models  # noqa: E402
+import record_trim  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -84,10 +85,10 @@ def test_corpus_record(tmp_path, monkeypatch):
     assert [e["name"] for e in manifest["traces"]] == [
         "scale_clamp_gelu_fp32", "scale_clamp_gelu_bf16", "swish_by_hand_fp32", "swish_by_hand_bf16"]
     e = manifest["traces"][0]
-    assert e["ops"] == ["linear", "mul", "clamp", "gelu"] and e["steps"] == 2 and e["file"] == "scale_clamp_gelu_fp32.json.gz"
+    assert e["ops"] == ["linear", "mul", "clamp", "gelu"] and e["steps"] == 1 and e["file"] == "scale_clamp_gelu_fp32.json.gz"
     assert manifest["torch"] == torch.__version__
     for e in manifest["traces"]:
-        check_recording(str(tmp_path), e["name"], 2)
+        check_recording(str(tmp_path), e["name"], 1)
 
 
 def spec(name):
@@ -99,8 +100,8 @@ def test_models_record_and_time_the_custom_convnet(tmp_path):
     assert record_models.record_traces([s], str(tmp_path), True, CPU) == 0
     manifest = json.load(open(tmp_path / "manifest.json"))
     (e,) = manifest["traces"]
-    assert (e["model"], e["mode"], e["dtype"], e["steps"]) == (s.model, "train", "autocast_fp16", 2)
-    check_recording(str(tmp_path), s.name, 2)
+    assert (e["model"], e["mode"], e["dtype"], e["steps"]) == (s.model, "train", "autocast_fp16", 1)
+    check_recording(str(tmp_path), s.name, 1)
 
     assert record_models.time_models([s], str(tmp_path), True, CPU, deadline_s=0, iters=2, compile_too=True) == 0
     t = json.load(open(tmp_path / "timing.json"))["models"][s.name]
@@ -182,3 +183,157 @@ def test_fake_kernels_go_to_the_ops_that_do_work():
         assert launch["args"]["External id"] == k["args"]["External id"]
         assert k["ts"] > launch["ts"]
     assert out["deviceProperties"][0]["name"] == "NVIDIA H200"
+
+
+# ---- trimming (record_trim.py) ---------------------------------------------------------------
+
+
+def kineto_two_steps():
+    """A Kineto trace of two steps, each one op launching one kernel, with everything the
+    profiler writes that the reader skips."""
+    def step(i, t):
+        return [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": t,
+             "dur": 90, "args": {"External id": 10 * i + 1, "Record function id": 100 * i + 1}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": t + 1, "dur": 20,
+             "args": {"External id": 10 * i + 2, "Record function id": 100 * i + 2, "Input Dims": [[4, 4]],
+                      "Input type": ["float"], "Sequence number": 7}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2,
+             "dur": 5, "args": {"correlation": 1000 + i, "External id": 10 * i + 2, "cbid": 211}},
+            {"ph": "X", "cat": "kernel", "name": "relu_kernel", "pid": 0, "tid": 7, "ts": t + 50, "dur": 3,
+             "args": {"correlation": 1000 + i, "stream": 7, "device": 0, "grid": [1, 1, 1], "block": [128, 1, 1],
+                      "registers per thread": 16, "est. achieved occupancy %": 3, "queued": 0}},
+            {"ph": "s", "cat": "ac2g", "id": 1000 + i, "pid": 1, "tid": 1, "ts": t + 2},
+            {"ph": "f", "cat": "ac2g", "id": 1000 + i, "pid": 0, "tid": 7, "ts": t + 50, "bp": "e"},
+            {"ph": "s", "cat": "fwdbwd", "id": i, "pid": 1, "tid": 1, "ts": t + 1},
+            {"ph": "f", "cat": "fwdbwd", "id": i, "pid": 1, "tid": 2, "ts": t + 30, "bp": "e"},
+            {"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{i}", "pid": 0, "tid": 7,
+             "ts": t + 50, "dur": 3, "args": {}},
+        ]
+    return {
+        "schemaVersion": 1, "baseTimeNanoseconds": 5,
+        "traceEvents": [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}}]
+        + step(0, 100) + step(1, 200)
+        + [{"ph": "i", "cat": "cpu_instant_event", "name": "x", "pid": 1, "tid": 1, "ts": 300, "s": "t"}],
+    }
+
+
+def et_two_steps():
+    def node(id_, name, rf, parent):
+        return {"id": id_, "name": name, "ctrl_deps": parent,
+                "inputs": {"values": [[5, 6, 0, 16, 4, "cuda:0"], 2, [1, 2]], "shapes": [[4, 4], [], [[], []]],
+                           "types": ["Tensor(float)", "Int", "GenericList[Int,Int]"], "strides": [[4, 1], [], []]},
+                "outputs": {"values": [], "shapes": [], "types": [], "strides": []},
+                "attrs": [{"name": "rf_id", "type": "uint64", "value": rf},
+                          {"name": "op_schema", "type": "string", "value": "aten::relu(Tensor self) -> Tensor"}]}
+    return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": [
+        node(1, "[pytorch|profiler|execution_trace|process]", 0, 0),
+        node(2, "[pytorch|profiler|execution_trace|thread]", 0, 1),
+        node(4, "aten::relu", 2, 3), node(3, "ProfilerStep#0", 1, 2),
+        node(6, "aten::relu", 102, 5), node(5, "ProfilerStep#1", 101, 2)]}
+
+
+def test_trim_kineto_keeps_what_the_reader_reads():
+    doc = kineto_two_steps()
+    out = record_trim.trim_kineto(doc)
+    kept = out["traceEvents"]
+    assert out["baseTimeNanoseconds"] == 5 and doc["traceEvents"][-1]["ph"] == "i"  # doc unchanged
+    assert {(e["ph"], e.get("cat")) for e in kept} == {
+        ("M", None), ("X", "user_annotation"), ("X", "cpu_op"), ("X", "cuda_runtime"), ("X", "kernel"),
+        ("s", "fwdbwd"), ("f", "fwdbwd")}
+    kernel = next(e for e in kept if e.get("cat") == "kernel")
+    assert kernel["args"] == {"correlation": 1000, "stream": 7, "device": 0, "grid": [1, 1, 1], "block": [128, 1, 1]}
+    op = next(e for e in kept if e.get("cat") == "cpu_op")
+    assert op["args"] == doc["traceEvents"][2]["args"]  # every cpu_op argument is read
+    assert next(e for e in kept if e.get("cat") == "cuda_runtime")["args"] == {"correlation": 1000, "External id": 2}
+    assert kept[0]["ph"] == "M" and kept[0]["args"] == {"name": "main"}
+
+
+def test_trim_et_keeps_what_the_reader_reads():
+    out = record_trim.trim_et(et_two_steps())
+    n = out["nodes"][2]
+    assert set(n) == {"id", "name", "ctrl_deps", "inputs", "outputs", "attrs"}
+    assert n["attrs"] == [{"name": "rf_id", "type": "uint64", "value": 2}]
+    assert n["inputs"] == {"values": [[5, 6, 0, 16, 4, "cuda:0"], None, None],
+                           "types": ["Tensor(float)", "Int", "GenericList[Int,Int]"]}
+    assert out["schema"] == "1.1.1-chakra.0.0.4" and len(out["nodes"]) == 6
+
+
+def test_cut_steps_keeps_the_first_steps_events():
+    kineto, et = record_trim.cut_steps(kineto_two_steps(), et_two_steps(), 1)
+    ts = sorted(e["ts"] for e in kineto["traceEvents"] if "ts" in e)
+    assert ts and max(ts) < 200  # nothing of step 1 (the kernel of step 0 at 150 stays)
+    assert [e["name"] for e in kineto["traceEvents"] if e.get("cat") == "kernel"] == ["relu_kernel"]
+    assert [n["name"] for n in et["nodes"]] == [
+        "[pytorch|profiler|execution_trace|process]", "[pytorch|profiler|execution_trace|thread]",
+        "aten::relu", "ProfilerStep#0"]
+    same = record_trim.cut_steps(kineto_two_steps(), et_two_steps(), 2)
+    assert same == (kineto_two_steps(), et_two_steps())  # two steps or fewer: unchanged
+
+
+def test_trim_folder_is_idempotent_and_sets_the_manifest(tmp_path):
+    record_trim.write(str(tmp_path / "a.json.gz"), kineto_two_steps())
+    record_trim.write(str(tmp_path / "a.et.json.gz"), et_two_steps())
+    manifest = {"steps": 2, "traces": [{"name": "a", "file": "a.json.gz", "et_file": "a.et.json.gz",
+                                         "steps": 2, "raw_bytes": 9}, {"name": "b", "error": "x"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    record_trim.trim_folder(str(tmp_path), steps=1)
+    first = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    m = json.loads(first["manifest.json"])
+    e = m["traces"][0]
+    assert (m["steps"], e["steps"], e["recorded_steps"], "raw_bytes" in e) == (1, 1, 2, False)
+    assert e["gz_bytes"] == len(first["a.json.gz"]) and e["et_gz_bytes"] == len(first["a.et.json.gz"])
+    assert record_trim.main(["-steps", "1", str(tmp_path)]) == 0
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == first  # the same bytes again
+    (tmp_path / "a.json.gz").write_bytes(b"not gzip")
+    assert record_trim.main([str(tmp_path)]) == 2
+
+
+@pytest.fixture(scope="module")
+def fuseadvise(tmp_path_factory):
+    import shutil
+    import subprocess
+
+    if shutil.which("go") is None:
+        pytest.skip("no go toolchain")
+    out = str(tmp_path_factory.mktemp("bin") / "fuseadvise")
+    subprocess.run(["go", "build", "-o", out, "./cmd/fuseadvise"], cwd=expected_counts.REPO, check=True)
+    return [out]
+
+
+def analysis(bin_, folder, name, et):
+    trace = os.path.join(folder, name + ".json.gz")
+    report = expected_counts.analyze(bin_, trace, os.path.join(folder, name + ".et.json.gz") if et else None)
+    report["trace"].pop("path", None)
+    return report
+
+
+def test_trimming_changes_no_analysis(tmp_path, monkeypatch, fuseadvise):
+    """A recording (CPU, with fake kernels so the generic engine runs) analyzes the same before
+    and after trimming, with and without its execution trace; cut to one step, it gives the
+    counts of a one-step recording."""
+    monkeypatch.setattr(record_corpus, "CASES", [c for c in record_corpus.CASES if c.name == "six_ops"])
+    raw, one = str(tmp_path / "raw"), str(tmp_path / "one")
+    record_corpus.record(one, ["fp32"], True, CPU, steps=1)
+    with monkeypatch.context() as m:  # the profiler's files as written
+        m.setattr(record_trim, "trim_kineto", lambda d: d)
+        m.setattr(record_trim, "trim_et", lambda d: d)
+        record_corpus.record(raw, ["fp32"], True, CPU, steps=2)
+    name = "six_ops_fp32"
+    for folder in (raw, one):
+        path = os.path.join(folder, name + ".json.gz")
+        record_trim.write(path, fake_kernels.fake(read_gz_json(path)))
+    raw_events = read_gz_json(os.path.join(raw, name + ".json.gz"))["traceEvents"]
+    assert any(e.get("cat") == "ac2g" or "est. achieved occupancy %" in e.get("args", {}) or e.get("ph") == "i"
+               for e in raw_events) or any("op_schema" in json.dumps(n) for n in read_gz_json(
+                   os.path.join(raw, name + ".et.json.gz"))["nodes"])  # something to trim
+    before = [analysis(fuseadvise, raw, name, et) for et in (False, True)]
+    trimmed = str(tmp_path / "trimmed")
+    import shutil
+    shutil.copytree(raw, trimmed)
+    record_trim.trim_folder(trimmed)
+    assert [analysis(fuseadvise, trimmed, name, et) for et in (False, True)] == before
+    record_trim.trim_folder(trimmed, steps=1)
+    cut = [expected_counts.counts(analysis(fuseadvise, trimmed, name, et)) for et in (False, True)]
+    assert cut == [expected_counts.counts(analysis(fuseadvise, one, name, et)) for et in (False, True)]
+    assert cut[1][1], "the generic engine found no chain: the check would prove nothing"

@@ -3,7 +3,7 @@
 record() profiles a few steps of a workload the way the shared H200 traces were recorded
 (../shared/traces/h200/README.md): torch.profiler with CPU and CUDA activities,
 record_shapes=True, with_stack=False, and a PyTorch execution trace (ExecutionTraceObserver)
-beside it, then gzips both. Each step is wrapped in record_function("ProfilerStep#N") so that
+beside it, then trims both to what fuseadvise reads and gzips them (record_trim.py). Each step is wrapped in record_function("ProfilerStep#N") so that
 the trace carries its step spans: without a schedule, profile.step() records none (and drops
 the events of earlier cycles unless acc_events is set).
 
@@ -11,22 +11,16 @@ time_steps() measures a step outside the profiler: CUDA events around each call 
 (perf_counter on the CPU), after warm-up calls, median of the timed ones.
 """
 
-import gzip
 import os
-import shutil
 import statistics
+import sys
 import time
 
 import torch
 from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, record_function
 
-
-def gzip_file(path):
-    """Compresses path to path + ".gz" and removes path; returns the new name."""
-    with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    os.remove(path)
-    return path + ".gz"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import record_trim  # noqa: E402
 
 
 def sync(device):
@@ -36,7 +30,8 @@ def sync(device):
 
 def record(step, steps, out_dir, name, device):
     """Profiles `steps` calls of step() into OUT_DIR/NAME.json.gz (Kineto) and
-    OUT_DIR/NAME.et.json.gz (execution trace); returns their sizes for the manifest."""
+    OUT_DIR/NAME.et.json.gz (execution trace), both trimmed (record_trim.trim_file); returns
+    their sizes for the manifest (raw_bytes: the profiler's JSON before trimming)."""
     os.makedirs(out_dir, exist_ok=True)
     trace = os.path.join(out_dir, name + ".json")
     et_path = os.path.join(out_dir, name + ".et.json")
@@ -61,8 +56,10 @@ def record(step, steps, out_dir, name, device):
         et.unregister_callback()
     prof.export_chrome_trace(trace)
     raw = os.path.getsize(trace)
-    trace_gz = gzip_file(trace)
-    et_gz = gzip_file(et_path)
+    trace_gz, et_gz = trace + ".gz", et_path + ".gz"
+    for path, gz in ((trace, trace_gz), (et_path, et_gz)):
+        record_trim.trim_file(path, gz)
+        os.remove(path)
     return {
         "file": os.path.basename(trace_gz),
         "et_file": os.path.basename(et_gz),
