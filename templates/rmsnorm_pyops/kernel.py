@@ -22,9 +22,10 @@ reads x and the weight once per row and writes y (and 4 bytes of rstd per row fo
   chunk of its row before it writes that chunk, and never reads it again. Any other overlap
   of an output with an input is refused (``_check_alias``), as is an output whose elements
   share memory (``_check_dense``).
-- Training: ``RMSNormFunction`` has a backward: d_x is a fused Triton row kernel (recomputes
-  the normalised row from x and the saved rstd); d_weight is an ATen reduction over rows in
-  fp32 (a cross-row reduction).
+- Training: ``RMSNormFunction`` has a backward: one Triton pass reads dy and x once, writes
+  d_x (the normalised row recomputed from x and the saved rstd) and d_weight's fp32 partial
+  sums per group of rows, which one small ATen sum adds up. Rows longer than a block take a
+  d_x kernel and a partial-sum kernel that reads dy and x again.
 
 Interpreter-safe: ``tl.sqrt`` and division (no libdevice), no bf16 arithmetic, ``tl.full``.
 """
@@ -110,6 +111,44 @@ def _rmsnorm_fwd(X, W, Y, RSTD, N, sxm, sxn, sym, syn, eps,
         tl.store(RSTD + row, rstd)
 
 
+@triton.jit(do_not_specialize=["M", "rows"])
+def _rmsnorm_bwd(DY, X, W, RSTD, DX, PART, M, N, rows, sdym, sdyn, sxm, sxn,
+                 CAST: tl.constexpr, HAS_DX: tl.constexpr, HAS_DW: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The backward of rows that fit one block, in one pass: program g takes rows
+    [g * rows, (g + 1) * rows) (rows a multiple of BLOCK_M) BLOCK_M at a time, reads dy and x
+    once, writes dx (HAS_DX; DX contiguous) and adds dy * n over its rows into row g of PART
+    [G, N] (HAS_DW), the weight gradient's partial sums (see _rmsnorm_bwd_dw), so that the
+    weight gradient reads nothing again."""
+    g = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
+    cm = cols < N
+    w = tl.load(W + cols, mask=cm, other=0.0).to(tl.float32)
+    acc = tl.full([BLOCK_N], 0, tl.float32)
+    r = g * rows
+    end = tl.minimum(r + rows, M)
+    while r < end:
+        rm = r + tl.arange(0, BLOCK_M).to(tl.int64)
+        m = (rm[:, None] < end) & cm[None, :]
+        dy = tl.load(DY + rm[:, None] * sdym + cols[None, :] * sdyn, mask=m, other=0.0).to(tl.float32)
+        x = tl.load(X + rm[:, None] * sxm + cols[None, :] * sxn, mask=m, other=0.0).to(tl.float32)
+        rstd = tl.load(RSTD + rm, mask=rm < end, other=0.0)
+        n = x * rstd[:, None]
+        if HAS_DX:
+            # dx = rstd * (dn - n * mean(dn * n)), dn = dy * w (rounded to x's type: llama)
+            dn = dy * w[None, :]
+            if CAST == 0:
+                dn = _cast(dn, X.dtype.element_ty).to(tl.float32)
+            c = tl.sum(dn * x * rstd[:, None], axis=1) / N  # _rmsnorm_bwd_dx's order of operations
+            dx = rstd[:, None] * (dn - n * c[:, None])
+            tl.store(DX + rm[:, None] * N + cols[None, :], _cast(dx, DX.dtype.element_ty), mask=m)
+        if HAS_DW:
+            acc += tl.sum(dy * n, axis=0)
+        r += BLOCK_M
+    if HAS_DW:
+        tl.store(PART + g * N + cols, acc, mask=cm)
+
+
 @triton.jit
 def _rmsnorm_bwd_dx(DY, X, W, RSTD, DX, N, sdym, sdyn, sxm, sxn,
                     CAST: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -176,6 +215,23 @@ def _rmsnorm_bwd_dw(DY, X, RSTD, PART, M, N, rows, sdym, sdyn, sxm, sxn, BLOCK_N
 # so that PART holds a few hundred fp32 rows whatever M is.
 DW_GROUPS = 8 if INTERPRET else 512
 DW_MIN_ROWS = 1 if INTERPRET else 4
+# _rmsnorm_bwd's tile: BLOCK_M rows of BLOCK_N, about ROW_TILE elements (short rows go several
+# at a time, as the pointwise kernels' tiles do)
+ROW_TILE = 256 if INTERPRET else 4096
+
+
+def _fused_backward(dy2, sdym, sdyn, x2, sxm, sxn, weight, rstd, dx, M, N, block, casting, has_dx, has_dw):
+    """_rmsnorm_bwd over rows that fit one block: dx (has_dx) and, with has_dw, the weight
+    gradient as the sum of its per-program partial sums (fp32 [groups, N])."""
+    bm = max(1, ROW_TILE // block)
+    rows = max(DW_MIN_ROWS, -(-M // DW_GROUPS))
+    rows = -(-rows // bm) * bm  # whole tiles per program
+    groups = -(-M // rows)
+    part = torch.empty((groups, N), dtype=torch.float32, device=x2.device) if has_dw else rstd  # rstd: a dummy
+    _launch(_rmsnorm_bwd, (groups,), (dy2, x2, weight, rstd, dx, part, M, N, rows, sdym, sdyn, sxm, sxn),
+            num_warps=min(max(bm * block // 256, 1), 8), CAST=CASTING[casting], HAS_DX=has_dx, HAS_DW=has_dw,
+            BLOCK_M=bm, BLOCK_N=block)
+    return part.sum(0).to(weight.dtype) if has_dw else None
 
 
 def _weight_grad(dy2, sdym, sdyn, x2, sxm, sxn, rstd, M, N, dtype):
@@ -439,7 +495,8 @@ def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=
 
 
 class RMSNormFunction(torch.autograd.Function):
-    """Autograd for rms_norm: fused Triton d_x kernel; ATen fp32 row reduction for d_weight."""
+    """Autograd for rms_norm: one Triton pass for d_x and d_weight's per-program partial sums
+    (rows longer than a block: a d_x kernel and a partial-sum kernel), then their sum."""
 
     @staticmethod
     def forward(ctx, x, weight, eps, casting):
@@ -460,12 +517,16 @@ class RMSNormFunction(torch.autograd.Function):
         if M and N and (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
             x2, sxm, sxn = _row_strides(x)
             dy2, sdym, sdyn = _row_strides(dy)
-            if ctx.needs_input_grad[0]:
-                block, warps = _plan(N, MAX_BLOCK_N)
-                _launch(_rmsnorm_bwd_dx, (M,), (dy2, x2, weight, rstd, dx, N, sdym, sdyn, sxm, sxn),
-                        num_warps=warps, CAST=CASTING[ctx.casting], BLOCK_N=block)
-            if ctx.needs_input_grad[1]:
-                dw = _weight_grad(dy2, sdym, sdyn, x2, sxm, sxn, rstd, M, N, weight.dtype)
+            block, warps = _plan(N, MAX_BLOCK_N)
+            if N <= block:  # the row in registers: dx and dweight's partial sums in one pass
+                dw = _fused_backward(dy2, sdym, sdyn, x2, sxm, sxn, weight, rstd, dx, M, N, block, ctx.casting,
+                                     ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+            else:  # rows in chunks: dx row by row, then dweight's partial sums reading dy and x again
+                if ctx.needs_input_grad[0]:
+                    _launch(_rmsnorm_bwd_dx, (M,), (dy2, x2, weight, rstd, dx, N, sdym, sdyn, sxm, sxn),
+                            num_warps=warps, CAST=CASTING[ctx.casting], BLOCK_N=block)
+                if ctx.needs_input_grad[1]:
+                    dw = _weight_grad(dy2, sdym, sdyn, x2, sxm, sxn, rstd, M, N, weight.dtype)
         elif ctx.needs_input_grad[1]:
             dw = torch.zeros_like(weight)
         return dx, dw, None, None

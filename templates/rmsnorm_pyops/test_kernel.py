@@ -74,6 +74,46 @@ def test_grad(device, dtype, casting):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("casting", ["llama", "fp32"])
+@pytest.mark.parametrize("groups", [1, 3, 64])
+def test_grad_one_pass(device, dtype, casting, groups, monkeypatch):
+    """Rows that fit one block: dx and dweight's partial sums in one pass, programs of several
+    row tiles (one group: every row in one program), a ragged last tile and group, one row per
+    program; a row of exactly one block, rows of three elements."""
+    monkeypatch.setattr(kernel, "DW_GROUPS", groups)
+    for i, shapes in enumerate(([[37, 70]], [[2, 3, 128]], [[9, 3]])):
+        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, {"eps": 1e-6, "casting": casting}, device, 10 + i)
+
+
+def test_backward_launches():
+    """Rows that fit one block: one kernel reads dy and x once for dx and dweight (then the
+    small sum of its [groups, N] partial sums), programs of whole row tiles; longer rows: the
+    dx kernel, one program per row, and the partial-sum kernel."""
+    launches = []
+    saved = kernel._launch, kernel.MAX_BLOCK_N, kernel.ROW_TILE, kernel.DW_GROUPS, kernel.DW_MIN_ROWS
+    kernel._launch = lambda k, grid, args, num_warps, **c: launches.append((k, grid, num_warps, c))
+    kernel.MAX_BLOCK_N, kernel.ROW_TILE, kernel.DW_GROUPS, kernel.DW_MIN_ROWS = 8192, 4096, 512, 4  # the GPU's
+    try:
+        for (m, n), want in (((2048, 1024), [(kernel._rmsnorm_bwd, (512,), 4)]),
+                             ((100352, 96), [(kernel._rmsnorm_bwd, (448,), 32)]),  # 7 tiles of 32 rows each
+                             ((3000, 8192), [(kernel._rmsnorm_bwd, (500,), 1)]),
+                             ((64, 8193), [(kernel._rmsnorm_bwd_dx, (64,), None), (kernel._rmsnorm_bwd_dw, None, None)])):
+            x = torch.empty(m, n, device="meta", requires_grad=True)
+            w = torch.empty(n, device="meta", requires_grad=True)
+            y = kernel.RMSNormFunction.apply(x, w, 1e-6, "llama")
+            launches.clear()
+            torch.autograd.grad(y, [x, w], torch.empty_like(y))
+            assert [(k, grid if g else None) for (k, grid, *_), (_, g, _) in zip(launches, want)] == \
+                [(k, g) for k, g, _ in want] and len(launches) == len(want), (m, n)
+            for (k, grid, warps, c), (_, _, bm) in zip(launches, want):
+                if bm is not None:
+                    assert c["BLOCK_M"] == bm and c["HAS_DX"] and c["HAS_DW"] and 1 <= warps <= 8
+    finally:
+        kernel._launch, kernel.MAX_BLOCK_N, kernel.ROW_TILE, kernel.DW_GROUPS, kernel.DW_MIN_ROWS = saved
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("casting", ["llama", "fp32"])
 def test_weight_grad_in_row_groups(device, casting, monkeypatch):
     """dweight from per-program partial sums of row groups: groups of several rows with a
