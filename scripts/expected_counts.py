@@ -5,10 +5,14 @@ shared H200 traces' EXPECTED.json was checked (patterns/expected_test.go: the Ki
 alone must give the execution trace's counts). patterns/recorded_test.go then holds the
 Kineto trace alone to these counts.
 
-  python3 scripts/expected_counts.py [-fuseadvise BIN] DIR...
+  python3 scripts/expected_counts.py [-fuseadvise BIN] [-known] DIR...
 
 It also prints, per trace, where the Kineto trace alone differs (what that test will report),
-and for the corpus whether the chains found cover each case's declared ops. Generic chains
+and for the corpus whether the chains found cover each case's declared ops. With -known it
+also writes DIR/KINETO_KNOWN.json, the differences the test excuses: each with both counts
+and a reason id; an entry whose counts are unchanged keeps its reason, a new one gets an
+empty reason, which the test refuses until someone who looked writes why (reasons: what the
+Kineto trace lacks there). Generic chains
 are keyed "OPS DTYPE DIMS" (ops comma-joined, dims x-joined), as the Go test keys them.
 Exit status 1 when a trace cannot be analyzed, 0 otherwise (differences are reported, not
 failed: the Go test judges them).
@@ -48,6 +52,31 @@ def counts(report):
     return patterns, generic
 
 
+def known_entries(kpat, kgen, pat, gen):
+    """KINETO_KNOWN.json's entries of one trace: "pattern NAME" or "generic KEY" -> both counts."""
+    out = {}
+    for kind, got, want in (("pattern", kpat, pat), ("generic", kgen, gen)):
+        for k in sorted(set(got) | set(want)):
+            if got.get(k, 0) != want.get(k, 0):
+                out[f"{kind} {k}"] = {"kineto": got.get(k, 0), "et": want.get(k, 0)}
+    return out
+
+
+def merge_known(old, new):
+    """new's entries (trace -> key -> counts), each with old's reason where old has the same
+    counts, else an empty one; old's reasons table kept."""
+    traces = {}
+    for name, entries in sorted(new.items()):
+        if not entries:
+            continue
+        traces[name] = {}
+        for key, e in sorted(entries.items()):
+            prev = old.get("traces", {}).get(name, {}).get(key, {})
+            same = prev.get("kineto") == e["kineto"] and prev.get("et") == e["et"]
+            traces[name][key] = dict(e, reason=prev.get("reason", "") if same else "")
+    return {"reasons": old.get("reasons", {}), "traces": traces}
+
+
 def differences(got, want):
     return [f"{k}: Kineto {got.get(k, 0)}, execution trace {want.get(k, 0)}"
             for k in sorted(set(got) | set(want)) if got.get(k, 0) != want.get(k, 0)]
@@ -68,7 +97,7 @@ def covers(generic, declared, catalog_found):
 def expected_for(bin_, folder):
     with open(os.path.join(folder, "manifest.json")) as f:
         manifest = json.load(f)
-    out, problems = {}, 0
+    out, known, problems = {}, {}, 0
     for e in manifest["traces"]:
         if "error" in e:
             print(f"{e['name']}: not recorded ({e['error']})", file=sys.stderr)
@@ -88,28 +117,42 @@ def expected_for(bin_, folder):
         if "ops" in e:
             entry["declared_ops"] = e["ops"]
         out[e["file"]] = entry
+        known[e["file"]] = known_entries(kpat, kgen, pat, gen)
         diff = differences(kpat, pat) + differences(kgen, gen)
         line = "Kineto alone matches" if not diff else "Kineto alone differs: " + "; ".join(diff)
         if "ops" in e and not covers(gen, e["ops"], bool(pat)):
             line += f"; no generic chain holds the declared {','.join(e['ops'][1:])}"
         print(f"{e['name']}: {line}", file=sys.stderr)
-    return out, problems
+    return out, known, problems
+
+
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-fuseadvise", default="", help="the fuseadvise binary (default: go run ./cmd/fuseadvise)")
+    p.add_argument("-known", action="store_true", help="also write DIR/KINETO_KNOWN.json (reasons kept)")
     p.add_argument("dirs", nargs="+")
     a = p.parse_args(argv)
     bin_ = [a.fuseadvise] if a.fuseadvise else ["go", "run", "./cmd/fuseadvise"]
     failed = 0
     for d in a.dirs:
-        exp, problems = expected_for(bin_, d)
+        exp, known, problems = expected_for(bin_, d)
         failed += problems
-        with open(os.path.join(d, "EXPECTED.json"), "w") as f:
-            json.dump(exp, f, indent=1, sort_keys=True)
-            f.write("\n")
+        write_json(os.path.join(d, "EXPECTED.json"), exp)
         print(f"{d}/EXPECTED.json: {len(exp)} traces", file=sys.stderr)
+        path = os.path.join(d, "KINETO_KNOWN.json")
+        if a.known and (any(known.values()) or os.path.exists(path)):
+            old = json.load(open(path)) if os.path.exists(path) else {}
+            merged = merge_known(old, known)
+            write_json(path, merged)
+            empty = sum(not e["reason"] for t in merged["traces"].values() for e in t.values())
+            print(f"{path}: {sum(map(len, merged['traces'].values()))} differences, {empty} without a reason",
+                  file=sys.stderr)
     return 1 if failed else 0
 
 
