@@ -21,7 +21,8 @@
 #   bash scripts/record-h200.sh land FOLDER # unpack into testdata/models and testdata/corpus,
 #                                           # cut to one step and trimmed (record_trim.py),
 #                                           # merge the timings into testdata/models/timing.json,
-#                                           # write both EXPECTED.json (expected_counts.py) and
+#                                           # write both EXPECTED.json and KINETO_KNOWN.json
+#                                           # (expected_counts.py -known) and
 #                                           # print compile vs the advice (compile_vs_advice.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,7 +92,7 @@ EOF
   trap 'rm -rf "$work"' EXIT
   bin=$work/fuseadvise
   go build -o "$bin" ./cmd/fuseadvise
-  "$py" scripts/expected_counts.py -fuseadvise "$bin" testdata/models testdata/corpus
+  "$py" scripts/expected_counts.py -fuseadvise "$bin" -known testdata/models testdata/corpus
   if [ -f testdata/models/timing.json ]; then
     "$py" scripts/compile_vs_advice.py -fuseadvise "$bin" testdata/models
   fi

@@ -19,8 +19,9 @@ What goes, by file kind (what stays is what trace/parse.go and trace/et.go read)
   top-level keys (baseTimeNanoseconds, deviceProperties, ...) stay as recorded.
 - Execution trace (NAME.et.json.gz): per node its id, name, ctrl_deps, inputs' and outputs'
   values and types, and of its attrs only rf_id (the join key); shapes, strides, op_schema,
-  scope, seq_id and the rest go, and a value that is neither a tensor nor a string becomes
-  null (the reader keeps only its type). The top-level keys stay.
+  scope, seq_id and the rest go. Every value stays, scalars and lists included: today the
+  reader keeps only tensors and strings, but the execution trace is where a scalar Kineto
+  did not record (an add's double, say) can be recovered from. The top-level keys stay.
 - Kineto events are written metadata first, then by category, name, thread and start (the
   reader sorts what it reads; like records side by side compress better).
 
@@ -90,23 +91,11 @@ def event_order(e):
             str(e.get("tid", "")), float(e.get("ts", 0) or 0), e.get("ph", ""))
 
 
-def et_value(value, type_):
-    """A value trace/et.go reads (a tensor's six numbers, a string argument) as recorded, any
-    other (ints, lists, a list of tensors) as null: the reader keeps only its type."""
-    if isinstance(type_, str) and (type_.startswith("Tensor(") or type_ == "String"):
-        return value
-    return None
-
-
 def trim_et_node(n):
     out = {k: n[k] for k in ET_NODE_KEYS if k in n}
     for side in ("inputs", "outputs"):
         if isinstance(out.get(side), dict):
-            v = {k: out[side][k] for k in ET_VALUE_KEYS if k in out[side]}
-            if isinstance(v.get("values"), list) and isinstance(v.get("types"), list):
-                types = v["types"] + [None] * (len(v["values"]) - len(v["types"]))
-                v["values"] = [et_value(x, t) for x, t in zip(v["values"], types)]
-            out[side] = v
+            out[side] = {k: out[side][k] for k in ET_VALUE_KEYS if k in out[side]}
     if "attrs" in out:
         out["attrs"] = [a for a in out["attrs"] if a.get("name") in ET_ATTRS]
     return out

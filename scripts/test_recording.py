@@ -254,7 +254,7 @@ def test_trim_et_keeps_what_the_reader_reads():
     n = out["nodes"][2]
     assert set(n) == {"id", "name", "ctrl_deps", "inputs", "outputs", "attrs"}
     assert n["attrs"] == [{"name": "rf_id", "type": "uint64", "value": 2}]
-    assert n["inputs"] == {"values": [[5, 6, 0, 16, 4, "cuda:0"], None, None],
+    assert n["inputs"] == {"values": [[5, 6, 0, 16, 4, "cuda:0"], 2, [1, 2]],
                            "types": ["Tensor(float)", "Int", "GenericList[Int,Int]"]}
     assert out["schema"] == "1.1.1-chakra.0.0.4" and len(out["nodes"]) == 6
 
