@@ -34,6 +34,11 @@ import fa_testing as fat
 KIND = "norm"
 OUTPUTS = ["sum", "y"]
 GRAD_INPUTS = ["x", "residual", "weight", "bias"]
+# 16-bit gradients are compared with the fp32 chain (quack check: within twice eager's own
+# error) rather than with eager's: the CPU's 16-bit LayerNorm backward rounds mean and rstd to
+# the input's type, so its d_weight can be further from the fp32 result than the fused
+# backward's fp32 one (seen: 0.07 apart on a sum of 30 terms)
+QUACK_GRAD = True
 FAR_BASE = 2**31  # elements before each FAR view on the CPU
 FAR = [[[3, 100]], [[2, 299]]]
 IN_PLACE = [[[4, 100]], [[3, 301]]]  # s over x, s over the residual

@@ -32,10 +32,13 @@ writes s and y (rows longer than one block read s back, see below).
   a plain [rows, C] matrix, no copy; a contiguous NCHW one has no [rows, C] view and is copied
   first, as ATen's layer_norm copies it. Fresh outputs are channels_last, the layout eager's
   LayerNorm2d returns (its output is the permuted-back view of a [B, H, W, C] tensor).
-- Training: ``AddLayerNormFunction`` has a backward through ATen's
-  ``native_layer_norm_backward`` using the mean/rstd this kernel saved (Liger's data show a
-  fused LayerNorm backward is often slower than ATen's for N <= 4096), plus the gradient
-  flowing into ``s`` directly; d_x = d_residual = that sum.
+- Training: ``AddLayerNormFunction`` has a backward. Rows that fit one block (a residual of
+  x's shape) take one Triton pass (``_add_layernorm_bwd``) with the mean/rstd the forward
+  saved: it reads dy, the sum's own gradient and s once, writes d_x (= d_residual, written
+  once more only when the residual has another type) and the weight's and bias' gradients as
+  fp32 partial sums per group of rows, which one small ATen sum adds up. Longer rows and a
+  broadcast residual go through ATen's ``native_layer_norm_backward``, then the sum's gradient
+  added and cast: d_x = d_residual = that sum.
 
 Interpreter-safe: builtins only, ``tl.full``, no bf16 arithmetic; runtime-length loops are
 ``while`` loops (Triton 3.6's interpreter with numpy 2.4 rejects ``range(runtime N)``).
@@ -149,6 +152,67 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
     if STATS:
         tl.store(MEAN + row, mean)
         tl.store(RSTD + row, rstd)
+
+
+# M and rows unspecialized: a new number of rows compiles nothing new (CUDA-graph capture)
+@triton.jit(do_not_specialize=["M", "rows"])
+def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
+                       sdym, sdyn, sdsm, sdsn, ssm, ssn,
+                       HAS_DS: tl.constexpr, HAS_W: tl.constexpr, HAS_DR: tl.constexpr, HAS_DWB: tl.constexpr,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The backward of rows that fit one block, in one pass: program g takes rows
+    [g * rows, (g + 1) * rows) (rows a multiple of BLOCK_M) BLOCK_M at a time, reads dy, ds (the
+    sum's own gradient, HAS_DS) and s once, writes d_s = LayerNorm's d_input + ds into DX
+    (x's type) and, when the residual has another type, DR (HAS_DR; both contiguous), and adds
+    the weight's and bias' gradients over its rows into PART [G, 2, N] fp32 (HAS_DWB: row
+    (g, 0) sum dy * xhat, (g, 1) sum dy), which the caller sums over g."""
+    g = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
+    cm = cols < N
+    if HAS_W:
+        w = tl.load(W + cols, mask=cm, other=0.0).to(tl.float32)
+    dw = tl.full([BLOCK_N], 0, tl.float32)
+    db = tl.full([BLOCK_N], 0, tl.float32)
+    r = g * rows
+    end = tl.minimum(r + rows, M)
+    while r < end:
+        rm = r + tl.arange(0, BLOCK_M).to(tl.int64)
+        rmask = rm < end
+        m = rmask[:, None] & cm[None, :]
+        dy = tl.load(DY + rm[:, None] * sdym + cols[None, :] * sdyn, mask=m, other=0.0).to(tl.float32)
+        s = tl.load(S + rm[:, None] * ssm + cols[None, :] * ssn, mask=m, other=0.0).to(tl.float32)
+        mean = tl.load(MEAN + rm, mask=rmask, other=0.0)
+        rstd = tl.load(RSTD + rm, mask=rmask, other=0.0)
+        xhat = tl.where(m, (s - mean[:, None]) * rstd[:, None], 0.0)
+        wdy = dy
+        if HAS_W:
+            wdy = dy * w[None, :]
+        # d_input = rstd * (wdy - xhat * mean(xhat * wdy) - mean(wdy)), fp32 as ATen's
+        c1 = tl.sum(xhat * wdy, axis=1) / N
+        c2 = tl.sum(wdy, axis=1) / N
+        d = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
+        if HAS_DS:
+            d += tl.load(DS + rm[:, None] * sdsm + cols[None, :] * sdsn, mask=m, other=0.0).to(tl.float32)
+        off = rm[:, None] * N + cols[None, :]
+        tl.store(DX + off, _cast(d, DX.dtype.element_ty), mask=m)
+        if HAS_DR:
+            tl.store(DR + off, _cast(d, DR.dtype.element_ty), mask=m)
+        if HAS_DWB:
+            dw += tl.sum(dy * xhat, axis=0)
+            db += tl.sum(dy, axis=0)
+        r += BLOCK_M
+    if HAS_DWB:
+        tl.store(PART + 2 * g * N + cols, dw, mask=cm)
+        tl.store(PART + (2 * g + 1) * N + cols, db, mask=cm)
+
+
+# The backward's row groups (_add_layernorm_bwd): about BWD_GROUPS programs of at least
+# BWD_MIN_ROWS rows each, so that the weight and bias gradients' partial sums are a few hundred
+# fp32 rows whatever M is; each program's tile is BLOCK_M rows of BLOCK_N, about BWD_TILE
+# elements (short rows go several at a time: LayerNorm2d's 96 channels 32 rows at a time).
+BWD_GROUPS = 8 if INTERPRET else 512
+BWD_MIN_ROWS = 1 if INTERPRET else 4
+BWD_TILE = 256 if INTERPRET else 4096
 
 
 # --- fa:shared rowstrides ---
@@ -465,7 +529,9 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
 
 
 class AddLayerNormFunction(torch.autograd.Function):
-    """Autograd for add_layer_norm: ATen native_layer_norm_backward with the saved mean/rstd."""
+    """Autograd for add_layer_norm: one Triton pass for d_x, d_residual and the weight's and
+    bias' per-program partial sums with the saved mean/rstd (rows longer than a block, or a
+    broadcast residual: ATen native_layer_norm_backward)."""
 
     @staticmethod
     def forward(ctx, x, residual, weight, bias, eps):
@@ -479,6 +545,11 @@ class AddLayerNormFunction(torch.autograd.Function):
     def backward(ctx, ds, dy):
         s, weight, bias, mean, rstd = ctx.saved_tensors
         n = s.shape[-1]
+        if n and s.numel() and n <= _plan(n, MAX_BLOCK_N)[0] and ctx.rshape == s.shape:
+            return _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd)
+        # rows longer than a block, or a broadcast residual: ATen's LayerNorm backward (which
+        # reads dy and s again for the weight's and bias' gradients), then the sum's gradient
+        # added and cast to x's and the residual's types
         # CUDA's native_layer_norm keeps fp32 stats; the CPU kernels want the input dtype
         sd = torch.float32 if s.is_cuda else s.dtype
         shp = s.shape[:-1] + (1,)
@@ -492,6 +563,40 @@ class AddLayerNormFunction(torch.autograd.Function):
         if ctx.rshape != total.shape:  # a broadcast residual: its gradient sums the repeats
             dr = total.float().sum_to_size(ctx.rshape)
         return total.to(ctx.dtypes[0]), dr.to(ctx.dtypes[1]), dw, db, None
+
+
+def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
+    """AddLayerNormFunction's backward in _add_layernorm_bwd's one pass (rows that fit one
+    block, a residual of x's shape): (d_x, d_residual, d_weight, d_bias, None)."""
+    xd, rd = ctx.dtypes
+    n = s.shape[-1]
+    M = s.numel() // n
+    if dy is None:
+        dy = torch.zeros_like(s)
+    dx = torch.empty(s.shape, dtype=xd, device=s.device)
+    dr = dx if rd == xd else torch.empty(s.shape, dtype=rd, device=s.device)
+    need_w = weight is not None and ctx.needs_input_grad[2]
+    need_b = bias is not None and ctx.needs_input_grad[3]
+    dy2, sdym, sdyn = _row_strides(dy)
+    ds2, sdsm, sdsn = (dy2, 0, 0) if ds is None else _row_strides(ds)  # dy2: a dummy, never read
+    s2, ssm, ssn = _row_strides(s)
+    block, _ = _plan(n, MAX_BLOCK_N)
+    bm = max(1, BWD_TILE // block)
+    rows = max(BWD_MIN_ROWS, -(-M // BWD_GROUPS))
+    rows = -(-rows // bm) * bm  # whole tiles per program
+    groups = -(-M // rows)
+    part = torch.empty((groups, 2, n), dtype=torch.float32, device=s.device) if need_w or need_b else mean
+    _launch(_add_layernorm_bwd, (groups,),
+            (dy2, ds2, s2, s2 if weight is None else weight, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
+             sdym, sdyn, sdsm, sdsn, ssm, ssn),
+            num_warps=min(max(bm * block // 256, 1), 8), HAS_DS=ds is not None, HAS_W=weight is not None,
+            HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, BLOCK_M=bm, BLOCK_N=block)
+    dw = db = None
+    if need_w or need_b:
+        sums = part.sum(0)
+        dw = sums[0].to(weight.dtype) if need_w else None
+        db = sums[1].to(bias.dtype) if need_b else None
+    return dx, dr, dw, db, None
 
 
 def add_layer_norm_train(x, residual, weight=None, bias=None, eps=1e-5, dim=-1):

@@ -75,6 +75,69 @@ def test_grad(device, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("residual_dtype", [None, "fp32"])
+@pytest.mark.parametrize("groups", [1, 3, 64])
+def test_grad_one_pass(device, dtype, residual_dtype, groups, monkeypatch):
+    """Rows that fit one block: d_x, d_residual (written twice when its type differs: autocast's
+    fp32 residual stream) and the weight's and bias' partial sums in one pass; programs of
+    several row tiles (one group: every row in one program), a ragged last tile and group, one
+    row per program; a row of exactly one block, rows of six elements. (Rows of three: with an
+    fp32 residual the fp32 gradients are held to the quack bound against the fp32 chain, which
+    is eager itself, and LayerNorm's cancellation over three elements takes the fused sum's
+    other order just past the bound's floor: 5.96e-6 against 5.93e-6.)"""
+    monkeypatch.setattr(kernel, "BWD_GROUPS", groups)
+    params = {"eps": 1e-5, "residual_dtype": residual_dtype}
+    for i, shapes in enumerate(([[37, 70]], [[2, 3, 128]], [[9, 6]])):
+        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, 20 + i)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_one_pass_without_affine(device):
+    # no weight (d_input of the plain normalisation), no bias; only y used (ds None), only s
+    # used (dy None: d_x = ds)
+    g = fat.gen(3)
+    x0, r0 = fat.randn([13, 50], torch.float32, device, g), fat.randn([13, 50], torch.float32, device, g)
+    w0 = fat.randn([50], torch.float32, device, g, mean=1.0)
+    dy0 = fat.randn([13, 50], torch.float32, device, g)
+    for w, out in ((None, 1), (w0, 1), (w0, 0)):
+        got, want = [], []
+        for fn, res in ((kernel.add_layer_norm_train, got), (ref.add_layer_norm, want)):
+            x, r = x0.clone().requires_grad_(True), r0.clone().requires_grad_(True)
+            wl = None if w is None else w.clone().requires_grad_(True)
+            o = fn(x, r, wl, None, 1e-5)[out]
+            res.extend(torch.autograd.grad(o, [x, r] + ([] if wl is None else [wl]), dy0, allow_unused=True))
+        for a, b in zip(got, want):  # y unused: eager's d_weight is None, autograd's zeros here
+            b = torch.zeros_like(a) if b is None else b
+            fat.assert_close(a, b, 1e-4, 1e-4, name=f"weight {w is not None}, output {out}")
+
+
+def test_backward_launches():
+    """Rows that fit one block: one kernel reads dy, ds and s once (then the small sum of its
+    [groups, 2, N] partial sums), programs of whole row tiles; longer rows and a broadcast
+    residual: ATen's LayerNorm backward."""
+    launches = []
+    saved = kernel._launch, kernel.MAX_BLOCK_N, kernel.BWD_TILE, kernel.BWD_GROUPS, kernel.BWD_MIN_ROWS
+    kernel._launch = lambda k, grid, args, num_warps, **c: launches.append((k, grid, num_warps, c))
+    kernel.MAX_BLOCK_N, kernel.BWD_TILE, kernel.BWD_GROUPS, kernel.BWD_MIN_ROWS = 8192, 4096, 512, 4  # the GPU's
+    try:
+        for (m, n), grid, bm in (((4096, 768), (512,), 4), ((100352, 96), (448,), 32), ((3000, 8192), (500,), 1)):
+            x = torch.empty(m, n, dtype=torch.bfloat16, device="meta", requires_grad=True)
+            r = torch.empty(m, n, device="meta", requires_grad=True)
+            w = torch.empty(n, device="meta", requires_grad=True)
+            b = torch.empty(n, device="meta", requires_grad=True)
+            s, y = kernel.AddLayerNormFunction.apply(x, r, w, b, 1e-5)
+            launches.clear()
+            dx, dr, dw, db = torch.autograd.grad((s, y), [x, r, w, b], (torch.empty_like(s), torch.empty_like(y)))
+            (k, got, warps, c), = launches
+            assert k is kernel._add_layernorm_bwd and got == grid and c["BLOCK_M"] == bm, (m, n)
+            assert c["HAS_DS"] and c["HAS_W"] and c["HAS_DR"] and c["HAS_DWB"] and 1 <= warps <= 8
+            assert (dx.dtype, dr.dtype, dw.dtype, db.dtype) == (torch.bfloat16,) + (torch.float32,) * 3
+    finally:
+        kernel._launch, kernel.MAX_BLOCK_N, kernel.BWD_TILE, kernel.BWD_GROUPS, kernel.BWD_MIN_ROWS = saved
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_module(device):
     ln = torch.nn.LayerNorm(48, device=device)
     with torch.no_grad():
