@@ -418,6 +418,9 @@ class Acc:
         self.fail = None  # dict: output, index, got, want, count, numel, seed
 
     def add(self, name, got, want, atol, rtol, seed, quack=None):
+        """quack: None, or (check, ref, terms): the quack check (fa_testing.quack_check of the
+        folder) against ref, the chain in a higher precision; the errors recorded are then
+        against ref."""
         if tuple(got.shape) != tuple(want.shape):
             raise Mismatch(f"{name}: shape {tuple(got.shape)}, want {tuple(want.shape)}")
         if got.dtype != want.dtype:
@@ -426,9 +429,10 @@ class Acc:
         note = None
         if quack is None:
             ma, mr, n, first = compare(got, want, atol, rtol)
-        else:  # errors against the fp32 chain; pass by the quack bound
-            ma, mr, _, _ = compare(got, quack, atol, rtol)
-            ok, note, first = quack_check(got, want, quack)
+        else:
+            check, ref, terms = quack
+            ma, mr, _, _ = compare(got, ref, atol, rtol)
+            ok, note, first = check(got, want, ref, terms)
             n = 0 if ok else 1
         self.max_abs = _worse(self.max_abs, ma)
         self.max_rel = _worse(self.max_rel, mr)
@@ -444,24 +448,6 @@ def _worse(a, b):
     if math.isnan(a) or math.isnan(b):
         return float("nan")
     return max(a, b)
-
-
-def quack_check(got, want, want32, floor=1e-6):
-    """The dtype-robust check (kernels.md (b)1): max|got - fp32| <= 2 max|eager - fp32| + floor,
-    eager being the chain at the low precision and fp32 the same chain in fp32. Returns
-    (ok, note, first) with first = (index, got, fp32) at the largest |got - fp32|."""
-    g, w, r = (t.detach().to("cpu", torch.float64) for t in (got, want, want32))
-    if g.numel() == 0:
-        return True, "", None
-    dg = (g - r).abs()
-    dg = torch.where(torch.isnan(g) != torch.isnan(r), torch.full_like(dg, float("inf")), dg)
-    dg = torch.nan_to_num(dg, nan=0.0)
-    eg = float(dg.max())
-    ew = float(torch.nan_to_num((w - r).abs(), nan=0.0).max())
-    ok = eg <= 2 * ew + floor
-    note = f"quack check vs the fp32 chain: max|fused-fp32| = {eg:.3g}, bound 2*max|eager-fp32|+{floor} = {2 * ew + floor:.3g}"
-    idx = tuple(int(i) for i in (dg == eg).nonzero()[0].tolist())
-    return ok, note, (list(idx), float(g[idx]), float(r[idx]))
 
 
 def unmodified(before, after):
@@ -626,7 +612,7 @@ def check_dropout_rate(inputs, params):
 def run_backward(f, case, dt, seed, acc):
     """Gradients of every output for a random grad_output w.r.t. adapter.GRAD_INPUTS, vs eager
     (or, for adapters with QUACK_GRAD at fp16/bf16, or at fp32 too with QUACK_GRAD_FP32, the quack
-    check against the fp32 chain)."""
+    check against the chain in fp32, or in fp64 for fp32: fa_testing.quack_dtype)."""
     a = f.adapter
     inputs = a.make_inputs(case.shapes, dt, f.params, ARGS.device, seed)
     names = [n for n in getattr(a, "GRAD_INPUTS", []) if inputs.get(n) is not None]
@@ -652,19 +638,20 @@ def run_backward(f, case, dt, seed, acc):
         gg = torch.autograd.grad(got, [ia[n] for n in names], dys, allow_unused=True)
     guard.check()
     gw = torch.autograd.grad(want, [ib[n] for n in names], dys, allow_unused=True)
-    g32 = [None] * len(names)
-    if getattr(a, "QUACK_GRAD", False) and (dt != torch.float32 or getattr(a, "QUACK_GRAD_FP32", False)):
-        ic = {k: (v.detach().float().requires_grad_(k in names) if _floating(v) else v) for k, v in ib.items()}
-        want32 = tuple(a.reference(f.reference, ic, f.params))
-        g32 = list(torch.autograd.grad(want32, [ic[n] for n in names], [d.float() for d in dys], allow_unused=True))
+    # the quack check and its reference are the folder's fa_testing's (one source with the
+    # folder's own tests and the benchmark's GPU gradient check)
+    fat = a.fat
+    gref = fat.quack_grads(a, f.reference, ib, names, dys, f.params, dt) or [None] * len(names)
     atol, rtol = a.tolerance(dt, case.shapes, f.params, grad=True)
+    everything = list(ib.values()) + list(want)
     ok = True
-    for n, x, y, y32 in zip(names, gg, gw, g32):
+    for n, x, y, r in zip(names, gg, gw, gref):
         if y is None:
             continue
         if x is None:
             raise Mismatch(f"grad {n}: missing (the reference has one)")
-        ok &= acc.add(f"grad {n}", x, y, atol, rtol, seed, quack=y32)
+        quack = None if r is None else (fat.quack_check, r, fat.quack_terms(x, everything))
+        ok &= acc.add(f"grad {n}", x, y, atol, rtol, seed, quack=quack)
     return ok
 
 

@@ -12,6 +12,11 @@ import torch
 _spec = importlib.util.spec_from_file_location("fa_verify_runner", pathlib.Path(__file__).with_name("runner.py"))
 runner = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(runner)
+# the check helpers every folder gets as its fa_testing.py (the runner uses the folder's)
+_spec = importlib.util.spec_from_file_location(
+    "fa_verify_fa_testing", pathlib.Path(__file__).parents[2] / "templates" / "_common" / "fa_testing.py")
+fat = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fat)
 
 
 def test_compare_counts_and_first_mismatch():
@@ -106,10 +111,102 @@ def test_guard_catches_writes_outside_and_poisons():
 def test_quack_check():
     want32 = torch.tensor([1.0, 2.0, 3.0])
     eager = torch.tensor([1.01, 2.0, 3.0])
-    ok, _, _ = runner.quack_check(torch.tensor([1.015, 2.0, 3.0]), eager, want32)
-    assert ok  # 0.015 <= 2 * 0.01 + 1e-6
-    ok, note, first = runner.quack_check(torch.tensor([1.0, 2.05, 3.0]), eager, want32)
+    ok, _, _ = fat.quack_check(torch.tensor([1.015, 2.0, 3.0]), eager, want32)
+    assert ok  # 0.015 <= 2 * 0.01 + the floor
+    ok, note, first = fat.quack_check(torch.tensor([1.0, 2.05, 3.0]), eager, want32)
     assert not ok and first[0] == [1] and "bound" in note
+
+
+# A broadcast input's gradient, as the generic fused backward reduces it: y = x0 * x1 + x2 with
+# x1 one value per column, whose gradient (dy * x0 summed over the rows) is summed here row
+# after row in fp32, the order of a GPU's fp32 atomics; eager sums the same terms in its own
+# (pairwise) order. The bugs: a row's term dropped, a sign, a scale.
+ROWS, COLS = 4096, 64
+
+
+class _SeqBias(torch.autograd.Function):
+    bug = None
+
+    @staticmethod
+    def forward(ctx, x0, x1, x2):
+        ctx.save_for_backward(x0, x1)
+        return x0 * x1 + x2
+
+    @staticmethod
+    def backward(ctx, dy):
+        x0, x1 = ctx.saved_tensors
+        terms = dy * x0
+        acc = torch.zeros(COLS, dtype=torch.float32)
+        for r in range(ROWS - (_SeqBias.bug == "drop_row")):
+            acc = acc + terms[r]
+        gx0 = dy * x1 * (1.001 if _SeqBias.bug == "scale" else 1.0)
+        gx2 = -dy if _SeqBias.bug == "sign" else dy
+        return gx0, acc, gx2
+
+
+def _seq_adapter():
+    def make_inputs(shapes, dtype, params, device, seed):
+        g = torch.Generator().manual_seed(seed)
+        r, c = shapes[0]
+        return {n: (torch.randn(s, generator=g) * 2).to(dtype) for n, s in (("x0", [r, c]), ("x1", [c]), ("x2", [r, c]))}
+
+    return types.SimpleNamespace(
+        fat=fat, QUACK_GRAD=True, QUACK_GRAD_FP32=True, GRAD_INPUTS=["x0", "x1", "x2"],
+        make_inputs=make_inputs, tolerance=lambda *a, **k: (1e-5, 1e-5),
+        fused=lambda kernel, inp, params, autograd=False: (_SeqBias.apply(inp["x0"], inp["x1"], inp["x2"]),),
+        reference=lambda ref, inp, params: (inp["x0"] * inp["x1"] + inp["x2"],))
+
+
+@pytest.fixture
+def seq_bias():
+    yield _seq_adapter()
+    _SeqBias.bug = None
+
+
+def test_quack_passes_a_reordered_fp32_sum_the_old_bound_failed(seq_bias):
+    a = seq_bias
+    inp = a.make_inputs([[ROWS, COLS]], torch.float32, {}, "cpu", 0)
+    leaves = {k: v.clone().requires_grad_(True) for k, v in inp.items()}
+    ref = {k: v.clone().requires_grad_(True) for k, v in inp.items()}
+    dy = torch.randn(ROWS, COLS, generator=torch.Generator().manual_seed(1))
+    got = torch.autograd.grad(a.fused(None, leaves, {})[0], [leaves["x1"]], dy)[0]
+    want = torch.autograd.grad(a.reference(None, ref, {})[0], [ref["x1"]], dy)[0]
+    # the former bound: the reference in fp32 is eager itself, so the bound was 1e-6 absolute
+    assert (got - want).abs().max().item() > 1e-6
+    hp = fat.quack_grads(a, None, ref, ["x1"], [dy], {}, torch.float32)[0]
+    assert hp.dtype == torch.float64
+    ok, note, _ = fat.quack_check(got, want, hp, fat.quack_terms(got, [dy]))
+    assert ok, note
+    assert f"{ROWS} terms" in note
+    fat.run_grad_case(None, None, a, [[ROWS, COLS]], "fp32", {}, "cpu", 0)
+
+
+@pytest.mark.parametrize("bug", ["drop_row", "sign", "scale"])
+def test_quack_fails_a_wrong_gradient(seq_bias, bug):
+    _SeqBias.bug = bug
+    with pytest.raises(AssertionError, match="quack check vs the chain in fp64"):
+        fat.run_grad_case(None, None, seq_bias, [[ROWS, COLS]], "fp32", {}, "cpu", 0)
+
+
+@pytest.mark.parametrize("bug", [None, "drop_row", "sign", "scale"])
+def test_verify_judges_gradients_as_the_tests_do(seq_bias, bug):
+    _SeqBias.bug = bug
+    f = types.SimpleNamespace(adapter=seq_bias, kernel=None, reference=None, params={})
+    case = runner.Case("grad", [[ROWS, COLS]], "fp32", grad=True)
+    acc = runner.Acc()
+    ok = runner.run_backward(f, case, torch.float32, 0, acc)
+    assert ok == (bug is None), acc.fail
+    if bug:
+        assert "quack check vs the chain in fp64" in acc.fail["note"]
+
+
+def test_quack_reference_dtype():
+    a = types.SimpleNamespace(QUACK_GRAD=True)
+    assert fat.quack_dtype(a, torch.bfloat16) == torch.float32
+    assert fat.quack_dtype(a, torch.float32) is None  # held to assert_close
+    a.QUACK_GRAD_FP32 = True
+    assert fat.quack_dtype(a, torch.float32) == torch.float64
+    assert fat.quack_dtype(types.SimpleNamespace(), torch.float16) is None
 
 
 def test_dropout_rate():
