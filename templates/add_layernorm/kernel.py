@@ -154,10 +154,11 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
         tl.store(RSTD + row, rstd)
 
 
-# M and rows unspecialized: a new number of rows compiles nothing new (CUDA-graph capture)
-@triton.jit(do_not_specialize=["M", "rows"])
+# M, rows and the batches' row counts (M for a plain [rows, N] view) unspecialized: a new
+# number of rows compiles nothing new (CUDA-graph capture)
+@triton.jit(do_not_specialize=["M", "rows", "pdy", "pds"])
 def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
-                       sdym, sdyn, sdsm, sdsn, ssm, ssn,
+                       pdy, sdyb, sdym, sdyn, pds, sdsb, sdsm, sdsn, ssm, ssn,
                        HAS_DS: tl.constexpr, HAS_W: tl.constexpr, HAS_DR: tl.constexpr, HAS_DWB: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The backward of rows that fit one block, in one pass: program g takes rows
@@ -165,7 +166,9 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
     sum's own gradient, HAS_DS) and s once, writes d_s = LayerNorm's d_input + ds into DX
     (x's type) and, when the residual has another type, DR (HAS_DR; both contiguous), and adds
     the weight's and bias' gradients over its rows into PART [G, 2, N] fp32 (HAS_DWB: row
-    (g, 0) sum dy * xhat, (g, 1) sum dy), which the caller sums over g."""
+    (g, 0) sum dy * xhat, (g, 1) sum dy), which the caller sums over g. dy's rows come in
+    batches of pdy rows (_row_batches): row r at (r // pdy) * sdyb + (r % pdy) * sdym; ds's
+    likewise."""
     g = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
     cm = cols < N
@@ -179,7 +182,8 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
         rm = r + tl.arange(0, BLOCK_M).to(tl.int64)
         rmask = rm < end
         m = rmask[:, None] & cm[None, :]
-        dy = tl.load(DY + rm[:, None] * sdym + cols[None, :] * sdyn, mask=m, other=0.0).to(tl.float32)
+        dy_rows = (rm // pdy) * sdyb + (rm % pdy) * sdym
+        dy = tl.load(DY + dy_rows[:, None] + cols[None, :] * sdyn, mask=m, other=0.0).to(tl.float32)
         s = tl.load(S + rm[:, None] * ssm + cols[None, :] * ssn, mask=m, other=0.0).to(tl.float32)
         mean = tl.load(MEAN + rm, mask=rmask, other=0.0)
         rstd = tl.load(RSTD + rm, mask=rmask, other=0.0)
@@ -192,7 +196,8 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
         c2 = tl.sum(wdy, axis=1) / N
         d = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
         if HAS_DS:
-            d += tl.load(DS + rm[:, None] * sdsm + cols[None, :] * sdsn, mask=m, other=0.0).to(tl.float32)
+            ds_rows = (rm // pds) * sdsb + (rm % pds) * sdsm
+            d += tl.load(DS + ds_rows[:, None] + cols[None, :] * sdsn, mask=m, other=0.0).to(tl.float32)
         off = rm[:, None] * N + cols[None, :]
         tl.store(DX + off, _cast(d, DX.dtype.element_ty), mask=m)
         if HAS_DR:
@@ -375,7 +380,11 @@ def _spec(a):
 def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
     """``kernel[grid](*args, **constexprs)``; args a tuple, the constexprs the kernel's last
     parameters, passed in its order. After the first call of a specialization its compiled
-    kernel is launched directly. Under the interpreter: the plain call."""
+    kernel is launched directly. Under the interpreter: the plain call. Under torch.compile:
+    launched outside the graph, as without it (Dynamo would trace ``kernel[grid](...)`` into
+    its graph and give None for the compiled kernel cached below, and cannot trace the rest)."""
+    if torch.compiler.is_compiling():
+        return torch.compiler.disable(_launch)(kernel, grid, args, num_warps, num_stages, **constexprs)
     grid = tuple(grid) + (1,) * (3 - len(grid))
     if INTERPRET:
         names = kernel.arg_names[len(args):]
@@ -565,6 +574,39 @@ class AddLayerNormFunction(torch.autograd.Function):
         return total.to(ctx.dtypes[0]), dr.to(ctx.dtypes[1]), dw, db, None
 
 
+def _one_stride(shape, strides):
+    """The stride of dims (shape, strides) seen as one dim (0 when all have size 1), or None
+    when they are not one evenly strided run."""
+    row, span = 0, None
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n == 1:
+            continue
+        if span is None:
+            row = st
+        elif st != span:
+            return None
+        span = st * n
+    return row
+
+
+def _row_batches(t):
+    """(t, P, batch stride, row stride, column stride): the rows of t (every dim but the last)
+    read in batches of P rows, row r at (r // P) * batch stride + (r % P) * row stride, with no
+    copy where t has that form: a [rows, N] view (one batch of every row), or a channels-first
+    gradient's [B, H, W, C] view of a contiguous NCHW tensor (B batches of H * W rows, at
+    stride 1, C at stride H * W: _row_strides would copy it). Otherwise a contiguous copy."""
+    shape, strides = t.shape, t.stride()
+    M = t.numel() // shape[-1]
+    row = _one_stride(shape[:-1], strides[:-1])
+    if row is not None:
+        return t, max(M, 1), 0, row, strides[-1]
+    row = _one_stride(shape[1:-1], strides[1:-1])
+    if row is not None:
+        return t, max(M // shape[0], 1), strides[0], row, strides[-1]
+    t = t.reshape(-1, shape[-1])
+    return t, max(M, 1), 0, t.stride(0), t.stride(1)
+
+
 def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     """AddLayerNormFunction's backward in _add_layernorm_bwd's one pass (rows that fit one
     block, a residual of x's shape): (d_x, d_residual, d_weight, d_bias, None)."""
@@ -577,8 +619,9 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     dr = dx if rd == xd else torch.empty(s.shape, dtype=rd, device=s.device)
     need_w = weight is not None and ctx.needs_input_grad[2]
     need_b = bias is not None and ctx.needs_input_grad[3]
-    dy2, sdym, sdyn = _row_strides(dy)
-    ds2, sdsm, sdsn = (dy2, 0, 0) if ds is None else _row_strides(ds)  # dy2: a dummy, never read
+    has_ds = ds is not None
+    dy = _row_batches(dy)
+    ds = _row_batches(ds) if has_ds else (dy[0], 1, 0, 0, 0)  # dy: a dummy, never read
     s2, ssm, ssn = _row_strides(s)
     block, _ = _plan(n, MAX_BLOCK_N)
     bm = max(1, BWD_TILE // block)
@@ -587,9 +630,9 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     groups = -(-M // rows)
     part = torch.empty((groups, 2, n), dtype=torch.float32, device=s.device) if need_w or need_b else mean
     _launch(_add_layernorm_bwd, (groups,),
-            (dy2, ds2, s2, s2 if weight is None else weight, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
-             sdym, sdyn, sdsm, sdsn, ssm, ssn),
-            num_warps=min(max(bm * block // 256, 1), 8), HAS_DS=ds is not None, HAS_W=weight is not None,
+            (dy[0], ds[0], s2, s2 if weight is None else weight, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
+             *dy[1:], *ds[1:], ssm, ssn),
+            num_warps=min(max(bm * block // 256, 1), 8), HAS_DS=has_ds, HAS_W=weight is not None,
             HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, BLOCK_M=bm, BLOCK_N=block)
     dw = db = None
     if need_w or need_b:

@@ -112,6 +112,38 @@ def test_grad_one_pass_without_affine(device):
             fat.assert_close(a, b, 1e-4, 1e-4, name=f"weight {w is not None}, output {out}")
 
 
+def test_row_batches():
+    """_row_batches: a [rows, N] view as one batch; a contiguous NCHW gradient's [B, H, W, C]
+    view as B batches of H * W rows, no copy; rows that are neither, copied; each row r of
+    the result at (r // P) * batch stride + (r % P) * row stride."""
+    base = torch.arange(2 * 5 * 3 * 4, dtype=torch.float32).view(2, 5, 3, 4)
+    cases = [(base.view(-1, 4), False), (base, False), (base.movedim(1, -1), False),
+             (base[:, :, :, ::2], False), (base.movedim(1, -1)[:, :, ::2], False), (base.movedim(1, -1)[:, ::2], True),
+             (base.movedim(1, -1).transpose(1, 2), True)]
+    for t, copied in cases:
+        u, P, sb, sm, sn = kernel._row_batches(t)
+        assert (u.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()) == copied, (t.shape, t.stride())
+        rows = t.reshape(-1, t.shape[-1])
+        flat = u.as_strided((u.untyped_storage().nbytes() // 4,), (1,), 0)  # u's storage, from its start
+        for r in range(rows.shape[0]):
+            at = u.storage_offset() + (r // P) * sb + (r % P) * sm
+            assert torch.equal(flat[at + sn * torch.arange(t.shape[-1])], rows[r]), (t.shape, t.stride(), r)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_same_tensor_for_both_outputs(device):
+    # one tensor as the gradient of s and of y: both are read (d_x = LayerNorm's d_input + ds)
+    g = fat.gen(4)
+    x0, r0 = fat.randn([6, 40], torch.float32, device, g), fat.randn([6, 40], torch.float32, device, g)
+    dy = fat.randn([6, 40], torch.float32, device, g)
+    got, want = [], []
+    for fn, res in ((kernel.add_layer_norm_train, got), (ref.add_layer_norm, want)):
+        x, r = x0.clone().requires_grad_(True), r0.clone().requires_grad_(True)
+        res.extend(torch.autograd.grad(fn(x, r, None, None, 1e-5), [x, r], (dy, dy)))
+    for a, b in zip(got, want):
+        fat.assert_close(a, b, 1e-4, 1e-4)
+
+
 def test_backward_launches():
     """Rows that fit one block: one kernel reads dy, ds and s once (then the small sum of its
     [groups, 2, N] partial sums), programs of whole row tiles; longer rows and a broadcast
