@@ -491,20 +491,62 @@ def test_cuda_graph_replays_draw_fresh_masks_gpu(n):
         assert (a != c).float().mean().item() > 0.2, "two replays gave the same mask"
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
-def test_compile_reduce_overhead_fresh_masks_gpu():
-    """MaskSoftmax under torch.compile(mode="reduce-overhead"): every call a new mask, each the
-    reference's for the mask it shows (dropped probabilities are exactly 0)."""
-    x = fat.randn([2, 4, 64, 128], torch.float32, "cuda", fat.gen(73), std=3)
-    p = 0.3
-    m = kernel.MaskSoftmax(0.5, p=p).train()
-    f = torch.compile(lambda x: m(x), mode="reduce-overhead")
-    ys = [f(x).clone() for _ in range(4)]  # warm-up, recording, replays
-    torch.cuda.synchronize()
+def _compiled_masks(f, x, p, calls):
+    """calls outputs of f(x) (each cloned before the next call: a CUDA-graph replay reuses its
+    outputs' memory), each checked against the reference for the mask it shows (dropped
+    probabilities are exactly 0), each mask a new one."""
+    ys = [f(x).clone() for _ in range(calls)]
     keeps = [y != 0 for y in ys]
     for y, keep in zip(ys, keeps):
         _assert_rate(keep, p)
         fat.assert_close(y, ref.mask_softmax(x, None, 0.5, p=p, keep=keep), 1e-5, 1e-5)
     for a, c in zip(keeps, keeps[1:]):
         assert (a != c).float().mean().item() > 0.2, "two calls gave the same mask"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fresh_masks(device):
+    """MaskSoftmax under torch.compile (Dynamo; the eager backend, so the interpreter runs it
+    on a CPU), forward and backward: Dynamo runs the autograd.Function eagerly and traces
+    the wrapper's frames, and the shared _launch must launch outside its graphs (traced,
+    ``kernel[grid](...)`` returns None on a GPU, which the launch cache then dereferenced;
+    under the interpreter Dynamo traced into the interpreter and failed)."""
+    torch._dynamo.reset()
+    g = fat.gen(74)
+    x = fat.randn([2, 3, 8, 40], torch.float32, device, g, std=3)
+    dy = fat.randn([2, 3, 8, 40], torch.float32, device, g)
+    p = 0.3
+    m = kernel.MaskSoftmax(0.5, p=p).train()
+    f = torch.compile(lambda x: m(x), backend="eager")
+    _compiled_masks(f, x, p, 3)
+    xg = x.clone().requires_grad_(True)
+    y = f(xg)
+    (dx,) = torch.autograd.grad(y, xg, dy)
+    x64 = x.double().requires_grad_(True)
+    (dx64,) = torch.autograd.grad(ref.mask_softmax(x64, None, 0.5, p=p, keep=y != 0), x64, dy.double())
+    fat.assert_close(dx, dx64, 1e-5, 1e-5, name="dx: the forward's mask")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_compile_reduce_overhead_fresh_masks_gpu():
+    """MaskSoftmax under torch.compile(mode="reduce-overhead"): every call a new mask, each the
+    reference's for the mask it shows (dropped probabilities are exactly 0). Dynamo runs the
+    autograd.Function eagerly and compiles the wrapper's frames: the seed (torch.randint) and
+    the outputs' allocations are CUDA-graph replays, each replay drawing a new seed; the
+    kernels launch outside the graphs. Calls: warm-up, recording, two replays. Dynamo's graph
+    breaks and Inductor's CUDA-graph decisions are printed (shown when the test fails)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    x = fat.randn([2, 4, 64, 128], torch.float32, "cuda", fat.gen(73), std=3)
+    p = 0.3
+    m = kernel.MaskSoftmax(0.5, p=p).train()
+    f = torch.compile(lambda x: m(x), mode="reduce-overhead")
+    try:
+        _compiled_masks(f, x, p, 4)
+    finally:
+        torch.cuda.synchronize()
+        for kind in ("graph_break", "inductor"):
+            print(kind, dict(counters[kind]))
