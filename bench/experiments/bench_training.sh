@@ -10,7 +10,8 @@
 #                    huge and strided tensors, long rows; the layernorm_linear fold with large
 #                    |mean|/std rows), at most 240 s
 #   training.json    fuseadvise bench -modes all -repeats 1 of the training traces' folders
-#                    below (one or two per pattern and model), stopped at the deadline
+#                    below (one or two per pattern and model) and four anchors' large shapes,
+#                    stopped at the deadline
 set -uo pipefail
 out=${OUT:?OUT must name the folder that comes back}
 dev=${DEV:-.dev}
@@ -39,6 +40,11 @@ folders=(
   convnext_tiny_train_bf16/add_layernorm-fp32-32x96x56x56-6b681f5c
   convnext_tiny_train_bf16/linear_gelu-bf16-32x56x56x96x384-aa30bbec
   gpt2_train_bf16/layernorm_linear-bf16-8x512x768x2304-69bf12c0
+  # large shapes, for the backward's floor target (last: the deadline cuts them first)
+  anchors/add_layernorm-bf16-8192x4096-46eb2f6d
+  anchors/rmsnorm_pyops-bf16-8192x4096-f79bb692
+  anchors/dropout_add-bf16-8192x4096-263468d2
+  anchors/gelu_pyops-bf16-8192x16384-c3e3fa57
 )
 paths=()
 for f in "${folders[@]}"; do [ -d "$M/$f" ] && paths+=("$M/$f") || echo "missing: $f"; done
