@@ -22,8 +22,8 @@ kernel reads ``x`` and ``b`` once and writes ``y`` once.
   tile of y. Any other overlap of ``out`` with an input is refused (``_check_alias``), and
   so is an ``out`` whose elements share memory (an expanded view: ``_check_dense``).
 - Training: ``BiasGELUFunction`` has a backward. The GELU derivative is a fused Triton kernel
-  (it re-reads x and b instead of saving x + b); the bias gradient is an ATen row-sum in fp32
-  (a cross-row reduction that fusing would not speed up).
+  (it re-reads x and b instead of saving x + b); the bias gradient is one ATen reduction over
+  the leading dims, accumulated in fp32 (a cross-row reduction that fusing would not speed up).
 - erf: Abramowitz & Stegun 7.1.26 (``_erf``, |error| <= 1.5e-7) instead of ``tl.math.erf``,
   with ``t = 1 / d``, ``d = 1 + 0.3275911 |x|``, taken as ``rsqrt(d) ** 2``:
   ``tl.math.rsqrt`` is a two-instruction approximation (relative error ~2^-22; ``d >= 1``, so
@@ -449,23 +449,40 @@ class BiasGELUFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
+        # no [rows, N] views where x and dy are contiguous (the common case: each view is an
+        # ATen op of host time, and on a GPU the host time is what a training step pays here)
         x, bias = ctx.saved_tensors
-        dz = torch.empty(x.shape, dtype=ctx.zdtype, device=x.device)
-        if x.numel():
-            x2, dy2, dz2 = _rows(x), _rows(dy), _rows(dz)
+        dz = torch.empty_like(x, dtype=ctx.zdtype, memory_format=torch.contiguous_format)
+        n = x.numel()
+        if n:
             if bias is not None and bias.stride(0) != 1:
                 bias = bias.contiguous()
-            M, N = x2.shape
-            bm, bn, warps = _tiles(N, max(x2.element_size(), dz2.element_size(), dy2.element_size()))
+            N = x.shape[-1] if x.dim() else 1
+            M = n // N
+            if x.is_contiguous() and dy.is_contiguous():
+                x2, dy2, sx, sdy = x, dy, (N, 1), (N, 1)
+            else:
+                x2, dy2 = _rows(x), _rows(dy)
+                sx, sdy = x2.stride(), dy2.stride()
+            bm, bn, warps = _tiles(N, max(x.element_size(), dz.element_size(), dy.element_size()))
             _launch(_bias_gelu_bwd, _grid(M, N, bm, bn),
-                    (dy2, x2, x2 if bias is None else bias, dz2, M, N, dy2.stride(0), dy2.stride(1),
-                     x2.stride(0), x2.stride(1), dz2.stride(0), dz2.stride(1)),
+                    (dy2, x2, x2 if bias is None else bias, dz, M, N, sdy[0], sdy[1], sx[0], sx[1], N, 1),
                     num_warps=warps, HAS_BIAS=ctx.has_bias, APPROX=APPROXIMATE[ctx.approximate],
                     BLOCK_M=bm, BLOCK_N=bn)
         dx = dz.to(x.dtype) if ctx.needs_input_grad[0] else None
         db = None
         if ctx.has_bias and ctx.needs_input_grad[1]:
-            db = _rows(dz).sum(0, dtype=torch.float32).to(bias.dtype)
+            # one reduction over the leading dims, in fp32 (ATen accumulates fp16/bf16 sums in
+            # fp32 and rounds once: the value of an fp32 sum cast to dz's dtype, without the
+            # cast's op; was a view, an fp32 sum and a cast). A bias of another dtype than dz
+            # (fp32 x, bf16 bias): the fp32 sum, then the cast (sum(dtype=bf16) would round
+            # each fp32 term to bf16 first).
+            dzr = dz if dz.dim() > 1 else dz.unsqueeze(0)
+            lead = tuple(range(dzr.dim() - 1))
+            if bias.dtype == dz.dtype:
+                db = dzr.sum(lead)
+            else:
+                db = dzr.sum(lead, dtype=torch.float32).to(bias.dtype)
         return dx, db, None
 
 

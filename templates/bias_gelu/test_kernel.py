@@ -91,6 +91,29 @@ def test_grad(device, dtype, approximate):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["transposed", "1d", "fp32_x_bf16_bias"])
+def test_grad_layouts(device, layout):
+    """The backward's paths beside the contiguous one: x and dy read through their strides,
+    a 1-D x (the bias gradient is dz itself), and a bias of another dtype than dz."""
+    g = fat.gen(7)
+    if layout == "transposed":
+        x, b, dy = fat.randn([70, 5], torch.float32, device, g).t(), fat.randn([70], torch.float32, device, g), \
+            fat.randn([70, 5], torch.float32, device, g).t()
+    elif layout == "1d":
+        x, b, dy = (fat.randn([70], torch.float32, device, g) for _ in range(3))
+    else:
+        x, b = fat.randn([3, 70], torch.float32, device, g), fat.randn([70], torch.bfloat16, device, g)
+        dy = fat.randn([3, 70], torch.float32, device, g)
+    got = [t.detach().clone().requires_grad_(True) for t in (x, b)]
+    want = [t.detach().clone().requires_grad_(True) for t in (x, b)]
+    gx, gb = torch.autograd.grad(kernel.BiasGELUFunction.apply(*got, "tanh"), got, dy)
+    wx, wb = torch.autograd.grad(torch.nn.functional.gelu(want[0] + want[1], approximate="tanh"), want, dy)
+    assert gb.dtype == b.dtype and gx.shape == x.shape
+    fat.assert_close(gx, wx, 1e-5, 1e-5, name="dx")
+    fat.assert_close(gb, wb, *((1e-5, 1e-5) if b.dtype == torch.float32 else (1e-2, 1e-2)), name="dbias")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_module_and_bad_input(device):
     m = kernel.BiasGELU("tanh")
     x = torch.randn(3, 4, device=device)

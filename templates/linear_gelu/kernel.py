@@ -585,6 +585,14 @@ def linear_gelu(x, weight, bias=None, approximate="none", out=None, pre=None):
     ``pre``: a contiguous ``[..., N]`` buffer of x's dtype that also receives the
     pre-activation ``x @ weight^T + bias`` (rounded as eager's addmm output), which the backward
     needs; ``out`` must then be contiguous too (or None)."""
+    return _linear_gelu(x, weight, bias, approximate, out, pre, False)
+
+
+def _linear_gelu(x, weight, bias, approximate, out, pre, pre_fresh):
+    """linear_gelu; pre_fresh: out is None and pre a tensor the caller has just allocated,
+    contiguous, of the output's shape, dtype and device (LinearGELUFunction's), so it is not
+    checked (its checks were the training forward's largest host cost after the launch: two
+    overlap checks over five tensors)."""
     key = (x.shape, x.stride(), x.dtype, weight.shape, weight.stride(), weight.dtype, approximate,
            None if bias is None else (bias.shape, bias.stride(), bias.dtype))
     plan = _PLANS.get(key)
@@ -610,7 +618,7 @@ def linear_gelu(x, weight, bias=None, approximate="none", out=None, pre=None):
         _, ys, ycs = rows
         tma = tma_xw and _tma_layout(x.dtype, (ys, ycs))
     save = pre is not None
-    if save:
+    if save and not pre_fresh:
         if pre.shape != shape or pre.dtype != x.dtype or pre.device != x.device or not pre.is_contiguous():
             raise ValueError("linear_gelu: pre must be a contiguous tensor of the output's shape and dtype")
         if (ys, ycs) != (N, 1):
@@ -668,7 +676,7 @@ class LinearGELUFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, approximate):
         pre = torch.empty(*x.shape[:-1], weight.shape[0], dtype=x.dtype, device=x.device)
-        y = linear_gelu(x, weight, bias, approximate, pre=pre)
+        y = _linear_gelu(x, weight, bias, approximate, None, pre, True)
         ctx.save_for_backward(x, weight, pre)
         ctx.approx = APPROXIMATE[approximate]
         ctx.has_bias = bias is not None
@@ -679,7 +687,7 @@ class LinearGELUFunction(torch.autograd.Function):
         x, weight, pre = ctx.saved_tensors
         N, K = weight.shape
         dy = dy.contiguous()
-        dz = torch.empty(pre.shape, dtype=pre.dtype, device=pre.device)
+        dz = torch.empty_like(pre)  # pre: contiguous, as the forward made it
         n = pre.numel()
         if n:
             block = 256 if INTERPRET else 1024

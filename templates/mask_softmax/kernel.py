@@ -556,6 +556,13 @@ def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-in
     x's device; the same value gives the same mask. ``probs`` (p > 0): a contiguous tensor of
     y's shape and dtype that also receives the probabilities before dropout (what
     MaskSoftmaxFunction saves for its backward)."""
+    return _mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed, out, block_n, dtype, probs, False)
+
+
+def _mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed, out, block_n, dtype, probs, probs_fresh):
+    """mask_softmax; probs_fresh: out is None and probs a tensor the caller has just allocated,
+    contiguous, of the output's shape, dtype and device, with p > 0 (MaskSoftmaxFunction's),
+    so it is not checked (an overlap check over four tensors at every training call)."""
     _check(x, mask, mask_kind, p)
     kind = MASK_KINDS[mask_kind]
     sum_dtype = out_dtype(x, mask, mask_kind)  # the type eager rounds x + mask to
@@ -575,7 +582,7 @@ def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-in
             raise ValueError("mask_softmax: out has the wrong shape, dtype or device")
         _check_alias("mask_softmax", [("out", out)], [("x", x), ("mask", mask)], in_place=("x",))
         _check_dense("mask_softmax", [("out", out)])
-    if probs is not None:
+    if probs is not None and not probs_fresh:
         if p == 0 or probs.shape != x.shape or probs.dtype != dtype or probs.device != x.device \
                 or not probs.is_contiguous():
             raise ValueError("mask_softmax: probs must be contiguous, of the output's shape, dtype and device, "
@@ -666,7 +673,7 @@ class MaskSoftmaxFunction(torch.autograd.Function):
             seed = device_seed(x.device)
         # torch.empty, not empty_like: the verifier poisons and guards what torch.empty returns
         probs = torch.empty(x.shape, dtype=dtype or out_dtype(x, mask, mask_kind), device=x.device)
-        y = mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed, dtype=dtype, probs=probs)
+        y = _mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed, None, None, dtype, probs, True)
         # a seed tensor is saved for backward (autograd refuses the backward if it was
         # modified in between: the mask would not be the forward's); an int is kept as it is
         tensor_seed = isinstance(seed, torch.Tensor)
