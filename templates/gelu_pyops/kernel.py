@@ -24,8 +24,9 @@ reads x once and writes y once. It computes the same function as
   an ``out`` whose elements share memory (an expanded view).
 - Training: ``NewGELUFunction`` has a backward: a fused Triton kernel for the derivative
   (recomputed from x and b, nothing but the inputs saved) that writes the gradient in
-  ``x + b``'s type, which is x's gradient (one pass: read dy and x, write dx); the bias
-  gradient is an ATen row-sum of it in fp32.
+  ``x + b``'s type, which is x's gradient (one pass: read dy and x, write dx); with a bias,
+  the same pass sums its columns per group of rows (fp32 partial sums, ``DB_PROGRAMS``), and
+  one small ATen sum of those is the bias gradient.
 
 Interpreter-safe: builtins only (tanh as ``2/(1+exp(-2x))-1``), no libdevice, no bf16 math.
 """
@@ -97,22 +98,52 @@ def _new_gelu_fwd(X, B, Y, M, N, sxm, sxn, sym, syn,
     tl.store(Y + rm[:, None] * sym + rn[None, :] * syn, _cast(y, Y.dtype.element_ty), mask=mask)
 
 
-@triton.jit(do_not_specialize=["M"])
-def _new_gelu_bwd(DY, X, B, DZ, M, N, sdym, sdyn, sxm, sxn, sdzm, sdzn,
-                  HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # the forward's tiling and 64-bit offsets
-    pid = tl.program_id(0)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = (pid % tiles_n).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+@triton.jit
+def _new_gelu_bwd_tile(DY, X, B, DZ, rm, rn, M, N, sdym, sdyn, sxm, sxn, sdzm, sdzn, HAS_BIAS: tl.constexpr):
+    """dz = dy * gelu'(x + b) on rows rm (< M) and columns rn (int64), stored in DZ's type;
+    returned as stored (fp32, 0 outside the tile's bounds)."""
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     x = tl.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)
         x = _cast(x + b[None, :], DZ.dtype.element_ty).to(tl.float32)
     dy = tl.load(DY + rm[:, None] * sdym + rn[None, :] * sdyn, mask=mask, other=0.0).to(tl.float32)
-    dz = dy * _gelu_grad(x)
-    tl.store(DZ + rm[:, None] * sdzm + rn[None, :] * sdzn, _cast(dz, DZ.dtype.element_ty), mask=mask)
+    dz = _cast(dy * _gelu_grad(x), DZ.dtype.element_ty)
+    tl.store(DZ + rm[:, None] * sdzm + rn[None, :] * sdzn, dz, mask=mask)
+    return tl.where(mask, dz.to(tl.float32), 0.0)
+
+
+@triton.jit(do_not_specialize=["M", "rows"])
+def _new_gelu_bwd(DY, X, B, DZ, PART, M, N, rows, sdym, sdyn, sxm, sxn, sdzm, sdzn,
+                  HAS_BIAS: tl.constexpr, HAS_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # the forward's tiling and 64-bit offsets; with HAS_DB (the bias gradient) program t takes
+    # column block t % tiles_n of rows [g * rows, (g + 1) * rows), g = t // tiles_n (rows a
+    # multiple of BLOCK_M), BLOCK_M at a time, and stores its column sums of dz (as stored, the
+    # values eager sums) in row g of PART [G, N] fp32: the bias gradient's partial sums,
+    # without reading dz again
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    rn = (pid % tiles_n).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    if HAS_DB:
+        g = (pid // tiles_n).to(tl.int64)
+        r = g * rows
+        end = tl.minimum(r + rows, M)
+        acc = tl.full([BLOCK_N], 0, tl.float32)
+        while r < end:
+            rm = r + tl.arange(0, BLOCK_M)
+            acc += tl.sum(_new_gelu_bwd_tile(DY, X, B, DZ, rm, rn, end, N, sdym, sdyn, sxm, sxn, sdzm, sdzn,
+                                             HAS_BIAS), axis=0)
+            r += BLOCK_M
+        tl.store(PART + g * N + rn, acc, mask=rn < N)
+    else:
+        rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        _new_gelu_bwd_tile(DY, X, B, DZ, rm, rn, M, N, sdym, sdyn, sxm, sxn, sdzm, sdzn, HAS_BIAS)
+
+
+# The bias gradient's programs (_new_gelu_bwd with HAS_DB): about DB_PROGRAMS of them over all
+# column blocks, each over whole row tiles, so that the partial sums are a few hundred rows of
+# fp32 whatever M is (the interpreter's few, so that its tests' rows span several groups)
+DB_PROGRAMS = 8 if INTERPRET else 2048
 
 
 # --- fa:shared rows ---
@@ -399,7 +430,8 @@ def new_gelu(x, bias=None, out=None, dtype=None):
 
 
 class NewGELUFunction(torch.autograd.Function):
-    """Autograd for new_gelu: fused Triton derivative kernel; ATen row-sum for the bias grad."""
+    """Autograd for new_gelu: fused Triton derivative kernel, which also sums the bias
+    gradient's per-program partial sums; an ATen sum of those."""
 
     @staticmethod
     def forward(ctx, x, bias=None, dtype=None):
@@ -417,20 +449,30 @@ class NewGELUFunction(torch.autograd.Function):
         # pass to cast it to x's type (16 bytes moved per element where one pass moves 8)
         zdtype = x.dtype if bias is None else torch.promote_types(x.dtype, bias.dtype)
         dz = torch.empty(x.shape, dtype=zdtype, device=x.device)
+        db = None
         if x.numel():
             x2, dy2, dz2 = _rows(x), _rows(dy), _rows(dz)
             if bias is not None and bias.stride(0) != 1:
                 bias = bias.contiguous()
             M, N = x2.shape
             bm, bn, warps = _tiles(N, max(x2.element_size(), dz2.element_size(), dy2.element_size()))
-            _launch(_new_gelu_bwd, _grid(M, N, bm, bn),
-                    (dy2, x2, x2 if bias is None else bias, dz2, M, N, dy2.stride(0), dy2.stride(1),
+            has_db = ctx.has_bias and ctx.needs_input_grad[1]
+            grid, rows, part = _grid(M, N, bm, bn), bm, x2  # x2: a dummy PART, never written
+            if has_db:
+                tiles_n = -(-N // bn)
+                rows = -(-M // max(1, DB_PROGRAMS // tiles_n))
+                rows = -(-rows // bm) * bm  # whole row tiles
+                groups = -(-M // rows)
+                grid = (groups * tiles_n,)
+                part = torch.empty((groups, N), dtype=torch.float32, device=x.device)
+            _launch(_new_gelu_bwd, grid,
+                    (dy2, x2, x2 if bias is None else bias, dz2, part, M, N, rows, dy2.stride(0), dy2.stride(1),
                      x2.stride(0), x2.stride(1), dz2.stride(0), dz2.stride(1)),
-                    num_warps=warps, HAS_BIAS=ctx.has_bias, BLOCK_M=bm, BLOCK_N=bn)
+                    num_warps=warps, HAS_BIAS=ctx.has_bias, HAS_DB=has_db, BLOCK_M=bm, BLOCK_N=bn)
+            db = part.sum(0).to(bias.dtype) if has_db else None
+        elif ctx.has_bias and ctx.needs_input_grad[1]:
+            db = torch.zeros_like(bias)
         dx = dz.to(x.dtype) if ctx.needs_input_grad[0] else None
-        db = None
-        if ctx.has_bias and ctx.needs_input_grad[1]:
-            db = _rows(dz).sum(0, dtype=torch.float32).to(bias.dtype)
         return dx, db, None
 
 

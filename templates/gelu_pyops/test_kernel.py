@@ -58,6 +58,19 @@ def test_grad(device, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("programs", [1, 8, 1000])
+def test_bias_grad_in_row_groups(device, dtype, programs, monkeypatch):
+    """The bias gradient from the backward kernel's partial sums: every row in one program,
+    groups of several row tiles with a ragged last one, one tile per program; with an fp32 y
+    too (the gradient, and so the sum, in x's type)."""
+    monkeypatch.setattr(kernel, "DB_PROGRAMS", programs)
+    for i, shapes in enumerate(([[129, 70]], [[3, 43, 5]])):
+        for out in (None, "fp32"):
+            fat.run_grad_case(kernel, ref, adapter, shapes, dtype, {"has_bias": True, "out_dtype": out}, device, 30 + i)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_module(device):
     x = torch.randn(3, 4, device=device)
     fat.assert_close(kernel.NewGELU()(x), ref.new_gelu(x), 1e-5, 1e-5)
@@ -154,9 +167,16 @@ def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
     calls = _launches(monkeypatch, run)
     assert [k for k, *_ in calls] == [kernel._new_gelu_fwd, kernel._new_gelu_bwd]
     for k, grid, c, args in calls:
-        assert tuple(args[3:5] if k is kernel._new_gelu_fwd else args[4:6]) == (M, N)
+        assert tuple(args[3:5] if k is kernel._new_gelu_fwd else args[5:7]) == (M, N)
         bm, bn = c["BLOCK_M"], c["BLOCK_N"]
-        assert grid == ((M + bm - 1) // bm * ((N + bn - 1) // bn),) and grid[0] <= 2**31 - 1
+        tiles_n = (N + bn - 1) // bn
+        if k is kernel._new_gelu_fwd:
+            assert grid == ((M + bm - 1) // bm * tiles_n,) and grid[0] <= 2**31 - 1
+        else:  # the bias gradient's programs: groups of whole row tiles covering M, per column block
+            assert c["HAS_DB"]
+            rows, groups = args[7], grid[0] // tiles_n
+            assert grid == (groups * tiles_n,) and rows % bm == 0 and (groups - 1) * rows < M <= groups * rows
+            assert grid[0] <= 2 * kernel.DB_PROGRAMS + tiles_n
 
 
 def _aten_ops(fn):
@@ -178,8 +198,8 @@ def _aten_ops(fn):
 @pytest.mark.parametrize("has_bias", [False, True])
 def test_backward_of_fp32_output_is_one_pass(monkeypatch, has_bias):
     # autocast's bf16 x -> fp32 y: the backward kernel writes dx in x's type itself (read dy and
-    # x, write dx), no fp32 [M, N] gradient cast afterwards; with a bias, one row-sum more (and
-    # its [N] result cast to the bias' type)
+    # x, write dx), no fp32 [M, N] gradient cast afterwards; with a bias, the kernel's partial
+    # sums summed (and the [N] result cast to the bias' type)
     x = torch.empty(64, 3072, dtype=torch.bfloat16, device="meta", requires_grad=True)
     b = torch.empty(3072, dtype=torch.bfloat16, device="meta", requires_grad=True) if has_bias else None
     calls = _launches(monkeypatch, lambda: None)
@@ -189,11 +209,13 @@ def test_backward_of_fp32_output_is_one_pass(monkeypatch, has_bias):
     calls.clear()
     grads = []
     ops = _aten_ops(lambda: grads.extend(torch.autograd.grad(y, [x] if b is None else [x, b], dy)))
-    (k, _, _, args), = calls
-    assert k is kernel._new_gelu_bwd and args[3].dtype == torch.bfloat16
+    (k, _, c, args), = calls
+    assert k is kernel._new_gelu_bwd and args[3].dtype == torch.bfloat16 and c["HAS_DB"] == has_bias
     assert grads[0].dtype == torch.bfloat16 and grads[0].data_ptr() == args[3].data_ptr()
     assert not [op for op, n in ops if op in ("_to_copy", "copy_") and n == x.numel()], ops
-    assert [op for op, n in ops if op == "sum"] == ["sum"] * has_bias, ops
+    # the bias gradient: the sum of the kernel's partial sums, never of dx (x.numel() terms)
+    assert [n for op, n in ops if op == "sum"] == [args[4].numel()] * has_bias, ops
+    assert not has_bias or args[4].numel() < x.numel()
 
 
 def test_tiles_independent_of_rows(monkeypatch, tiles_of):
