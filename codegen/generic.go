@@ -133,6 +133,8 @@ type renderer struct {
 	p    *program.Program
 	rank int
 	red  *program.Op // the final reduction, nil for a pointwise program
+	// epilogue: steps renders a GEMM's epilogue, input 0 (x0) the accumulator tile, not a load
+	epilogue bool
 }
 
 func newRenderer(p *program.Program) *renderer {
@@ -236,21 +238,39 @@ func (r *renderer) casePy(dtype string) []byte {
 	b.WriteString("# The traced case of a generic chain (see docs/templates.md).\n\n")
 	b.WriteString("PATTERN = " + pyStr(GenericPattern) + "\n")
 	b.WriteString("DTYPE = " + pyStr(dtype) + "\n")
-	b.WriteString("SHAPES = [" + pyInts(r.p.Dims) + "]\n")
+	g := r.p.GEMM
+	if g != nil {
+		_, _, n, k := g.MNK()
+		var s []string
+		for _, d := range gemmShapes(g, g.X[:len(g.X)-1], n, k) {
+			s = append(s, pyInts(d))
+		}
+		b.WriteString("SHAPES = [" + strings.Join(s, ", ") + "]  # the main shape (the GEMM's output), x, w\n")
+	} else {
+		b.WriteString("SHAPES = [" + pyInts(r.p.Dims) + "]\n")
+	}
 	b.WriteString("PARAMS = {}\n")
 	kind := "pointwise"
-	if r.red != nil {
+	switch {
+	case g != nil:
+		kind = "gemm"
+	case r.red != nil:
 		kind = "softmax" // the loosest row class: sums and softmaxes of long rows
 	}
 	b.WriteString("KIND = " + pyStr(kind) + "\n")
 	b.WriteString("TOL_DTYPE = " + pyStr(string(r.tolDtype(dtype))) + "\n")
-	if g, err := r.backward(); err != nil {
+	if gr, err := r.backward(); err != nil {
 		b.WriteString("BACKWARD = False  # forward only: " + err.Error() + "\n")
 	} else {
 		b.WriteString("BACKWARD = True  # kernel.FusedFunction: the fused backward\n")
 		var gi []string
-		for i, x := range g.Inputs {
-			if x {
+		if r.p.GEMM != nil {
+			for _, n := range gemmParams(r.p.GEMM) {
+				gi = append(gi, pyStr(n))
+			}
+		}
+		for i, x := range gr.Inputs {
+			if x && !(i == 0 && r.p.GEMM != nil) {
 				gi = append(gi, pyStr(r.inputName(i)))
 			}
 		}
@@ -259,6 +279,9 @@ func (r *renderer) casePy(dtype string) []byte {
 	b.WriteString("# name, dtype, one flag per trailing main dim (False: broadcast)\n")
 	b.WriteString("INPUTS = [\n")
 	for i, in := range r.p.Inputs {
+		if i == 0 && g != nil {
+			continue // the GEMM's output
+		}
 		off := len(r.p.Dims) - len(in.Dims)
 		var keep []string
 		for j, d := range in.Dims {
@@ -273,6 +296,11 @@ func (r *renderer) casePy(dtype string) []byte {
 		fmt.Fprintf(&b, "    (%s, %s, %s),\n", pyStr("y"+strconv.Itoa(o)), pyStr(string(r.p.Steps[o].DType)), pyStr(r.outKind(o)))
 	}
 	b.WriteString("]\n")
+	if g != nil {
+		r.gemmCase(&b)
+		b.WriteString("ADVERSARIAL = GEMM_ADVERSARIAL\n")
+		return b.Bytes()
+	}
 	b.WriteString("ADVERSARIAL = [")
 	for i, sh := range adversarialShapes(r.rank) {
 		if i > 0 {
@@ -347,7 +375,12 @@ def chain(`)
 	for i := range r.p.Inputs {
 		params = append(params, "x"+strconv.Itoa(i))
 	}
+	head := ""
+	if r.p.GEMM != nil {
+		params, head = r.gemmReferenceHead()
+	}
 	b.WriteString(strings.Join(params, ", ") + "):\n")
+	b.WriteString(head)
 	for i, s := range r.p.Steps {
 		op, _ := program.Lookup(s.Op)
 		e := expand(op.Torch, r.operands(s, false), constsOf(op, s), torchDtypes[s.DType])
@@ -418,6 +451,9 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	fmt.Fprintf(&b, "OUT_SHAPES = [%s]  # full: the main shape; row: one value a row (row_keep: last dim 1)\n", strings.Join(kinds, ", "))
 	b.WriteString("BLOCK = 1024\nMAX_BLOCK_N = 4096\n\n")
 	b.WriteString(preamble)
+	if r.p.GEMM != nil {
+		b.WriteString(gemmPreamble)
+	}
 	var reached []bool
 	if r.red == nil {
 		r.pointwiseKernel(&b)
@@ -432,6 +468,11 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 		b.WriteString("\n\n")
 		b.WriteString(r.backwardWrapper(grad, reached))
 	}
+	if r.p.GEMM != nil {
+		b.WriteString("\n\n")
+		r.gemmKernel(&b)
+		b.WriteString(r.gemmWrapper(gerr == nil))
+	}
 	return b.Bytes()
 }
 
@@ -439,6 +480,11 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 // cast block (templates/_common/shared.py, the one source of _cast, with its markers so the
 // copy is recognisable) and the helpers below.
 var preamble = sharedBlock("cast") + "\n\n\n" + helpers
+
+// gemmPreamble is what a kernel with a GEMM head carries besides: the templates' shared
+// launch and gemm blocks (the GEMM templates' tiles, tuned once per bucket of M, and their
+// direct launches).
+var gemmPreamble = sharedBlock("launch") + "\n\n\n" + sharedBlock("gemm") + "\n\n\n"
 
 // sharedBlock returns the named block of the templates' shared helpers.
 func sharedBlock(name string) string {
@@ -598,6 +644,9 @@ func (r *renderer) kernelArgs(first string) string {
 // with offs(i) the element offset expression of input i and mask the tile's mask.
 func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string) {
 	for i := range r.p.Inputs {
+		if i == 0 && r.epilogue {
+			continue
+		}
 		fmt.Fprintf(b, "%sx%d = tl.load(in%d + %s, mask=mask, other=0).to(tl.float32)\n", indent, i, i, offs(i))
 	}
 	for i, s := range r.p.Steps {

@@ -60,6 +60,22 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp16"},
 		{"op":"leaky_relu","args":[{"step":1}],"consts":[0.2],"dtype":"fp16"},
 		{"op":"amax","args":[{"step":2}],"consts":[1],"dtype":"fp16"}],"outputs":[2,3]}`},
+	// chains that start at a GEMM (the program's GEMM head, input 0 its output): a Linear of a
+	// 3-D x with its bias -> GELU -> scale -> residual add; an addmm -> sigmoid -> per-column
+	// scale, also writing the sigmoid; a bmm without a bias -> tanh -> clamp
+	{"linear_gelu_scale_residual", "bf16", `{"dims":[2,20,48],"inputs":[{"dtype":"bf16","dims":[2,20,48]},{"dtype":"bf16","dims":[2,20,48]}],
+		"gemm":{"op":"linear","x":[2,20,64],"w":[48,64],"bias":[48],"dtype":"bf16"},
+		"steps":[{"op":"gelu","args":[{"in":0}],"dtype":"bf16"},
+		{"op":"mul","args":[{"step":0},{"num":0.5}],"dtype":"bf16"},
+		{"op":"add","args":[{"step":1},{"in":1}],"consts":[1],"dtype":"bf16"}],"outputs":[2]}`},
+	{"addmm_sigmoid_channel", "fp32", `{"dims":[40,36],"inputs":[{"dtype":"fp32","dims":[40,36]},{"dtype":"fp32","dims":[36]}],
+		"gemm":{"op":"addmm","x":[40,48],"w":[48,36],"bias":[36],"dtype":"fp32"},
+		"steps":[{"op":"sigmoid","args":[{"in":0}],"dtype":"fp32"},
+		{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"fp32"}],"outputs":[0,1]}`},
+	{"bmm_tanh_clamp", "fp16", `{"dims":[2,24,36],"inputs":[{"dtype":"fp16","dims":[2,24,36]}],
+		"gemm":{"op":"bmm","x":[2,24,40],"w":[2,40,36],"dtype":"fp16"},
+		"steps":[{"op":"tanh","args":[{"in":0}],"dtype":"fp16"},
+		{"op":"clamp","args":[{"step":0}],"consts":[-0.5,0.75],"dtype":"fp16"}],"outputs":[1]}`},
 }
 
 // GenericExamples returns the examples, their programs validated: genericExamples, then

@@ -61,6 +61,9 @@ type Program struct {
 	// Outputs are the steps whose values the fused kernel writes: the last step and those
 	// read outside the chain, in increasing order.
 	Outputs []int `json:"outputs"`
+	// GEMM, when set, is the chain's head: input 0 is its output, computed in the fused
+	// kernel's tiles with the steps as its epilogue (gemm.go).
+	GEMM *GEMM `json:"gemm,omitempty"`
 }
 
 // Input is a tensor the chain reads from outside: its dtype and traced shape, which
@@ -187,6 +190,11 @@ func (p *Program) Validate() error {
 	for i, u := range used {
 		if !u {
 			return fmt.Errorf("program: input %d is never read", i)
+		}
+	}
+	if p.GEMM != nil {
+		if err := p.GEMM.validate(p); err != nil {
+			return fmt.Errorf("program: GEMM head: %v", err)
 		}
 	}
 	last := len(p.Steps) - 1
@@ -320,9 +328,13 @@ func (p *Program) Codes() []string {
 
 // Name is a folder name for the program: "generic", up to six op codes, the main dtype,
 // the main shape and Key, e.g. "generic-mul_sigmoid_mul-fp32-8x64-1a2b3c4d". Only letters,
-// digits, '_', '-' and 'x' appear in it (codes are table words).
+// digits, '_', '-' and 'x' appear in it (codes are table words). A GEMM head's op comes
+// first: "generic-linear_gelu_mul-bf16-64x96-1a2b3c4d".
 func (p *Program) Name(dtype DType) string {
 	codes := p.Codes()
+	if p.GEMM != nil {
+		codes = append([]string{string(p.GEMM.Op)}, codes...)
+	}
 	if len(codes) > 6 {
 		codes = append(codes[:6], "etc")
 	}

@@ -177,3 +177,59 @@ func TestBackward(t *testing.T) {
 		}
 	}
 }
+
+// TestGEMMHead: a GEMM head is validated against its op's layout and the program it heads;
+// each broken head names what is wrong.
+func TestGEMMHead(t *testing.T) {
+	base := func() *Program {
+		return &Program{Dims: []int64{2, 5, 6}, Inputs: []Input{{DType: BF16, Dims: []int64{2, 5, 6}}},
+			Steps:   []Step{{Op: Tanh, Args: []Arg{InArg(0)}, DType: BF16}}, Outputs: []int{0},
+			GEMM: &GEMM{Op: Linear, X: []int64{2, 5, 7}, W: []int64{6, 7}, Bias: []int64{6}, DType: BF16}}
+	}
+	if err := base().Validate(); err != nil {
+		t.Fatalf("a valid head: %v", err)
+	}
+	if b, m, n, k := base().GEMM.MNK(); b != 1 || m != 10 || n != 6 || k != 7 || base().GEMM.FLOPs() != 2*10*6*7 {
+		t.Errorf("MNK = %d %d %d %d", b, m, n, k)
+	}
+	for _, c := range []struct {
+		name, want string
+		edit       func(p *Program)
+	}{
+		{"unknown op", "not a GEMM form", func(p *Program) { p.GEMM.Op = "conv" }},
+		{"K disagrees", "disagree on K", func(p *Program) { p.GEMM.W = []int64{6, 8} }},
+		{"weight as [K, N] for linear", "disagree on K", func(p *Program) { p.GEMM.W = []int64{7, 6} }},
+		{"bias of the wrong size", "bias", func(p *Program) { p.GEMM.Bias = []int64{7} }},
+		{"mm with a bias", "takes no bias", func(p *Program) {
+			p.GEMM.Op, p.GEMM.X, p.GEMM.W = MM, []int64{10, 7}, []int64{7, 6}
+			p.Dims, p.Inputs[0].Dims = []int64{10, 6}, []int64{10, 6}
+		}},
+		{"addmm without a bias", "without its bias", func(p *Program) {
+			p.GEMM.Op, p.GEMM.X, p.GEMM.W, p.GEMM.Bias = Addmm, []int64{10, 7}, []int64{7, 6}, nil
+			p.Dims, p.Inputs[0].Dims = []int64{10, 6}, []int64{10, 6}
+		}},
+		{"bmm batch mismatch", "bmm", func(p *Program) {
+			p.GEMM.Op, p.GEMM.W, p.GEMM.Bias = BMM, []int64{3, 7, 6}, nil
+		}},
+		{"output not the main shape", "not the main shape", func(p *Program) { p.GEMM.X = []int64{2, 4, 7} }},
+		{"input 0 another dtype", "not the GEMM's output", func(p *Program) { p.Inputs[0].DType = FP32 }},
+		{"integer dtype", "want fp32", func(p *Program) { p.GEMM.DType = "int8" }},
+		{"a reduction after it", "reduction", func(p *Program) {
+			p.Steps = append(p.Steps, Step{Op: Sum, Args: []Arg{StepArg(0)}, Consts: []Num{0}, DType: BF16})
+			p.Outputs = []int{1}
+		}},
+	} {
+		p := base()
+		c.edit(p)
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error naming %q", c.name, err, c.want)
+		}
+	}
+	// the head changes the program's key and comes first in its name
+	p, q := base(), base()
+	q.GEMM = nil
+	if p.Key() == q.Key() || !strings.HasPrefix(p.Name(BF16), "generic-linear_tanh-bf16-") {
+		t.Errorf("key %s vs %s, name %s", p.Key(), q.Key(), p.Name(BF16))
+	}
+}

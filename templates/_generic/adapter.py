@@ -16,7 +16,18 @@ backward computes in fp32 where eager rounds every gradient to its tensor's dtyp
 broadcast input's gradient in its own order, so a folder's gradients are held to eager's own
 error against the chain in a higher precision (QUACK_GRAD: fp32 for 16-bit folders, fp64 for
 fp32 ones), plus reordering noise (fa_testing.quack_bound).
+
+A chain that starts at a GEMM (case.GEMM: its traced op, x's rank, a bias) takes the GEMM's
+operands first (a, w, bias: NAMES) and its shapes as [main, x, w] (SHAPES); fused() runs
+kernel.gemm_fused, the GEMM with the chain as its epilogue, and training kernel.GemmFunction
+(the epilogue's fused backward, cuBLAS for the operands' gradients). The other form, cuBLAS
+plus the program's pointwise kernel (kernel.gemm_cublas), is offered to bench as the library
+op "cublas_pointwise", timed and checked beside the fused kernel, and the report keeps the
+faster; gemm_only is the GEMM alone.
 """
+
+import math
+
 
 import torch
 
@@ -27,7 +38,8 @@ case = fat.load_sibling(__file__, "case")
 KIND = case.KIND
 OUTPUTS = [name for name, _, _ in case.OUTPUTS]
 DTYPES = [case.DTYPE]
-NAMES = [name for name, _, _ in case.INPUTS]
+GEMM = getattr(case, "GEMM", None)
+NAMES = (["a", "w"] + (["bias"] if GEMM["bias"] else []) if GEMM else []) + [name for name, _, _ in case.INPUTS]
 GRAD_INPUTS = list(getattr(case, "GRAD_INPUTS", []))
 QUACK_GRAD = True  # the quack check (fa_testing, the verifier): 16-bit folders vs fp32
 # fp32 folders too, against the chain in fp64: a broadcast input's gradient (a bias, a
@@ -46,7 +58,17 @@ def has_backward(params):
 
 
 def interp_shapes(shapes):
-    return [fat.shrink(shapes[0])]
+    if not GEMM:
+        return [fat.shrink(shapes[0])]
+    main = fat.shrink(shapes[0], max_last=80)
+    k = min(GEMM["k"], 72)
+    return gemm_shapes(main[:-1], main[-1], k)
+
+
+def gemm_shapes(lead, n, k):
+    """[main, x, w] for x's leading dims lead, N and K, in the traced GEMM's layout."""
+    w = {"linear": [n, k], "bmm": [lead[0], k, n] if lead else [1, k, n]}.get(GEMM["op"], [k, n])
+    return [list(lead) + [n], list(lead) + [k], w]
 
 
 def input_shape(main, keep):
@@ -58,6 +80,13 @@ def input_shape(main, keep):
 def make_inputs(shapes, dtype, params, device, seed):
     g = fat.gen(seed)
     inputs = {}
+    if GEMM:
+        gdt = fat.DTYPES[GEMM["dtype"]]
+        k = shapes[1][-1]
+        inputs["a"] = fat.randn(shapes[1], gdt, device, g)
+        inputs["w"] = fat.randn(shapes[2], gdt, device, g, std=1.0 / math.sqrt(max(k, 1)))
+        if GEMM["bias"]:
+            inputs["bias"] = fat.randn([shapes[0][-1]], gdt, device, g)
     for name, dt, keep in case.INPUTS:
         shape = input_shape(shapes[0], keep)
         if dt == "bool":
@@ -74,15 +103,33 @@ def _grad_only(outs, kernel):
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
     xs = [inputs[n] for n in NAMES]
+    if GEMM and not GEMM["bias"]:
+        xs.insert(2, None)
     if autograd:
         inputs["_grad_outputs"] = kernel.GRAD_OUTPUTS
-        return _grad_only(kernel.FusedFunction.apply(*xs), kernel)
+        return _grad_only(_function(kernel).apply(*xs), kernel)
+    run = kernel.gemm_fused if GEMM else kernel.fused
     if not poison:
-        return kernel.fused(*xs)
-    outs = kernel.empty_outputs(*xs)
+        return run(*xs)
+    if GEMM:
+        shape = list(inputs["a"].shape[:-1]) + [shapes_n(inputs)]
+        outs = [torch.empty(kernel._out_shape(shape, k), dtype=dt, device=inputs["a"].device)
+                for dt, k in zip(kernel.OUT_DTYPES, kernel.OUT_SHAPES)]
+    else:
+        outs = kernel.empty_outputs(*xs)
     for o in outs:
         o.fill_(float("nan") if o.dtype.is_floating_point else True)
-    return kernel.fused(*xs, out=outs)
+    return run(*xs, out=outs)
+
+
+def shapes_n(inputs):
+    """The GEMM's N, from its weight as traced."""
+    w = inputs["w"]
+    return w.shape[0] if GEMM["op"] == "linear" else w.shape[-1]
+
+
+def _function(kernel):
+    return kernel.GemmFunction if GEMM else kernel.FusedFunction
 
 
 def reference(ref, inputs, params):
@@ -95,7 +142,10 @@ def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes): the
     outputs that carry a gradient, through kernel.FusedFunction."""
     inputs["_grad_outputs"] = kernel.GRAD_OUTPUTS
-    return _grad_only(kernel.FusedFunction.apply(*[inputs[n] for n in NAMES]), kernel)
+    xs = [inputs[n] for n in NAMES]
+    if GEMM and not GEMM["bias"]:
+        xs.insert(2, None)
+    return _grad_only(_function(kernel).apply(*xs), kernel)
 
 
 def tolerance(dtype, shapes, params, grad=False):
@@ -104,9 +154,12 @@ def tolerance(dtype, shapes, params, grad=False):
 
 
 def nbytes(shapes, dtype, params):
-    """Fewest bytes the fused chain moves: each input read once, each output written once."""
+    """Fewest bytes the fused chain moves: each input read once, each output written once (with
+    a GEMM head: its operands instead of its output)."""
     main = shapes[0]
     total = 0
+    if GEMM:
+        total += (math.prod(shapes[1]) + math.prod(shapes[2]) + (main[-1] if GEMM["bias"] else 0)) * _size(GEMM["dtype"])
     for _, dt, keep in case.INPUTS:
         n = 1
         for d in input_shape(main, keep):
@@ -122,3 +175,34 @@ def nbytes(shapes, dtype, params):
 
 def _size(dt):
     return 1 if dt == "bool" else torch.tensor([], dtype=fat.DTYPES[dt]).element_size()
+
+
+if GEMM:
+    def flops(shapes, dtype, params):
+        """The GEMM's arithmetic, 2 * batch * M * N * K (its floor on the GEMM rate)."""
+        return 2 * math.prod(shapes[0]) * shapes[1][-1]
+
+    def gemm_only(inputs, params):
+        """The traced GEMM alone (cuBLAS): what the fused kernel is measured against."""
+        kernel = _sibling_kernel()
+        return kernel.gemm_only(inputs["a"], inputs["w"], inputs.get("bias"))
+
+    def library_ops(inputs, params):
+        """The chain's other form, timed beside the fused kernel (bench), the report keeping the
+        faster: "cublas_pointwise", the traced GEMM on cuBLAS then the program's one generated
+        pointwise kernel (kernel.gemm_cublas)."""
+        kernel = _sibling_kernel()
+
+        def cublas_pointwise(inp):
+            return kernel.gemm_cublas(*[inp.get(n) for n in NAMES[:2]], inp.get("bias"),
+                                      *[inp[n] for n in NAMES[3 if GEMM["bias"] else 2:]])
+
+        return {"cublas_pointwise": cublas_pointwise}, {}
+
+    _KERNEL = []
+
+    def _sibling_kernel():
+        """The folder's kernel.py (library_ops and gemm_only are not handed the kernel)."""
+        if not _KERNEL:
+            _KERNEL.append(fat.load_sibling(__file__, "kernel"))
+        return _KERNEL[0]

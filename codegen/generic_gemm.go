@@ -1,0 +1,386 @@
+package codegen
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/fuseadvise/fuseadvise/program"
+)
+
+// A program with a GEMM head (program.GEMM) is rendered as two forms of one chain, both in
+// kernel.py: gemm_fused, one Triton GEMM whose epilogue is the program's steps (the same
+// op-table rendering as the pointwise kernel: renderer.steps), and gemm_cublas, the traced
+// eager GEMM (cuBLAS) followed by the program's pointwise kernel (fused, input 0 the GEMM's
+// output). The adapter offers the second to bench as a library op ("cublas_pointwise"), so
+// the report keeps the faster. Training: GemmFunction, whose forward is gemm_fused storing
+// the GEMM's output too (the epilogue's backward recomputes from it), and whose backward is
+// the program's fused pointwise backward for the GEMM output's gradient, then cuBLAS (torch
+// matmuls) for the operands' gradients.
+
+// gemmTorch is the traced GEMM as eager PyTorch, of a, w and bias: what reference.py replays
+// and gemm_cublas calls.
+func gemmTorch(g *program.GEMM) string {
+	switch g.Op {
+	case program.Linear:
+		if g.Bias != nil {
+			return "torch.nn.functional.linear(a, w, bias)"
+		}
+		return "torch.nn.functional.linear(a, w)"
+	case program.Addmm:
+		return "torch.addmm(bias, a, w)"
+	case program.MM:
+		return "torch.mm(a, w)"
+	case program.Matmul:
+		return "torch.matmul(a, w)"
+	}
+	return "torch.bmm(a, w)"
+}
+
+// gemmParams are the GEMM operands' names, in the order fused() and chain() take them.
+func gemmParams(g *program.GEMM) []string {
+	if g.Bias != nil {
+		return []string{"a", "w", "bias"}
+	}
+	return []string{"a", "w"}
+}
+
+// gemmShapes is a case's SHAPES for a GEMM head: the main shape, x's and w's, for x's
+// leading dims lead, N and K.
+func gemmShapes(g *program.GEMM, lead []int64, n, k int64) [][]int64 {
+	main := append(append([]int64{}, lead...), n)
+	x := append(append([]int64{}, lead...), k)
+	var w []int64
+	switch g.Op {
+	case program.Linear:
+		w = []int64{n, k}
+	case program.BMM:
+		w = []int64{lead[0], k, n}
+	default:
+		w = []int64{k, n}
+	}
+	return [][]int64{main, x, w}
+}
+
+// gemmAdversarial are interpreter-size shapes for a GEMM head (the interpreter's tile is
+// 16 x 32 x 32): ragged M, N and K over several tiles, one row and one column, K one past a
+// block, and square M = N = K (a transposition mistake changes values there, not shapes).
+func gemmAdversarial(g *program.GEMM) [][][]int64 {
+	rank := len(g.X)
+	lead := func(m int64) []int64 {
+		switch {
+		case g.Op == program.BMM:
+			return []int64{2, m}
+		case rank == 2:
+			return []int64{m}
+		}
+		if m == 1 {
+			l := make([]int64, rank-1)
+			for i := range l {
+				l[i] = 1
+			}
+			return l
+		}
+		l := make([]int64, rank-1)
+		for i := range l {
+			l[i] = 1
+		}
+		l[0] = 3 // three leading batches of rows
+		l[rank-2] = (m + 2) / 3
+		return l
+	}
+	return [][][]int64{
+		gemmShapes(g, lead(33), 45, 70),
+		gemmShapes(g, lead(1), 1, 1),
+		gemmShapes(g, lead(17), 33, 33),
+		gemmShapes(g, lead(40), 40, 40),
+	}
+}
+
+// gemmCase writes case.py's GEMM entries.
+func (r *renderer) gemmCase(b *bytes.Buffer) {
+	g := r.p.GEMM
+	_, _, n, k := g.MNK()
+	fmt.Fprintf(b, "# the GEMM head: its traced op, x's rank, a bias, the dtype of x, w and bias\n")
+	fmt.Fprintf(b, "GEMM = {\"op\": %s, \"x_rank\": %d, \"bias\": %s, \"dtype\": %s, \"n\": %d, \"k\": %d}\n",
+		pyStr(string(g.Op)), len(g.X), pyBool(g.Bias != nil), pyStr(string(g.DType)), n, k)
+	b.WriteString("GEMM_ADVERSARIAL = [")
+	for i, sh := range gemmAdversarial(g) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		var s []string
+		for _, d := range sh {
+			s = append(s, pyInts(d))
+		}
+		b.WriteString("[" + strings.Join(s, ", ") + "]")
+	}
+	b.WriteString("]\n")
+}
+
+// gemmReference is reference.py's chain for a GEMM head: the GEMM replayed as traced, its
+// output as x0, then the steps.
+func (r *renderer) gemmReferenceHead() (params []string, head string) {
+	params = gemmParams(r.p.GEMM)
+	for i := 1; i < len(r.p.Inputs); i++ {
+		params = append(params, "x"+strconv.Itoa(i))
+	}
+	return params, "    x0 = " + gemmTorch(r.p.GEMM) + "\n"
+}
+
+// gemmKernel writes _gemm_epilogue_kernel: grouped output tiles (the gemm block's _tile),
+// fp32 accumulation over K in BLOCK_K steps, the bias, the GEMM output rounded to its dtype
+// as eager stores it (x0), then the program's steps on the tile and its stores.
+func (r *renderer) gemmKernel(b *bytes.Buffer) {
+	g := r.p.GEMM
+	var a []string
+	a = append(a, "a", "w", "bias")
+	for i := 1; i < len(r.p.Inputs); i++ {
+		a = append(a, "in"+strconv.Itoa(i))
+	}
+	for k := range r.p.Outputs {
+		a = append(a, "out"+strconv.Itoa(k))
+	}
+	a = append(a, "pre", "M", "N")
+	for d := 0; d < r.rank; d++ {
+		a = append(a, "D"+strconv.Itoa(d))
+	}
+	for i := 1; i < len(r.p.Inputs); i++ {
+		for d := 0; d < r.rank; d++ {
+			a = append(a, fmt.Sprintf("s%d_%d", i, d))
+		}
+	}
+	a = append(a, "s_bias", "sa_b", "sa_m", "sa_k", "sw_b", "sw_k", "sw_n",
+		"K: tl.constexpr", "HAS_BIAS: tl.constexpr", "STORE_PRE: tl.constexpr", "F32: tl.constexpr",
+		"BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "GROUP_M: tl.constexpr")
+	b.WriteString("@triton.jit\n")
+	fmt.Fprintf(b, "def _gemm_epilogue_kernel(%s):\n", strings.Join(a, ", "))
+	b.WriteString(`    """One output tile of the [batch, M, N] product of a [batch, M, K] and w [batch, K, N] (both
+    read through their strides), then the chain on it: x0 is the GEMM's output as eager stores
+    it, the inputs are loaded at the tile's (row, column) of the main shape through their
+    strides, the outputs are stored contiguous [rows, N]."""
+    pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pb = tl.program_id(1).to(tl.int64)
+    rm = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    m_ok = rm < M
+    n_ok = rn < N
+    a_ptrs = a + pb * sa_b + rm[:, None] * sa_m + rk[None, :] * sa_k
+    w_ptrs = w + pb * sw_b + rk[:, None] * sw_k + rn[None, :] * sw_n
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_ok = (k0 + rk) < K
+        at = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        wt = tl.load(w_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        if F32:  # fp32 operands, or the interpreter (its 16-bit tl.dot is wrong): exact upcasts
+            acc = tl.dot(at.to(tl.float32), wt.to(tl.float32), acc, input_precision=_F32_DOT)
+        else:  # fp16 / bf16 operands to the tensor cores as they are, fp32 accumulation
+            acc = tl.dot(at, wt, acc)
+        a_ptrs += BLOCK_K * sa_k
+        w_ptrs += BLOCK_K * sw_k
+    if HAS_BIAS:
+        acc += tl.load(bias + rn * s_bias, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+`)
+	dt := tlDtypes[g.DType]
+	if g.DType == program.FP32 {
+		b.WriteString("    x0 = acc\n")
+	} else {
+		fmt.Fprintf(b, "    x0 = _round(acc, %s)  # the GEMM's output as eager stores it\n", dt)
+	}
+	b.WriteString("    mask = m_ok[:, None] & n_ok[None, :]\n")
+	b.WriteString("    row = pb * M + rm  # the row of the main shape seen as [rows, N]\n")
+	b.WriteString("    r = row\n")
+	for d := r.rank - 2; d > 0; d-- {
+		fmt.Fprintf(b, "    i%d = (r %% D%d)[:, None]\n    r = r // D%d\n", d, d, d)
+	}
+	b.WriteString("    i0 = r[:, None]\n")
+	fmt.Fprintf(b, "    i%d = rn[None, :]\n", r.rank-1)
+	b.WriteString("    offs = row[:, None] * N + rn[None, :]\n")
+	b.WriteString("    if STORE_PRE:  # training: the GEMM's output, what the epilogue's backward recomputes from\n")
+	fmt.Fprintf(b, "        tl.store(pre + offs, _cast(x0, %s), mask=mask)\n", dt)
+	r.epilogue = true
+	r.steps(b, "    ", func(i int) string {
+		var t []string
+		for d := 0; d < r.rank; d++ {
+			t = append(t, fmt.Sprintf("i%d * s%d_%d", d, i, d))
+		}
+		return "(" + strings.Join(t, " + ") + ")"
+	})
+	r.epilogue = false
+	for k, o := range r.p.Outputs {
+		r.store(b, "    ", k, o, "v"+strconv.Itoa(o), "offs", "mask")
+	}
+	b.WriteString("\n\n")
+}
+
+// gemmViews is the host code that views a and w as [batch, M, K] and [batch, K, N] as the
+// traced op multiplies them (the weight's transposition is here).
+func gemmViews(g *program.GEMM) string {
+	switch g.Op {
+	case program.Linear:
+		return "    a3 = a.reshape(-1, a.shape[-1]).unsqueeze(0)\n    w3 = w.t().unsqueeze(0)  # nn.Linear's weight is [N, K]\n"
+	case program.Matmul:
+		return "    a3 = a.reshape(-1, a.shape[-1]).unsqueeze(0)\n    w3 = w.unsqueeze(0)\n"
+	case program.BMM:
+		return "    a3, w3 = a, w\n"
+	}
+	return "    a3 = a.unsqueeze(0)\n    w3 = w.unsqueeze(0)\n"
+}
+
+// gemmBackward is the host code of the operands' gradients from the GEMM output's, g0.
+func gemmBackward(g *program.GEMM) string {
+	var b strings.Builder
+	switch g.Op {
+	case program.BMM:
+		b.WriteString("    ga = torch.bmm(g0, w.transpose(1, 2)) if needs[0] else None\n")
+		b.WriteString("    gw = torch.bmm(a.transpose(1, 2), g0) if needs[1] else None\n")
+		b.WriteString("    gb = None\n")
+		return b.String()
+	case program.Linear:
+		b.WriteString("    g2 = g0.reshape(-1, g0.shape[-1])\n")
+		b.WriteString("    ga = (g2 @ w).reshape(a.shape) if needs[0] else None\n")
+		b.WriteString("    gw = g2.t() @ a.reshape(-1, a.shape[-1]) if needs[1] else None\n")
+	default:
+		b.WriteString("    g2 = g0.reshape(-1, g0.shape[-1])\n")
+		b.WriteString("    ga = (g2 @ w.t()).reshape(a.shape) if needs[0] else None\n")
+		b.WriteString("    gw = a.reshape(-1, a.shape[-1]).t() @ g2 if needs[1] else None\n")
+	}
+	if g.Bias != nil {
+		b.WriteString("    gb = g2.sum(0) if needs[2] else None\n")
+	} else {
+		b.WriteString("    gb = None\n")
+	}
+	return b.String()
+}
+
+// gemmWrapper is the host side of a GEMM head: gemm_fused, gemm_cublas, gemm_only and, with
+// a backward, GemmFunction.
+func (r *renderer) gemmWrapper(hasBackward bool) string {
+	g := r.p.GEMM
+	var b strings.Builder
+	fmt.Fprintf(&b, "GEMM_DTYPE = %s\nGEMM_X_RANK = %d\nGEMM_HAS_BIAS = %s\n\n\n", torchDtypes[g.DType], len(g.X), pyBool(g.Bias != nil))
+	b.WriteString("def _gemm_views(a, w):\n")
+	b.WriteString(`    """a as [batch, M, K] and w as [batch, K, N] (views where the strides allow), as the traced
+    GEMM multiplies them."""
+`)
+	b.WriteString(gemmViews(g))
+	b.WriteString("    return a3, w3\n\n\n")
+	b.WriteString("def gemm_only(a, w, bias=None):\n    \"\"\"The traced GEMM alone, in eager PyTorch (cuBLAS).\"\"\"\n")
+	b.WriteString("    return " + gemmTorch(g) + "\n\n\n")
+	b.WriteString(`def gemm_cublas(a, w, bias, *xs):
+    """The chain as cuBLAS plus one generated kernel: the traced GEMM in eager PyTorch, then the
+    program's pointwise kernel (fused) on its output."""
+    return fused(gemm_only(a, w, bias), *xs)
+
+
+def _gemm_check(a, w, bias, xs):
+    for name, t in (("a", a), ("w", w)) + ((("bias", bias),) if GEMM_HAS_BIAS else ()):
+        if not isinstance(t, torch.Tensor) or t.dtype != GEMM_DTYPE:
+            raise TypeError(f"{name}: want a {GEMM_DTYPE} tensor")
+    if not GEMM_HAS_BIAS and bias is not None:
+        raise TypeError("this GEMM takes no bias")
+    if a.dim() != GEMM_X_RANK:
+        raise ValueError(f"a: rank {a.dim()}, want {GEMM_X_RANK}")
+    a3, w3 = _gemm_views(a, w)
+    if w3.dim() != 3 or w3.shape[1] != a3.shape[2] or w3.shape[0] != a3.shape[0]:
+        raise ValueError(f"a {list(a.shape)} and w {list(w.shape)} do not multiply")
+    n = w3.shape[2]
+    if GEMM_HAS_BIAS and list(bias.shape) != [n]:
+        raise ValueError(f"bias: shape {list(bias.shape)}, want [{n}]")
+    shape = list(a.shape[:-1]) + [n]
+    if len(xs) != len(IN_DTYPES) - 1:
+        raise TypeError(f"the epilogue takes {len(IN_DTYPES) - 1} tensors, got {len(xs)}")
+    for i, (t, dt) in enumerate(zip(xs, IN_DTYPES[1:])):
+        if not isinstance(t, torch.Tensor) or t.dtype != dt:
+            raise TypeError(f"input {i + 1}: want a {dt} tensor")
+    if list(torch.broadcast_shapes(tuple(shape), *(t.shape for t in xs))) != shape:
+        raise ValueError(f"inputs do not broadcast to the GEMM's output {shape}")
+    return a3, w3, shape
+
+
+def gemm_fused(a, w, bias, *xs, out=None, pre=None):
+    """The chain as one kernel: the GEMM of a and w (and bias), the steps in its epilogue; a
+    tuple of the outputs. out: contiguous tensors of the outputs' shapes and dtypes to write
+    instead; pre: a contiguous tensor of the GEMM output's shape and dtype that receives it."""
+    a3, w3, shape = _gemm_check(a, w, bias, xs)
+    if out is None:
+        out = [torch.empty(_out_shape(shape, k), dtype=dt, device=a.device) for dt, k in zip(OUT_DTYPES, OUT_SHAPES)]
+    else:
+        for o, dt, k in zip(out, OUT_DTYPES, OUT_SHAPES):
+            if o.dtype != dt or list(o.shape) != _out_shape(shape, k) or not o.is_contiguous():
+                raise ValueError("out: want contiguous tensors of the outputs' shapes and dtypes")
+    if pre is not None and (pre.dtype != GEMM_DTYPE or list(pre.shape) != shape or not pre.is_contiguous()):
+        raise ValueError("pre: want a contiguous tensor of the GEMM output's shape and dtype")
+    nb, m, k = a3.shape
+    n = w3.shape[2]
+    if nb * m * n == 0:
+        return tuple(out)
+    if k == 0:  # an empty sum: the GEMM's output is the bias (or 0)
+        return gemm_cublas(a, w, bias, *xs)
+    views = [torch.broadcast_to(t, shape) for t in xs]
+    strides = [x for v in views for x in v.stride()]
+    b_arg = bias if bias is not None else a3
+    s_bias = bias.stride(0) if bias is not None else 0
+    flags = (bias is not None, pre is not None, GEMM_DTYPE == torch.float32 or INTERPRET)
+
+    def run(tile, outs, pre_t):
+        g = _gemm_grid(m, n, tile)
+        _gemm_launch(_gemm_epilogue_kernel, (g[0], nb, 1), (),
+                     (a3, w3, b_arg, *views, *outs, pre_t, m, n, *shape, *strides, s_bias,
+                      *a3.stride(), *w3.stride()),
+                     tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
+
+    def scratch(tile):  # tuning runs write scratch outputs, never the caller's
+        run(tile, [torch.empty_like(o) for o in out], torch.empty(shape, dtype=GEMM_DTYPE, device=a.device))
+
+    tile = _gemm_tile(_gemm_epilogue_kernel, nb * m, n, k, a3, flags, scratch)
+    run(tile, out, pre if pre is not None else out[0])
+    return tuple(out)
+`)
+	if !hasBackward {
+		return b.String()
+	}
+	b.WriteString(`
+
+def _gemm_backward(a, w, bias, g0, needs):
+    """The GEMM operands' gradients from its output's (g0), on cuBLAS (torch matmuls), as
+    eager's backward computes them."""
+`)
+	b.WriteString(gemmBackward(g))
+	b.WriteString(`    return ga, gw, gb
+
+
+class GemmFunction(torch.autograd.Function):
+    """gemm_fused under autograd: its forward also stores the GEMM's output; its backward is the
+    program's fused backward (fused_backward) for the GEMM output's and the inputs' gradients,
+    then cuBLAS for the operands' (no fused GEMM backward)."""
+
+    @staticmethod
+    def forward(ctx, a, w, bias, *xs):
+        _, _, shape = _gemm_check(a, w, bias, xs)
+        pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
+        outs = gemm_fused(a, w, bias, *xs, pre=pre)
+        ctx.save_for_backward(a, w, bias, pre, *xs)
+        ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
+        return outs
+
+    @staticmethod
+    def backward(ctx, *douts):
+        a, w, bias, pre, *xs = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grads = fused_backward((pre, *xs), douts, (any(needs[:3]),) + tuple(needs[3:]))
+        g0 = grads[0]
+        if g0 is None:
+            g0 = torch.zeros_like(pre)
+        ga, gw, gb = _gemm_backward(a, w, bias, g0, needs[:3])
+        return (ga, gw, gb, *grads[1:])
+
+
+def gemm_autograd(a, w, bias, *xs):
+    """The chain as a training step calls it: gemm_fused with the fused backward."""
+    return GemmFunction.apply(a, w, bias, *xs)
+`)
+	return b.String()
+}
