@@ -21,6 +21,8 @@ var LibraryNames = map[string]string{
 	"flex":           "flex_attention (FlexAttention)",
 	"rms_norm":       "F.rms_norm",
 	"addmm_gelu":     "torch._addmm_activation(use_gelu=True)",
+	// a generic chain that starts at a GEMM: its other form (templates/_generic/adapter.py)
+	"cublas_pointwise": "cuBLAS GEMM + the generated pointwise kernel (kernel.gemm_cublas)",
 }
 
 // sdpaBackends are the SDPA backends by the bench's sdpa_backend, as the tables show them.
