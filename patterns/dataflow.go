@@ -265,6 +265,11 @@ const maxScan = 48
 //     (x + f(norm(x))) read the norm's input, never its output, a second time.
 //  4. For later inputs, values that so far were only reshaped by views (heads
 //     split off a projection) rank after values a computing op already read.
+//  5. A normalization does not read another normalization's output that an op has
+//     already read when that normalization's input is also a candidate (rule 3 for
+//     a norm's one input): parallel-residual blocks (GPT-NeoX: x + attn(ln1(x)) +
+//     mlp(ln2(x))) normalize x again after the attention read ln1(x). A norm's fresh
+//     output stays the choice: CLIP's pre_layrnorm feeds layer_norm1 directly.
 func (g *graph) infer() {
 	table := map[uint64][]entry{}
 	thread := int32(-1)
@@ -341,7 +346,11 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 	if len(pos) == 1 {
 		c := g.candidates(table, ins[pos[0]], nil, nil)
 		if len(c) > 0 {
-			g.link(b, pos[0], c[0])
+			choice := c[0]
+			if p := g.src[choice]; normOps[g.name[b]] && p >= 0 && len(g.cons[p]) > 0 { // rule 5
+				choice = g.preferNormInput(c)
+			}
+			g.link(b, pos[0], choice)
 		}
 		return
 	}

@@ -443,3 +443,34 @@ func TestRecordedKnownDiffs(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelResidualNorms: a parallel-residual block (GPT-NeoX, as in the recorded
+// pythia_train_bf16) normalizes one x twice, ln1(x) for the attention and ln2(x) for the MLP.
+// From the Kineto trace alone the second LayerNorm's input is x, not the first LayerNorm's
+// output (the newest value of its shape): dataflow rule 5. Both norms then read the residual
+// add, as the execution trace shows. A norm of a norm's output that nothing read yet (CLIP's
+// pre_layrnorm, then the first layer's layer_norm1, as in the shared OWLv2 trace) stays one.
+func TestParallelResidualNorms(t *testing.T) {
+	ln := op{name: "layer_norm", in: []string{"f32:8x128x768", "=[768]", "f32:768", "f32:768", "=1e-05", "=True"}}
+	block := []op{
+		{name: "add", in: []string{"f32:8x128x768", "f32:8x128x768", "=1"}}, // x = the residual sum
+		ln,
+		{name: "linear", in: []string{"f32:8x128x768", "f32:2304x768", "f32:2304"}}, // attention's QKV
+		ln,
+		{name: "linear", in: []string{"f32:8x128x768", "f32:3072x768", "f32:3072"}}, // the MLP's input
+	}
+	want := map[string]int{"add_layernorm": 2, "layernorm_linear": 2}
+	if got := synthCounts(t, synth(block...)); !maps.Equal(got, want) {
+		t.Errorf("parallel residual: %v, want %v", got, want)
+	}
+	preNorm := []op{
+		{name: "add", in: []string{"f32:8x128x768", "f32:8x128x768", "=1"}}, // patch + position embeddings
+		ln, // pre_layrnorm
+		ln, // layer_norm1 of the first layer: reads pre_layrnorm's output
+		{name: "linear", in: []string{"f32:8x128x768", "f32:2304x768", "f32:2304"}},
+	}
+	want = map[string]int{"add_layernorm": 1, "layernorm_linear": 1}
+	if got := synthCounts(t, synth(preNorm...)); !maps.Equal(got, want) {
+		t.Errorf("a norm of a fresh norm: %v, want %v", got, want)
+	}
+}
