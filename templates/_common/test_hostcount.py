@@ -9,6 +9,7 @@ steady-state call launches every kernel directly (no cache miss).
 
 import pathlib
 import sys
+import types
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
@@ -61,6 +62,33 @@ def test_counter_sees_item_and_the_backward():
     _, c = hc.count(call)
     assert c.ops["_local_scalar_dense"] == 1
     assert c.ops["mul"] >= 2  # the forward's and the backward's
+
+
+def test_gpu_launch_hook_counts_direct_launches_and_misses(monkeypatch):
+    """The GPU branch of the launch hook, on stubs: a direct launch (the kernel module's _run,
+    given a _COMPILED entry) counts as a launch, one through JITFunction.run as a launch and a
+    miss; both are restored afterwards."""
+    from triton.runtime.jit import JITFunction
+
+    ran = []
+    monkeypatch.setattr(fat, "INTERPRET", False)
+    monkeypatch.setattr(JITFunction, "run", lambda self, *a, **k: ran.append(("jit", self.fn.__name__)))
+
+    class Kernel:  # what _name reads of a JITFunction
+        def __init__(self, name):
+            self.fn = types.SimpleNamespace(__name__=name)
+
+    module = type("Module", (), {})()
+    module._run = lambda entry, grid, args, device: ran.append(("direct", entry[3].fn.__name__))
+    before = (JITFunction.run, module._run)
+    counter = hc.Counter()
+    with hc._LaunchHook(counter, counter, module):
+        module._run((None, None, None, Kernel("_fwd")), (1, 1, 1), (), 0)
+        module._run((None, None, None, Kernel("_fwd")), (1, 1, 1), (), 0)
+        JITFunction.run(Kernel("_bwd"), grid=(1, 1, 1), warmup=False)
+    assert ran == [("direct", "_fwd"), ("direct", "_fwd"), ("jit", "_bwd")]
+    assert counter.launches == {"_fwd": 2, "_bwd": 1} and counter.misses == 1
+    assert (JITFunction.run, module._run) == before
 
 
 @INTERP
