@@ -33,6 +33,15 @@ type GenericChain struct {
 	// approximate), a dropout that draws a mask, an op or dtype outside the table; ""
 	// when its Program is complete.
 	Unrecoverable string `json:"unrecoverable,omitempty"`
+	// GEMM is the traced op of the GEMM whose output the chain starts at, when its program
+	// has that GEMM as its head (program.GEMM: generated as one GEMM with the chain as its
+	// epilogue, and as cuBLAS plus the chain's pointwise kernel); GPUTimeUs, Kernels and the
+	// estimates then include the GEMM, GEMMUs its part.
+	GEMM   string  `json:"gemm,omitempty"`
+	GEMMUs float64 `json:"gemm_us,omitempty"`
+	// NoGEMMHead says why a chain that reads a GEMM's output stays pointwise (the GEMM's
+	// output has another reader, the chain ends in a reduction, ...); "" otherwise.
+	NoGEMMHead string `json:"no_gemm_head,omitempty"`
 }
 
 // genericOps are the memory-bound elementwise ops a generic chain is made of (base
@@ -174,6 +183,10 @@ func genericRanked(g *graph, claimed map[int32]bool, m *CostModel, ti, rank int)
 		}
 		in := &Instance{Pattern: GenericPatternID, Anchor: ops[i][len(ops[i])-1], Ops: ops[i],
 			Dims: [][]int64{c.Program.Dims}, DType: c.DType, Elems: c.Program.Numel()}
+		if c.Program.GEMM != nil {
+			in.GEMMs = ops[i][:1] // the head: genericFound puts its OpID first
+			in.Flops = c.Program.GEMM.FLOPs()
+		}
 		in.Bytes, in.WriteBytes = c.Program.Bytes()
 		e := estimate{gpuUs: c.GPUTimeUs, kernels: c.Kernels, fusedKernels: 1, timed: c.GPUTimeUs > 0}
 		if c.EstFusedUs > 0 {
@@ -199,7 +212,6 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 		for _, b := range nodes {
 			opIDs = append(opIDs, g.nodes[b])
 		}
-		ids = append(ids, opIDs)
 		var best tval
 		var ns int64
 		for _, b := range nodes {
@@ -215,12 +227,34 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 			}
 		}
 		c.Dims, c.DType = dims(best.dims), best.dtype
-		c.GPUTimeUs = float64(ns) / 1e3
+		chainNs := ns
 		if c.Unrecoverable == "" {
 			c.Program, c.Unrecoverable = g.genericProgram(nodes)
 		}
-		if c.Program != nil && ns > 0 && m != nil {
-			if f, ok := genericFusedUs(m, c.Program); ok {
+		if c.Program != nil {
+			gemm, h, why := g.gemmHead(nodes, memberOf(len(g.nodes), nodes), claimed)
+			switch {
+			case gemm >= 0 && c.Program.Reduction() != nil:
+				c.NoGEMMHead = g.name[gemm] + ": the chain ends in a reduction (a row does not fit one output tile): cuBLAS, then the row kernel"
+			case gemm >= 0:
+				if p, why := g.withGEMMHead(nodes, gemm, h); p != nil {
+					c.Program, c.GEMM = p, g.name[gemm]
+					gns, k := gemmActs(g.t, g.nodes[gemm])
+					c.GEMMUs = round2(float64(gns) / 1e3)
+					ns += gns
+					c.Kernels += k
+					opIDs = append([]int32{g.nodes[gemm]}, opIDs...)
+				} else {
+					c.NoGEMMHead = g.name[gemm] + ": " + why
+				}
+			default:
+				c.NoGEMMHead = why
+			}
+		}
+		ids = append(ids, opIDs)
+		c.GPUTimeUs = float64(ns) / 1e3
+		if c.Program != nil && chainNs > 0 && m != nil {
+			if f, ok := genericFusedUs(m, c.Program, float64(ns-chainNs)/1e3); ok {
 				c.EstFusedUs = f
 				c.EstSavingUs = max(c.GPUTimeUs-f, 0)
 			}
@@ -233,9 +267,12 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 // genericFusedUs is one fused kernel of p as the cost model times the catalog's memory-bound
 // kernels (CostModel.fused): a pointwise kernel over p's bytes (its inputs read once, its
 // outputs written once), or a row kernel over them when p ends in a reduction.
-func genericFusedUs(m *CostModel, p *program.Program) (float64, bool) {
+func genericFusedUs(m *CostModel, p *program.Program, gemmUs float64) (float64, bool) {
 	if m.BandwidthGBs <= 0 {
 		return 0, false
+	}
+	if p.GEMM != nil {
+		return m.genericGEMMUs(p, gemmUs, false)
 	}
 	kind := &Pattern{Kind: KindPointwise}
 	if p.Reduction() != nil {

@@ -40,6 +40,12 @@ type progBuilder struct {
 // genericProgram returns the op program of the region nodes (in time order), or why there
 // is none.
 func (g *graph) genericProgram(nodes []int32) (*program.Program, string) {
+	return g.buildProgram(nodes, nil)
+}
+
+// buildProgram is genericProgram with seed, when set, adding inputs before any step is
+// built (a GEMM head's output as input 0).
+func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.Program, string) {
 	pb := &progBuilder{g: g, member: make([]bool, len(g.nodes)), step: map[int32]int{}, ext: map[string]int{}}
 	for _, b := range nodes {
 		pb.member[b] = true
@@ -54,6 +60,9 @@ func (g *graph) genericProgram(nodes []int32) (*program.Program, string) {
 		return nil, "no op's output shape is known"
 	}
 	pb.p.Dims = dims(main)
+	if seed != nil {
+		seed(pb)
+	}
 	for _, b := range nodes {
 		name := stripInplace(g.name[b])
 		v, ok := g.val0(b)

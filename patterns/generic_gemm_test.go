@@ -1,0 +1,95 @@
+package patterns
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/program"
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// TestGenericGEMMHead: a chain that starts at a GEMM read by nothing else gets it as its
+// program's head (each traced form: linear with and without a bias, addmm, mm, a 3-D matmul,
+// bmm), with the GEMM's kernel in the chain's time; a GEMM whose output has another reader, an
+// addmm scaled by beta, and a chain ending in a reduction stay pointwise, the reason said.
+func TestGenericGEMMHead(t *testing.T) {
+	cases := []struct {
+		name string
+		ops  []op
+		head *program.GEMM
+		why  string // NoGEMMHead contains it
+	}{
+		{"linear with bias", []op{
+			{name: "linear", in: []string{"bf16:8x32", "bf16:64x32", "bf16:64"}},
+			{name: "silu", in: []string{"bf16:8x64"}},
+			{name: "mul", in: []string{"bf16:8x64", "=0.5"}},
+		}, &program.GEMM{Op: program.Linear, X: []int64{8, 32}, W: []int64{64, 32}, Bias: []int64{64}, DType: program.BF16}, ""},
+		{"linear without bias, 3-D x", []op{
+			{name: "linear", in: []string{"f32:2x8x32", "f32:64x32", ""}},
+			{name: "tanh", in: []string{"f32:2x8x64"}},
+			{name: "mul", in: []string{"f32:2x8x64", "=2"}},
+		}, &program.GEMM{Op: program.Linear, X: []int64{2, 8, 32}, W: []int64{64, 32}, DType: program.FP32}, ""},
+		{"addmm", []op{
+			{name: "addmm", in: []string{"f32:64", "f32:8x32", "f32:32x64", "=1", "=1"}},
+			{name: "relu", in: []string{"f32:8x64"}},
+			{name: "mul", in: []string{"f32:8x64", "=3"}},
+		}, &program.GEMM{Op: program.Addmm, X: []int64{8, 32}, W: []int64{32, 64}, Bias: []int64{64}, DType: program.FP32}, ""},
+		{"mm", []op{
+			{name: "mm", in: []string{"f16:8x32", "f16:32x64"}},
+			{name: "sigmoid", in: []string{"f16:8x64"}},
+			{name: "mul", in: []string{"f16:8x64", "=3"}},
+		}, &program.GEMM{Op: program.MM, X: []int64{8, 32}, W: []int64{32, 64}, DType: program.FP16}, ""},
+		{"matmul 3-D", []op{
+			{name: "matmul", in: []string{"f32:4x8x32", "f32:32x64"}},
+			{name: "exp", in: []string{"f32:4x8x64"}},
+			{name: "mul", in: []string{"f32:4x8x64", "=3"}},
+		}, &program.GEMM{Op: program.Matmul, X: []int64{4, 8, 32}, W: []int64{32, 64}, DType: program.FP32}, ""},
+		{"bmm", []op{
+			{name: "bmm", in: []string{"f32:4x8x32", "f32:4x32x64"}},
+			{name: "tanh", in: []string{"f32:4x8x64"}},
+			{name: "mul", in: []string{"f32:4x8x64", "=3"}},
+		}, &program.GEMM{Op: program.BMM, X: []int64{4, 8, 32}, W: []int64{4, 32, 64}, DType: program.FP32}, ""},
+		{"output read outside the chain", []op{
+			{name: "linear", in: []string{"f32:8x32", "f32:64x32", "f32:64"}},
+			{name: "mm", in: []string{"f32:8x64", "f32:64x16"}},
+			{name: "tanh", in: []string{"f32:8x64"}},
+			{name: "mul", in: []string{"f32:8x64", "=2"}},
+		}, nil, "read outside the chain"},
+		{"addmm scaled by beta", []op{
+			{name: "addmm", in: []string{"f32:64", "f32:8x32", "f32:32x64", "=0.5", "=1"}},
+			{name: "relu", in: []string{"f32:8x64"}},
+			{name: "mul", in: []string{"f32:8x64", "=3"}},
+		}, nil, "beta or alpha"},
+		{"ending in a reduction", []op{
+			{name: "linear", in: []string{"f32:8x32", "f32:64x32", "f32:64"}},
+			{name: "exp", in: []string{"f32:8x64"}},
+			{name: "sum", in: []string{"f32:8x64", "=[-1]", "=False", ""}},
+		}, nil, "ends in a reduction"},
+	}
+	for _, c := range cases {
+		r, err := Analyze([]*trace.Trace{synth(c.ops...)}, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(r.GenericChains) != 1 || r.GenericChains[0].Program == nil {
+			t.Errorf("%s: want one chain with a program, got %+v", c.name, r.GenericChains)
+			continue
+		}
+		ch := r.GenericChains[0]
+		got := ch.Program.GEMM
+		switch {
+		case c.head == nil && got != nil:
+			t.Errorf("%s: headed by %+v, want no head", c.name, got)
+		case c.head != nil && (got == nil || got.Op != c.head.Op || !eqDims(got.X, c.head.X) || !eqDims(got.W, c.head.W) ||
+			!eqDims(got.Bias, c.head.Bias) || (got.Bias == nil) != (c.head.Bias == nil) || got.DType != c.head.DType):
+			t.Errorf("%s: head %+v, want %+v (%s)", c.name, got, c.head, ch.NoGEMMHead)
+		case c.head != nil && (ch.GEMM != string(c.head.Op) || ch.GEMMUs != 5 || ch.Kernels != len(c.ops)):
+			t.Errorf("%s: gemm %q %v us, %d kernels: want the head's op, its 5 us and its kernel", c.name, ch.GEMM, ch.GEMMUs, ch.Kernels)
+		case c.head == nil && !strings.Contains(ch.NoGEMMHead, c.why):
+			t.Errorf("%s: no_gemm_head %q, want it to say %q", c.name, ch.NoGEMMHead, c.why)
+		}
+		if got != nil && ch.Program.Inputs[0].DType != got.DType {
+			t.Errorf("%s: input 0 is not the GEMM's output: %+v", c.name, ch.Program.Inputs[0])
+		}
+	}
+}
