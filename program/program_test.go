@@ -183,7 +183,7 @@ func TestBackward(t *testing.T) {
 func TestGEMMHead(t *testing.T) {
 	base := func() *Program {
 		return &Program{Dims: []int64{2, 5, 6}, Inputs: []Input{{DType: BF16, Dims: []int64{2, 5, 6}}},
-			Steps:   []Step{{Op: Tanh, Args: []Arg{InArg(0)}, DType: BF16}}, Outputs: []int{0},
+			Steps: []Step{{Op: Tanh, Args: []Arg{InArg(0)}, DType: BF16}}, Outputs: []int{0},
 			GEMM: &GEMM{Op: Linear, X: []int64{2, 5, 7}, W: []int64{6, 7}, Bias: []int64{6}, DType: BF16}}
 	}
 	if err := base().Validate(); err != nil {
