@@ -15,6 +15,11 @@ import fa_testing as fat
 KIND = "pointwise"
 OUTPUTS = ["y"]
 GRAD_INPUTS = ["x", "residual", "bias"]
+# 16-bit gradients are compared with the fp32 chain (quack check: within twice eager's own
+# error) rather than with eager's: with an fp32 residual eager rounds dy to x's type and then
+# the dropout's product again, the kernel rounds once, and over a bias gradient's rows those
+# differences add up (0.19 apart over 129 bf16 rows)
+QUACK_GRAD = True
 # Adversarial entries about memory rather than shape end in a marker instead of a shape (no
 # tensor has a negative size), which make_inputs and fused() recognise:
 # - WIDE_ROWS, WIDE_COLS: the inputs are views whose element offsets pass 2**31 along their

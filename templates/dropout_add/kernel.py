@@ -34,8 +34,9 @@ mask: the backward regenerates it from (seed, element's row and column).
   an ``out`` whose elements share memory (an expanded view).
 - Training: ``DropoutAddFunction`` has a fused Triton backward (regenerates the mask from the
   seed the forward used, the tensor saved for backward or the int; d_x = dy * keep / (1-p),
-  written in ``x + b``'s type: one pass, read dy, write d_x); d_residual is dy itself; the
-  bias gradient is an ATen row-sum in fp32.
+  written in ``x + b``'s type: one pass, read dy, write d_x); d_residual is dy itself; with
+  a bias, the same pass sums d_x's columns per group of rows (fp32 partial sums,
+  ``DB_PROGRAMS``), and one small ATen sum of those is the bias gradient.
 
 Interpreter-safe: builtins only (``tl.philox``, ``tl.join``, ``tl.reshape``), no bf16 arithmetic.
 """
@@ -139,21 +140,56 @@ def _dropout_add_fwd(X, B, R, Y, M, N, sxm, sxn, srm, srn, sym, syn, p, scale, s
     tl.store(Y + rm[:, None] * sym + rn[None, :] * syn, _cast(r + z, Y.dtype.element_ty), mask=mask)
 
 
-@triton.jit(do_not_specialize=["M", "seed"])
-def _dropout_add_bwd(DY, DZ, M, N, sdym, sdyn, p, scale, seed,
-                     DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # the forward's tiling and 64-bit offsets; DZ is contiguous [M, N]
-    pid = tl.program_id(0)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    col0 = (pid % tiles_n).to(tl.int64) * BLOCK_N
-    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+@triton.jit
+def _dropout_add_bwd_tile(DY, DZ, rm, col0, M, N, sdym, sdyn, p, scale, seed,
+                          DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """dz = dy * keep / (1 - p) on rows rm (< M) and columns col0 + [0, BLOCK_N), stored in DZ's
+    type (DZ contiguous [M, N]); returned as stored (fp32, 0 outside the tile's bounds)."""
     rn = col0 + tl.arange(0, BLOCK_N)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     dz = tl.load(DY + rm[:, None] * sdym + rn[None, :] * sdyn, mask=mask, other=0.0).to(tl.float32)
-    if DROPOUT:
-        seed = _load_seed(seed, SEED_PTR)  # the forward's seed: its mask, regenerated
+    if DROPOUT:  # the forward's seed: its mask, regenerated
         dz = dz * tl.where(_keep(seed, rm, col0, N, p, BLOCK_M, BLOCK_N), scale, 0.0)
-    tl.store(DZ + rm[:, None] * N + rn[None, :], _cast(dz, DZ.dtype.element_ty), mask=mask)
+    dz = _cast(dz, DZ.dtype.element_ty)
+    tl.store(DZ + rm[:, None] * N + rn[None, :], dz, mask=mask)
+    return tl.where(mask, dz.to(tl.float32), 0.0)
+
+
+@triton.jit(do_not_specialize=["M", "rows", "seed"])
+def _dropout_add_bwd(DY, DZ, PART, M, N, rows, sdym, sdyn, p, scale, seed,
+                     DROPOUT: tl.constexpr, SEED_PTR: tl.constexpr, HAS_DB: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # the forward's tiling and 64-bit offsets; DZ is contiguous [M, N]. With HAS_DB (the bias
+    # gradient) program t takes column block t % tiles_n of rows [g * rows, (g + 1) * rows),
+    # g = t // tiles_n (rows a multiple of BLOCK_M), BLOCK_M at a time, and stores its column
+    # sums of dz (as stored, the values eager sums) in row g of PART [G, N] fp32: the bias
+    # gradient's partial sums, without reading dz again
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    col0 = (pid % tiles_n).to(tl.int64) * BLOCK_N
+    if DROPOUT:
+        seed = _load_seed(seed, SEED_PTR)
+    if HAS_DB:
+        g = (pid // tiles_n).to(tl.int64)
+        r = g * rows
+        end = tl.minimum(r + rows, M)
+        acc = tl.full([BLOCK_N], 0, tl.float32)
+        while r < end:
+            rm = r + tl.arange(0, BLOCK_M)
+            acc += tl.sum(_dropout_add_bwd_tile(DY, DZ, rm, col0, end, N, sdym, sdyn, p, scale, seed,
+                                                DROPOUT, BLOCK_M, BLOCK_N), axis=0)
+            r += BLOCK_M
+        rn = col0 + tl.arange(0, BLOCK_N)
+        tl.store(PART + g * N + rn, acc, mask=rn < N)
+    else:
+        rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        _dropout_add_bwd_tile(DY, DZ, rm, col0, M, N, sdym, sdyn, p, scale, seed, DROPOUT, BLOCK_M, BLOCK_N)
+
+
+# The bias gradient's programs (_dropout_add_bwd with HAS_DB): about DB_PROGRAMS of them over
+# all column blocks, each over whole row tiles, so that the partial sums are a few hundred rows
+# of fp32 whatever M is (the interpreter's few, so that its tests' rows span several groups)
+DB_PROGRAMS = 8 if INTERPRET else 2048
 
 
 @triton.jit(do_not_specialize=["M", "seed"])
@@ -532,7 +568,7 @@ def dropout_mask(shape, p, seed, device):
 
 class DropoutAddFunction(torch.autograd.Function):
     """Autograd for dropout_add: fused Triton backward regenerating the mask from the forward's
-    seed (never stored); ATen bias row-sum. ``seed`` as for dropout_add (None: drawn on x's
+    seed (never stored), which also sums the bias gradient's per-program partial sums. ``seed`` as for dropout_add (None: drawn on x's
     device here, one per call)."""
 
     @staticmethod
@@ -561,20 +597,30 @@ class DropoutAddFunction(torch.autograd.Function):
         # bf16 x (that took an fp32 [M, N] gradient and a second kernel to cast it to x's
         # type: 14 bytes moved per element instead of 6, two launches instead of one)
         dz = torch.empty(dy.shape, dtype=xd if bd is None else torch.promote_types(xd, bd), device=dy.device)
+        has_db = ctx.has_bias and ctx.needs_input_grad[2]
+        db = None
         if dy.numel():
             dy2 = _rows(dy)
             M, N = dy2.shape
             bm, bn, warps = _tiles(N, max(dy2.element_size(), dz.element_size()), 8)
             seed, seed_ptr = _seed_arg("dropout_add", ctx.saved_tensors[0] if ctx.seed is None else ctx.seed,
                                        dy.device)
-            _launch(_dropout_add_bwd, _grid(M, N, bm, bn),
-                    (dy2, dz, M, N, dy2.stride(0), dy2.stride(1), float(ctx.p), 1.0 / (1.0 - ctx.p), seed),
-                    num_warps=warps, DROPOUT=ctx.drop, SEED_PTR=seed_ptr, BLOCK_M=bm, BLOCK_N=bn)
+            grid, rows, part = _grid(M, N, bm, bn), bm, dz  # dz: a dummy PART, never written
+            if has_db:
+                tiles_n = -(-N // bn)
+                rows = -(-M // max(1, DB_PROGRAMS // tiles_n))
+                rows = -(-rows // bm) * bm  # whole row tiles
+                groups = -(-M // rows)
+                grid = (groups * tiles_n,)
+                part = torch.empty((groups, N), dtype=torch.float32, device=dy.device)
+            _launch(_dropout_add_bwd, grid,
+                    (dy2, dz, part, M, N, rows, dy2.stride(0), dy2.stride(1), float(ctx.p), 1.0 / (1.0 - ctx.p), seed),
+                    num_warps=warps, DROPOUT=ctx.drop, SEED_PTR=seed_ptr, HAS_DB=has_db, BLOCK_M=bm, BLOCK_N=bn)
+            db = part.sum(0).to(bd) if has_db else None
+        elif has_db:
+            db = torch.zeros(dy.shape[-1] if dy.dim() else 1, dtype=bd, device=dy.device)
         dx = dz.to(xd) if ctx.needs_input_grad[0] else None
         dr = dy.to(rd) if ctx.needs_input_grad[1] else None
-        db = None
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            db = _rows(dz).sum(0, dtype=torch.float32).to(bd)
         return dx, dr, db, None, None, None
 
 

@@ -319,7 +319,8 @@ def _aten_ops(fn):
 def test_backward_of_fp32_residual_is_one_pass(monkeypatch, has_bias):
     # a bf16 branch on an fp32 residual stream (autocast): the backward kernel writes d_x in
     # x's type itself (read dy, write d_x), no fp32 [M, N] gradient cast afterwards; d_residual
-    # is dy; with a bias, one row-sum more (and its [N] result cast to the bias' type)
+    # is dy; with a bias, the kernel's partial sums summed (and the [N] result cast to the
+    # bias' type)
     x = torch.empty(64, 768, dtype=torch.bfloat16, device="meta", requires_grad=True)
     r = torch.empty(64, 768, dtype=torch.float32, device="meta", requires_grad=True)
     b = torch.empty(768, dtype=torch.bfloat16, device="meta", requires_grad=True) if has_bias else None
@@ -330,12 +331,28 @@ def test_backward_of_fp32_residual_is_one_pass(monkeypatch, has_bias):
     calls.clear()
     grads = []
     ops = _aten_ops(lambda: grads.extend(torch.autograd.grad(y, [x, r] if b is None else [x, r, b], dy)))
-    (k, _, _, args), = calls
-    assert k is kernel._dropout_add_bwd and args[1].dtype == torch.bfloat16
+    (k, _, c, args), = calls
+    assert k is kernel._dropout_add_bwd and args[1].dtype == torch.bfloat16 and c["HAS_DB"] == has_bias
     assert grads[0].dtype == torch.bfloat16 and grads[0].data_ptr() == args[1].data_ptr()
     assert grads[1].data_ptr() == dy.data_ptr()
     assert not [op for op, n in ops if op in ("_to_copy", "copy_") and n == x.numel()], ops
-    assert [op for op, n in ops if op == "sum"] == ["sum"] * has_bias, ops
+    # the bias gradient: the sum of the kernel's partial sums, never of d_x (x.numel() terms)
+    assert [n for op, n in ops if op == "sum"] == [args[2].numel()] * has_bias, ops
+    assert not has_bias or args[2].numel() < x.numel()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("programs", [1, 8, 1000])
+def test_bias_grad_in_row_groups(device, dtype, programs, monkeypatch):
+    """The bias gradient from the backward kernel's partial sums: every row in one program,
+    groups of several row tiles with a ragged last one, one tile per program; with an fp32
+    residual too (d_x, and so the sum, in x's type); p = 0 (no mask) as well."""
+    monkeypatch.setattr(kernel, "DB_PROGRAMS", programs)
+    for i, shapes in enumerate(([[129, 70]], [[3, 43, 24]])):
+        for rd, p in ((None, 0.3), ("fp32", 0.3), (None, 0.0)):
+            params = {"p": p, "has_bias": True, "residual_dtype": rd}
+            fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, 40 + i)
 
 
 @pytest.fixture(params=[True, False], ids=["interpreter-tiles", "gpu-tiles"])
@@ -362,7 +379,7 @@ def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
     calls = _launches(monkeypatch, run)
     names = [kernel._dropout_add_fwd, kernel._dropout_add_bwd, kernel._mask_kernel]
     assert [k for k, *_ in calls] == names
-    at = {kernel._dropout_add_fwd: 4, kernel._dropout_add_bwd: 2, kernel._mask_kernel: 1}
+    at = {kernel._dropout_add_fwd: 4, kernel._dropout_add_bwd: 3, kernel._mask_kernel: 1}
     for k, grid, c, args in calls:
         assert tuple(args[at[k]:at[k] + 2]) == (M, N)
         bm, bn = c["BLOCK_M"], c["BLOCK_N"]
