@@ -108,6 +108,42 @@ def grad_shapes(params):
     return out
 
 
+TILE_S = 200  # the tile cases' sequence length: past the largest candidate's 128-block, ragged against every block size
+
+
+def tile_cases(kernel, shapes, dtype, params):
+    """The verifier's tile cases: every tile the GPU could pick for this case's bucket
+    (kernel.tile_candidates; the decode lists where the traced Sq <= 16) run in the interpreter
+    under kernel.forced_tiles, as a list of (name, shapes, tiles, grad). Gradient case i forces
+    the i-th dK/dV, dQ and forward candidate (cycling the shorter lists: max(len) of the
+    backward's lists cover both backward kernels' and the training forward's candidates), and
+    one forward case per forward candidate covers the inference path (no statistics). Shapes:
+    B = H = 1 (the grid's batch and head arithmetic is the adversarial cases'), the traced head
+    dim (the candidates are pruned by it), Sq = Sk = TILE_S (ragged against every block size,
+    past the largest candidate's 128 rows and keys; causal diagonals crossing blocks of every
+    size) or, for a decode bucket, the traced Sq against Sk = TILE_S; a traced Sq > Sk or
+    Sq < Sk kept as Sk or Sq = TILE_S - 17."""
+    q, k = shapes[0], shapes[1]
+    sq, sk, d = q[2], k[2], q[3]
+    elem = torch.tensor([], dtype=fat.DTYPES[dtype] if isinstance(dtype, str) else dtype).element_size()
+    if sq <= 16:
+        Sq, Sk = sq, TILE_S
+    else:
+        Sq, Sk = TILE_S - 17 * (sq < sk), TILE_S - 17 * (sq > sk)
+    kind, _ = _kinds(params)
+    case = _shapes(1, 1, Sq, Sk, d, params, mask="full" if kind in ("bool", "additive") else "pad")
+    lists = {kd: kernel.tile_candidates(kd, Sq, d, elem) for kd in ("fwd", "dkdv", "dq")}
+    n = max(len(lists["dkdv"]), len(lists["dq"]))
+    out = []
+    for i in range(n):
+        tiles = {kd: v[i % len(v)] for kd, v in lists.items()}
+        name = "tiles-" + "-".join(f"{kd}{t[0]}x{t[1]}" for kd, t in tiles.items())
+        out.append((name, case, tiles, True))
+    for i, t in enumerate(lists["fwd"]):
+        out.append((f"tiles-fwd{t[0]}x{t[1]}s{t[2]}w{t[3]}", case, {"fwd": t}, False))
+    return out
+
+
 def interp_shapes(shapes):
     """The traced shapes at interpreter size: B and H at most 2, Sq and Sk at most 45 (ragged
     against the interpreter's 16-blocks), D as traced; mask and bias dims follow."""

@@ -816,6 +816,8 @@ _SMEM = 232448  # H100/H200 opt-in shared memory per block
 # _TUNE: time a new bucket's candidates (the GPU); False: the first candidate, untimed
 _TUNE = not INTERPRET
 _TUNED = {}
+_FORCED = {}  # kind -> tile: forced_tiles' (the verifier runs every candidate this way)
+_KIND_NAMES = {"fwd": "_attn_fwd", "dkdv": "_attn_bwd_dkdv", "dq": "_attn_bwd_dq"}
 
 
 def _fits(tile, block_d, elem_bytes, kind):
@@ -827,23 +829,75 @@ def _fits(tile, block_d, elem_bytes, kind):
     return words * elem_bytes <= _SMEM
 
 
+def _bucket(n):
+    """A sequence length's tile bucket: rounded up to a power of two, at least 16."""
+    return 16 if n <= 16 else 1 << (n - 1).bit_length()
+
+
+def tile_candidates(kind, Sq, head_dim, elem_bytes):
+    """The tiles the GPU may pick for a launch of kind ("fwd", "dkdv" or "dq") at Sq queries
+    (decode-size buckets, Sq <= 16, have their own lists), head dim head_dim and q's element
+    size: the kind's list pruned by shared memory, first the untimed choice. Every one of them
+    must give the same result: the verifier runs each in the interpreter (forced_tiles)."""
+    block_d = max(16, 1 << (head_dim - 1).bit_length())
+    if _bucket(Sq) <= 16:
+        tiles = {"fwd": FWD_TILES_DECODE, "dkdv": DKDV_TILES_DECODE, "dq": DQ_TILES_DECODE}[kind]
+    else:
+        tiles = {"fwd": FWD_TILES, "dkdv": DKDV_TILES, "dq": DQ_TILES}[kind]
+    return [t for t in tiles if _fits(t, block_d, elem_bytes, kind)] or [(64, 32, 2, 4)]
+
+
+class forced_tiles:
+    """``with forced_tiles({"fwd": tile, "dkdv": tile, "dq": tile}):`` launches with these
+    tiles (any kinds left out as they would be) instead of the tuned or the interpreter's one:
+    how the verifier runs, in the interpreter, each tile the GPU could pick."""
+
+    def __init__(self, tiles):
+        bad = sorted(set(tiles) - set(_KIND_NAMES))
+        if bad:
+            raise ValueError(f"forced_tiles: unknown kinds {bad} (want {sorted(_KIND_NAMES)})")
+        self.tiles = {k: tuple(int(x) for x in t) for k, t in tiles.items()}
+
+    def __enter__(self):
+        self.saved = dict(_FORCED)
+        _FORCED.update(self.tiles)
+        return self
+
+    def __exit__(self, *exc):
+        _FORCED.clear()
+        _FORCED.update(self.saved)
+
+
+def tile_config():
+    """The tiles this process picked, for the benchmark's record: "kind SqxSk: BLOCK_M x
+    BLOCK_N, stages, warps" per kernel and bucket (Sq and Sk rounded up to powers of two), the
+    forward marked "+stats" where it stores the backward's statistics (a training call) and
+    every kernel "+dropout" with p > 0; "; "-separated, "" when none was tuned."""
+    names = {id(globals()[n]): k for k, n in _KIND_NAMES.items()}
+    out = []
+    for key, (bm, bn, stages, warps) in _TUNED.items():
+        kind, flags = names.get(key[0], "?"), key[6]
+        tags = ("+stats" if kind == "fwd" and flags[-1] is True else "") + ("+dropout" if flags[5] else "")
+        out.append(f"{kind}{tags} {key[1]}x{key[2]}: {bm}x{bn} s{stages} w{warps}")
+    return "; ".join(out)
+
+
 def _tile_for(kernel, kind, Sq, Sk, block_d, q, flags, run):
-    """The (BLOCK_M, BLOCK_N, num_stages, num_warps) for a launch of kernel: the bucket's tuned
-    tile; on the bucket's first call the candidates timed with ``run(tile)`` (scratch outputs)
-    and the fastest kept; during CUDA-graph capture the first candidate, not kept."""
+    """The (BLOCK_M, BLOCK_N, num_stages, num_warps) for a launch of kernel: a forced tile
+    (forced_tiles); the bucket's tuned tile; on the bucket's first call the candidates
+    (tile_candidates) timed with ``run(tile)`` (scratch outputs) and the fastest kept; during
+    CUDA-graph capture the first candidate, not kept; the interpreter's INTERP_TILE."""
+    tile = _FORCED.get(kind)
+    if tile is not None:
+        return tile
     if INTERPRET and not _TUNE:
         return INTERP_TILE
-    bq = 16 if Sq <= 16 else 1 << (Sq - 1).bit_length()
-    bk = 16 if Sk <= 16 else 1 << (Sk - 1).bit_length()
+    bq, bk = _bucket(Sq), _bucket(Sk)
     key = (id(kernel), bq, bk, block_d, q.dtype, q.get_device(), flags)
     tile = _TUNED.get(key)
     if tile is not None:
         return tile
-    if bq <= 16:
-        tiles = {"fwd": FWD_TILES_DECODE, "dkdv": DKDV_TILES_DECODE, "dq": DQ_TILES_DECODE}[kind]
-    else:
-        tiles = {"fwd": FWD_TILES, "dkdv": DKDV_TILES, "dq": DQ_TILES}[kind]
-    cands = [t for t in tiles if _fits(t, block_d, q.element_size(), kind)] or [(64, 32, 2, 4)]
+    cands = tile_candidates(kind, Sq, block_d, q.element_size())
     if not _TUNE or torch.cuda.is_current_stream_capturing():
         return cands[0]
     best, best_ms = cands[0], float("inf")

@@ -455,6 +455,66 @@ def test_library_ops_dropout():
     assert "sdpa_flash" in ops  # is_causal with Sq == Sk
 
 
+# --- tile candidates: every tile the GPU could pick, forced in the interpreter ---
+
+
+@pytest.mark.parametrize("sq,sk,D,dtype", [(512, 512, 64, "bf16"), (1, 1024, 128, "fp16"), (40, 17, 80, "fp32")])
+def test_tile_cases_cover_every_candidate(sq, sk, D, dtype):
+    """adapter.tile_cases forces every candidate of every kernel: each dK/dV and dQ tile in a
+    gradient case, each forward tile in a forward case; the shapes keep the bucket (decode or
+    not) and the traced Sq-vs-Sk order, and span more than the largest candidate's block."""
+    params = _params("causal-min")
+    cases = adapter.tile_cases(kernel, adapter._shapes(2, 4, sq, sk, D, params), dtype, params)
+    elem = fat.DTYPES[dtype].itemsize
+    Sq, Sk = cases[0][1][0][2], cases[0][1][1][2]
+    assert (Sq <= 16) == (sq <= 16) and (Sq > Sk) == (sq > sk) and (Sq < Sk) == (sq < sk)
+    for kind in ("fwd", "dkdv", "dq"):
+        want = kernel.tile_candidates(kind, Sq, D, elem)
+        assert want
+        grad = {c[2][kind] for c in cases if c[3] and kind in c[2]}
+        fwd = {c[2][kind] for c in cases if not c[3] and kind in c[2]}
+        assert set(want) <= (grad | fwd if kind == "fwd" else grad), kind
+        if kind == "fwd":
+            assert fwd == set(want)
+        big = max(max(t[0], t[1]) for t in want)
+        if Sq > 16:
+            assert Sq > big and Sq % 16 and Sk > big
+    assert len({c[0] for c in cases}) == len(cases)
+
+
+def test_forced_tiles_and_tile_config(monkeypatch):
+    """forced_tiles overrides the tile per kind and restores the previous choice on exit;
+    tile_config describes the tuned tiles for the benchmark's record."""
+    q = torch.zeros(1, 1, 1, 64)
+    pick = lambda kind: kernel._tile_for(None, kind, 512, 512, 64, q, (), None)  # noqa: E731
+    with kernel.forced_tiles({"dkdv": (32, 128, 3, 4)}):
+        assert pick("dkdv") == (32, 128, 3, 4)
+        with kernel.forced_tiles({"dkdv": (16, 64, 4, 4), "dq": (64, 16, 4, 4)}):
+            assert pick("dkdv") == (16, 64, 4, 4) and pick("dq") == (64, 16, 4, 4)
+        assert pick("dkdv") == (32, 128, 3, 4) and pick("dq") == kernel.INTERP_TILE
+    assert pick("dkdv") == kernel.INTERP_TILE
+    with pytest.raises(ValueError, match="unknown kinds"):
+        kernel.forced_tiles({"bwd": (16, 16, 1, 4)})
+    monkeypatch.setattr(kernel, "_TUNED", {})
+    assert kernel.tile_config() == ""
+    flags = (3, 0, torch.bfloat16, torch.bfloat16, True, False, 2, False, 64, False)
+    kernel._TUNED[(id(kernel._attn_fwd), 512, 512, 64, torch.bfloat16, 0, flags + (True,))] = (128, 64, 3, 4)
+    kernel._TUNED[(id(kernel._attn_bwd_dkdv), 512, 512, 64, torch.bfloat16, 0, flags + (0,))] = (32, 128, 3, 4)
+    assert kernel.tile_config() == "fwd+stats 512x512: 128x64 s3 w4; dkdv 512x512: 32x128 s3 w4"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_asymmetric_tiles(device):
+    """The backward with query and key blocks of different sizes (dK/dV 32 x 128, dQ 128 x 32,
+    forward 128 x 64: the GPU's first candidates) at S past two 128-blocks, causal with a
+    finite fill and dropout: the interpreter's own 16 x 16 tile never runs this."""
+    params = _params("causal-min")
+    shapes = adapter._shapes(1, 1, 150, 150, 64, params)
+    tiles = {"fwd": kernel.FWD_TILES[0], "dkdv": kernel.DKDV_TILES[0], "dq": kernel.DQ_TILES[0]}
+    with kernel.forced_tiles(tiles):
+        fat.run_grad_case(kernel, ref, adapter, shapes, "bf16", params, device, 3)
+
+
 # --- GPU only: graph capture with dropout, big shapes, tuned tiles ---
 
 
@@ -498,3 +558,23 @@ def test_offsets_past_2_31_gpu():
     last = slice(H - 1, H)
     fat.assert_close(out[:, last], ref.attention(q[:, last], k[:, last], v[:, last], scale=0.125, mask_kind="causal"),
                      *fat.tol("gemm", torch.bfloat16))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+@pytest.mark.parametrize("kind", ["fwd", "dkdv", "dq"])
+def test_every_tile_candidate_gpu(kind):
+    """Each candidate tile of each kernel, forced, on the H200 case whose gradient check failed
+    with the tile the timing picked (causal bf16 [4, 16, 512, 64], fill finfo.min, scale 1/8):
+    a failure names the tile."""
+    params = _params("causal-min")
+    shapes = adapter._shapes(4, 16, 512, 512, 64, params)
+    failed = []
+    for tile in kernel.tile_candidates(kind, 512, 64, 2):
+        with kernel.forced_tiles({kind: tile}):
+            try:
+                fat.run_case(kernel, ref, adapter, shapes, "bf16", params, "cuda", 0)
+                fat.run_grad_case(kernel, ref, adapter, shapes, "bf16", params, "cuda", 0)
+            except AssertionError as e:
+                failed.append(f"{kind} {tile}: {str(e).splitlines()[0][:300]}")
+    assert not failed, "\n".join(failed)
