@@ -439,6 +439,19 @@ var mutations = func() []mutation {
 			"mid = tl.maximum(lo, tl.cdiv(tl.maximum(n0 + BLOCK_N - 1 - (Sk - Sq), 0), BLOCK_M) * BLOCK_M)", "mid = lo"},
 		{"attention", "dkdv-diagonal-block-short", classRowLoop, dkdv, "tl.maximum(n0 + BLOCK_N - 1 - (Sk - Sq), 0)", "tl.maximum(n0 - (Sk - Sq), 0)"},
 		{"attention", "dq-all-interior", classTailMask, dq, "full = _causal_full(m0, Sq, Sk, BLOCK_N, MASK_KIND == 3)", "full = hi"},
+		// tile-dependent bugs, invisible at the interpreter's one 16 x 16 tile and killed only by
+		// the tile cases (adapter.tile_cases: every tile candidate the GPU could pick, forced, at
+		// S = 200): the dK/dV kernel stepping over query blocks by BLOCK_N, which drops whole
+		// query blocks' contributions to dK and dV wherever BLOCK_M < BLOCK_N (dK wrong by a
+		// large factor, as the H200 gradient check of a causal bf16 [4, 16, 512, 64] found);
+		// the forward's and dQ kernel's causal key range ended one key block, not one query
+		// block, past the block's first row (keys missing where BLOCK_N < BLOCK_M)
+		{"attention", "dkdv-step-block-n", classRowLoop, dkdv,
+			"STORE_DS, False, HEAD_D, BLOCK_M)\n            m0 += BLOCK_M", "STORE_DS, False, HEAD_D, BLOCK_M)\n            m0 += BLOCK_N"},
+		{"attention", "fwd-causal-hi-block-n", classRowLoop, afwd,
+			"hi = _causal_hi(m0, Sq, Sk, BLOCK_M, MASK_KIND == 3, FINITE_FILL)", "hi = _causal_hi(m0, Sq, Sk, BLOCK_N, MASK_KIND == 3, FINITE_FILL)"},
+		{"attention", "dq-causal-hi-block-n", classRowLoop, dq,
+			"hi = _causal_hi(m0, Sq, Sk, BLOCK_M, MASK_KIND == 3, FINITE_FILL)", "hi = _causal_hi(m0, Sq, Sk, BLOCK_N, MASK_KIND == 3, FINITE_FILL)"},
 		{"attention", "inference-stats-into-out", classAlias, "def _forward(", "STORE_STATS=lse_ is not None", "STORE_STATS=True"},
 		{"attention", "rounding-level-2-none", classFormula, "def _rounding(", "        return 2\n", "        return 0\n"},
 		{"attention", "bool-mask-inverted", classFormula, scores, "s = tl.where(mk != 0, fill, s)", "s = tl.where(mk == 0, fill, s)"},

@@ -18,6 +18,7 @@ Non-finite numbers are sent as the strings "nan", "inf", "-inf" (JSON has no NaN
 """
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import inspect
@@ -154,9 +155,10 @@ class Folder:
 
 
 class Case:
-    def __init__(self, name, shapes, dtype, variant=None, grad=False, note=""):
+    def __init__(self, name, shapes, dtype, variant=None, grad=False, note="", tiles=None):
         self.name, self.shapes, self.dtype = name, [list(map(int, s)) for s in shapes], dtype
         self.variant, self.grad, self.note = variant, grad, note
+        self.tiles = tiles  # the kernel's forced_tiles argument (adapter.tile_cases), or None
         self.changed = []  # the inputs the variant changed (set when run)
         self.id = f"{name}@{dtype}"
 
@@ -236,6 +238,12 @@ def build_cases(f):
             cases.append(Case("grad-" + _shape_name(s), s, base_dt, grad=True))
         if base_dt != "fp32" and "fp32" in supported:
             cases.append(Case("grad", traced, "fp32", grad=True))
+    # every tile the GPU could pick where the kernel picks its tiles at run time (the interpreter
+    # runs one otherwise), forced through kernel.forced_tiles, at shapes spanning several blocks
+    tile_cases = getattr(a, "tile_cases", None)
+    if callable(tile_cases) and callable(getattr(f.kernel, "forced_tiles", None)):
+        for name, shapes, tiles, grad in tile_cases(f.kernel, f.case.SHAPES, base_dt, p):
+            cases.append(Case(name, shapes, base_dt, grad=grad, tiles=tiles))
     return cases
 
 
@@ -670,12 +678,14 @@ def run_case(f, case):
     try:
         # the traced cases and gradients get every trial; adversarial shapes and layout /
         # value variants (about indexing, which one input shows; each case has its own seed)
-        # two fewer, at least one
-        trials = ARGS.trials if (case.name.startswith("traced") or case.grad) else max(1, ARGS.trials - 2)
+        # two fewer, at least one; tile cases (one per tile, about indexing too) as few
+        trials = ARGS.trials if (case.name.startswith("traced") or (case.grad and case.tiles is None)) \
+            else max(1, ARGS.trials - 2)
         for trial in range(trials):
             seed = case_seed(case, trial)
             res["seeds"].append(seed)
-            with torch.random.fork_rng(devices=[]):
+            with torch.random.fork_rng(devices=[]), \
+                    (f.kernel.forced_tiles(case.tiles) if case.tiles is not None else contextlib.nullcontext()):
                 torch.manual_seed(seed)
                 ok = (run_backward if case.grad else run_forward)(f, case, dt, seed, acc)
             if ok == "n/a":
