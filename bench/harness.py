@@ -406,6 +406,9 @@ class Bench:
             obj = getattr(kernel, name)
             if isinstance(obj, Autotuner) and getattr(obj, "best_config", None) is not None:
                 out.append(f"{name}: {obj.best_config}")
+        tiles = getattr(kernel, "tile_config", None)  # a template that times its own tiles (attention)
+        if callable(tiles) and tiles():
+            out.append(tiles())
         return "; ".join(out)
 
     def load_folder(self, folder):
@@ -645,6 +648,7 @@ class Bench:
         except Exception as e:  # a wrong gradient is reported, never timed
             for r in out:
                 r["error"] = ("GPU gradient check failed: " + str(e))[:2000]
+                r["config"] = self.configs(kernel)  # the tiles that gave it
             return out
         inputs = adapter.make_inputs(shapes, dt, params, "cuda", 0)
         names = [n for n in adapter.GRAD_INPUTS if isinstance(inputs.get(n), torch.Tensor)]
@@ -701,6 +705,7 @@ class Bench:
             if "fused" in providers:
                 with donate():
                     self.measure(r, folder, providers, floor)
+                r["config"] = self.configs(kernel)
             else:
                 r["correct"] = False
                 r["error"] = "the fused provider failed: " + r.get("fused_error", "")
