@@ -190,7 +190,8 @@ func genericRanked(g *graph, claimed map[int32]bool, m *CostModel, ti, rank int)
 		in.Bytes, in.WriteBytes = c.Program.Bytes()
 		e := estimate{gpuUs: c.GPUTimeUs, kernels: c.Kernels, fusedKernels: 1, timed: c.GPUTimeUs > 0}
 		if c.EstFusedUs > 0 {
-			e.fusedUs, e.savingUs, e.modeled = c.EstFusedUs, c.EstSavingUs, true
+			// the step runs the faster form: its time is the chain's less the saving
+			e.fusedUs, e.savingUs, e.modeled = c.GPUTimeUs-c.EstSavingUs, c.EstSavingUs, true
 		}
 		rk := ranked{in: in, est: e, rank: rank, ti: ti}
 		rk.bwd, rk.bwUs = backward(g.t, in)
@@ -253,8 +254,16 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 		}
 		ids = append(ids, opIDs)
 		c.GPUTimeUs = float64(ns) / 1e3
-		if c.Program != nil && chainNs > 0 && m != nil {
-			if f, ok := genericFusedUs(m, c.Program, float64(ns-chainNs)/1e3); ok {
+		switch {
+		case c.Program == nil || chainNs == 0 || m == nil || m.BandwidthGBs <= 0:
+		case c.Program.GEMM != nil:
+			// the folder's fused kernel is the epilogue-fused GEMM; the saving is the faster form's
+			if epi, best, ok := m.genericGEMMUs(c.Program, float64(ns-chainNs)/1e3, false); ok {
+				c.EstFusedUs = epi
+				c.EstSavingUs = max(c.GPUTimeUs-best, 0)
+			}
+		default:
+			if f, ok := genericFusedUs(m, c.Program); ok {
 				c.EstFusedUs = f
 				c.EstSavingUs = max(c.GPUTimeUs-f, 0)
 			}
@@ -267,12 +276,9 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 // genericFusedUs is one fused kernel of p as the cost model times the catalog's memory-bound
 // kernels (CostModel.fused): a pointwise kernel over p's bytes (its inputs read once, its
 // outputs written once), or a row kernel over them when p ends in a reduction.
-func genericFusedUs(m *CostModel, p *program.Program, gemmUs float64) (float64, bool) {
+func genericFusedUs(m *CostModel, p *program.Program) (float64, bool) {
 	if m.BandwidthGBs <= 0 {
 		return 0, false
-	}
-	if p.GEMM != nil {
-		return m.genericGEMMUs(p, gemmUs, false)
 	}
 	kind := &Pattern{Kind: KindPointwise}
 	if p.Reduction() != nil {

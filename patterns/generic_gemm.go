@@ -145,19 +145,19 @@ func epilogueShape(p *program.Program, gemmUs float64, warm bool) Shape {
 	return s
 }
 
-// genericGEMMUs is a GEMM-headed program's chain, GEMM included, for a calibrated m: the
-// faster of its two forms, the GEMM with the chain as its epilogue and the traced GEMM
-// (gemmUs, cuBLAS) followed by the chain's pointwise kernel; bench times both and the report
-// keeps the faster. No GEMM time (gemmUs 0): no estimate.
-func (m *CostModel) genericGEMMUs(p *program.Program, gemmUs float64, warm bool) (float64, bool) {
+// genericGEMMUs is a GEMM-headed program's chain, GEMM included, for a calibrated m: epi, the
+// GEMM with the chain as its epilogue (the folder's fused kernel), and best, the faster of
+// that and the traced GEMM (gemmUs, cuBLAS) followed by the chain's pointwise kernel: bench
+// times both and the report keeps the faster. No GEMM time (gemmUs 0): no estimate.
+func (m *CostModel) genericGEMMUs(p *program.Program, gemmUs float64, warm bool) (epi, best float64, ok bool) {
 	if gemmUs <= 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	s := epilogueShape(p, gemmUs, warm)
-	epi := m.fused(patternByID(s.Pattern), s)
+	epi = m.fused(patternByID(s.Pattern), s)
 	bytes, writes := p.Bytes()
 	cublas := gemmUs + m.fused(&Pattern{Kind: KindPointwise}, Shape{Bytes: bytes, WriteBytes: writes, Warm: warm})
-	return min(epi, cublas), true
+	return epi, min(epi, cublas), true
 }
 
 // GenericGEMMFusedUs is one call of a GEMM-headed generic folder's fused kernel (the GEMM
