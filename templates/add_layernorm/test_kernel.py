@@ -453,6 +453,44 @@ def test_review_repros_gpu():
     _assert_close_gpu(y, y0, *fat.tol("norm", torch.bfloat16), "y")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_backward_gpu():
+    """The one-pass backward on the GPU at traced shapes: a bf16 branch on an fp32 residual
+    stream (d_x and d_residual both written), LayerNorm2d's NCHW gradients read in batches,
+    rows of 8192 (one block, one row per tile), against eager (fp32) or the fp32 chain
+    (16-bit); then a backward captured in a CUDA graph at row counts never run before."""
+    cases = (([[8, 512, 768]], "bf16", {"eps": 1e-5, "residual_dtype": "fp32"}),
+             ([[16, 96, 28, 28]], "fp32", {"eps": 1e-6, "norm_dim": "1"}),
+             ([[64, 8192]], "bf16", {"eps": 1e-5}))
+    for i, (shapes, dt, params) in enumerate(cases):
+        fat.run_grad_case(kernel, ref, adapter, shapes, dt, params, "cuda", 50 + i)
+    g = fat.gen(51)
+    w = fat.randn([768], torch.float32, "cuda", g, mean=1.0)
+
+    def step(x, r, wl, dys):  # forward and backward in one capture: autograd runs each backward op
+        s, y = kernel.AddLayerNormFunction.apply(x, r, wl, None, 1e-5)  # on its forward op's stream
+        return torch.autograd.grad((s, y), [x, r, wl], dys)
+
+    def leaves(rows):
+        x = fat.randn([rows, 768], torch.bfloat16, "cuda", g, mean=-2.3).requires_grad_(True)
+        r = fat.randn([rows, 768], torch.float32, "cuda", g).requires_grad_(True)
+        return x, r, w.clone().requires_grad_(True), (fat.randn([rows, 768], torch.float32, "cuda", g),) * 2
+
+    step(*leaves(7))  # compiles the kernels, at a row count the captures below do not use
+    torch.cuda.synchronize()
+    for rows in (5, 4099):
+        x, r, wl, dys = leaves(rows)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            got = step(x, r, wl, dys)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = torch.autograd.grad(ref.add_layer_norm(x, r, wl, None, 1e-5), [x, r, wl], dys)
+        for a, b in zip(got, want):
+            fat.assert_close(a, b, 5e-2, 5e-2, name=f"graph-replayed backward, {rows} rows")
+
+
 def test_row_strides_match_view():
     """_row_strides (the shared rowstrides block) gives the strides of t.view(-1, N) without
     making it, and copies exactly when no such view exists: permuted, sliced, expanded and

@@ -294,6 +294,40 @@ def test_cuda_graph_unseen_rows_gpu():
         fat.assert_close(y, ref.rms_norm(x, w), *fat.tol("norm", torch.bfloat16))
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_backward_gpu():
+    """The one-pass backward on the GPU at traced shapes (llama's fp32 4x512x1024, bf16 rows of
+    4096 and 8192) and the chunked one (rows of 10000), against eager or the fp32 chain; then a
+    backward captured in a CUDA graph at row counts never run before."""
+    cases = (([[4, 512, 1024]], "fp32"), ([[2048, 4096]], "bf16"), ([[64, 8192]], "bf16"), ([[16, 10000]], "fp32"))
+    for i, (shapes, dt) in enumerate(cases):
+        fat.run_grad_case(kernel, ref, adapter, shapes, dt, {"eps": 1e-6, "casting": "llama"}, "cuda", 60 + i)
+    g = fat.gen(61)
+    w = fat.randn([1024], torch.float32, "cuda", g, mean=1.0)
+
+    def step(x, wl, dy):  # forward and backward in one capture: autograd runs each backward op
+        y = kernel.RMSNormFunction.apply(x, wl, 1e-6, "llama")  # on its forward op's stream
+        return torch.autograd.grad(y, [x, wl], dy)
+
+    def leaves(rows):
+        x = fat.randn([rows, 1024], torch.float32, "cuda", g).requires_grad_(True)
+        return x, w.clone().requires_grad_(True), fat.randn([rows, 1024], torch.float32, "cuda", g)
+
+    step(*leaves(7))  # compiles the kernels, at a row count the captures below do not use
+    torch.cuda.synchronize()
+    for rows in (5, 2051):
+        x, wl, dy = leaves(rows)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            got = step(x, wl, dy)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = torch.autograd.grad(ref.rms_norm(x, wl, 1e-6), [x, wl], dy)
+        for a, b in zip(got, want):
+            fat.assert_close(a, b, 1e-3, 1e-3, name=f"graph-replayed backward, {rows} rows")
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("casting", ["llama", "fp32"])
 def test_library_ops(dtype, casting):
