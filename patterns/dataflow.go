@@ -263,6 +263,7 @@ const maxScan = 48
 //  3. When the chosen value is a normalization's output and that normalization's
 //     input is also a candidate, the input wins: pre-norm residual blocks
 //     (x + f(norm(x))) read the norm's input, never its output, a second time.
+//     Not for a GEMM: `x @ W.T` (Falcon's Linear) reads the norm's output.
 //  4. For later inputs, values that so far were only reshaped by views (heads
 //     split off a projection) rank after values a computing op already read.
 //  5. A normalization does not read another normalization's output that an op has
@@ -382,7 +383,10 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		if len(taken) > 0 {
 			bestC = g.preferComputed(bestC)
 		}
-		choice := g.preferNormInput(bestC)
+		choice := bestC[0]
+		if !gemmOps[g.name[b]] { // rule 3
+			choice = g.preferNormInput(bestC)
+		}
 		g.link(b, pos[bestK], choice)
 		g.markChain(choice, taken)
 	}

@@ -474,3 +474,21 @@ func TestParallelResidualNorms(t *testing.T) {
 		t.Errorf("a norm of a fresh norm: %v, want %v", got, want)
 	}
 }
+
+// TestNormThenMatmulByTransposedWeight: Falcon's Linear is `x @ W.T` (aten::numpy_T, then
+// aten::matmul), two activation inputs as far as the Kineto dataflow knows. The matmul reads
+// the LayerNorm's output, not the LayerNorm's input: rule 3 (a residual join reads a norm's
+// input) is not for GEMMs. Before, the recorded falcon_train_bf16 gave 1 layernorm_linear of 3
+// from the Kineto trace alone.
+func TestNormThenMatmulByTransposedWeight(t *testing.T) {
+	ops := []op{
+		{name: "add", in: []string{"f32:4x512x1024", "f32:4x512x1024", "=1"}}, // x
+		{name: "layer_norm", in: []string{"f32:4x512x1024", "=[1024]", "f32:1024", "f32:1024", "=1e-05", "=True"}},
+		{name: "numpy_T", in: []string{"f32:1152x1024"}},
+		{name: "matmul", in: []string{"f32:4x512x1024", "f32:1024x1152"}},
+	}
+	want := map[string]int{"add_layernorm": 1, "layernorm_linear": 1}
+	if got := synthCounts(t, synth(ops...)); !maps.Equal(got, want) {
+		t.Errorf("layer_norm, then x @ W.T: %v, want %v", got, want)
+	}
+}
