@@ -230,7 +230,11 @@ func Repredict(r *Result, dirs []string, cm patterns.CostModel) error {
 		// a generic folder not generated from a trace: its program's fused kernel, a row
 		// kernel where it ends in a reduction
 		if p := progs[c.Name]; p != nil && e == 0 && c.Correct {
-			if us, ok := cm.GenericFusedUs(r.GPU, p, c.Timing["fused"] == "cudagraph"); ok {
+			us, ok := cm.GenericFusedUs(r.GPU, p, c.Timing["fused"] == "cudagraph")
+			if p.GEMM != nil { // the epilogue-fused GEMM, from the GEMM alone as measured
+				us, ok = cm.GenericGEMMFusedUs(r.GPU, p, c.GemmOnlyUs, c.Timing["fused"] == "cudagraph")
+			}
+			if ok {
 				c.PredictedUs, c.PredictedFrom = us, FromCostModel
 			}
 		}

@@ -384,3 +384,32 @@ def gemm_autograd(a, w, bias, *xs):
 `)
 	return b.String()
 }
+
+// gemmReadme is the README's swap-in and training sections for a GEMM head.
+func gemmReadme(s GenericSpec, module string) string {
+	g := s.Program.GEMM
+	var b strings.Builder
+	b.WriteString("The chain starts at a GEMM (`" + gemmTorch(g) + "`), and `kernel.py` has it in two forms:\n")
+	b.WriteString("`gemm_fused`, one Triton GEMM with the chain as its epilogue (no GEMM output written and read\n")
+	b.WriteString("back), and `gemm_cublas`, the GEMM on cuBLAS then the chain's one generated pointwise kernel.\n")
+	b.WriteString("`fuseadvise bench` times both (the second as the library op `cublas_pointwise`) and the report\n")
+	b.WriteString("keeps the faster. Copy `kernel.py` next to the model code as `" + module + ".py`, then\n")
+	b.WriteString("replace the GEMM and the chain's ops with one call (the GEMM's operands, then the chain's other\n")
+	b.WriteString("inputs in the order of `case.py`'s INPUTS):\n\n")
+	bias := "None"
+	if g.Bias != nil {
+		bias = "bias"
+	}
+	b.WriteString("    from " + module + " import gemm_fused, gemm_cublas\n\n")
+	b.WriteString("    outputs = gemm_fused(a, w, " + bias + ", *inputs)   # or gemm_cublas(a, w, " + bias + ", *inputs)\n\n")
+	if _, err := s.Program.Backward(); err == nil {
+		b.WriteString("Training: call `gemm_autograd(a, w, " + bias + ", *inputs)` instead (`GemmFunction`): the forward\n")
+		b.WriteString("also stores the GEMM's output, the backward is the chain's fused backward kernel for its\n")
+		b.WriteString("gradient, then cuBLAS for the operands' (no fused GEMM backward). Benchmark before shipping\n")
+		b.WriteString("(`fuseadvise bench -modes forward,full`): a speedup below 1.0x means do not ship.\n\n")
+	} else {
+		b.WriteString("Forward only (" + err.Error() + "): under autograd keep the eager ops.\n\n")
+	}
+	b.WriteString(genericSource(s))
+	return b.String()
+}

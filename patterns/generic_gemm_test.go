@@ -93,3 +93,38 @@ func TestGenericGEMMHead(t *testing.T) {
 		}
 	}
 }
+
+// TestGenericGEMMCost: the epilogue-fused GEMM is estimated as linear_gelu's (the measured
+// GEMM as a Triton GEMM runs it, plus the epilogue's traffic, which grows with the chain's
+// other inputs), never without a GEMM time; an analysis keeps the faster of that and cuBLAS +
+// the pointwise kernel.
+func TestGenericGEMMCost(t *testing.T) {
+	p := &program.Program{Dims: []int64{1024, 1024}, Inputs: []program.Input{{DType: program.BF16, Dims: []int64{1024, 1024}}},
+		Steps:   []program.Step{{Op: program.Tanh, Args: []program.Arg{program.InArg(0)}, DType: program.BF16}}, Outputs: []int{0},
+		GEMM: &program.GEMM{Op: program.Linear, X: []int64{1024, 512}, W: []int64{1024, 512}, DType: program.BF16}}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cm := DefaultCostModel()
+	if _, ok := cm.GenericGEMMFusedUs("NVIDIA H200", p, 0, false); ok {
+		t.Error("an estimate without a GEMM time")
+	}
+	us, ok := cm.GenericGEMMFusedUs("NVIDIA H200", p, 20, false)
+	if !ok || us <= 20*cm.GemmRatio16*0.99 {
+		t.Errorf("fused %v us (ok %v): want more than the GEMM as a Triton GEMM runs it", us, ok)
+	}
+	q := *p
+	q.Inputs = append(append([]program.Input{}, p.Inputs...), program.Input{DType: program.BF16, Dims: []int64{1024, 1024}})
+	q.Steps = append(append([]program.Step{}, p.Steps...), program.Step{Op: program.Add,
+		Args: []program.Arg{program.StepArg(0), program.InArg(1)}, Consts: []program.Num{1}, DType: program.BF16})
+	q.Outputs = []int{1}
+	if more, _ := cm.GenericGEMMFusedUs("NVIDIA H200", &q, 20, false); more <= us {
+		t.Errorf("a residual read: %v us, want more than %v", more, us)
+	}
+	m := cm
+	m.BandwidthGBs, m.KernelOverheadUs = 4000, 2
+	epi, best, ok := m.genericGEMMUs(p, 20, false)
+	if !ok || best > epi || best <= 0 {
+		t.Errorf("epilogue %v, best %v", epi, best)
+	}
+}
