@@ -100,7 +100,7 @@ func TestGenericGEMMHead(t *testing.T) {
 // the pointwise kernel.
 func TestGenericGEMMCost(t *testing.T) {
 	p := &program.Program{Dims: []int64{1024, 1024}, Inputs: []program.Input{{DType: program.BF16, Dims: []int64{1024, 1024}}},
-		Steps:   []program.Step{{Op: program.Tanh, Args: []program.Arg{program.InArg(0)}, DType: program.BF16}}, Outputs: []int{0},
+		Steps: []program.Step{{Op: program.Tanh, Args: []program.Arg{program.InArg(0)}, DType: program.BF16}}, Outputs: []int{0},
 		GEMM: &program.GEMM{Op: program.Linear, X: []int64{1024, 512}, W: []int64{1024, 512}, DType: program.BF16}}
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
