@@ -337,3 +337,38 @@ def test_trimming_changes_no_analysis(tmp_path, monkeypatch, fuseadvise):
     cut = [expected_counts.counts(analysis(fuseadvise, trimmed, name, et)) for et in (False, True)]
     assert cut == [expected_counts.counts(analysis(fuseadvise, one, name, et)) for et in (False, True)]
     assert cut[1][1], "the generic engine found no chain: the check would prove nothing"
+
+
+def test_known_differences_keep_their_reasons_only_while_the_counts_hold():
+    new = {"a.json.gz": expected_counts.known_entries(
+        {"attention": 4}, {"mul,add fp16 8": 2}, {"attention": 6}, {"mul,mul,add fp16 8": 1}),
+        "b.json.gz": {}}
+    assert new["a.json.gz"] == {
+        "pattern attention": {"kineto": 4, "et": 6},
+        "generic mul,add fp16 8": {"kineto": 2, "et": 0},
+        "generic mul,mul,add fp16 8": {"kineto": 0, "et": 1}}
+    old = {"reasons": {"r": "why"}, "traces": {"a.json.gz": {
+        "pattern attention": {"kineto": 4, "et": 6, "reason": "r"},  # same counts: kept
+        "generic mul,add fp16 8": {"kineto": 3, "et": 0, "reason": "r"},  # other counts: asked again
+        "generic gone fp16 8": {"kineto": 1, "et": 0, "reason": "r"}}}}  # no longer there: dropped
+    merged = expected_counts.merge_known(old, new)
+    assert merged["reasons"] == {"r": "why"}
+    assert {k: e["reason"] for k, e in merged["traces"]["a.json.gz"].items()} == {
+        "pattern attention": "r", "generic mul,add fp16 8": "", "generic mul,mul,add fp16 8": ""}
+    assert "b.json.gz" not in merged["traces"]
+
+
+def test_coverage_table(tmp_path, monkeypatch):
+    import record_coverage
+
+    manifest = {"traces": [{"name": "a", "file": "a.json.gz", "et_file": "a.et.json.gz"},
+                           {"name": "b", "error": "x"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    cov = {"memory_bound_us": 600.0, "compute_us": 300.0, "other_us": 100.0, "claimed_us": 150.0,
+           "counted_us": 120.0, "claimed_with_backward_us": 300.0}
+    cov_et = dict(cov, claimed_us=300.0, claimed_with_backward_us=450.0)
+    monkeypatch.setattr(expected_counts, "analyze",
+                        lambda bin_, trace, et=None: {"coverage": cov_et if et else cov})
+    lines = record_coverage.table(["fa"], str(tmp_path))
+    assert lines[2] == "| a | 600 | 60.0% | 150 | 25.0% | 20.0% | 50.0% | 50.0% | 75.0% |"
+    assert lines[3].startswith("| all | 600 | 60.0% | 150 | 25.0% |") and len(lines) == 4
