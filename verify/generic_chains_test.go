@@ -127,6 +127,15 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"0-dim scale gradient from the last tile only", "broadcast_affine_tanh", nil, text("acc_r1 += ", "acc_r1 = ")},
 		{"per-channel row sums stored, not added", "broadcast_affine_tanh", nil,
 			text("tl.atomic_add(gbuf2 + gb, ", "tl.store(gbuf2 + gb, ")},
+		// a chain with a GEMM head: a wrong op in the epilogue, the bias left out of it, the
+		// weight multiplied untransposed, the bias's gradient dropped
+		{"epilogue tanh as a sigmoid", "bmm_tanh_clamp", table(program.Tanh, "_sigmoid({0})"), nil},
+		{"epilogue without the bias", "addmm_sigmoid_channel", nil,
+			text("    if HAS_BIAS:\n        acc += ", "    if False:\n        acc += ")},
+		{"linear's weight untransposed", "linear_gelu_scale_residual", nil,
+			text("w3 = w.t().unsqueeze(0)", "w3 = w.unsqueeze(0)")},
+		{"GEMM bias gradient dropped", "linear_gelu_scale_residual", nil,
+			text("gb = g2.sum(0) if needs[2] else None", "gb = None")},
 	}
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
