@@ -607,6 +607,15 @@ def _row_batches(t):
     return t, max(M, 1), 0, t.stride(0), t.stride(1)
 
 
+def _bwd_warps(tile):
+    """The one-pass backward's warps for a tile of this many elements: 16 elements per thread
+    of each row array, up to 16 warps. The backward holds about twice the forward's arrays
+    (dy, the row, its products with the weight, the weight, the partial sums): a row of 8192
+    with the forward's 8 warps would take some 7 x 32 = 224 registers a thread, near the 255
+    a thread can have (a GPU measurement may move this)."""
+    return min(max(tile // 512, 1), 16)
+
+
 def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     """AddLayerNormFunction's backward in _add_layernorm_bwd's one pass (rows that fit one
     block, a residual of x's shape): (d_x, d_residual, d_weight, d_bias, None)."""
@@ -632,7 +641,7 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     _launch(_add_layernorm_bwd, (groups,),
             (dy[0], ds[0], s2, s2 if weight is None else weight, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
              *dy[1:], *ds[1:], ssm, ssn),
-            num_warps=min(max(bm * block // 256, 1), 8), HAS_DS=has_ds, HAS_W=weight is not None,
+            num_warps=_bwd_warps(bm * block), HAS_DS=has_ds, HAS_W=weight is not None,
             HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, BLOCK_M=bm, BLOCK_N=block)
     dw = db = None
     if need_w or need_b:

@@ -220,6 +220,15 @@ DW_MIN_ROWS = 1 if INTERPRET else 4
 ROW_TILE = 256 if INTERPRET else 4096
 
 
+def _bwd_warps(tile):
+    """The one-pass backward's warps for a tile of this many elements: 16 elements per thread
+    of each row array, up to 16 warps. The backward holds about twice the forward's arrays
+    (dy, the row, its products with the weight, the weight, the partial sums): a row of 8192
+    with the forward's 8 warps would take some 7 x 32 = 224 registers a thread, near the 255
+    a thread can have (a GPU measurement may move this)."""
+    return min(max(tile // 512, 1), 16)
+
+
 def _fused_backward(dy2, sdym, sdyn, x2, sxm, sxn, weight, rstd, dx, M, N, block, casting, has_dx, has_dw):
     """_rmsnorm_bwd over rows that fit one block: dx (has_dx) and, with has_dw, the weight
     gradient as the sum of its per-program partial sums (fp32 [groups, N])."""
@@ -229,7 +238,7 @@ def _fused_backward(dy2, sdym, sdyn, x2, sxm, sxn, weight, rstd, dx, M, N, block
     groups = -(-M // rows)
     part = torch.empty((groups, N), dtype=torch.float32, device=x2.device) if has_dw else rstd  # rstd: a dummy
     _launch(_rmsnorm_bwd, (groups,), (dy2, x2, weight, rstd, dx, part, M, N, rows, sdym, sdyn, sxm, sxn),
-            num_warps=min(max(bm * block // 256, 1), 8), CAST=CASTING[casting], HAS_DX=has_dx, HAS_DW=has_dw,
+            num_warps=_bwd_warps(bm * block), CAST=CASTING[casting], HAS_DX=has_dx, HAS_DW=has_dw,
             BLOCK_M=bm, BLOCK_N=block)
     return part.sum(0).to(weight.dtype) if has_dw else None
 

@@ -108,7 +108,7 @@ def test_backward_launches():
                 [(k, g) for k, g, _ in want] and len(launches) == len(want), (m, n)
             for (k, grid, warps, c), (_, _, bm) in zip(launches, want):
                 if bm is not None:
-                    assert c["BLOCK_M"] == bm and c["HAS_DX"] and c["HAS_DW"] and 1 <= warps <= 8
+                    assert c["BLOCK_M"] == bm and c["HAS_DX"] and c["HAS_DW"] and warps == (16 if n == 8192 else 8)
     finally:
         kernel._launch, kernel.MAX_BLOCK_N, kernel.ROW_TILE, kernel.DW_GROUPS, kernel.DW_MIN_ROWS = saved
 
