@@ -108,7 +108,8 @@ def _new_gelu_bwd_tile(DY, X, B, DZ, rm, rn, M, N, sdym, sdyn, sxm, sxn, sdzm, s
         b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)
         x = _cast(x + b[None, :], DZ.dtype.element_ty).to(tl.float32)
     dy = tl.load(DY + rm[:, None] * sdym + rn[None, :] * sdyn, mask=mask, other=0.0).to(tl.float32)
-    dz = _cast(dy * _gelu_grad(x), DZ.dtype.element_ty)
+    dz = dy * _gelu_grad(x)
+    dz = _cast(dz, DZ.dtype.element_ty)
     tl.store(DZ + rm[:, None] * sdzm + rn[None, :] * sdzn, dz, mask=mask)
     return tl.where(mask, dz.to(tl.float32), 0.0)
 
