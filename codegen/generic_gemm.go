@@ -271,9 +271,21 @@ func (r *renderer) gemmWrapper(hasBackward bool) string {
 	b.WriteString("    return " + gemmTorch(g) + "\n\n\n")
 	b.WriteString(`def gemm_cublas(a, w, bias, *xs):
     """The chain as cuBLAS plus one generated kernel: the traced GEMM in eager PyTorch, then the
-    program's pointwise kernel (fused) on its output."""
+    program's pointwise kernel (fused) on its output`)
+	if hasBackward {
+		b.WriteString(`; under autograd the kernel's FusedFunction (its fused
+    backward), autograd through the GEMM (cuBLAS)."""
+    x0 = gemm_only(a, w, bias)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (x0, *xs)):
+        return FusedFunction.apply(x0, *xs)
+    return fused(x0, *xs)
+`)
+	} else {
+		b.WriteString(`."""
     return fused(gemm_only(a, w, bias), *xs)
-
+`)
+	}
+	b.WriteString(`
 
 def _gemm_check(a, w, bias, xs):
     for name, t in (("a", a), ("w", w)) + ((("bias", bias),) if GEMM_HAS_BIAS else ()):

@@ -805,8 +805,12 @@ def gemm_only(a, w, bias=None):
 
 def gemm_cublas(a, w, bias, *xs):
     """The chain as cuBLAS plus one generated kernel: the traced GEMM in eager PyTorch, then the
-    program's pointwise kernel (fused) on its output."""
-    return fused(gemm_only(a, w, bias), *xs)
+    program's pointwise kernel (fused) on its output; under autograd the kernel's FusedFunction (its fused
+    backward), autograd through the GEMM (cuBLAS)."""
+    x0 = gemm_only(a, w, bias)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (x0, *xs)):
+        return FusedFunction.apply(x0, *xs)
+    return fused(x0, *xs)
 
 
 def _gemm_check(a, w, bias, xs):
