@@ -102,9 +102,14 @@ func RenderGeneric(s GenericSpec) (map[string][]byte, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	shapes := [][]int64{s.Program.Dims}
+	if g := s.Program.GEMM; g != nil { // as case.py's SHAPES: the main shape, x, w
+		_, _, n, k := g.MNK()
+		shapes = gemmShapes(g, g.X[:len(g.X)-1], n, k)
+	}
 	m := Manifest{
 		Format: FormatVersion, Pattern: GenericPattern, Dtype: s.Dtype, TorchDtype: dtypes[s.Dtype],
-		Shapes: [][]int64{s.Program.Dims}, Params: map[string]any{},
+		Shapes: shapes, Params: map[string]any{},
 		Source:      ManifestSource{s.Source.Trace, s.Source.Site},
 		EstSavingUs: s.EstSavingUs, EstFusedUs: s.EstFusedUs, Instances: s.Instances, GPUTimeUs: s.GPUTimeUs,
 		Module: module, Files: names, Run: runCmds, Program: s.Program, Ops: s.Ops,

@@ -94,6 +94,10 @@ func TestGenericInjection(t *testing.T) {
 		`{"dims":[4],"inputs":[{"dtype":"fp32","dims":[5]}],"steps":[{"op":"exp","args":[{"in":0}],"dtype":"fp32"}],"outputs":[0]}`,
 		`{"dims":[4],"inputs":[{"dtype":"fp32","dims":[4]}],"steps":[{"op":"sum","args":[{"in":0}],"consts":[0],"dtype":"fp32"},{"op":"exp","args":[{"step":0}],"dtype":"fp32"}],"outputs":[1]}`,
 		`{"dims":[4],"inputs":[{"dtype":"fp32","dims":[4]}],"steps":[{"op":"exp","args":[{"in":0}],"dtype":"fp32"}],"outputs":[]}`,
+		// a GEMM head carrying text where its op or dtype belongs, or shapes that do not multiply
+		`{"dims":[2,4],"inputs":[{"dtype":"fp32","dims":[2,4]}],"gemm":{"op":"linear(a); import os","x":[2,3],"w":[4,3],"dtype":"fp32"},"steps":[{"op":"exp","args":[{"in":0}],"dtype":"fp32"}],"outputs":[0]}`,
+		`{"dims":[2,4],"inputs":[{"dtype":"fp32","dims":[2,4]}],"gemm":{"op":"linear","x":[2,3],"w":[4,3],"dtype":"torch.float32; x"},"steps":[{"op":"exp","args":[{"in":0}],"dtype":"fp32"}],"outputs":[0]}`,
+		`{"dims":[2,4],"inputs":[{"dtype":"fp32","dims":[2,4]}],"gemm":{"op":"mm","x":[2,3],"w":[4,3],"dtype":"fp32"},"steps":[{"op":"exp","args":[{"in":0}],"dtype":"fp32"}],"outputs":[0]}`,
 	}
 	for _, js := range bad {
 		var p program.Program
