@@ -76,6 +76,11 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		"gemm":{"op":"bmm","x":[2,24,40],"w":[2,40,36],"dtype":"fp16"},
 		"steps":[{"op":"tanh","args":[{"in":0}],"dtype":"fp16"},
 		{"op":"clamp","args":[{"step":0}],"consts":[-0.5,0.75],"dtype":"fp16"}],"outputs":[1]}`},
+	// a bias-free x @ W of a 3-D x (matmul) -> SiLU -> scale by a 0-dim tensor
+	{"matmul_silu_scale", "bf16", `{"dims":[3,12,40],"inputs":[{"dtype":"bf16","dims":[3,12,40]},{"dtype":"bf16","dims":[]}],
+		"gemm":{"op":"matmul","x":[3,12,56],"w":[56,40],"dtype":"bf16"},
+		"steps":[{"op":"silu","args":[{"in":0}],"dtype":"bf16"},
+		{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"bf16"}],"outputs":[1]}`},
 }
 
 // GenericExamples returns the examples, their programs validated: genericExamples, then
