@@ -86,11 +86,17 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
   BLOCK_N, num_stages, num_warps) is timed once per bucket (Sq and Sk rounded up to powers of
   two, at least 16; D; dtypes; flags; device) with the caller's inputs (read only) and scratch
   outputs, and the winner launched directly afterwards through the shared ``_launch`` (the
-  compiled kernel). A bucket first met during CUDA-graph capture takes the first candidate
-  untimed. Decode-size buckets (Sq <= 16) choose among 16- and 32-row query tiles. The
-  candidates compile for sm_90 (checked with ``triton.compile`` without a GPU) but none is
-  measured yet. The interpreter runs 16 x 16 tiles (the tests' S of 17..129 span several
-  blocks).
+  compiled kernel). Before the timing every candidate runs once on those inputs and those whose
+  outputs disagree with the others' (beyond the rounding of another summation order:
+  ``_agreeing``) are dropped with a RuntimeWarning, so a wrong or miscompiled tile is never
+  picked because it is fast (an H200 run once got dK wrong by a third, causal bf16 [4, 16,
+  512, 64], from the tile the timing picked, while every candidate is right in the
+  interpreter, tl.range loops included). A bucket first met during CUDA-graph capture takes
+  the first candidate untimed. Decode-size buckets (Sq <= 16) choose among 16- and 32-row
+  query tiles (``tile_candidates``). ``tile_config()`` lists the tiles picked (the benchmark
+  records it). The interpreter runs 16 x 16 tiles (the tests' S of 17..129 span several
+  blocks); ``forced_tiles`` runs any candidate instead: the verifier's tile cases
+  (adapter.tile_cases) run every one the GPU could pick, forward and gradients.
 - Host side: the checks run once per layout (``_plan``: shapes, strides, dtypes, parameters;
   no tensors kept); a call no gradient reaches (inference) skips ``autograd.Function`` and
   the statistics (no buffer; the forward's STORE_STATS off); launches through ``_launch``.
@@ -104,6 +110,7 @@ Interpreter-safe: builtins only, ``tl.full``; the block loops are ``tl.range`` l
 
 import math
 import os
+import warnings
 
 import torch
 import triton
@@ -902,7 +909,7 @@ def _tile_for(kernel, kind, Sq, Sk, block_d, q, flags, run):
         return cands[0]
     best, best_ms = cands[0], float("inf")
     if len(cands) > 1:
-        for t in cands:
+        for t in _agreeing(kind, cands, run):
             try:
                 ms = triton.testing.do_bench(lambda: run(t), warmup=5, rep=20, return_mode="median")
             except Exception:  # noqa: BLE001 - a tile that does not compile here (resources) is skipped
@@ -911,6 +918,62 @@ def _tile_for(kernel, kind, Sq, Sk, block_d, q, flags, run):
                 best, best_ms = t, ms
     _TUNED[key] = best
     return best
+
+
+# how far two tiles' outputs may differ, relative to the largest magnitude: their sums run in
+# another order (fp32), then round to the output's dtype (half an ulp each way)
+_AGREE_RTOL = {torch.float32: 2.0 ** -12, torch.float16: 2.0 ** -7, torch.bfloat16: 2.0 ** -5}
+
+
+def _differ(a, b):
+    """max |a - b| / max |b| over the positions finite in both (0 when equal), inf where their
+    NaN or infinite positions differ."""
+    if not torch.equal(torch.isfinite(a), torch.isfinite(b)) or not torch.equal(torch.isnan(a), torch.isnan(b)):
+        return float("inf")
+    fin = torch.isfinite(b)
+    if not bool(fin.any()):
+        return 0.0
+    a, b = a[fin].float(), b[fin].float()
+    scale = float(b.abs().max())
+    d = float((a - b).abs().max())
+    return d / scale if scale > 0 else d
+
+
+def _agreeing(kind, cands, run):
+    """The candidates whose outputs (``run(tile)``: fresh scratch tensors, on the caller's
+    inputs; the first two kept for reference, no more) agree with the first's (_AGREE_RTOL):
+    every candidate computes the same sums, so one that disagrees is wrong and is neither timed
+    nor picked; a warning names it. When most disagree with the first, the first is the suspect
+    one: those agreeing with the second are kept instead. Candidates that do not run here are
+    left to the timing (which skips them too)."""
+    def agree(o, ref):
+        return all(_differ(x, y) <= _AGREE_RTOL.get(y.dtype, 2.0 ** -5) for x, y in zip(o, ref))
+
+    refs, votes, failed = [], [], []  # votes: (tile, agrees with the first, with the second)
+    for t in cands:
+        try:
+            o = [x for x in run(t) if x is not None]
+        except Exception:  # noqa: BLE001 - does not compile or launch here (resources)
+            failed.append(t)
+            continue
+        a = [agree(o, r) for r in refs]
+        if len(refs) < 2:
+            refs.append(o)
+            a.append(True)
+        if len(votes) == 1 and len(a) == 2:  # the first's agreement with the second, by symmetry
+            votes[0] = (votes[0][0], True, a[0])
+        votes.append((t, a[0], a[1] if len(a) > 1 else None))
+    if len(votes) < 2:
+        return cands
+    keep = [t for t, a0, _ in votes if a0]
+    if 2 * len(keep) <= len(votes):
+        alt = [t for t, _, a1 in votes if a1]
+        keep = alt if len(alt) > len(keep) else keep
+    bad = [t for t, _, _ in votes if t not in keep]
+    if bad:
+        warnings.warn(f"attention: {kind} tiles {bad} disagree with {keep} on this call's inputs "
+                      "and are not used (a miscompiled or wrong tile); please report it", RuntimeWarning)
+    return keep + failed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1122,8 +1185,10 @@ def _forward(q, k, v, mask, bias, plan, seed, stats=True):
                 num_warps=warps, num_stages=stages, **plan.consts, DROPOUT=plan.p > 0, SEED_PTR=seed_ptr,
                 STORE_STATS=lse_ is not None, FOLD=plan.fold, HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm, BLOCK_N=bn)
 
-    def trial(tile):
-        launch(tile, torch.empty_like(o), None if lse is None else torch.empty_like(lse))
+    def trial(tile):  # scratch outputs, returned for _agreeing
+        out, stats = torch.empty_like(o), None if lse is None else torch.empty_like(lse)
+        launch(tile, out, stats)
+        return out, stats
 
     tile = _tile_for(_attn_fwd, "fwd", Sq, Sk, plan.block_d, q, plan.flags + (D, seed_ptr, stats), trial)
     launch(tile, o, lse)
@@ -1171,11 +1236,19 @@ def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
                 HEAD_D=D, BLOCK_D=plan.block_d, BLOCK_M=bm_, BLOCK_N=bn)
 
     flags = plan.flags + (D, seed_ptr)
-    t = _tile_for(_attn_bwd_dkdv, "dkdv", Sq, Sk, plan.block_d, q, flags + (ds_mode,),
-                  lambda t: dkdv(t, torch.empty_like(dk), torch.empty_like(dv),
-                                 None if ds is None else torch.empty_like(ds)))
+    def dkdv_trial(tile):  # scratch outputs; dK and dV returned for _agreeing (dS, up to Sq * Sk, not)
+        out = (torch.empty_like(dk), torch.empty_like(dv))
+        dkdv(tile, *out, None if ds is None else torch.empty_like(ds))
+        return out
+
+    def dq_trial(tile):
+        out = torch.empty_like(dq)
+        dqk(tile, out)
+        return (out,)
+
+    t = _tile_for(_attn_bwd_dkdv, "dkdv", Sq, Sk, plan.block_d, q, flags + (ds_mode,), dkdv_trial)
     dkdv(t, dk, dv, ds)
-    t = _tile_for(_attn_bwd_dq, "dq", Sq, Sk, plan.block_d, q, flags, lambda t: dqk(t, torch.empty_like(dq)))
+    t = _tile_for(_attn_bwd_dq, "dq", Sq, Sk, plan.block_d, q, flags, dq_trial)
     dqk(t, dq)
     return dq, dk, dv, ds
 

@@ -503,6 +503,41 @@ def test_forced_tiles_and_tile_config(monkeypatch):
     assert kernel.tile_config() == "fwd+stats 512x512: 128x64 s3 w4; dkdv 512x512: 32x128 s3 w4"
 
 
+def test_disagreeing_tiles_never_picked(monkeypatch):
+    """The first call of a bucket runs every candidate on the caller's inputs before timing
+    them: one whose outputs disagree with the others' (a miscompiled or wrong tile) is dropped
+    with a warning even when it is the fastest, the first candidate included; candidates that
+    agree within rounding, with NaN in the same places, are all timed."""
+    good = torch.tensor([1.0, -0.5, float("nan"), 0.25])
+    wrong = {(32, 64, 3, 4): good * 1.3, (32, 128, 3, 4): good.clone(), (64, 128, 2, 8): good.nan_to_num()}
+
+    def run(t):
+        return (wrong.get(t, good + 2.0 ** -12 * (t[0] == 64)), None)
+
+    monkeypatch.setattr(kernel, "_TUNE", True)
+    monkeypatch.setattr(kernel, "_TUNED", {})
+    monkeypatch.setattr(kernel.torch.cuda, "is_current_stream_capturing", lambda: False)
+    timed = []
+
+    def bench(fn, **kw):
+        fn()
+        timed.append(kw)
+        return 1.0 if len(timed) > 1 else 2.0  # every one but the first equally fast
+
+    monkeypatch.setattr(kernel.triton.testing, "do_bench", bench)
+    q = torch.zeros(1, 1, 1, 64, dtype=torch.bfloat16)
+    with pytest.warns(RuntimeWarning, match=r"dkdv tiles \[\(32, 64, 3, 4\), \(64, 128, 2, 8\)\] disagree"):
+        tile = kernel._tile_for(kernel._attn_bwd_dkdv, "dkdv", 512, 512, 64, q, (), run)
+    assert tile == (64, 64, 3, 4) and len(timed) == 3  # 32x128, 64x64, 16x64 timed
+
+    wrong = {(32, 128, 3, 4): good * 2}  # the first candidate wrong: the others' consensus kept
+    monkeypatch.setattr(kernel, "_TUNED", {})
+    timed.clear()
+    with pytest.warns(RuntimeWarning, match=r"dkdv tiles \[\(32, 128, 3, 4\)\] disagree"):
+        tile = kernel._tile_for(kernel._attn_bwd_dkdv, "dkdv", 512, 512, 64, q, (), run)
+    assert tile == (32, 64, 3, 4) and len(timed) == 4
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_asymmetric_tiles(device):
     """The backward with query and key blocks of different sizes (dK/dV 32 x 128, dQ 128 x 32,
