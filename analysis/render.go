@@ -256,7 +256,11 @@ func writeGenericChains(w io.Writer, a *Result, markdown bool) error {
 		if why == "" {
 			why = "-"
 		}
-		rows = append(rows, []string{strconv.Itoa(i + 1), opSequence(c.Ops, 60), patterns.FormatDims([][]int64{c.Dims}),
+		ops := c.Ops
+		if c.GEMM != "" { // the GEMM head: the chain is its epilogue
+			ops = append([]string{c.GEMM + " (GEMM)"}, ops...)
+		}
+		rows = append(rows, []string{strconv.Itoa(i + 1), opSequence(ops, 60), patterns.FormatDims([][]int64{c.Dims}),
 			string(c.DType), strconv.Itoa(c.Instances), f1(c.GPUTimeUs), strconv.Itoa(c.Kernels), f1(c.EstSavingUs), why})
 	}
 	if err := WriteTable(w, markdown, "rlllrrrrl", []string{"#", "ops", "shape", "dtype", "instances", "GPU µs", "kernels", "est saving µs", "not recoverable"}, rows); err != nil {
