@@ -72,8 +72,9 @@ func pointwise2D(pattern, fwd, wrapper, alias string) []mutation {
 }
 
 // gelu2D are the mutations of the 2-D tiled GELU kernels (bias_gelu's and gelu_pyops's
-// kernels have the same structure; gelu_pyops carries the tanh GELU only).
-func gelu2D(pattern, fwd, bwd, gradCall string) []mutation {
+// kernels have the same structure; gelu_pyops carries the tanh GELU only). dbias is the bias
+// gradient's reduction over rows in def backward( and the same along the wrong axis.
+func gelu2D(pattern, fwd, bwd, gradCall string, dbias [2]string) []mutation {
 	return []mutation{
 		{pattern, "mask-le-n", classMaskLE, fwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 		{pattern, "mask-le-m", classMaskLE, fwd, "(rm[:, None] < M)", "(rm[:, None] <= M)"},
@@ -86,7 +87,7 @@ func gelu2D(pattern, fwd, bwd, gradCall string) []mutation {
 		{pattern, "row-stride-n", classStride, fwd, "rm[:, None] * sxm + rn[None, :] * sxn", "rm[:, None] * N + rn[None, :] * sxn"},
 		{pattern, "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 		{pattern, "bwd-no-dy", classFormula, bwd, "dz = dy * " + gradCall, "dz = " + gradCall},
-		{pattern, "dbias-axis", classReduce, "def backward(", "_rows(dz).sum(0, dtype=torch.float32)", "_rows(dz).sum(1, dtype=torch.float32)"},
+		{pattern, "dbias-axis", classReduce, "def backward(", dbias[0], dbias[1]},
 		{pattern, "half-missing", classScale, "def _gelu(", "0.5 * x * (1.0 + _tanh(inner))", "x * (1.0 + _tanh(inner))"},
 		{pattern, "cubic-coef", classScale, "def _gelu(", "0.044715 * x * x * x", "0.044715 * x * x"},
 		{pattern, "tanh-sign", classFormula, "def _tanh(", "tl.exp(-2.0 * x)", "tl.exp(2.0 * x)"},
@@ -97,7 +98,8 @@ func gelu2D(pattern, fwd, bwd, gradCall string) []mutation {
 var mutations = func() []mutation {
 	var ms []mutation
 	fwd, bwd := "def _bias_gelu_fwd(", "def _bias_gelu_bwd("
-	ms = append(ms, gelu2D("bias_gelu", fwd, bwd, "_gelu_grad(x, APPROX)")...)
+	ms = append(ms, gelu2D("bias_gelu", fwd, bwd, "_gelu_grad(x, APPROX)",
+		[2]string{"_rows(dz).sum(0, dtype=torch.float32)", "_rows(dz).sum(1, dtype=torch.float32)"})...)
 	ms = append(ms, pointwise2D("bias_gelu", fwd, "def bias_gelu(",
 		`_check_alias("bias_gelu", [("out", out)], [("x", x), ("bias", bias)], in_place=("x",))`)...)
 	// the erf GELU; its folder also runs the tanh one (adapter.py: approximate is the caller's)
@@ -112,8 +114,14 @@ var mutations = func() []mutation {
 		{"bias_gelu", "bwd-erf-constant", classScale, "def _gelu_grad(", "_erf(x * 0.7071067811865476)", "_erf(x * 0.7978845608028654)"},
 		{"bias_gelu", "bwd-no-pdf", classFormula, "def _gelu_grad(", "d = cdf + x * pdf", "d = cdf"},
 	}...)
-	fwd, bwd = "def _new_gelu_fwd(", "def _new_gelu_bwd("
-	ms = append(ms, gelu2D("gelu_pyops", fwd, bwd, "_gelu_grad(x)")...)
+	fwd, bwd = "def _new_gelu_fwd(", "def _new_gelu_bwd_tile("
+	ms = append(ms, gelu2D("gelu_pyops", fwd, bwd, "_gelu_grad(x)", [2]string{"part.sum(0)", "part.sum(1)"})...)
+	// the bias gradient's partial sums in the backward kernel (the grad cases with several
+	// groups of row tiles: the first adversarial shape, 129 rows)
+	ms = append(ms, []mutation{
+		{"gelu_pyops", "dbias-group-overwrite", classStride, "def _new_gelu_bwd(", "tl.store(PART + g * N + rn, acc", "tl.store(PART + rn, acc"},
+		{"gelu_pyops", "dbias-last-tile-dropped", classRowLoop, "def _new_gelu_bwd(", "while r < end:", "while r < end - BLOCK_M:"},
+	}...)
 	ms = append(ms, pointwise2D("gelu_pyops", fwd, "def new_gelu(",
 		`_check_alias("gelu_pyops", [("out", out)], [("x", x), ("bias", bias)], in_place=("x",))`)...)
 
@@ -133,8 +141,12 @@ var mutations = func() []mutation {
 			"z = tl.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0)\n    if HAS_BIAS:\n        b = tl.load(B + rn, mask=rn < N, other=0.0)"},
 		{"dropout_add", "residual-col-stride-1", classStride, fwd, "rm[:, None] * srm + rn[None, :] * srn", "rm[:, None] * srm + rn[None, :]"},
 		{"dropout_add", "x-row-stride-n", classStride, fwd, "rm[:, None] * sxm + rn[None, :] * sxn", "rm[:, None] * N + rn[None, :] * sxn"},
-		{"dropout_add", "bwd-no-rescale", classScale, bwd, "BLOCK_N), scale, 0.0)", "BLOCK_N), 1.0, 0.0)"},
-		{"dropout_add", "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
+		{"dropout_add", "bwd-no-rescale", classScale, "def _dropout_add_bwd_tile(", "BLOCK_N), scale, 0.0)", "BLOCK_N), 1.0, 0.0)"},
+		{"dropout_add", "bwd-mask-le", classMaskLE, "def _dropout_add_bwd_tile(", "(rn[None, :] < N)", "(rn[None, :] <= N)"},
+		// the bias gradient's partial sums in the backward kernel
+		{"dropout_add", "dbias-axis", classReduce, "def backward(", "part.sum(0)", "part.sum(1)"},
+		{"dropout_add", "dbias-group-overwrite", classStride, bwd, "tl.store(PART + g * N + rn, acc", "tl.store(PART + rn, acc"},
+		{"dropout_add", "dbias-last-tile-dropped", classRowLoop, bwd, "while r < end:", "while r < end - BLOCK_M:"},
 	}...)
 
 	fwd, bwd = "def _swiglu_fwd(", "def _swiglu_bwd("
@@ -190,6 +202,13 @@ var mutations = func() []mutation {
 		{"rmsnorm_pyops", "bwd-mean-count", classReduce, bwd, "c = tl.sum(acc, axis=0) / N", "c = tl.sum(acc, axis=0) / (N + 1)"},
 		{"rmsnorm_pyops", "bwd-no-projection", classFormula, bwd, "dx = rstd * (dn - x * rstd * c)", "dx = rstd * dn"},
 		{"rmsnorm_pyops", "rstd-not-stored", classFormula, "def rms_norm(", "STATS=rstd is not None", "STATS=False"},
+		// the one-pass backward of rows that fit a block (the grad cases of the first adversarial
+		// shape, 129 rows of 127 in 8 groups of row tiles, and adapter.grad_shapes' 37 rows of 70)
+		{"rmsnorm_pyops", "bwd1-mean-over-block", classReduce, "def _rmsnorm_bwd(", "axis=1) / N", "axis=1) / BLOCK_N"},
+		{"rmsnorm_pyops", "bwd1-no-projection", classFormula, "def _rmsnorm_bwd(", "dx = rstd[:, None] * (dn - n * c[:, None])", "dx = rstd[:, None] * dn"},
+		{"rmsnorm_pyops", "bwd1-rstd-dropped", classScale, "def _rmsnorm_bwd(", "n = x * rstd[:, None]", "n = x"},
+		{"rmsnorm_pyops", "bwd1-group-overwrite", classStride, "def _rmsnorm_bwd(", "tl.store(PART + g * N + cols, acc", "tl.store(PART + cols, acc"},
+		{"rmsnorm_pyops", "bwd1-last-tile-dropped", classRowLoop, "def _rmsnorm_bwd(", "while r < end:", "while r < end - BLOCK_M:"},
 		// in place (out=x) and the refusals (the IN_PLACE adversarial cases)
 		{"rmsnorm_pyops", "overlap-accepted", classAlias, "def rms_norm(",
 			"_check_alias(\"rmsnorm\", [(\"out\", out), (\"rstd\", rstd)], [(\"x\", x), (\"weight\", weight)], in_place=(\"x\",))",
@@ -230,6 +249,14 @@ var mutations = func() []mutation {
 			"_check_alias(\"add_layernorm\", [(\"y\", y)], ins + [(\"s\", s)])",
 			"_check_alias(\"add_layernorm\", [(\"y\", y)], ins, in_place=(\"x\", \"residual\"))"},
 		{"add_layernorm", "expanded-out-accepted", classAlias, "def add_layer_norm(", "_check_dense(\"add_layernorm\", [(\"s\", s), (\"y\", y)])", "pass"},
+		// the one-pass backward of rows that fit a block (the grad case of the first adversarial
+		// shape, 129 rows of 127 in 8 groups of row tiles)
+		{"add_layernorm", "bwd-no-xhat-term", classFormula, "def _add_layernorm_bwd(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - c2[:, None])"},
+		{"add_layernorm", "bwd-no-mean-term", classFormula, "def _add_layernorm_bwd(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - xhat * c1[:, None])"},
+		{"add_layernorm", "bwd-ds-dropped", classFormula, "def _fused_backward(", "HAS_DS=has_ds,", "HAS_DS=False,"},
+		{"add_layernorm", "bwd-group-overwrite", classStride, "def _add_layernorm_bwd(", "tl.store(PART + 2 * g * N + cols, dw", "tl.store(PART + cols, dw"},
+		{"add_layernorm", "bwd-last-tile-dropped", classRowLoop, "def _add_layernorm_bwd(", "while r < end:", "while r < end - BLOCK_M:"},
+		{"add_layernorm", "bwd-dbias-as-dweight", classFormula, "def _add_layernorm_bwd(", "db += tl.sum(dy, axis=0)", "db += tl.sum(dy * xhat, axis=0)"},
 	}...)
 
 	rows, long := "def _mask_softmax_rows(", "def _mask_softmax_long("

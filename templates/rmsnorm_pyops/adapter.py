@@ -49,6 +49,15 @@ def has_backward(params):
     return True
 
 
+def grad_shapes(params):
+    """Gradient cases beyond the traced shape and the first adversarial one (the verifier's):
+    37 rows of 70, the one-pass backward's row tiles (rows of 128 columns, 70 of them real) in
+    groups with a ragged last one; 70 columns in a block of 128, so that a mean over the block
+    instead of the row is far off (the traced rows are longer than one interpreter block and
+    take the chunked kernels; adv[0]'s 127 columns nearly fill their block)."""
+    return [[[37, 70]]]
+
+
 def interp_shapes(shapes):
     return [fat.shrink(shapes[0], max_last=300, max_rows=16)]
 
