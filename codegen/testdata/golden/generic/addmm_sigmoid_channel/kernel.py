@@ -855,8 +855,12 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
                       *a3.stride(), *w3.stride()),
                      tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
 
-    def scratch(tile):  # tuning runs write scratch outputs, never the caller's
-        run(tile, [torch.empty_like(o) for o in out], torch.empty(shape, dtype=GEMM_DTYPE, device=a.device))
+    bufs = []
+
+    def scratch(tile):  # tuning runs write scratch outputs (allocated once), never the caller's
+        if not bufs:
+            bufs.extend(([torch.empty_like(o) for o in out], torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)))
+        run(tile, *bufs)
 
     tile = _gemm_tile(_gemm_epilogue_kernel, nb * m, n, k, a3, flags, scratch)
     run(tile, out, pre if pre is not None else out[0])
