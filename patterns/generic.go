@@ -241,7 +241,7 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 				if p, why := g.withGEMMHead(nodes, gemm, h); p != nil {
 					c.Program, c.GEMM = p, g.name[gemm]
 					gns, k := gemmActs(g.t, g.nodes[gemm])
-					c.GEMMUs = round2(float64(gns) / 1e3)
+					c.GEMMUs = float64(gns) / 1e3
 					ns += gns
 					c.Kernels += k
 					opIDs = append([]int32{g.nodes[gemm]}, opIDs...)
@@ -330,6 +330,7 @@ func groupGenericChains(all []GenericChain) []GenericChain {
 		e.Instances += c.Instances
 		e.GPUTimeUs += c.GPUTimeUs
 		e.Kernels += c.Kernels
+		e.GEMMUs += c.GEMMUs
 		e.EstSavingUs += c.EstSavingUs
 		e.EstFusedUs += c.EstFusedUs
 		if e.Unrecoverable == "" {
@@ -355,6 +356,7 @@ func groupGenericChains(all []GenericChain) []GenericChain {
 	})
 	for i := range out {
 		out[i].GPUTimeUs = round2(out[i].GPUTimeUs)
+		out[i].GEMMUs = round2(out[i].GEMMUs)
 		out[i].EstSavingUs = round2(out[i].EstSavingUs)
 		out[i].EstFusedUs = round2(out[i].EstFusedUs)
 	}

@@ -128,3 +128,25 @@ func TestGenericGEMMCost(t *testing.T) {
 		t.Errorf("epilogue %v, best %v", epi, best)
 	}
 }
+
+// TestGenericGEMMGrouped: instances of one GEMM-headed chain are grouped with their GEMM times
+// summed beside their GPU times.
+func TestGenericGEMMGrouped(t *testing.T) {
+	one := []op{
+		{name: "linear", in: []string{"f32:8x32", "f32:64x32", "f32:64"}},
+		{name: "sigmoid", in: []string{"f32:8x64"}},
+		{name: "mul", in: []string{"f32:8x64", "f32:8x64"}},
+	}
+	r, err := Analyze([]*trace.Trace{synth(append(append([]op{}, one...), one...)...)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.GenericChains) != 1 {
+		t.Fatalf("%d chains, want 1: %+v", len(r.GenericChains), r.GenericChains)
+	}
+	c := r.GenericChains[0]
+	if c.Instances != 2 || c.GEMM != "linear" || c.GEMMUs != 10 || c.GPUTimeUs != 30 || c.Kernels != 6 {
+		t.Errorf("got %d instances, gemm %q %v us, %v us, %d kernels: want 2, linear, 10, 30 and 6",
+			c.Instances, c.GEMM, c.GEMMUs, c.GPUTimeUs, c.Kernels)
+	}
+}
