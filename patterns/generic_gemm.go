@@ -2,6 +2,7 @@ package patterns
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/fuseadvise/fuseadvise/program"
 )
@@ -19,41 +20,56 @@ var gemmHeadOps = map[string]program.GEMMOp{
 
 // gemmHead returns the GEMM node whose output the region (nodes, its members marked in
 // member) reads and the head it makes, or -1 and why the chain stays pointwise ("" when no
-// GEMM feeds it). The GEMM must be unclaimed, read by the region's nodes alone, directly
-// (no view between), and be the only GEMM the region reads.
+// GEMM feeds it). The GEMM must be unclaimed, read by the region's nodes alone and directly
+// (no view between). Where the region reads several GEMMs' outputs (a gated unit,
+// sigmoid(x W1) * tanh(x W2)), the first that qualifies, in time order, is the head and the
+// others' outputs are inputs of the epilogue.
 func (g *graph) gemmHead(nodes []int32, member []bool, claimed map[int32]bool) (int32, *program.GEMM, string) {
-	gemm := int32(-1)
+	var cands []int32
+	seen := map[int32]bool{}
 	for _, b := range nodes {
-		for pos, p := range g.in[b] {
-			if p < 0 || member[p] || gemmHeadOps[g.name[p]] == "" {
-				continue
+		for _, p := range g.in[b] {
+			if p >= 0 && !member[p] && gemmHeadOps[g.name[p]] != "" && !seen[p] {
+				seen[p] = true
+				cands = append(cands, p)
 			}
-			if gemm >= 0 && p != gemm {
-				return -1, nil, "the chain reads two GEMMs' outputs"
-			}
-			if v, ok := g.val0(p); !ok || pos >= len(g.ins(b)) || !eqDims(v.dims, g.ins(b)[pos].Dims) {
-				return -1, nil, g.name[p] + ": a view between the GEMM and the chain"
-			}
-			gemm = p
 		}
 	}
-	if gemm < 0 {
-		return -1, nil, ""
+	slices.Sort(cands) // node indices are in time order
+	first := ""
+	for _, gemm := range cands {
+		h, why := g.gemmQualifies(gemm, member, claimed)
+		if why == "" {
+			return gemm, h, ""
+		}
+		if first == "" {
+			first = g.name[gemm] + ": " + why
+		}
 	}
-	name := g.name[gemm]
+	return -1, nil, first
+}
+
+// gemmQualifies returns the head GEMM node gemm makes for the region (member), or why it
+// cannot head it.
+func (g *graph) gemmQualifies(gemm int32, member []bool, claimed map[int32]bool) (*program.GEMM, string) {
 	if claimed[g.nodes[gemm]] {
-		return -1, nil, name + ": the GEMM belongs to a catalog instance"
+		return nil, "the GEMM belongs to a catalog instance"
+	}
+	v, ok := g.val0(gemm)
+	if !ok {
+		return nil, "its output is not recorded"
 	}
 	for _, c := range g.cons[gemm] {
 		if !member[c] {
-			return -1, nil, name + ": the GEMM's output is read outside the chain"
+			return nil, "the GEMM's output is read outside the chain"
+		}
+		for pos, p := range g.in[c] {
+			if p == gemm && (pos >= len(g.ins(c)) || !eqDims(v.dims, g.ins(c)[pos].Dims)) {
+				return nil, "a view between the GEMM and the chain"
+			}
 		}
 	}
-	h, why := g.gemmOf(gemm)
-	if why != "" {
-		return -1, nil, name + ": " + why
-	}
-	return gemm, h, ""
+	return g.gemmOf(gemm)
 }
 
 // gemmOf reads GEMM node c's operands as traced: x, the weight, the bias, their dtype; why
