@@ -452,7 +452,8 @@ class BiasGELUFunction(torch.autograd.Function):
         # no [rows, N] views where x and dy are contiguous (the common case: each view is an
         # ATen op of host time, and on a GPU the host time is what a training step pays here)
         x, bias = ctx.saved_tensors
-        dz = torch.empty_like(x, dtype=ctx.zdtype, memory_format=torch.contiguous_format)
+        # torch.empty, not empty_like: the verifier poisons and guards what torch.empty returns
+        dz = torch.empty(x.shape, dtype=ctx.zdtype, device=x.device)
         n = x.numel()
         if n:
             if bias is not None and bias.stride(0) != 1:

@@ -687,7 +687,8 @@ class LinearGELUFunction(torch.autograd.Function):
         x, weight, pre = ctx.saved_tensors
         N, K = weight.shape
         dy = dy.contiguous()
-        dz = torch.empty_like(pre)  # pre: contiguous, as the forward made it
+        # torch.empty, not empty_like: the verifier poisons and guards what torch.empty returns
+        dz = torch.empty(pre.shape, dtype=pre.dtype, device=pre.device)
         n = pre.numel()
         if n:
             block = 256 if INTERPRET else 1024
