@@ -99,7 +99,7 @@ var mutations = func() []mutation {
 	var ms []mutation
 	fwd, bwd := "def _bias_gelu_fwd(", "def _bias_gelu_bwd("
 	ms = append(ms, gelu2D("bias_gelu", fwd, bwd, "_gelu_grad(x, APPROX)",
-		[2]string{"_rows(dz).sum(0, dtype=torch.float32)", "_rows(dz).sum(1, dtype=torch.float32)"})...)
+		[2]string{"lead = tuple(range(dzr.dim() - 1))", "lead = tuple(range(1, dzr.dim()))"})...)
 	ms = append(ms, pointwise2D("bias_gelu", fwd, "def bias_gelu(",
 		`_check_alias("bias_gelu", [("out", out)], [("x", x), ("bias", bias)], in_place=("x",))`)...)
 	// the erf GELU; its folder also runs the tanh one (adapter.py: approximate is the caller's)
@@ -297,9 +297,9 @@ var mutations = func() []mutation {
 		{"mask_softmax", "rows-cols-int32", classIndex32, rows, "cols = tl.arange(0, BLOCK_N).to(tl.int64)[None, :]", "cols = tl.arange(0, BLOCK_N)[None, :]"},
 		{"mask_softmax", "long-cols-int32", classIndex32, long, "offs = tl.arange(0, BLOCK_N).to(tl.int64)", "offs = tl.arange(0, BLOCK_N)"},
 		// in place (out=x) and the refusals (the IN_PLACE adversarial cases, in fp32)
-		{"mask_softmax", "overlap-accepted", classAlias, "def mask_softmax(",
+		{"mask_softmax", "overlap-accepted", classAlias, "def _mask_softmax(",
 			"_check_alias(\"mask_softmax\", [(\"out\", out)], [(\"x\", x), (\"mask\", mask)], in_place=(\"x\",))", "pass"},
-		{"mask_softmax", "expanded-out-accepted", classAlias, "def mask_softmax(", "_check_dense(\"mask_softmax\", [(\"out\", out)])", "pass"},
+		{"mask_softmax", "expanded-out-accepted", classAlias, "def _mask_softmax(", "_check_dense(\"mask_softmax\", [(\"out\", out)])", "pass"},
 	}...)
 
 	// linear_gelu: the pointer GEMM (fp32, strided or unaligned operands), the TMA GEMM (aligned
@@ -346,9 +346,9 @@ var mutations = func() []mutation {
 		{"linear_gelu", "dgelu-mask-le", classMaskLE, "def _gelu_bwd_kernel(", "m = offs < n", "m = offs <= n"},
 		{"linear_gelu", "dgelu-store-unmasked", classTailMask, "def _gelu_bwd_kernel(",
 			"_cast(dy * d, DZ.dtype.element_ty), mask=m)", "_cast(dy * d, DZ.dtype.element_ty))"},
-		{"linear_gelu", "out-overlap-unchecked", overlap, "def linear_gelu(",
+		{"linear_gelu", "out-overlap-unchecked", overlap, "def _linear_gelu(",
 			`_check_alias("linear_gelu", [("out", out)], [("x", x), ("weight", weight), ("bias", bias)])`, "pass"},
-		{"linear_gelu", "out-overlap-x-unchecked", overlap, "def linear_gelu(",
+		{"linear_gelu", "out-overlap-x-unchecked", overlap, "def _linear_gelu(",
 			`[("out", out)], [("x", x), ("weight", weight),`, `[("out", out)], [("weight", weight),`},
 	}...)
 
