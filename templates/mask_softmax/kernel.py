@@ -431,7 +431,11 @@ def _spec(a):
 def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
     """``kernel[grid](*args, **constexprs)``; args a tuple, the constexprs the kernel's last
     parameters, passed in its order. After the first call of a specialization its compiled
-    kernel is launched directly. Under the interpreter: the plain call."""
+    kernel is launched directly. Under the interpreter: the plain call. Under torch.compile:
+    launched outside the graph, as without it (Dynamo would trace ``kernel[grid](...)`` into
+    its graph and give None for the compiled kernel cached below, and cannot trace the rest)."""
+    if torch.compiler.is_compiling():
+        return torch.compiler.disable(_launch)(kernel, grid, args, num_warps, num_stages, **constexprs)
     grid = tuple(grid) + (1,) * (3 - len(grid))
     if INTERPRET:
         names = kernel.arg_names[len(args):]
