@@ -5,6 +5,7 @@ blocks, ragged ones and causal diagonals included."""
 
 import pathlib
 import sys
+import warnings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "_common"))
 
@@ -536,6 +537,34 @@ def test_disagreeing_tiles_never_picked(monkeypatch):
     with pytest.warns(RuntimeWarning, match=r"dkdv tiles \[\(32, 128, 3, 4\)\] disagree"):
         tile = kernel._tile_for(kernel._attn_bwd_dkdv, "dkdv", 512, 512, 64, q, (), run)
     assert tile == (32, 64, 3, 4) and len(timed) == 4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tuning_agrees_on_real_candidates(device, monkeypatch):
+    """The tuning path with the kernels' own trial launches (scratch outputs returned to
+    _agreeing): every forward, dK/dV and dQ candidate run on the call's inputs (causal bf16 with a
+    finite fill and dropout, S past a 128-block), none reported as disagreeing, and the
+    gradients right with the tiles it kept."""
+    monkeypatch.setattr(kernel, "_TUNE", True)
+    monkeypatch.setattr(kernel, "_TUNED", {})
+    monkeypatch.setattr(kernel.torch.cuda, "is_current_stream_capturing", lambda: False)
+    ran = []
+
+    def bench(fn, **kw):
+        fn()
+        ran.append(1)
+        return float(len(ran))  # the first candidate of each kernel the fastest
+
+    monkeypatch.setattr(kernel.triton.testing, "do_bench", bench)
+    params = _params("dropout-causal")
+    params["mask_fill"] = "min"
+    shapes = adapter._shapes(1, 1, 140, 140, 64, params)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fat.run_grad_case(kernel, ref, adapter, shapes, "bf16", params, device, 4)
+    assert not [w for w in caught if "disagree" in str(w.message)]
+    kinds = kernel.tile_config()
+    assert "fwd+stats+dropout" in kinds and "dkdv+dropout" in kinds and "dq " in kinds, kinds
 
 
 @pytest.mark.parametrize("device", DEVICES)
