@@ -628,6 +628,7 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     dr = dx if rd == xd else torch.empty(s.shape, dtype=rd, device=s.device)
     need_w = weight is not None and ctx.needs_input_grad[2]
     need_b = bias is not None and ctx.needs_input_grad[3]
+    w = weight if weight is None or weight.stride(0) == 1 else weight.contiguous()  # read as contiguous
     has_ds = ds is not None
     dy = _row_batches(dy)
     ds = _row_batches(ds) if has_ds else (dy[0], 1, 0, 0, 0)  # dy: a dummy, never read
@@ -639,7 +640,7 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     groups = -(-M // rows)
     part = torch.empty((groups, 2, n), dtype=torch.float32, device=s.device) if need_w or need_b else mean
     _launch(_add_layernorm_bwd, (groups,),
-            (dy[0], ds[0], s2, s2 if weight is None else weight, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
+            (dy[0], ds[0], s2, s2 if w is None else w, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
              *dy[1:], *ds[1:], ssm, ssn),
             num_warps=_bwd_warps(bm * block), HAS_DS=has_ds, HAS_W=weight is not None,
             HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, BLOCK_M=bm, BLOCK_N=block)

@@ -144,6 +144,23 @@ def test_grad_same_tensor_for_both_outputs(device):
         fat.assert_close(a, b, 1e-4, 1e-4)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_strided_weight(device):
+    # a weight that is a strided view (every other element of a parameter): the backward
+    # kernels read it as contiguous, so it is copied first, and its gradient reaches the view
+    g = fat.gen(9)
+    x0, r = fat.randn([9, 40], torch.float32, device, g), fat.randn([9, 40], torch.float32, device, g)
+    w0, dy = fat.randn([80], torch.float32, device, g, mean=1.0), fat.randn([9, 40], torch.float32, device, g)
+    got = []
+    for fn in ("fused", "eager"):
+        x, wb = x0.clone().requires_grad_(True), w0.clone().requires_grad_(True)
+        w = wb[::2]
+        out = kernel.add_layer_norm_train(x, r, w, None, 1e-5)[1] if fn == "fused" else ref.add_layer_norm(x, r, w, None, 1e-5)[1]
+        got.append(torch.autograd.grad(out, [x, wb], dy))
+    for a, b in zip(*got):
+        fat.assert_close(a, b, 1e-4, 1e-4)
+
+
 def test_backward_launches():
     """Rows that fit one block: one kernel reads dy, ds and s once (then the small sum of its
     [groups, 2, N] partial sums), programs of whole row tiles; longer rows and a broadcast

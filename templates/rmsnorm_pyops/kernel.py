@@ -530,6 +530,8 @@ class RMSNormFunction(torch.autograd.Function):
         if M and N and (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
             x2, sxm, sxn = _row_strides(x)
             dy2, sdym, sdyn = _row_strides(dy)
+            if weight.stride(0) != 1:  # the kernels read it as contiguous (its gradient keeps its dtype)
+                weight = weight.contiguous()
             block, warps = _plan(N, MAX_BLOCK_N)
             if N <= block:  # the row in registers: dx and dweight's partial sums in one pass
                 dw = _fused_backward(dy2, sdym, sdyn, x2, sxm, sxn, weight, rstd, dx, M, N, block, ctx.casting,

@@ -86,6 +86,23 @@ def test_grad_one_pass(device, dtype, casting, groups, monkeypatch):
         fat.run_grad_case(kernel, ref, adapter, shapes, dtype, {"eps": 1e-6, "casting": casting}, device, 10 + i)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_strided_weight(device):
+    # a weight that is a strided view (every other element of a parameter): the backward
+    # kernels read it as contiguous, so it is copied first, and its gradient reaches the view
+    g = fat.gen(9)
+    x0, r = fat.randn([9, 40], torch.float32, device, g), fat.randn([9, 40], torch.float32, device, g)
+    w0, dy = fat.randn([80], torch.float32, device, g, mean=1.0), fat.randn([9, 40], torch.float32, device, g)
+    got = []
+    for fn in ("fused", "eager"):
+        x, wb = x0.clone().requires_grad_(True), w0.clone().requires_grad_(True)
+        w = wb[::2]
+        out = kernel.RMSNormFunction.apply(x, w, 1e-6, "llama") if fn == "fused" else ref.rms_norm(x, w, 1e-6)
+        got.append(torch.autograd.grad(out, [x, wb], dy))
+    for a, b in zip(*got):
+        fat.assert_close(a, b, 1e-4, 1e-4)
+
+
 def test_backward_launches():
     """Rows that fit one block: one kernel reads dy and x once for dx and dweight (then the
     small sum of its [groups, N] partial sums), programs of whole row tiles; longer rows: the
