@@ -695,7 +695,7 @@ func predictionSummary(sp []Speedup) string {
 func readingSection() section {
 	return section{ID: "reading", Title: "How to read this report", List: []para{
 		{txt("vs eager, vs compile: the baseline's median time over the fused kernel's; above 1.0× the fused kernel is faster.")},
-		{txt("(noise): the two medians differ by less than the wider of their p20-p80 spreads (or by less than the spread of the repeated runs' medians), so the difference is not measurable.")},
+		{txt("(noise): the two medians differ by less than the wider of their p20-p80 spreads (or the ranges of the repeated runs' medians overlap, or lie closer than the narrower is wide), so the difference is not measurable.")},
 		{txt("% of floor: the floor time (fewest bytes over the measured copy bandwidth, or FLOPs over the GEMM rate) over the fused time; 100% is as fast as the hardware allows.")},
 		{txt("% of copy: an elementwise copy of the same bytes, timed the same way, over the fused time; 100% is as fast as the memory system moves that many bytes (smaller working sets do not reach the floor's bandwidth); not shown for GEMM patterns, whose floor is their arithmetic.")},
 		{txt("prediction error: (predicted - measured) / measured fused time; negative means the cost model was optimistic.")},

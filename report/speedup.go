@@ -62,10 +62,10 @@ type Speedup struct {
 
 	VsEager      float64 // eager / fused GPU-time medians; 0 when either is missing
 	VsCompile    float64 // compile / fused GPU-time medians; 0 when either is missing
-	EagerNoise   bool    // |eager - fused| is less than the wider p20-p80 spread of the two, or within the repeats' spread (bench.Noise)
+	EagerNoise   bool    // |eager - fused| is less than the wider p20-p80 spread of the two, or the repeats' ranges overlap or nearly (bench.Noise)
 	CompileNoise bool    // the same against torch.compile
 	// Per call: the baseline's per-call wall time over the fused one (0 when either is
-	// missing), and whether they differ by less than the repeats' spread (bench.Noise).
+	// missing), and whether the repeats' ranges overlap or nearly (bench.Noise).
 	WallVsEager      float64
 	WallVsCompile    float64
 	WallEagerNoise   bool
