@@ -154,23 +154,44 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
         tl.store(RSTD + row, rstd)
 
 
+@triton.jit
+def _tile_rows(r, i, p, sb, sm, BATCHED: tl.constexpr):
+    """The offsets of rows r + i (i: a tile's row arange, int64) of a gradient read in batches
+    of p rows (row q at (q // p) * sb + (q % p) * sm, _row_batches). BATCHED: the tile lies in
+    one batch (the caller's BLOCK_M divides p, and r is a multiple of BLOCK_M), so its batch is
+    found once per tile in 32 bits (rows < 2**31) and its rows stay one run of stride sm, which
+    the compiler sees (a unit row stride, an NCHW gradient's, is read along the rows); else
+    every row in one batch, at r * sm."""
+    if BATCHED:
+        q = r.to(tl.int32)
+        return (q // p).to(tl.int64) * sb + ((q % p).to(tl.int64) + i) * sm
+    return (r + i) * sm
+
+
+@triton.jit
+def _add_pairs(a, b, c, d):
+    return a + c, b + d
+
+
 # M, rows and the batches' row counts (M for a plain [rows, N] view) unspecialized: a new
 # number of rows compiles nothing new (CUDA-graph capture)
 @triton.jit(do_not_specialize=["M", "rows", "pdy", "pds"])
 def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
                        pdy, sdyb, sdym, sdyn, pds, sdsb, sdsm, sdsn, ssm, ssn,
                        HAS_DS: tl.constexpr, HAS_W: tl.constexpr, HAS_DR: tl.constexpr, HAS_DWB: tl.constexpr,
+                       DY_BATCHED: tl.constexpr, DS_BATCHED: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The backward of rows that fit one block, in one pass: program g takes rows
     [g * rows, (g + 1) * rows) (rows a multiple of BLOCK_M) BLOCK_M at a time, reads dy, ds (the
     sum's own gradient, HAS_DS) and s once, writes d_s = LayerNorm's d_input + ds into DX
     (x's type) and, when the residual has another type, DR (HAS_DR; both contiguous), and adds
     the weight's and bias' gradients over its rows into PART [G, 2, N] fp32 (HAS_DWB: row
-    (g, 0) sum dy * xhat, (g, 1) sum dy), which the caller sums over g. dy's rows come in
-    batches of pdy rows (_row_batches): row r at (r // pdy) * sdyb + (r % pdy) * sdym; ds's
-    likewise."""
+    (g, 0) sum dy * xhat, (g, 1) sum dy), which _sum_parts adds up. dy's rows come in batches
+    of pdy rows (_row_batches): row r at (r // pdy) * sdyb + (r % pdy) * sdym, a tile never
+    across two batches (DY_BATCHED; else one batch); ds's likewise."""
     g = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
+    i = tl.arange(0, BLOCK_M).to(tl.int64)
     cm = cols < N
     if HAS_W:
         w = tl.load(W + cols, mask=cm, other=0.0).to(tl.float32)
@@ -179,10 +200,10 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
     r = g * rows
     end = tl.minimum(r + rows, M)
     while r < end:
-        rm = r + tl.arange(0, BLOCK_M).to(tl.int64)
+        rm = r + i
         rmask = rm < end
         m = rmask[:, None] & cm[None, :]
-        dy_rows = (rm // pdy) * sdyb + (rm % pdy) * sdym
+        dy_rows = _tile_rows(r, i, pdy, sdyb, sdym, DY_BATCHED)
         dy = tl.load(DY + dy_rows[:, None] + cols[None, :] * sdyn, mask=m, other=0.0).to(tl.float32)
         s = tl.load(S + rm[:, None] * ssm + cols[None, :] * ssn, mask=m, other=0.0).to(tl.float32)
         mean = tl.load(MEAN + rm, mask=rmask, other=0.0)
@@ -191,12 +212,14 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
         wdy = dy
         if HAS_W:
             wdy = dy * w[None, :]
-        # d_input = rstd * (wdy - xhat * mean(xhat * wdy) - mean(wdy)), fp32 as ATen's
-        c1 = tl.sum(xhat * wdy, axis=1) / N
-        c2 = tl.sum(wdy, axis=1) / N
+        # d_input = rstd * (wdy - xhat * mean(xhat * wdy) - mean(wdy)), fp32 as ATen's; both
+        # row sums in one reduction (one exchange between the warps of a row, not two)
+        c1, c2 = tl.reduce((xhat * wdy, wdy), 1, _add_pairs)
+        c1 = c1 / N
+        c2 = c2 / N
         d = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
         if HAS_DS:
-            ds_rows = (rm // pds) * sdsb + (rm % pds) * sdsm
+            ds_rows = _tile_rows(r, i, pds, sdsb, sdsm, DS_BATCHED)
             d += tl.load(DS + ds_rows[:, None] + cols[None, :] * sdsn, mask=m, other=0.0).to(tl.float32)
         off = rm[:, None] * N + cols[None, :]
         tl.store(DX + off, _cast(d, DX.dtype.element_ty), mask=m)
@@ -211,6 +234,34 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
         tl.store(PART + (2 * g + 1) * N + cols, db, mask=cm)
 
 
+# G (the number of groups) unspecialized, as _add_layernorm_bwd's row counts
+@triton.jit(do_not_specialize=["G"])
+def _sum_parts(PART, DW, DB, G, N, HAS_DW: tl.constexpr, HAS_DB: tl.constexpr,
+               BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The weight's and bias' gradients from _add_layernorm_bwd's partial sums PART [G, 2, N]
+    fp32: program (j, k) adds up row k of every group (0: dw, 1: db) over columns
+    [j * BLOCK_N, (j + 1) * BLOCK_N), BLOCK_G groups at a time, and writes the sum in DW's
+    (DB's) type: one launch where a sum over the groups and two casts took three."""
+    k = tl.program_id(1)
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cm = cols < N
+    gs = tl.arange(0, BLOCK_G)
+    acc = tl.full([BLOCK_G, BLOCK_N], 0, tl.float32)
+    g = 0
+    while g < G:
+        grp = g + gs
+        acc += tl.load(PART + ((2 * grp + k) * N)[:, None] + cols[None, :],
+                       mask=(grp < G)[:, None] & cm[None, :], other=0.0)
+        g += BLOCK_G
+    total = tl.sum(acc, axis=0)
+    if HAS_DW:
+        if k == 0:
+            tl.store(DW + cols, total.to(DW.dtype.element_ty), mask=cm)
+    if HAS_DB:
+        if k == 1:
+            tl.store(DB + cols, total.to(DB.dtype.element_ty), mask=cm)
+
+
 # The backward's row groups (_add_layernorm_bwd): about BWD_GROUPS programs of at least
 # BWD_MIN_ROWS rows each, so that the weight and bias gradients' partial sums are a few hundred
 # fp32 rows whatever M is; each program's tile is BLOCK_M rows of BLOCK_N, about BWD_TILE
@@ -218,6 +269,9 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
 BWD_GROUPS = 8 if INTERPRET else 512
 BWD_MIN_ROWS = 1 if INTERPRET else 4
 BWD_TILE = 256 if INTERPRET else 4096
+# _sum_parts' tile: BLOCK_G groups of BLOCK_N columns (a few dozen programs at rows of 768)
+SUM_BLOCK_G = 4 if INTERPRET else 128
+SUM_BLOCK_N = 16 if INTERPRET else 32
 
 
 # --- fa:shared rowstrides ---
@@ -616,9 +670,20 @@ def _bwd_warps(tile):
     return min(max(tile // 512, 1), 16)
 
 
+def _tile_rows_for(bm, batches):
+    """BLOCK_M for tiles of bm rows read from gradients in batches of P rows (each a
+    (P, batched) pair): bm, or for a batched gradient the largest power of two up to bm that
+    divides P, so that no tile crosses a batch (_tile_rows)."""
+    for p, batched in batches:
+        if batched:
+            bm = min(bm, p & -p)
+    return bm
+
+
 def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     """AddLayerNormFunction's backward in _add_layernorm_bwd's one pass (rows that fit one
-    block, a residual of x's shape): (d_x, d_residual, d_weight, d_bias, None)."""
+    block, a residual of x's shape), then _sum_parts for the weight's and bias' gradients:
+    (d_x, d_residual, d_weight, d_bias, None)."""
     xd, rd = ctx.dtypes
     n = s.shape[-1]
     M = s.numel() // n
@@ -631,10 +696,11 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     w = weight if weight is None or weight.stride(0) == 1 else weight.contiguous()  # read as contiguous
     has_ds = ds is not None
     dy = _row_batches(dy)
-    ds = _row_batches(ds) if has_ds else (dy[0], 1, 0, 0, 0)  # dy: a dummy, never read
+    ds = _row_batches(ds) if has_ds else (dy[0], M, 0, 0, 0)  # dy: a dummy, never read
+    dy_batched, ds_batched = dy[1] < M, ds[1] < M
     s2, ssm, ssn = _row_strides(s)
     block, _ = _plan(n, MAX_BLOCK_N)
-    bm = max(1, BWD_TILE // block)
+    bm = _tile_rows_for(max(1, BWD_TILE // block), ((dy[1], dy_batched), (ds[1], ds_batched)))
     rows = max(BWD_MIN_ROWS, -(-M // BWD_GROUPS))
     rows = -(-rows // bm) * bm  # whole tiles per program
     groups = -(-M // rows)
@@ -643,12 +709,14 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
             (dy[0], ds[0], s2, s2 if w is None else w, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
              *dy[1:], *ds[1:], ssm, ssn),
             num_warps=_bwd_warps(bm * block), HAS_DS=has_ds, HAS_W=weight is not None,
-            HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, BLOCK_M=bm, BLOCK_N=block)
-    dw = db = None
+            HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, DY_BATCHED=dy_batched, DS_BATCHED=ds_batched,
+            BLOCK_M=bm, BLOCK_N=block)
+    dw = torch.empty(n, dtype=weight.dtype, device=s.device) if need_w else None
+    db = torch.empty(n, dtype=bias.dtype, device=s.device) if need_b else None
     if need_w or need_b:
-        sums = part.sum(0)
-        dw = sums[0].to(weight.dtype) if need_w else None
-        db = sums[1].to(bias.dtype) if need_b else None
+        _launch(_sum_parts, (-(-n // SUM_BLOCK_N), 2),
+                (part, part if dw is None else dw, part if db is None else db, groups, n),  # part: dummies
+                num_warps=4, HAS_DW=need_w, HAS_DB=need_b, BLOCK_G=SUM_BLOCK_G, BLOCK_N=SUM_BLOCK_N)
     return dx, dr, dw, db, None
 
 

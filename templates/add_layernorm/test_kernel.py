@@ -162,26 +162,36 @@ def test_grad_strided_weight(device):
 
 
 def test_backward_launches():
-    """Rows that fit one block: one kernel reads dy, ds and s once (then the small sum of its
-    [groups, 2, N] partial sums), programs of whole row tiles; longer rows and a broadcast
-    residual: ATen's LayerNorm backward."""
+    """Rows that fit one block: one kernel reads dy, ds and s once, programs of whole row
+    tiles, then one small kernel adds up its [groups, 2, N] partial sums into the weight's and
+    bias' gradients in their types; an NCHW gradient (batches of H * W rows) takes tiles that
+    divide a batch. Longer rows and a broadcast residual: ATen's LayerNorm backward."""
     launches = []
     saved = kernel._launch, kernel.MAX_BLOCK_N, kernel.BWD_TILE, kernel.BWD_GROUPS, kernel.BWD_MIN_ROWS
     kernel._launch = lambda k, grid, args, num_warps, **c: launches.append((k, grid, num_warps, c))
     kernel.MAX_BLOCK_N, kernel.BWD_TILE, kernel.BWD_GROUPS, kernel.BWD_MIN_ROWS = 8192, 4096, 512, 4  # the GPU's
     try:
-        for (m, n), grid, bm in (((4096, 768), (512,), 4), ((100352, 96), (448,), 32), ((3000, 8192), (500,), 1)):
-            x = torch.empty(m, n, dtype=torch.bfloat16, device="meta", requires_grad=True)
-            r = torch.empty(m, n, device="meta", requires_grad=True)
+        for (m, n), grid, bm, hw in (((4096, 768), (512,), 4, None), ((100352, 96), (448,), 32, None),
+                                     ((3000, 8192), (500,), 1, None), ((100352, 96), (448,), 32, (56, 56)),
+                                     ((6272, 768), (392,), 4, (28, 28)), ((1568, 768), (392,), 1, (7, 7))):
+            shape = (m, n) if hw is None else (m // (hw[0] * hw[1]),) + hw + (n,)
+            x = torch.empty(shape, dtype=torch.bfloat16, device="meta", requires_grad=True)
+            r = torch.empty(shape, device="meta", requires_grad=True)
             w = torch.empty(n, device="meta", requires_grad=True)
-            b = torch.empty(n, device="meta", requires_grad=True)
+            b = torch.empty(n, dtype=torch.bfloat16, device="meta", requires_grad=True)
             s, y = kernel.AddLayerNormFunction.apply(x, r, w, b, 1e-5)
+            grads = torch.empty_like(s), torch.empty_like(y)
+            if hw:  # LayerNorm2d's: contiguous NCHW gradients, seen as [B, H, W, C]
+                grads = tuple(torch.empty((shape[0], n) + hw, dtype=t.dtype, device="meta").movedim(1, -1) for t in grads)
             launches.clear()
-            dx, dr, dw, db = torch.autograd.grad((s, y), [x, r, w, b], (torch.empty_like(s), torch.empty_like(y)))
-            (k, got, warps, c), = launches
-            assert k is kernel._add_layernorm_bwd and got == grid and c["BLOCK_M"] == bm, (m, n)
-            assert c["HAS_DS"] and c["HAS_W"] and c["HAS_DR"] and c["HAS_DWB"] and warps == (16 if n == 8192 else 8)
-            assert (dx.dtype, dr.dtype, dw.dtype, db.dtype) == (torch.bfloat16,) + (torch.float32,) * 3
+            dx, dr, dw, db = torch.autograd.grad((s, y), [x, r, w, b], grads)
+            (k, got, warps, c), (k2, grid2, _, c2) = launches
+            assert k is kernel._add_layernorm_bwd and got == grid and c["BLOCK_M"] == bm, (m, n, hw)
+            assert c["HAS_DS"] and c["HAS_W"] and c["HAS_DR"] and c["HAS_DWB"]
+            assert warps == (16 if n == 8192 else 2 if bm * n <= 1024 else 8), (m, n, hw)
+            assert c["DY_BATCHED"] == c["DS_BATCHED"] == (hw is not None), (m, n, hw)
+            assert k2 is kernel._sum_parts and grid2 == (-(-n // kernel.SUM_BLOCK_N), 2) and c2["HAS_DW"] and c2["HAS_DB"]
+            assert (dx.dtype, dr.dtype, dw.dtype, db.dtype) == (torch.bfloat16, torch.float32, torch.float32, torch.bfloat16)
     finally:
         kernel._launch, kernel.MAX_BLOCK_N, kernel.BWD_TILE, kernel.BWD_GROUPS, kernel.BWD_MIN_ROWS = saved
 
@@ -247,6 +257,29 @@ def test_channels_first_layouts(device):
 def test_channels_first_grad(device, dtype):
     for shapes in ([[2, 40, 3, 2]], adapter.CHANNELS_FIRST_NCHW[0]):
         fat.run_grad_case(kernel, ref, adapter, shapes, dtype, CHANNELS_FIRST, device, 6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("groups", [1, 5])
+def test_channels_first_grad_batches(device, groups, monkeypatch):
+    """The one-pass backward reads an NCHW gradient as batches of H * W rows, its tiles inside
+    a batch: positions a power of two (tiles of several rows), odd (tiles of one row), the
+    sum's gradient NCHW and dy channels_last (only one of them in batches) and the reverse;
+    programs whose rows cross batches (one group: all of them)."""
+    monkeypatch.setattr(kernel, "BWD_GROUPS", groups)
+    g = fat.gen(41)
+    cl = adapter._channels_last
+    for shape in ([2, 40, 4, 4], [3, 40, 3, 5], [2, 24, 2, 3]):
+        x0, r0 = fat.randn(shape, torch.float32, device, g), fat.randn(shape, torch.float32, device, g)
+        w0, b0 = fat.randn(shape[1:2], torch.float32, device, g, mean=1.0), fat.randn(shape[1:2], torch.float32, device, g)
+        ds0, dy0 = fat.randn(shape, torch.float32, device, g), fat.randn(shape, torch.float32, device, g)
+        for ds, dy in ((ds0, dy0), (ds0, cl(dy0)), (cl(ds0), dy0)):
+            got, want = [], []
+            for fn, res in ((kernel.add_layer_norm_train, got), (ref.add_layer_norm, want)):
+                leaves = [t.clone().requires_grad_(True) for t in (cl(x0), cl(r0), w0, b0)]
+                res.extend(torch.autograd.grad(fn(*leaves, 1e-6, dim=1), leaves, (ds, dy)))
+            for name, a, b in zip(("x", "residual", "weight", "bias"), got, want):
+                fat.assert_close(a, b, 1e-4, 1e-4, name=f"{shape} {name} ds {ds.stride()} dy {dy.stride()}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
