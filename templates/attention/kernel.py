@@ -72,6 +72,8 @@ run: two GEMMs around a softmax whose scores and probabilities eager writes and 
 - Backward (FlashAttention-2): ``_attn_bwd_delta`` computes D = rowsum(dO * O) (fp32);
   ``_attn_bwd_dkdv`` (one program per key block) recomputes P = exp(s - m) / l from the saved
   row max m and sum l for every query block that sees the key block and accumulates dV = P_drop^T dO
+  (as dV^T = dO^T P_drop, dK^T likewise: no dot takes the transpose of another dot's result,
+  which Triton 3.4+ miscompiles on Hopper)
   (P_drop: P rounded to q's dtype, then times keep / (1-p) and rounded again, as eager drops its
   rounded probabilities) and
   dK = scale * dS^T Q, with dP = dO V^T (times the keep mask / (1-p)), dS = P (dP - D), zero
@@ -494,8 +496,11 @@ def _dkdv_block(dk, dv, db, k, v, m0, n0, cols, dcols, Q, DO, MASK, BIAS, STATS,
     pd, ds, dsq = _bwd_tile(q, k, v, do, m, inv_l, delta, rows, n0, cols, Sq, Sk, MASK, BIAS, smm, smn, sbm, sbn,
                             slope, scale, fill, thresh, pscale, seed, bh,
                             DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT, EDGE)
-    dv = _mm(tl.trans(pd), do, dv)
-    dk = _mm(tl.trans(_cast(dsq, DT)), q, dk)
+    # dV^T += dO^T P_drop and dK^T += Q^T dS: only loaded tiles are transposed. Triton 3.4+
+    # on Hopper miscompiles a dot whose operand is the transpose of a dot's result (P, dS:
+    # wrong dK from tl.dot(tl.trans(ds), q), as FlashLinearAttention's issue 640 found)
+    dv = _mm(tl.trans(do), pd, dv)
+    dk = _mm(tl.trans(q), _cast(dsq, DT), dk)
     if STORE_DS == 1:
         tl.store(DS + rows * Sk + cols, ds, mask=(rows < Sq) & (cols < Sk))
     elif STORE_DS == 2:
@@ -566,8 +571,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
         slope = tl.load(BIAS).to(tl.float32)
     if DROPOUT:
         seed = _load_seed(seed, SEED_PTR)
-    dk = tl.full([BLOCK_N, BLOCK_D], 0, tl.float32)
-    dv = tl.full([BLOCK_N, BLOCK_D], 0, tl.float32)
+    dk = tl.full([BLOCK_D, BLOCK_N], 0, tl.float32)  # transposed: [D, keys]
+    dv = tl.full([BLOCK_D, BLOCK_N], 0, tl.float32)
     db = tl.full([BLOCK_N], 0, tl.float32)
     # causal: the first query row that sees key n0 (every row when a finite fill makes fully
     # masked rows uniform over all keys), and the first query block below the diagonal for
@@ -605,9 +610,12 @@ def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
                                      Sq, Sk, sqm, sqd, sdm, sdd, smm, smn, sbm, sbn, slope, scale, fill, thresh,
                                      pscale, seed, bh, DT, SDT, BDT, MASK_KIND, BIAS_KIND, ROUND, DROPOUT,
                                      STORE_DS, False, HEAD_D, BLOCK_M)
-    out = bh * Sk * HEAD_D + ncols * HEAD_D + dcols
-    tl.store(DK + out, _cast(dk, DT), mask=kv_mask)
-    tl.store(DV + out, _cast(dv, DT), mask=kv_mask)
+    keys = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[None, :]  # dK^T, dV^T [BLOCK_D, BLOCK_N]
+    dd = tl.arange(0, BLOCK_D).to(tl.int64)[:, None]
+    out = bh * Sk * HEAD_D + keys * HEAD_D + dd
+    out_mask = (keys < Sk) & (dd < HEAD_D)
+    tl.store(DK + out, _cast(dk, DT), mask=out_mask)
+    tl.store(DV + out, _cast(dv, DT), mask=out_mask)
     if STORE_DS == 2:
         c = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
         tl.store(DS + c, db, mask=c < Sk)
@@ -811,7 +819,12 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 # From the Triton flash-attention tutorial's H100 configurations (fwd 128 x 64/128, bwd dK/dV
 # 32 x 128 and dQ 128 x 32 at 4 warps); pruned by shared memory for the head dim and dtype.
 FWD_TILES = [(128, 64, 3, 4), (128, 128, 3, 8), (64, 64, 3, 4), (128, 32, 4, 4), (64, 32, 4, 4), (64, 128, 3, 4)]
-DKDV_TILES = [(32, 128, 3, 4), (64, 64, 3, 4), (32, 64, 3, 4), (64, 128, 2, 8), (16, 64, 4, 4)]
+DKDV_TILES = [(64, 64, 3, 4), (32, 64, 3, 4), (64, 128, 2, 8)]
+# dK/dV tiles that gave wrong dK on the H200 (Triton 3.6; causal bf16 [4, 16, 512, 64]: max
+# error 0.224 and 0.0875 against bounds of 0.078) while every one is right in the interpreter;
+# both have four query blocks on each key block's diagonal and 3-4 stages. Never picked;
+# test_miscompiled_dkdv_tiles_gpu says when a Triton gets them right.
+DKDV_TILES_MISCOMPILED = [(32, 128, 3, 4), (16, 64, 4, 4)]
 DQ_TILES = [(128, 32, 3, 4), (64, 64, 3, 4), (64, 32, 3, 4), (128, 64, 2, 8), (64, 16, 4, 4)]
 # decode-size query buckets (Sq <= 16): 16-row query tiles, wide key tiles (a program per head
 # and query block; Sk is not split across programs, as flash-decoding would)

@@ -3,6 +3,7 @@
 The interpreter runs 16 x 16 tiles, so the shapes here (S of 1..129) span several query and key
 blocks, ragged ones and causal diagonals included."""
 
+import os
 import pathlib
 import sys
 import warnings
@@ -21,6 +22,7 @@ ref = fat.load_sibling(__file__, "reference")
 adapter = fat.load_sibling(__file__, "adapter")
 
 DEVICES = fat.devices()
+HERE = pathlib.Path(__file__).resolve().parent
 INF = float("-inf")
 VARIANTS = {
     "none": {"scale": 1.0},
@@ -517,6 +519,8 @@ def test_disagreeing_tiles_never_picked(monkeypatch):
 
     monkeypatch.setattr(kernel, "_TUNE", True)
     monkeypatch.setattr(kernel, "_TUNED", {})
+    monkeypatch.setattr(kernel, "DKDV_TILES", [(32, 128, 3, 4), (64, 64, 3, 4), (32, 64, 3, 4), (64, 128, 2, 8),
+                                               (16, 64, 4, 4)])  # five candidates, whatever the list is now
     monkeypatch.setattr(kernel.torch.cuda, "is_current_stream_capturing", lambda: False)
     timed = []
 
@@ -642,3 +646,72 @@ def test_every_tile_candidate_gpu(kind):
             except AssertionError as e:
                 failed.append(f"{kind} {tile}: {str(e).splitlines()[0][:300]}")
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+@pytest.mark.xfail(strict=True, reason="dK wrong on the H200 with Triton 3.6 (kernel.DKDV_TILES_MISCOMPILED)")
+@pytest.mark.parametrize("tile", kernel.DKDV_TILES_MISCOMPILED)
+def test_miscompiled_dkdv_tiles_gpu(tile):
+    """The dK/dV tiles left out of the candidates for a wrong dK on the H200, forced on that case:
+    this fails (xfail) while they are wrong, and passes (a strict xfail's failure) once a Triton
+    compiles them right, the sign to take them back."""
+    params = _params("causal-min")
+    shapes = adapter._shapes(4, 16, 512, 512, 64, params)
+    with kernel.forced_tiles({"dkdv": tile}):
+        fat.run_grad_case(kernel, ref, adapter, shapes, "bf16", params, "cuda", 0)
+
+
+
+# Compiles the three kernels for sm_90 and prints each tt.trans whose operand is in an MMA layout
+# (run in a process without TRITON_INTERPRET: under it Triton's own tl helpers are interpreted
+# functions, which do not compile)
+_SM90_TRANS = r"""
+import sys
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+sys.path.insert(0, ".")
+import kernel
+for name in ("_attn_fwd", "_attn_bwd_dkdv", "_attn_bwd_dq"):
+    fn = getattr(kernel, name)
+    for bm, bn, stages, warps in ((32, 128, 3, 4), (64, 64, 3, 4), (16, 64, 4, 4)):
+        consts = dict(DT=tl.bfloat16, SDT=tl.bfloat16, BDT=tl.bfloat16, MASK_KIND=3, BIAS_KIND=0,
+                      FINITE_FILL=True, ROUND=2, DROPOUT=False, SEED_PTR=False, HEAD_D=64, BLOCK_D=64,
+                      BLOCK_M=bm, BLOCK_N=bn)
+        consts.update({"_attn_fwd": dict(STORE_STATS=True, FOLD=False),
+                       "_attn_bwd_dkdv": dict(STORE_DS=0)}.get(name, {}))
+        sig = {}
+        for a in fn.arg_names:
+            if a in consts:
+                sig[a] = "constexpr"
+            elif a in ("STATS", "DELTA", "DS"):
+                sig[a] = "*fp32"
+            elif a.isupper() and a != "H":  # tensors; H the head count
+                sig[a] = "*bf16"
+            elif a in ("scale", "fill", "pscale"):
+                sig[a] = "fp32"
+            else:
+                sig[a] = "i64" if a.startswith("s") else "i32"
+        src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts)
+        ttgir = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                               options={"num_warps": warps, "num_stages": stages}).asm["ttgir"]
+        for line in ttgir.splitlines():
+            if "tt.trans" in line and "#mma" in line.split("->")[0]:
+                print(name, (bm, bn, stages, warps), line.strip()[:160])
+print("compiled")
+"""
+
+
+def test_no_dot_takes_a_transposed_dot_result_sm90():
+    """Compiled for the H200 (sm_90) on the CPU, no kernel transposes a dot's result (a tensor in
+    an MMA layout): Triton 3.4+ on Hopper miscompiles a dot whose operand is such a transpose
+    (wrong dK on the H200 from tl.dot(tl.trans(ds), q); FlashLinearAttention's issue 640). The
+    backward accumulates dK^T and dV^T instead, transposing only loaded tiles."""
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _SM90_TRANS], cwd=HERE, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("compiled"), r.stderr[-2000:]
+    bad = r.stdout.rstrip().splitlines()[:-1]
+    assert not bad, "\n".join(bad)
