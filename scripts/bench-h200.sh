@@ -58,11 +58,12 @@ for r in ins[1:]:
     for k in ("gpu", "torch", "triton"):
         if r[k] != ins[0][k]:
             sys.exit(f"merge: {k} differs between inputs: {ins[0][k]!r} vs {r[k]!r}")
-cases = {}
+cases = {}  # one entry per case and mode (forward, backward, full)
 for r in ins:
     for c in r["cases"]:
-        cases.pop(c["name"], None)
-        cases[c["name"]] = c
+        key = (c["name"], c.get("mode", "forward"))
+        cases.pop(key, None)
+        cases[key] = c
 merged = {k: ins[0][k] for k in ("gpu", "torch", "triton")}
 # each case's floor was computed with its own run's measured copy bandwidth; the header gives the median
 merged["copy_tbps"] = statistics.median(r["copy_tbps"] for r in ins)

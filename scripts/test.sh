@@ -65,7 +65,7 @@ job verify go test -count=1 -timeout 25m ./verify
 # shellcheck disable=SC2086
 job go-test go test -count=1 -timeout 8m $others
 # one torch thread, as verify's runners: the jobs share the cores
-job templates env TRITON_INTERPRET=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$py" -m pytest -q -p no:cacheprovider --ignore=templates/_common templates scripts/test_recording.py
+job templates env TRITON_INTERPRET=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$py" -m pytest -q -p no:cacheprovider --ignore=templates/_common templates scripts/test_recording.py scripts/test_bench_h200.py
 # the host-work budgets of the templates' training calls (templates/_common/hostcount.py): its
 # own run, as templates/pytest.ini does not collect _common
 job templates-host env TRITON_INTERPRET=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$py" -m pytest -q -p no:cacheprovider templates/_common/test_hostcount.py

@@ -19,11 +19,11 @@ start=$SECONDS
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader \
   | tee "$out/gpu.txt"
 export FUSEADVISE_PYTHON=python3 PYTHONUNBUFFERED=1
-timeout 270 "$dev/fuseadvise" run -pattern attention -top 1 -et "$dev/gpt2_train_bf16.et.json.gz" \
+[ -n "${SKIP_RUN:-}" ] || timeout 270 "$dev/fuseadvise" run -pattern attention -top 1 -et "$dev/gpt2_train_bf16.et.json.gz" \
   -o "$out/run-gpt2" "$dev/gpt2_train_bf16.json.gz" >"$out/run.log" 2>&1
 echo "run exit: $? after $((SECONDS - start)) s"
 tail -5 "$out/run.log"
-tar -C "$out" -cf "$out/run-gpt2.tar" run-gpt2 && rm -rf "$out/run-gpt2"
+[ -n "${SKIP_RUN:-}" ] || { tar -C "$out" -cf "$out/run-gpt2.tar" run-gpt2 && rm -rf "$out/run-gpt2"; }
 A=$dev/matrix/anchors
 order=(causal-bf16-4x16x1024x64-b38a52c5 causal-bf16-8x12x512x64-4c0ec8b8 causal-bf16-8x12x512x64-c5329c5a
   bf16-8x12x512x64-e6cccde9 causal-bf16-4x16x512x64-ff0206fe causal-bf16-2x16x2048x64-e4755f27
@@ -32,8 +32,8 @@ order=(causal-bf16-4x16x1024x64-b38a52c5 causal-bf16-8x12x512x64-4c0ec8b8 causal
   bool-fp16-4x12x129x64-893004b5 causal-fp16-4x12x127x64-2371f06f causal-fp16-2x16x256x64-3c152e21
   causal-fp16-1x12x128x64-b317ccba causal-fp16-8x32x1x128-fe6b23de)
 folders=()
-for o in "${order[@]}"; do folders+=("$A/attention-$o"); done
-left=$((570 - (SECONDS - start)))
+for o in "${order[@]:${FROM:-0}}"; do folders+=("$A/attention-$o"); done
+left=$((${BUDGET:-570} - (SECONDS - start)))
 echo "bench: ${#folders[@]} folders, ${left} s"
 "$dev/fuseadvise" bench -modes all -repeats 1 -timeout "${left}s" -o "$out/attention.json" "${folders[@]}" \
   2>"$out/bench.log"
