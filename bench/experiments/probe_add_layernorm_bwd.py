@@ -1,0 +1,284 @@
+"""Probe: which tiles, warps and program counts serve add_layernorm's one-pass backward (GPU).
+
+On the H200 (``fuseadvise bench -modes all``) the one-pass backward (_add_layernorm_bwd, then
+the weight's and bias' partial sums added up) ran bf16 4096x768 in 60.6 us against eager's
+42.4 and torch.compile's 33.1, 4096x2048 in about the same time for 2.7x the bytes, and
+8192x4096 at 1.5x torch.compile where rmsnorm_pyops' backward of the same structure matched
+it. Compiled for sm_90 without a GPU (Triton's ptxas), the kernel then held 149 registers a
+thread at rows of 4096 (one program of 8 warps an SM), made four calls of a 64-bit division
+per row tile on its loads' address path, and was followed by a sum and two casts; an NCHW
+gradient's tile (ConvNeXt's LayerNorm2d) took 255 registers. The template now finds a tile's
+batch once, in 32 bits, and sums the partial sums in one small kernel (118 registers at rows
+of 4096: two programs an SM). What is left to choose is what this probe measures.
+
+For each case, the backward of one forward (torch.autograd.grad of s and y from its saved
+state, retain_graph, as bench's "backward" mode calls it) is captured in a CUDA graph and the
+replay timed by fa_testing.gpu_time_us, the harness's method: the L2 flushed before each
+replay (a 256 MB buffer written, then another read, so no dirty line's write-back lands in
+the timed call), CUDA events around the replay, median and p20/p80. Variants, each set on the
+template module before its backward is captured (its forward is shared):
+
+  current         the template's choice (BWD_TILE, _bwd_warps, BWD_GROUPS)
+  warps=W         W warps a program (4, 8, 16) at the current tile
+  tile=T          tiles of about T elements (BWD_TILE: 2048, 4096, 8192), their default warps
+  groups=G        about G programs (BWD_GROUPS: one, two and four per SM, and 1024)
+  aten            ATen's native_layer_norm_backward, the sum's gradient added, cast (the
+                  path rows longer than a block take)
+  eager           the reference chain's backward (x + r, layer_norm), for scale
+  compile         torch.compile of the reference chain (with --compile)
+
+Each variant's gradients are checked against the eager chain's (max abs difference in the
+table). Two more rows per case time the partial sums' reduction alone, L2-warm (it reads what
+the kernel just wrote): _sum_parts against ``part.sum(0)`` and two casts.
+
+Output: a table on stdout (case, variant, median, p20, p80 in us, the variant's config, the
+gradients' max difference); with --json one JSON object per row instead.
+
+Usage, from the repository root:
+  python bench/experiments/probe_add_layernorm_bwd.py [--only SUBSTRING] [--compile] [--json]
+  TRITON_INTERPRET=1 python bench/experiments/probe_add_layernorm_bwd.py --smoke
+--smoke runs every variant at a tiny shape of each case on the CPU under the Triton
+interpreter (gradients checked, timing by the wall clock): exit status 1 when any is wrong.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+import time
+
+if "--smoke" in sys.argv:
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "templates" / "_common"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import torch  # noqa: E402
+
+import fa_testing as fat  # noqa: E402
+import harness  # noqa: E402
+
+# (label, x's shape, dtype, dim): the measured cases; dim=1 is LayerNorm2d over the channels,
+# x channels_last and the gradients contiguous NCHW (what bench's random gradients are)
+CASES = [
+    ("bert-4096x768", [4096, 768], torch.bfloat16, -1),
+    ("4096x2048", [4096, 2048], torch.bfloat16, -1),
+    ("convnext-32x96x56x56", [32, 96, 56, 56], torch.float32, 1),
+    ("8192x4096", [8192, 4096], torch.bfloat16, -1),
+]
+SMOKE_CASES = [
+    ("rows-37x70", [37, 70], torch.bfloat16, -1),
+    ("nchw-2x40x4x4", [2, 40, 4, 4], torch.float32, 1),
+]
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+KERNEL = load("add_layernorm_kernel", ROOT / "templates" / "add_layernorm" / "kernel.py")
+REF = load("add_layernorm_reference", ROOT / "templates" / "add_layernorm" / "reference.py")
+KNOBS = ("BWD_TILE", "BWD_GROUPS", "MAX_BLOCK_N", "_bwd_warps")
+
+
+class Knobs:
+    """Sets the template module's backward knobs for a with-block, restoring them after."""
+
+    def __init__(self, **values):
+        self.values = values
+
+    def __enter__(self):
+        self.saved = {k: getattr(KERNEL, k) for k in KNOBS}
+        for k, v in self.values.items():
+            setattr(KERNEL, k, v)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            setattr(KERNEL, k, v)
+
+
+def variants(smoke, sms):
+    """(label, knob values, provider): provider "fused" (the template with those knobs),
+    "eager" or "compile"."""
+    tile, groups = KERNEL.BWD_TILE, KERNEL.BWD_GROUPS
+    out = [("current", {}, "fused")]
+    for w in (4, 8, 16) if not smoke else (1, 2):
+        out.append((f"warps={w}", {"_bwd_warps": lambda t, w=w: w}, "fused"))
+    for t in (tile // 2, tile * 2):
+        out.append((f"tile={t}", {"BWD_TILE": t}, "fused"))
+    for g in sorted({sms, 2 * sms, 4 * sms, 2 * groups} - {groups}):
+        out.append((f"groups={g}", {"BWD_GROUPS": g}, "fused"))
+    # rows longer than MAX_BLOCK_N take ATen's backward (set after the forward ran)
+    out.append(("aten", {"MAX_BLOCK_N": 1}, "fused"))
+    out.append(("eager", {}, "eager"))
+    return out
+
+
+def config(label, shape, dim):
+    """What the template's backward chose under the current knobs: tile rows, block, warps,
+    programs (computed as _fused_backward does, without launching)."""
+    n = shape[1] if dim == 1 else shape[-1]
+    m = 1
+    for d in shape:
+        m *= d
+    m //= n
+    block, _ = KERNEL._plan(n, KERNEL.MAX_BLOCK_N)
+    if n > block:
+        return "ATen"
+    bm = max(1, KERNEL.BWD_TILE // block)
+    if dim == 1:  # NCHW gradients: batches of H * W rows
+        bm = KERNEL._tile_rows_for(bm, ((m // shape[0], shape[0] > 1),))
+    rows = max(KERNEL.BWD_MIN_ROWS, -(-m // KERNEL.BWD_GROUPS))
+    rows = -(-rows // bm) * bm
+    return f"BLOCK_M={bm} BLOCK_N={block} warps={KERNEL._bwd_warps(bm * block)} programs={-(-m // rows)}"
+
+
+def make_case(shape, dtype, dim, device, seed=0):
+    """x, residual (channels_last for dim=1), weight, bias and the gradients of s and y
+    (contiguous: NCHW for dim=1)."""
+    g = torch.Generator().manual_seed(seed)
+    n = shape[1] if dim == 1 else shape[-1]
+
+    def rnd(s, mean=0.0):
+        return (torch.randn(s, generator=g) + mean).to(device, dtype)
+
+    x, r = rnd(shape), rnd(shape)
+    if dim == 1:
+        x, r = (t.contiguous(memory_format=torch.channels_last) for t in (x, r))
+    return x, r, rnd([n], 1.0), rnd([n]), rnd(shape), rnd(shape)
+
+
+def backward_call(provider, case, dim):
+    """A zero-argument call of the backward of one forward of the provider on case: the
+    leaves' gradients. The forward runs on the CUDA-graph capture stream, as bench's
+    TrainingCall runs it (autograd runs each backward op on its forward op's stream: else the
+    backward's kernels would fall outside the capture)."""
+    x, r, w, b, ds, dy = case
+    leaves = [t.detach().clone().requires_grad_(True) for t in (x, r, w, b)]
+    fwd = {"fused": KERNEL.add_layer_norm_train, "eager": REF.add_layer_norm}.get(provider)
+    with harness.on_capture_stream(torch, x.device):
+        outs = (fwd or torch.compile(REF.add_layer_norm))(*leaves, 1e-5, dim=dim)
+    return lambda: torch.autograd.grad(outs, leaves, (ds, dy), retain_graph=True)
+
+
+def max_diff(got, want):
+    return max((a.float() - b.float()).abs().max().item() for a, b in zip(got, want))
+
+
+def parts_rows(case, dim, timer):
+    """The partial sums' reduction alone, L2-warm: _sum_parts against part.sum(0) + casts, on
+    the [groups, 2, N] fp32 partial sums the current choice writes: rows of (variant, times,
+    config, max difference, wrong)."""
+    x, _, w, b, _, _ = case
+    n = x.shape[1] if dim == 1 else x.shape[-1]
+    m = x.numel() // n
+    rows = max(KERNEL.BWD_MIN_ROWS, -(-m // KERNEL.BWD_GROUPS))
+    groups = -(-m // rows)
+    part = torch.randn(groups, 2, n, device=x.device)
+    dw, db = torch.empty_like(w), torch.empty_like(b)
+
+    def triton_sum():
+        KERNEL._launch(KERNEL._sum_parts, (-(-n // KERNEL.SUM_BLOCK_N), 2), (part, dw, db, groups, n), num_warps=4,
+                       HAS_DW=True, HAS_DB=True, BLOCK_G=KERNEL.SUM_BLOCK_G, BLOCK_N=KERNEL.SUM_BLOCK_N)
+
+    def aten_sum():
+        sums = part.sum(0)
+        return sums[0].to(w.dtype), sums[1].to(b.dtype)
+
+    triton_sum()
+    want = aten_sum()
+    # the two add in different orders: an ulp of the gradients' type apart at most
+    ulp = torch.finfo(w.dtype).eps * (1 + max(t.float().abs().max().item() for t in want))
+    bad = not max_diff((dw, db), want) <= ulp
+    cfg = f"groups={groups} N={n}, L2-warm"
+    return [("parts:_sum_parts", timer(triton_sum, flush=False), cfg, max_diff((dw, db), want), bad),
+            ("parts:sum+casts", timer(aten_sum, flush=False), cfg, 0.0, False)]
+
+
+def gpu_timer(fn, flush=True):
+    replay = fat.graph_replay(fn) or fn
+    if flush:
+        return fat.gpu_time_us(replay)
+    from triton.testing import do_bench_cudagraph
+    return [v * 1e3 for v in do_bench_cudagraph(fn, quantiles=list(fat.QUANTILES))]
+
+
+def wall_timer(fn, flush=True):  # --smoke: the plumbing, not a measurement
+    t0 = time.perf_counter()
+    fn()
+    return [(time.perf_counter() - t0) * 1e6] * 3
+
+
+def run_case(label, shape, dtype, dim, args, emit):
+    """Every variant of one case; returns the number of wrong results."""
+    device = "cpu" if args.smoke else "cuda"
+    timer = wall_timer if args.smoke else gpu_timer
+    sms = 4 if args.smoke else torch.cuda.get_device_properties(0).multi_processor_count
+    case = make_case(shape, dtype, dim, device)
+    want = backward_call("eager", case, dim)()
+    atol = 1e-3 if dtype == torch.float32 else 6e-2
+    wrong = 0
+    todo = variants(args.smoke, sms) + ([("compile", {}, "compile")] if args.compile and not args.smoke else [])
+    for vlabel, knobs, provider in todo:
+        try:
+            with Knobs(**{k: v for k, v in knobs.items() if k != "MAX_BLOCK_N"}):
+                call = backward_call(provider, case, dim)
+                cfg = config(vlabel, shape, dim) if provider == "fused" else provider
+                if "MAX_BLOCK_N" in knobs:  # after the forward: only the backward takes ATen's path
+                    KERNEL.MAX_BLOCK_N = knobs["MAX_BLOCK_N"]
+                    cfg = "ATen native_layer_norm_backward"
+                diff = max_diff(call(), want)
+                times = timer(call)
+        except Exception as e:  # noqa: BLE001 -- one variant's failure is a row, not the end
+            emit(label, vlabel, None, f"error: {str(e).splitlines()[0][:120]}", None)
+            wrong += 1
+            continue
+        bad = not diff <= atol * (1 + max(t.float().abs().max().item() for t in want))
+        wrong += bad
+        emit(label, vlabel, times, cfg, diff, bad)
+    for vlabel, times, cfg, diff, bad in parts_rows(case, dim, timer):
+        emit(label, vlabel, times, cfg, diff, bad)
+        wrong += bad
+    return wrong
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="", help="cases whose label contains this")
+    ap.add_argument("--compile", action="store_true", help="also torch.compile of the reference chain")
+    ap.add_argument("--json", action="store_true", help="one JSON object per row instead of the table")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under TRITON_INTERPRET=1")
+    args = ap.parse_args()
+    if not args.smoke and not torch.cuda.is_available():
+        print("probe_add_layernorm_bwd: no CUDA device (--smoke runs on the CPU)", file=sys.stderr)
+        return 2
+
+    def emit(case, variant, times, cfg, diff, bad=False):
+        if args.json:
+            med, p20, p80 = times or (None, None, None)
+            print(json.dumps({"case": case, "variant": variant, "median_us": med, "p20_us": p20, "p80_us": p80,
+                              "config": cfg, "max_abs_diff": diff, "wrong": bool(bad)}), flush=True)
+            return
+        t = "".join(f" {v:9.1f}" for v in times) if times else f" {'-':>9s}" * 3
+        d = "-" if diff is None else f"{diff:.1e}"
+        print(f"{case:22s} {variant:18s}{t}  {d:>8s}{' WRONG' if bad else ''}  {cfg}", flush=True)
+
+    if not args.json:
+        print(f"{'case':22s} {'variant':18s} {'median':>9s} {'p20':>9s} {'p80':>9s}  {'maxdiff':>8s}  config (us)")
+    wrong = 0
+    for label, shape, dtype, dim in SMOKE_CASES if args.smoke else CASES:
+        if args.only in label:
+            wrong += run_case(label, shape, dtype, dim, args, emit)
+    if wrong:
+        print(f"probe_add_layernorm_bwd: {wrong} variant(s) wrong or failed", file=sys.stderr)
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
