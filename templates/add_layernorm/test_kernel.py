@@ -507,11 +507,12 @@ def test_review_repros_gpu():
 @pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
 def test_backward_gpu():
     """The one-pass backward on the GPU at traced shapes: a bf16 branch on an fp32 residual
-    stream (d_x and d_residual both written), LayerNorm2d's NCHW gradients read in batches,
-    rows of 8192 (one block, one row per tile), against eager (fp32) or the fp32 chain
+    stream (d_x and d_residual both written), LayerNorm2d's NCHW gradients read in batches
+    (tiles inside a batch: 16 rows of 784, one of 49), rows of 8192 (one block, one row per tile), against eager (fp32) or the fp32 chain
     (16-bit); then a backward captured in a CUDA graph at row counts never run before."""
     cases = (([[8, 512, 768]], "bf16", {"eps": 1e-5, "residual_dtype": "fp32"}),
              ([[16, 96, 28, 28]], "fp32", {"eps": 1e-6, "norm_dim": "1"}),
+             ([[8, 768, 7, 7]], "fp32", {"eps": 1e-6, "norm_dim": "1"}),  # batches of 49 rows: tiles of one row
              ([[64, 8192]], "bf16", {"eps": 1e-5}))
     for i, (shapes, dt, params) in enumerate(cases):
         fat.run_grad_case(kernel, ref, adapter, shapes, dt, params, "cuda", 50 + i)
