@@ -120,9 +120,10 @@ def variants(smoke, sms):
     return out
 
 
-def config(label, shape, dim):
-    """What the template's backward chose under the current knobs: tile rows, block, warps,
-    programs (computed as _fused_backward does, without launching)."""
+def plan(shape, dim):
+    """What the template's backward chooses under the current knobs, computed as
+    _fused_backward does without launching: (BLOCK_M, BLOCK_N, warps, programs), or None where
+    it takes ATen's path."""
     n = shape[1] if dim == 1 else shape[-1]
     m = 1
     for d in shape:
@@ -130,13 +131,18 @@ def config(label, shape, dim):
     m //= n
     block, _ = KERNEL._plan(n, KERNEL.MAX_BLOCK_N)
     if n > block:
-        return "ATen"
+        return None
     bm = max(1, KERNEL.BWD_TILE // block)
     if dim == 1:  # NCHW gradients: batches of H * W rows
         bm = KERNEL._tile_rows_for(bm, ((m // shape[0], shape[0] > 1),))
     rows = max(KERNEL.BWD_MIN_ROWS, -(-m // KERNEL.BWD_GROUPS))
     rows = -(-rows // bm) * bm
-    return f"BLOCK_M={bm} BLOCK_N={block} warps={KERNEL._bwd_warps(bm * block)} programs={-(-m // rows)}"
+    return bm, block, KERNEL._bwd_warps(bm * block), -(-m // rows)
+
+
+def config(shape, dim):
+    p = plan(shape, dim)
+    return "ATen" if p is None else "BLOCK_M={} BLOCK_N={} warps={} programs={}".format(*p)
 
 
 def make_case(shape, dtype, dim, device, seed=0):
@@ -177,9 +183,7 @@ def parts_rows(case, dim, timer):
     config, max difference, wrong)."""
     x, _, w, b, _, _ = case
     n = x.shape[1] if dim == 1 else x.shape[-1]
-    m = x.numel() // n
-    rows = max(KERNEL.BWD_MIN_ROWS, -(-m // KERNEL.BWD_GROUPS))
-    groups = -(-m // rows)
+    groups = plan(list(x.shape), dim)[3]
     part = torch.randn(groups, 2, n, device=x.device)
     dw, db = torch.empty_like(w), torch.empty_like(b)
 
@@ -229,14 +233,14 @@ def run_case(label, shape, dtype, dim, args, emit):
         try:
             with Knobs(**{k: v for k, v in knobs.items() if k != "MAX_BLOCK_N"}):
                 call = backward_call(provider, case, dim)
-                cfg = config(vlabel, shape, dim) if provider == "fused" else provider
+                cfg = config(shape, dim) if provider == "fused" else provider
                 if "MAX_BLOCK_N" in knobs:  # after the forward: only the backward takes ATen's path
                     KERNEL.MAX_BLOCK_N = knobs["MAX_BLOCK_N"]
                     cfg = "ATen native_layer_norm_backward"
                 diff = max_diff(call(), want)
                 times = timer(call)
         except Exception as e:  # noqa: BLE001 -- one variant's failure is a row, not the end
-            emit(label, vlabel, None, f"error: {str(e).splitlines()[0][:120]}", None)
+            emit(label, vlabel, None, f"error: {str(e).splitlines()[0][:120]}", None, True)
             wrong += 1
             continue
         bad = not diff <= atol * (1 + max(t.float().abs().max().item() for t in want))

@@ -36,7 +36,9 @@ writes s and y (rows longer than one block read s back, see below).
   x's shape) take one Triton pass (``_add_layernorm_bwd``) with the mean/rstd the forward
   saved: it reads dy, the sum's own gradient and s once, writes d_x (= d_residual, written
   once more only when the residual has another type) and the weight's and bias' gradients as
-  fp32 partial sums per group of rows, which one small ATen sum adds up. Longer rows and a
+  fp32 partial sums per group of rows, which one small kernel (``_sum_parts``) adds up and
+  writes in their types. An NCHW gradient (LayerNorm2d's) is read as batches of H * W rows,
+  each row tile inside one batch (no copy). Longer rows and a
   broadcast residual go through ATen's ``native_layer_norm_backward``, then the sum's gradient
   added and cast: d_x = d_residual = that sum.
 
@@ -593,8 +595,8 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
 
 class AddLayerNormFunction(torch.autograd.Function):
     """Autograd for add_layer_norm: one Triton pass for d_x, d_residual and the weight's and
-    bias' per-program partial sums with the saved mean/rstd (rows longer than a block, or a
-    broadcast residual: ATen native_layer_norm_backward)."""
+    bias' per-program partial sums with the saved mean/rstd, then their sum (rows longer than
+    a block, or a broadcast residual: ATen native_layer_norm_backward)."""
 
     @staticmethod
     def forward(ctx, x, residual, weight, bias, eps):
