@@ -488,6 +488,7 @@ var mutations = func() []mutation {
 		{"attention", "bwd-bias-head-offset-dropped", classBiasIndex, dq, "BIAS += b * sbb + h * sbh", "BIAS += b * sbb"},
 		{"attention", "alibi-sign", classFormula, scores, "slope * (cols - rows - (Sk - Sq))", "slope * (rows - cols - (Sk - Sq))"},
 		{"attention", "dbias-plane-offset", classBiasIndex, dkdv, "DS += bh * Sq * Sk", "DS += bh * Sk"},
+		{"attention", "dbias-batch-plane-shared-by-heads", classBiasIndex, dkdv, "+ tl.where(sbh == 0, 0, h)) * Sq * Sk", ") * Sq * Sk"},
 		{"attention", "dbias-broadcast-not-summed", classReduce, "def _sum_to(",
 			"dims = list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1]", "dims = list(range(lead))"},
 	}...)

@@ -503,6 +503,8 @@ def _dkdv_block(dk, dv, db, k, v, m0, n0, cols, dcols, Q, DO, MASK, BIAS, STATS,
     dk = _mm(tl.trans(q), _cast(dsq, DT), dk)
     if STORE_DS == 1:
         tl.store(DS + rows * Sk + cols, ds, mask=(rows < Sq) & (cols < Sk))
+    elif STORE_DS == 3:  # a plane shared by the batches (or heads) the bias broadcasts over
+        tl.atomic_add(DS + rows * Sk + cols, ds, mask=(rows < Sq) & (cols < Sk))
     elif STORE_DS == 2:
         db += tl.sum(ds, axis=0)  # rows past Sq have dS = 0
     return dk, dv, db
@@ -539,8 +541,9 @@ def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
                    HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (batch, head, key block): dK and dV over the query blocks that see it
     (DK, DV contiguous [B, H, Sk, D]); the bias gradient dS into DS: STORE_DS 1, every tile
-    (fp32 [B, H, Sq, Sk]); STORE_DS 2 (a bias broadcast over Sq), summed over the queries
-    (fp32 [B, H, 1, Sk])."""
+    (fp32 [B, H, Sq, Sk]); STORE_DS 3 (a bias broadcast over the batch or the heads: sbb or
+    sbh 0), every tile added atomically into its plane of fp32 [B|1, H|1, Sq, Sk]; STORE_DS 2
+    (a bias broadcast over Sq), summed over the queries (fp32 [B, H, 1, Sk])."""
     nn = tl.cdiv(Sk, BLOCK_N)
     pid = tl.program_id(0)
     bh = pid // nn
@@ -558,6 +561,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, MASK, BIAS, STATS, DELTA, DK, DV, DS, Sq, Sk, H,
     DELTA += bh * Sq
     if STORE_DS == 1:
         DS += bh * Sq * Sk
+    elif STORE_DS == 3:  # DS [B or 1, H or 1, Sq, Sk]: the bias's own batch and head dims
+        DS += (tl.where(sbb == 0, 0, b) * tl.where(sbh == 0, 1, H) + tl.where(sbh == 0, 0, h)) * Sq * Sk
     else:
         DS += bh * Sk
     ncols = n0 + tl.arange(0, BLOCK_N).to(tl.int64)[:, None]  # [BLOCK_N, 1]
@@ -1210,8 +1215,12 @@ def _forward(q, k, v, mask, bias, plan, seed, stats=True):
 
 def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
     """(dq, dk, dv, ds): ds the gradient of the scores after the bias when want_ds, else None:
-    fp32 [B, H, Sq, Sk], or [B, H, 1, Sk] summed over the queries when the bias broadcasts over
-    them (a padding bias [B|1, H|1, 1, Sk]: O(S) memory)."""
+    fp32 [B, H, 1, Sk] summed over the queries when the bias broadcasts over them (a padding
+    bias [B|1, H|1, 1, Sk]: O(S) memory); [B|1, H|1, Sq, Sk] for a bias of full rows broadcast
+    over the batch or the heads (a T5 or relative-position bias [1, H, Sq, Sk]), the batches'
+    or heads' dS added by fp32 atomics in the kernel (B times less memory than the [B, H, Sq,
+    Sk] dS and no sum after it; under torch.use_deterministic_algorithms the full dS and a sum,
+    whose order is fixed); else fp32 [B, H, Sq, Sk]."""
     B, H, Sq, Sk, D = plan.B, plan.H, plan.Sq, plan.Sk, plan.D
     dev = q.device
     dq = torch.empty((B, H, Sq, D), dtype=q.dtype, device=dev)
@@ -1220,9 +1229,18 @@ def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
     ds_mode = 0
     ds = None
     if want_ds:  # every [B, H, 1, Sk] column is stored; causal skipping leaves full tiles unwritten
-        ds_mode = 2 if plan.sb[2] == 0 else 1
-        ds = (torch.empty((B, H, 1, Sk), dtype=torch.float32, device=dev) if ds_mode == 2 else
-              torch.zeros((B, H, Sq, Sk), dtype=torch.float32, device=dev))
+        # the bias's own batch and head sizes; an expanded view (stride 0 on a full-size dim)
+        # needs its own gradient per batch / head (expand's backward sums them), so not mode 3
+        shape4 = (1,) * (4 - bias.dim()) + tuple(bias.shape)
+        bb, hb = (1 if shape4[0] == 1 else B), (1 if shape4[1] == 1 else H)
+        expanded = (bb == B > 1 and plan.sb[0] == 0) or (hb == H > 1 and plan.sb[1] == 0)
+        if plan.sb[2] == 0:
+            ds_mode, shape = 2, (B, H, 1, Sk)
+        elif (bb, hb) != (B, H) and not expanded and not torch.are_deterministic_algorithms_enabled():
+            ds_mode, shape = 3, (bb, hb, Sq, Sk)  # summed over the broadcast batches / heads by atomics
+        else:
+            ds_mode, shape = 1, (B, H, Sq, Sk)
+        ds = (torch.empty if ds_mode == 2 else torch.zeros)(shape, dtype=torch.float32, device=dev)
     if dq.numel() == 0 or dk.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_(), None if ds is None else ds.zero_()
     seed, seed_ptr = _seed_arg("attention", seed, dev)

@@ -369,6 +369,39 @@ BIAS_SHAPES = [[2, 1, 1, 37], [37], [2, 1, 20, 37]]
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_bias_grad_over_broadcast_batch(device):
+    """A bias broadcast over the batch ([1, H, Sq, Sk], T5's): its gradient summed over the
+    batch in the kernel (fp32 atomics into one [1, H, Sq, Sk] plane), the same under
+    torch.use_deterministic_algorithms (the full dS and a sum); and the same bias expanded
+    to [B, H, Sq, Sk] (a view of stride 0 on the batch: expand's backward sums the per-batch
+    gradients, which the kernel must then give one by one) gives the same leaf gradient."""
+    g = fat.gen(12)
+    q = fat.randn([3, 2, 20, 32], torch.float32, device, g)
+    k, v = (fat.randn([3, 2, 37, 32], torch.float32, device, g) for _ in range(2))
+    bias = fat.randn([1, 2, 20, 37], torch.float32, device, g)
+    dy = fat.randn([3, 2, 20, 32], torch.float32, device, g)
+    kw = dict(scale=0.2, mask_kind="causal", mask_fill=-1e4, bias_kind="additive")
+    b64 = bias.double().requires_grad_(True)
+    want = torch.autograd.grad(ref.attention(q.double(), k.double(), v.double(), None, b64, **kw), b64, dy.double())[0]
+
+    def dbias(expand=False, deterministic=False):
+        leaf = bias.clone().requires_grad_(True)
+        b = leaf.expand(3, 2, 20, 37) if expand else leaf
+        before = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(deterministic)
+        try:
+            out = kernel.attention(q, k, v, None, b, **kw)
+            return torch.autograd.grad(out, leaf, dy)[0]
+        finally:
+            torch.use_deterministic_algorithms(before)
+
+    for how in ({}, {"expand": True}, {"deterministic": True}):
+        got = dbias(**how)
+        assert got.shape == bias.shape
+        fat.assert_close(got, want, 1e-5, 1e-5, name=f"dbias {how}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_bias_broadcast_every_dim(device):
     """Forward and gradients (dq, dk, dv, dbias summed over the bias's broadcast dims: over Sq
     in the kernel, O(S) memory) against the float64 chain, causal (Sq < Sk) with dropout off
