@@ -43,7 +43,10 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
    at the end, and the time one call takes to return (bursts of calls started on an idle
    GPU). Medians over the repeats, the wall time's spread as its min..max.
 4. Floor: the fewest bytes the chain must move (adapter.nbytes) over the measured copy
-   bandwidth, or its FLOPs over the measured GEMM rate, whichever is larger.
+   bandwidth, or its FLOPs (adapter.flops) over the measured GEMM rate, whichever is larger.
+   The training modes get their own (mode_work): the backward's fewest bytes and FLOPs
+   (adapter.bwd_nbytes, adapter.bwd_flops), the full mode's the forward's and the backward's
+   summed; an adapter without bwd_nbytes gets no training floor (no ``floor_us``).
 5. Copy ceiling: an elementwise copy on the SMs (``dst = src * 1`` over fp32; a ``copy_`` is
    a memcpy, slower inside a CUDA graph) moving the same bytes,
    timed like the providers (``copy_us``, the median). The floor assumes the bandwidth of a
@@ -233,6 +236,26 @@ class TrainingCall:
         if self.mode == "backward":
             return grad(self.outs, self.wrt, self.dys, retain_graph=True, allow_unused=True)
         return grad(self.outputs(), self.wrt, self.dys, allow_unused=True)
+
+
+def mode_work(adapter, shapes, dt, params, mode):
+    """(bytes, FLOPs) the fused chain cannot avoid in mode, the floor's figures: "forward"
+    adapter.nbytes and adapter.flops, "backward" adapter.bwd_nbytes and adapter.bwd_flops,
+    "full" the two summed. FLOPs are None where the adapter has none (a memory-bound chain);
+    the whole is None for a training mode whose adapter has no bwd_nbytes (no backward floor)."""
+    def work(nbytes, flops):
+        return int(nbytes(shapes, dt, params)), None if flops is None else float(flops(shapes, dt, params))
+
+    fwd = work(adapter.nbytes, getattr(adapter, "flops", None))
+    if mode == "forward":
+        return fwd
+    if not hasattr(adapter, "bwd_nbytes"):
+        return None
+    bwd = work(adapter.bwd_nbytes, getattr(adapter, "bwd_flops", None))
+    if mode == "backward":
+        return bwd
+    flops = None if fwd[1] is None and bwd[1] is None else (fwd[1] or 0.0) + (bwd[1] or 0.0)
+    return fwd[0] + bwd[0], flops
 
 
 def training_call(torch, fwd, inputs, names, mode):
@@ -475,8 +498,8 @@ class Bench:
             except Exception as e:  # noqa: BLE001 -- measure records the compile's failure
                 log(f"{folder.name}: compile (forward) failed: {e}")
 
-        nbytes = int(adapter.nbytes(shapes, dt, params))
-        floor = self.floor_us(adapter, shapes, dt, params, nbytes)
+        nbytes, flops = mode_work(adapter, shapes, dt, params, "forward")
+        floor = self.floor_us(dt, nbytes, flops)
         self.measure(res, folder, providers, floor)
         if not res["correct"]:
             return [res]
@@ -486,8 +509,8 @@ class Bench:
             res["copy_us"] = copy_us
 
         res["bytes"] = nbytes
-        if hasattr(adapter, "flops"):
-            res["flops"] = float(adapter.flops(shapes, dt, params))
+        if flops is not None:
+            res["flops"] = flops
         res["floor_us"] = floor
         res["config"] = self.configs(kernel)
         out = [res]
@@ -523,12 +546,13 @@ class Bench:
             return "differs from the reference: " + first_line(e)
         return ""
 
-    def floor_us(self, adapter, shapes, dt, params, nbytes):
-        """The fewest bytes the chain must move over the copy bandwidth, or its FLOPs
-        (adapter.flops) over the GEMM rate, whichever is larger, in microseconds."""
+    def floor_us(self, dt, nbytes, flops=None):
+        """The fewest bytes a mode must move over the copy bandwidth, or its FLOPs (None for a
+        memory-bound chain) over the GEMM rate in dt, whichever is larger, in microseconds:
+        mode_work's figures, the same for every mode."""
         floor = nbytes / self.copy_bw * 1e6
-        if hasattr(adapter, "flops"):
-            floor = max(floor, float(adapter.flops(shapes, dt, params)) / self.gemm_rate(dt) * 1e6)
+        if flops is not None:
+            floor = max(floor, flops / self.gemm_rate(dt) * 1e6)
         return floor
 
     def measure(self, res, folder, providers, floor):
@@ -672,8 +696,13 @@ class Bench:
                 rewrote = compile_rewrote_to_sdpa(torch, lambda: training_call(torch, comp, inputs, names, "full")())
             except Exception as e:  # noqa: BLE001 -- the providers below record the failure
                 log(f"{folder.name}: compile (training) failed: {e}")
-        floor = self.floor_us(adapter, shapes, dt, params, int(adapter.nbytes(shapes, dt, params)))
+        forward_floor = self.floor_us(dt, *mode_work(adapter, shapes, dt, params, "forward"))
         for r in out:
+            # the mode's own floor (bytes and FLOPs of the backward, or of forward and backward),
+            # recorded and deciding the timing method as the forward's does; an adapter without
+            # bwd_nbytes records none, and the forward's floor decides
+            work = mode_work(adapter, shapes, dt, params, r["mode"])
+            floor = forward_floor if work is None else self.floor_us(dt, *work)
             # the backward mode calls one forward's backward again and again (retain_graph),
             # which a compiled backward that donates its saved buffers refuses: compile it
             # without (for this mode only; the donation lets the backward reuse saved
@@ -705,6 +734,10 @@ class Bench:
             if "fused" in providers:
                 with donate():
                     self.measure(r, folder, providers, floor)
+                if work is not None and r["correct"]:
+                    r["bytes"], r["floor_us"] = work[0], floor
+                    if work[1] is not None:
+                        r["flops"] = work[1]
                 r["config"] = self.configs(kernel)
             else:
                 r["correct"] = False

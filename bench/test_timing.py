@@ -429,6 +429,84 @@ def test_harness_training_modes(tmp_path, monkeypatch):
         torch.testing.assert_close(g[1], got[0][1])
 
 
+def test_mode_work():
+    """Each mode's floor figures: the forward's nbytes and flops, the backward's bwd_nbytes and
+    bwd_flops, full mode both summed; FLOPs None for a memory-bound chain, no training figures
+    for an adapter without bwd_nbytes."""
+    import types
+
+    def adapter(**fns):
+        base = {"nbytes": lambda s, d, p: 600}
+        return types.SimpleNamespace(**{**base, **fns})
+
+    mem = adapter(bwd_nbytes=lambda s, d, p: 1000)
+    assert harness.mode_work(mem, [[4, 8]], None, {}, "forward") == (600, None)
+    assert harness.mode_work(mem, [[4, 8]], None, {}, "backward") == (1000, None)
+    assert harness.mode_work(mem, [[4, 8]], None, {}, "full") == (1600, None)
+    gemm = adapter(flops=lambda s, d, p: 2e9, bwd_nbytes=lambda s, d, p: 1000, bwd_flops=lambda s, d, p: 4e9)
+    assert harness.mode_work(gemm, [[4, 8]], None, {}, "forward") == (600, 2e9)
+    assert harness.mode_work(gemm, [[4, 8]], None, {}, "backward") == (1000, 4e9)
+    assert harness.mode_work(gemm, [[4, 8]], None, {}, "full") == (1600, 6e9)
+    # the backward FLOPs alone (an adapter whose forward floor is its bytes): full adds them
+    assert harness.mode_work(adapter(bwd_nbytes=lambda s, d, p: 1000, bwd_flops=lambda s, d, p: 4e9),
+                             [[4, 8]], None, {}, "full") == (1600, 4e9)
+    for mode in ("backward", "full"):
+        assert harness.mode_work(adapter(), [[4, 8]], None, {}, mode) is None
+
+
+@pytest.mark.parametrize("gemm_rate,flops", [
+    (None, False),  # memory-bound: bytes over the copy bandwidth
+    (1e8, True),  # GEMM-bound: FLOPs over the GEMM rate (longer than the bytes' time here)
+])
+def test_harness_training_floor(tmp_path, monkeypatch, gemm_rate, flops):
+    """--modes backward,full with an adapter that has bwd_nbytes (and bwd_flops): each training
+    result records its own floor_us, bytes (and flops), through the forward's floor_us method;
+    the forward keeps its own."""
+    import argparse
+    import types
+
+    import torch
+
+    text = TRAIN_ADAPTER + "def bwd_nbytes(shapes, dt, params):\n    return 3 << 20\n"
+    if flops:
+        text += ("def flops(shapes, dt, params):\n    return 1e6\n"
+                 "def bwd_flops(shapes, dt, params):\n    return 2e6\n")
+    folder = tmp_path / "train-fp32-4x8"
+    folder.mkdir()
+    (folder / "case.py").write_text('PATTERN = "scale"\nDTYPE = "fp32"\nSHAPES = [[4, 8]]\nPARAMS = {}\n')
+    (folder / "kernel.py").write_text("")
+    (folder / "reference.py").write_text("")
+    (folder / "adapter.py").write_text(text)
+    (folder / "fa_testing.py").write_text(
+        "DTYPES = {'fp32': None}\ndef run_case(*a):\n    pass\ndef run_grad_case(*a):\n    pass\n")
+    timing = types.SimpleNamespace(QUANTILES=fat.QUANTILES, graph_replay=lambda fn: None,
+                                   gpu_time_us=lambda fn, w, r: (fn(), [5.0, 4.0, 6.0])[1],
+                                   wall_time_us=lambda fn, ms: (fn(), {"wall_us": 1.0, "host_us": 0.5, "calls": 10})[1])
+    monkeypatch.setattr(torch, "compile", lambda f, **kw: f)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: None)
+    monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: 7)
+    monkeypatch.setattr(harness.Bench, "gemm_rate", lambda self, dt: gemm_rate)
+    args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=1.0,
+                              wall_ms=20.0, modes=["forward", "backward", "full"])
+    b = harness.Bench(args, timing)
+    b.copy_bw = 1e9  # bytes per second: 1 MiB is 1048.576 us
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    fwd, bwd, full = b.run_folder(folder)
+    assert [r["mode"] for r in (fwd, bwd, full)] == ["forward", "backward", "full"]
+    mib = (1 << 20) / 1e9 * 1e6  # us
+    if flops:  # 1e6, 2e6 and 3e6 FLOPs at 1e8 FLOP/s: 10, 20 and 30 ms, longer than the bytes take
+        want = {"forward": (1 << 20, 1e4), "backward": (3 << 20, 2e4), "full": (4 << 20, 3e4)}
+        assert (fwd["flops"], bwd["flops"], full["flops"]) == (1e6, 2e6, 3e6)
+    else:
+        want = {"forward": (1 << 20, mib), "backward": (3 << 20, 3 * mib), "full": (4 << 20, 4 * mib)}
+        assert not any("flops" in r for r in (fwd, bwd, full))
+    for r in (fwd, bwd, full):
+        assert r["correct"], r
+        assert (r["bytes"], r["floor_us"]) == (want[r["mode"]][0], pytest.approx(want[r["mode"]][1])), r["mode"]
+
+
 def test_harness_training_without_entry_point(tmp_path, monkeypatch):
     """A chain with a backward whose folder has no adapter.train: the training modes are
     reported as errors, not skipped silently."""

@@ -173,6 +173,50 @@ def nbytes(shapes, dtype, params):
     return total
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward moves (kernel.fused_backward, which recomputes the chain
+    from the inputs): each output gradient read (the outputs that carry one), each input read
+    but those whose gradient is an output's gradient exactly (kernel.GRAD_ALIAS: they enter
+    the chain by addition alone, so no derivative reads them), and each gradient reached
+    (kernel.GRAD_REACHED) written at its input's shape (a broadcast input's reduced to it), but
+    an aliased one of its output gradient's dtype, which is that tensor (no bytes). With a GEMM
+    head, its output stands first among the backward's inputs (saved by the forward): its
+    gradient feeds the two gradient GEMMs without a round trip through memory, which read x
+    and w and write their gradients and the bias'."""
+    kernel = _sibling_kernel()
+    main = shapes[0]
+    ins = ([("pre", GEMM["dtype"], [True] * len(main))] if GEMM else []) + list(case.INPUTS)
+    total = 0
+    for (_, dt, kind), carried in zip(case.OUTPUTS, kernel.GRAD_OUTPUTS):
+        if carried:
+            total += math.prod(main if kind == "full" else main[:-1]) * _size(dt)
+    carried = [dt for (_, dt, _), g in zip(case.OUTPUTS, kernel.GRAD_OUTPUTS) if g]
+    # a folder generated before gradients were aliased has no GRAD_ALIAS: it writes them all
+    aliases = getattr(kernel, "GRAD_ALIAS", [None] * len(ins))
+    for i, ((_, dt, keep), alias) in enumerate(zip(ins, aliases)):
+        n = math.prod(input_shape(main, keep))
+        if alias is None:
+            total += n * _size(dt)
+        if (GEMM and i == 0) or dt == "bool" or not kernel.GRAD_REACHED[i]:
+            continue
+        if alias is None or n != math.prod(main) or carried[alias] != dt:
+            total += n * _size(dt)
+    if GEMM:
+        operands = math.prod(shapes[1]) + math.prod(shapes[2])
+        total += (2 * operands + (main[-1] if GEMM["bias"] else 0)) * _size(GEMM["dtype"])
+    return total
+
+
+_KERNEL = []
+
+
+def _sibling_kernel():
+    """The folder's kernel.py (bwd_nbytes, library_ops and gemm_only are not handed the kernel)."""
+    if not _KERNEL:
+        _KERNEL.append(fat.load_sibling(__file__, "kernel"))
+    return _KERNEL[0]
+
+
 def _size(dt):
     return 1 if dt == "bool" else torch.tensor([], dtype=fat.DTYPES[dt]).element_size()
 
@@ -181,6 +225,10 @@ if GEMM:
     def flops(shapes, dtype, params):
         """The GEMM's arithmetic, 2 * batch * M * N * K (its floor on the GEMM rate)."""
         return 2 * math.prod(shapes[0]) * shapes[1][-1]
+
+    def bwd_flops(shapes, dtype, params):
+        """The two gradient GEMMs (x's and w's), each the forward GEMM's size."""
+        return 2 * flops(shapes, dtype, params)
 
     def gemm_only(inputs, params):
         """The traced GEMM alone (cuBLAS): what the fused kernel is measured against."""
@@ -198,11 +246,3 @@ if GEMM:
                                       *[inp[n] for n in NAMES[3 if GEMM["bias"] else 2:]])
 
         return {"cublas_pointwise": cublas_pointwise}, {}
-
-    _KERNEL = []
-
-    def _sibling_kernel():
-        """The folder's kernel.py (library_ops and gemm_only are not handed the kernel)."""
-        if not _KERNEL:
-            _KERNEL.append(fat.load_sibling(__file__, "kernel"))
-        return _KERNEL[0]

@@ -216,6 +216,25 @@ def nbytes(shapes, dtype, params):
     return n * (size(dtype) + 2 * size(sd)) + rn * size(rd) + 2 * c * size(sd)
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read the gradients of both outputs (the
+    sum's and y's, in the sum's dtype), the saved sum, its mean and rstd (fp32, one a row)
+    and the weight; write dx, the weight's and the bias' gradients, and the residual's: the
+    same tensor as dx when the dtypes match and nothing broadcasts (no bytes), else written
+    in the residual's dtype at its shape (a broadcast residual's sums the repeats)."""
+    rd, sd = _dtypes(dtype, params)
+    size = lambda t: torch.tensor([], dtype=t).element_size()  # noqa: E731
+    n = rn = 1
+    for d in shapes[0]:
+        n *= d
+    for d in _rshape(shapes):
+        rn *= d
+    c = shapes[0][1] if norm_dim(params) == 1 else shapes[0][-1]
+    rows = n // c if c else 0
+    dr = 0 if rn == n and rd == dtype else rn * size(rd)
+    return n * (3 * size(sd) + size(dtype)) + dr + 8 * rows + 3 * c * size(sd)
+
+
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes)."""
     return kernel.add_layer_norm_train(inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"],

@@ -282,6 +282,52 @@ def nbytes(shapes, dtype, params):
     return total
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read q, k, v, the output and its gradient
+    and the forward's row statistics (the log-sum-exp, fp32, one a query row), the mask as
+    stored and the bias (ALiBi: its slopes); write dq, dk, dv and an additive bias' gradient
+    (at its stored shape). Dropout's mask is regenerated from the seed."""
+    def numel(s):
+        n = 1
+        for d in s:
+            n *= d
+        return n
+
+    es = torch.tensor([], dtype=dtype).element_size()
+    q, k, v = shapes[0], shapes[1], shapes[2]
+    nq, nk, nv = numel(q), numel(k), numel(v)
+    no = numel(q[:-1]) * v[-1]  # the output: q's rows, v's head dim
+    total = (2 * (nq + nk + nv) + 2 * no) * es + 4 * numel(q[:-1])
+    kind, bias_kind = _kinds(params)
+    rest = list(shapes[3:])
+    if kind in ("bool", "additive") and rest:
+        mdt = fat.DTYPES[params.get("mask_dtype") or fat.name(dtype)]
+        total += numel(rest.pop(0)) * (1 if kind == "bool" else torch.tensor([], dtype=mdt).element_size())
+    if bias_kind == "additive" and rest:
+        total += 2 * numel(rest.pop(0)) * es
+    elif bias_kind == "alibi" and rest:
+        total += numel(rest.pop(0)) * 4
+    return total
+
+
+def _kept_pairs(sq, sk, causal):
+    """The (query, key) pairs a kernel computes: all, or under causal those at or below the
+    diagonal through the last query and key (Sq > Sk masks the first Sq - Sk rows everywhere),
+    as the cost model counts them (patterns.keptPairs)."""
+    if not causal:
+        return sq * sk
+    return sum(min(sk, max(0, i + 1 + sk - sq)) for i in range(sq))
+
+
+def bwd_flops(shapes, dtype, params):
+    """The backward's five products over the kept pairs, FlashAttention-2's: the scores again
+    (q k^T) and dP = dO v^T, dV = P^T dO, dQ = dS k, dK = dS^T q; with one head dim for q, k
+    and v, 2.5x the forward's two."""
+    B, H, Sq, D = shapes[0]
+    Sk, Dv = shapes[1][2], shapes[2][3]
+    pairs = _kept_pairs(Sq, Sk, params.get("mask_kind") == "causal")
+    return 2 * B * H * pairs * (3 * D + 2 * Dv)
+
 # ---------------------------------------------------------------------------------------------
 # Library calls for the benchmark
 

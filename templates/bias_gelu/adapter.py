@@ -101,6 +101,16 @@ def nbytes(shapes, dtype, params):
     return es * (2 * n + (shapes[0][-1] if params.get("has_bias", True) else 0))
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read dy and the saved x (+ the bias, to
+    recompute x + bias), write dx (+ the bias' gradient). y's dtype is x's (the bias has it too)."""
+    es = torch.tensor([], dtype=dtype).element_size()
+    n = 1
+    for d in shapes[0]:
+        n *= d
+    return es * (3 * n + (2 * shapes[0][-1] if params.get("has_bias", True) else 0))
+
+
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes): the
     autograd.Function, the traced GELU only."""

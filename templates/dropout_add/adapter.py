@@ -117,6 +117,20 @@ def nbytes(shapes, dtype, params):
     return n * (size(dtype) + size(rd) + size(od)) + bias
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read dy (y's dtype), write dx (x's dtype,
+    the mask regenerated from the seed) and the bias' gradient. The residual's gradient is
+    dy itself (no bytes) unless the residual's dtype differs from y's (an fp32 x with a 16-bit
+    residual): then dy is also written in the residual's dtype."""
+    rd, od = _dtypes(dtype, params)
+    size = lambda t: torch.tensor([], dtype=t).element_size()  # noqa: E731
+    n = 1
+    for d in shapes[0]:
+        n *= d
+    bias = shapes[0][-1] * size(dtype) if params.get("has_bias", False) else 0
+    return n * (size(od) + size(dtype) + (size(rd) if rd != od else 0)) + bias
+
+
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes). Under
     the gradient checks (inputs["_test"]) it also leaves the mask for the reference."""

@@ -106,6 +106,17 @@ def nbytes(shapes, dtype, params):
     return es * (n + (shapes[0][-1] if params.get("has_bias", True) else 0)) + ys * n
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read dy (in y's dtype) and the saved x (+ the
+    bias, to recompute x + bias), write dx (+ the bias' gradient)."""
+    es = torch.tensor([], dtype=dtype).element_size()
+    ys = torch.tensor([], dtype=_out(params) or dtype).element_size()
+    n = 1
+    for d in shapes[0]:
+        n *= d
+    return n * (2 * es + ys) + (2 * es * shapes[0][-1] if params.get("has_bias", True) else 0)
+
+
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes)."""
     return kernel.NewGELUFunction.apply(inputs["x"], inputs["bias"], _out(params))

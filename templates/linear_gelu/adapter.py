@@ -174,6 +174,23 @@ def flops(shapes, dtype, params):
     return 2 * m * n * k
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read dy, the saved pre-activation, x and the
+    weight; write dx, the weight's and the bias' gradients (the GELU's gradient feeds both
+    GEMMs without a round trip through memory)."""
+    es = torch.tensor([], dtype=dtype).element_size()
+    m = 1
+    for d in shapes[0][:-1]:
+        m *= d
+    n, k = shapes[1]
+    return es * (2 * m * n + 2 * m * k + 2 * n * k + n)
+
+
+def bwd_flops(shapes, dtype, params):
+    """The two gradient GEMMs, dx = dz W and dW = dz^T x, each the forward's size."""
+    return 2 * flops(shapes, dtype, params)
+
+
 def gemm_only(inputs, params):
     """The Linear alone (cuBLAS through F.linear): what the fused kernel is measured against."""
     return torch.nn.functional.linear(inputs["x"], inputs["weight"], inputs["bias"])

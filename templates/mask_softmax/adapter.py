@@ -235,6 +235,29 @@ def nbytes(shapes, dtype, params):
     return n * size(dtype) + mb + n * size(ydt)
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read dy and the saved probabilities (y's
+    dtype; before dropout, whose mask is regenerated from the seed) and a bool mask (its
+    masked positions get no gradient; an additive mask has no part in it), write dx."""
+    def size(d):
+        return torch.tensor([], dtype=d).element_size()
+
+    n = 1
+    for d in shapes[0]:
+        n *= d
+    mb = 0
+    if params.get("mask_kind") == "bool" and len(shapes) > 1:
+        mb = 1
+        for d in shapes[1]:
+            mb *= d
+    ydt = _out(params)
+    if ydt is None:
+        ydt = dtype
+        if params.get("mask_kind") == "additive" and params.get("mask_dtype"):
+            ydt = torch.promote_types(dtype, fat.DTYPES[params["mask_dtype"]])
+    return 2 * n * size(ydt) + mb + n * size(dtype)
+
+
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes), at the
     traced p. Under the gradient checks (inputs["_test"]) it also leaves the dropout mask for

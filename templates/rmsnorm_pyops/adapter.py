@@ -174,6 +174,18 @@ def nbytes(shapes, dtype, params):
     return es * (2 * n + shapes[0][-1])
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read dy, the saved x, the weight and the
+    forward's rstd (fp32, one a row), write dx and the weight's gradient."""
+    es = torch.tensor([], dtype=dtype).element_size()
+    n = 1
+    for d in shapes[0]:
+        n *= d
+    N = shapes[0][-1]
+    rows = n // N if N else 0
+    return es * (3 * n + 2 * N) + 4 * rows
+
+
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes)."""
     return kernel.RMSNormFunction.apply(inputs["x"], inputs["weight"], params.get("eps", 1e-6),

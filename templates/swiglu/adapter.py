@@ -87,6 +87,16 @@ def nbytes(shapes, dtype, params):
     return 3 * n * es
 
 
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read dy and the saved gate and up, write
+    their gradients."""
+    es = torch.tensor([], dtype=dtype).element_size()
+    n = 1
+    for d in shapes[0]:
+        n *= d
+    return 5 * n * es
+
+
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes)."""
     return kernel.SwiGLUFunction.apply(inputs["gate"], inputs["up"])
