@@ -214,3 +214,59 @@ func TestTargetsTraining(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetsBackwardFloor: backward cases whose floor is large are held to 1.15x of it
+// (memory-bound patterns only, as the forward's floor target); small floors, GEMM patterns,
+// full and forward cases are not counted, and a backward case without a floor (results from
+// before it was recorded) is not either.
+func TestTargetsBackwardFloor(t *testing.T) {
+	bwd := func(name, pattern string, fused, floor float64) bench.Case {
+		return bench.Case{Pattern: pattern, Name: name, Shape: []int64{8192, 4096}, Dtype: "bf16", Correct: true,
+			Mode: "backward", FusedUs: fused, EagerUs: 2 * fused, CompileUs: fused, FloorUs: floor}
+	}
+	full := bwd("f", "rmsnorm_pyops", 200, 30) // 6.7x its floor: a full case, not counted
+	full.Mode = "full"
+	r := &bench.Result{GPU: "NVIDIA H200", Cases: []bench.Case{
+		bwd("met", "rmsnorm_pyops", 52, 47.3),       // 1.10x
+		bwd("missed", "add_layernorm", 172.4, 63.1), // 2.73x
+		bwd("small", "swiglu", 15.8, 10),            // floor under 20 µs
+		bwd("gemm", "linear_gelu", 470, 200),        // a GEMM pattern
+		bwd("old", "gelu_pyops", 247, 0),            // no floor recorded
+		full,
+	}}
+	var got *Target
+	for _, tg := range Targets(r) {
+		if strings.Contains(tg.Name, "backward, large shapes") {
+			got = &tg
+		}
+	}
+	if got == nil {
+		t.Fatal("no backward floor target")
+	}
+	want := "missed [backward] (bf16 [8192, 4096]) 2.73x (floor 63.1 µs)"
+	if got.Cases != 2 || got.Met || got.Got != "worst 2.73x" || got.Want != "<= 1.15x" || len(got.Misses) != 1 || got.Misses[0] != want {
+		t.Errorf("target %+v, want 2 cases, worst 2.73x, the one miss %q", *got, want)
+	}
+	var b strings.Builder
+	if err := WriteTargets(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if row := `| training, memory-bound backward, large shapes: fused / floor | \<= 1.15x | worst 2.73x | 2 | **no** (1 of 2) |`; !strings.Contains(b.String(), row) {
+		t.Errorf("markdown lacks %q:\n%s", row, b.String())
+	}
+}
+
+// TestGoldenTrainTargets: the targets of a training result, the four large anchors of the
+// H200 run of 2026-12-02 (forward, backward and full) with the backward and full floors
+// bench now records (their bytes from the adapters' bwd_nbytes at that run's copy bandwidth).
+func TestGoldenTrainTargets(t *testing.T) {
+	r, err := LoadBench(filepath.Join("testdata", "bench-train.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteTargets(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "targets_train.md", b.Bytes())
+}
