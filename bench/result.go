@@ -61,15 +61,17 @@ type Case struct {
 	CompileP80    float64   `json:"compile_p80_us"`
 	CompileMaxUs  float64   `json:"compile_max_autotune_us,omitempty"`
 	GemmOnlyUs    float64   `json:"gemm_only_us,omitempty"`   // GEMM patterns: the GEMM alone
-	FloorUs       float64   `json:"floor_us"`                 // fewest bytes / copy bandwidth (or FLOPs / GEMM rate)
+	FloorUs       float64   `json:"floor_us"`                 // fewest bytes / copy bandwidth (or FLOPs / GEMM rate), of the case's mode; 0 for a training mode without one
 	CopyUs        float64   `json:"copy_us,omitempty"`        // an elementwise copy moving the same bytes, timed the same way: the memory system's ceiling at this size
 	PredictedUs   float64   `json:"predicted_us,omitempty"`   // the analyzer's estimate of the fused time
 	PredictedFrom string    `json:"predicted_from,omitempty"` // FromAnalysis or FromCostModel
 	// PredictedGapUs is the part of PredictedUs that is the launch gaps of back-to-back
 	// timing (cases timed with do_bench_cudagraph): the model estimates kernel durations.
 	PredictedGapUs float64 `json:"predicted_gap_us,omitempty"`
-	Bytes          int64   `json:"bytes"`
-	Flops          float64 `json:"flops,omitempty"`
+	// Bytes and Flops are the floor's figures for the case's mode: the fewest bytes moved and
+	// the GEMM FLOPs (the forward's, the backward's, or both summed in "full").
+	Bytes int64   `json:"bytes"`
+	Flops float64 `json:"flops,omitempty"`
 	// Mode is what was timed: "forward" (also when empty: results written before modes),
 	// "backward" (the backward from one forward's saved state) or "full" (forward and
 	// backward); a folder timed in several modes has one Case per mode.
