@@ -424,8 +424,10 @@ tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in 
 fused_backward, is one more kernel: it reloads the saved inputs, recomputes the forward values
 in registers (rounded as the forward rounds them; no intermediate is saved), applies the op
 table's derivatives in reverse over the steps in fp32 and reduces a broadcast input's gradient
-in the same kernel (per-program partial sums for a bias or a 0-dim scale, fp32 atomics into a
-buffer of the input's size otherwise; no fp32 tensor of the main shape for it).
+in the same kernel, without atomics, into a small fp32 buffer of partial sums that one torch
+sum finishes (per program for a bias, a per-position tensor or a 0-dim scale, per row and
+column block for a per-channel or per-row one: _bwd_kinds); an input whose gradient is an
+output's gradient exactly gets that tensor.
 `)
 	} else {
 		b.WriteString("Forward only: " + gerr.Error() + ".\n")

@@ -12,25 +12,38 @@ import (
 // The fused backward of a pointwise program (program.Backward): one Triton kernel that
 // reloads the saved inputs, recomputes the forward values in registers (rounded as the
 // forward rounds them: no saved intermediates), reads the outputs' gradients and applies the
-// op table's derivatives in reverse over the steps. An input that broadcasts gets its
-// gradient reduced in the same kernel: over the leading dims (a bias) as per-program partial
-// sums [groups, C], over everything (a 0-dim scale) as partial sums [groups, column blocks],
-// both summed on the host (a few hundred rows); over some leading dims (a per-channel or
-// per-position tensor) with fp32 atomics of the tile's values or row sums into a buffer of
-// the input's own size. No fp32 tensor of the main shape is made for a broadcast input.
+// op table's derivatives in reverse over the steps. The kernel sees the main shape as rows x
+// columns laid out by the host (_bwd_layout: dims of size 1 dropped, neighbours merged where
+// every tensor's strides and every broadcast input allow, the trailing run the columns, the
+// row dims ordered so that each broadcast input's kept rows come before its reduced ones
+// where that is possible). An input that broadcasts gets its gradient reduced in the same
+// kernel without atomics, deterministically, into a small fp32 buffer the host sums:
+// per-program column sums [programs, C] when it keeps the columns (a bias, a per-position
+// tensor), per-program sums [programs, column blocks] when it keeps only rows that no
+// program's rows cross (a 0-dim scale), per-(row, column block) row sums [column blocks, R]
+// otherwise (a per-channel scale on NCHW, a per-row one), and, for the one layout none of
+// these fit (columns kept, a reduced row dim outside a kept one that cannot merge into the
+// columns), its fp32 values [R, C]. An input whose gradient is an output's gradient exactly
+// (an add's operand), of its dtype and the main shape, gets that tensor, not a copy.
 
 // backward reports the program's backward (grad, nil) or why it has none.
 func (r *renderer) backward() (program.Grad, error) { return r.p.Backward() }
 
 // gradTerms writes the reverse sweep at indent: g<j> for every step a gradient reaches, then
-// gx<i> for every input; it returns, per input, whether any derivative reaches it.
-func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) []bool {
+// gx<i> for every input; it returns, per input, whether any derivative reaches it, and
+// which output's gradient (its index among those that carry one) its gradient is exactly,
+// -1 for none: the one term of an output's gradient passed through derivatives of 1.0 only
+// (an add's operands, a cast's, a dropout's at p = 0), which fp32 leaves unchanged.
+func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) (reached []bool, alias []int) {
 	steps := make([][]string, len(r.p.Steps))
 	ins := make([][]string, len(r.p.Inputs))
+	stepAlias := make([][]int, len(r.p.Steps)) // per term: the output gradient it is, or -1
+	inAlias := make([][]int, len(r.p.Inputs))
 	k := 0
 	for i, o := range r.p.Outputs {
 		if g.Outputs[i] {
 			steps[o] = append(steps[o], "dy"+strconv.Itoa(k))
+			stepAlias[o] = append(stepAlias[o], k)
 			k++
 		}
 	}
@@ -42,6 +55,10 @@ func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) []b
 		op, _ := program.Lookup(s.Op)
 		gj := "g" + strconv.Itoa(j)
 		fmt.Fprintf(b, "%s%s = %s\n", indent, gj, strings.Join(steps[j], " + "))
+		same := -1 // the output gradient g<j> is exactly
+		if len(stepAlias[j]) == 1 {
+			same = stepAlias[j][0]
+		}
 		args := r.operands(s, true)
 		consts := constsOf(op, s)
 		for a, arg := range s.Args {
@@ -50,29 +67,41 @@ func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) []b
 				continue
 			}
 			d := strings.ReplaceAll(op.Deriv[a], "{y}", "v"+strconv.Itoa(j))
-			term := gj + " * (" + expand(d, args, consts, "") + ")"
+			e := expand(d, args, consts, "")
+			term := gj + " * (" + e + ")"
+			via := -1
+			if e == "1.0" {
+				via = same
+			}
 			if arg.In != nil {
 				ins[*arg.In] = append(ins[*arg.In], term)
+				inAlias[*arg.In] = append(inAlias[*arg.In], via)
 			} else {
 				steps[*arg.Step] = append(steps[*arg.Step], term)
+				stepAlias[*arg.Step] = append(stepAlias[*arg.Step], via)
 			}
 		}
 	}
-	reached := make([]bool, len(r.p.Inputs))
+	reached = make([]bool, len(r.p.Inputs))
+	alias = make([]int, len(r.p.Inputs))
 	for i, t := range ins {
+		alias[i] = -1
 		if len(t) > 0 {
 			reached[i] = true
 			fmt.Fprintf(b, "%sgx%d = %s\n", indent, i, strings.Join(t, " + "))
 		}
+		if len(inAlias[i]) == 1 {
+			alias[i] = inAlias[i][0]
+		}
 	}
-	return reached
+	return reached, alias
 }
 
 // backwardKernel writes _fused_bwd_kernel and returns, per input, whether a gradient
 // reaches it.
 func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 	var body bytes.Buffer
-	reached := r.gradTerms(&body, "        ", g)
+	reached, _ := r.gradTerms(&body, "        ", g)
 	nOut := 0
 	for _, x := range g.Outputs {
 		if x {
@@ -89,7 +118,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 	for i := range r.p.Inputs {
 		a = append(a, "gbuf"+strconv.Itoa(i))
 	}
-	a = append(a, "R", "C")
+	a = append(a, "R", "C", "J", "SPLITS", "NCB")
 	for d := 0; d < r.rank; d++ {
 		a = append(a, "D"+strconv.Itoa(d))
 	}
@@ -108,24 +137,33 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 			a = append(a, fmt.Sprintf("u%d_%d", i, d))
 		}
 	}
-	a = append(a, "ROWS_PER_PROG", "BLOCK_R: tl.constexpr", "BLOCK_C: tl.constexpr")
+	a = append(a, "ROWS_PER_PROG", "BLOCK_R: tl.constexpr", "BLOCK_C: tl.constexpr", "IDX64: tl.constexpr")
 	for i := range r.p.Inputs {
 		a = append(a, fmt.Sprintf("KIND%d: tl.constexpr", i))
 	}
 	b.WriteString("@triton.jit\n")
 	fmt.Fprintf(b, "def _fused_bwd_kernel(%s):\n", strings.Join(a, ", "))
 	b.WriteString(`    """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
-    Programs over (row groups of ROWS_PER_PROG rows, column blocks) of the main shape seen as
-    [R, C] (C its last dim); KIND<i> is how input i's gradient is reduced (_grad_kind)."""
-    pg = tl.program_id(0).to(tl.int64)
-    pc = tl.program_id(1)
+    The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
+    last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
+    rows (a program's rows never cross a block), times NCB column blocks (one grid axis). KIND<i> is how input
+    i's gradient is reduced (_bwd_layout); no atomics: every buffer entry has one writer."""
+    pid = tl.program_id(0)
+    if IDX64:  # an offset or index reaches 2**31: index math in 64 bits (else 32: fewer registers)
+        pid = pid.to(tl.int64)
+    pg = pid // NCB
+    pc = pid - pg * NCB
     cols = pc * BLOCK_C + tl.arange(0, BLOCK_C)
     cmask = cols < C
-    c = cols.to(tl.int64)[None, :]
-    row_start = pg * ROWS_PER_PROG
-    row_end = tl.minimum(row_start + ROWS_PER_PROG, R)
+    c = cols[None, :]
+    blk = pg // SPLITS
+    row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
+    row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
 `)
 	for i := range r.p.Inputs {
+		if !reached[i] {
+			continue
+		}
 		fmt.Fprintf(b, "    acc_c%d = tl.zeros([BLOCK_C], tl.float32)\n", i)
 		fmt.Fprintf(b, "    acc_r%d = tl.zeros([BLOCK_R], tl.float32)\n", i)
 	}
@@ -171,16 +209,15 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		b.WriteString("            gb = " + lead("u", i) + "\n")
 		b.WriteString("            tl.store(gbuf" + I + " + (gb[:, None] + c * u" + I + "_" + last + "), _cast(gx" + I +
 			", " + tlDtypes[r.p.Inputs[i].DType] + "), mask=mask)\n")
-		b.WriteString("        elif KIND" + I + " == 1:  # over the leading dims (a bias): column sums\n")
+		b.WriteString("        elif KIND" + I + " == 1:  # columns kept, the program's rows reduced: column sums\n")
 		b.WriteString("            acc_c" + I + " += tl.sum(tl.where(mask, gx" + I + ", 0.0), axis=0)\n")
-		b.WriteString("        elif KIND" + I + " == 2:  # over everything (a 0-dim scale)\n")
+		b.WriteString("        elif KIND" + I + " == 2:  # columns and the program's rows reduced: one sum\n")
 		b.WriteString("            acc_r" + I + " += tl.sum(tl.where(mask, gx" + I + ", 0.0), axis=1)\n")
-		b.WriteString("        elif KIND" + I + " == 3:  # over some leading dims, the last kept: atomics\n")
+		b.WriteString("        elif KIND" + I + " == 3:  # columns reduced: each row's sum over the column block\n")
+		b.WriteString("            tl.store(gbuf" + I + " + (pc * R + rows), tl.sum(tl.where(mask, gx" + I + ", 0.0), axis=1), mask=rmask)\n")
+		b.WriteString("        elif KIND" + I + " == 4:  # none fits: the fp32 values, summed on the host\n")
 		b.WriteString("            gb = " + lead("u", i) + "\n")
-		b.WriteString("            tl.atomic_add(gbuf" + I + " + (gb[:, None] + c * u" + I + "_" + last + "), gx" + I + ", mask=mask)\n")
-		b.WriteString("        elif KIND" + I + " == 4:  # over the last dim and some leading dims: atomics of row sums\n")
-		b.WriteString("            gb = " + lead("u", i) + "\n")
-		b.WriteString("            tl.atomic_add(gbuf" + I + " + gb, tl.sum(tl.where(mask, gx" + I + ", 0.0), axis=1), mask=rmask)\n")
+		b.WriteString("            tl.store(gbuf" + I + " + (gb[:, None] + c * u" + I + "_" + last + "), gx" + I + ", mask=mask)\n")
 	}
 	for i := range r.p.Inputs {
 		if !reached[i] {
@@ -188,12 +225,38 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		}
 		I := strconv.Itoa(i)
 		b.WriteString("    if KIND" + I + " == 1:\n")
-		b.WriteString("        tl.store(gbuf" + I + " + pg * C + cols, acc_c" + I + ", mask=cmask)\n")
+		b.WriteString("        tl.store(gbuf" + I + " + (pg * C + cols), acc_c" + I + ", mask=cmask)\n")
 		b.WriteString("    elif KIND" + I + " == 2:\n")
-		b.WriteString("        tl.store(gbuf" + I + " + pg * tl.num_programs(1) + pc, tl.sum(acc_r" + I + ", axis=0))\n")
+		b.WriteString("        tl.store(gbuf" + I + " + pid, tl.sum(acc_r" + I + ", axis=0))\n")
 	}
 	b.WriteString("\n\n")
 	return reached
+}
+
+// bwdTile is the backward kernel's tile on a GPU (elements, 4 warps) for a program with
+// nIn inputs: fewer elements a thread as it reads and writes more tensors, each tensor's
+// offsets and values costing registers. Checked with ptxas -v at sm_90 on the ConvNeXt and
+// llama chains: 1024 for up to 20 tensors (<= 186 registers, no spills), 256 for ConvNeXt's
+// 42-tensor chain (168 registers; it spilled at 512 and 1024).
+func bwdTile(nIn int, g program.Grad, reached []bool) int {
+	n := nIn
+	for _, x := range g.Outputs {
+		if x {
+			n++
+		}
+	}
+	for _, x := range reached {
+		if x {
+			n++
+		}
+	}
+	switch {
+	case n <= 20:
+		return 1024
+	case n <= 32:
+		return 512
+	}
+	return 256
 }
 
 // backwardWrapper is the host side: fused_backward, FusedFunction and fused_autograd.
@@ -206,27 +269,36 @@ func (r *renderer) backwardWrapper(g program.Grad, reached []bool) string {
 		}
 		return "[" + strings.Join(s, ", ") + "]"
 	}
+	_, alias := r.gradTerms(&bytes.Buffer{}, "", g)
+	al := make([]string, len(alias))
+	for i, k := range alias {
+		al[i] = "None"
+		if k >= 0 && reached[i] {
+			al[i] = strconv.Itoa(k)
+		}
+	}
 	fmt.Fprintf(&b, "GRAD_OUTPUTS = %s  # per output: it carries a gradient (float, computed from a float input)\n", bools(g.Outputs))
 	fmt.Fprintf(&b, "GRAD_REACHED = %s  # per input: a derivative reaches it (else its gradient is None, as eager's)\n", bools(reached))
-	b.WriteString(`# elements per backward tile, and row groups (the rows of a bias's partial sums); the
-# interpreter's are small, so its tests run several tiles per program and several groups
-BWD_TILE = 256 if INTERPRET else 2048
-MAX_GROUPS = 2 if INTERPRET else 512
+	fmt.Fprintf(&b, "GRAD_ALIAS = [%s]  # per input: the output gradient (k-th of those carried) that is its gradient exactly\n", strings.Join(al, ", "))
+	b.WriteString(`# the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
+# program sums into a column-sum buffer when rows are split, and the programs aimed at per
+# multiprocessor; the interpreter's are small, so its tests run several tiles per program,
+# several programs per row block, and splits
+BWD_TILE = 128 if INTERPRET else ` + strconv.Itoa(bwdTile(len(r.p.Inputs), g, reached)) + `  # elements a tile of 4 warps (bwdTile)
+MIN_BLOCK_C = 16 if INTERPRET else 128
+MIN_SPLIT_ROWS = 2 if INTERPRET else 16
+PROGRAMS_PER_SM = 1 if INTERPRET else 8
+_SMS = {}
 
 
-def _grad_kind(pshape, shape):
-    """How an input's gradient is reduced: 0 not at all (it has the main shape), 1 over the
-    leading dims (a bias: per-program column sums, [groups, C]), 2 over everything (a 0-dim
-    scale: per-program sums, [groups, column blocks]), 3 over some leading dims with the last
-    kept (fp32 atomics into a buffer of the input's size), 4 over the last dim and some
-    leading ones (fp32 atomics of row sums)."""
-    if list(pshape) == list(shape):
-        return 0
-    lead = any(p != 1 for p in pshape[:-1])
-    last = pshape[-1] != 1
-    if not lead:
-        return 1 if last else 2
-    return 3 if last else 4
+def _sms(dev):
+    """The device's multiprocessors (2 off a GPU, the interpreter: few programs, several tiles each)."""
+    if dev.type != "cuda":
+        return 2
+    i = torch.cuda.current_device() if dev.index is None else dev.index
+    if i not in _SMS:
+        _SMS[i] = torch.cuda.get_device_properties(i).multi_processor_count
+    return _SMS[i]
 
 
 def _pow2(n):
@@ -236,10 +308,72 @@ def _pow2(n):
     return p
 
 
+def _prod(xs):
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def _bwd_layout(shape, strides, keeps):
+    """The backward kernel's view of the main shape, as (rows, cols): groups of main dims
+    (each outer to inner) that the kernel sees as one dim. strides: those of every tensor it
+    reads (the inputs broadcast, the outputs' gradients); keeps: per broadcast input whose
+    gradient it reduces, per main dim, whether the input has it. Dims of size 1 are dropped
+    and neighbours merged where every tensor's strides and every broadcast input allow; the
+    last group is the columns (contiguous for dense tensors), the others rows, ordered
+    (stably, so in memory order where nothing asks otherwise) by how many column-keeping
+    inputs keep them: each such input's kept rows then come before its reduced ones, as
+    per-program column sums need, wherever their kept sets nest."""
+    dims = [d for d in range(len(shape)) if shape[d] != 1] or [len(shape) - 1]
+    groups = []
+    for d in dims:
+        if groups:
+            o = groups[-1][-1]
+            if all(st[o] == st[d] * shape[d] for st in strides) and all(k[o] == k[d] for k in keeps):
+                groups[-1].append(d)
+                continue
+        groups.append([d])
+    cols = groups[-1]
+    colkeep = [k for k in keeps if k[cols[0]]]
+    rows = sorted(groups[:-1], key=lambda gr: -sum(k[gr[0]] for k in colkeep))
+    return rows, cols
+
+
+def _bwd_kinds(rows, cols, keeps):
+    """How each broadcast input's gradient (keeps: as _bwd_layout's, None for the others) is
+    reduced in the kernel, and the rows of a block no program crosses (the trailing row
+    groups, as a count). Kinds: 1 the columns kept and the reduced rows all after the kept
+    (a bias, a per-position tensor): per-program column sums [programs, C]; 2 the columns
+    reduced, likewise, and no block holds two of its kept rows (a 0-dim scale): per-program
+    sums [programs, column blocks]; 3 the columns reduced otherwise (a per-channel scale on
+    NCHW, a per-row one): each row's sum per column block [column blocks, R]; 4 the columns
+    kept, a reduced row before a kept one (the rows' order could not serve every input):
+    its fp32 values [R, C]. All are summed on the host; none needs atomics."""
+    kinds, tails = [], []
+    for k in keeps:
+        if k is None:
+            kinds.append(None)
+            tails.append(0)
+            continue
+        kept = [k[gr[0]] for gr in rows]
+        tail = len(kept) - sum(kept)  # reduced row groups: the last ones where nested
+        nested = all(kept[:len(kept) - tail])
+        if k[cols[0]]:
+            kinds.append(1 if nested else 4)
+        else:
+            kinds.append(2 if nested else 3)
+        tails.append(tail)
+    block = min([t for t, kd in zip(tails, kinds) if kd == 1], default=len(rows))
+    kinds = [3 if kd == 2 and t < block else kd for kd, t in zip(kinds, tails)]
+    return kinds, tails, block
+
+
 def fused_backward(inputs, douts, needs=None):
     """The inputs' gradients (None where not needed or not reached) for the outputs'
     gradients douts (one per output, None for one without), in one kernel from the inputs
-    alone: the forward values are recomputed, none is saved."""
+    alone: the forward values are recomputed, none is saved. A broadcast input's gradient
+    is reduced in the kernel into a small fp32 buffer that one torch sum finishes."""
     shape = _main_shape(inputs)
     needs = [True] * len(inputs) if needs is None else list(needs)[:len(inputs)]
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
@@ -249,55 +383,119 @@ def fused_backward(inputs, douts, needs=None):
     if numel == 0 or not any(want):
         return tuple(torch.zeros_like(t) if w else None for t, w in zip(inputs, want))
     dev = inputs[0].device
-    n_cols = shape[-1]
-    n_rows = numel // n_cols
     views = [torch.broadcast_to(t, shape) for t in inputs]
     dys = []
     for dy, dt, g in zip(douts, OUT_DTYPES, GRAD_OUTPUTS):
         if g:
             dys.append(torch.zeros(shape, dtype=dt, device=dev) if dy is None else torch.broadcast_to(dy, shape))
-    block_c = min(_pow2(n_cols), 1024)
-    block_r = max(1, BWD_TILE // block_c)
-    n_cb = -(-n_cols // block_c)
-    groups = min(-(-n_rows // block_r), MAX_GROUPS)
-    per = -(-(-(-n_rows // groups)) // block_r) * block_r
-    groups = -(-n_rows // per)
-    kinds, bufs, gstrides = [], [], []
-    for t, w in zip(inputs, want):
+    grads = [None] * len(inputs)
+    keeps = [None] * len(inputs)
+    full = [False] * len(inputs)  # the main shape: the kernel stores the gradient as it is
+    for i, (t, w) in enumerate(zip(inputs, want)):
+        if not w:
+            continue
         pshape = [1] * (RANK - t.dim()) + list(t.shape)
-        kind = _grad_kind(pshape, shape) if w else -1
-        st, acc = [0] * RANK, 1
-        for d in reversed(range(RANK)):
-            st[d] = acc if pshape[d] != 1 else 0
-            acc *= pshape[d]
-        if kind == 0:
+        k = GRAD_ALIAS[i]
+        if pshape != shape:
+            keeps[i] = [p != 1 or d == 1 for p, d in zip(pshape, shape)]
+        elif k is not None and dys[k].dtype == t.dtype:
+            grads[i] = dys[k].reshape(t.shape)  # an output's gradient exactly: that tensor, no copy
+        else:
+            full[i] = True
+    if not any(full) and all(k is None for k in keeps):
+        return tuple(grads)
+    rows, cols = _bwd_layout(shape, [v.stride() for v in views + dys], [k for k in keeps if k is not None])
+    kinds, tails, tail = _bwd_kinds(rows, cols, keeps)
+    size = [_prod(shape[d] for d in gr) for gr in rows]
+    n_cols = _prod(shape[d] for d in cols)
+    n_rows = numel // n_cols
+    blk_rows = _prod(size[len(rows) - tail:])
+    nblk = n_rows // blk_rows
+    # tiling: column blocks with few lanes masked off; with column sums, more (narrower)
+    # column blocks before rows are split (a split costs its buffer and the host's sum);
+    # else enough programs to fill the device several times
+    sms = _sms(dev)
+    block_c = min(_pow2(n_cols), 1024)
+    while block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
+        block_c //= 2
+    col_sums = 1 in kinds
+    while col_sums and block_c > MIN_BLOCK_C and nblk * -(-n_cols // block_c) < sms:
+        block_c //= 2
+    n_cb = -(-n_cols // block_c)
+    block_r = max(1, min(BWD_TILE // block_c, _pow2(blk_rows)))
+    tiles = -(-blk_rows // block_r)
+    if col_sums and nblk * n_cb >= sms and tiles <= 8:
+        splits = 1
+    else:
+        splits = max(1, min(tiles, -(-PROGRAMS_PER_SM * sms // (nblk * n_cb))))
+        if col_sums:
+            splits = min(splits, max(1, blk_rows // MIN_SPLIT_ROWS))
+    per = -(-tiles // splits) * block_r
+    splits = -(-blk_rows // per)
+    progs = nblk * splits
+    pad = RANK - len(rows) - 1
+
+    def lay(st):  # strides over the main dims -> over the layout's dims
+        return [0] * pad + [st[gr[-1]] for gr in rows] + [st[cols[-1]]]
+
+    dense = [0] * RANK  # a contiguous tensor of the main shape
+    acc = 1
+    for d in reversed(range(RANK)):
+        dense[d] = acc
+        acc *= shape[d]
+    bufs, gst = [], []
+    for t, kind, f in zip(inputs, kinds, full):
+        st = [0] * RANK
+        if f:
             buf = torch.empty(list(t.shape), dtype=t.dtype, device=dev)
+            st = lay(dense)
         elif kind == 1:
-            buf = torch.empty([groups, n_cols], dtype=torch.float32, device=dev)
+            buf = torch.empty([progs, n_cols], dtype=torch.float32, device=dev)
         elif kind == 2:
-            buf = torch.empty([groups, n_cb], dtype=torch.float32, device=dev)
-        elif kind in (3, 4):
-            buf = torch.zeros([t.numel()], dtype=torch.float32, device=dev)
+            buf = torch.empty([progs * n_cb], dtype=torch.float32, device=dev)
+        elif kind == 3:
+            buf = torch.empty([n_cb, n_rows], dtype=torch.float32, device=dev)
+        elif kind == 4:
+            buf = torch.empty([n_rows, n_cols], dtype=torch.float32, device=dev)
+            st = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
         else:
             buf = views[0]  # not written
-        kinds.append(kind)
         bufs.append(buf)
-        gstrides.append(st)
-    _fused_bwd_kernel[(groups, n_cb)](
-        *views, *dys, *bufs, n_rows, n_cols, *shape,
-        *[x for v in views for x in v.stride()], *[x for d in dys for x in d.stride()],
-        *[x for st in gstrides for x in st], per, BLOCK_R=block_r, BLOCK_C=block_c,
-        **{f"KIND{i}": k for i, k in enumerate(kinds)})
-    grads = []
-    for t, kind, buf in zip(inputs, kinds, bufs):
-        if kind < 0:
-            grads.append(None)
-        elif kind == 0:
-            grads.append(buf)
-        elif kind in (1, 2):
-            grads.append(buf.sum(0).reshape(t.shape).to(t.dtype) if kind == 1 else buf.sum().reshape(t.shape).to(t.dtype))
+        gst.append(st)
+    dims = [1] * pad + size + [n_cols]
+    strides = [lay(v.stride()) for v in views + dys]
+    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
+    reach = max([numel, progs * n_cols, n_cb * n_rows, progs * n_cb] + [_max_offset(dims, st) for st in strides])
+    _fused_bwd_kernel[(progs * n_cb,)](
+        *views, *dys, *bufs, n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
+        *[x for st in gst for x in st], per, BLOCK_R=block_r, BLOCK_C=block_c, IDX64=reach >= 2**31 - 2**22,
+        **{f"KIND{i}": (0 if f else -1 if k is None else k) for i, (k, f) in enumerate(zip(kinds, full))})
+    for i, (t, kind, buf) in enumerate(zip(inputs, kinds, bufs)):
+        if full[i]:
+            grads[i] = buf
+        if kind is None:
+            continue
+        keep = keeps[i]
+        kept = [j for j, gr in enumerate(rows) if keep[gr[0]]]
+        red = [j for j, gr in enumerate(rows) if not keep[gr[0]]]
+        groups = [rows[j] for j in kept]
+        if kind == 1:
+            part = buf.view(_prod(size[j] for j in kept), -1, n_cols)
+            g = part.sum(1) if part.shape[1] > 1 else part[:, 0]
+            groups.append(cols)
+        elif kind == 2:
+            part = buf.view(_prod(size[j] for j in kept), -1)
+            g = part.sum(1) if part.shape[1] > 1 else part[:, 0]
+        elif kind == 3:
+            g = buf.view([n_cb] + size).sum([0] + [j + 1 for j in red])
         else:
-            grads.append(buf.view(t.shape).to(t.dtype))
+            g = buf.view(size + [n_cols]).sum(red)
+            groups.append(cols)
+        g = g.reshape([_prod(shape[d] for d in gr) for gr in groups])
+        order = sorted(range(len(groups)), key=lambda j: groups[j][0])  # back to the main dims' order
+        if order != list(range(len(groups))):
+            g = g.permute(order)
+        grads[i] = g.reshape(t.shape).to(t.dtype)
     return tuple(grads)
 
 

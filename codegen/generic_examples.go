@@ -20,8 +20,11 @@ type GenericExample struct {
 // a softmax's numerator summed (x - max -> exp -> sum), a bf16 round trip around a mul,
 // a masked log-softmax that also writes its scaled scores, a 0-dim scale, per-channel,
 // per-position, per-row and bias operands around a tanh (every way the backward reduces a
-// broadcast input's gradient), and a 0-dim scale, per-channel bias and leaky ReLU ending in
-// a row max.
+// broadcast input's gradient), operands kept on different rows, a 0-dim scale and a
+// residual around a sigmoid (the layout no row order serves: one gradient summed from its
+// fp32 values; a 0-dim scale summed over several tiles a program; a gradient that is the
+// output's own), and a 0-dim scale, per-channel bias and leaky ReLU
+// ending in a row max.
 var genericExamples = []struct{ name, dtype, prog string }{
 	{"silu_scale", "fp32", `{"dims":[8,64],"inputs":[{"dtype":"fp32","dims":[8,64]}],
 		"steps":[{"op":"sigmoid","args":[{"in":0}],"dtype":"fp32"},
@@ -55,6 +58,14 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		{"op":"sub","args":[{"step":2},{"in":4}],"consts":[0.5],"dtype":"fp32"},
 		{"op":"tanh","args":[{"step":3}],"dtype":"fp32"},
 		{"op":"add","args":[{"step":4},{"in":5}],"consts":[1],"dtype":"fp32"}],"outputs":[2,5]}`},
+	{"broadcast_mixed_sigmoid", "fp32", `{"dims":[3,4,5,8],"inputs":[{"dtype":"fp32","dims":[3,4,5,8]},{"dtype":"fp32","dims":[3,1,1,8]},
+		{"dtype":"fp32","dims":[4,1,8]},{"dtype":"bf16","dims":[3,4,5,1]},{"dtype":"fp32","dims":[3,4,5,8]},{"dtype":"fp32","dims":[]}],
+		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp32"},
+		{"op":"mul","args":[{"step":0},{"in":5}],"dtype":"fp32"},
+		{"op":"add","args":[{"step":1},{"in":2}],"consts":[1],"dtype":"fp32"},
+		{"op":"sigmoid","args":[{"step":2}],"dtype":"fp32"},
+		{"op":"mul","args":[{"step":3},{"in":3}],"dtype":"fp32"},
+		{"op":"add","args":[{"step":4},{"in":4}],"consts":[1],"dtype":"fp32"}],"outputs":[5]}`},
 	{"scale_channel_leaky_amax", "fp16", `{"dims":[2,6,8,8],"inputs":[{"dtype":"fp16","dims":[2,6,8,8]},{"dtype":"fp16","dims":[]},{"dtype":"fp16","dims":[6,1,1]}],
 		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp16"},
 		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp16"},

@@ -124,9 +124,9 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"gelu's derivative without its density term", "gelu_dropout_residual",
 			deriv(program.Gelu, 0, "0.5 * (1.0 + tl.math.erf({0} * 0.7071067811865476))"), nil},
 		{"bias gradient from the last tile only", "clamp_mul_bias", nil, text("acc_c1 += ", "acc_c1 = ")},
-		{"0-dim scale gradient from the last tile only", "broadcast_affine_tanh", nil, text("acc_r1 += ", "acc_r1 = ")},
-		{"per-channel row sums stored, not added", "broadcast_affine_tanh", nil,
-			text("tl.atomic_add(gbuf2 + gb, ", "tl.store(gbuf2 + gb, ")},
+		{"0-dim scale gradient from the last tile only", "broadcast_mixed_sigmoid", nil, text("acc_r5 += ", "acc_r5 = ")},
+		{"each row block's last row left out", "broadcast_affine_tanh", nil,
+			text("blk * J + J)", "blk * J + J - 1)")},
 		// a chain with a GEMM head: a wrong op in the epilogue, the bias left out of it, the
 		// weight multiplied untransposed, the bias's gradient dropped
 		{"epilogue tanh as a sigmoid", "bmm_tanh_clamp", table(program.Tanh, "_sigmoid({0})"), nil},

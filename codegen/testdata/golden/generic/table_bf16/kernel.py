@@ -12,8 +12,10 @@ Training: FusedFunction (fused_autograd(*inputs)) is fused() under autograd; its
 fused_backward, is one more kernel: it reloads the saved inputs, recomputes the forward values
 in registers (rounded as the forward rounds them; no intermediate is saved), applies the op
 table's derivatives in reverse over the steps in fp32 and reduces a broadcast input's gradient
-in the same kernel (per-program partial sums for a bias or a 0-dim scale, fp32 atomics into a
-buffer of the input's size otherwise; no fp32 tensor of the main shape for it).
+in the same kernel, without atomics, into a small fp32 buffer of partial sums that one torch
+sum finishes (per program for a bias, a per-position tensor or a 0-dim scale, per row and
+column block for a per-channel or per-row one: _bwd_kinds); an input whose gradient is an
+output's gradient exactly gets that tensor.
 Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
 """
 
@@ -352,23 +354,27 @@ def _fused_kernel(in0, in1, in2, out0, out1, out2, out3, out4, out5, out6, out7,
 
 
 @triton.jit
-def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, dout6, dout7, dout8, dout9, dout10, dout11, dout12, dout13, dout14, dout15, dout16, dout17, dout18, dout19, dout20, dout21, dout22, dout23, dout24, dout25, dout26, dout27, dout28, dout29, dout30, dout31, dout32, dout33, dout34, dout35, dout36, dout37, dout38, dout39, dout40, dout41, dout42, dout43, dout44, dout45, dout46, dout47, dout48, dout49, gbuf0, gbuf1, gbuf2, R, C, D0, D1, s0_0, s0_1, s1_0, s1_1, s2_0, s2_1, t0_0, t0_1, t1_0, t1_1, t2_0, t2_1, t3_0, t3_1, t4_0, t4_1, t5_0, t5_1, t6_0, t6_1, t7_0, t7_1, t8_0, t8_1, t9_0, t9_1, t10_0, t10_1, t11_0, t11_1, t12_0, t12_1, t13_0, t13_1, t14_0, t14_1, t15_0, t15_1, t16_0, t16_1, t17_0, t17_1, t18_0, t18_1, t19_0, t19_1, t20_0, t20_1, t21_0, t21_1, t22_0, t22_1, t23_0, t23_1, t24_0, t24_1, t25_0, t25_1, t26_0, t26_1, t27_0, t27_1, t28_0, t28_1, t29_0, t29_1, t30_0, t30_1, t31_0, t31_1, t32_0, t32_1, t33_0, t33_1, t34_0, t34_1, t35_0, t35_1, t36_0, t36_1, t37_0, t37_1, t38_0, t38_1, t39_0, t39_1, t40_0, t40_1, t41_0, t41_1, t42_0, t42_1, t43_0, t43_1, t44_0, t44_1, t45_0, t45_1, t46_0, t46_1, t47_0, t47_1, t48_0, t48_1, t49_0, t49_1, u0_0, u0_1, u1_0, u1_1, u2_0, u2_1, ROWS_PER_PROG, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr):
+def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, dout6, dout7, dout8, dout9, dout10, dout11, dout12, dout13, dout14, dout15, dout16, dout17, dout18, dout19, dout20, dout21, dout22, dout23, dout24, dout25, dout26, dout27, dout28, dout29, dout30, dout31, dout32, dout33, dout34, dout35, dout36, dout37, dout38, dout39, dout40, dout41, dout42, dout43, dout44, dout45, dout46, dout47, dout48, dout49, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS, NCB, D0, D1, s0_0, s0_1, s1_0, s1_1, s2_0, s2_1, t0_0, t0_1, t1_0, t1_1, t2_0, t2_1, t3_0, t3_1, t4_0, t4_1, t5_0, t5_1, t6_0, t6_1, t7_0, t7_1, t8_0, t8_1, t9_0, t9_1, t10_0, t10_1, t11_0, t11_1, t12_0, t12_1, t13_0, t13_1, t14_0, t14_1, t15_0, t15_1, t16_0, t16_1, t17_0, t17_1, t18_0, t18_1, t19_0, t19_1, t20_0, t20_1, t21_0, t21_1, t22_0, t22_1, t23_0, t23_1, t24_0, t24_1, t25_0, t25_1, t26_0, t26_1, t27_0, t27_1, t28_0, t28_1, t29_0, t29_1, t30_0, t30_1, t31_0, t31_1, t32_0, t32_1, t33_0, t33_1, t34_0, t34_1, t35_0, t35_1, t36_0, t36_1, t37_0, t37_1, t38_0, t38_1, t39_0, t39_1, t40_0, t40_1, t41_0, t41_1, t42_0, t42_1, t43_0, t43_1, t44_0, t44_1, t45_0, t45_1, t46_0, t46_1, t47_0, t47_1, t48_0, t48_1, t49_0, t49_1, u0_0, u0_1, u1_0, u1_1, u2_0, u2_1, ROWS_PER_PROG, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr):
     """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
-    Programs over (row groups of ROWS_PER_PROG rows, column blocks) of the main shape seen as
-    [R, C] (C its last dim); KIND<i> is how input i's gradient is reduced (_grad_kind)."""
-    pg = tl.program_id(0).to(tl.int64)
-    pc = tl.program_id(1)
+    The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
+    last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
+    rows (a program's rows never cross a block), times NCB column blocks (one grid axis). KIND<i> is how input
+    i's gradient is reduced (_bwd_layout); no atomics: every buffer entry has one writer."""
+    pid = tl.program_id(0)
+    if IDX64:  # an offset or index reaches 2**31: index math in 64 bits (else 32: fewer registers)
+        pid = pid.to(tl.int64)
+    pg = pid // NCB
+    pc = pid - pg * NCB
     cols = pc * BLOCK_C + tl.arange(0, BLOCK_C)
     cmask = cols < C
-    c = cols.to(tl.int64)[None, :]
-    row_start = pg * ROWS_PER_PROG
-    row_end = tl.minimum(row_start + ROWS_PER_PROG, R)
+    c = cols[None, :]
+    blk = pg // SPLITS
+    row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
+    row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
     acc_c0 = tl.zeros([BLOCK_C], tl.float32)
     acc_r0 = tl.zeros([BLOCK_R], tl.float32)
     acc_c1 = tl.zeros([BLOCK_C], tl.float32)
     acc_r1 = tl.zeros([BLOCK_R], tl.float32)
-    acc_c2 = tl.zeros([BLOCK_C], tl.float32)
-    acc_r2 = tl.zeros([BLOCK_R], tl.float32)
     r0 = row_start
     while r0 < row_end:  # a while loop: the interpreter cannot range() over a runtime int
         rows = r0 + tl.arange(0, BLOCK_R)
@@ -649,37 +655,35 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
         if KIND0 == 0:  # the main shape: stored as it is
             gb = rows * 0 + i0 * u0_0
             tl.store(gbuf0 + (gb[:, None] + c * u0_1), _cast(gx0, tl.bfloat16), mask=mask)
-        elif KIND0 == 1:  # over the leading dims (a bias): column sums
+        elif KIND0 == 1:  # columns kept, the program's rows reduced: column sums
             acc_c0 += tl.sum(tl.where(mask, gx0, 0.0), axis=0)
-        elif KIND0 == 2:  # over everything (a 0-dim scale)
+        elif KIND0 == 2:  # columns and the program's rows reduced: one sum
             acc_r0 += tl.sum(tl.where(mask, gx0, 0.0), axis=1)
-        elif KIND0 == 3:  # over some leading dims, the last kept: atomics
+        elif KIND0 == 3:  # columns reduced: each row's sum over the column block
+            tl.store(gbuf0 + (pc * R + rows), tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
+        elif KIND0 == 4:  # none fits: the fp32 values, summed on the host
             gb = rows * 0 + i0 * u0_0
-            tl.atomic_add(gbuf0 + (gb[:, None] + c * u0_1), gx0, mask=mask)
-        elif KIND0 == 4:  # over the last dim and some leading dims: atomics of row sums
-            gb = rows * 0 + i0 * u0_0
-            tl.atomic_add(gbuf0 + gb, tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
+            tl.store(gbuf0 + (gb[:, None] + c * u0_1), gx0, mask=mask)
         if KIND1 == 0:  # the main shape: stored as it is
             gb = rows * 0 + i0 * u1_0
             tl.store(gbuf1 + (gb[:, None] + c * u1_1), _cast(gx1, tl.bfloat16), mask=mask)
-        elif KIND1 == 1:  # over the leading dims (a bias): column sums
+        elif KIND1 == 1:  # columns kept, the program's rows reduced: column sums
             acc_c1 += tl.sum(tl.where(mask, gx1, 0.0), axis=0)
-        elif KIND1 == 2:  # over everything (a 0-dim scale)
+        elif KIND1 == 2:  # columns and the program's rows reduced: one sum
             acc_r1 += tl.sum(tl.where(mask, gx1, 0.0), axis=1)
-        elif KIND1 == 3:  # over some leading dims, the last kept: atomics
+        elif KIND1 == 3:  # columns reduced: each row's sum over the column block
+            tl.store(gbuf1 + (pc * R + rows), tl.sum(tl.where(mask, gx1, 0.0), axis=1), mask=rmask)
+        elif KIND1 == 4:  # none fits: the fp32 values, summed on the host
             gb = rows * 0 + i0 * u1_0
-            tl.atomic_add(gbuf1 + (gb[:, None] + c * u1_1), gx1, mask=mask)
-        elif KIND1 == 4:  # over the last dim and some leading dims: atomics of row sums
-            gb = rows * 0 + i0 * u1_0
-            tl.atomic_add(gbuf1 + gb, tl.sum(tl.where(mask, gx1, 0.0), axis=1), mask=rmask)
+            tl.store(gbuf1 + (gb[:, None] + c * u1_1), gx1, mask=mask)
     if KIND0 == 1:
-        tl.store(gbuf0 + pg * C + cols, acc_c0, mask=cmask)
+        tl.store(gbuf0 + (pg * C + cols), acc_c0, mask=cmask)
     elif KIND0 == 2:
-        tl.store(gbuf0 + pg * tl.num_programs(1) + pc, tl.sum(acc_r0, axis=0))
+        tl.store(gbuf0 + pid, tl.sum(acc_r0, axis=0))
     if KIND1 == 1:
-        tl.store(gbuf1 + pg * C + cols, acc_c1, mask=cmask)
+        tl.store(gbuf1 + (pg * C + cols), acc_c1, mask=cmask)
     elif KIND1 == 2:
-        tl.store(gbuf1 + pg * tl.num_programs(1) + pc, tl.sum(acc_r1, axis=0))
+        tl.store(gbuf1 + pid, tl.sum(acc_r1, axis=0))
 
 
 def _main_shape(inputs):
@@ -770,25 +774,26 @@ def _max_offset(dims, strides):
 
 GRAD_OUTPUTS = [True, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True]  # per output: it carries a gradient (float, computed from a float input)
 GRAD_REACHED = [True, True, False]  # per input: a derivative reaches it (else its gradient is None, as eager's)
-# elements per backward tile, and row groups (the rows of a bias's partial sums); the
-# interpreter's are small, so its tests run several tiles per program and several groups
-BWD_TILE = 256 if INTERPRET else 2048
-MAX_GROUPS = 2 if INTERPRET else 512
+GRAD_ALIAS = [None, None, None]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
+# the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
+# program sums into a column-sum buffer when rows are split, and the programs aimed at per
+# multiprocessor; the interpreter's are small, so its tests run several tiles per program,
+# several programs per row block, and splits
+BWD_TILE = 128 if INTERPRET else 256  # elements a tile of 4 warps (bwdTile)
+MIN_BLOCK_C = 16 if INTERPRET else 128
+MIN_SPLIT_ROWS = 2 if INTERPRET else 16
+PROGRAMS_PER_SM = 1 if INTERPRET else 8
+_SMS = {}
 
 
-def _grad_kind(pshape, shape):
-    """How an input's gradient is reduced: 0 not at all (it has the main shape), 1 over the
-    leading dims (a bias: per-program column sums, [groups, C]), 2 over everything (a 0-dim
-    scale: per-program sums, [groups, column blocks]), 3 over some leading dims with the last
-    kept (fp32 atomics into a buffer of the input's size), 4 over the last dim and some
-    leading ones (fp32 atomics of row sums)."""
-    if list(pshape) == list(shape):
-        return 0
-    lead = any(p != 1 for p in pshape[:-1])
-    last = pshape[-1] != 1
-    if not lead:
-        return 1 if last else 2
-    return 3 if last else 4
+def _sms(dev):
+    """The device's multiprocessors (2 off a GPU, the interpreter: few programs, several tiles each)."""
+    if dev.type != "cuda":
+        return 2
+    i = torch.cuda.current_device() if dev.index is None else dev.index
+    if i not in _SMS:
+        _SMS[i] = torch.cuda.get_device_properties(i).multi_processor_count
+    return _SMS[i]
 
 
 def _pow2(n):
@@ -798,10 +803,72 @@ def _pow2(n):
     return p
 
 
+def _prod(xs):
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def _bwd_layout(shape, strides, keeps):
+    """The backward kernel's view of the main shape, as (rows, cols): groups of main dims
+    (each outer to inner) that the kernel sees as one dim. strides: those of every tensor it
+    reads (the inputs broadcast, the outputs' gradients); keeps: per broadcast input whose
+    gradient it reduces, per main dim, whether the input has it. Dims of size 1 are dropped
+    and neighbours merged where every tensor's strides and every broadcast input allow; the
+    last group is the columns (contiguous for dense tensors), the others rows, ordered
+    (stably, so in memory order where nothing asks otherwise) by how many column-keeping
+    inputs keep them: each such input's kept rows then come before its reduced ones, as
+    per-program column sums need, wherever their kept sets nest."""
+    dims = [d for d in range(len(shape)) if shape[d] != 1] or [len(shape) - 1]
+    groups = []
+    for d in dims:
+        if groups:
+            o = groups[-1][-1]
+            if all(st[o] == st[d] * shape[d] for st in strides) and all(k[o] == k[d] for k in keeps):
+                groups[-1].append(d)
+                continue
+        groups.append([d])
+    cols = groups[-1]
+    colkeep = [k for k in keeps if k[cols[0]]]
+    rows = sorted(groups[:-1], key=lambda gr: -sum(k[gr[0]] for k in colkeep))
+    return rows, cols
+
+
+def _bwd_kinds(rows, cols, keeps):
+    """How each broadcast input's gradient (keeps: as _bwd_layout's, None for the others) is
+    reduced in the kernel, and the rows of a block no program crosses (the trailing row
+    groups, as a count). Kinds: 1 the columns kept and the reduced rows all after the kept
+    (a bias, a per-position tensor): per-program column sums [programs, C]; 2 the columns
+    reduced, likewise, and no block holds two of its kept rows (a 0-dim scale): per-program
+    sums [programs, column blocks]; 3 the columns reduced otherwise (a per-channel scale on
+    NCHW, a per-row one): each row's sum per column block [column blocks, R]; 4 the columns
+    kept, a reduced row before a kept one (the rows' order could not serve every input):
+    its fp32 values [R, C]. All are summed on the host; none needs atomics."""
+    kinds, tails = [], []
+    for k in keeps:
+        if k is None:
+            kinds.append(None)
+            tails.append(0)
+            continue
+        kept = [k[gr[0]] for gr in rows]
+        tail = len(kept) - sum(kept)  # reduced row groups: the last ones where nested
+        nested = all(kept[:len(kept) - tail])
+        if k[cols[0]]:
+            kinds.append(1 if nested else 4)
+        else:
+            kinds.append(2 if nested else 3)
+        tails.append(tail)
+    block = min([t for t, kd in zip(tails, kinds) if kd == 1], default=len(rows))
+    kinds = [3 if kd == 2 and t < block else kd for kd, t in zip(kinds, tails)]
+    return kinds, tails, block
+
+
 def fused_backward(inputs, douts, needs=None):
     """The inputs' gradients (None where not needed or not reached) for the outputs'
     gradients douts (one per output, None for one without), in one kernel from the inputs
-    alone: the forward values are recomputed, none is saved."""
+    alone: the forward values are recomputed, none is saved. A broadcast input's gradient
+    is reduced in the kernel into a small fp32 buffer that one torch sum finishes."""
     shape = _main_shape(inputs)
     needs = [True] * len(inputs) if needs is None else list(needs)[:len(inputs)]
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
@@ -811,55 +878,119 @@ def fused_backward(inputs, douts, needs=None):
     if numel == 0 or not any(want):
         return tuple(torch.zeros_like(t) if w else None for t, w in zip(inputs, want))
     dev = inputs[0].device
-    n_cols = shape[-1]
-    n_rows = numel // n_cols
     views = [torch.broadcast_to(t, shape) for t in inputs]
     dys = []
     for dy, dt, g in zip(douts, OUT_DTYPES, GRAD_OUTPUTS):
         if g:
             dys.append(torch.zeros(shape, dtype=dt, device=dev) if dy is None else torch.broadcast_to(dy, shape))
-    block_c = min(_pow2(n_cols), 1024)
-    block_r = max(1, BWD_TILE // block_c)
-    n_cb = -(-n_cols // block_c)
-    groups = min(-(-n_rows // block_r), MAX_GROUPS)
-    per = -(-(-(-n_rows // groups)) // block_r) * block_r
-    groups = -(-n_rows // per)
-    kinds, bufs, gstrides = [], [], []
-    for t, w in zip(inputs, want):
+    grads = [None] * len(inputs)
+    keeps = [None] * len(inputs)
+    full = [False] * len(inputs)  # the main shape: the kernel stores the gradient as it is
+    for i, (t, w) in enumerate(zip(inputs, want)):
+        if not w:
+            continue
         pshape = [1] * (RANK - t.dim()) + list(t.shape)
-        kind = _grad_kind(pshape, shape) if w else -1
-        st, acc = [0] * RANK, 1
-        for d in reversed(range(RANK)):
-            st[d] = acc if pshape[d] != 1 else 0
-            acc *= pshape[d]
-        if kind == 0:
+        k = GRAD_ALIAS[i]
+        if pshape != shape:
+            keeps[i] = [p != 1 or d == 1 for p, d in zip(pshape, shape)]
+        elif k is not None and dys[k].dtype == t.dtype:
+            grads[i] = dys[k].reshape(t.shape)  # an output's gradient exactly: that tensor, no copy
+        else:
+            full[i] = True
+    if not any(full) and all(k is None for k in keeps):
+        return tuple(grads)
+    rows, cols = _bwd_layout(shape, [v.stride() for v in views + dys], [k for k in keeps if k is not None])
+    kinds, tails, tail = _bwd_kinds(rows, cols, keeps)
+    size = [_prod(shape[d] for d in gr) for gr in rows]
+    n_cols = _prod(shape[d] for d in cols)
+    n_rows = numel // n_cols
+    blk_rows = _prod(size[len(rows) - tail:])
+    nblk = n_rows // blk_rows
+    # tiling: column blocks with few lanes masked off; with column sums, more (narrower)
+    # column blocks before rows are split (a split costs its buffer and the host's sum);
+    # else enough programs to fill the device several times
+    sms = _sms(dev)
+    block_c = min(_pow2(n_cols), 1024)
+    while block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
+        block_c //= 2
+    col_sums = 1 in kinds
+    while col_sums and block_c > MIN_BLOCK_C and nblk * -(-n_cols // block_c) < sms:
+        block_c //= 2
+    n_cb = -(-n_cols // block_c)
+    block_r = max(1, min(BWD_TILE // block_c, _pow2(blk_rows)))
+    tiles = -(-blk_rows // block_r)
+    if col_sums and nblk * n_cb >= sms and tiles <= 8:
+        splits = 1
+    else:
+        splits = max(1, min(tiles, -(-PROGRAMS_PER_SM * sms // (nblk * n_cb))))
+        if col_sums:
+            splits = min(splits, max(1, blk_rows // MIN_SPLIT_ROWS))
+    per = -(-tiles // splits) * block_r
+    splits = -(-blk_rows // per)
+    progs = nblk * splits
+    pad = RANK - len(rows) - 1
+
+    def lay(st):  # strides over the main dims -> over the layout's dims
+        return [0] * pad + [st[gr[-1]] for gr in rows] + [st[cols[-1]]]
+
+    dense = [0] * RANK  # a contiguous tensor of the main shape
+    acc = 1
+    for d in reversed(range(RANK)):
+        dense[d] = acc
+        acc *= shape[d]
+    bufs, gst = [], []
+    for t, kind, f in zip(inputs, kinds, full):
+        st = [0] * RANK
+        if f:
             buf = torch.empty(list(t.shape), dtype=t.dtype, device=dev)
+            st = lay(dense)
         elif kind == 1:
-            buf = torch.empty([groups, n_cols], dtype=torch.float32, device=dev)
+            buf = torch.empty([progs, n_cols], dtype=torch.float32, device=dev)
         elif kind == 2:
-            buf = torch.empty([groups, n_cb], dtype=torch.float32, device=dev)
-        elif kind in (3, 4):
-            buf = torch.zeros([t.numel()], dtype=torch.float32, device=dev)
+            buf = torch.empty([progs * n_cb], dtype=torch.float32, device=dev)
+        elif kind == 3:
+            buf = torch.empty([n_cb, n_rows], dtype=torch.float32, device=dev)
+        elif kind == 4:
+            buf = torch.empty([n_rows, n_cols], dtype=torch.float32, device=dev)
+            st = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
         else:
             buf = views[0]  # not written
-        kinds.append(kind)
         bufs.append(buf)
-        gstrides.append(st)
-    _fused_bwd_kernel[(groups, n_cb)](
-        *views, *dys, *bufs, n_rows, n_cols, *shape,
-        *[x for v in views for x in v.stride()], *[x for d in dys for x in d.stride()],
-        *[x for st in gstrides for x in st], per, BLOCK_R=block_r, BLOCK_C=block_c,
-        **{f"KIND{i}": k for i, k in enumerate(kinds)})
-    grads = []
-    for t, kind, buf in zip(inputs, kinds, bufs):
-        if kind < 0:
-            grads.append(None)
-        elif kind == 0:
-            grads.append(buf)
-        elif kind in (1, 2):
-            grads.append(buf.sum(0).reshape(t.shape).to(t.dtype) if kind == 1 else buf.sum().reshape(t.shape).to(t.dtype))
+        gst.append(st)
+    dims = [1] * pad + size + [n_cols]
+    strides = [lay(v.stride()) for v in views + dys]
+    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
+    reach = max([numel, progs * n_cols, n_cb * n_rows, progs * n_cb] + [_max_offset(dims, st) for st in strides])
+    _fused_bwd_kernel[(progs * n_cb,)](
+        *views, *dys, *bufs, n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
+        *[x for st in gst for x in st], per, BLOCK_R=block_r, BLOCK_C=block_c, IDX64=reach >= 2**31 - 2**22,
+        **{f"KIND{i}": (0 if f else -1 if k is None else k) for i, (k, f) in enumerate(zip(kinds, full))})
+    for i, (t, kind, buf) in enumerate(zip(inputs, kinds, bufs)):
+        if full[i]:
+            grads[i] = buf
+        if kind is None:
+            continue
+        keep = keeps[i]
+        kept = [j for j, gr in enumerate(rows) if keep[gr[0]]]
+        red = [j for j, gr in enumerate(rows) if not keep[gr[0]]]
+        groups = [rows[j] for j in kept]
+        if kind == 1:
+            part = buf.view(_prod(size[j] for j in kept), -1, n_cols)
+            g = part.sum(1) if part.shape[1] > 1 else part[:, 0]
+            groups.append(cols)
+        elif kind == 2:
+            part = buf.view(_prod(size[j] for j in kept), -1)
+            g = part.sum(1) if part.shape[1] > 1 else part[:, 0]
+        elif kind == 3:
+            g = buf.view([n_cb] + size).sum([0] + [j + 1 for j in red])
         else:
-            grads.append(buf.view(t.shape).to(t.dtype))
+            g = buf.view(size + [n_cols]).sum(red)
+            groups.append(cols)
+        g = g.reshape([_prod(shape[d] for d in gr) for gr in groups])
+        order = sorted(range(len(groups)), key=lambda j: groups[j][0])  # back to the main dims' order
+        if order != list(range(len(groups))):
+            g = g.permute(order)
+        grads[i] = g.reshape(t.shape).to(t.dtype)
     return tuple(grads)
 
 
