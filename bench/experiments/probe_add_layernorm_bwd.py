@@ -109,7 +109,7 @@ def variants(smoke, sms):
     tile, groups = KERNEL.BWD_TILE, KERNEL.BWD_GROUPS
     out = [("current", {}, "fused")]
     for w in (4, 8, 16) if not smoke else (1, 2):
-        out.append((f"warps={w}", {"_bwd_warps": lambda t, w=w: w}, "fused"))
+        out.append((f"warps={w}", {"_bwd_warps": lambda t, batched=False, w=w: w}, "fused"))
     for t in (tile // 2, tile * 2):
         out.append((f"tile={t}", {"BWD_TILE": t}, "fused"))
     for g in sorted({sms, 2 * sms, 4 * sms, 2 * groups} - {groups}):
@@ -133,11 +133,12 @@ def plan(shape, dim):
     if n > block:
         return None
     bm = max(1, KERNEL.BWD_TILE // block)
-    if dim == 1:  # NCHW gradients: batches of H * W rows
-        bm = KERNEL._tile_rows_for(bm, ((m // shape[0], shape[0] > 1),))
+    batched = dim == 1 and shape[0] > 1  # NCHW gradients: batches of H * W rows
+    if batched:
+        bm = KERNEL._tile_rows_for(bm, ((m // shape[0], True),))
     rows = max(KERNEL.BWD_MIN_ROWS, -(-m // KERNEL.BWD_GROUPS))
     rows = -(-rows // bm) * bm
-    return bm, block, KERNEL._bwd_warps(bm * block), -(-m // rows)
+    return bm, block, KERNEL._bwd_warps(bm * block, batched), -(-m // rows)
 
 
 def config(shape, dim):

@@ -157,16 +157,17 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
 
 
 @triton.jit
-def _tile_rows(r, i, p, sb, sm, BATCHED: tl.constexpr):
+def _tile_rows(r, i, p, sb, sm, BATCHED: tl.constexpr, BLOCK_M: tl.constexpr):
     """The offsets of rows r + i (i: a tile's row arange, int64) of a gradient read in batches
     of p rows (row q at (q // p) * sb + (q % p) * sm, _row_batches). BATCHED: the tile lies in
-    one batch (the caller's BLOCK_M divides p, and r is a multiple of BLOCK_M), so its batch is
-    found once per tile in 32 bits (rows < 2**31) and its rows stay one run of stride sm, which
-    the compiler sees (a unit row stride, an NCHW gradient's, is read along the rows); else
-    every row in one batch, at r * sm."""
+    one batch (BLOCK_M divides p, and r is a multiple of BLOCK_M), so its batch is found once
+    per tile in 32 bits (rows < 2**31) and its rows stay one run of stride sm starting at a
+    multiple of BLOCK_M, which the compiler sees (a unit row stride, an NCHW gradient's, is
+    read along the rows in 16-byte vectors); else every row in one batch, at r * sm."""
     if BATCHED:
         q = r.to(tl.int32)
-        return (q // p).to(tl.int64) * sb + ((q % p).to(tl.int64) + i) * sm
+        first = tl.multiple_of(q % p, BLOCK_M)
+        return (q // p).to(tl.int64) * sb + (first.to(tl.int64) + i) * sm
     return (r + i) * sm
 
 
@@ -204,8 +205,11 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
     while r < end:
         rm = r + i
         rmask = rm < end
-        m = rmask[:, None] & cm[None, :]
-        dy_rows = _tile_rows(r, i, pdy, sdyb, sdym, DY_BATCHED)
+        if DY_BATCHED or DS_BATCHED:  # every tile whole: M is batches * P, BLOCK_M divides P
+            m = tl.broadcast_to(cm[None, :], (BLOCK_M, BLOCK_N))  # (a row mask would stop vectors)
+        else:
+            m = rmask[:, None] & cm[None, :]
+        dy_rows = _tile_rows(r, i, pdy, sdyb, sdym, DY_BATCHED, BLOCK_M)
         dy = tl.load(DY + dy_rows[:, None] + cols[None, :] * sdyn, mask=m, other=0.0).to(tl.float32)
         s = tl.load(S + rm[:, None] * ssm + cols[None, :] * ssn, mask=m, other=0.0).to(tl.float32)
         mean = tl.load(MEAN + rm, mask=rmask, other=0.0)
@@ -221,7 +225,7 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
         c2 = c2 / N
         d = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
         if HAS_DS:
-            ds_rows = _tile_rows(r, i, pds, sdsb, sdsm, DS_BATCHED)
+            ds_rows = _tile_rows(r, i, pds, sdsb, sdsm, DS_BATCHED, BLOCK_M)
             d += tl.load(DS + ds_rows[:, None] + cols[None, :] * sdsn, mask=m, other=0.0).to(tl.float32)
         off = rm[:, None] * N + cols[None, :]
         tl.store(DX + off, _cast(d, DX.dtype.element_ty), mask=m)
@@ -663,13 +667,16 @@ def _row_batches(t):
     return t, max(M, 1), 0, t.stride(0), t.stride(1)
 
 
-def _bwd_warps(tile):
+def _bwd_warps(tile, batched=False):
     """The one-pass backward's warps for a tile of this many elements: 16 elements per thread
     of each row array, up to 16 warps. The backward holds about twice the forward's arrays
     (dy, the row, its products with the weight, the weight, the partial sums): a row of 8192
     with the forward's 8 warps would take some 7 x 32 = 224 registers a thread, near the 255
-    a thread can have (a GPU measurement may move this)."""
-    return min(max(tile // 512, 1), 16)
+    a thread can have. Gradients read in batches (an NCHW gradient, read along its rows while
+    s is read along its channels) 8 elements per thread: compiled for sm_90, LayerNorm2d's 96
+    fp32 channels in tiles of 4096 take 198 registers with 8 warps (one program of 8 warps an
+    SM), 102 with 16. (bench/experiments/probe_add_layernorm_bwd.py measures the choice.)"""
+    return min(max(tile // (256 if batched else 512), 1), 16)
 
 
 def _tile_rows_for(bm, batches):
@@ -710,7 +717,7 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     _launch(_add_layernorm_bwd, (groups,),
             (dy[0], ds[0], s2, s2 if w is None else w, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
              *dy[1:], *ds[1:], ssm, ssn),
-            num_warps=_bwd_warps(bm * block), HAS_DS=has_ds, HAS_W=weight is not None,
+            num_warps=_bwd_warps(bm * block, dy_batched or ds_batched), HAS_DS=has_ds, HAS_W=weight is not None,
             HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, DY_BATCHED=dy_batched, DS_BATCHED=ds_batched,
             BLOCK_M=bm, BLOCK_N=block)
     dw = torch.empty(n, dtype=weight.dtype, device=s.device) if need_w else None
