@@ -19,8 +19,8 @@ the timed call), CUDA events around the replay, median and p20/p80. Variants, ea
 template module before its backward is captured (its forward is shared):
 
   current         the template's choice (BWD_TILE, _bwd_warps, BWD_GROUPS)
-  warps=W         W warps a program (4, 8, 16) at the current tile
-  tile=T          tiles of about T elements (BWD_TILE: 2048, 4096, 8192), their default warps
+  tile=T [warps=W]  tiles of about T elements (BWD_TILE: half, once and twice the current),
+                  with their default warps and with 4, 8 and 16
   groups=G        about G programs (BWD_GROUPS: one, two and four per SM, and 1024)
   aten            ATen's native_layer_norm_backward, the sum's gradient added, cast (the
                   path rows longer than a block take)
@@ -108,10 +108,14 @@ def variants(smoke, sms):
     "eager" or "compile"."""
     tile, groups = KERNEL.BWD_TILE, KERNEL.BWD_GROUPS
     out = [("current", {}, "fused")]
-    for w in (4, 8, 16) if not smoke else (1, 2):
-        out.append((f"warps={w}", {"_bwd_warps": lambda t, batched=False, w=w: w}, "fused"))
-    for t in (tile // 2, tile * 2):
-        out.append((f"tile={t}", {"BWD_TILE": t}, "fused"))
+    for t in (tile // 2, tile, tile * 2):  # each tile with its default warps and with W warps
+        for w in (None,) + ((4, 8, 16) if not smoke else (1, 2)):
+            if t == tile and w is None:
+                continue
+            knobs = {"BWD_TILE": t}
+            if w:
+                knobs["_bwd_warps"] = lambda n, batched=False, w=w: w
+            out.append((f"tile={t}" + (f" warps={w}" if w else ""), knobs, "fused"))
     for g in sorted({sms, 2 * sms, 4 * sms, 2 * groups} - {groups}):
         out.append((f"groups={g}", {"BWD_GROUPS": g}, "fused"))
     # rows longer than MAX_BLOCK_N take ATen's backward (set after the forward ran)
