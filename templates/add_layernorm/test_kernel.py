@@ -112,6 +112,26 @@ def test_grad_one_pass_without_affine(device):
             fat.assert_close(a, b, 1e-4, 1e-4, name=f"weight {w is not None}, output {out}")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_one_pass_frozen_parameter(device):
+    # only one of weight and bias trained (the other frozen, or absent): the partial sums'
+    # reduction writes only that gradient
+    g = fat.gen(43)
+    x0, r0 = fat.randn([21, 50], torch.float32, device, g), fat.randn([21, 50], torch.float32, device, g)
+    w0, b0 = fat.randn([50], torch.float32, device, g, mean=1.0), fat.randn([50], torch.float32, device, g)
+    ds, dy = fat.randn([21, 50], torch.float32, device, g), fat.randn([21, 50], torch.float32, device, g)
+    for train_w, train_b, has_w in ((True, False, True), (False, True, True), (False, True, False)):
+        got, want = [], []
+        for fn, res in ((kernel.add_layer_norm_train, got), (ref.add_layer_norm, want)):
+            x, r = x0.clone().requires_grad_(True), r0.clone().requires_grad_(True)
+            w = w0.clone().requires_grad_(train_w) if has_w else None
+            b = b0.clone().requires_grad_(train_b)
+            leaves = [x, r] + [t for t, on in ((w, train_w), (b, train_b)) if on]
+            res.extend(torch.autograd.grad(fn(x, r, w, b, 1e-5), leaves, (ds, dy)))
+        for a, c in zip(got, want):
+            fat.assert_close(a, c, 1e-4, 1e-4, name=f"weight trained {train_w}, bias trained {train_b}")
+
+
 def test_row_batches():
     """_row_batches: a [rows, N] view as one batch; a contiguous NCHW gradient's [B, H, W, C]
     view as B batches of H * W rows, no copy; rows that are neither, copied; each row r of
