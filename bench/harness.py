@@ -46,7 +46,8 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
    bandwidth, or its FLOPs (adapter.flops) over the measured GEMM rate, whichever is larger.
    The training modes get their own (mode_work): the backward's fewest bytes and FLOPs
    (adapter.bwd_nbytes, adapter.bwd_flops), the full mode's the forward's and the backward's
-   summed; an adapter without bwd_nbytes gets no training floor (no ``floor_us``).
+   summed, and their copy ceiling (5.) moves those bytes; an adapter without bwd_nbytes gets
+   no training floor (no ``floor_us``, ``copy_us``).
 5. Copy ceiling: an elementwise copy on the SMs (``dst = src * 1`` over fp32; a ``copy_`` is
    a memcpy, slower inside a CUDA graph) moving the same bytes,
    timed like the providers (``copy_us``, the median). The floor assumes the bandwidth of a
@@ -738,6 +739,9 @@ class Bench:
                     r["bytes"], r["floor_us"] = work[0], floor
                     if work[1] is not None:
                         r["flops"] = work[1]
+                    copy_us = self.copy_time(work[0], r["cuda_graph"])  # the mode's bytes, as the forward's
+                    if copy_us is not None:
+                        r["copy_us"] = copy_us
                 r["config"] = self.configs(kernel)
             else:
                 r["correct"] = False

@@ -460,8 +460,8 @@ def test_mode_work():
 ])
 def test_harness_training_floor(tmp_path, monkeypatch, gemm_rate, flops):
     """--modes backward,full with an adapter that has bwd_nbytes (and bwd_flops): each training
-    result records its own floor_us, bytes (and flops), through the forward's floor_us method;
-    the forward keeps its own."""
+    result records its own floor_us, bytes (and flops), through the forward's floor_us method,
+    and the copy of its bytes; the forward keeps its own."""
     import argparse
     import types
 
@@ -485,7 +485,7 @@ def test_harness_training_floor(tmp_path, monkeypatch, gemm_rate, flops):
     monkeypatch.setattr(torch, "compile", lambda f, **kw: f)
     monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: None)
+    monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: nbytes / 1e6)
     monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: 7)
     monkeypatch.setattr(harness.Bench, "gemm_rate", lambda self, dt: gemm_rate)
     args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=1.0,
@@ -505,6 +505,7 @@ def test_harness_training_floor(tmp_path, monkeypatch, gemm_rate, flops):
     for r in (fwd, bwd, full):
         assert r["correct"], r
         assert (r["bytes"], r["floor_us"]) == (want[r["mode"]][0], pytest.approx(want[r["mode"]][1])), r["mode"]
+        assert r["copy_us"] == r["bytes"] / 1e6  # a copy of the mode's bytes
 
 
 def test_harness_training_without_entry_point(tmp_path, monkeypatch):

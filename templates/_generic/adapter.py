@@ -187,10 +187,11 @@ def bwd_nbytes(shapes, dtype, params):
     main = shapes[0]
     ins = ([("pre", GEMM["dtype"], [True] * len(main))] if GEMM else []) + list(case.INPUTS)
     total = 0
-    for (_, dt, kind), carried in zip(case.OUTPUTS, kernel.GRAD_OUTPUTS):
-        if carried:
+    carried = []  # the dtypes of the output gradients read, in GRAD_ALIAS's numbering
+    for (_, dt, kind), g in zip(case.OUTPUTS, kernel.GRAD_OUTPUTS):
+        if g:
             total += math.prod(main if kind == "full" else main[:-1]) * _size(dt)
-    carried = [dt for (_, dt, _), g in zip(case.OUTPUTS, kernel.GRAD_OUTPUTS) if g]
+            carried.append(dt)
     # a folder generated before gradients were aliased has no GRAD_ALIAS: it writes them all
     aliases = getattr(kernel, "GRAD_ALIAS", [None] * len(ins))
     for i, ((_, dt, keep), alias) in enumerate(zip(ins, aliases)):
