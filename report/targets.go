@@ -112,7 +112,7 @@ func Targets(r *bench.Result) []Target {
 					worstBwdFloor = max(worstBwdFloor, ratio)
 				}
 				if !timed || ratio > BwdFloorRatioMax {
-					trainF.Misses = append(trainF.Misses, label+" "+fixed(ratio, 2)+"x (floor "+fmtUs(c.FloorUs)+" µs)")
+					trainF.Misses = append(trainF.Misses, floorMiss(label, ratio, timed, &c))
 				}
 			}
 			if c.Mode != "full" {
@@ -152,11 +152,7 @@ func Targets(r *bench.Result) []Target {
 				worstFloor = max(worstFloor, ratio)
 			}
 			if !timed || ratio > FloorRatioMax {
-				m := label + " " + fixed(ratio, 2) + "x"
-				if timed && pos(c.CopyUs) && c.FusedUs <= CopyRatioNear*c.CopyUs {
-					m += " (at the copy ceiling for this size: copy " + fmtUs(c.CopyUs) + " µs)"
-				}
-				floor.Misses = append(floor.Misses, m)
+				floor.Misses = append(floor.Misses, floorMiss(label, ratio, timed, &c))
 			}
 		}
 		compileEach.Cases++
@@ -283,6 +279,16 @@ func Targets(r *bench.Result) []Target {
 		}
 	}
 	return ts
+}
+
+// floorMiss is a floor target's line for case c at ratio fused / floor: a timed case within
+// CopyRatioNear of its plain copy of the same bytes is noted as at the copy ceiling.
+func floorMiss(label string, ratio float64, timed bool, c *bench.Case) string {
+	m := label + " " + fixed(ratio, 2) + "x"
+	if timed && pos(c.CopyUs) && c.FusedUs <= CopyRatioNear*c.CopyUs {
+		m += " (at the copy ceiling for this size: copy " + fmtUs(c.CopyUs) + " µs)"
+	}
+	return m
 }
 
 // fastestAttentionCall is the GPU time of the fastest of c's SDPA backends and FlexAttention,
