@@ -616,3 +616,64 @@ def test_cuda_graph_unseen_rows_gpu():
         s0, y0 = ref.add_layer_norm(x, r, w, w)
         fat.assert_close(out[0], s0, 0, 0)
         fat.assert_close(out[1], y0, *fat.tol("norm", torch.float16))
+
+
+# Compiles the one-pass backward for sm_90 at the H200 benchmark's configs (the launch
+# _fused_backward makes, captured instead of run, with its own specialization) and prints, per
+# config, the warps and ptxas' registers and spill bytes (run without TRITON_INTERPRET: under
+# it Triton's own tl helpers are interpreted functions, which do not compile)
+_SM90_REGS = r"""
+import os, re, subprocess, sys, tempfile, types
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, make_backend
+from triton.runtime.jit import create_function_from_signature
+sys.path.insert(0, ".")
+import kernel
+target = GPUTarget("cuda", 90, 32)
+backend = make_backend(target)
+ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+for name, rows, n, dtype, hw in (("4096x768", 4096, 768, torch.bfloat16, None), ("4096x2048", 4096, 2048, torch.bfloat16, None),
+                                 ("8192x4096", 8192, 4096, torch.bfloat16, None),
+                                 ("32x96x56x56", 100352, 96, torch.float32, (56, 56))):
+    launches = []
+    kernel._launch = lambda k, grid, args, num_warps=4, num_stages=1, **c: launches.append((k, args, num_warps, num_stages, c))
+    shape = (rows, n) if hw is None else (rows // (hw[0] * hw[1]),) + hw + (n,)
+    s = torch.empty(shape, dtype=dtype)
+    grad = (lambda: torch.empty_like(s)) if hw is None else (lambda: torch.empty((shape[0], n) + hw, dtype=dtype).movedim(1, -1))
+    ctx = types.SimpleNamespace(dtypes=(dtype, dtype), rshape=s.shape, needs_input_grad=(True,) * 5)
+    kernel._fused_backward(ctx, grad(), grad(), s, torch.empty(n, dtype=dtype), torch.empty(n, dtype=dtype),
+                           torch.empty(rows), torch.empty(rows))
+    k, args, warps, stages, consts = launches[0]
+    bound, spec, opts = create_function_from_signature(k.signature, k.params, backend)(
+        *args, **consts, num_warps=warps, num_stages=stages, debug=False)
+    opts, sig, constexprs, attrs = k._pack_args(backend, dict(num_warps=warps, num_stages=stages), bound, spec, opts)
+    ck = triton.compile(ASTSource(fn=k, signature=sig, constexprs=constexprs, attrs=attrs), target=target,
+                        options={"num_warps": warps, "num_stages": stages})
+    with tempfile.TemporaryDirectory() as d:
+        open(os.path.join(d, "k.ptx"), "w").write(ck.asm["ptx"])
+        out = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(d, "k.ptx"), "-o", os.path.join(d, "k.cubin")],
+                             capture_output=True, text=True, check=True).stderr
+    regs = int(re.search(r"Used (\d+) registers", out).group(1))
+    spills = sum(map(int, re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out).groups()))
+    print(name, warps, regs, spills)
+print("compiled")
+"""
+
+
+def test_backward_occupancy_sm90():
+    """Compiled for the H200 (sm_90) on the CPU at the benchmark's backward configs, the one-pass
+    backward spills nothing and an SM holds at least 16 of its warps (65536 registers, allocated
+    8 at a time): each program's loads wait for its previous tile, so warps resident are what
+    hides the memory latency. (Rows of 4096 took 149 registers, one program of 8 warps an SM,
+    before the division calls left the tile loop; LayerNorm2d's NCHW gradients 255.)"""
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _SM90_REGS], cwd=pathlib.Path(__file__).parent, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("compiled"), r.stderr[-2000:]
+    for line in r.stdout.rstrip().splitlines()[:-1]:
+        name, warps, regs, spills = line.split()
+        warps, regs = int(warps), int(regs)
+        programs = 65536 // (-(-regs // 8) * 8 * 32 * warps)
+        assert int(spills) == 0 and programs * warps >= 16, (name, warps, regs, spills, programs)
