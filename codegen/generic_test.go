@@ -166,3 +166,30 @@ func TestGenericInjectionFromTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestGenericBackwardAlias: an input whose gradient is an output's gradient exactly (an
+// add's operand, through derivatives of 1.0 only) is named in GRAD_ALIAS, one reached by
+// another derivative or by two paths is not; no backward kernel uses atomics.
+func TestGenericBackwardAlias(t *testing.T) {
+	specs := genericTestSpecs(t)
+	for _, c := range []struct{ example, want string }{
+		{"gelu_dropout_residual", "[None, 1]"},                           // y2 = dropout(gelu(x0)) + x1: x1's is y2's (the second output)
+		{"broadcast_mixed_sigmoid", "[None, None, None, None, 0, None]"}, // the residual x4
+		{"linear_gelu_scale_residual", "[None, 0]"},                      // x1 the residual; x0, the GEMM's output, through a GELU
+		{"silu_scale", "[None]"},                                         // x0 read twice
+		{"table_fp32", "[None, None, None]"},                             // add(x, y, alpha=0.5): y's derivative 0.5
+	} {
+		files, err := RenderGeneric(specs[c.example])
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := string(files["kernel.py"])
+		want := "GRAD_ALIAS = " + c.want + "  #"
+		if !strings.Contains(src, want) {
+			t.Errorf("%s: kernel.py lacks %q", c.example, want)
+		}
+		if strings.Contains(src, "tl.atomic") {
+			t.Errorf("%s: the backward uses atomics", c.example)
+		}
+	}
+}

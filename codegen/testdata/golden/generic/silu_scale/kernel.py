@@ -414,7 +414,7 @@ def _bwd_kinds(rows, cols, keeps):
         tails.append(tail)
     block = min([t for t, kd in zip(tails, kinds) if kd == 1], default=len(rows))
     kinds = [3 if kd == 2 and t < block else kd for kd, t in zip(kinds, tails)]
-    return kinds, tails, block
+    return kinds, block
 
 
 def fused_backward(inputs, douts, needs=None):
@@ -453,7 +453,7 @@ def fused_backward(inputs, douts, needs=None):
     if not any(full) and all(k is None for k in keeps):
         return tuple(grads)
     rows, cols = _bwd_layout(shape, [v.stride() for v in views + dys], [k for k in keeps if k is not None])
-    kinds, tails, tail = _bwd_kinds(rows, cols, keeps)
+    kinds, tail = _bwd_kinds(rows, cols, keeps)
     size = [_prod(shape[d] for d in gr) for gr in rows]
     n_cols = _prod(shape[d] for d in cols)
     n_rows = numel // n_cols
@@ -463,7 +463,7 @@ def fused_backward(inputs, douts, needs=None):
     # column blocks before rows are split (a split costs its buffer and the host's sum);
     # else enough programs to fill the device several times
     sms = _sms(dev)
-    block_c = min(_pow2(n_cols), 1024)
+    block_c = min(_pow2(n_cols), 1024, BWD_TILE)
     while block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
         block_c //= 2
     col_sums = 1 in kinds
@@ -491,25 +491,26 @@ def fused_backward(inputs, douts, needs=None):
     for d in reversed(range(RANK)):
         dense[d] = acc
         acc *= shape[d]
-    bufs, gst = [], []
-    for t, kind, f in zip(inputs, kinds, full):
-        st = [0] * RANK
+    # the broadcast inputs of one kind and one pattern share a buffer (one per input in it)
+    # and its one sum: ConvNeXt's per-channel scales, say, a launch for them all
+    shares = {}
+    for i, kind in enumerate(kinds):
+        if kind is not None:
+            shares.setdefault((kind, tuple(keeps[i][gr[0]] for gr in rows)), []).append(i)
+    part = {1: [progs, n_cols], 2: [progs * n_cb], 3: [n_cb, n_rows], 4: [n_rows, n_cols]}
+    bufs = list(views[:1]) * len(inputs)  # views[0] where not written
+    stacked = {}
+    for key, members in shares.items():
+        stacked[key] = torch.empty([len(members)] + part[key[0]], dtype=torch.float32, device=dev)
+        for j, i in enumerate(members):
+            bufs[i] = stacked[key][j]
+    gst = [[0] * RANK for _ in inputs]
+    for i, (t, kind, f) in enumerate(zip(inputs, kinds, full)):
         if f:
-            buf = torch.empty(list(t.shape), dtype=t.dtype, device=dev)
-            st = lay(dense)
-        elif kind == 1:
-            buf = torch.empty([progs, n_cols], dtype=torch.float32, device=dev)
-        elif kind == 2:
-            buf = torch.empty([progs * n_cb], dtype=torch.float32, device=dev)
-        elif kind == 3:
-            buf = torch.empty([n_cb, n_rows], dtype=torch.float32, device=dev)
+            bufs[i] = torch.empty(list(t.shape), dtype=t.dtype, device=dev)
+            gst[i] = lay(dense)
         elif kind == 4:
-            buf = torch.empty([n_rows, n_cols], dtype=torch.float32, device=dev)
-            st = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
-        else:
-            buf = views[0]  # not written
-        bufs.append(buf)
-        gst.append(st)
+            gst[i] = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
     dims = [1] * pad + size + [n_cols]
     strides = [lay(v.stride()) for v in views + dys]
     # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
@@ -518,32 +519,31 @@ def fused_backward(inputs, douts, needs=None):
         *views, *dys, *bufs, n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
         *[x for st in gst for x in st], per, BLOCK_R=block_r, BLOCK_C=block_c, IDX64=reach >= 2**31 - 2**22,
         **{f"KIND{i}": (0 if f else -1 if k is None else k) for i, (k, f) in enumerate(zip(kinds, full))})
-    for i, (t, kind, buf) in enumerate(zip(inputs, kinds, bufs)):
-        if full[i]:
-            grads[i] = buf
-        if kind is None:
-            continue
-        keep = keeps[i]
-        kept = [j for j, gr in enumerate(rows) if keep[gr[0]]]
-        red = [j for j, gr in enumerate(rows) if not keep[gr[0]]]
-        groups = [rows[j] for j in kept]
+    for i, f in enumerate(full):
+        if f:
+            grads[i] = bufs[i]
+    for (kind, kept_rows), members in shares.items():
+        both = stacked[(kind, kept_rows)]
+        n = len(members)
+        kept = [j for j, k in enumerate(kept_rows) if k]
+        red = [j for j, k in enumerate(kept_rows) if not k]
         if kind == 1:
-            part = buf.view(_prod(size[j] for j in kept), -1, n_cols)
-            g = part.sum(1) if part.shape[1] > 1 else part[:, 0]
-            groups.append(cols)
+            sums = both.view(n, _prod(size[j] for j in kept), -1, n_cols)
+            sums = sums.sum(2) if sums.shape[2] > 1 else sums[:, :, 0]
         elif kind == 2:
-            part = buf.view(_prod(size[j] for j in kept), -1)
-            g = part.sum(1) if part.shape[1] > 1 else part[:, 0]
+            sums = both.view(n, _prod(size[j] for j in kept), -1)
+            sums = sums.sum(2) if sums.shape[2] > 1 else sums[:, :, 0]
         elif kind == 3:
-            g = buf.view([n_cb] + size).sum([0] + [j + 1 for j in red])
+            sums = both.view([n, n_cb] + size).sum([1] + [j + 2 for j in red])
         else:
-            g = buf.view(size + [n_cols]).sum(red)
-            groups.append(cols)
-        g = g.reshape([_prod(shape[d] for d in gr) for gr in groups])
+            sums = both.view([n] + size + [n_cols]).sum([j + 1 for j in red])
+        groups = [rows[j] for j in kept] + ([cols] if kind in (1, 4) else [])
         order = sorted(range(len(groups)), key=lambda j: groups[j][0])  # back to the main dims' order
-        if order != list(range(len(groups))):
-            g = g.permute(order)
-        grads[i] = g.reshape(t.shape).to(t.dtype)
+        for j, i in enumerate(members):
+            g = sums[j].reshape([_prod(shape[d] for d in gr) for gr in groups])
+            if order != list(range(len(groups))):
+                g = g.permute(order)
+            grads[i] = g.reshape(inputs[i].shape).to(inputs[i].dtype)
     return tuple(grads)
 
 
