@@ -127,6 +127,8 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"0-dim scale gradient from the last tile only", "broadcast_mixed_sigmoid", nil, text("acc_r5 += ", "acc_r5 = ")},
 		{"each row block's last row left out", "broadcast_affine_tanh", nil,
 			text("blk * J + J)", "blk * J + J - 1)")},
+		{"each program's rows one past its end", "broadcast_mixed_sigmoid", nil,
+			text("rmask = rows < row_end", "rmask = rows <= row_end")},
 		// a chain with a GEMM head: a wrong op in the epilogue, the bias left out of it, the
 		// weight multiplied untransposed, the bias's gradient dropped
 		{"epilogue tanh as a sigmoid", "bmm_tanh_clamp", table(program.Tanh, "_sigmoid({0})"), nil},
