@@ -34,6 +34,14 @@ const (
 // gemmPattern reports whether a pattern's fused kernel contains a GEMM.
 func gemmPattern(p string) bool { return patterns.IsGEMM(p) }
 
+// memoryBound reports whether a pattern's fused kernel is judged against its memory floor:
+// neither a GEMM pattern nor attention (its floor is its FLOPs at the GEMM rate; its targets are
+// the library calls, torch.compile and eager). Chains outside the registry (generic) are.
+func memoryBound(p string) bool {
+	q, ok := patterns.Lookup(p)
+	return !ok || (q.Kind != patterns.KindGEMM && q.Kind != patterns.KindAttention)
+}
+
 // rows is M: the product of the main input's dims but the last.
 func rows(c *bench.Case) int64 {
 	if len(c.Shape) == 0 {
@@ -104,7 +112,7 @@ func Targets(r *bench.Result) []Target {
 			// judged on its own against its floor only (the backward's fewest bytes, or
 			// FLOPs, recorded by bench from the adapter's bwd_nbytes)
 			training = true
-			if c.Mode == "backward" && !gemmPattern(c.Pattern) && c.FloorUs >= LargeFloorUs {
+			if c.Mode == "backward" && memoryBound(c.Pattern) && c.FloorUs >= LargeFloorUs {
 				trainF.Cases++
 				ratio := 0.0
 				if timed {
@@ -118,7 +126,7 @@ func Targets(r *bench.Result) []Target {
 			if c.Mode != "full" {
 				continue
 			}
-			if !gemmPattern(c.Pattern) {
+			if memoryBound(c.Pattern) {
 				trainE.Cases++
 				if timed && s.VsEager > 0 {
 					minTrainE = min(minTrainE, s.VsEager)
@@ -144,7 +152,7 @@ func Targets(r *bench.Result) []Target {
 			}
 			continue
 		}
-		if !gemmPattern(c.Pattern) && c.FloorUs >= LargeFloorUs {
+		if memoryBound(c.Pattern) && c.FloorUs >= LargeFloorUs {
 			floor.Cases++
 			ratio := 0.0
 			if timed {

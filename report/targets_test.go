@@ -275,3 +275,17 @@ func TestGoldenTrainTargets(t *testing.T) {
 	}
 	golden(t, "targets_train.md", b.Bytes())
 }
+
+func TestMemoryBound(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		want    bool
+	}{
+		{"bias_gelu", true}, {"add_layernorm", true}, {"generic", true},
+		{"linear_gelu", false}, {"layernorm_linear", false}, {"attention", false},
+	} {
+		if got := memoryBound(tc.pattern); got != tc.want {
+			t.Errorf("memoryBound(%q) = %v, want %v", tc.pattern, got, tc.want)
+		}
+	}
+}

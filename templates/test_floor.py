@@ -163,7 +163,9 @@ def test_bwd_flops():
     B, H, S, D = 2, 16, 2048, 64
     shapes = [[B, H, S, D]] * 3
     fwd = 4 * B * H * S * S * D  # q k^T and P v
+    assert at.flops(shapes, torch.bfloat16, {"mask_kind": "none"}) == fwd
     assert at.bwd_flops(shapes, torch.bfloat16, {"mask_kind": "none"}) == 2.5 * fwd
+    assert at.flops(shapes, torch.bfloat16, {"mask_kind": "causal"}) == fwd * (S + 1) / (2 * S)
     # causal: the pairs at or below the diagonal, S (S + 1) / 2 of S * S
     assert at.bwd_flops(shapes, torch.bfloat16, {"mask_kind": "causal"}) == 2.5 * fwd * (S + 1) / (2 * S)
     # Sq > Sk: the first Sq - Sk rows keep nothing, the others 1..Sk keys

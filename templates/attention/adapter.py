@@ -63,10 +63,11 @@ def _case(q, k, v, kind, bias_kind, mask=None, bias=None):
 
 def _shapes(B, H, Sq, Sk, D, params, mask="pad", bias="head"):
     """A SHAPES list: mask "pad" ([B, 1, 1, Sk], HF's padding mask), "full" ([B, 1, Sq, Sk]) or
-    "2d" ([Sq, Sk]); bias "head" ([1, H, Sq, Sk]) or "full" ([B, H, Sq, Sk])."""
+    "2d" ([Sq, Sk]); bias "head" ([1, H, Sq, Sk]), "full" ([B, H, Sq, Sk]) or "pad" ([B, 1, 1, Sk]:
+    a bias broadcast over the heads and the queries)."""
     kind, bias_kind = _kinds(params)
     m = {"pad": [B, 1, 1, Sk], "full": [B, 1, Sq, Sk], "2d": [Sq, Sk]}[mask]
-    b = {"head": [1, H, Sq, Sk], "full": [B, H, Sq, Sk]}[bias]
+    b = {"head": [1, H, Sq, Sk], "full": [B, H, Sq, Sk], "pad": [B, 1, 1, Sk]}[bias]
     return _case([B, H, Sq, D], [B, H, Sk, D], [B, H, Sk, D], kind, bias_kind, mask=m, bias=b)
 
 
@@ -100,9 +101,13 @@ def has_backward(params):
 def grad_shapes(params):
     """Gradient cases beyond the traced shape and the first adversarial one: ragged Sq = Sk
     past two blocks, head dim 80 (padded loads), a full-size bias (no broadcast dim to sum);
-    with a finite fill also Sq > Sk (rows masked everywhere: uniform, their key blocks visited
-    although causal skips them for other rows)."""
+    a bias broadcast over the heads and queries (summed over the queries in the kernel, over
+    the heads after it: the traced [1, H, Sq, Sk] bias is summed over the batch by the kernel
+    alone); with a finite fill also Sq > Sk (rows masked everywhere: uniform, their key blocks
+    visited although causal skips them for other rows)."""
     out = [_shapes(1, 2, 33, 33, 80, params, mask="full", bias="full")]
+    if _kinds(params)[1] == "additive":
+        out.append(_shapes(2, 2, 20, 37, 32, params, bias="pad"))
     if _finite_fill(params) and params.get("mask_kind") in ("bool", "causal"):
         out.append(_shapes(1, 1, 40, 17, 32, params, mask="full"))
     return out
@@ -317,6 +322,15 @@ def _kept_pairs(sq, sk, causal):
     if not causal:
         return sq * sk
     return sum(min(sk, max(0, i + 1 + sk - sq)) for i in range(sq))
+
+
+def flops(shapes, dtype, params):
+    """The forward's two products over the kept pairs (q k^T and P v): at long sequences its
+    floor is these FLOPs at the GEMM rate, not its bytes."""
+    B, H, Sq, D = shapes[0]
+    Sk, Dv = shapes[1][2], shapes[2][3]
+    pairs = _kept_pairs(Sq, Sk, params.get("mask_kind") == "causal")
+    return 2 * B * H * pairs * (D + Dv)
 
 
 def bwd_flops(shapes, dtype, params):
