@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -457,10 +458,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	fmt.Fprintf(&b, "OUT_DTYPES = [%s]\n", strings.Join(outd, ", "))
 	fmt.Fprintf(&b, "OUT_SHAPES = [%s]  # full: the main shape; row: one value a row (row_keep: last dim 1)\n", strings.Join(kinds, ", "))
 	b.WriteString("BLOCK = 1024\nMAX_BLOCK_N = 4096\n\n")
-	b.WriteString(preamble)
-	if r.p.GEMM != nil {
-		b.WriteString(gemmPreamble)
-	}
+	head := b.Len()
 	var reached []bool
 	if r.red == nil {
 		r.pointwiseKernel(&b)
@@ -480,13 +478,86 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 		r.gemmKernel(&b)
 		b.WriteString(r.gemmWrapper(gerr == nil))
 	}
+	// The preamble goes between the header and the kernels: the cast block and the helpers the
+	// rendered code calls.
+	body := append([]byte(nil), b.Bytes()[head:]...)
+	b.Truncate(head)
+	b.WriteString(preamble(string(body)))
+	if r.p.GEMM != nil {
+		b.WriteString(gemmPreamble)
+	}
+	b.Write(body)
 	return b.Bytes()
 }
 
-// preamble is what every generic kernel carries before its kernels: the templates' shared
-// cast block (templates/_common/shared.py, the one source of _cast, with its markers so the
-// copy is recognisable) and the helpers below.
-var preamble = sharedBlock("cast") + "\n\n\n" + helpers
+// preamble is what a generic kernel carries before its kernels: the templates' shared cast
+// block (templates/_common/shared.py, the one source of _cast, with its markers so the copy is
+// recognisable; every kernel stores through it) and, of the helpers below, those that code
+// calls, directly or through another helper, in the helpers' order.
+func preamble(code string) string {
+	return sharedBlock("cast") + "\n\n\n" + helpersFor(code)
+}
+
+// helper is one @triton.jit function of helpers: its name and its source, with any comment
+// that heads it.
+type helper struct{ name, src string }
+
+// helperBlocks is helpers split into its functions, in order.
+var helperBlocks = splitHelpers(helpers)
+
+// splitHelpers splits src at its blank-line pairs into functions; a block that is only a
+// comment heads the function after it.
+func splitHelpers(src string) []helper {
+	var out []helper
+	lead := ""
+	for _, blk := range strings.Split(strings.TrimRight(src, "\n"), "\n\n\n") {
+		m := helperDef.FindStringSubmatch(blk)
+		if m == nil {
+			lead += blk + "\n\n\n"
+			continue
+		}
+		out = append(out, helper{name: m[1], src: lead + blk + "\n\n\n"})
+		lead = ""
+	}
+	if lead != "" {
+		panic("codegen: the helpers end in a block with no function") // a build defect
+	}
+	return out
+}
+
+// helperDef finds a helper's name in its block; helperCall finds the names code calls.
+var (
+	helperDef  = regexp.MustCompile(`(?m)^def (_\w+)\(`)
+	helperCall = regexp.MustCompile(`\b(_\w+)\(`)
+)
+
+// helpersFor returns the helpers code calls, with those they call in turn, in helpers' order.
+func helpersFor(code string) string {
+	need := map[string]bool{}
+	for _, m := range helperCall.FindAllStringSubmatch(code, -1) {
+		need[m[1]] = true
+	}
+	for grew := true; grew; { // until no needed helper calls one not yet needed
+		grew = false
+		for _, h := range helperBlocks {
+			if !need[h.name] {
+				continue
+			}
+			for _, m := range helperCall.FindAllStringSubmatch(h.src, -1) {
+				if !need[m[1]] {
+					need[m[1]], grew = true, true
+				}
+			}
+		}
+	}
+	var b strings.Builder
+	for _, h := range helperBlocks {
+		if need[h.name] {
+			b.WriteString(h.src)
+		}
+	}
+	return b.String()
+}
 
 // gemmPreamble is what a kernel with a GEMM head carries besides: the templates' shared
 // launch and gemm blocks (the GEMM templates' tiles, tuned once per bucket of M, and their

@@ -67,101 +67,13 @@ def _round(y, dtype: tl.constexpr):
 
 
 @triton.jit
-def _sigmoid(x):
-    return 1.0 / (1.0 + tl.exp(-x))
-
-
-@triton.jit
 def _tanh(x):
     return 2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0
 
 
 @triton.jit
-def _softplus(x, beta, threshold):
-    return tl.where(x * beta > threshold, x, tl.log(1.0 + tl.exp(x * beta)) / beta)
-
-
-@triton.jit
-def _gelu_erf(x):
-    return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
-
-
-@triton.jit
-def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + _tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-
-
-@triton.jit
 def _clamp(x, lo, hi):
     return tl.where(x != x, x, tl.minimum(tl.maximum(x, lo), hi))
-
-
-@triton.jit
-def _clamp_min(x, lo):
-    return tl.where(x != x, x, tl.maximum(x, lo))
-
-
-@triton.jit
-def _clamp_max(x, hi):
-    return tl.where(x != x, x, tl.minimum(x, hi))
-
-
-@triton.jit
-def _pow(x, c: tl.constexpr):
-    """x ** c for a constant c, as ATen's pow by a scalar: exact products for small integer
-    exponents, else exp2/log2 with the sign of an odd integer power and NaN for a negative
-    finite base."""
-    if c == 0.0:
-        y = tl.full(x.shape, 1.0, tl.float32)  # NaN ** 0 and inf ** 0 are 1
-    elif c == 1.0:
-        y = x
-    elif c == 2.0:
-        y = x * x
-    elif c == 3.0:
-        y = x * x * x
-    elif c == 0.5:
-        y = tl.sqrt(x)
-    elif c == -1.0:
-        y = 1.0 / x
-    elif c == -2.0:
-        y = 1.0 / (x * x)
-    else:
-        a = tl.exp2(c * tl.log2(tl.abs(x)))
-        if c == (c // 1.0):
-            if (c % 2.0) == 1.0:
-                a = tl.where(x < 0.0, -a, a)
-            y = a
-        else:
-            y = tl.where((x < 0.0) & (x != float("-inf")), float("nan"), a)  # (-inf) ** c: inf or 0
-    return y
-
-
-# derivatives the op table's Deriv entries call (the fused backward)
-
-
-@triton.jit
-def _dpow(x, c: tl.constexpr):
-    """d/dx x ** c as ATen's pow_backward: 0 everywhere for c == 0, else c * x ** (c - 1)."""
-    if c == 0.0:
-        d = tl.full(x.shape, 0.0, tl.float32)
-    else:
-        d = c * _pow(x, c - 1.0)
-    return d
-
-
-@triton.jit
-def _dgelu_tanh(x):
-    """d/dx of the tanh GELU, as ATen's gelu_backward writes it."""
-    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-    t = _tanh(inner)
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x)
-
-
-@triton.jit
-def _dmish(x):
-    """d/dx of mish, as ATen's mish_backward writes it."""
-    t = _tanh(_softplus(x, 1.0, 20.0))
-    return t + x * _sigmoid(x) * (1.0 - t * t)
 
 
 # --- fa:shared launch ---
