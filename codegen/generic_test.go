@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -190,6 +192,70 @@ func TestGenericBackwardAlias(t *testing.T) {
 		}
 		if strings.Contains(src, "tl.atomic") {
 			t.Errorf("%s: the backward uses atomics", c.example)
+		}
+	}
+}
+
+// TestGenericHelpers: every generic example's kernel.py defines, under @triton.jit, exactly
+// the helpers its code calls (comments aside): none rides along unused, none called is
+// missing. Kernels (_..._kernel) are launched, not called.
+func TestGenericHelpers(t *testing.T) {
+	jitDef := regexp.MustCompile(`@triton\.jit\ndef (\w+)\(`)
+	defLine := regexp.MustCompile(`(?m)^def \w+\(`)
+	comment := regexp.MustCompile(`(?m)(^|\s)#.*$`)
+	call := regexp.MustCompile(`\b(_\w+)\(`)
+	known := []string{"_cast", "_tile"} // the shared blocks' @triton.jit functions
+	for _, h := range helperBlocks {
+		known = append(known, h.name)
+	}
+	specs := genericTestSpecs(t)
+	for _, c := range GenericExamples() {
+		files, err := RenderGeneric(specs[c.Name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := string(files["kernel.py"])
+		defined := map[string]bool{}
+		for _, m := range jitDef.FindAllStringSubmatch(src, -1) {
+			defined[m[1]] = true
+		}
+		called := map[string]bool{}
+		for _, m := range call.FindAllStringSubmatch(defLine.ReplaceAllString(comment.ReplaceAllString(src, ""), ""), -1) {
+			called[m[1]] = true
+		}
+		for name := range defined {
+			if !strings.HasSuffix(name, "_kernel") && !called[name] {
+				t.Errorf("%s: kernel.py defines %s and never calls it", c.Name, name)
+			}
+		}
+		for _, name := range known {
+			if called[name] && !defined[name] {
+				t.Errorf("%s: kernel.py calls %s and does not define it", c.Name, name)
+			}
+		}
+	}
+}
+
+// TestHelpersFor: a call pulls in its helper and the helpers that one calls, in the helpers'
+// order; a name that only begins like a helper's pulls in nothing.
+func TestHelpersFor(t *testing.T) {
+	for _, c := range []struct {
+		code string
+		want []string
+	}{
+		{"", nil},
+		{"n = _pow2(x)", nil},
+		{"y = _sigmoid(x)", []string{"_sigmoid"}},
+		{"y = _gelu_tanh(x)", []string{"_tanh", "_gelu_tanh"}},
+		{"d = _dpow(x, 2.0)", []string{"_pow", "_dpow"}},
+		{"d = _dmish(x) * _round(y, tl.bfloat16)", []string{"_round", "_sigmoid", "_tanh", "_softplus", "_dmish"}},
+	} {
+		var got []string
+		for _, m := range helperDef.FindAllStringSubmatch(helpersFor(c.code), -1) {
+			got = append(got, m[1])
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("helpersFor(%q) = %v, want %v", c.code, got, c.want)
 		}
 	}
 }
