@@ -468,7 +468,7 @@ var mutations = func() []mutation {
 		{"attention", "dq-all-interior", classTailMask, dq, "full = _causal_full(m0, Sq, Sk, BLOCK_N, MASK_KIND == 3)", "full = hi"},
 		// tile-dependent bugs, invisible at the interpreter's one 16 x 16 tile and killed only by
 		// the tile cases (adapter.tile_cases: every tile candidate the GPU could pick, forced, at
-		// S = 200): the dK/dV kernel stepping over query blocks by BLOCK_N, which drops whole
+		// S = 168): the dK/dV kernel stepping over query blocks by BLOCK_N, which drops whole
 		// query blocks' contributions to dK and dV wherever BLOCK_M < BLOCK_N (dK wrong by a
 		// large factor, as the H200 gradient check of a causal bf16 [4, 16, 512, 64] found);
 		// the forward's and dQ kernel's causal key range ended one key block, not one query
