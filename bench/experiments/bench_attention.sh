@@ -12,6 +12,9 @@
 #                    modes), report and PR folder
 #   attention.json   fuseadvise bench -modes all -repeats 1 of the matrix's attention anchors,
 #                    in the order below (the targets' cases first), stopped at the deadline
+#
+# Knobs for measuring in several calls: SKIP_RUN=1 skips the GPT-2 run, FROM=N starts at the
+# N-th anchor of the order (0-based), BUDGET=S the seconds the call may spend (default 570).
 set -uo pipefail
 out=${OUT:?OUT must name the folder that comes back}
 dev=${DEV:-.dev}
