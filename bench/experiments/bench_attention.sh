@@ -14,7 +14,8 @@
 #                    in the order below (the targets' cases first), stopped at the deadline
 #
 # Knobs for measuring in several calls: SKIP_RUN=1 skips the GPT-2 run, FROM=N starts at the
-# N-th anchor of the order (0-based), BUDGET=S the seconds the call may spend (default 570).
+# N-th anchor of the order (0-based), ANCHORS="a b" measures only those anchors (names as in the
+# order), BUDGET=S the seconds the call may spend (default 570).
 set -uo pipefail
 out=${OUT:?OUT must name the folder that comes back}
 dev=${DEV:-.dev}
@@ -34,6 +35,7 @@ order=(causal-bf16-4x16x1024x64-b38a52c5 causal-bf16-8x12x512x64-4c0ec8b8 causal
   causal-bf16-8x12x512x64-7946e953 causal-bf16-4x32x512x96-17081c69 additive-fp32-8x12x512x64-3d09a58e
   bool-fp16-4x12x129x64-893004b5 causal-fp16-4x12x127x64-2371f06f causal-fp16-2x16x256x64-3c152e21
   causal-fp16-1x12x128x64-b317ccba causal-fp16-8x32x1x128-fe6b23de)
+[ -z "${ANCHORS:-}" ] || read -ra order <<<"$ANCHORS"
 folders=()
 for o in "${order[@]:${FROM:-0}}"; do folders+=("$A/attention-$o"); done
 left=$((${BUDGET:-570} - (SECONDS - start)))

@@ -136,8 +136,8 @@ def plan(shape, dim):
     block, _ = KERNEL._plan(n, KERNEL.MAX_BLOCK_N)
     if n > block:
         return None
-    bm = max(1, KERNEL.BWD_TILE // block)
     batched = dim == 1 and shape[0] > 1  # NCHW gradients: batches of H * W rows
+    bm = max(1, KERNEL.BWD_TILE * (2 if batched else 1) // block)
     if batched:
         bm = KERNEL._tile_rows_for(bm, ((m // shape[0], True),))
     rows = max(KERNEL.BWD_MIN_ROWS, -(-m // KERNEL.BWD_GROUPS))

@@ -271,10 +271,13 @@ def _sum_parts(PART, DW, DB, G, N, HAS_DW: tl.constexpr, HAS_DB: tl.constexpr,
 # The backward's row groups (_add_layernorm_bwd): about BWD_GROUPS programs of at least
 # BWD_MIN_ROWS rows each, so that the weight and bias gradients' partial sums are a few hundred
 # fp32 rows whatever M is; each program's tile is BLOCK_M rows of BLOCK_N, about BWD_TILE
-# elements (short rows go several at a time: LayerNorm2d's 96 channels 32 rows at a time).
+# elements, twice that for gradients read in batches (short rows go several at a time:
+# LayerNorm2d's 96 channels 32 rows at a time). Measured on the H200 (probe_add_layernorm_bwd.py,
+# 2026-12-02): tiles of 2048 at 4 warps took BERT's 4096x768 backward from 36.8 to 19.1 us
+# (4096 at 8 warps before), LayerNorm2d's 32x96x56x56 fp32 4096 at 4 warps from 159 to 86 us.
 BWD_GROUPS = 8 if INTERPRET else 512
 BWD_MIN_ROWS = 1 if INTERPRET else 4
-BWD_TILE = 256 if INTERPRET else 4096
+BWD_TILE = 256 if INTERPRET else 2048
 # _sum_parts' tile: BLOCK_G groups of BLOCK_N columns (a few dozen programs at rows of 768)
 SUM_BLOCK_G = 4 if INTERPRET else 128
 SUM_BLOCK_N = 16 if INTERPRET else 32
@@ -669,14 +672,15 @@ def _row_batches(t):
 
 def _bwd_warps(tile, batched=False):
     """The one-pass backward's warps for a tile of this many elements: 16 elements per thread
-    of each row array, up to 16 warps. The backward holds about twice the forward's arrays
-    (dy, the row, its products with the weight, the weight, the partial sums): a row of 8192
-    with the forward's 8 warps would take some 7 x 32 = 224 registers a thread, near the 255
-    a thread can have. Gradients read in batches (an NCHW gradient, read along its rows while
-    s is read along its channels) 8 elements per thread: compiled for sm_90, LayerNorm2d's 96
-    fp32 channels in tiles of 4096 take 198 registers with 8 warps (one program of 8 warps an
-    SM), 102 with 16. (bench/experiments/probe_add_layernorm_bwd.py measures the choice.)"""
-    return min(max(tile // (256 if batched else 512), 1), 16)
+    of each row array (32 for gradients read in batches), at least 4 and up to 16 warps. On
+    the H200 (bench/experiments/probe_add_layernorm_bwd.py, 2026-12-02) 4 warps beat 8 at
+    tiles of 2048 (19.1 vs 56.9 us at 4096x768), and at LayerNorm2d's batched fp32 tiles of
+    4096 (86 vs 135 us, 159 with 16), though there an SM holds fewer warps; 8 beat 4 and 16
+    at a row of 4096 (95.6 vs 100.5 and 134.5 us). The backward holds about twice the
+    forward's arrays (dy, the row, its products with the weight, the weight, the partial
+    sums): a row of 8192 with 8 warps would take some 7 x 32 = 224 registers a thread, near
+    the 255 a thread can have, hence 16 there."""
+    return min(max(tile // (1024 if batched else 512), 4), 16)
 
 
 def _tile_rows_for(bm, batches):
@@ -709,7 +713,8 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     dy_batched, ds_batched = dy[1] < M, ds[1] < M
     s2, ssm, ssn = _row_strides(s)
     block, _ = _plan(n, MAX_BLOCK_N)
-    bm = _tile_rows_for(max(1, BWD_TILE // block), ((dy[1], dy_batched), (ds[1], ds_batched)))
+    tile = BWD_TILE * (2 if dy_batched or ds_batched else 1)
+    bm = _tile_rows_for(max(1, tile // block), ((dy[1], dy_batched), (ds[1], ds_batched)))
     rows = max(BWD_MIN_ROWS, -(-M // BWD_GROUPS))
     rows = -(-rows // bm) * bm  # whole tiles per program
     groups = -(-M // rows)

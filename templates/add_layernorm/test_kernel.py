@@ -189,9 +189,9 @@ def test_backward_launches():
     launches = []
     saved = kernel._launch, kernel.MAX_BLOCK_N, kernel.BWD_TILE, kernel.BWD_GROUPS, kernel.BWD_MIN_ROWS
     kernel._launch = lambda k, grid, args, num_warps, **c: launches.append((k, grid, num_warps, c))
-    kernel.MAX_BLOCK_N, kernel.BWD_TILE, kernel.BWD_GROUPS, kernel.BWD_MIN_ROWS = 8192, 4096, 512, 4  # the GPU's
+    kernel.MAX_BLOCK_N, kernel.BWD_TILE, kernel.BWD_GROUPS, kernel.BWD_MIN_ROWS = 8192, 2048, 512, 4  # the GPU's
     try:
-        for (m, n), grid, bm, hw in (((4096, 768), (512,), 4, None), ((100352, 96), (448,), 32, None),
+        for (m, n), grid, bm, hw in (((4096, 768), (512,), 2, None), ((100352, 96), (483,), 16, None),
                                      ((3000, 8192), (500,), 1, None), ((100352, 96), (448,), 32, (56, 56)),
                                      ((6272, 768), (392,), 4, (28, 28)), ((1568, 768), (392,), 1, (7, 7))):
             shape = (m, n) if hw is None else (m // (hw[0] * hw[1]),) + hw + (n,)
@@ -208,10 +208,11 @@ def test_backward_launches():
             (k, got, warps, c), (k2, grid2, _, c2) = launches
             assert k is kernel._add_layernorm_bwd and got == grid and c["BLOCK_M"] == bm, (m, n, hw)
             assert c["HAS_DS"] and c["HAS_W"] and c["HAS_DR"] and c["HAS_DWB"]
-            # 16 elements per thread of each row array; NCHW gradients (read in batches) 8
-            assert warps == min(max(bm * kernel._plan(n, 8192)[0] // (256 if hw else 512), 1), 16), (m, n, hw)
-            assert warps == {(4096, 768): 8, (100352, 96): 16 if hw else 8, (3000, 8192): 16,
-                             (6272, 768): 16, (1568, 768): 4}[m, n], (m, n, hw)
+            # 16 elements per thread of each row array (NCHW gradients, read in batches, in tiles
+            # twice as large: 32), 4 to 16 warps
+            assert warps == min(max(bm * kernel._plan(n, 8192)[0] // (1024 if hw else 512), 4), 16), (m, n, hw)
+            assert warps == {(4096, 768): 4, (100352, 96): 4, (3000, 8192): 16,
+                             (6272, 768): 4, (1568, 768): 4}[m, n], (m, n, hw)
             assert c["DY_BATCHED"] == c["DS_BATCHED"] == (hw is not None), (m, n, hw)
             assert k2 is kernel._sum_parts and grid2 == (-(-n // kernel.SUM_BLOCK_N), 2) and c2["HAS_DW"] and c2["HAS_DB"]
             assert (dx.dtype, dr.dtype, dw.dtype, db.dtype) == (torch.bfloat16, torch.float32, torch.float32, torch.bfloat16)
@@ -666,7 +667,11 @@ def test_backward_occupancy_sm90():
     backward spills nothing and an SM holds at least 16 of its warps (65536 registers, allocated
     8 at a time): each program's loads wait for its previous tile, so warps resident are what
     hides the memory latency. (Rows of 4096 took 149 registers, one program of 8 warps an SM,
-    before the division calls left the tile loop; LayerNorm2d's NCHW gradients 255.)"""
+    before the division calls left the tile loop.) LayerNorm2d's NCHW gradients, read in
+    batches, are the exception measured: their 4-warp tiles of 4096 take 255 registers and
+    spill 12 bytes, 8 warps an SM, and ran in 86 us on the H200 against 99-159 us for every
+    configuration that spilled nothing (probe_add_layernorm_bwd.py, 2026-12-02): at most 64
+    bytes of spills and 8 warps there."""
     import subprocess
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", _SM90_REGS], cwd=pathlib.Path(__file__).parent, env=env,
@@ -676,4 +681,5 @@ def test_backward_occupancy_sm90():
         name, warps, regs, spills = line.split()
         warps, regs = int(warps), int(regs)
         programs = 65536 // (-(-regs // 8) * 8 * 32 * warps)
-        assert int(spills) == 0 and programs * warps >= 16, (name, warps, regs, spills, programs)
+        spill_max, warps_min = (64, 8) if name == "32x96x56x56" else (0, 16)
+        assert int(spills) <= spill_max and programs * warps >= warps_min, (name, warps, regs, spills, programs)

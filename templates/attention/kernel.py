@@ -824,12 +824,12 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 # From the Triton flash-attention tutorial's H100 configurations (fwd 128 x 64/128, bwd dK/dV
 # 32 x 128 and dQ 128 x 32 at 4 warps); pruned by shared memory for the head dim and dtype.
 FWD_TILES = [(128, 64, 3, 4), (128, 128, 3, 8), (64, 64, 3, 4), (128, 32, 4, 4), (64, 32, 4, 4), (64, 128, 3, 4)]
-DKDV_TILES = [(64, 64, 3, 4), (32, 64, 3, 4), (64, 128, 2, 8)]
-# dK/dV tiles that gave wrong dK on the H200 (Triton 3.6; causal bf16 [4, 16, 512, 64]: max
-# error 0.224 and 0.0875 against bounds of 0.078) while every one is right in the interpreter;
-# both have four query blocks on each key block's diagonal and 3-4 stages. Never picked;
-# test_miscompiled_dkdv_tiles_gpu says when a Triton gets them right.
-DKDV_TILES_MISCOMPILED = [(32, 128, 3, 4), (16, 64, 4, 4)]
+DKDV_TILES = [(64, 64, 3, 4), (32, 64, 3, 4), (64, 128, 2, 8), (32, 128, 3, 4), (16, 64, 4, 4)]
+# The last two gave a wrong dK on the H200 (Triton 3.6) while dK^T and dV^T were accumulated from
+# transposed MMA results (tl.trans of P and dS: the Hopper miscompile of FlashLinearAttention
+# issue 640); right since the kernel accumulates dK^T = Q^T dS and dV^T = dO^T P from loaded
+# tiles (test_every_tile_candidate_gpu, H200, 2026-12-02; test_no_dot_takes_a_transposed_dot_result_sm90
+# keeps the pattern out).
 DQ_TILES = [(128, 32, 3, 4), (64, 64, 3, 4), (64, 32, 3, 4), (128, 64, 2, 8), (64, 16, 4, 4)]
 # decode-size query buckets (Sq <= 16): 16-row query tiles, wide key tiles (a program per head
 # and query block; Sk is not split across programs, as flash-decoding would)

@@ -681,21 +681,6 @@ def test_every_tile_candidate_gpu(kind):
     assert not failed, "\n".join(failed)
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
-@pytest.mark.xfail(strict=True, reason="dK wrong on the H200 with Triton 3.6 (kernel.DKDV_TILES_MISCOMPILED)")
-@pytest.mark.parametrize("tile", kernel.DKDV_TILES_MISCOMPILED)
-def test_miscompiled_dkdv_tiles_gpu(tile):
-    """The dK/dV tiles left out of the candidates for a wrong dK on the H200, forced on that case:
-    this fails (xfail) while they are wrong, and passes (a strict xfail's failure) once a Triton
-    compiles them right, the sign to take them back."""
-    params = _params("causal-min")
-    shapes = adapter._shapes(4, 16, 512, 512, 64, params)
-    with kernel.forced_tiles({"dkdv": tile}):
-        fat.run_grad_case(kernel, ref, adapter, shapes, "bf16", params, "cuda", 0)
-
-
-
 # Compiles the three kernels for sm_90 and prints each tt.trans whose operand is in an MMA layout
 # (run in a process without TRITON_INTERPRET: under it Triton's own tl helpers are interpreted
 # functions, which do not compile)
