@@ -41,7 +41,11 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
    eager model calls it, without a CUDA graph, by ``fa_testing.wall_time_us``: the wall time
    per call of a loop of back-to-back calls (about ``--wall-ms`` long) with one synchronize
    at the end, and the time one call takes to return (bursts of calls started on an idle
-   GPU). Medians over the repeats, the wall time's spread as its min..max.
+   GPU). Medians over the repeats, the wall time's spread as its min..max. In the training
+   modes a call is ``--step-copies`` chains (``wall_copies``, default 8) on their own leaves
+   with one torch.autograd.grad over all of them, its figures over that count (StepCall): a
+   grad call's own engine cost (66-95 us on the H200 machine) is paid once per step in a
+   model, not once per chain.
 4. Floor: the fewest bytes the chain must move (adapter.nbytes) over the measured copy
    bandwidth, or its FLOPs (adapter.flops) over the measured GEMM rate, whichever is larger.
    The training modes get their own (mode_work): the backward's fewest bytes and FLOPs
@@ -212,6 +216,7 @@ class TrainingCall:
 
     def __init__(self, torch, fwd, inputs, names, mode):
         self.torch, self.fwd, self.mode = torch, fwd, mode
+        self.inputs, self.names = inputs, names
         self.leaves = dict(inputs)
         for n in names:
             self.leaves[n] = inputs[n].detach().clone().requires_grad_(True)
@@ -237,6 +242,41 @@ class TrainingCall:
         if self.mode == "backward":
             return grad(self.outs, self.wrt, self.dys, retain_graph=True, allow_unused=True)
         return grad(self.outputs(), self.wrt, self.dys, allow_unused=True)
+
+
+class StepCall:
+    """A zero-argument call of k copies of one chain in one training mode, their backward in
+    one torch.autograd.grad: the per-call host and wall figures of a training mode, over k.
+
+    Each torch.autograd.grad call pays the autograd engine's own cost (a graph task, the hand-
+    over to the CUDA device's engine thread and back: 66-95 us on the H200 machine, measured by
+    bench/experiments/probe_train_host.py as the backward of x * 2) once, whatever the graph. A
+    model step pays it once for all its chains, so a chain timed alone in its own grad call
+    reads that much dearer than in a step, for every provider alike. Here k chains on their own
+    leaves (fresh copies of the inputs, the same upstream gradients) share one grad call:
+    "backward" runs the k retained backwards, "full" k forwards and then their backward, as a
+    step runs its chains' forwards and then one backward."""
+
+    def __init__(self, torch, fwd, inputs, names, mode, k):
+        self.torch, self.mode, self.k = torch, mode, k
+        self.calls = [TrainingCall(torch, fwd, inputs, names, mode) for _ in range(k)]
+        self.wrt = [w for c in self.calls for w in c.wrt]
+        self.dys = [d for c in self.calls for d in c.dys]
+
+    def __call__(self):
+        grad = self.torch.autograd.grad
+        if self.mode == "backward":
+            outs = [o for c in self.calls for o in c.outs]
+            return grad(outs, self.wrt, self.dys, retain_graph=True, allow_unused=True)
+        outs = [o for c in self.calls for o in c.outputs()]
+        return grad(outs, self.wrt, self.dys, allow_unused=True)
+
+
+def step_wall_time_us(timing, call, k, wall_ms):
+    """timing.wall_time_us of call (a StepCall of k chains), its wall and host time over k: a
+    chain's per-call cost in a training step."""
+    w = timing.wall_time_us(call, wall_ms)
+    return dict(w, wall_us=w["wall_us"] / k, host_us=w["host_us"] / k)
 
 
 def mode_work(adapter, shapes, dt, params, mode):
@@ -606,7 +646,7 @@ class Bench:
                     timing[name] = "call"
                     runs[name].append(self.time(providers[name], False))
                 try:  # per call, as an eager model calls it: the plain call, no graph
-                    walls[name].append(self.timing.wall_time_us(providers[name], self.args.wall_ms))
+                    walls[name].append(self.wall_time_us(providers[name]))
                 except Exception as e:
                     log(f"{folder.name}: per-call timing of {name} failed: {e}")
         for name in providers:
@@ -627,6 +667,18 @@ class Bench:
         calls = {name: w[-1]["calls"] for name, w in walls.items() if w and not name.startswith(LIB)}
         if calls:
             res["wall_calls"] = calls
+        if res.get("mode", "forward") != "forward" and self.args.step_copies > 1:
+            res["wall_copies"] = self.args.step_copies
+
+    def wall_time_us(self, fn):
+        """Per-call wall and host time of provider fn (timing.wall_time_us): a training mode's
+        (a TrainingCall) as a chain's share of a step, --step-copies chains in one grad call
+        (StepCall), so that the autograd engine's cost per grad call counts once a step."""
+        k = self.args.step_copies
+        if isinstance(fn, TrainingCall) and k > 1:
+            step = StepCall(self.torch, fn.fwd, fn.inputs, fn.names, fn.mode, k)
+            return step_wall_time_us(self.timing, step, k, self.args.wall_ms)
+        return self.timing.wall_time_us(fn, self.args.wall_ms)
 
     def peak_bytes(self, fn):
         """Bytes allocated at the peak of one call of fn beyond what was allocated before it
@@ -774,6 +826,9 @@ def main():
     ap.add_argument("--graph-below-us", type=float, default=30.0)
     ap.add_argument("--wall-ms", type=float, default=20.0,
                     help="length of each per-call loop (wall time of back-to-back plain calls)")
+    ap.add_argument("--step-copies", type=int, default=8,
+                    help="training modes' per-call figures: this many chains in one grad call, over it "
+                         "(the autograd engine's cost per grad call counted once a step); 1: each chain alone")
     ap.add_argument("--modes", default="forward",
                     help="comma-separated: forward (always), backward, full (chains with a backward)")
     args = ap.parse_args()

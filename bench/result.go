@@ -113,6 +113,11 @@ type Case struct {
 	// WallCalls is the number of calls in each provider's per-call loop (the last repeat's),
 	// by provider: "fused", "eager", "compile", "compile_max", "gemm_only".
 	WallCalls map[string]int `json:"wall_calls,omitempty"`
+	// WallCopies is set on the training modes' cases: their per-call figures are those of
+	// WallCopies chains (own leaves) in one torch.autograd.grad call, over WallCopies, so that
+	// the autograd engine's cost per grad call (about 70-95 µs on the H200 machine, paid once
+	// per step by a model) is shared as in a step. 0: each call alone (the forward mode).
+	WallCopies int `json:"wall_copies,omitempty"`
 
 	// Library holds the library calls that compute the case's forward (the adapter's
 	// library_ops: "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "flex", "rms_norm",

@@ -93,7 +93,7 @@ def fake_bench(monkeypatch, gpu, wall, modes=("forward",), graph_replay=lambda f
     monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: {"fused": 100, "sdpa_efficient": 150}.get(fn(), 200))
     monkeypatch.setattr(sys, "path", list(sys.path))
     args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=1.0,
-                              wall_ms=20.0, modes=list(modes))
+                              wall_ms=20.0, modes=list(modes), step_copies=8)
     b = harness.Bench(args, timing)
     b.copy_bw = 1e12
     return b
@@ -211,13 +211,17 @@ def test_library_ops_train_through_autograd(tmp_path, monkeypatch, p):
         mod.make_inputs = lambda shapes, dt, params, device, seed: real_make(shapes, dt, params, "cpu", seed)
 
     args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=0.0,
-                              wall_ms=20.0, modes=["forward", "backward", "full"])
+                              wall_ms=20.0, modes=["forward", "backward", "full"], step_copies=2)
     b = harness.Bench(args, timing)
     b.copy_bw = 1e12
     mods, _ = b.load_folder(folder)
     cpu_inputs(mods["adapter"])
     results = b.run_folder(folder)
     assert [r["mode"] for r in results] == ["forward", "backward", "full"]
+    # training modes' per-call figures: 2 chains in one grad call, over 2; the forward's alone
+    assert "wall_copies" not in results[0] and results[0]["fused_wall_us"] == 1.0
+    for r in results[1:]:
+        assert r["wall_copies"] == 2 and (r["fused_wall_us"], r["fused_host_us"]) == (0.5, 0.25), r
     fwd = results[0]["library"]
     if p > 0:  # outputs are not compared under dropout: "wrong" is timed, as the others
         assert fwd["wrong"]["us"] == 5.0
@@ -335,6 +339,39 @@ def test_backward_forward_on_capture_stream(monkeypatch):
     full = harness.training_call(torch, fwd, inputs, ["x", "w"], "full")
     full()
     assert where == [False, False]  # the upstream gradients' shapes, then the call's own forward
+
+
+@pytest.mark.parametrize("mode", ["backward", "full"])
+def test_step_call(mode, monkeypatch):
+    """StepCall: k chains on their own leaves, one torch.autograd.grad over all of them per
+    call (the engine's cost once, as in a model step); "backward" k retained backwards from
+    forwards run once, "full" k forwards in each call; every chain's gradients are x * w's."""
+    forwards, grads = [], []
+    real_grad = torch.autograd.grad
+
+    def counted(*a, **kw):
+        grads.append(len(a[0]))
+        return real_grad(*a, **kw)
+
+    def fwd(inp):
+        forwards.append(1)
+        return inp["x"] * inp["w"]
+
+    inputs = {"x": torch.randn(4, 8), "w": torch.randn(8)}
+    call = harness.StepCall(torch, fwd, inputs, ["x", "w"], mode, 3)
+    built = len(forwards)
+    monkeypatch.setattr(torch.autograd, "grad", counted)
+    for _ in range(2):
+        got = call()
+        assert len(got) == 6
+        for i, c in enumerate(call.calls):
+            torch.testing.assert_close(got[2 * i], c.dys[0] * inputs["w"])
+            torch.testing.assert_close(got[2 * i + 1], (c.dys[0] * inputs["x"]).sum(0))
+    assert grads == [3, 3]  # one grad call of 3 outputs per call
+    assert len(forwards) - built == (0 if mode == "backward" else 6)
+    w = harness.step_wall_time_us(types.SimpleNamespace(wall_time_us=lambda fn, ms: {"wall_us": 30.0, "host_us": 12.0, "calls": 5}),
+                                  call, 3, 20.0)
+    assert w == {"wall_us": 10.0, "host_us": 4.0, "calls": 5}
 
 
 def test_on_capture_stream_cpu():
