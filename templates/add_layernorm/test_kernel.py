@@ -619,47 +619,36 @@ def test_cuda_graph_unseen_rows_gpu():
         fat.assert_close(out[1], y0, *fat.tol("norm", torch.float16))
 
 
-# Compiles the one-pass backward for sm_90 at the H200 benchmark's configs (the launch
-# _fused_backward makes, captured instead of run, with its own specialization) and prints, per
-# config, the warps and ptxas' registers and spill bytes (run without TRITON_INTERPRET: under
-# it Triton's own tl helpers are interpreted functions, which do not compile)
-_SM90_REGS = r"""
-import os, re, subprocess, sys, tempfile, types
-import torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource, make_backend
-from triton.runtime.jit import create_function_from_signature
-sys.path.insert(0, ".")
-import kernel
-target = GPUTarget("cuda", 90, 32)
-backend = make_backend(target)
-ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
-for name, rows, n, dtype, hw in (("4096x768", 4096, 768, torch.bfloat16, None), ("4096x2048", 4096, 2048, torch.bfloat16, None),
-                                 ("8192x4096", 8192, 4096, torch.bfloat16, None),
-                                 ("32x96x56x56", 100352, 96, torch.float32, (56, 56))):
-    launches = []
-    kernel._launch = lambda k, grid, args, num_warps=4, num_stages=1, **c: launches.append((k, args, num_warps, num_stages, c))
-    shape = (rows, n) if hw is None else (rows // (hw[0] * hw[1]),) + hw + (n,)
-    s = torch.empty(shape, dtype=dtype)
-    grad = (lambda: torch.empty_like(s)) if hw is None else (lambda: torch.empty((shape[0], n) + hw, dtype=dtype).movedim(1, -1))
-    ctx = types.SimpleNamespace(dtypes=(dtype, dtype), rshape=s.shape, needs_input_grad=(True,) * 5)
-    kernel._fused_backward(ctx, grad(), grad(), s, torch.empty(n, dtype=dtype), torch.empty(n, dtype=dtype),
-                           torch.empty(rows), torch.empty(rows))
-    k, args, warps, stages, consts = launches[0]
-    bound, spec, opts = create_function_from_signature(k.signature, k.params, backend)(
-        *args, **consts, num_warps=warps, num_stages=stages, debug=False)
-    opts, sig, constexprs, attrs = k._pack_args(backend, dict(num_warps=warps, num_stages=stages), bound, spec, opts)
-    ck = triton.compile(ASTSource(fn=k, signature=sig, constexprs=constexprs, attrs=attrs), target=target,
-                        options={"num_warps": warps, "num_stages": stages})
-    with tempfile.TemporaryDirectory() as d:
-        open(os.path.join(d, "k.ptx"), "w").write(ck.asm["ptx"])
-        out = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(d, "k.ptx"), "-o", os.path.join(d, "k.cubin")],
-                             capture_output=True, text=True, check=True).stderr
-    regs = int(re.search(r"Used (\d+) registers", out).group(1))
-    spills = sum(map(int, re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out).groups()))
-    print(name, warps, regs, spills)
-print("compiled")
-"""
+# The H200 benchmark's backward configs: (name, rows, N, dtype, NCHW spatial size or None)
+_SM90_CONFIGS = (("4096x768", 4096, 768, torch.bfloat16, None), ("4096x2048", 4096, 2048, torch.bfloat16, None),
+                 ("8192x4096", 8192, 4096, torch.bfloat16, None), ("32x96x56x56", 100352, 96, torch.float32, (56, 56)))
+
+
+def _sm90_backward_usage():
+    """Per config of _SM90_CONFIGS, [name, warps, registers, spill bytes] of the one-pass backward:
+    the launch _fused_backward makes (sm90.capture), compiled for sm_90 with its own specialization.
+    Run by sm90.run_isolated (without TRITON_INTERPRET: under it Triton's own tl helpers are
+    interpreted functions, which do not compile)."""
+    import types
+
+    import sm90
+
+    out = []
+    for name, rows, n, dtype, hw in _SM90_CONFIGS:
+        shape = (rows, n) if hw is None else (rows // (hw[0] * hw[1]),) + hw + (n,)
+        s = torch.empty(shape, dtype=dtype)
+
+        def grad():  # an NCHW gradient as the bench's LayerNorm2d gets it: contiguous NCHW, viewed NHWC
+            return torch.empty_like(s) if hw is None else torch.empty((shape[0], n) + hw, dtype=dtype).movedim(1, -1)
+
+        ctx = types.SimpleNamespace(dtypes=(dtype, dtype), rshape=s.shape, needs_input_grad=(True,) * 5)
+        launches = sm90.capture(kernel, lambda: kernel._fused_backward(
+            ctx, grad(), grad(), s, torch.empty(n, dtype=dtype), torch.empty(n, dtype=dtype),
+            torch.empty(rows), torch.empty(rows)))
+        launch = next(x for x in launches if x.name == "_add_layernorm_bwd")
+        regs, spills = sm90.ptxas_usage(sm90.compile_sm90(launch).asm["ptx"])
+        out.append([name, launch.num_warps, regs, spills])
+    return out
 
 
 def test_backward_occupancy_sm90():
@@ -672,14 +661,9 @@ def test_backward_occupancy_sm90():
     spill 12 bytes, 8 warps an SM, and ran in 86 us on the H200 against 99-159 us for every
     configuration that spilled nothing (probe_add_layernorm_bwd.py, 2026-12-02): at most 64
     bytes of spills and 8 warps there."""
-    import subprocess
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", _SM90_REGS], cwd=pathlib.Path(__file__).parent, env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and r.stdout.rstrip().endswith("compiled"), r.stderr[-2000:]
-    for line in r.stdout.rstrip().splitlines()[:-1]:
-        name, warps, regs, spills = line.split()
-        warps, regs = int(warps), int(regs)
+    import sm90
+
+    for name, warps, regs, spills in sm90.run_isolated(_sm90_backward_usage, pathlib.Path(__file__).parent):
         programs = 65536 // (-(-regs // 8) * 8 * 32 * warps)
         spill_max, warps_min = (64, 8) if name == "32x96x56x56" else (0, 16)
-        assert int(spills) <= spill_max and programs * warps >= warps_min, (name, warps, regs, spills, programs)
+        assert spills <= spill_max and programs * warps >= warps_min, (name, warps, regs, spills, programs)

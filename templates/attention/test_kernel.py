@@ -681,44 +681,39 @@ def test_every_tile_candidate_gpu(kind):
     assert not failed, "\n".join(failed)
 
 
-# Compiles the three kernels for sm_90 and prints each tt.trans whose operand is in an MMA layout
-# (run in a process without TRITON_INTERPRET: under it Triton's own tl helpers are interpreted
-# functions, which do not compile)
-_SM90_TRANS = r"""
-import sys
-import triton
-import triton.language as tl
-from triton.backends.compiler import GPUTarget
-sys.path.insert(0, ".")
-import kernel
-for name in ("_attn_fwd", "_attn_bwd_dkdv", "_attn_bwd_dq"):
-    fn = getattr(kernel, name)
-    for bm, bn, stages, warps in ((32, 128, 3, 4), (64, 64, 3, 4), (16, 64, 4, 4)):
-        consts = dict(DT=tl.bfloat16, SDT=tl.bfloat16, BDT=tl.bfloat16, MASK_KIND=3, BIAS_KIND=0,
-                      FINITE_FILL=True, ROUND=2, DROPOUT=False, SEED_PTR=False, HEAD_D=64, BLOCK_D=64,
-                      BLOCK_M=bm, BLOCK_N=bn)
-        consts.update({"_attn_fwd": dict(STORE_STATS=True, FOLD=False),
-                       "_attn_bwd_dkdv": dict(STORE_DS=0)}.get(name, {}))
-        sig = {}
-        for a in fn.arg_names:
-            if a in consts:
-                sig[a] = "constexpr"
-            elif a in ("STATS", "DELTA", "DS"):
-                sig[a] = "*fp32"
-            elif a.isupper() and a != "H":  # tensors; H the head count
-                sig[a] = "*bf16"
-            elif a in ("scale", "fill", "pscale"):
-                sig[a] = "fp32"
-            else:
-                sig[a] = "i64" if a.startswith("s") else "i32"
-        src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts)
-        ttgir = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                               options={"num_warps": warps, "num_stages": stages}).asm["ttgir"]
-        for line in ttgir.splitlines():
-            if "tt.trans" in line and "#mma" in line.split("->")[0]:
-                print(name, (bm, bn, stages, warps), line.strip()[:160])
-print("compiled")
-"""
+# The tiles the sm_90 check forces on each kernel: (BLOCK_M, BLOCK_N, num_stages, num_warps)
+_SM90_TILES = ((32, 128, 3, 4), (64, 64, 3, 4), (16, 64, 4, 4))
+_SM90_KERNELS = ("_attn_fwd", "_attn_bwd_dkdv", "_attn_bwd_dq")
+
+
+def _sm90_mma_transposes():
+    """The launches of a training call (forward and backward, causal bf16 [4, 16, 512, 64], fill
+    finfo.min, scale 1/8: the H200 case of the wrong dK) at each tile of _SM90_TILES
+    (sm90.capture), their three kernels compiled for sm_90 with their own specialization:
+    {"compiled": [kernel, tile] of each, "trans": each tt.trans of their TTGIR whose operand is
+    in an MMA layout}. Run by sm90.run_isolated (without TRITON_INTERPRET: under it Triton's own
+    tl helpers are interpreted functions, which do not compile)."""
+    import sm90
+
+    q, k, v = (torch.empty((4, 16, 512, 64), dtype=torch.bfloat16) for _ in range(3))
+
+    def train():  # AttentionFunction's forward and backward (autograd's own first call imports sympy: 0.6 s)
+        plan = kernel._plan(q, k, v, None, None, 0.125, "causal", "min", "none", 0.0)
+        o, lse = kernel._forward(q, k, v, None, None, plan, 0)
+        kernel._backward(torch.empty_like(o), q, k, v, o, lse, None, None, plan, 0, False)
+
+    compiled, trans = [], []
+    for tile in _SM90_TILES:
+        with kernel.forced_tiles({"fwd": tile, "dkdv": tile, "dq": tile}):
+            launches = sm90.capture(kernel, train)
+        for launch in launches:
+            if launch.name not in _SM90_KERNELS:
+                continue
+            compiled.append([launch.name, list(tile)])
+            for line in sm90.compile_sm90(launch).asm["ttgir"].splitlines():
+                if "tt.trans" in line and "#mma" in line.split("->")[0]:
+                    trans.append(f"{launch.name} {tile}: {line.strip()[:160]}")
+    return {"compiled": compiled, "trans": trans}
 
 
 def test_no_dot_takes_a_transposed_dot_result_sm90():
@@ -726,10 +721,8 @@ def test_no_dot_takes_a_transposed_dot_result_sm90():
     an MMA layout): Triton 3.4+ on Hopper miscompiles a dot whose operand is such a transpose
     (wrong dK on the H200 from tl.dot(tl.trans(ds), q); FlashLinearAttention's issue 640). The
     backward accumulates dK^T and dV^T instead, transposing only loaded tiles."""
-    import subprocess
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", _SM90_TRANS], cwd=HERE, env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0 and r.stdout.rstrip().endswith("compiled"), r.stderr[-2000:]
-    bad = r.stdout.rstrip().splitlines()[:-1]
-    assert not bad, "\n".join(bad)
+    import sm90
+
+    r = sm90.run_isolated(_sm90_mma_transposes, HERE)
+    assert r["compiled"] == [[name, list(tile)] for tile in _SM90_TILES for name in _SM90_KERNELS]
+    assert not r["trans"], "\n".join(r["trans"])
