@@ -1,9 +1,10 @@
 """Instruction counts of the attention kernels' loops for sm_90, without a GPU.
 
 Compiles templates/attention/kernel.py's forward and backward kernels for an H100/H200 target
-(Triton's compiler, ptxas and cuobjdump from the installed triton; no CUDA device: a stand-in
-driver reports the target) through the template's own host code (its launches captured, not
-run), disassembles them and counts the SASS of each loop body (a backward branch's range).
+(Triton's compiler, ptxas and cuobjdump from the installed triton; no CUDA device) through the
+template's own host code (its launches captured, not run, and compiled with Triton's own
+specialization: templates/_common/sm90.py), disassembles them and counts the SASS of each loop
+body (a backward branch's range).
 Prints one JSON object per kernel variant: the loops' instruction counts, the opcodes that
 matter here (Philox's IMAD.HI / IMAD / LOP3, conversions F2F / F2FP, MUFU.EX2, HGMMA, shared
 memory and barriers inside the loop: a layout conversion; STL: register spills).
@@ -29,30 +30,15 @@ import tempfile
 os.environ.pop("TRITON_INTERPRET", None)
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 from triton import knobs  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.runtime import driver  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "templates" / "_common"))
 
-
-class _Target:
-    """A stand-in for Triton's CUDA driver: the sm_90 target, device 0, stream 0."""
-
-    def get_current_target(self):
-        return GPUTarget("cuda", 90, 32)
-
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
+import sm90  # noqa: E402
 
 
 def load_kernel():
-    driver.set_active(_Target())
-    sys.path.insert(0, str(ROOT / "templates" / "_common"))
     spec = importlib.util.spec_from_file_location("attn_kernel", ROOT / "templates" / "attention" / "kernel.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -109,27 +95,6 @@ def summarize(ck):
             "loops": body}
 
 
-def capture(kmod, run):
-    """The launches run() makes through kmod._launch: [(kernel, grid, args, options)]."""
-    got = []
-
-    def fake(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
-        got.append((kernel, tuple(grid) + (1,) * (3 - len(grid)), args,
-                    dict(num_warps=num_warps, num_stages=num_stages, **constexprs)))
-
-    real = kmod._launch
-    kmod._launch = fake
-    try:
-        run()
-    finally:
-        kmod._launch = real
-    return got
-
-
-def compiled(kernel, grid, args, opts):
-    return kernel.warmup(*args, grid=grid, **opts)
-
-
 def variants():
     """(name, attention kwargs, dtype, EAGER_ROUNDING, scale) of the cases counted: scale 1/8
     (D = 64; on bf16 its rounding is exact and skipped) and 0.09 (every rounding)."""
@@ -164,14 +129,15 @@ def main():
                           kw.get("p", 0.0))
         seed = torch.zeros(1, dtype=torch.int64) if kw.get("p", 0) else 0
         lse = torch.empty(B * H, 2, S)
-        launches = capture(kmod, lambda: kmod._forward(q, k, v, None, None, plan, seed))
-        launches += capture(kmod, lambda: kmod._backward(do, q, k, v, o, lse, None, None, plan, seed, False))
-        for kernel, grid, args, opts in launches:
-            if kernel.__name__ == "_attn_bwd_delta":
+        launches = sm90.capture(kmod, lambda: kmod._forward(q, k, v, None, None, plan, seed))
+        launches += sm90.capture(kmod, lambda: kmod._backward(do, q, k, v, o, lse, None, None, plan, seed, False))
+        for launch in launches:
+            if launch.name == "_attn_bwd_delta":
                 continue
-            r = {"case": name, "kernel": kernel.__name__, "dtype": dt, "eager_rounding": rnd, "round": plan.consts["ROUND"],
-                 "tile": [opts[x] for x in ("BLOCK_M", "BLOCK_N", "num_stages", "num_warps")],
-                 **summarize(compiled(kernel, grid, args, opts))}
+            c = launch.constexprs
+            r = {"case": name, "kernel": launch.name, "dtype": dt, "eager_rounding": rnd, "round": plan.consts["ROUND"],
+                 "tile": [c["BLOCK_M"], c["BLOCK_N"], launch.num_stages, launch.num_warps],
+                 **summarize(sm90.compile_sm90(launch))}
             results.append(r)
             print(json.dumps(r), flush=True)
     if a.json:
