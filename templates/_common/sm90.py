@@ -127,12 +127,13 @@ def run_isolated(code_or_function, cwd, timeout=600):
         _check(r)
         return r.stdout
     fn = code_or_function
-    if fn.__qualname__ != fn.__name__:
-        raise ValueError(f"run_isolated: {fn.__qualname__} is not a module-level function")
+    path = inspect.getsourcefile(fn)
+    if fn.__qualname__ != fn.__name__ or not fn.__name__.isidentifier() or path is None:
+        raise ValueError(f"run_isolated: {fn.__qualname__} is not a module-level function of a file")
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "result.json")
-        r = subprocess.run([sys.executable, "-c", _CALL, inspect.getsourcefile(fn), fn.__name__, out], cwd=cwd,
-                           env=env, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run([sys.executable, "-c", _CALL, path, fn.__name__, out], cwd=cwd, env=env,
+                           capture_output=True, text=True, timeout=timeout)
         _check(r)
         with open(out) as f:
             return json.load(f)
