@@ -433,7 +433,10 @@ output's gradient exactly gets that tensor.
 	} else {
 		b.WriteString("Forward only: " + gerr.Error() + ".\n")
 	}
-	b.WriteString(`Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
+	b.WriteString(`Host: a call's plan (the main shape, strides, grid, index width) is computed once per key (the
+tensors' dtypes, shapes and strides; _PLANS), and the kernels launch through the shared
+_launch (the compiled kernel cached per specialization, launched directly).
+Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
 """
 
 import os
@@ -492,10 +495,12 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 // preamble is what a generic kernel carries before its kernels: the templates' shared cast
 // block (templates/_common/shared.py, the one source of _cast, with its markers so the copy is
-// recognisable; every kernel stores through it) and, of the helpers below, those that code
-// calls, directly or through another helper, in the helpers' order.
+// recognisable; every kernel stores through it), of the helpers below, those that code
+// calls, directly or through another helper, in the helpers' order, and the shared launch
+// block (every kernel is launched through _launch: its compiled form cached per
+// specialization and launched directly).
 func preamble(code string) string {
-	return sharedBlock("cast") + "\n\n\n" + helpersFor(code)
+	return sharedBlock("cast") + "\n\n\n" + helpersFor(code) + sharedBlock("launch") + "\n\n\n"
 }
 
 // helper is one @triton.jit function of helpers: its name and its source, with any comment
@@ -559,10 +564,9 @@ func helpersFor(code string) string {
 	return b.String()
 }
 
-// gemmPreamble is what a kernel with a GEMM head carries besides: the templates' shared
-// launch and gemm blocks (the GEMM templates' tiles, tuned once per bucket of M, and their
-// direct launches).
-var gemmPreamble = sharedBlock("launch") + "\n\n\n" + sharedBlock("gemm") + "\n\n\n"
+// gemmPreamble is what a kernel with a GEMM head carries besides: the templates' shared gemm
+// block (the GEMM templates' tiles, tuned once per bucket of M, and their direct launches).
+var gemmPreamble = sharedBlock("gemm") + "\n\n\n"
 
 // sharedBlock returns the named block of the templates' shared helpers.
 func sharedBlock(name string) string {
@@ -927,36 +931,78 @@ def _out_shape(shape, kind):
     return list(shape[:-1]) + ([1] if kind == "row_keep" else [])
 
 
+# The host's plans, per call key (_key): what a call computes from its tensors' dtypes, shapes,
+# strides (and the backward's device and needs) alone, computed on a key's first call; a call
+# with a known key looks its plan up, allocates and launches. Cleared when full (a workload
+# whose shapes never repeat pays the planning on every call, as without the cache).
+_PLANS = {}
+_PLANS_MAX = 256
+
+
+def _key(ts):
+    """Per tensor its dtype, shape and strides (None for a None), or None when one is not a
+    tensor (its call is planned anew, and the plan's checks say what is wrong)."""
+    try:
+        return tuple([None if t is None else (t.dtype, t.shape, t.stride()) for t in ts])
+    except (AttributeError, TypeError):
+        return None
+
+
+def _remember(key, plan):
+    if all(k is not None for k in key):
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
 def empty_outputs(*inputs):
     """The outputs of fused(*inputs), allocated (contiguous)."""
-    shape = _main_shape(inputs)
+    key = ("fwd", _key(inputs))
+    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
     dev = inputs[0].device
-    return [torch.empty(_out_shape(shape, k), dtype=dt, device=dev) for dt, k in zip(OUT_DTYPES, OUT_SHAPES)]
+    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(plan[0], OUT_DTYPES)]
 
 
 def fused(*inputs, out=None):
     """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
     out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead."""
-    shape = _main_shape(inputs)
+    key = ("fwd", _key(inputs))
+    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
+    out_shapes, launch = plan
     if out is None:
-        out = empty_outputs(*inputs)
+        dev = inputs[0].device
+        out = [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(out_shapes, OUT_DTYPES)]
     else:
-        for o, dt, k in zip(out, OUT_DTYPES, OUT_SHAPES):
-            if o.dtype != dt or list(o.shape) != _out_shape(shape, k) or not o.is_contiguous():
+        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
+            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
                 raise ValueError("out: want contiguous tensors of empty_outputs' shapes and dtypes")
+    if launch is None:  # an empty main shape
+        return tuple(out)
+    grid, args, consts = launch
+    # the inputs themselves, read through the strides of their broadcast views (same data)
+    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=4, num_stages=3, **consts)
+    return tuple(out)
+
+
+def _fwd_plan(inputs):
+    """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
+    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs;
+    None for an empty main shape). num_warps and num_stages are Triton's defaults."""
+    shape = _main_shape(inputs)
+    out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
     for d in shape:
         numel *= d
     if numel == 0:
-        return tuple(out)
+        return out_shapes, None
     views = [torch.broadcast_to(t, shape) for t in inputs]
 `)
 	if r.red == nil {
 		b.WriteString(`    dims, strides = _coalesce(shape, [v.stride() for v in views])
     idx64 = numel >= 2**31 or any(_max_offset(dims, st) >= 2**31 for st in strides)
-    grid = (triton.cdiv(numel, BLOCK),)
-    _fused_kernel[grid](*views, *out, numel, *dims, *[x for st in strides for x in st], BLOCK=BLOCK, IDX64=idx64)
-    return tuple(out)
+    args = (numel, *dims, *[x for st in strides for x in st])
+    return out_shapes, ((-(-numel // BLOCK),), args, {"BLOCK": BLOCK, "IDX64": idx64})
 `)
 	} else {
 		b.WriteString(`    n = shape[-1]
@@ -964,9 +1010,8 @@ def fused(*inputs, out=None):
     dims = dims[1:] + [n]
     strides = [st[1:] + [v.stride()[-1]] for st, v in zip(strides, views)]
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
-    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n,
-                                 ONE_TILE=n <= block_n)
-    return tuple(out)
+    args = (n, *dims, *[x for st in strides for x in st])
+    return out_shapes, ((numel // n,), args, {"BLOCK_N": block_n, "ONE_TILE": n <= block_n})
 `)
 	}
 	b.WriteString(`

@@ -16,6 +16,9 @@ in the same kernel, without atomics, into a small fp32 buffer of partial sums th
 sum finishes (per program for a bias, a per-position tensor or a 0-dim scale, per row and
 column block for a per-channel or per-row one: _bwd_kinds); an input whose gradient is an
 output's gradient exactly gets that tensor.
+Host: a call's plan (the main shape, strides, grid, index width) is computed once per key (the
+tensors' dtypes, shapes and strides; _PLANS), and the kernels launch through the shared
+_launch (the compiled kernel cached per specialization, launched directly).
 Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
 """
 
@@ -472,34 +475,76 @@ def _out_shape(shape, kind):
     return list(shape[:-1]) + ([1] if kind == "row_keep" else [])
 
 
+# The host's plans, per call key (_key): what a call computes from its tensors' dtypes, shapes,
+# strides (and the backward's device and needs) alone, computed on a key's first call; a call
+# with a known key looks its plan up, allocates and launches. Cleared when full (a workload
+# whose shapes never repeat pays the planning on every call, as without the cache).
+_PLANS = {}
+_PLANS_MAX = 256
+
+
+def _key(ts):
+    """Per tensor its dtype, shape and strides (None for a None), or None when one is not a
+    tensor (its call is planned anew, and the plan's checks say what is wrong)."""
+    try:
+        return tuple([None if t is None else (t.dtype, t.shape, t.stride()) for t in ts])
+    except (AttributeError, TypeError):
+        return None
+
+
+def _remember(key, plan):
+    if all(k is not None for k in key):
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
 def empty_outputs(*inputs):
     """The outputs of fused(*inputs), allocated (contiguous)."""
-    shape = _main_shape(inputs)
+    key = ("fwd", _key(inputs))
+    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
     dev = inputs[0].device
-    return [torch.empty(_out_shape(shape, k), dtype=dt, device=dev) for dt, k in zip(OUT_DTYPES, OUT_SHAPES)]
+    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(plan[0], OUT_DTYPES)]
 
 
 def fused(*inputs, out=None):
     """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
     out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead."""
-    shape = _main_shape(inputs)
+    key = ("fwd", _key(inputs))
+    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
+    out_shapes, launch = plan
     if out is None:
-        out = empty_outputs(*inputs)
+        dev = inputs[0].device
+        out = [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(out_shapes, OUT_DTYPES)]
     else:
-        for o, dt, k in zip(out, OUT_DTYPES, OUT_SHAPES):
-            if o.dtype != dt or list(o.shape) != _out_shape(shape, k) or not o.is_contiguous():
+        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
+            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
                 raise ValueError("out: want contiguous tensors of empty_outputs' shapes and dtypes")
+    if launch is None:  # an empty main shape
+        return tuple(out)
+    grid, args, consts = launch
+    # the inputs themselves, read through the strides of their broadcast views (same data)
+    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=4, num_stages=3, **consts)
+    return tuple(out)
+
+
+def _fwd_plan(inputs):
+    """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
+    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs;
+    None for an empty main shape). num_warps and num_stages are Triton's defaults."""
+    shape = _main_shape(inputs)
+    out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
     for d in shape:
         numel *= d
     if numel == 0:
-        return tuple(out)
+        return out_shapes, None
     views = [torch.broadcast_to(t, shape) for t in inputs]
     dims, strides = _coalesce(shape, [v.stride() for v in views])
     idx64 = numel >= 2**31 or any(_max_offset(dims, st) >= 2**31 for st in strides)
-    grid = (triton.cdiv(numel, BLOCK),)
-    _fused_kernel[grid](*views, *out, numel, *dims, *[x for st in strides for x in st], BLOCK=BLOCK, IDX64=idx64)
-    return tuple(out)
+    args = (numel, *dims, *[x for st in strides for x in st])
+    return out_shapes, ((-(-numel // BLOCK),), args, {"BLOCK": BLOCK, "IDX64": idx64})
 
 
 def _coalesce(shape, strides):
@@ -620,23 +665,74 @@ def fused_backward(inputs, douts, needs=None):
     """The inputs' gradients (None where not needed or not reached) for the outputs'
     gradients douts (one per output, None for one without), in one kernel from the inputs
     alone: the forward values are recomputed, none is saved. A broadcast input's gradient
-    is reduced in the kernel into a small fp32 buffer that one torch sum finishes."""
-    shape = _main_shape(inputs)
-    needs = [True] * len(inputs) if needs is None else list(needs)[:len(inputs)]
-    want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
-    numel = 1
-    for d in shape:
-        numel *= d
-    if numel == 0 or not any(want):
+    is reduced in the kernel into a small fp32 buffer that one torch sum finishes. The plan
+    (_bwd_plan) is computed once per key: the arguments' dtypes, shapes, strides, device and
+    needs; a call with a known key allocates, launches and sums."""
+    needs = (True,) * len(inputs) if needs is None else tuple(needs)[:len(inputs)]
+    key = ("bwd", _key(inputs), _key(douts), needs, getattr(inputs[0], "device", None) if inputs else None)
+    plan = _PLANS.get(key) or _remember(key, _bwd_plan(inputs, douts, needs))
+    shape, want, carried, aliases, launch = plan
+    if carried is None:  # an empty main shape, or no gradient wanted
         return tuple(torch.zeros_like(t) if w else None for t, w in zip(inputs, want))
     dev = inputs[0].device
-    views = [torch.broadcast_to(t, shape) for t in inputs]
-    dys = []
-    for dy, dt, g in zip(douts, OUT_DTYPES, GRAD_OUTPUTS):
-        if g:
-            dys.append(torch.zeros(shape, dtype=dt, device=dev) if dy is None else torch.broadcast_to(dy, shape))
+    dys = [torch.zeros(shape, dtype=dt, device=dev) if douts[j] is None else douts[j] for j, dt in carried]
     grads = [None] * len(inputs)
+    for i, k, same in aliases:  # an output's gradient exactly: that tensor, no copy
+        grads[i] = dys[k] if same else torch.broadcast_to(dys[k], shape).reshape(inputs[i].shape)
+    if launch is None:
+        return tuple(grads)
+    grid, args, consts, stacks, fulls = launch
+    bufs = [inputs[0]] * len(inputs)  # inputs[0] where not written
+    stacked = []
+    for bshape, members, _, _, _ in stacks:
+        buf = torch.empty(bshape, dtype=torch.float32, device=dev)
+        stacked.append(buf)
+        for j, i in enumerate(members):
+            bufs[i] = buf[j]
+    for i, ishape, dt in fulls:
+        bufs[i] = grads[i] = torch.empty(ishape, dtype=dt, device=dev)
+    # the tensors themselves, read through the strides of their broadcast views (same data)
+    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=4, num_stages=3, **consts)
+    for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
+        sums = buf.view(vshape)
+        sums = sums[:, :, 0] if sdim is None else sums.sum(sdim)
+        for j, (i, gshape, order) in enumerate(outs):
+            g = sums[j].reshape(gshape)
+            if order is not None:
+                g = g.permute(order)
+            grads[i] = g.reshape(inputs[i].shape).to(inputs[i].dtype)
+    return tuple(grads)
+
+
+def _bwd_plan(inputs, douts, needs):
+    """fused_backward's plan for arguments of these dtypes, shapes, strides, device and needs
+    (checked here): (the main shape, the gradients wanted, the outputs' gradients the kernel
+    reads (output index, the dtype of a zero one for a None), the inputs whose gradient is one
+    of those (input, which, whether it has the input's shape), the launch). The launch, None
+    when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
+    partial-sum buffers (shape, members, and how one torch sum finishes them) and the
+    gradients the kernel stores whole. num_warps and num_stages are Triton's defaults."""
+    shape = _main_shape(inputs)
+    want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
+    numel = _prod(shape)
+    if numel == 0 or not any(want):
+        return shape, want, None, None, None
+    dev = inputs[0].device
+    views = [torch.broadcast_to(t, shape) for t in inputs]
+    dense = [0] * RANK  # a contiguous tensor of the main shape (a zero gradient's strides)
+    acc = 1
+    for d in reversed(range(RANK)):
+        dense[d] = acc
+        acc *= shape[d]
+    carried, dy_dtypes, dy_shapes, dy_strides = [], [], [], []
+    for j, (dy, dt, g) in enumerate(zip(douts, OUT_DTYPES, GRAD_OUTPUTS)):
+        if g:
+            carried.append((j, dt))
+            dy_dtypes.append(dt if dy is None else dy.dtype)
+            dy_shapes.append(list(shape) if dy is None else list(dy.shape))
+            dy_strides.append(dense if dy is None else torch.broadcast_to(dy, shape).stride())
     keeps = [None] * len(inputs)
+    aliases = []
     full = [False] * len(inputs)  # the main shape: the kernel stores the gradient as it is
     for i, (t, w) in enumerate(zip(inputs, want)):
         if not w:
@@ -645,13 +741,14 @@ def fused_backward(inputs, douts, needs=None):
         k = GRAD_ALIAS[i]
         if pshape != shape:
             keeps[i] = [p != 1 or d == 1 for p, d in zip(pshape, shape)]
-        elif k is not None and dys[k].dtype == t.dtype:
-            grads[i] = dys[k].reshape(t.shape)  # an output's gradient exactly: that tensor, no copy
+        elif k is not None and dy_dtypes[k] == t.dtype:
+            aliases.append((i, k, dy_shapes[k] == list(t.shape)))
         else:
             full[i] = True
     if not any(full) and all(k is None for k in keeps):
-        return tuple(grads)
-    rows, cols = _bwd_layout(shape, [v.stride() for v in views + dys], [k for k in keeps if k is not None])
+        return shape, want, carried, aliases, None
+    read = [v.stride() for v in views] + dy_strides
+    rows, cols = _bwd_layout(shape, read, [k for k in keeps if k is not None])
     kinds, tail = _bwd_kinds(rows, cols, keeps)
     size = [_prod(shape[d] for d in gr) for gr in rows]
     n_cols = _prod(shape[d] for d in cols)
@@ -685,11 +782,6 @@ def fused_backward(inputs, douts, needs=None):
     def lay(st):  # strides over the main dims -> over the layout's dims
         return [0] * pad + [st[gr[-1]] for gr in rows] + [st[cols[-1]]]
 
-    dense = [0] * RANK  # a contiguous tensor of the main shape
-    acc = 1
-    for d in reversed(range(RANK)):
-        dense[d] = acc
-        acc *= shape[d]
     # the broadcast inputs of one kind and one pattern share a buffer (one per input in it)
     # and its one sum: ConvNeXt's per-channel scales, say, a launch for them all
     shares = {}
@@ -697,53 +789,41 @@ def fused_backward(inputs, douts, needs=None):
         if kind is not None:
             shares.setdefault((kind, tuple(keeps[i][gr[0]] for gr in rows)), []).append(i)
     part = {1: [progs, n_cols], 2: [progs * n_cb], 3: [n_cb, n_rows], 4: [n_rows, n_cols]}
-    bufs = list(views[:1]) * len(inputs)  # views[0] where not written
-    stacked = {}
-    for key, members in shares.items():
-        stacked[key] = torch.empty([len(members)] + part[key[0]], dtype=torch.float32, device=dev)
-        for j, i in enumerate(members):
-            bufs[i] = stacked[key][j]
-    gst = [[0] * RANK for _ in inputs]
-    for i, (t, kind, f) in enumerate(zip(inputs, kinds, full)):
-        if f:
-            bufs[i] = torch.empty(list(t.shape), dtype=t.dtype, device=dev)
-            gst[i] = lay(dense)
-        elif kind == 4:
-            gst[i] = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
-    dims = [1] * pad + size + [n_cols]
-    strides = [lay(v.stride()) for v in views + dys]
-    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
-    reach = max([numel, progs * n_cols, n_cb * n_rows, progs * n_cb] + [_max_offset(dims, st) for st in strides])
-    _fused_bwd_kernel[(progs * n_cb,)](
-        *views, *dys, *bufs, n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
-        *[x for st in gst for x in st], per, BLOCK_R=block_r, BLOCK_C=block_c, IDX64=reach >= 2**31 - 2**22,
-        **{f"KIND{i}": (0 if f else -1 if k is None else k) for i, (k, f) in enumerate(zip(kinds, full))})
-    for i, f in enumerate(full):
-        if f:
-            grads[i] = bufs[i]
+    stacks = []  # per buffer: its shape, its members, its view and the dims summed, per member
     for (kind, kept_rows), members in shares.items():
-        both = stacked[(kind, kept_rows)]
         n = len(members)
         kept = [j for j, k in enumerate(kept_rows) if k]
         red = [j for j, k in enumerate(kept_rows) if not k]
-        if kind == 1:
-            sums = both.view(n, _prod(size[j] for j in kept), -1, n_cols)
-            sums = sums.sum(2) if sums.shape[2] > 1 else sums[:, :, 0]
-        elif kind == 2:
-            sums = both.view(n, _prod(size[j] for j in kept), -1)
-            sums = sums.sum(2) if sums.shape[2] > 1 else sums[:, :, 0]
+        if kind in (1, 2):  # per-program sums: [n, kept rows, programs a kept row has(, C)]
+            lead = _prod(size[j] for j in kept)
+            vshape = [n, lead, -1] + ([n_cols] if kind == 1 else [])
+            sdim = 2 if _prod(part[kind]) // (lead * (n_cols if kind == 1 else 1)) > 1 else None
         elif kind == 3:
-            sums = both.view([n, n_cb] + size).sum([1] + [j + 2 for j in red])
+            vshape, sdim = [n, n_cb] + size, [1] + [j + 2 for j in red]
         else:
-            sums = both.view([n] + size + [n_cols]).sum([j + 1 for j in red])
+            vshape, sdim = [n] + size + [n_cols], [j + 1 for j in red]
         groups = [rows[j] for j in kept] + ([cols] if kind in (1, 4) else [])
         order = sorted(range(len(groups)), key=lambda j: groups[j][0])  # back to the main dims' order
-        for j, i in enumerate(members):
-            g = sums[j].reshape([_prod(shape[d] for d in gr) for gr in groups])
-            if order != list(range(len(groups))):
-                g = g.permute(order)
-            grads[i] = g.reshape(inputs[i].shape).to(inputs[i].dtype)
-    return tuple(grads)
+        gshape = [_prod(shape[d] for d in gr) for gr in groups]
+        outs = [(i, gshape, None if order == list(range(len(groups))) else order) for i in members]
+        stacks.append(([n] + part[kind], members, vshape, sdim, outs))
+    gst = [[0] * RANK for _ in inputs]
+    for i, (kind, f) in enumerate(zip(kinds, full)):
+        if f:
+            gst[i] = lay(dense)
+        elif kind == 4:
+            gst[i] = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
+    fulls = [(i, list(t.shape), t.dtype) for i, (t, f) in enumerate(zip(inputs, full)) if f]
+    dims = [1] * pad + size + [n_cols]
+    strides = [lay(st) for st in read]
+    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
+    reach = max([numel, progs * n_cols, n_cb * n_rows, progs * n_cb] + [_max_offset(dims, st) for st in strides])
+    args = (n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
+            *[x for st in gst for x in st], per)
+    consts = {"BLOCK_R": block_r, "BLOCK_C": block_c, "IDX64": reach >= 2**31 - 2**22}
+    for i, (k, f) in enumerate(zip(kinds, full)):
+        consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
+    return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls)
 
 
 class FusedFunction(torch.autograd.Function):

@@ -10,6 +10,9 @@ One program per row of the last dim: the chain, then max over the row in tiles o
 
 fused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs.
 Forward only: no fused backward for a program ending in amax yet (the row kernel is forward only).
+Host: a call's plan (the main shape, strides, grid, index width) is computed once per key (the
+tensors' dtypes, shapes and strides; _PLANS), and the kernels launch through the shared
+_launch (the compiled kernel cached per specialization, launched directly).
 Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
 """
 
@@ -58,6 +61,117 @@ def _round(y, dtype: tl.constexpr):
         r = tl.where(a < 6.103515625e-05, (y + 0.75) - 0.75, r)
         r = tl.where(a >= 65520.0, y * float("inf"), r)
     return tl.where(y != y, y, r)
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and its launcher
+# called directly: on the H200 (bench/experiments/probe_launch.py, host time per call)
+# kernel[grid](...) took 12-19 us, CompiledKernel[grid] 7.4-12, a kernel behind
+# @triton.autotune 17-29 us, an ATen add 6-10. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+try:  # Triton's launch hooks (a profiler such as proton sets them); direct launches skip them
+    from triton import knobs as _knobs
+    _HOOKS = (_knobs.runtime.launch_enter_hook, _knobs.runtime.launch_exit_hook)
+    _HOOKS[0].calls, _HOOKS[1].calls  # noqa: B018 -- this Triton's hook chains, or the fallback
+except Exception:  # noqa: BLE001 -- another Triton: always launch through CompiledKernel[grid]
+    _HOOKS = None
+# The CUDA launcher's inner C function is called directly on the Triton whose launcher this
+# code was written against (3.6: CudaLauncher.__call__ adds the cooperative-grid and PDL
+# flags and scratch buffers, none when their sizes are 0); on another, the launcher object.
+_TRITON_3_6 = triton.__version__.split(".")[:2] == ["3", "6"]
+
+
+def _compiled(ck, kernel):
+    """The _COMPILED entry of kernel's compiled form ck: (launch, head, ck, kernel), launched
+    as launch(grid_x, grid_y, grid_z, stream, *head, *args). launch is the C launch function
+    where that is safe (Triton 3.6, no scratch buffers), else ck's launcher; ck itself is
+    for launches that must go through ck[grid] (a launch hook is set, or this Triton's hooks
+    are unknown); the entry keeps kernel alive: entries are keyed on id(kernel), and the id
+    of a kernel object that was freed (a wrapper a test made) could be given to a new one."""
+    ck._init_handles()
+    run = ck.run
+    tail = (ck.packed_metadata, None, None, None)  # metadata, launch metadata, enter/exit hooks
+    if (_TRITON_3_6 and type(run).__name__ == "CudaLauncher" and not run.global_scratch_size
+            and not run.profile_scratch_size):
+        return (run.launch, (ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None)
+                + tail, ck, kernel)
+    return (run, (ck.function,) + tail, ck, kernel)
+
+
+def _run(entry, grid, args, device):
+    """Launch a _compiled entry on grid (3 ints) on the current CUDA stream of device (the
+    current device), as CompiledKernel[grid](*args) does without its per-call closure, device
+    and stream lookups through Triton's driver, launch-metadata dict and launcher wrapper
+    (~4 us of host time). While a launch hook is set, through CompiledKernel[grid] so the
+    hook sees it."""
+    launch, head, ck, _ = entry
+    if _HOOKS is None or _HOOKS[0].calls or _HOOKS[1].calls:
+        ck[grid](*args)
+        return
+    launch(grid[0], grid[1], grid[2], torch._C._cuda_getCurrentRawStream(device), *head, *args)
+
+
+def _spec_key(args):
+    """What Triton specializes launch arguments on, as a cache key: a tensor's dtype and 16-byte
+    alignment; an int's being 1, divisible by 16, and its width (codes 10-14, never equal to a
+    bool's key); a float nothing; anything else (flags, None) its value. The device is the
+    current one (Triton launches there), keyed once per launch. One loop without a call per
+    argument: this runs on every launch."""
+    key = []
+    add = key.append
+    for a in args:
+        t = type(a)
+        if t is int:
+            if a == 1:
+                add(14)
+            else:
+                add(10 + (a % 16 == 0) + 2 * (a > 0x7FFFFFFF or a < -0x80000000))
+        elif t is float:
+            add(0.5)
+        elif t is torch.Tensor or isinstance(a, torch.Tensor):
+            add((a.dtype, a.data_ptr() % 16 == 0))
+        else:
+            add(a)
+    return tuple(key)
+
+
+def _spec(a):
+    """_spec_key of one argument."""
+    return _spec_key((a,))[0]
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; args a tuple, the constexprs the kernel's last
+    parameters, passed in its order. After the first call of a specialization its compiled
+    kernel is launched directly. Under the interpreter: the plain call. Under torch.compile:
+    launched outside the graph, as without it (Dynamo would trace ``kernel[grid](...)`` into
+    its graph and give None for the compiled kernel cached below, and cannot trace the rest)."""
+    if torch.compiler.is_compiling():
+        return torch.compiler.disable(_launch)(kernel, grid, args, num_warps, num_stages, **constexprs)
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    consts = tuple(constexprs.values())
+    device = torch._C._cuda_getDevice()
+    # id(kernel): hashing a JITFunction costs ~2 us of host time per call
+    key = (id(kernel), num_warps, num_stages, consts, device, _spec_key(args))
+    entry = _COMPILED.get(key)
+    if entry is not None:
+        _run(entry, grid, args + consts, device)
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = _compiled(
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs), kernel)
+# --- fa:end launch ---
 
 
 @triton.jit
@@ -152,37 +266,79 @@ def _out_shape(shape, kind):
     return list(shape[:-1]) + ([1] if kind == "row_keep" else [])
 
 
+# The host's plans, per call key (_key): what a call computes from its tensors' dtypes, shapes,
+# strides (and the backward's device and needs) alone, computed on a key's first call; a call
+# with a known key looks its plan up, allocates and launches. Cleared when full (a workload
+# whose shapes never repeat pays the planning on every call, as without the cache).
+_PLANS = {}
+_PLANS_MAX = 256
+
+
+def _key(ts):
+    """Per tensor its dtype, shape and strides (None for a None), or None when one is not a
+    tensor (its call is planned anew, and the plan's checks say what is wrong)."""
+    try:
+        return tuple([None if t is None else (t.dtype, t.shape, t.stride()) for t in ts])
+    except (AttributeError, TypeError):
+        return None
+
+
+def _remember(key, plan):
+    if all(k is not None for k in key):
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
 def empty_outputs(*inputs):
     """The outputs of fused(*inputs), allocated (contiguous)."""
-    shape = _main_shape(inputs)
+    key = ("fwd", _key(inputs))
+    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
     dev = inputs[0].device
-    return [torch.empty(_out_shape(shape, k), dtype=dt, device=dev) for dt, k in zip(OUT_DTYPES, OUT_SHAPES)]
+    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(plan[0], OUT_DTYPES)]
 
 
 def fused(*inputs, out=None):
     """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
     out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead."""
-    shape = _main_shape(inputs)
+    key = ("fwd", _key(inputs))
+    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
+    out_shapes, launch = plan
     if out is None:
-        out = empty_outputs(*inputs)
+        dev = inputs[0].device
+        out = [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(out_shapes, OUT_DTYPES)]
     else:
-        for o, dt, k in zip(out, OUT_DTYPES, OUT_SHAPES):
-            if o.dtype != dt or list(o.shape) != _out_shape(shape, k) or not o.is_contiguous():
+        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
+            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
                 raise ValueError("out: want contiguous tensors of empty_outputs' shapes and dtypes")
+    if launch is None:  # an empty main shape
+        return tuple(out)
+    grid, args, consts = launch
+    # the inputs themselves, read through the strides of their broadcast views (same data)
+    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=4, num_stages=3, **consts)
+    return tuple(out)
+
+
+def _fwd_plan(inputs):
+    """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
+    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs;
+    None for an empty main shape). num_warps and num_stages are Triton's defaults."""
+    shape = _main_shape(inputs)
+    out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
     for d in shape:
         numel *= d
     if numel == 0:
-        return tuple(out)
+        return out_shapes, None
     views = [torch.broadcast_to(t, shape) for t in inputs]
     n = shape[-1]
     dims, strides = _coalesce(shape[:-1], [v.stride()[:-1] for v in views])
     dims = dims[1:] + [n]
     strides = [st[1:] + [v.stride()[-1]] for st, v in zip(strides, views)]
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
-    _fused_kernel[(numel // n,)](*views, *out, n, *dims, *[x for st in strides for x in st], BLOCK_N=block_n,
-                                 ONE_TILE=n <= block_n)
-    return tuple(out)
+    args = (n, *dims, *[x for st in strides for x in st])
+    return out_shapes, ((numel // n,), args, {"BLOCK_N": block_n, "ONE_TILE": n <= block_n})
 
 
 def _coalesce(shape, strides):

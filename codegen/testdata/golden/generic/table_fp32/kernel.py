@@ -16,6 +16,9 @@ in the same kernel, without atomics, into a small fp32 buffer of partial sums th
 sum finishes (per program for a bias, a per-position tensor or a 0-dim scale, per row and
 column block for a per-channel or per-row one: _bwd_kinds); an input whose gradient is an
 output's gradient exactly gets that tensor.
+Host: a call's plan (the main shape, strides, grid, index width) is computed once per key (the
+tensors' dtypes, shapes and strides; _PLANS), and the kernels launch through the shared
+_launch (the compiled kernel cached per specialization, launched directly).
 Interpreter-safe: builtins only, no libdevice, no inline asm, no bf16 arithmetic.
 """
 
@@ -162,6 +165,117 @@ def _dmish(x):
     """d/dx of mish, as ATen's mish_backward writes it."""
     t = _tanh(_softplus(x, 1.0, 20.0))
     return t + x * _sigmoid(x) * (1.0 - t * t)
+
+
+# --- fa:shared launch ---
+# The launch path. A kernel's compiled form is cached per specialization and its launcher
+# called directly: on the H200 (bench/experiments/probe_launch.py, host time per call)
+# kernel[grid](...) took 12-19 us, CompiledKernel[grid] 7.4-12, a kernel behind
+# @triton.autotune 17-29 us, an ATen add 6-10. Tiles come from each template's heuristics
+# (no autotuner: it would re-tune every new shape, run configs on the caller's buffers and
+# break CUDA-graph capture at an unseen shape).
+_COMPILED = {}
+
+try:  # Triton's launch hooks (a profiler such as proton sets them); direct launches skip them
+    from triton import knobs as _knobs
+    _HOOKS = (_knobs.runtime.launch_enter_hook, _knobs.runtime.launch_exit_hook)
+    _HOOKS[0].calls, _HOOKS[1].calls  # noqa: B018 -- this Triton's hook chains, or the fallback
+except Exception:  # noqa: BLE001 -- another Triton: always launch through CompiledKernel[grid]
+    _HOOKS = None
+# The CUDA launcher's inner C function is called directly on the Triton whose launcher this
+# code was written against (3.6: CudaLauncher.__call__ adds the cooperative-grid and PDL
+# flags and scratch buffers, none when their sizes are 0); on another, the launcher object.
+_TRITON_3_6 = triton.__version__.split(".")[:2] == ["3", "6"]
+
+
+def _compiled(ck, kernel):
+    """The _COMPILED entry of kernel's compiled form ck: (launch, head, ck, kernel), launched
+    as launch(grid_x, grid_y, grid_z, stream, *head, *args). launch is the C launch function
+    where that is safe (Triton 3.6, no scratch buffers), else ck's launcher; ck itself is
+    for launches that must go through ck[grid] (a launch hook is set, or this Triton's hooks
+    are unknown); the entry keeps kernel alive: entries are keyed on id(kernel), and the id
+    of a kernel object that was freed (a wrapper a test made) could be given to a new one."""
+    ck._init_handles()
+    run = ck.run
+    tail = (ck.packed_metadata, None, None, None)  # metadata, launch metadata, enter/exit hooks
+    if (_TRITON_3_6 and type(run).__name__ == "CudaLauncher" and not run.global_scratch_size
+            and not run.profile_scratch_size):
+        return (run.launch, (ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None)
+                + tail, ck, kernel)
+    return (run, (ck.function,) + tail, ck, kernel)
+
+
+def _run(entry, grid, args, device):
+    """Launch a _compiled entry on grid (3 ints) on the current CUDA stream of device (the
+    current device), as CompiledKernel[grid](*args) does without its per-call closure, device
+    and stream lookups through Triton's driver, launch-metadata dict and launcher wrapper
+    (~4 us of host time). While a launch hook is set, through CompiledKernel[grid] so the
+    hook sees it."""
+    launch, head, ck, _ = entry
+    if _HOOKS is None or _HOOKS[0].calls or _HOOKS[1].calls:
+        ck[grid](*args)
+        return
+    launch(grid[0], grid[1], grid[2], torch._C._cuda_getCurrentRawStream(device), *head, *args)
+
+
+def _spec_key(args):
+    """What Triton specializes launch arguments on, as a cache key: a tensor's dtype and 16-byte
+    alignment; an int's being 1, divisible by 16, and its width (codes 10-14, never equal to a
+    bool's key); a float nothing; anything else (flags, None) its value. The device is the
+    current one (Triton launches there), keyed once per launch. One loop without a call per
+    argument: this runs on every launch."""
+    key = []
+    add = key.append
+    for a in args:
+        t = type(a)
+        if t is int:
+            if a == 1:
+                add(14)
+            else:
+                add(10 + (a % 16 == 0) + 2 * (a > 0x7FFFFFFF or a < -0x80000000))
+        elif t is float:
+            add(0.5)
+        elif t is torch.Tensor or isinstance(a, torch.Tensor):
+            add((a.dtype, a.data_ptr() % 16 == 0))
+        else:
+            add(a)
+    return tuple(key)
+
+
+def _spec(a):
+    """_spec_key of one argument."""
+    return _spec_key((a,))[0]
+
+
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+    """``kernel[grid](*args, **constexprs)``; args a tuple, the constexprs the kernel's last
+    parameters, passed in its order. After the first call of a specialization its compiled
+    kernel is launched directly. Under the interpreter: the plain call. Under torch.compile:
+    launched outside the graph, as without it (Dynamo would trace ``kernel[grid](...)`` into
+    its graph and give None for the compiled kernel cached below, and cannot trace the rest)."""
+    if torch.compiler.is_compiling():
+        return torch.compiler.disable(_launch)(kernel, grid, args, num_warps, num_stages, **constexprs)
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    if INTERPRET:
+        names = kernel.arg_names[len(args):]
+        if list(constexprs) != names:
+            raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        return
+    consts = tuple(constexprs.values())
+    device = torch._C._cuda_getDevice()
+    # id(kernel): hashing a JITFunction costs ~2 us of host time per call
+    key = (id(kernel), num_warps, num_stages, consts, device, _spec_key(args))
+    entry = _COMPILED.get(key)
+    if entry is not None:
+        _run(entry, grid, args + consts, device)
+        return
+    names = kernel.arg_names[len(args):]
+    if list(constexprs) != names:
+        raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
+    _COMPILED[key] = _compiled(
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs), kernel)
+# --- fa:end launch ---
 
 
 @triton.jit
@@ -624,34 +738,76 @@ def _out_shape(shape, kind):
     return list(shape[:-1]) + ([1] if kind == "row_keep" else [])
 
 
+# The host's plans, per call key (_key): what a call computes from its tensors' dtypes, shapes,
+# strides (and the backward's device and needs) alone, computed on a key's first call; a call
+# with a known key looks its plan up, allocates and launches. Cleared when full (a workload
+# whose shapes never repeat pays the planning on every call, as without the cache).
+_PLANS = {}
+_PLANS_MAX = 256
+
+
+def _key(ts):
+    """Per tensor its dtype, shape and strides (None for a None), or None when one is not a
+    tensor (its call is planned anew, and the plan's checks say what is wrong)."""
+    try:
+        return tuple([None if t is None else (t.dtype, t.shape, t.stride()) for t in ts])
+    except (AttributeError, TypeError):
+        return None
+
+
+def _remember(key, plan):
+    if all(k is not None for k in key):
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
 def empty_outputs(*inputs):
     """The outputs of fused(*inputs), allocated (contiguous)."""
-    shape = _main_shape(inputs)
+    key = ("fwd", _key(inputs))
+    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
     dev = inputs[0].device
-    return [torch.empty(_out_shape(shape, k), dtype=dt, device=dev) for dt, k in zip(OUT_DTYPES, OUT_SHAPES)]
+    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(plan[0], OUT_DTYPES)]
 
 
 def fused(*inputs, out=None):
     """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
     out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead."""
-    shape = _main_shape(inputs)
+    key = ("fwd", _key(inputs))
+    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
+    out_shapes, launch = plan
     if out is None:
-        out = empty_outputs(*inputs)
+        dev = inputs[0].device
+        out = [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(out_shapes, OUT_DTYPES)]
     else:
-        for o, dt, k in zip(out, OUT_DTYPES, OUT_SHAPES):
-            if o.dtype != dt or list(o.shape) != _out_shape(shape, k) or not o.is_contiguous():
+        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
+            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
                 raise ValueError("out: want contiguous tensors of empty_outputs' shapes and dtypes")
+    if launch is None:  # an empty main shape
+        return tuple(out)
+    grid, args, consts = launch
+    # the inputs themselves, read through the strides of their broadcast views (same data)
+    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=4, num_stages=3, **consts)
+    return tuple(out)
+
+
+def _fwd_plan(inputs):
+    """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
+    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs;
+    None for an empty main shape). num_warps and num_stages are Triton's defaults."""
+    shape = _main_shape(inputs)
+    out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
     for d in shape:
         numel *= d
     if numel == 0:
-        return tuple(out)
+        return out_shapes, None
     views = [torch.broadcast_to(t, shape) for t in inputs]
     dims, strides = _coalesce(shape, [v.stride() for v in views])
     idx64 = numel >= 2**31 or any(_max_offset(dims, st) >= 2**31 for st in strides)
-    grid = (triton.cdiv(numel, BLOCK),)
-    _fused_kernel[grid](*views, *out, numel, *dims, *[x for st in strides for x in st], BLOCK=BLOCK, IDX64=idx64)
-    return tuple(out)
+    args = (numel, *dims, *[x for st in strides for x in st])
+    return out_shapes, ((-(-numel // BLOCK),), args, {"BLOCK": BLOCK, "IDX64": idx64})
 
 
 def _coalesce(shape, strides):
@@ -772,23 +928,74 @@ def fused_backward(inputs, douts, needs=None):
     """The inputs' gradients (None where not needed or not reached) for the outputs'
     gradients douts (one per output, None for one without), in one kernel from the inputs
     alone: the forward values are recomputed, none is saved. A broadcast input's gradient
-    is reduced in the kernel into a small fp32 buffer that one torch sum finishes."""
-    shape = _main_shape(inputs)
-    needs = [True] * len(inputs) if needs is None else list(needs)[:len(inputs)]
-    want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
-    numel = 1
-    for d in shape:
-        numel *= d
-    if numel == 0 or not any(want):
+    is reduced in the kernel into a small fp32 buffer that one torch sum finishes. The plan
+    (_bwd_plan) is computed once per key: the arguments' dtypes, shapes, strides, device and
+    needs; a call with a known key allocates, launches and sums."""
+    needs = (True,) * len(inputs) if needs is None else tuple(needs)[:len(inputs)]
+    key = ("bwd", _key(inputs), _key(douts), needs, getattr(inputs[0], "device", None) if inputs else None)
+    plan = _PLANS.get(key) or _remember(key, _bwd_plan(inputs, douts, needs))
+    shape, want, carried, aliases, launch = plan
+    if carried is None:  # an empty main shape, or no gradient wanted
         return tuple(torch.zeros_like(t) if w else None for t, w in zip(inputs, want))
     dev = inputs[0].device
-    views = [torch.broadcast_to(t, shape) for t in inputs]
-    dys = []
-    for dy, dt, g in zip(douts, OUT_DTYPES, GRAD_OUTPUTS):
-        if g:
-            dys.append(torch.zeros(shape, dtype=dt, device=dev) if dy is None else torch.broadcast_to(dy, shape))
+    dys = [torch.zeros(shape, dtype=dt, device=dev) if douts[j] is None else douts[j] for j, dt in carried]
     grads = [None] * len(inputs)
+    for i, k, same in aliases:  # an output's gradient exactly: that tensor, no copy
+        grads[i] = dys[k] if same else torch.broadcast_to(dys[k], shape).reshape(inputs[i].shape)
+    if launch is None:
+        return tuple(grads)
+    grid, args, consts, stacks, fulls = launch
+    bufs = [inputs[0]] * len(inputs)  # inputs[0] where not written
+    stacked = []
+    for bshape, members, _, _, _ in stacks:
+        buf = torch.empty(bshape, dtype=torch.float32, device=dev)
+        stacked.append(buf)
+        for j, i in enumerate(members):
+            bufs[i] = buf[j]
+    for i, ishape, dt in fulls:
+        bufs[i] = grads[i] = torch.empty(ishape, dtype=dt, device=dev)
+    # the tensors themselves, read through the strides of their broadcast views (same data)
+    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=4, num_stages=3, **consts)
+    for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
+        sums = buf.view(vshape)
+        sums = sums[:, :, 0] if sdim is None else sums.sum(sdim)
+        for j, (i, gshape, order) in enumerate(outs):
+            g = sums[j].reshape(gshape)
+            if order is not None:
+                g = g.permute(order)
+            grads[i] = g.reshape(inputs[i].shape).to(inputs[i].dtype)
+    return tuple(grads)
+
+
+def _bwd_plan(inputs, douts, needs):
+    """fused_backward's plan for arguments of these dtypes, shapes, strides, device and needs
+    (checked here): (the main shape, the gradients wanted, the outputs' gradients the kernel
+    reads (output index, the dtype of a zero one for a None), the inputs whose gradient is one
+    of those (input, which, whether it has the input's shape), the launch). The launch, None
+    when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
+    partial-sum buffers (shape, members, and how one torch sum finishes them) and the
+    gradients the kernel stores whole. num_warps and num_stages are Triton's defaults."""
+    shape = _main_shape(inputs)
+    want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
+    numel = _prod(shape)
+    if numel == 0 or not any(want):
+        return shape, want, None, None, None
+    dev = inputs[0].device
+    views = [torch.broadcast_to(t, shape) for t in inputs]
+    dense = [0] * RANK  # a contiguous tensor of the main shape (a zero gradient's strides)
+    acc = 1
+    for d in reversed(range(RANK)):
+        dense[d] = acc
+        acc *= shape[d]
+    carried, dy_dtypes, dy_shapes, dy_strides = [], [], [], []
+    for j, (dy, dt, g) in enumerate(zip(douts, OUT_DTYPES, GRAD_OUTPUTS)):
+        if g:
+            carried.append((j, dt))
+            dy_dtypes.append(dt if dy is None else dy.dtype)
+            dy_shapes.append(list(shape) if dy is None else list(dy.shape))
+            dy_strides.append(dense if dy is None else torch.broadcast_to(dy, shape).stride())
     keeps = [None] * len(inputs)
+    aliases = []
     full = [False] * len(inputs)  # the main shape: the kernel stores the gradient as it is
     for i, (t, w) in enumerate(zip(inputs, want)):
         if not w:
@@ -797,13 +1004,14 @@ def fused_backward(inputs, douts, needs=None):
         k = GRAD_ALIAS[i]
         if pshape != shape:
             keeps[i] = [p != 1 or d == 1 for p, d in zip(pshape, shape)]
-        elif k is not None and dys[k].dtype == t.dtype:
-            grads[i] = dys[k].reshape(t.shape)  # an output's gradient exactly: that tensor, no copy
+        elif k is not None and dy_dtypes[k] == t.dtype:
+            aliases.append((i, k, dy_shapes[k] == list(t.shape)))
         else:
             full[i] = True
     if not any(full) and all(k is None for k in keeps):
-        return tuple(grads)
-    rows, cols = _bwd_layout(shape, [v.stride() for v in views + dys], [k for k in keeps if k is not None])
+        return shape, want, carried, aliases, None
+    read = [v.stride() for v in views] + dy_strides
+    rows, cols = _bwd_layout(shape, read, [k for k in keeps if k is not None])
     kinds, tail = _bwd_kinds(rows, cols, keeps)
     size = [_prod(shape[d] for d in gr) for gr in rows]
     n_cols = _prod(shape[d] for d in cols)
@@ -837,11 +1045,6 @@ def fused_backward(inputs, douts, needs=None):
     def lay(st):  # strides over the main dims -> over the layout's dims
         return [0] * pad + [st[gr[-1]] for gr in rows] + [st[cols[-1]]]
 
-    dense = [0] * RANK  # a contiguous tensor of the main shape
-    acc = 1
-    for d in reversed(range(RANK)):
-        dense[d] = acc
-        acc *= shape[d]
     # the broadcast inputs of one kind and one pattern share a buffer (one per input in it)
     # and its one sum: ConvNeXt's per-channel scales, say, a launch for them all
     shares = {}
@@ -849,53 +1052,41 @@ def fused_backward(inputs, douts, needs=None):
         if kind is not None:
             shares.setdefault((kind, tuple(keeps[i][gr[0]] for gr in rows)), []).append(i)
     part = {1: [progs, n_cols], 2: [progs * n_cb], 3: [n_cb, n_rows], 4: [n_rows, n_cols]}
-    bufs = list(views[:1]) * len(inputs)  # views[0] where not written
-    stacked = {}
-    for key, members in shares.items():
-        stacked[key] = torch.empty([len(members)] + part[key[0]], dtype=torch.float32, device=dev)
-        for j, i in enumerate(members):
-            bufs[i] = stacked[key][j]
-    gst = [[0] * RANK for _ in inputs]
-    for i, (t, kind, f) in enumerate(zip(inputs, kinds, full)):
-        if f:
-            bufs[i] = torch.empty(list(t.shape), dtype=t.dtype, device=dev)
-            gst[i] = lay(dense)
-        elif kind == 4:
-            gst[i] = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
-    dims = [1] * pad + size + [n_cols]
-    strides = [lay(v.stride()) for v in views + dys]
-    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
-    reach = max([numel, progs * n_cols, n_cb * n_rows, progs * n_cb] + [_max_offset(dims, st) for st in strides])
-    _fused_bwd_kernel[(progs * n_cb,)](
-        *views, *dys, *bufs, n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
-        *[x for st in gst for x in st], per, BLOCK_R=block_r, BLOCK_C=block_c, IDX64=reach >= 2**31 - 2**22,
-        **{f"KIND{i}": (0 if f else -1 if k is None else k) for i, (k, f) in enumerate(zip(kinds, full))})
-    for i, f in enumerate(full):
-        if f:
-            grads[i] = bufs[i]
+    stacks = []  # per buffer: its shape, its members, its view and the dims summed, per member
     for (kind, kept_rows), members in shares.items():
-        both = stacked[(kind, kept_rows)]
         n = len(members)
         kept = [j for j, k in enumerate(kept_rows) if k]
         red = [j for j, k in enumerate(kept_rows) if not k]
-        if kind == 1:
-            sums = both.view(n, _prod(size[j] for j in kept), -1, n_cols)
-            sums = sums.sum(2) if sums.shape[2] > 1 else sums[:, :, 0]
-        elif kind == 2:
-            sums = both.view(n, _prod(size[j] for j in kept), -1)
-            sums = sums.sum(2) if sums.shape[2] > 1 else sums[:, :, 0]
+        if kind in (1, 2):  # per-program sums: [n, kept rows, programs a kept row has(, C)]
+            lead = _prod(size[j] for j in kept)
+            vshape = [n, lead, -1] + ([n_cols] if kind == 1 else [])
+            sdim = 2 if _prod(part[kind]) // (lead * (n_cols if kind == 1 else 1)) > 1 else None
         elif kind == 3:
-            sums = both.view([n, n_cb] + size).sum([1] + [j + 2 for j in red])
+            vshape, sdim = [n, n_cb] + size, [1] + [j + 2 for j in red]
         else:
-            sums = both.view([n] + size + [n_cols]).sum([j + 1 for j in red])
+            vshape, sdim = [n] + size + [n_cols], [j + 1 for j in red]
         groups = [rows[j] for j in kept] + ([cols] if kind in (1, 4) else [])
         order = sorted(range(len(groups)), key=lambda j: groups[j][0])  # back to the main dims' order
-        for j, i in enumerate(members):
-            g = sums[j].reshape([_prod(shape[d] for d in gr) for gr in groups])
-            if order != list(range(len(groups))):
-                g = g.permute(order)
-            grads[i] = g.reshape(inputs[i].shape).to(inputs[i].dtype)
-    return tuple(grads)
+        gshape = [_prod(shape[d] for d in gr) for gr in groups]
+        outs = [(i, gshape, None if order == list(range(len(groups))) else order) for i in members]
+        stacks.append(([n] + part[kind], members, vshape, sdim, outs))
+    gst = [[0] * RANK for _ in inputs]
+    for i, (kind, f) in enumerate(zip(kinds, full)):
+        if f:
+            gst[i] = lay(dense)
+        elif kind == 4:
+            gst[i] = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
+    fulls = [(i, list(t.shape), t.dtype) for i, (t, f) in enumerate(zip(inputs, full)) if f]
+    dims = [1] * pad + size + [n_cols]
+    strides = [lay(st) for st in read]
+    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
+    reach = max([numel, progs * n_cols, n_cb * n_rows, progs * n_cb] + [_max_offset(dims, st) for st in strides])
+    args = (n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
+            *[x for st in gst for x in st], per)
+    consts = {"BLOCK_R": block_r, "BLOCK_C": block_c, "IDX64": reach >= 2**31 - 2**22}
+    for i, (k, f) in enumerate(zip(kinds, full)):
+        consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
+    return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls)
 
 
 class FusedFunction(torch.autograd.Function):

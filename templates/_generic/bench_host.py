@@ -1,0 +1,91 @@
+"""CPU-side host cost of a generic folder's calls, its launches stubbed out (no GPU).
+
+For each folder (any directory with a generated kernel.py and its case.py: a generic folder,
+or a golden example under codegen/testdata/golden/generic), microseconds per call of
+kernel.fused (the forward) and kernel.fused_backward (the backward, called directly, without
+autograd), on tensors of the case's main shape (or --shape: the host path depends on the layout, not the size) on CPU, the launches replaced by a
+no-op: ``_launch`` where the kernel launches through it, else ``_fused_kernel[grid](...)`` and
+``_fused_bwd_kernel[grid](...)`` (older kernels). What remains is the wrapper's own Python and
+ATen work; a GPU adds the launch itself (``_launch`` with its compiled kernel cached, or
+Triton's JITFunction.run). Min over repeats of the mean over N calls.
+
+  python templates/_generic/bench_host.py [--shape 4,16,512,64] [-n 2000] FOLDER...
+"""
+
+import argparse
+import importlib.util
+import pathlib
+import time
+
+import torch
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def load(folder, name):
+    spec = importlib.util.spec_from_file_location(f"_bh_{abs(hash(str(folder)))}_{name}", folder / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _Stub:
+    """kernel[grid](...) that does nothing."""
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: None
+
+
+def stub_launches(kernel):
+    if hasattr(kernel, "_launch"):
+        kernel._launch = lambda *args, **kwargs: None
+    for name in ("_fused_kernel", "_fused_bwd_kernel"):
+        if hasattr(kernel, name):
+            setattr(kernel, name, _Stub())
+
+
+def per_call_us(fn, n, repeats):
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t) / n)
+    return best * 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", help="the main shape, comma-separated (default: the case's)")
+    ap.add_argument("--device", default="cpu",
+                    help="where the tensors live (cpu: keep --shape small, its buffers are allocated "
+                         "each call; meta dispatches ops through Python meta functions, far slower)")
+    ap.add_argument("-n", type=int, default=2000, help="calls per repeat")
+    ap.add_argument("-r", "--repeats", type=int, default=5)
+    ap.add_argument("folders", nargs="+", type=pathlib.Path)
+    a = ap.parse_args()
+    for folder in a.folders:
+        kernel, case = load(folder, "kernel"), load(folder, "case")
+        if getattr(case, "GEMM", None):
+            print(f"{folder.name}: a GEMM head, skipped")
+            continue
+        stub_launches(kernel)
+        main = [int(x) for x in a.shape.split(",")] if a.shape else case.SHAPES[0]
+        g = torch.Generator().manual_seed(0)
+        xs = []
+        for _, dt, keep in case.INPUTS:
+            off = len(main) - len(keep)
+            xs.append(torch.randn([main[off + j] if k else 1 for j, k in enumerate(keep)], generator=g).to(DTYPES[dt]).to(a.device))
+        outs = kernel.fused(*xs)
+        fwd = per_call_us(lambda: kernel.fused(*xs), a.n, a.repeats)
+        line = f"{folder.name} {'x'.join(map(str, main))} ({a.device}): forward {fwd:.1f} us"
+        if hasattr(kernel, "fused_backward"):
+            douts = [torch.ones_like(o) if gr else None for o, gr in zip(outs, kernel.GRAD_OUTPUTS)]
+            bwd = per_call_us(lambda: kernel.fused_backward(xs, douts), a.n, a.repeats)
+            line += f", backward {bwd:.1f} us"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""The generic chains' host path: a call's plan is computed once per key and reused.
+
+Runs the generated kernels of codegen's golden examples (codegen/testdata/golden/generic,
+rewritten by ``go test ./codegen -run Generic -update``). The launches are recorded instead of
+run where a test only looks at the host (``kernel._launch`` replaced, as the templates' tests
+do), and run in the interpreter where the results are checked against the eager replay.
+
+  cd templates && TRITON_INTERPRET=1 python -m pytest -q _generic/test_host.py
+"""
+
+import importlib.util
+import os
+import pathlib
+import sys
+
+import pytest
+import torch
+
+GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "codegen" / "testdata" / "golden" / "generic"
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                                reason="runs the kernels in Triton's interpreter (TRITON_INTERPRET=1)")
+
+
+def load(example, name):
+    spec = importlib.util.spec_from_file_location(f"_generic_{example}_{name}", GOLDEN / example / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_MODULES = {}
+
+
+def module(example):
+    """(kernel, reference, case) of a golden example, loaded once; the kernel's plans cleared."""
+    if example not in _MODULES:
+        _MODULES[example] = tuple(load(example, n) for n in ("kernel", "reference", "case"))
+    mods = _MODULES[example]
+    mods[0]._PLANS.clear()
+    return mods
+
+
+def inputs_for(case, main, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    xs = []
+    for _, dt, keep in case.INPUTS:
+        off = len(main) - len(keep)
+        shape = [main[off + j] if k else 1 for j, k in enumerate(keep)]
+        xs.append((torch.randn(shape, generator=g) * 0.5).to(DTYPES[dt]))
+    return xs
+
+
+class Recorder:
+    """Stands in for kernel._launch: records (kernel, grid, args, constexprs), runs nothing."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+        self.calls.append((kernel, tuple(grid), args, dict(constexprs, num_warps=num_warps, num_stages=num_stages)))
+
+
+def python_calls(fn):
+    """The Python and builtin calls fn() makes (sys.setprofile's call and c_call events)."""
+    n = [0]
+
+    def prof(frame, event, arg):
+        if event in ("call", "c_call"):
+            n[0] += 1
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return n[0] - 1  # fn itself
+
+
+def planned(kernel, monkeypatch):
+    """Counts the plans kernel computes (its _fwd_plan and _bwd_plan calls)."""
+    count = {"fwd": 0, "bwd": 0}
+    for name, tag in (("_fwd_plan", "fwd"), ("_bwd_plan", "bwd")):
+        real = getattr(kernel, name, None)
+        if real is None:
+            continue
+
+        def counted(*a, _real=real, _tag=tag):
+            count[_tag] += 1
+            return _real(*a)
+
+        monkeypatch.setattr(kernel, name, counted)
+    return count
+
+
+# example, main shape; the Python calls a second call with the same key may make (forward,
+# backward): the lookup, the allocations, the launch and the partial sums. Measured 10-15 and
+# 18-57; the path that planned every call made 64-240 and 156-460 (its launches stubbed:
+# Triton's JITFunction.run not counted)
+HOT = [
+    ("broadcast_affine_tanh", [2, 6, 5, 7], 20, 65),  # 6 inputs: per-channel, per-row, 0-dim, full
+    ("clamp_mul_bias", [64, 96], 15, 30),  # a bias: per-program column sums
+    ("broadcast_mixed_sigmoid", [3, 4, 5, 8], 20, 55),
+    ("gelu_dropout_residual", [4, 16, 32], 15, 25),  # a residual's gradient is the output's
+    ("table_softmax", [3, 5, 70], 15, None),  # a row kernel, forward only
+]
+
+
+@pytest.mark.parametrize("example,main,fwd_budget,bwd_budget", HOT, ids=[h[0] for h in HOT])
+def test_second_call_only_looks_up(example, main, fwd_budget, bwd_budget, monkeypatch):
+    kernel, _, case = module(example)
+    rec = Recorder()
+    monkeypatch.setattr(kernel, "_launch", rec)
+    count = planned(kernel, monkeypatch)
+    xs = inputs_for(case, main)
+    outs = kernel.fused(*xs)
+    assert count["fwd"] == 1 and len(rec.calls) == 1
+    n = python_calls(lambda: kernel.fused(*xs))
+    assert count["fwd"] == 1, "a second call with the same key planned again"
+    assert len(rec.calls) == 2 and _same_launch(rec.calls[0], rec.calls[1])
+    print(f"{example}: forward {n} Python calls", end="; ")
+    assert n <= fwd_budget, f"the forward's hot path made {n} Python calls (budget {fwd_budget})"
+    if bwd_budget is None:
+        return
+    douts = [torch.randn_like(o) if g else None for o, g in zip(outs, kernel.GRAD_OUTPUTS)]
+    kernel.fused_backward(xs, douts)
+    first = rec.calls[2:]
+    assert count["bwd"] == 1
+    n = python_calls(lambda: kernel.fused_backward(xs, douts))
+    assert count["bwd"] == 1, "a second backward with the same key planned again"
+    second = rec.calls[2 + len(first):]
+    assert len(second) == len(first) and all(_same_launch(a, b) for a, b in zip(first, second))
+    print(f"backward {n}")
+    assert n <= bwd_budget, f"the backward's hot path made {n} Python calls (budget {bwd_budget})"
+
+
+def _same_launch(a, b):
+    """Two recorded launches with the same grid, constexprs and non-tensor arguments, and
+    tensors of the same dtype, shape and strides in the same places."""
+    if a[0] is not b[0] or a[1] != b[1] or a[3] != b[3] or len(a[2]) != len(b[2]):
+        return False
+    for x, y in zip(a[2], b[2]):
+        if isinstance(x, torch.Tensor):
+            if not isinstance(y, torch.Tensor) or (x.dtype, x.shape, x.stride()) != (y.dtype, y.shape, y.stride()):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+# layouts of the same main shape that must not share a plan: transposed, the broadcast inputs
+# given as expanded views of the main shape (stride 0), an offset view; each run in the
+# interpreter after the others' plans
+def _layouts(xs, main):
+    yield "contiguous", xs
+    yield "transposed", [x.transpose(-1, -2).contiguous().transpose(-1, -2) if x.dim() >= 2 else x for x in xs]
+    yield "expanded", [x.expand(main) for x in xs]
+    yield "offset", [torch.cat([x.reshape(-1), x.reshape(-1)])[x.numel():].view(x.shape) for x in xs]
+
+
+@pytest.mark.parametrize("example,main", [("broadcast_affine_tanh", [2, 6, 5, 7]), ("clamp_mul_bias", [64, 96]),
+                                          ("table_softmax", [3, 5, 70])])
+def test_layouts_get_their_own_plans(example, main):
+    kernel, reference, case = module(example)
+    base = inputs_for(case, main, seed=1)
+    keys = set()
+    for name, xs in _layouts(base, main):
+        for _ in range(2):  # the second call takes the cached plan
+            got = kernel.fused(*xs)
+            want = reference.chain(*xs)
+            want = want if isinstance(want, tuple) else (want,)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g.float(), w.float(), rtol=1e-4, atol=1e-4, msg=f"{name}")
+        keys |= set(kernel._PLANS)
+    # one plan per distinct (dtypes, shapes, strides): contiguous and offset share theirs
+    assert len(keys) == len({kernel._key(xs) for _, xs in _layouts(base, main)}) >= 2
+
+
+def test_backward_layouts_and_needs():
+    """A cached backward plan is right for its key only: other strides, an expanded output
+    gradient, a None one, other needs each get theirs, and each call's gradients match eager's."""
+    kernel, reference, case = module("broadcast_affine_tanh")
+    xs = inputs_for(case, [2, 6, 5, 7], seed=2)
+    outs = kernel.fused(*xs)
+    dys = [torch.randn_like(o) for o in outs]
+    variants = [
+        ("plain", xs, dys, None),
+        ("expanded dy", xs, [dys[0], dys[1][:1].expand_as(dys[1])], None),
+        ("None dy", xs, [dys[0], None], None),
+        ("some needs", xs, dys, (True, False, True, False, True, False)),
+        ("transposed", [x.transpose(-1, -2).contiguous().transpose(-1, -2) if x.dim() >= 2 else x for x in xs],
+         dys, None),
+    ]
+    for name, ins, douts, needs in variants:
+        for _ in range(2):
+            got = kernel.fused_backward(ins, douts, needs)
+            leaves = [x.detach().double().requires_grad_(True) for x in ins]
+            ref = reference.chain(*leaves)
+            ref = ref if isinstance(ref, tuple) else (ref,)
+            pairs = [(r, d.double()) for r, d in zip(ref, douts) if d is not None]
+            want = torch.autograd.grad([r for r, _ in pairs], leaves, [d for _, d in pairs], allow_unused=True)
+            for i, (g, w) in enumerate(zip(got, want)):
+                if needs is not None and not needs[i]:
+                    assert g is None, name
+                    continue
+                w = torch.zeros_like(leaves[i]) if w is None else w
+                torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4, msg=f"{name}: input {i}")
+
+
+def test_index_width_follows_the_strides(monkeypatch):
+    """32- or 64-bit index math is part of the plan: inputs of one shape whose strides reach
+    2**31 get 64-bit math, the same shape dense keeps 32-bit (meta tensors: no memory)."""
+    kernel, _, case = module("clamp_mul_bias")
+    rec = Recorder()
+    monkeypatch.setattr(kernel, "_launch", rec)
+    dense = [torch.empty(s.shape, dtype=s.dtype, device="meta") for s in inputs_for(case, [64, 96])]
+    far = [torch.empty_strided(dense[0].shape, (2**31 // 63, 1), dtype=dense[0].dtype, device="meta")] + dense[1:]
+    for xs, want in ((dense, False), (far, True), (dense, False)):
+        kernel.fused(*xs)
+        assert rec.calls[-1][3]["IDX64"] is want
+    douts = [torch.empty(dense[0].shape, dtype=dt, device="meta") for dt in kernel.OUT_DTYPES]
+    for xs, want in ((dense, False), (far, True), (dense, False)):
+        kernel.fused_backward(xs, douts)
+        assert rec.calls[-1][3]["IDX64"] is want
+
+
+def test_bad_inputs_are_never_cached():
+    kernel, _, case = module("clamp_mul_bias")
+    xs = inputs_for(case, [8, 16])
+    for bad in ([xs[0], xs[1].double()], [xs[0], 1.0], [xs[0]], [xs[0], torch.randn(3, 5)]):
+        with pytest.raises((TypeError, ValueError)):
+            kernel.fused(*bad)
+        with pytest.raises((TypeError, ValueError)):
+            kernel.fused(*bad)  # the same error again: nothing was cached
+    assert not kernel._PLANS
