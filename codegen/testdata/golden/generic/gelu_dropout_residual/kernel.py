@@ -528,11 +528,12 @@ def fused_backward(inputs, douts, needs=None):
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
         sums = buf.view(vshape)
         sums = sums[:, :, 0] if sdim is None else sums.sum(sdim)
-        for j, (i, gshape, order) in enumerate(outs):
-            g = sums[j].reshape(gshape)
-            if order is not None:
-                g = g.permute(order)
-            grads[i] = g.reshape(inputs[i].shape).to(inputs[i].dtype)
+        for j, (i, gshape, order, ishape, cast) in enumerate(outs):
+            g = sums[j]
+            if order is not None:  # back to the main dims' order
+                g = g.reshape(gshape).permute(order)
+            g = g.reshape(ishape)
+            grads[i] = g if cast is None else g.to(cast)
     return tuple(grads)
 
 
@@ -637,7 +638,11 @@ def _bwd_plan(inputs, douts, needs):
         groups = [rows[j] for j in kept] + ([cols] if kind in (1, 4) else [])
         order = sorted(range(len(groups)), key=lambda j: groups[j][0])  # back to the main dims' order
         gshape = [_prod(shape[d] for d in gr) for gr in groups]
-        outs = [(i, gshape, None if order == list(range(len(groups))) else order) for i in members]
+        if order == list(range(len(groups))):
+            order = None
+        # per member: its gradient's shape and, for a 16-bit input, the cast from the fp32 sums
+        outs = [(i, gshape, order, inputs[i].shape, None if inputs[i].dtype == torch.float32 else inputs[i].dtype)
+                for i in members]
         stacks.append(([n] + part[kind], members, vshape, sdim, outs))
     gst = [[0] * RANK for _ in inputs]
     for i, (kind, f) in enumerate(zip(kinds, full)):
