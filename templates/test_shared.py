@@ -82,6 +82,29 @@ def test_launch_interpreter():
         shared._launch(_axpy, (4,), (x, y, 100, 2.0), NEG=True, BLOCK=32)
 
 
+@pytest.mark.skipif(not shared.INTERPRET and not torch.cuda.is_available(), reason="needs TRITON_INTERPRET=1 or CUDA")
+@pytest.mark.parametrize("G,K,N,k0,dtypes", [
+    (37, 1, 50, 0, (torch.float32,)),                 # [G, N]: groups and columns ragged against the blocks
+    (9, 2, 33, 0, (torch.bfloat16, torch.float16)),   # both gradients, each in its own type
+    (9, 2, 33, 1, (torch.bfloat16,)),                 # the second gradient alone
+    (300, 2, 17, 0, (torch.float32, torch.float32)),  # more groups than one block of the GPU's
+])
+def test_part_sums(G, K, N, k0, dtypes):
+    """_part_sums writes part[:, k0 + i].sum(0) into each out in its type, as the fp32 sum and
+    a round-to-nearest cast (within fp32 rounding of the sum's order: one 16-bit ulp at most);
+    nothing else is written (NaN canaries around)."""
+    torch.manual_seed(0)
+    device = "cpu" if shared.INTERPRET else "cuda"
+    part = torch.randn(G, K, N, device=device) if K > 1 else torch.randn(G, N, device=device)
+    bufs = [torch.full((N + 2,), float("nan"), dtype=dt, device=device) for dt in dtypes]
+    shared._part_sums(part, [b[1:-1] for b in bufs], k0)
+    for i, b in enumerate(bufs):
+        want = (part[:, k0 + i] if K > 1 else part).sum(0).to(b.dtype)
+        tol = 1e-5 if b.dtype == torch.float32 else 2.0 ** -7
+        torch.testing.assert_close(b[1:-1], want, rtol=tol, atol=1e-5)
+        assert b[0].isnan() and b[-1].isnan()
+
+
 def test_spec_keys():
     assert shared._spec(1) != shared._spec(17)
     assert shared._spec(16) != shared._spec(17)

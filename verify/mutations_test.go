@@ -74,7 +74,8 @@ func pointwise2D(pattern, fwd, wrapper, alias string) []mutation {
 // gelu2D are the mutations of the 2-D tiled GELU kernels (bias_gelu's and gelu_pyops's
 // kernels have the same structure; gelu_pyops carries the tanh GELU only). dbias is the bias
 // gradient's reduction over rows in def backward( and the same along the wrong axis.
-func gelu2D(pattern, fwd, bwd, gradCall string, dbias [2]string) []mutation {
+// dbias is the bias gradient's mutation: name, the function it lives in, old, new.
+func gelu2D(pattern, fwd, bwd, gradCall string, dbias [4]string) []mutation {
 	return []mutation{
 		{pattern, "mask-le-n", classMaskLE, fwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 		{pattern, "mask-le-m", classMaskLE, fwd, "(rm[:, None] < M)", "(rm[:, None] <= M)"},
@@ -87,7 +88,7 @@ func gelu2D(pattern, fwd, bwd, gradCall string, dbias [2]string) []mutation {
 		{pattern, "row-stride-n", classStride, fwd, "rm[:, None] * sxm + rn[None, :] * sxn", "rm[:, None] * N + rn[None, :] * sxn"},
 		{pattern, "bwd-mask-le", classMaskLE, bwd, "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 		{pattern, "bwd-no-dy", classFormula, bwd, "dz = dy * " + gradCall, "dz = " + gradCall},
-		{pattern, "dbias-axis", classReduce, "def backward(", dbias[0], dbias[1]},
+		{pattern, dbias[0], classReduce, dbias[1], dbias[2], dbias[3]},
 		{pattern, "half-missing", classScale, "def _gelu(", "0.5 * x * (1.0 + _tanh(inner))", "x * (1.0 + _tanh(inner))"},
 		{pattern, "cubic-coef", classScale, "def _gelu(", "0.044715 * x * x * x", "0.044715 * x * x"},
 		{pattern, "tanh-sign", classFormula, "def _tanh(", "tl.exp(-2.0 * x)", "tl.exp(2.0 * x)"},
@@ -99,7 +100,7 @@ var mutations = func() []mutation {
 	var ms []mutation
 	fwd, bwd := "def _bias_gelu_fwd(", "def _bias_gelu_bwd("
 	ms = append(ms, gelu2D("bias_gelu", fwd, bwd, "_gelu_grad(x, APPROX)",
-		[2]string{"lead = tuple(range(dzr.dim() - 1))", "lead = tuple(range(1, dzr.dim()))"})...)
+		[4]string{"dbias-axis", "def backward(", "lead = tuple(range(dzr.dim() - 1))", "lead = tuple(range(1, dzr.dim()))"})...)
 	ms = append(ms, pointwise2D("bias_gelu", fwd, "def bias_gelu(",
 		`_check_alias("bias_gelu", [("out", out)], [("x", x), ("bias", bias)], in_place=("x",))`)...)
 	// the erf GELU; its folder also runs the tanh one (adapter.py: approximate is the caller's)
@@ -115,7 +116,10 @@ var mutations = func() []mutation {
 		{"bias_gelu", "bwd-no-pdf", classFormula, "def _gelu_grad(", "d = cdf + x * pdf", "d = cdf"},
 	}...)
 	fwd, bwd = "def _new_gelu_fwd(", "def _new_gelu_bwd_tile("
-	ms = append(ms, gelu2D("gelu_pyops", fwd, bwd, "_gelu_grad(x)", [2]string{"part.sum(0)", "part.sum(1)"})...)
+	// the bias gradient: the kernel's partial sums added up by _sum_parts (every BLOCK_G groups
+	// of them; the grad cases' 129 rows make more groups than one block of the interpreter's 4)
+	ms = append(ms, gelu2D("gelu_pyops", fwd, bwd, "_gelu_grad(x)",
+		[4]string{"dbias-groups-skipped", "def _sum_parts(", "g += BLOCK_G", "g += 2 * BLOCK_G"})...)
 	// the bias gradient's partial sums in the backward kernel (the grad cases with several
 	// groups of row tiles: the first adversarial shape, 129 rows)
 	ms = append(ms, []mutation{
@@ -144,7 +148,7 @@ var mutations = func() []mutation {
 		{"dropout_add", "bwd-no-rescale", classScale, "def _dropout_add_bwd_tile(", "BLOCK_N), scale, 0.0)", "BLOCK_N), 1.0, 0.0)"},
 		{"dropout_add", "bwd-mask-le", classMaskLE, "def _dropout_add_bwd_tile(", "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 		// the bias gradient's partial sums in the backward kernel
-		{"dropout_add", "dbias-axis", classReduce, "def backward(", "part.sum(0)", "part.sum(1)"},
+		{"dropout_add", "dbias-groups-skipped", classReduce, "def _sum_parts(", "g += BLOCK_G", "g += 2 * BLOCK_G"},
 		{"dropout_add", "dbias-group-overwrite", classStride, bwd, "tl.store(PART + g * N + rn, acc", "tl.store(PART + rn, acc"},
 		{"dropout_add", "dbias-last-tile-dropped", classRowLoop, bwd, "while r < end:", "while r < end - BLOCK_M:"},
 	}...)

@@ -319,8 +319,7 @@ def _aten_ops(fn):
 def test_backward_of_fp32_residual_is_one_pass(monkeypatch, has_bias):
     # a bf16 branch on an fp32 residual stream (autocast): the backward kernel writes d_x in
     # x's type itself (read dy, write d_x), no fp32 [M, N] gradient cast afterwards; d_residual
-    # is dy; with a bias, the kernel's partial sums summed (and the [N] result cast to the
-    # bias' type)
+    # is dy; with a bias, the kernel's partial sums added up by _sum_parts in the bias' type
     x = torch.empty(64, 768, dtype=torch.bfloat16, device="meta", requires_grad=True)
     r = torch.empty(64, 768, dtype=torch.float32, device="meta", requires_grad=True)
     b = torch.empty(768, dtype=torch.bfloat16, device="meta", requires_grad=True) if has_bias else None
@@ -331,14 +330,18 @@ def test_backward_of_fp32_residual_is_one_pass(monkeypatch, has_bias):
     calls.clear()
     grads = []
     ops = _aten_ops(lambda: grads.extend(torch.autograd.grad(y, [x, r] if b is None else [x, r, b], dy)))
-    (k, _, c, args), = calls
+    (k, _, c, args), *sums = calls
     assert k is kernel._dropout_add_bwd and args[1].dtype == torch.bfloat16 and c["HAS_DB"] == has_bias
     assert grads[0].dtype == torch.bfloat16 and grads[0].data_ptr() == args[1].data_ptr()
     assert grads[1].data_ptr() == dy.data_ptr()
     assert not [op for op, n in ops if op in ("_to_copy", "copy_") and n == x.numel()], ops
-    # the bias gradient: the sum of the kernel's partial sums, never of d_x (x.numel() terms)
-    assert [n for op, n in ops if op == "sum"] == [args[2].numel()] * has_bias, ops
-    assert not has_bias or args[2].numel() < x.numel()
+    # the bias gradient: the kernel's partial sums (never d_x's x.numel() terms) added up by
+    # _sum_parts into it, in its type: no ATen sum or cast
+    assert [s[0] for s in sums] == [kernel._sum_parts] * has_bias
+    assert not [op for op, n in ops if op in ("sum", "_to_copy")], ops
+    if has_bias:
+        assert sums[0][3][0] is args[2] and args[2].numel() < x.numel()
+        assert sums[0][3][1] is grads[2] and grads[2].dtype == torch.bfloat16
 
 
 @pytest.mark.parametrize("device", DEVICES)

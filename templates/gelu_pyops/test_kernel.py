@@ -165,8 +165,9 @@ def test_grid_of_huge_shapes(monkeypatch, tiles_of, shape):
         y.backward(torch.empty_like(y))
 
     calls = _launches(monkeypatch, run)
-    assert [k for k, *_ in calls] == [kernel._new_gelu_fwd, kernel._new_gelu_bwd]
-    for k, grid, c, args in calls:
+    assert [k for k, *_ in calls] == [kernel._new_gelu_fwd, kernel._new_gelu_bwd, kernel._sum_parts]
+    assert calls[2][1][1:] in ((), (1,), (1, 1)) and calls[2][1][0] <= 2**31 - 1  # one bias gradient on axis 0
+    for k, grid, c, args in calls[:2]:
         assert tuple(args[3:5] if k is kernel._new_gelu_fwd else args[5:7]) == (M, N)
         bm, bn = c["BLOCK_M"], c["BLOCK_N"]
         tiles_n = (N + bn - 1) // bn
@@ -199,7 +200,7 @@ def _aten_ops(fn):
 def test_backward_of_fp32_output_is_one_pass(monkeypatch, has_bias):
     # autocast's bf16 x -> fp32 y: the backward kernel writes dx in x's type itself (read dy and
     # x, write dx), no fp32 [M, N] gradient cast afterwards; with a bias, the kernel's partial
-    # sums summed (and the [N] result cast to the bias' type)
+    # sums added up by _sum_parts in the bias' type (no ATen sum, no cast)
     x = torch.empty(64, 3072, dtype=torch.bfloat16, device="meta", requires_grad=True)
     b = torch.empty(3072, dtype=torch.bfloat16, device="meta", requires_grad=True) if has_bias else None
     calls = _launches(monkeypatch, lambda: None)
@@ -209,13 +210,15 @@ def test_backward_of_fp32_output_is_one_pass(monkeypatch, has_bias):
     calls.clear()
     grads = []
     ops = _aten_ops(lambda: grads.extend(torch.autograd.grad(y, [x] if b is None else [x, b], dy)))
-    (k, _, c, args), = calls
+    (k, _, c, args), *sums = calls
     assert k is kernel._new_gelu_bwd and args[3].dtype == torch.bfloat16 and c["HAS_DB"] == has_bias
+    assert [s[0] for s in sums] == [kernel._sum_parts] * has_bias
+    if has_bias:  # the kernel's partial sums (args[4]) into the bias gradient, in its type
+        assert sums[0][3][0] is args[4] and sums[0][3][1] is grads[1] and grads[1].dtype == torch.bfloat16
+    assert not [op for op, n in ops if op in ("sum", "_to_copy")], ops
     assert grads[0].dtype == torch.bfloat16 and grads[0].data_ptr() == args[3].data_ptr()
     assert not [op for op, n in ops if op in ("_to_copy", "copy_") and n == x.numel()], ops
-    # the bias gradient: the sum of the kernel's partial sums, never of dx (x.numel() terms)
-    assert [n for op, n in ops if op == "sum"] == [args[4].numel()] * has_bias, ops
-    assert not has_bias or args[4].numel() < x.numel()
+    assert not has_bias or args[4].numel() < x.numel()  # partial sums, never dx's x.numel() terms
 
 
 def test_tiles_independent_of_rows(monkeypatch, tiles_of):

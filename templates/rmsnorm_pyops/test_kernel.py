@@ -104,18 +104,20 @@ def test_grad_strided_weight(device):
 
 
 def test_backward_launches():
-    """Rows that fit one block: one kernel reads dy and x once for dx and dweight (then the
-    small sum of its [groups, N] partial sums), programs of whole row tiles; longer rows: the
-    dx kernel, one program per row, and the partial-sum kernel."""
+    """Rows that fit one block: one kernel reads dy and x once for dx and dweight, programs of
+    whole row tiles, then _sum_parts adds up its [groups, N] partial sums in the weight's type;
+    longer rows: the dx kernel, one program per row, the partial-sum kernel and _sum_parts."""
     launches = []
     saved = kernel._launch, kernel.MAX_BLOCK_N, kernel.ROW_TILE, kernel.DW_GROUPS, kernel.DW_MIN_ROWS
     kernel._launch = lambda k, grid, args, num_warps, **c: launches.append((k, grid, num_warps, c))
     kernel.MAX_BLOCK_N, kernel.ROW_TILE, kernel.DW_GROUPS, kernel.DW_MIN_ROWS = 8192, 4096, 512, 4  # the GPU's
     try:
-        for (m, n), want in (((2048, 1024), [(kernel._rmsnorm_bwd, (512,), 4)]),
-                             ((100352, 96), [(kernel._rmsnorm_bwd, (448,), 32)]),  # 7 tiles of 32 rows each
-                             ((3000, 8192), [(kernel._rmsnorm_bwd, (500,), 1)]),
-                             ((64, 8193), [(kernel._rmsnorm_bwd_dx, (64,), None), (kernel._rmsnorm_bwd_dw, None, None)])):
+        sums = (kernel._sum_parts, None, None)
+        for (m, n), want in (((2048, 1024), [(kernel._rmsnorm_bwd, (512,), 4), sums]),
+                             ((100352, 96), [(kernel._rmsnorm_bwd, (448,), 32), sums]),  # 7 tiles of 32 rows each
+                             ((3000, 8192), [(kernel._rmsnorm_bwd, (500,), 1), sums]),
+                             ((64, 8193), [(kernel._rmsnorm_bwd_dx, (64,), None), (kernel._rmsnorm_bwd_dw, None, None),
+                                           sums])):
             x = torch.empty(m, n, device="meta", requires_grad=True)
             w = torch.empty(n, device="meta", requires_grad=True)
             y = kernel.RMSNormFunction.apply(x, w, 1e-6, "llama")
@@ -123,6 +125,7 @@ def test_backward_launches():
             torch.autograd.grad(y, [x, w], torch.empty_like(y))
             assert [(k, grid if g else None) for (k, grid, *_), (_, g, _) in zip(launches, want)] == \
                 [(k, g) for k, g, _ in want] and len(launches) == len(want), (m, n)
+            assert launches[-1][1] == (-(-n // kernel.SUM_BLOCK_N), 1), (m, n)  # one gradient: dweight
             for (k, grid, warps, c), (_, _, bm) in zip(launches, want):
                 if bm is not None:
                     assert c["BLOCK_M"] == bm and c["HAS_DX"] and c["HAS_DW"] and warps == (16 if n == 8192 else 8)
