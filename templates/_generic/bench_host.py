@@ -3,7 +3,8 @@
 For each folder (any directory with a generated kernel.py and its case.py: a generic folder,
 or a golden example under codegen/testdata/golden/generic), microseconds per call of
 kernel.fused (the forward) and kernel.fused_backward (the backward, called directly, without
-autograd), on tensors of the case's main shape (or --shape: the host path depends on the layout, not the size) on CPU, the launches replaced by a
+autograd) and of a training step (kernel.fused_autograd and torch.autograd.grad: both, with
+autograd's own work on the CPU), on tensors of the case's main shape (or --shape: the host path depends on the layout, not the size) on CPU, the launches replaced by a
 no-op: ``_launch`` where the kernel launches through it, else ``_fused_kernel[grid](...)`` and
 ``_fused_bwd_kernel[grid](...)`` (older kernels). What remains is the wrapper's own Python and
 ATen work; a GPU adds the launch itself (``_launch`` with its compiled kernel cached, or
@@ -84,6 +85,14 @@ def main():
             douts = [torch.ones_like(o) if gr else None for o, gr in zip(outs, kernel.GRAD_OUTPUTS)]
             bwd = per_call_us(lambda: kernel.fused_backward(xs, douts), a.n, a.repeats)
             line += f", backward {bwd:.1f} us"
+            leaves = [x.detach().requires_grad_(x.dtype.is_floating_point) for x in xs]
+            grad_in = [x for x in leaves if x.requires_grad]
+
+            def train():
+                ys = [y for y, gr in zip(kernel.fused_autograd(*leaves), kernel.GRAD_OUTPUTS) if gr]
+                torch.autograd.grad(ys, grad_in, [torch.ones_like(y) for y in ys])
+
+            line += f", training step (forward and backward under autograd) {per_call_us(train, a.n, a.repeats):.1f} us"
         print(line)
 
 
