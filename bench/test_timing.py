@@ -232,7 +232,7 @@ def test_harness_case_json(tmp_path, monkeypatch, copy_bw, graph):
     monkeypatch.setattr(harness.Bench, "launches", lambda self, fn: 1)
     monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: 12.5)
     args = argparse.Namespace(max_autotune=False, repeats=3, warmup=25.0, rep=100.0, graph_below_us=30.0, wall_ms=20.0,
-                              modes=["forward"])
+                              modes=["forward"], step_copies=8)
     b = harness.Bench(args, timing)
     b.copy_bw = copy_bw
     monkeypatch.setattr(b, "do_bench_cudagraph", lambda fn, rep, quantiles: [v * 1e-3 for v in gpu[fn()]])
@@ -405,7 +405,7 @@ def test_harness_training_modes(tmp_path, monkeypatch):
     monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: None)
     monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: 7)
     args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=1.0,
-                              wall_ms=20.0, modes=["forward", "backward", "full"])
+                              wall_ms=20.0, modes=["forward", "backward", "full"], step_copies=1)
     b = harness.Bench(args, timing)
     b.copy_bw = 1e9
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -489,7 +489,7 @@ def test_harness_training_floor(tmp_path, monkeypatch, gemm_rate, flops):
     monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: 7)
     monkeypatch.setattr(harness.Bench, "gemm_rate", lambda self, dt: gemm_rate)
     args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=1.0,
-                              wall_ms=20.0, modes=["forward", "backward", "full"])
+                              wall_ms=20.0, modes=["forward", "backward", "full"], step_copies=1)
     b = harness.Bench(args, timing)
     b.copy_bw = 1e9  # bytes per second: 1 MiB is 1048.576 us
     monkeypatch.setattr(sys, "path", list(sys.path))

@@ -116,8 +116,8 @@ var mutations = func() []mutation {
 		{"bias_gelu", "bwd-no-pdf", classFormula, "def _gelu_grad(", "d = cdf + x * pdf", "d = cdf"},
 	}...)
 	fwd, bwd = "def _new_gelu_fwd(", "def _new_gelu_bwd_tile("
-	// the bias gradient: the kernel's partial sums added up by _sum_parts (every BLOCK_G groups
-	// of them; the grad cases' 129 rows make more groups than one block of the interpreter's 4)
+	// the bias gradient: the kernel's partial sums added up by _sum_parts, BLOCK_G groups at a
+	// time (the interpreter's 2: the grad cases' groups take several blocks)
 	ms = append(ms, gelu2D("gelu_pyops", fwd, bwd, "_gelu_grad(x)",
 		[4]string{"dbias-groups-skipped", "def _sum_parts(", "g += BLOCK_G", "g += 2 * BLOCK_G"})...)
 	// the bias gradient's partial sums in the backward kernel (the grad cases with several

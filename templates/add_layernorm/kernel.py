@@ -246,7 +246,7 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
 # _sum_parts adds up each gradient's G rows and writes it in the gradient's type: one launch
 # where part.sum(0) and a cast took two or three (4.2 vs 11.1 us for 512 x 2 x 768, L2-warm,
 # on the H200: bench/experiments/probe_add_layernorm_bwd.py).
-SUM_BLOCK_G = 4 if INTERPRET else 128
+SUM_BLOCK_G = 2 if INTERPRET else 128  # the interpreter: several blocks of groups in small cases
 SUM_BLOCK_N = 16 if INTERPRET else 32
 
 
