@@ -1,8 +1,9 @@
 """Probe: which tiles and warps serve rmsnorm_pyops' one-pass backward (GPU).
 
 add_layernorm's backward, of the same structure, ran 1.9x faster at rows of 768 with tiles
-of 2048 elements at 4 warps than with rmsnorm's current 4096 at 8 (probe_add_layernorm_bwd.py,
-H200, 2026-12-02), and as fast at rows of 4096. This probe times rmsnorm's backward (the
+of 2048 elements at 4 warps than with 4096 at 8 (probe_add_layernorm_bwd.py, H200,
+2026-12-02), and as fast at rows of 4096; rmsnorm took the same rule unmeasured (it had 4096
+at 8 warps). This probe times rmsnorm's backward (the
 backward of one forward, torch.autograd.grad of y from its saved state, as bench's backward
 mode calls it; captured in a CUDA graph, the replay timed by fa_testing.gpu_time_us with the
 L2 flushed) for ROW_TILE in (2048, 4096) and warps in (4, 8, 16), beside the template's

@@ -216,17 +216,19 @@ def _rmsnorm_bwd_dw(DY, X, RSTD, PART, M, N, rows, sdym, sdyn, sxm, sxn, BLOCK_N
 DW_GROUPS = 8 if INTERPRET else 512
 DW_MIN_ROWS = 1 if INTERPRET else 4
 # _rmsnorm_bwd's tile: BLOCK_M rows of BLOCK_N, about ROW_TILE elements (short rows go several
-# at a time, as the pointwise kernels' tiles do)
-ROW_TILE = 256 if INTERPRET else 4096
+# at a time, as the pointwise kernels' tiles do). 2048 at 4 warps, as add_layernorm's backward
+# of the same structure measured best on the H200 (19.1 against 36.8 us for 4096 at 8 warps at
+# rows of 768; bench/experiments/probe_rmsnorm_bwd.py times rmsnorm's own choice).
+ROW_TILE = 256 if INTERPRET else 2048
 
 
 def _bwd_warps(tile):
     """The one-pass backward's warps for a tile of this many elements: 16 elements per thread
-    of each row array, up to 16 warps. The backward holds about twice the forward's arrays
-    (dy, the row, its products with the weight, the weight, the partial sums): a row of 8192
-    with the forward's 8 warps would take some 7 x 32 = 224 registers a thread, near the 255
-    a thread can have (a GPU measurement may move this)."""
-    return min(max(tile // 512, 1), 16)
+    of each row array, at least 4 and up to 16 warps (add_layernorm's measured rule). The
+    backward holds about twice the forward's arrays (dy, the row, its products with the
+    weight, the weight, the partial sums): a row of 8192 with the forward's 8 warps would take
+    some 7 x 32 = 224 registers a thread, near the 255 a thread can have."""
+    return min(max(tile // 512, 4), 16)
 
 
 def _fused_backward(dy2, sdym, sdyn, x2, sxm, sxn, weight, rstd, dx, M, N, block, casting, has_dx, has_dw):
