@@ -238,6 +238,38 @@ def test_cached_plans_give_what_fresh_ones_do(example, main):
                 assert a is None or torch.equal(a, b), f"{name}: result {j}"
 
 
+def test_gemm_plans(monkeypatch):
+    """A GEMM head's checks and strides are planned once per key: operand layouts of one
+    shape each get theirs, and every call's outputs equal, bit for bit, those of a plan made
+    for it alone."""
+    kernel, _, case = module("addmm_sigmoid_channel")
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(8, 16, generator=g)
+    w = torch.randn(16, 12, generator=g) * 0.25
+    bias = torch.randn(12, generator=g)
+    xs = inputs_for(case, [8, 12])
+    layouts = [("plain", a, w), ("w column-major", a, w.t().contiguous().t()),
+               ("a offset", torch.cat([a.reshape(-1), a.reshape(-1)])[a.numel():].view(a.shape), w)]
+    fresh = {}
+    for name, aa, ww in layouts:
+        kernel._PLANS.clear()
+        fresh[name] = kernel.gemm_fused(aa, ww, bias, *xs)
+    kernel._PLANS.clear()
+    checks = [0]
+    real = kernel._gemm_check
+
+    def counted(*args):
+        checks[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(kernel, "_gemm_check", counted)
+    for _ in range(2):
+        for name, aa, ww in layouts:
+            for j, (x, y) in enumerate(zip(kernel.gemm_fused(aa, ww, bias, *xs), fresh[name])):
+                assert torch.equal(x, y), f"{name}: output {j}"
+    assert checks[0] == 2  # plain and offset share a key (same dtypes, shapes, strides)
+
+
 def test_index_width_follows_the_strides(monkeypatch):
     """32- or 64-bit index math is part of the plan: inputs of one shape whose strides reach
     2**31 get 64-bit math, the same shape dense keeps 32-bit (meta tensors: no memory)."""

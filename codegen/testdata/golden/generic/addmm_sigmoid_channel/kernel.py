@@ -488,7 +488,7 @@ def _key(ts):
     tensor (its call is planned anew, and the plan's checks say what is wrong)."""
     try:
         return tuple([None if t is None else (t.dtype, t.shape, t.stride()) for t in ts])
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse tensor's strides
         return None
 
 
@@ -955,36 +955,49 @@ def _bstrides(t, rank):
     return [0] * pad + [0 if d == 1 else st for d, st in zip(t.shape, t.stride())]
 
 
+def _gemm_planned(a, w, bias, xs):
+    """gemm_fused's plan for operands of these dtypes, shapes and strides (checked on a key's
+    first call, then looked up): the GEMM output's shape, the outputs' shapes, (batch, M, N, K)
+    and the launch's integer arguments after M and N (the output's shape, the inputs'
+    broadcast strides, the bias's stride, the operands' views' strides: _gemm_views makes
+    views of the same strides, or copies of the same strides, for every call of the key)."""
+    key = ("gemm", _key((a, w, bias, *xs)))
+    plan = _PLANS.get(key)
+    if plan is None:
+        a3, w3, shape = _gemm_check(a, w, bias, xs)
+        nb, m, k = a3.shape
+        n = w3.shape[2]
+        strides = [x for t in xs for x in _bstrides(t, len(shape))]
+        s_bias = bias.stride(0) if bias is not None else 0
+        ints = (*shape, *strides, s_bias, *a3.stride(), *w3.stride())
+        plan = _remember(key, (shape, [_out_shape(shape, kd) for kd in OUT_SHAPES], (nb, m, n, k), ints))
+    return plan
+
+
 def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     """The chain as one kernel: the GEMM of a and w (and bias), the steps in its epilogue; a
     tuple of the outputs. out: contiguous tensors of the outputs' shapes and dtypes to write
     instead; pre: a contiguous tensor of the GEMM output's shape and dtype that receives it."""
-    a3, w3, shape = _gemm_check(a, w, bias, xs)
+    shape, out_shapes, (nb, m, n, k), ints = _gemm_planned(a, w, bias, xs)
     if out is None:
-        out = [torch.empty(_out_shape(shape, k), dtype=dt, device=a.device) for dt, k in zip(OUT_DTYPES, OUT_SHAPES)]
+        out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
     else:
-        for o, dt, k in zip(out, OUT_DTYPES, OUT_SHAPES):
-            if o.dtype != dt or list(o.shape) != _out_shape(shape, k) or not o.is_contiguous():
+        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
+            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
                 raise ValueError("out: want contiguous tensors of the outputs' shapes and dtypes")
     if pre is not None and (pre.dtype != GEMM_DTYPE or list(pre.shape) != shape or not pre.is_contiguous()):
         raise ValueError("pre: want a contiguous tensor of the GEMM output's shape and dtype")
-    nb, m, k = a3.shape
-    n = w3.shape[2]
     if nb * m * n == 0:
         return tuple(out)
     if k == 0:  # an empty sum: the GEMM's output is the bias (or 0)
         return gemm_cublas(a, w, bias, *xs)
-    views = xs  # read in place through their broadcast strides
-    strides = [x for t in xs for x in _bstrides(t, len(shape))]
+    a3, w3 = _gemm_views(a, w)
     b_arg = bias if bias is not None else a3
-    s_bias = bias.stride(0) if bias is not None else 0
     flags = (bias is not None, pre is not None, GEMM_DTYPE == torch.float32 or INTERPRET)
 
-    def run(tile, outs, pre_t):
+    def run(tile, outs, pre_t):  # the inputs read in place through their broadcast strides
         g = _gemm_grid(m, n, tile)
-        _gemm_launch(_gemm_epilogue_kernel, (g[0], nb, 1), (),
-                     (a3, w3, b_arg, *views, *outs, pre_t, m, n, *shape, *strides, s_bias,
-                      *a3.stride(), *w3.stride()),
+        _gemm_launch(_gemm_epilogue_kernel, (g[0], nb, 1), (), (a3, w3, b_arg, *xs, *outs, pre_t, m, n, *ints),
                      tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
 
     bufs = []
@@ -1016,7 +1029,7 @@ class GemmFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, w, bias, *xs):
-        _, _, shape = _gemm_check(a, w, bias, xs)
+        shape = _gemm_planned(a, w, bias, xs)[0]
         pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
         outs = gemm_fused(a, w, bias, *xs, pre=pre)
         ctx.save_for_backward(a, w, bias, pre, *xs)

@@ -291,7 +291,7 @@ def _key(ts):
     tensor (its call is planned anew, and the plan's checks say what is wrong)."""
     try:
         return tuple([None if t is None else (t.dtype, t.shape, t.stride()) for t in ts])
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse tensor's strides
         return None
 
 
