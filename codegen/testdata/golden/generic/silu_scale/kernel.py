@@ -498,7 +498,8 @@ def fused_backward(inputs, douts, needs=None):
     _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=4, num_stages=3, **consts)
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
         sums = buf.view(vshape)
-        sums = sums[:, :, 0] if sdim is None else sums.sum(sdim)
+        if sdim is not None:
+            sums = sums.sum(sdim)
         for j, (i, gshape, order, ishape, cast) in enumerate(outs):
             g = sums[j]
             if order is not None:  # back to the main dims' order
@@ -600,8 +601,12 @@ def _bwd_plan(inputs, douts, needs):
         red = [j for j, k in enumerate(kept_rows) if not k]
         if kind in (1, 2):  # per-program sums: [n, kept rows, programs a kept row has(, C)]
             lead = _prod(size[j] for j in kept)
-            vshape = [n, lead, -1] + ([n_cols] if kind == 1 else [])
-            sdim = 2 if _prod(part[kind]) // (lead * (n_cols if kind == 1 else 1)) > 1 else None
+            progs_per = _prod(part[kind]) // (lead * (n_cols if kind == 1 else 1))
+            cols_kept = [n_cols] if kind == 1 else []
+            if progs_per > 1:
+                vshape, sdim = [n, lead, progs_per] + cols_kept, 2
+            else:  # one program a kept row: its partial sums are the sums
+                vshape, sdim = [n, lead] + cols_kept, None
         elif kind == 3:
             vshape, sdim = [n, n_cb] + size, [1] + [j + 2 for j in red]
         else:
