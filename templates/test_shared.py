@@ -152,7 +152,8 @@ def test_launch_gpu_hooks_and_streams():
     y = torch.empty_like(x)
     shared._launch(_axpy, (4,), (x, y, 1000, 2.0), BLOCK=256, NEG=False)  # cached now
     seen = []
-    hook = lambda metadata: seen.append(metadata["name"])  # noqa: E731
+    # Triton 3.6 passes the hook a LazyDict (its get() gives the dict), older ones a dict
+    hook = lambda metadata: seen.append((metadata if isinstance(metadata, dict) else metadata.get())["name"])  # noqa: E731
     knobs.runtime.launch_enter_hook.add(hook)
     try:
         y.fill_(float("nan"))
