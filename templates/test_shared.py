@@ -161,7 +161,7 @@ def test_launch_gpu_hooks_and_streams():
     finally:
         knobs.runtime.launch_enter_hook.remove(hook)
     torch.testing.assert_close(y, 3.0 * x)
-    assert seen == ["_axpy"]
+    assert seen == ["_axpy"], seen
     s = torch.cuda.Stream()
     big = torch.randn(1 << 20, device="cuda")
     out = torch.full_like(big, float("nan"))
@@ -172,8 +172,8 @@ def test_launch_gpu_hooks_and_streams():
                        BLOCK=256, NEG=True)
     # read on the default stream, which does not wait for s: still NaN unless the launch went
     # to the default stream (the sleep, 50M cycles, lasts ~25 ms)
-    assert out[:1].cpu().isnan().all()
+    assert out[:1].cpu().isnan().all(), "the launch did not wait for the side stream"
     s.synchronize()
     torch.testing.assert_close(out, -big)
     for entry in shared._COMPILED.values():
-        assert entry[-1] is not None  # the kernel, alive as long as its entry
+        assert entry[-1] is not None, entry  # the kernel, alive as long as its entry

@@ -51,6 +51,16 @@ FORWARD = [(v, "fp32") for v in sorted(VARIANTS)] + [
     (v, d) for v in ("causal", "bool-min", "additive-fp32", "bias", "alibi-causal") for d in ("fp16", "bf16")]
 
 
+
+@pytest.fixture(autouse=True)
+def _untimed_tiles_on_gpu(request, monkeypatch):
+    """On the GPU, each bucket's first candidate tile, untimed: timing a new bucket compiles and
+    runs every candidate of the three kernels (some 16 compiles), and every test here brings
+    new buckets or constexprs: 4 tests ran in 290 s on the H200. The candidates are checked by
+    test_every_tile_candidate_gpu (each forced), the tuner by its own tests (which set _TUNE)."""
+    if "cuda" in request.node.name or request.node.get_closest_marker("gpu"):
+        monkeypatch.setattr(kernel, "_TUNE", False)
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("variant,dtype", FORWARD)
 def test_forward(device, variant, dtype):
