@@ -496,6 +496,9 @@ func speedupSection(in Inputs, sp []Speedup) section {
 		txt(", many calls back to back in one graph, L2-warm."))
 	if hasPerCall(sp) {
 		p = append(p, txt(" Per call µs: the wall time per call of the provider called as an eager model calls it (no CUDA graph, back-to-back calls, one synchronize at the end), host overhead included; in parentheses, the host's time for one call to return."))
+		if k := wallCopies(r); k > 0 {
+			p = append(p, txt(fmt.Sprintf(" In the backward and full modes a call is %d chains with one backward (one torch.autograd.grad) over all of them, over %d: the autograd engine's cost per backward call is paid once per step, as in a model.", k, k)))
+		}
 		if in.Use == UseGraphs {
 			p = append(p, txt(" Verdicts are decided on GPU time: the traced model runs under CUDA graphs or torch.compile, where a kernel's host overhead is not paid per call; the per-call verdict is beside it."))
 		} else {
@@ -703,4 +706,14 @@ func readingSection() section {
 		{txt(fmt.Sprintf("verdicts: ship (measurably faster than eager); noise (within the spread); review (above %g×: check the baseline and shapes before believing it); do not ship (below %.1f×); failed (wrong results on the GPU, or the harness failed); not timed. Decided on per-call time for a model that calls its kernels eagerly, on GPU time under CUDA graphs or torch.compile (and for results without per-call times); the other figure's verdict is beside it.", ReviewAbove, ShipAtLeast))},
 		{txt("verification: pass, FAIL (an output or gradient outside the tolerance), ERROR (the kernel raised), not run (refused: too large for the interpreter, or timed out), skipped (the case does not apply).")},
 	}}
+}
+
+// wallCopies is the number of chains a training mode's per-call figures were taken over
+// (bench.Case.WallCopies, the largest among r's cases), 0 when none was.
+func wallCopies(r *bench.Result) int {
+	k := 0
+	for _, c := range r.Cases {
+		k = max(k, c.WallCopies)
+	}
+	return k
 }

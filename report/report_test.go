@@ -743,3 +743,25 @@ func TestGoldenLibrary(t *testing.T) {
 		}
 	}
 }
+
+// The method paragraph says how the training modes' per-call figures were taken when bench
+// took them over several chains in one backward (bench.Case.WallCopies), and only then.
+func TestPerCallStepCopies(t *testing.T) {
+	c := func(mode string, copies int) bench.Case {
+		return bench.Case{Pattern: "swiglu", Name: "s", Dtype: "bf16", Shape: []int64{2, 3}, Correct: true, Mode: mode,
+			FusedUs: 10, EagerUs: 20, FusedWallUs: 30, EagerWallUs: 40, WallCopies: copies}
+	}
+	const want = "In the backward and full modes a call is 8 chains with one backward"
+	for _, tc := range []struct {
+		cases []bench.Case
+		says  bool
+	}{
+		{[]bench.Case{c("forward", 0), c("full", 8)}, true},
+		{[]bench.Case{c("forward", 0), c("full", 0)}, false},
+	} {
+		out := string(render(t, Markdown, Inputs{Bench: &bench.Result{GPU: "G", Cases: tc.cases}}))
+		if strings.Contains(out, want) != tc.says {
+			t.Errorf("copies %d: says %q = %v, want %v", tc.cases[1].WallCopies, want, !tc.says, tc.says)
+		}
+	}
+}
