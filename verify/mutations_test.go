@@ -117,7 +117,7 @@ var mutations = func() []mutation {
 	}...)
 	fwd, bwd = "def _new_gelu_fwd(", "def _new_gelu_bwd_tile("
 	// the bias gradient: the kernel's partial sums added up by _sum_parts, BLOCK_G groups at a
-	// time (the interpreter's 2: the grad cases' groups take several blocks)
+	// time (under the interpreter two blocks of groups whatever their count)
 	ms = append(ms, gelu2D("gelu_pyops", fwd, bwd, "_gelu_grad(x)",
 		[4]string{"dbias-groups-skipped", "def _sum_parts(", "g += BLOCK_G", "g += 2 * BLOCK_G"})...)
 	// the bias gradient's partial sums in the backward kernel (the grad cases with several

@@ -500,7 +500,7 @@ def _seed_arg(fn, seed, device):
 # _sum_parts adds up each gradient's G rows and writes it in the gradient's type: one launch
 # where part.sum(0) and a cast took two or three (4.2 vs 11.1 us for 512 x 2 x 768, L2-warm,
 # on the H200: bench/experiments/probe_add_layernorm_bwd.py).
-SUM_BLOCK_G = 2 if INTERPRET else 128  # the interpreter: several blocks of groups in small cases
+SUM_BLOCK_G = 128
 SUM_BLOCK_N = 16 if INTERPRET else 32
 
 
@@ -536,9 +536,12 @@ def _part_sums(part, outs, k0=0):
         for o in outs:
             o.zero_()
         return
+    block_g = SUM_BLOCK_G
+    if INTERPRET:  # the group loop runs in Python: two blocks of groups whatever G is (and a
+        block_g = max(2, 1 << (-(-G // 2) - 1).bit_length())  # skipped block still shows)
     _launch(_sum_parts, (-(-N // SUM_BLOCK_N), len(outs)),
             (part, outs[0], outs[-1], G, N, part.numel() // (G * N), k0),
-            num_warps=4, BLOCK_G=SUM_BLOCK_G, BLOCK_N=SUM_BLOCK_N)
+            num_warps=4, BLOCK_G=block_g, BLOCK_N=SUM_BLOCK_N)
 # --- fa:end sumparts ---
 
 
