@@ -10,7 +10,8 @@ separates the two, for the fused and the eager provider built as bench builds th
                idle GPU), the figure bench reports as "host"
   engine       the same for a one-op chain (x * 2) of the same first input: the engine's share
   amortized    K copies of the chain on their own leaves, backward in one autograd.grad call,
-               over K: the chain's host cost as a model step pays it
+               over K (harness.StepCall, as bench's training per-call figures are taken):
+               the chain's host cost as a model step pays it
 then the top functions of a cProfile of the fused backward calls, by own time.
 
 Usage: python3 bench/experiments/probe_train_host.py [-k K] [-top N] FOLDER...
@@ -53,19 +54,6 @@ def host_us(fn, bursts=30, k=10):
     return statistics.median(times)
 
 
-class Many:
-    """K backward-mode calls of one chain, their backward in one autograd.grad."""
-
-    def __init__(self, fwd, inputs, names, k):
-        self.calls = [harness.training_call(torch, fwd, inputs, names, "backward") for _ in range(k)]
-        self.outs = [o for c in self.calls for o in c.outs]
-        self.wrt = [w for c in self.calls for w in c.wrt]
-        self.dys = [d for c in self.calls for d in c.dys]
-
-    def __call__(self):
-        return torch.autograd.grad(self.outs, self.wrt, self.dys, retain_graph=True, allow_unused=True)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-k", type=int, default=8)
@@ -96,7 +84,7 @@ def probe(folder, a):
         row = []
         for mode in ("backward", "full"):
             row.append(f"{mode} {host_us(harness.training_call(torch, fwd, inputs, names, mode)):.1f}")
-        row.append(f"amortized backward (k={a.k}) {host_us(Many(fwd, inputs, names, a.k)) / a.k:.1f}")
+        row.append(f"amortized backward (k={a.k}) {host_us(harness.StepCall(torch, fwd, inputs, names, 'backward', a.k)) / a.k:.1f}")
         print(f"   {name:6s} host us: " + ", ".join(row))
     call = harness.training_call(torch, fwds["fused"], inputs, names, "backward")
     for _ in range(5):
