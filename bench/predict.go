@@ -27,6 +27,11 @@ const (
 // in one CUDA graph (do_bench_cudagraph, the microsecond-scale cases) also pays the graph's
 // gap between kernels, so its prediction gets cm.GraphGapUs per fused launch
 // (PredictedGapUs says how much), once.
+//
+// A backward case gets the cost model's fused backward (CostModel.BackwardUs, what
+// backwardShape reads of it and of its forward case), a full case the forward case's
+// prediction (without its gaps) and then that backward, with the gaps of the case's own
+// timing: GraphGapUs per launch of both when timed back to back.
 func Predict(r *Result, cm patterns.CostModel) {
 	gap := cm.GraphGapUs
 	if gap == 0 {
@@ -51,68 +56,160 @@ func Predict(r *Result, cm patterns.CostModel) {
 		if c.Mode != "backward" && c.Mode != "full" || f == nil || c.PredictedUs > 0 || !c.Correct {
 			continue
 		}
-		bwd, ok := predictBackward(f, r.GPU, cm)
+		warm := c.Timing["fused"] == "cudagraph"
+		s, ok := backwardShape(f, c, warm)
 		if !ok {
 			continue
 		}
-		if c.Timing["fused"] == "cudagraph" {
-			c.PredictedGapUs = gap
-			bwd += gap
+		us, launches, ok := cm.BackwardUs(r.GPU, s)
+		if !ok {
+			continue
 		}
-		c.PredictedUs, c.PredictedFrom = bwd, FromCostModel
 		if c.Mode == "full" { // the forward as predicted for the forward case, then the backward
-			c.PredictedUs += f.PredictedUs
-			c.PredictedGapUs += f.PredictedGapUs
+			if f.PredictedUs <= 0 {
+				continue
+			}
+			us += f.PredictedUs - f.PredictedGapUs
+			launches += max(f.Launches, 1)
 		}
+		c.PredictedGapUs = 0
+		if warm {
+			c.PredictedGapUs = gap * float64(launches)
+			us += c.PredictedGapUs
+		}
+		c.PredictedUs, c.PredictedFrom = us, FromCostModel
 	}
 }
 
-// predictBackward is the cost model's fused backward for the forward case f (measured and
-// predicted): what a fused backward cannot avoid moving or computing, by the pattern's kind.
+// bwdWriteShare is the gradients' share of a memory-bound backward's bytes (bwd_nbytes, all
+// tensors of one dtype), which L2 may absorb: add_layernorm reads dy, the sum's own gradient
+// and the saved sum and writes dx; dropout_add reads dy and writes dx; swiglu reads dy, gate
+// and up and writes two gradients; the others read dy and a saved tensor and write one.
+var bwdWriteShare = map[string]float64{"add_layernorm": 1.0 / 4, "dropout_add": 1.0 / 2, "swiglu": 2.0 / 5}
+
+// backwardShape is what the cost model reads of the fused backward of forward case f, for
+// the backward or full case c (timed back to back when warm):
 //
-//   - memory-bound: it reads the gradient of the outputs and what the forward read (the
-//     saved inputs, recomputing what it needs), and writes a gradient per input: the
-//     forward's bytes plus its reads again, written as much as the forward read;
-//   - attention: FlashAttention-2's backward recomputes the scores and computes five
-//     products of the forward's two sizes (S, dV, dP, dQ, dK): 2.5x the forward's flops,
-//     reading q, k, v, o, dO and writing dq, dk, dv (twice the forward's bytes);
-//   - GEMM with an epilogue (linear_gelu): two GEMMs of the forward's size (dX, dW), each
-//     as long as the measured GEMM alone, and one pass reading the pre-activation and the
-//     gradient and writing the gradient of the GEMM output.
+//   - memory-bound: the backward's own bytes (the harness's bwd_nbytes: c.Bytes, less the
+//     forward's for a full case), else an estimate from the forward's (it reads the
+//     forward's reads again and the output gradient, and writes a gradient per input read);
+//     a weight's or bias' gradient from per-program partial sums (partialBytes), bias_gelu's
+//     from ATen's row sum over the gradient it wrote;
+//   - attention: the five products of FlashAttention-2's backward (S, dV, dP, dQ, dK: 2.5x the
+//     forward's flops over the kept pairs, the head dim padded to the tiles' power of two),
+//     its own bytes, else twice the forward's;
+//   - GEMM with an epilogue (linear_gelu): the forward's GEMM alone as measured (gemm_only),
+//     the GELU derivative's pass over the GEMM output (dy and the pre-activation read, the
+//     gradient written) and, with a bias, the gradient read again for its row sum.
 //
-// Patterns without a backward have no backward cases; a forward without bytes or a GEMM
-// time gives no prediction.
-func predictBackward(f *Case, gpu string, cm patterns.CostModel) (float64, bool) {
+// ok is false for a forward-only pattern, a forward without bytes (or GEMM time), or shapes
+// the model cannot read.
+func backwardShape(f, c *Case, warm bool) (patterns.BackwardShape, bool) {
+	s := patterns.BackwardShape{Pattern: f.Pattern, Warm: warm}
 	p, ok := patterns.Lookup(f.Pattern)
 	if !ok || !f.Correct || f.Bytes <= 0 {
-		return 0, false
+		return s, false
 	}
-	warm := f.Timing["fused"] == "cudagraph"
+	own := c.Bytes
+	if c.Mode == "full" {
+		own -= f.Bytes
+	}
 	switch p.Kind {
 	case patterns.KindGEMM:
-		if p.GEMM != patterns.GEMMEpilogue || f.GemmOnlyUs <= 0 {
-			return 0, false
-		}
 		m, _, n, es, ok := gemmDims(f)
-		if !ok {
-			return 0, false
+		if p.GEMM != patterns.GEMMEpilogue || f.GemmOnlyUs <= 0 || !ok {
+			return s, false
 		}
-		return cm.FusedUs(gpu, patterns.Shape{Pattern: f.Pattern, GemmUs: 2 * f.GemmOnlyUs, GemmElemSize: es,
-			ExtraBytes: 3 * m * n * es, Warm: warm})
+		s.GemmUs, s.PassBytes = f.GemmOnlyUs, 3*m*n*es
+		if len(f.Shapes) > 2 { // x, the weight and a bias
+			s.SumBytes = m * n * es
+		}
+		return s, true
 	case patterns.KindAttention:
 		ac := patterns.Case{Dtype: f.Dtype, Shapes: f.Shapes}
 		if strings.Contains(f.Name, "-causal-") {
 			ac.Params.MaskKind = "causal"
 		}
-		return cm.FusedUs(gpu, patterns.Shape{Pattern: f.Pattern, Bytes: 2 * f.Bytes, WriteBytes: f.Bytes,
-			Flops: patterns.AttentionFlops(ac) * 5 / 2, Warm: warm})
+		d := f.Shapes[0][len(f.Shapes[0])-1] // the head dim; AttentionFlops checked the shapes
+		s.Flops = patterns.AttentionFlops(ac) * 5 / 2 * max(16, nextPow2(d)) / max(d, 1)
+		s.Bytes = own
+		if own <= 0 {
+			s.Bytes = 2 * f.Bytes
+		}
+		return s, s.Flops > 0
 	}
-	w := writeBytes(f)
-	read := f.Bytes - w
-	if w <= 0 || read <= 0 {
-		return 0, false
+	if own > 0 {
+		share, ok := bwdWriteShare[f.Pattern]
+		if !ok {
+			share = 1.0 / 3
+		}
+		s.Bytes, s.WriteBytes = own, int64(share*float64(own))
+	} else {
+		w := writeBytes(f)
+		read := f.Bytes - w
+		if w <= 0 || read <= 0 {
+			return s, false
+		}
+		s.Bytes, s.WriteBytes = f.Bytes+read, read
 	}
-	return cm.FusedUs(gpu, patterns.Shape{Pattern: f.Pattern, Bytes: f.Bytes + read, WriteBytes: read, Warm: warm})
+	if f.Pattern == "bias_gelu" && hasBias(f) {
+		s.SumBytes = s.WriteBytes // db = dz.sum over the rows: the gradient read again
+	} else {
+		s.PartialBytes = partialBytes(f)
+	}
+	return s, true
+}
+
+// partialBytes is the fp32 partial sums a memory-bound backward writes for its weight's or
+// bias' gradients and adds up in a second launch (_sum_parts): the norms' backwards run about
+// 512 programs of at least 4 rows, each adding its rows into one fp32 row per gradient
+// (add_layernorm: the weight's and the bias'; rmsnorm: the weight's); gelu_pyops' and
+// dropout_add's, with a bias, about 2048 programs over the [M, N] tiles (4 KiB of the widest
+// operand a tile), one row per program's row group. 0: no such gradient.
+func partialBytes(f *Case) int64 {
+	if len(f.Shape) == 0 {
+		return 0
+	}
+	n := f.Shape[len(f.Shape)-1]
+	if n <= 0 {
+		return 0
+	}
+	m := int64(1)
+	for _, d := range f.Shape[:len(f.Shape)-1] {
+		m *= d
+	}
+	var k, groups int64
+	switch f.Pattern {
+	case "add_layernorm", "rmsnorm_pyops":
+		k = map[string]int64{"add_layernorm": 2, "rmsnorm_pyops": 1}[f.Pattern]
+		rows := max(4, (m+511)/512)
+		groups = (m + rows - 1) / rows
+	case "gelu_pyops", "dropout_add":
+		es := map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[f.Dtype]
+		if !hasBias(f) || es == 0 {
+			return 0
+		}
+		k = 1
+		tiles := (n + min(4096/es, nextPow2(n)) - 1) / min(4096/es, nextPow2(n))
+		groups = min(m, max(1, 2048/tiles))
+	default:
+		return 0
+	}
+	return groups * k * n * 4
+}
+
+// hasBias reports whether a pointwise case has a bias: a second input, one-dimensional, of
+// the last dim's size.
+func hasBias(f *Case) bool {
+	return len(f.Shapes) > 1 && len(f.Shapes[1]) == 1 && len(f.Shape) > 0 && f.Shapes[1][0] == f.Shape[len(f.Shape)-1]
+}
+
+func nextPow2(n int64) int64 {
+	p := int64(1)
+	for p < n {
+		p *= 2
+	}
+	return p
 }
 
 // predict fills c's prediction before any launch gap: the analysis's, else the cost model's.

@@ -46,6 +46,26 @@ type CostModel struct {
 	// (bench/testdata/harness-h200-attention.jsonl; FlexAttention reached 0.19 and SDPA's
 	// flash backend 0.31 without a mask). Not fitted: refit after a full attention benchmark.
 	AttentionEfficiency float64
+	//
+	// The backward's constants (BackwardUs), fitted together on the H200 training benchmarks'
+	// backward cases of half of the model families and checked on the other half
+	// (docs/cost-model.md, "Backward"; docs/benchmarks/cost-fit.md). The backward's kernels pay
+	// KernelOverheadUs each (and RowKernelUs for a reduction), a pointwise backward moves its
+	// bytes at FusedEfficiency, as the forward does.
+	//
+	// RowBwdEfficiency is the fraction of BandwidthGBs a fused row backward (the norms': the
+	// gradient of the row and the weight's partial sums in one pass; a softmax's) reaches on
+	// its bytes (fitted: 0.74; on the H200 add_layernorm's and rmsnorm's one-pass backwards ran
+	// at 1.4-1.6x their bytes at the copy bandwidth at large shapes, the pointwise backwards at
+	// 1.05x: each tile waits for its two row sums before it writes).
+	RowBwdEfficiency float64
+	// AttentionBwdEfficiency and AttentionBwdByteEfficiency: the fused attention backward's
+	// five products over the kept pairs run at AttentionBwdEfficiency of ComputeTFLOPs, and its
+	// bytes (q, k, v, o, their gradients, the row statistics) add at AttentionBwdByteEfficiency
+	// of BandwidthGBs: at the tiles it runs, its programs do not hide their row loads and
+	// gradient stores under the MMAs, so a short sequence (less arithmetic a byte) runs at a
+	// lower share of the GEMM rate (H200: 105 TFLOP/s at 4x16x512x64 causal, 191 at 2x16x2048x64).
+	AttentionBwdEfficiency, AttentionBwdByteEfficiency float64
 	// MinKernelOverheadUs and MaxKernelOverheadUs clamp the calibrated overhead;
 	// DefaultKernelOverheadUs is used when the trace has no kernel shorter than the
 	// maximum (1.1 us: the profiled duration of the decode-size fused pointwise kernels on the
@@ -124,25 +144,28 @@ type DeviceSpec struct {
 // DefaultCostModel returns the documented defaults.
 func DefaultCostModel() CostModel {
 	return CostModel{
-		MinKernelOverheadUs:     1.0,
-		MaxKernelOverheadUs:     5.0,
-		DefaultKernelOverheadUs: 1.1,
-		CalibMinBytes:           16 << 20,
-		CalibMinSamples:         5,
-		CalibPercentile:         0.98,
-		EpilogueOverhead:        1,
-		GemmRatio16:             1.15,
-		GemmRatio32:             2.1,
-		L2AbsorbAll:             0.69,
-		L2AbsorbNone:            0.96,
-		FusedEfficiency:         0.967,
-		RowEfficiency:           0.91,
-		RowL2Share:              0.533,
-		WarmReadShare:           0.267,
-		LaunchUs:                4.0,
-		RowKernelUs:             0.2,
-		GraphGapUs:              0.7,
-		AttentionEfficiency:     0.16,
+		MinKernelOverheadUs:        1.0,
+		MaxKernelOverheadUs:        5.0,
+		DefaultKernelOverheadUs:    1.1,
+		CalibMinBytes:              16 << 20,
+		CalibMinSamples:            5,
+		CalibPercentile:            0.98,
+		EpilogueOverhead:           1,
+		GemmRatio16:                1.15,
+		GemmRatio32:                2.1,
+		L2AbsorbAll:                0.69,
+		L2AbsorbNone:               0.96,
+		FusedEfficiency:            0.967,
+		RowEfficiency:              0.91,
+		RowL2Share:                 0.533,
+		WarmReadShare:              0.267,
+		LaunchUs:                   4.0,
+		RowKernelUs:                0.2,
+		GraphGapUs:                 0.7,
+		AttentionEfficiency:        0.16,
+		RowBwdEfficiency:           0.74,
+		AttentionBwdEfficiency:     0.367,
+		AttentionBwdByteEfficiency: 0.319,
 		Devices: []DeviceSpec{
 			// Measured: device-to-device copy 4.25 TB/s (read+write) and bf16 8192^3
 			// GEMM 679 TFLOP/s on one H200 (h200-anchors.md); efficiency 1 since
@@ -191,6 +214,9 @@ func (m CostModel) withDefaults() CostModel {
 	set(&m.RowKernelUs, d.RowKernelUs)
 	set(&m.GraphGapUs, d.GraphGapUs)
 	set(&m.AttentionEfficiency, d.AttentionEfficiency)
+	set(&m.RowBwdEfficiency, d.RowBwdEfficiency)
+	set(&m.AttentionBwdEfficiency, d.AttentionBwdEfficiency)
+	set(&m.AttentionBwdByteEfficiency, d.AttentionBwdByteEfficiency)
 	if m.CalibMinBytes == 0 {
 		m.CalibMinBytes = d.CalibMinBytes
 	}
@@ -516,11 +542,26 @@ func (m CostModel) l2Absorbed(bytes, writes int64, warm bool) float64 {
 // device table's, and the kernel overhead m.KernelOverheadUs, else DefaultKernelOverheadUs;
 // ok is false when no bandwidth is known or a GEMM pattern has no GEMM time.
 func (m CostModel) FusedUs(device string, s Shape) (us float64, ok bool) {
+	m, ok = m.onDevice(device)
+	if !ok {
+		return 0, false
+	}
+	p := patternByID(s.Pattern)
+	if p.Kind == KindGEMM && s.GemmUs <= 0 {
+		return 0, false
+	}
+	return m.fused(p, s), true
+}
+
+// onDevice is m with its defaults and, where m leaves them at zero, device's figures from the
+// table (bandwidth, GEMM rate, L2) and DefaultKernelOverheadUs; ok is false when no bandwidth
+// is known.
+func (m CostModel) onDevice(device string) (CostModel, bool) {
 	m = m.withDefaults()
 	d, found := m.device(device)
 	if m.BandwidthGBs <= 0 {
 		if !found {
-			return 0, false
+			return m, false
 		}
 		m.BandwidthGBs = d.BandwidthGBs * d.Efficiency
 	}
@@ -530,15 +571,107 @@ func (m CostModel) FusedUs(device string, s Shape) (us float64, ok bool) {
 	if found && m.L2Bytes == 0 {
 		m.L2Bytes = d.L2Bytes
 	}
-
 	if m.ComputeTFLOPs == 0 && found {
 		m.ComputeTFLOPs = d.ComputeTFLOPs * d.ComputeEff
 	}
-	p := patternByID(s.Pattern)
-	if p.Kind == KindGEMM && s.GemmUs <= 0 {
-		return 0, false
+	return m, true
+}
+
+// BackwardShape is one fused backward call (the backward of one chain in a training step) as
+// the cost model reads it.
+type BackwardShape struct {
+	Pattern string
+	// Bytes is the fewest bytes the backward moves (the adapters' bwd_nbytes: the output
+	// gradients and what the derivatives read, the gradients written), WriteBytes the part it
+	// writes (the gradients), which L2 may absorb.
+	Bytes, WriteBytes int64
+	// PartialBytes is the fp32 partial sums of a weight's or bias' gradient ([groups, K, N]:
+	// each program adds up its rows), which the main pass writes and a second launch adds up
+	// (_sum_parts). 0: no such gradient.
+	PartialBytes int64
+	// Flops, attention: the backward's GEMM arithmetic (five products over the kept pairs, at
+	// the head dim its tiles pad to).
+	Flops int64
+	// SumBytes: a bias gradient added up by ATen (a row sum) from the gradient the main pass
+	// wrote, read again (bias_gelu, linear_gelu). 0: none.
+	SumBytes int64
+	// GemmUs, GEMM with an epilogue (linear_gelu): the forward's GEMM as cuBLAS runs it; the
+	// backward runs two of its size (dX, dW) on cuBLAS, after one pass of PassBytes (the
+	// GELU's derivative: read the output gradient and the pre-activation, write the GEMMs'
+	// gradient).
+	GemmUs    float64
+	PassBytes int64
+	// Warm: timed back to back (Shape.Warm).
+	Warm bool
+}
+
+// BackwardUs estimates one fused backward call on device (its kernels' durations, as a trace
+// records them) and the kernels it launches, by the pattern's kind:
+//
+//   - pointwise: one pass over Bytes (plus the partial sums it writes) less what L2 serves, at
+//     FusedEfficiency, as the forward; row (norms, softmax): at RowBwdEfficiency, less
+//     RowL2Share of it, plus RowKernelUs;
+//   - a weight's or bias' gradient: a second launch reading its partial sums (PartialBytes)
+//     or the whole gradient (SumBytes), a reduction (RowKernelUs) at RowBwdEfficiency;
+//   - attention: three kernels (the row statistics, dK and dV, dQ), the flops at
+//     AttentionBwdEfficiency of ComputeTFLOPs and the bytes at AttentionBwdByteEfficiency of
+//     the bandwidth, added;
+//   - GEMM with an epilogue: two cuBLAS GEMMs of the forward's (2 x GemmUs), the derivative's
+//     pass as a pointwise one, the bias' row sum as above.
+//
+// Every kernel pays KernelOverheadUs; a benchmark timing calls back to back also pays
+// GraphGapUs a launch (bench.Predict adds it). ok is false when no bandwidth is known or the
+// pattern has no backward model (layernorm_linear: forward only).
+func (m CostModel) BackwardUs(device string, s BackwardShape) (us float64, launches int, ok bool) {
+	m, ok = m.onDevice(device)
+	if !ok {
+		return 0, 0, false
 	}
-	return m.fused(p, s), true
+	p := patternByID(s.Pattern)
+	bw := m.BandwidthGBs * 1e3 // bytes per us
+	// reduce is a reduction pass over bytes: the partial sums' or a bias' row sum
+	reduce := func(bytes int64) float64 {
+		return m.KernelOverheadUs + m.RowKernelUs + float64(bytes)/(m.RowBwdEfficiency*bw)
+	}
+	switch {
+	case p.GEMM == GEMMEpilogue:
+		if s.GemmUs <= 0 {
+			return 0, 0, false
+		}
+		us = 2*s.GemmUs + m.KernelOverheadUs + m.streamUs(s.PassBytes, s.PassBytes/3, s.Warm, m.BandwidthGBs)
+		launches = 3
+		if s.SumBytes > 0 {
+			us += reduce(s.SumBytes)
+			launches++
+		}
+		return us, launches, true
+	case p.Kind == KindGEMM:
+		return 0, 0, false
+	case p.Kind == KindAttention:
+		if m.ComputeTFLOPs <= 0 {
+			return 0, 0, false
+		}
+		us = 3*m.KernelOverheadUs + float64(s.Flops)/(m.AttentionBwdEfficiency*m.ComputeTFLOPs*1e6) +
+			float64(s.Bytes)/(m.AttentionBwdByteEfficiency*bw)
+		return us, 3, true
+	}
+	bytes, writes := s.Bytes+s.PartialBytes, s.WriteBytes+s.PartialBytes
+	if p.RowKernel() {
+		charged := float64(bytes) - m.RowL2Share*m.l2Absorbed(bytes, writes, s.Warm)
+		us = m.KernelOverheadUs + m.RowKernelUs + charged/(m.RowBwdEfficiency*bw)
+	} else {
+		us = m.KernelOverheadUs + m.streamUs(bytes, writes, s.Warm, m.BandwidthGBs)
+	}
+	launches = 1
+	if s.PartialBytes > 0 {
+		us += reduce(s.PartialBytes)
+		launches++
+	}
+	if s.SumBytes > 0 {
+		us += reduce(s.SumBytes)
+		launches++
+	}
+	return us, launches, true
 }
 
 // fused is one fused call's GPU time (a kernel duration, as a trace records it) for a
