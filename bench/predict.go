@@ -81,11 +81,10 @@ func Predict(r *Result, cm patterns.CostModel) {
 	}
 }
 
-// bwdWriteShare is the gradients' share of a memory-bound backward's bytes (bwd_nbytes, all
-// tensors of one dtype), which L2 may absorb: add_layernorm reads dy, the sum's own gradient
-// and the saved sum and writes dx; dropout_add reads dy and writes dx; swiglu reads dy, gate
-// and up and writes two gradients; the others read dy and a saved tensor and write one.
-var bwdWriteShare = map[string]float64{"add_layernorm": 1.0 / 4, "dropout_add": 1.0 / 2, "swiglu": 2.0 / 5}
+// bwdGradients is how many gradients of the case's shape a memory-bound backward writes, in
+// the case's dtype (x's), which L2 may absorb: swiglu's two (gate's and up's), one for the
+// others (the input's; the residual's is the same tensor where its dtype is x's).
+var bwdGradients = map[string]int64{"swiglu": 2}
 
 // backwardShape is what the cost model reads of the fused backward of forward case f, for
 // the backward or full case c (timed back to back when warm):
@@ -139,11 +138,11 @@ func backwardShape(f, c *Case, warm bool) (patterns.BackwardShape, bool) {
 		return s, s.Flops > 0
 	}
 	if own > 0 {
-		share, ok := bwdWriteShare[f.Pattern]
+		k, ok := bwdGradients[f.Pattern]
 		if !ok {
-			share = 1.0 / 3
+			k = 1
 		}
-		s.Bytes, s.WriteBytes = own, int64(share*float64(own))
+		s.Bytes, s.WriteBytes = own, min(k*tensorBytes(f), own)
 	} else {
 		w := writeBytes(f)
 		read := f.Bytes - w
@@ -271,6 +270,15 @@ func gemmDims(c *Case) (m, k, n, es int64, ok bool) {
 // writeBytes is what a memory-bound case's kernel writes: its outputs in the case's dtype
 // (Pattern.Outputs: add_layernorm writes the sum and y); 0 when the shape or dtype is unknown.
 func writeBytes(c *Case) int64 {
+	n := tensorBytes(c)
+	if p, ok := patterns.Lookup(c.Pattern); ok {
+		n *= int64(p.OutputCount())
+	}
+	return n
+}
+
+// tensorBytes is one tensor of the case's shape in its dtype; 0 when either is unknown.
+func tensorBytes(c *Case) int64 {
 	es := map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[c.Dtype]
 	if len(c.Shape) == 0 || es == 0 {
 		return 0
@@ -278,9 +286,6 @@ func writeBytes(c *Case) int64 {
 	n := es
 	for _, d := range c.Shape {
 		n *= d
-	}
-	if p, ok := patterns.Lookup(c.Pattern); ok {
-		n *= int64(p.OutputCount())
 	}
 	return n
 }
