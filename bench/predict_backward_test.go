@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"math"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
+)
+
+// The backward and full cases' predictions, each against the model written out by hand
+// (docs/cost-model.md, "Backward"): shapes past L2, so that no L2 discount enters, on the
+// H200's device-table bandwidth (4250 GB/s) and the default kernel overhead (1.1 µs).
+func TestPredictBackwardKinds(t *testing.T) {
+	dm := patterns.DefaultCostModel()
+	const bw = 4250e3 // bytes per µs
+	ov, row, gap := dm.DefaultKernelOverheadUs, dm.RowKernelUs, dm.GraphGapUs
+	rowPass := func(bytes float64) float64 { return ov + row + bytes/(dm.RowBwdEfficiency*bw) }
+	stream := func(bytes float64) float64 { return ov + bytes/(dm.FusedEfficiency*bw) }
+	replay := map[string]string{"fused": "graph-replay"}
+	graphed := map[string]string{"fused": "cudagraph"}
+
+	const m, n = 16384, 4096 // add_layernorm bf16: 537 MB backward, 512 programs of 32 rows
+	lnBwd := int64(m*n*(3*2+2) + 8*m + 3*n*2)
+	lnPart := float64(512 * 2 * n * 4) // the weight's and the bias' partial sums, fp32
+	lnWant := rowPass(float64(lnBwd)+lnPart) + rowPass(lnPart)
+
+	const gm, gn = 8192, 16384 // gelu_pyops bf16 with a bias: tiles of 2048 columns, 256 row groups
+	geluBwd := int64(gm*gn*3*2 + 2*2*gn)
+	geluPart := float64(256 * gn * 4)
+
+	const lm, lk, ln = 16384, 2048, 8192 // linear_gelu bf16
+	pass, sum := float64(3*lm*ln*2), float64(lm*ln*2)
+
+	qkv := [][]int64{{4, 32, 512, 96}, {4, 32, 512, 96}, {4, 32, 512, 96}}
+	attFlops := 2.5 * 2 * 4 * 32 * (96 + 96) * float64(512*513/2) * 128 / 96 // the head dim padded to 128
+	attBytes := float64(100925440)
+
+	for _, tc := range []struct {
+		name     string
+		fwd, bwd Case
+		want     float64 // the backward's prediction; 0: none
+	}{
+		{"row backward with partial sums: two launches",
+			Case{Pattern: "add_layernorm", Dtype: "bf16", Shape: []int64{m, n}, Shapes: [][]int64{{m, n}}, Bytes: m * n * 8, Timing: replay},
+			Case{Mode: "backward", Bytes: lnBwd, Timing: replay}, lnWant},
+		{"back to back: a gap per launch",
+			Case{Pattern: "add_layernorm", Dtype: "bf16", Shape: []int64{m, n}, Shapes: [][]int64{{m, n}}, Bytes: m * n * 8, Timing: replay},
+			Case{Mode: "backward", Bytes: lnBwd, Timing: graphed}, lnWant + 2*gap},
+		{"no bytes of its own: the forward's reads again, a gradient per input",
+			Case{Pattern: "swiglu", Dtype: "bf16", Shape: []int64{m, n}, Shapes: [][]int64{{m, n}}, Bytes: 3 * m * n * 2, Timing: replay},
+			Case{Mode: "backward", Timing: replay}, stream(5 * m * n * 2)},
+		{"pointwise with a bias: the bias' partial sums",
+			Case{Pattern: "gelu_pyops", Dtype: "bf16", Shape: []int64{gm, gn}, Shapes: [][]int64{{gm, gn}, {gn}}, Bytes: gm * gn * 4, Timing: replay},
+			Case{Mode: "backward", Bytes: geluBwd, Timing: replay}, stream(float64(geluBwd)+geluPart) + rowPass(geluPart)},
+		{"pointwise without a bias: one launch",
+			Case{Pattern: "gelu_pyops", Dtype: "bf16", Shape: []int64{gm, gn}, Shapes: [][]int64{{gm, gn}}, Bytes: gm * gn * 4, Timing: replay},
+			Case{Mode: "backward", Bytes: gm * gn * 6, Timing: replay}, stream(gm * gn * 6)},
+		{"linear_gelu: two cuBLAS GEMMs, the derivative's pass, the bias' sum",
+			Case{Pattern: "linear_gelu", Dtype: "bf16", Shape: []int64{lm, lk}, Shapes: [][]int64{{lm, lk}, {ln, lk}, {ln}}, Bytes: 1, GemmOnlyUs: 300, Timing: replay},
+			Case{Mode: "backward", Timing: replay}, 2*300 + stream(pass) + rowPass(sum)},
+		{"attention: flops at the padded head dim and bytes, added, three launches",
+			Case{Pattern: "attention", Name: "attention-causal-bf16-4x32x512x96-00000000", Dtype: "bf16", Shape: qkv[0], Shapes: qkv, Bytes: 50331648, Timing: replay},
+			Case{Mode: "backward", Bytes: int64(attBytes), Timing: replay},
+			3*ov + attFlops/(dm.AttentionBwdEfficiency*679e6) + attBytes/(dm.AttentionBwdByteEfficiency*bw)},
+		{"forward only: no backward prediction",
+			Case{Pattern: "layernorm_linear", Dtype: "bf16", Shape: []int64{lm, lk}, Shapes: [][]int64{{lm, lk}, {ln, lk}, {ln}}, Bytes: 1, GemmOnlyUs: 300, Timing: replay},
+			Case{Mode: "backward", Timing: replay}, 0},
+		{"a generic chain: no backward prediction",
+			Case{Pattern: "generic", Dtype: "fp32", Shape: []int64{m, n}, Bytes: m * n * 12, Timing: replay},
+			Case{Mode: "backward", Bytes: m * n * 12, Timing: replay}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, b := tc.fwd, tc.bwd
+			if f.Name == "" {
+				f.Name = "case"
+			}
+			f.Mode, f.Correct, f.Launches = "forward", true, 1
+			b.Pattern, b.Name, b.Dtype, b.Correct = f.Pattern, f.Name, f.Dtype, true
+			full := b
+			full.Mode = "full"
+			if b.Bytes > 0 {
+				full.Bytes = f.Bytes + b.Bytes
+			}
+			r := &Result{GPU: "NVIDIA H200", Cases: []Case{f, b, full}}
+			Predict(r, dm)
+			fw, bk, fl := r.Cases[0], r.Cases[1], r.Cases[2]
+			if tc.want == 0 {
+				if bk.PredictedUs != 0 || fl.PredictedUs != 0 {
+					t.Errorf("predicted %v, %v; want none", bk.PredictedUs, fl.PredictedUs)
+				}
+				return
+			}
+			if math.Abs(bk.PredictedUs-tc.want) > 1e-6*tc.want || bk.PredictedFrom != FromCostModel {
+				t.Errorf("backward %v (%q), want %v", bk.PredictedUs, bk.PredictedFrom, tc.want)
+			}
+			// full: the forward's prediction without its gaps, then the backward, with the gaps of
+			// full's own timing: a gap per launch of both when back to back, else none
+			gaps := 0.0
+			if full.Timing["fused"] == "cudagraph" {
+				gaps = gap * (1 + bk.PredictedGapUs/gap)
+			}
+			want := fw.PredictedUs - fw.PredictedGapUs + tc.want - bk.PredictedGapUs + gaps
+			if math.Abs(fl.PredictedUs-want) > 1e-6*want || math.Abs(fl.PredictedGapUs-gaps) > 1e-9 {
+				t.Errorf("full %v (gaps %v), want %v (gaps %v)", fl.PredictedUs, fl.PredictedGapUs, want, gaps)
+			}
+		})
+	}
+}
+
+// A full case timed back to back pays the graph's gap once per launch of the forward and of
+// the backward; a full case whose forward has no prediction gets none.
+func TestPredictFullGaps(t *testing.T) {
+	dm := patterns.DefaultCostModel()
+	graphed := map[string]string{"fused": "cudagraph"}
+	shape := []int64{4096, 768}
+	r := &Result{GPU: "NVIDIA H200", Cases: []Case{
+		{Pattern: "rmsnorm_pyops", Name: "a", Mode: "forward", Correct: true, Dtype: "bf16", Shape: shape, Bytes: 4096 * 768 * 4,
+			Launches: 1, PredictedUs: 10, PredictedGapUs: 0.7, PredictedFrom: FromAnalysis, Timing: graphed},
+		{Pattern: "rmsnorm_pyops", Name: "a", Mode: "backward", Correct: true, Dtype: "bf16", Shape: shape, Bytes: 4096 * 768 * 6, Timing: graphed},
+		{Pattern: "rmsnorm_pyops", Name: "a", Mode: "full", Correct: true, Dtype: "bf16", Shape: shape, Bytes: 4096 * 768 * 10, Timing: graphed},
+		{Pattern: "rmsnorm_pyops", Name: "b", Mode: "forward", Correct: true, Dtype: "bf16", Shape: shape, Timing: graphed},
+		{Pattern: "rmsnorm_pyops", Name: "b", Mode: "full", Correct: true, Dtype: "bf16", Shape: shape, Bytes: 4096 * 768 * 10, Timing: graphed},
+	}}
+	Predict(r, dm)
+	c := r.Cases
+	if c[1].PredictedGapUs != 2*dm.GraphGapUs { // the backward pass and the weight's partial sums
+		t.Errorf("backward gaps %v, want two launches' %v", c[1].PredictedGapUs, 2*dm.GraphGapUs)
+	}
+	if want := 3 * dm.GraphGapUs; math.Abs(c[2].PredictedGapUs-want) > 1e-9 {
+		t.Errorf("full gaps %v, want three launches' %v", c[2].PredictedGapUs, want)
+	}
+	if want := 10 - 0.7 + (c[1].PredictedUs - c[1].PredictedGapUs) + 3*dm.GraphGapUs; math.Abs(c[2].PredictedUs-want) > 1e-9 {
+		t.Errorf("full %v, want %v", c[2].PredictedUs, want)
+	}
+	if c[4].PredictedUs != 0 {
+		t.Errorf("a full case whose forward has no prediction got %v", c[4].PredictedUs)
+	}
+}
