@@ -129,13 +129,17 @@ func backwardShape(f, c *Case, warm bool) (patterns.BackwardShape, bool) {
 		if strings.Contains(f.Name, "-causal-") {
 			ac.Params.MaskKind = "causal"
 		}
-		d := f.Shapes[0][len(f.Shapes[0])-1] // the head dim; AttentionFlops checked the shapes
-		s.Flops = patterns.AttentionFlops(ac) * 5 / 2 * max(16, nextPow2(d)) / max(d, 1)
+		flops := patterns.AttentionFlops(ac) // 0 unless q, k and v are [B, H, S, D]
+		if flops <= 0 {
+			return s, false
+		}
+		d := f.Shapes[0][3] // the head dim
+		s.Flops = flops * 5 / 2 * max(16, nextPow2(d)) / max(d, 1)
 		s.Bytes = own
 		if own <= 0 {
 			s.Bytes = 2 * f.Bytes
 		}
-		return s, s.Flops > 0
+		return s, true
 	}
 	if own > 0 {
 		k, ok := bwdGradients[f.Pattern]

@@ -136,3 +136,21 @@ func TestPredictFullGaps(t *testing.T) {
 		t.Errorf("a full case whose forward has no prediction got %v", c[4].PredictedUs)
 	}
 }
+
+// Shapes the model cannot read give no prediction, never a panic: an attention case without
+// its q, k and v, a linear_gelu without its weight.
+func TestPredictBackwardBadShapes(t *testing.T) {
+	for _, f := range []Case{
+		{Pattern: "attention", Name: "attention-causal-bf16-x", Dtype: "bf16", Bytes: 1 << 20},
+		{Pattern: "attention", Name: "attention-bf16-x", Dtype: "bf16", Shapes: [][]int64{{2, 4}}, Bytes: 1 << 20},
+		{Pattern: "linear_gelu", Name: "linear_gelu-x", Dtype: "bf16", Shapes: [][]int64{{64, 32}}, Bytes: 1 << 20, GemmOnlyUs: 5},
+	} {
+		f.Mode, f.Correct = "forward", true
+		b := Case{Pattern: f.Pattern, Name: f.Name, Dtype: f.Dtype, Mode: "backward", Correct: true, Bytes: 1 << 21}
+		r := &Result{GPU: "NVIDIA H200", Cases: []Case{f, b}}
+		Predict(r, patterns.DefaultCostModel())
+		if r.Cases[1].PredictedUs != 0 {
+			t.Errorf("%s %v: backward predicted %v", f.Pattern, f.Shapes, r.Cases[1].PredictedUs)
+		}
+	}
+}
