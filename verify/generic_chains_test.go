@@ -49,7 +49,9 @@ func TestGenericChainsVerify(t *testing.T) {
 	for _, d := range dirs {
 		list = append(list, d)
 	}
-	res, err := Run(context.Background(), list, Options{Python: py, Trials: 2})
+	// one trial: every case still runs, with its own seed (bench's GPU check and `fuseadvise
+	// verify` use three)
+	res, err := Run(context.Background(), list, Options{Python: py, Trials: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +141,9 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"GEMM bias gradient dropped", "linear_gelu_scale_residual", nil,
 			text("gb = g2.sum(0) if needs[2] else None", "gb = None")},
 	}
+	// the runners are forked from one process that imported torch once (about 3 s a mutant
+	// otherwise); nil where unsupported, and Run starts its own
+	runner := newForkRunner(t, py)
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
 			var dirs map[string]string
@@ -155,7 +160,7 @@ func TestGenericChainsMutants(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, err := Run(context.Background(), []string{d}, Options{Python: py, Trials: 2, FailFast: true})
+			res, err := Run(context.Background(), []string{d}, Options{Python: py, Trials: 1, FailFast: true, Runner: runner})
 			if err != nil {
 				t.Fatal(err)
 			}
