@@ -68,6 +68,16 @@ def test_nan_inf(device):
     fat.assert_close(y, y0, 1e-5, 1e-5)
 
 
+def _fused_grad_case(shapes, dtype, params, device, seed):
+    """fat.run_grad_case without its second pass through adapter.train: here that pass makes
+    the first pass's call (adapter.fused(autograd=True) and adapter.train both call
+    kernel.add_layer_norm_train with the same arguments) again with another dy, the same
+    launches. test_grad runs both passes."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delattr(adapter, "train")
+        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, seed)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_grad(device, dtype):
@@ -89,7 +99,7 @@ def test_grad_one_pass(device, dtype, residual_dtype, groups, monkeypatch):
     monkeypatch.setattr(kernel, "BWD_GROUPS", groups)
     params = {"eps": 1e-5, "residual_dtype": residual_dtype}
     for i, shapes in enumerate(([[37, 70]], [[2, 3, 128]], [[9, 6]])):
-        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, 20 + i)
+        _fused_grad_case(shapes, dtype, params, device, 20 + i)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -279,8 +289,8 @@ def test_channels_first_layouts(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_channels_first_grad(device, dtype):
-    for shapes in ([[2, 40, 3, 2]], adapter.CHANNELS_FIRST_NCHW[0]):
-        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, CHANNELS_FIRST, device, 6)
+    fat.run_grad_case(kernel, ref, adapter, [[2, 40, 3, 2]], dtype, CHANNELS_FIRST, device, 6)
+    _fused_grad_case(adapter.CHANNELS_FIRST_NCHW[0], dtype, CHANNELS_FIRST, device, 6)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -297,11 +307,13 @@ def test_channels_first_grad_batches(device, groups, monkeypatch):
         x0, r0 = fat.randn(shape, torch.float32, device, g), fat.randn(shape, torch.float32, device, g)
         w0, b0 = fat.randn(shape[1:2], torch.float32, device, g, mean=1.0), fat.randn(shape[1:2], torch.float32, device, g)
         ds0, dy0 = fat.randn(shape, torch.float32, device, g), fat.randn(shape, torch.float32, device, g)
+        # one forward each, its graph kept for the three pairs of gradient layouts
+        calls = []
+        for fn in (kernel.add_layer_norm_train, ref.add_layer_norm):
+            leaves = [t.clone().requires_grad_(True) for t in (cl(x0), cl(r0), w0, b0)]
+            calls.append((fn(*leaves, 1e-6, dim=1), leaves))
         for ds, dy in ((ds0, dy0), (ds0, cl(dy0)), (cl(ds0), dy0)):
-            got, want = [], []
-            for fn, res in ((kernel.add_layer_norm_train, got), (ref.add_layer_norm, want)):
-                leaves = [t.clone().requires_grad_(True) for t in (cl(x0), cl(r0), w0, b0)]
-                res.extend(torch.autograd.grad(fn(*leaves, 1e-6, dim=1), leaves, (ds, dy)))
+            got, want = (torch.autograd.grad(outs, leaves, (ds, dy), retain_graph=True) for outs, leaves in calls)
             for name, a, b in zip(("x", "residual", "weight", "bias"), got, want):
                 fat.assert_close(a, b, 1e-4, 1e-4, name=f"{shape} {name} ds {ds.stride()} dy {dy.stride()}")
 
