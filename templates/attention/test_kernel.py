@@ -69,6 +69,19 @@ def test_forward(device, variant, dtype):
         fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, i)
 
 
+def _grad_case(shapes, dtype, params, device, seed, train=False):
+    """fat.run_grad_case, by default without its second pass through adapter.train: that pass
+    calls kernel.attention at the case's p, the call the first pass (adapter.fused(autograd=True),
+    the case's p and the other) already checks, again with another dy: the same launches. The
+    train pass runs where train=True (once: test_grad's first shape of the bias-bool variant)."""
+    if train:
+        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, seed)
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delattr(adapter, "train")
+        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, seed)
+
+
 # gradients against eager (16-bit: within twice eager's own error against the fp32 chain), for
 # q, k, v and an additive bias, with dropout and without (the adapter checks both p's)
 GRADS = [(v, "fp32") for v in ("none", "causal-1e4", "bool", "additive", "bias-bool", "alibi-causal")] + [
@@ -80,7 +93,7 @@ GRADS = [(v, "fp32") for v in ("none", "causal-1e4", "bool", "additive", "bias-b
 def test_grad(device, variant, dtype):
     params = _params(variant)
     for i, shapes in enumerate([adapter.adversarial(params)[0]] + adapter.grad_shapes(params)):
-        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, 100 + i)
+        _grad_case(shapes, dtype, params, device, 100 + i, train=i == 0 and variant == "bias-bool")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -590,28 +603,32 @@ def test_disagreeing_tiles_never_picked(monkeypatch):
 def test_tuning_agrees_on_real_candidates(device, monkeypatch):
     """The tuning path with the kernels' own trial launches (scratch outputs returned to
     _agreeing): every forward, dK/dV and dQ candidate run on the call's inputs (causal bf16 with a
-    finite fill and dropout, S past a 128-block), none reported as disagreeing, and the
-    gradients right with the tiles it kept."""
+    finite fill and dropout, S past a 128-block), none reported as disagreeing, every one timed,
+    and the gradients right with the tiles it kept. (The stand-in for do_bench times without
+    running: each candidate's trial launch is _agreeing's, and a launch that raised there would
+    not be timed, so the count below fails.)"""
     monkeypatch.setattr(kernel, "_TUNE", True)
     monkeypatch.setattr(kernel, "_TUNED", {})
     monkeypatch.setattr(kernel.torch.cuda, "is_current_stream_capturing", lambda: False)
-    ran = []
+    timed = []
 
     def bench(fn, **kw):
-        fn()
-        ran.append(1)
-        return float(len(ran))  # the first candidate of each kernel the fastest
+        timed.append(fn)
+        return float(len(timed))  # the first candidate of each kernel the fastest
 
     monkeypatch.setattr(kernel.triton.testing, "do_bench", bench)
     params = _params("dropout-causal")
     params["mask_fill"] = "min"
-    shapes = adapter._shapes(1, 1, 140, 140, 64, params)
+    S = 129  # one past a 128-block, in the same 256 bucket as the H200 cases' longer rows
+    shapes = adapter._shapes(1, 1, S, S, 64, params)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fat.run_grad_case(kernel, ref, adapter, shapes, "bf16", params, device, 4)
+        _grad_case(shapes, "bf16", params, device, 4)
     assert not [w for w in caught if "disagree" in str(w.message)]
     kinds = kernel.tile_config()
     assert "fwd+stats+dropout" in kinds and "dkdv+dropout" in kinds and "dq " in kinds, kinds
+    # each kernel tuned at p and at the other p (0: the adapter's gradient cases run both)
+    assert len(timed) == 2 * sum(len(kernel.tile_candidates(k, S, 64, 2)) for k in ("fwd", "dkdv", "dq"))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -623,7 +640,7 @@ def test_asymmetric_tiles(device):
     shapes = adapter._shapes(1, 1, 150, 150, 64, params)
     tiles = {"fwd": kernel.FWD_TILES[0], "dkdv": kernel.DKDV_TILES[0], "dq": kernel.DQ_TILES[0]}
     with kernel.forced_tiles(tiles):
-        fat.run_grad_case(kernel, ref, adapter, shapes, "bf16", params, device, 3)
+        _grad_case(shapes, "bf16", params, device, 3)
 
 
 # --- GPU only: graph capture with dropout, big shapes, tuned tiles ---
