@@ -61,11 +61,22 @@ def _untimed_tiles_on_gpu(request, monkeypatch):
     if "cuda" in request.node.name or request.node.get_closest_marker("gpu"):
         monkeypatch.setattr(kernel, "_TUNE", False)
 
+
+def _forward_shapes(params):
+    """adapter.adversarial's shapes, its Sq 129 x Sk 127 case at 65 x 63 in the interpreter:
+    in 16 x 16 tiles both are several full blocks and a ragged one each way, Sq - Sk = 2
+    (causal: the first two rows masked everywhere), and 65 x 63 runs a quarter of the tiles
+    (129 x 127 took half of test_forward's time). The GPU runs the adapter's own."""
+    smaller = {129: 65, 127: 63}
+    return [[[smaller.get(d, d) for d in s] for s in shapes] for shapes in adapter.adversarial(params)]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("variant,dtype", FORWARD)
 def test_forward(device, variant, dtype):
     params = _params(variant)
-    for i, shapes in enumerate(adapter.adversarial(params)):
+    shapes_list = adapter.adversarial(params) if device == "cuda" else _forward_shapes(params)
+    for i, shapes in enumerate(shapes_list):
         fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, i)
 
 
