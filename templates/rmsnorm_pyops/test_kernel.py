@@ -80,8 +80,13 @@ def test_grad(device, dtype, casting):
 def test_grad_one_pass(device, dtype, casting, groups, monkeypatch):
     """Rows that fit one block: dx and dweight's partial sums in one pass, programs of several
     row tiles (one group: every row in one program), a ragged last tile and group, one row per
-    program; a row of exactly one block, rows of three elements."""
+    program; a row of exactly one block, rows of three elements. run_grad_case's second pass,
+    through adapter.train (contiguous x and weight, where the first pass gives NaN-padded
+    strided views), runs at 3 groups only: the grouping is the same kernel code whatever the
+    layout."""
     monkeypatch.setattr(kernel, "DW_GROUPS", groups)
+    if groups != 3:
+        monkeypatch.delattr(adapter, "train")
     for i, shapes in enumerate(([[37, 70]], [[2, 3, 128]], [[9, 3]])):
         fat.run_grad_case(kernel, ref, adapter, shapes, dtype, {"eps": 1e-6, "casting": casting}, device, 10 + i)
 
