@@ -34,11 +34,18 @@ FORWARD = [(v, "fp32") for v in sorted(VARIANTS)] + [
 
 
 def _forward_shapes(params):
-    """adapter.adversarial's shapes, its rows of 1500 at 400 in the interpreter: both are rows
-    of several 128-column chunks (the interpreter's MAX_BLOCK_N) and a ragged last one, and 400
-    runs a third of the chunks (1500 took over a third of test_forward's time). The GPU runs the
-    adapter's own."""
-    return [[[400 if d == 1500 else d for d in s] for s in shapes] for shapes in adapter.adversarial(params)]
+    """adapter.adversarial's shapes at the interpreter's cost (the GPU runs the adapter's own):
+    rows of 1500 at 400, both several 128-column chunks (the interpreter's MAX_BLOCK_N) and a
+    ragged last one, a third of the chunks; the [2, 3, 9, 129] scores as [2, 2, 3, 129], still
+    rank 4 with the mask broadcast over heads and query rows and rows one past a chunk, 12
+    rows (one program each) instead of 54. The two took two thirds of test_forward's time."""
+    out = []
+    for shapes in adapter.adversarial(params):
+        shapes = [[400 if d == 1500 else d for d in s] for s in shapes]
+        if shapes[0] == [2, 3, 9, 129]:
+            shapes = [[2, 2, 3, 129]] + shapes[1:]
+        out.append(shapes)
+    return out
 
 
 @pytest.mark.parametrize("device", DEVICES)
