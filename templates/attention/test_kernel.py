@@ -103,7 +103,14 @@ GRADS = [(v, "fp32") for v in ("none", "causal-1e4", "bool", "additive", "bias-b
 @pytest.mark.parametrize("variant,dtype", GRADS)
 def test_grad(device, variant, dtype):
     params = _params(variant)
-    for i, shapes in enumerate([adapter.adversarial(params)[0]] + adapter.grad_shapes(params)):
+    cases = [adapter.adversarial(params)[0]] + adapter.grad_shapes(params)
+    if variant == "bias-bool":
+        # its two further shapes run elsewhere here: the padding bias [B, 1, 1, Sk] in bias-bf16
+        # (with dropout) and test_bias_broadcast_every_dim (against float64), Sq > Sk with a
+        # finite fill in causal-1e4 (where causal skips key blocks) and test_grad_against_fp64
+        # (with a bias); its rows masked everywhere are in its first shape already
+        cases = cases[:2]
+    for i, shapes in enumerate(cases):
         _grad_case(shapes, dtype, params, device, 100 + i, train=i == 0 and variant == "bias-bool")
 
 
