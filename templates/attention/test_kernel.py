@@ -104,7 +104,7 @@ GRADS = [(v, "fp32") for v in ("none", "causal-1e4", "bool", "additive", "bias-b
 def test_grad(device, variant, dtype):
     params = _params(variant)
     cases = [adapter.adversarial(params)[0]] + adapter.grad_shapes(params)
-    if variant == "bias-bool":
+    if variant == "bias-bool" and device == "cpu":
         # its two further shapes run elsewhere here: the padding bias [B, 1, 1, Sk] in bias-bf16
         # (with dropout) and test_bias_broadcast_every_dim (against float64), Sq > Sk with a
         # finite fill in causal-1e4 (where causal skips key blocks) and test_grad_against_fp64
@@ -637,7 +637,7 @@ def test_tuning_agrees_on_real_candidates(device, monkeypatch):
     monkeypatch.setattr(kernel.triton.testing, "do_bench", bench)
     params = _params("dropout-causal")
     params["mask_fill"] = "min"
-    S = 129  # one past a 128-block, in the same 256 bucket as the H200 cases' longer rows
+    S = 129 if device == "cpu" else 140  # past a 128-block (the interpreter: by one row)
     shapes = adapter._shapes(1, 1, S, S, 64, params)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
