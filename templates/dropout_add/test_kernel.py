@@ -360,11 +360,11 @@ def test_backward_of_fp32_residual_is_one_pass(monkeypatch, has_bias):
 def test_bias_grad_in_row_groups(device, dtype, programs, monkeypatch):
     """The bias gradient from the backward kernel's partial sums: every row in one program,
     groups of several row tiles with a ragged last one, one tile per program; with an fp32
-    residual too (d_x, and so the sum, in x's type); p = 0 (no mask) as well. (81 rows: six
-    row tiles of 16 in the interpreter, the last of one row; at 8 programs, three groups of two
-    tiles, the last holding the ragged one.)"""
+    residual too (d_x, and so the sum, in x's type); p = 0 (no mask) as well. (In the
+    interpreter 81 rows: six row tiles of 16, the last of one row; at 8 programs, three
+    groups of two tiles, the last holding the ragged one. 129 on the GPU.)"""
     monkeypatch.setattr(kernel, "DB_PROGRAMS", programs)
-    for i, shapes in enumerate(([[81, 70]], [[3, 43, 24]])):
+    for i, shapes in enumerate(([[81 if device == "cpu" else 129, 70]], [[3, 43, 24]])):
         for rd, p in ((None, 0.3), ("fp32", 0.3), (None, 0.0)):
             params = {"p": p, "has_bias": True, "residual_dtype": rd}
             _fused_grad_case(shapes, dtype, params, device, 40 + i)
