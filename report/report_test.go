@@ -486,11 +486,11 @@ func TestPerCallVerdicts(t *testing.T) {
 	}
 }
 
-// TestOldResults: a result from before the per-call figures and the read-back flush (the
-// committed H200 results) loads, is judged on GPU time, shows no per-call column and says
+// TestOldResults: a result from before the per-call figures and the read-back flush (six
+// cases of the H200 results of 2026-11-29) loads, is judged on GPU time, shows no per-call column and says
 // how its L2 flush was done.
 func TestOldResults(t *testing.T) {
-	r, err := LoadBench(filepath.Join("..", "docs", "benchmarks", "h200.json"))
+	r, err := LoadBench(filepath.Join("testdata", "bench-2026-11-29.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
