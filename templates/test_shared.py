@@ -165,11 +165,13 @@ def test_launch_gpu_hooks_and_streams():
     s = torch.cuda.Stream()
     big = torch.randn(1 << 20, device="cuda")
     out = torch.full_like(big, float("nan"))
+    grid = (triton.cdiv(big.numel(), 256),)
+    shared._launch(_axpy, grid, (big, out, big.numel(), 1.0), BLOCK=256, NEG=True)  # compiled now,
+    out.fill_(float("nan"))  # so that the launch below takes the cached path (a compile outlasts the sleep)
     torch.cuda.synchronize()
     with torch.cuda.stream(s):
         torch.cuda._sleep(50_000_000)  # the side stream busy for some ms: a launch on it waits
-        shared._launch(_axpy, (triton.cdiv(big.numel(), 256),), (big, out, big.numel(), 1.0),
-                       BLOCK=256, NEG=True)
+        shared._launch(_axpy, grid, (big, out, big.numel(), 1.0), BLOCK=256, NEG=True)
     # read on the default stream, which does not wait for s: still NaN unless the launch went
     # to the default stream (the sleep, 50M cycles, lasts ~25 ms)
     assert out[:1].cpu().isnan().all(), "the launch did not wait for the side stream"
