@@ -156,6 +156,68 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
         tl.store(RSTD + row, rstd)
 
 
+# Channels-first tiles (_add_layernorm_cf_fwd): a program takes BLOCK_P positions of one batch
+# and every channel (BLOCK_N = next_power_of_2(N), at most CF_MAX_BLOCK_N), about CF_TILE
+# elements, at least 32 bytes of each channel's run of positions (one memory sector) and at
+# most CF_MAX_P positions; 32 elements per thread of each tile array, 4 to 16 warps. Under the
+# interpreter the tiles are small, so that the tests' few positions span several programs.
+# Not measured yet: bench/experiments/probe_layernorm2d.py probes BLOCK_P and the warps.
+CF_MAX_BLOCK_N = 256 if INTERPRET else 1024
+CF_TILE = 256 if INTERPRET else 4096
+CF_MAX_P = 4 if INTERPRET else 256
+
+
+@functools.lru_cache(maxsize=1024)
+def _cf_plan(N, P, elem_size):
+    """(BLOCK_N, BLOCK_P, num_warps) of the channels-first kernel for N channels at P positions
+    of elem_size-byte inputs, or None when the channels do not fit one block."""
+    block_n = triton.next_power_of_2(N)
+    if block_n > CF_MAX_BLOCK_N:
+        return None
+    min_p = 2 if INTERPRET else max(32 // elem_size, 1)
+    block_p = min(max(CF_TILE // block_n, min_p), CF_MAX_P, max(triton.next_power_of_2(P), 2 if INTERPRET else 1))
+    return block_n, block_p, min(max(block_n * block_p // 1024, 4), 16)
+
+
+@triton.jit
+def _add_layernorm_cf_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, P, NPB,
+                          sxb, sxp, sxn, srb, srp, srn, ssb, ssp, ssn, syb, syp, syn, eps,
+                          HAS_W: tl.constexpr, HAS_B: tl.constexpr, STATS: tl.constexpr,
+                          BLOCK_N: tl.constexpr, BLOCK_P: tl.constexpr):
+    """The rows of x [batches, P, N] read in place whatever their layout: element (b, p, n)
+    of X at b * sxb + p * sxp + n * sxn (a contiguous NCHW x seen channels-last: positions at
+    stride 1, channels at stride P), likewise R, S and Y. Program i takes the BLOCK_P positions
+    (i % NPB) * BLOCK_P... of batch i // NPB: a [BLOCK_N, BLOCK_P] tile of every channel, loaded
+    along the positions (an NCHW input's unit stride), normalized over axis 0, the channels;
+    mean and rstd stored per row, b * P + p."""
+    pid = tl.program_id(0)
+    b = (pid // NPB).to(tl.int64)
+    p = ((pid % NPB) * BLOCK_P + tl.arange(0, BLOCK_P)).to(tl.int64)
+    c = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: c * stride passes 2**31 in large batches
+    cm = c < N
+    m = cm[:, None] & (p < P)[None, :]
+    x = tl.load(X + b * sxb + c[:, None] * sxn + p[None, :] * sxp, mask=m, other=0.0).to(tl.float32)
+    r = tl.load(R + b * srb + c[:, None] * srn + p[None, :] * srp, mask=m, other=0.0).to(tl.float32)
+    s = _cast(x + r, S.dtype.element_ty)  # rounded to its type before the statistics, as eager
+    sf = tl.where(m, s.to(tl.float32), 0.0)
+    mean = tl.sum(sf, axis=0) / N
+    d = tl.where(m, sf - mean[None, :], 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / N + eps)
+    y = d * rstd[None, :]
+    if HAS_W:
+        y = y * tl.load(W + c, mask=cm, other=0.0).to(tl.float32)[:, None]
+    if HAS_B:
+        y = y + tl.load(B + c, mask=cm, other=0.0).to(tl.float32)[:, None]
+    # in place (s exactly x or the residual): a program stores only the positions it loaded,
+    # after its loads, and no other program reads them
+    tl.store(S + b * ssb + c[:, None] * ssn + p[None, :] * ssp, s, mask=m)
+    tl.store(Y + b * syb + c[:, None] * syn + p[None, :] * syp, _cast(y, Y.dtype.element_ty), mask=m)
+    if STATS:
+        row = b * P + p
+        tl.store(MEAN + row, mean, mask=p < P)
+        tl.store(RSTD + row, rstd, mask=p < P)
+
+
 @triton.jit
 def _tile_rows(r, i, p, sb, sm, BATCHED: tl.constexpr, BLOCK_M: tl.constexpr):
     """The offsets of rows r + i (i: a tile's row arange, int64) of a gradient read in batches
@@ -535,6 +597,25 @@ def _check(x, residual, weight, bias):
     return rr
 
 
+def _batch_layout(x, residual):
+    """(P, x's and the residual's (batch, position, column) strides) when x and a residual of
+    its shape are read by _add_layernorm_cf_fwd rather than by rows: x of 3 or more dims, one of
+    the two with its columns not at unit stride (the row kernel would copy it when it has no
+    [rows, N] view, and read each row's elements a memory sector apart when it has one: an NCHW
+    tensor of one batch), each with its dims between the first and the last one evenly strided
+    run of P positions (a contiguous NCHW tensor with C moved last: positions at stride 1, C at
+    stride P). None otherwise."""
+    if x.dim() < 3 or (x.stride(-1) == 1 and residual.stride(-1) == 1) or residual.shape != x.shape:
+        return None
+    strides = []
+    for t in (x, residual):
+        sp = _one_stride(t.shape[1:-1], t.stride()[1:-1])
+        if sp is None:
+            return None
+        strides += [t.stride(0), sp, t.stride(-1)]
+    return x.numel() // (x.shape[0] * x.shape[-1]), strides
+
+
 def _channels_last_view(t, dim):
     """t with dim moved last (a view), or None for None."""
     return None if t is None else t.movedim(dim, -1)
@@ -592,7 +673,24 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
     if stats:
         mean = torch.empty(M, dtype=torch.float32, device=x.device)
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
-    if M and N:
+    batched = None if block_n or not (M and N) else _batch_layout(x, residual)
+    plan = batched and _cf_plan(N, batched[0], min(x.element_size(), residual.element_size()))
+    if plan:
+        # x or the residual has no [rows, N] view (a contiguous NCHW tensor with C moved last):
+        # read in place in tiles of positions (_add_layernorm_cf_fwd), not copied first
+        P, (sxb, sxp, sxn, srb, srp, srn) = batched
+        block, block_p, warps = plan
+        outs = []
+        for t in (s, y):  # outputs [rows, N] views, as on the row path
+            t, sm, sn = (t, N, 1) if fresh else _row_strides(t, out=True)
+            outs += [P * sm, sm, sn]
+        npb = -(-P // block_p)
+        _launch(_add_layernorm_cf_fwd, (x.shape[0] * npb,),
+                (x, residual, x if weight is None else weight, x if bias is None else bias,  # x: dummies, never read
+                 s, y, mean, rstd, N, P, npb, sxb, sxp, sxn, srb, srp, srn, *outs, float(eps)),
+                num_warps=warps, HAS_W=weight is not None, HAS_B=bias is not None, STATS=stats,
+                BLOCK_N=block, BLOCK_P=block_p)
+    elif M and N:
         # [rows, N] strides, no views made (a copy of an input that has no such view); a
         # contiguous tensor's are (N, 1) (the residual's row stride is never used when it
         # has one row, nor x's when it has one), found without _row_strides' loop
