@@ -280,14 +280,26 @@ def test_layouts_through_the_plan(device, monkeypatch):
 def test_erf_gelu_dense_grid(device):
     """The epilogue's erf GELU (A&S 7.1.26 with an rsqrt reciprocal) against float64 F.gelu
     over a dense grid and the special values: a wrong coefficient or sign fails it."""
-    x = torch.cat([torch.linspace(-10, 10, 4001), torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0])])
+    grid, special = torch.linspace(-10, 10, 4001), torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0])
+    x = torch.cat([grid, special])
     n = x.numel()
-    # y = gelu(x @ I^T): x as a [n, 8] input whose first column carries the grid, W = e_0
-    a = torch.zeros(n, 8)
-    a[:, 0] = x
-    w = torch.zeros(8, 8)
-    w[:, 0] = 1.0
-    y = kernel.linear_gelu(a.to(device), w.to(device), None, "none")[:, 0].cpu().double()
+    if device == "cpu":
+        # y = gelu(a @ I^T): the grid in every column of 501 rows of 8 (an eighth of the
+        # interpreter's row tiles; the last padded with zeros), then one row per special value
+        # in column 0 (its other columns, inf * 0, are not read)
+        rows = -(-grid.numel() // 8)
+        a = torch.zeros(rows + special.numel(), 8)
+        a[:rows].view(-1)[:grid.numel()] = grid
+        a[rows:, 0] = special
+        out = kernel.linear_gelu(a.to(device), torch.eye(8).to(device), None, "none").cpu().double()
+        y = torch.cat([out[:rows].reshape(-1)[:grid.numel()], out[rows:, 0]])
+    else:
+        # y = gelu(x @ I^T): x as a [n, 8] input whose first column carries the grid, W = e_0
+        a = torch.zeros(n, 8)
+        a[:, 0] = x
+        w = torch.zeros(8, 8)
+        w[:, 0] = 1.0
+        y = kernel.linear_gelu(a.to(device), w.to(device), None, "none")[:, 0].cpu().double()
     want = F.gelu(x.double())
     finite = want.isfinite()
     err = (y[finite] - want[finite]).abs()
