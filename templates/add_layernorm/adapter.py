@@ -18,10 +18,16 @@ variants do not reach them); make_inputs recognises them by their shapes:
 
 Each at a row that fits one interpreter block (100) and one that does not (299, 301).
 
+- NCHW_VIEWS: x and the residual are the [B, H, W, C] views of contiguous NCHW tensors (C
+  moved last, what add_layer_norm(dim=1) and the training path hand the kernel for an NCHW
+  input): no [rows, N] view, so the kernel reads them in place in tiles of positions
+  (_add_layernorm_cf_fwd); their positions span several interpreter tiles with a ragged last.
+
 params["norm_dim"] = "1": a channels-first norm (timm's LayerNorm2d) over C of x [B, C, ...];
 weight and bias are [C]. x and the residual are channels_last, as the convolutions around a
 LayerNorm2d leave them (the trace's strides); the shapes in NCHW (CHANNELS_FIRST_NCHW) are made
-contiguous instead, so that the permuted view the kernel reads has no [rows, C] form.
+contiguous instead, so that the permuted view the kernel reads has no [rows, C] form (read in
+place in tiles of positions, or past the channels a tile holds, through a copy).
 """
 
 import mmap
@@ -42,11 +48,13 @@ QUACK_GRAD = True
 FAR_BASE = 2**31  # elements before each FAR view on the CPU
 FAR = [[[3, 100]], [[2, 299]]]
 IN_PLACE = [[[4, 100]], [[3, 301]]]  # s over x, s over the residual
+NCHW_VIEWS = [[[2, 5, 3, 7]], [[3, 3, 3, 129]]]  # 15 positions of 7 channels, 9 of 129
 # 300 and 1500: rows longer than one interpreter block (128)
-ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]] + FAR + IN_PLACE
+ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]] + FAR + IN_PLACE + NCHW_VIEWS
 # channels-first: a channel count past one interpreter block (129, 300), one channel, odd
-# spatial sizes, 3-D and 5-D; the NCHW-contiguous ones are read through a copy
-CHANNELS_FIRST_NCHW = [[[2, 7, 3, 5]], [[1, 130, 2, 3]]]
+# spatial sizes, 3-D and 5-D; the NCHW-contiguous ones are read in place in tiles of positions,
+# up to 256 channels under the interpreter (1024 on a GPU), through a copy past that (300)
+CHANNELS_FIRST_NCHW = [[[2, 7, 3, 5]], [[1, 130, 2, 3]], [[2, 300, 1, 3]]]
 ADVERSARIAL_CHANNELS_FIRST = [[[3, 129, 2, 3]], [[2, 1, 3, 3]], [[1, 37, 5, 7]], [[2, 300, 1, 2]], [[3, 17, 11]],
                               [[1, 9, 2, 3, 2]]] + CHANNELS_FIRST_NCHW
 
@@ -65,6 +73,12 @@ def adversarial(params):
 
 def has_backward(params):
     return True
+
+
+def grad_shapes(params):
+    """The gradient through the forward that reads NCHW inputs in place (NCHW_VIEWS, or with
+    norm_dim 1 an NCHW x): its mean and rstd, per position, are what the backward reads."""
+    return [CHANNELS_FIRST_NCHW[0]] if norm_dim(params) == 1 else [NCHW_VIEWS[0]]
 
 
 def _rshape(shapes):
@@ -115,9 +129,17 @@ def make_inputs(shapes, dtype, params, device, seed):
     inputs = {"x": x, "residual": r, "weight": w, "bias": b}
     if shapes in FAR:
         inputs["x"], inputs["residual"] = far_view(x), far_view(r)
+    elif shapes in NCHW_VIEWS:
+        inputs["x"], inputs["residual"] = nchw_view(x), nchw_view(r)
     elif shapes in IN_PLACE:
         inputs["in_place"] = "x" if shapes == IN_PLACE[0] else "residual"
     return inputs
+
+
+def nchw_view(t):
+    """t [B, ..., C] with the same values, laid out as a contiguous [B, C, ...] tensor seen with
+    C moved last (no [rows, C] view: the positions at stride 1, the channels at stride H * W)."""
+    return t.movedim(-1, 1).contiguous().movedim(1, -1)
 
 
 def far_view(t):
