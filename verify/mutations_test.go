@@ -220,7 +220,7 @@ var mutations = func() []mutation {
 		{"rmsnorm_pyops", "expanded-out-accepted", classAlias, "def rms_norm(", "_check_dense(\"rmsnorm\", [(\"out\", out)])", "pass"},
 	}...)
 
-	fwd = "def _add_layernorm_fwd("
+	fwd, cf := "def _add_layernorm_fwd(", "def _add_layernorm_cf_fwd("
 	ms = append(ms, []mutation{
 		{"add_layernorm", "mask-le", classMaskLE, "def _sum_chunk(", "m = cols < N", "m = cols <= N"},
 		{"add_layernorm", "sum-store-unmasked", classTailMask, "def _sum_chunk(", "tl.store(S + cols * ssn, s, mask=m)", "tl.store(S + cols * ssn, s)"},
@@ -261,6 +261,13 @@ var mutations = func() []mutation {
 		{"add_layernorm", "bwd-group-overwrite", classStride, "def _add_layernorm_bwd(", "tl.store(PART + 2 * g * N + cols, dw", "tl.store(PART + cols, dw"},
 		{"add_layernorm", "bwd-last-tile-dropped", classRowLoop, "def _add_layernorm_bwd(", "while r < end:", "while r < end - BLOCK_M:"},
 		{"add_layernorm", "bwd-dbias-as-dweight", classFormula, "def _add_layernorm_bwd(", "db += tl.sum(dy, axis=0)", "db += tl.sum(dy * xhat, axis=0)"},
+		// the channels-first forward on NCHW inputs read in place (the NCHW_VIEWS adversarial
+		// cases: 15 positions of 7 channels in tiles of 4, 9 of 129 in tiles of 2; their gradient)
+		{"add_layernorm", "cf-position-mask-dropped", classTailMask, cf, "m = cm[:, None] & (p < P)[None, :]", "m = tl.broadcast_to(cm[:, None], (BLOCK_N, BLOCK_P))"},
+		{"add_layernorm", "cf-var-unmasked", classLoadMask, cf, "d = tl.where(m, sf - mean[None, :], 0.0)", "d = sf - mean[None, :]"},
+		{"add_layernorm", "cf-mean-over-block", classReduce, cf, "mean = tl.sum(sf, axis=0) / N", "mean = tl.sum(sf, axis=0) / BLOCK_N"},
+		{"add_layernorm", "cf-channel-stride-1", classStride, cf, "c[:, None] * sxn", "c[:, None]"},
+		{"add_layernorm", "cf-stats-row", classRowLoop, cf, "row = b * P + p", "row = b * BLOCK_P + p"},
 	}...)
 
 	rows, long := "def _mask_softmax_rows(", "def _mask_softmax_long("

@@ -677,19 +677,8 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
     plan = batched and _cf_plan(N, batched[0], min(x.element_size(), residual.element_size()))
     if plan:
         # x or the residual has no [rows, N] view (a contiguous NCHW tensor with C moved last):
-        # read in place in tiles of positions (_add_layernorm_cf_fwd), not copied first
-        P, (sxb, sxp, sxn, srb, srp, srn) = batched
-        block, block_p, warps = plan
-        outs = []
-        for t in (s, y):  # outputs [rows, N] views, as on the row path
-            t, sm, sn = (t, N, 1) if fresh else _row_strides(t, out=True)
-            outs += [P * sm, sm, sn]
-        npb = -(-P // block_p)
-        _launch(_add_layernorm_cf_fwd, (x.shape[0] * npb,),
-                (x, residual, x if weight is None else weight, x if bias is None else bias,  # x: dummies, never read
-                 s, y, mean, rstd, N, P, npb, sxb, sxp, sxn, srb, srp, srn, *outs, float(eps)),
-                num_warps=warps, HAS_W=weight is not None, HAS_B=bias is not None, STATS=stats,
-                BLOCK_N=block, BLOCK_P=block_p)
+        # read in place in tiles of positions, not copied first
+        _channels_first_forward(x, residual, weight, bias, eps, s, y, mean, rstd, stats, fresh, batched, plan)
     elif M and N:
         # [rows, N] strides, no views made (a copy of an input that has no such view); a
         # contiguous tensor's are (N, 1) (the residual's row stride is never used when it
@@ -716,6 +705,25 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
                 num_warps=warps, HAS_W=weight is not None, HAS_B=bias is not None, SINGLE=N <= block,
                 STATS=stats, BLOCK_N=block)
     return (s, y, mean, rstd) if stats else (s, y)
+
+
+def _channels_first_forward(x, residual, weight, bias, eps, s, y, mean, rstd, stats, fresh, batched, plan):
+    """add_layer_norm's launch of _add_layernorm_cf_fwd: x and the residual read as batches of P
+    positions (batched: _batch_layout), s and y written as [rows, N] views (fresh: contiguous),
+    in tiles of plan (_cf_plan)."""
+    N = x.shape[-1]
+    P, (sxb, sxp, sxn, srb, srp, srn) = batched
+    block, block_p, warps = plan
+    outs = []
+    for t in (s, y):  # row r = b * P + p of a [rows, N] view: batch stride P * row stride
+        t, sm, sn = (t, N, 1) if fresh else _row_strides(t, out=True)
+        outs += [P * sm, sm, sn]
+    npb = -(-P // block_p)
+    _launch(_add_layernorm_cf_fwd, (x.shape[0] * npb,),
+            (x, residual, x if weight is None else weight, x if bias is None else bias,  # x: dummies, never read
+             s, y, mean, rstd, N, P, npb, sxb, sxp, sxn, srb, srp, srn, *outs, float(eps)),
+            num_warps=warps, HAS_W=weight is not None, HAS_B=bias is not None, STATS=stats,
+            BLOCK_N=block, BLOCK_P=block_p)
 
 
 class AddLayerNormFunction(torch.autograd.Function):
