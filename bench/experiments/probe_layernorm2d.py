@@ -1,0 +1,218 @@
+"""Probe: which tiles serve add_layernorm's channels-first forward on NCHW inputs (GPU).
+
+ConvNeXt's LayerNorm2d after a residual add, x and the residual contiguous NCHW, measured on
+the H200 on 2026-12-02 (docs/benchmarks/h200-traces-2026-12-02.json): fp32 32x96x56x56 took
+66.2 us fused (both inputs copied channels-last, then the row kernel) against torch.compile's
+38.1 and eager's 182.6, its memory floor ~36 us. The template now reads them in place
+(_add_layernorm_cf_fwd): a program takes BLOCK_P positions of one batch and every channel, a
+[BLOCK_C, BLOCK_P] tile loaded along the positions, with the tile and warps from _cf_plan
+(about 4096 elements, at least 32 bytes of positions per channel, 32 elements per thread).
+That choice was made without a GPU; this probe measures it against the alternatives.
+
+Each variant's forward (add_layer_norm(x, r, w, b, dim=1)) is captured in a CUDA graph and
+the replay timed by fa_testing.gpu_time_us (the harness's method: the L2 flushed before each
+replay, CUDA events around it, median and p20/p80). Variants:
+
+  current            the template's _cf_plan
+  p=P w=W            BLOCK_P = P positions a program (8-256, tiles up to 16384 elements) with
+                     W warps (2, 4, 8, 16)
+  copy               the former path: the inputs copied channels-last, the row kernel
+  eager              the reference chain (x + r, permute, layer_norm, permute back)
+  compile            torch.compile of the reference chain (with --compile)
+
+Each variant's s and y are checked against eager's (max abs difference in the table); the
+table also gives the achieved bandwidth (x and r read, s and y written).
+
+Output: a table on stdout (case, variant, median, p20, p80 in us, GB/s, max difference,
+config); with --json one JSON object per row instead. Exit status 1 when a variant is wrong.
+
+Usage, from the repository root, on a GPU machine:
+  python bench/experiments/probe_layernorm2d.py [--only SUBSTRING] [--compile] [--json] [--quick]
+  python bench/experiments/probe_layernorm2d.py --smoke
+--quick sweeps BLOCK_P only at the plan's warps and warps only at the plan's BLOCK_P.
+--smoke runs every variant at a tiny shape of each case on the CPU under the Triton
+interpreter (outputs checked, timing by the wall clock, not a measurement).
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+import time
+
+if "--smoke" in sys.argv:
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "templates" / "_common"))
+
+import torch  # noqa: E402
+
+import fa_testing as fat  # noqa: E402
+
+# (label, NCHW shape, dtype): ConvNeXt-T's LayerNorm2d sizes (stem 96 at 56x56, then the
+# downsample norms), a batch of one (inference), 16-bit
+CASES = [
+    ("convnext-32x96x56x56", [32, 96, 56, 56], torch.float32),
+    ("32x192x28x28-bf16", [32, 192, 28, 28], torch.bfloat16),
+    ("32x384x14x14", [32, 384, 14, 14], torch.float32),
+    ("32x768x7x7", [32, 768, 7, 7], torch.float32),
+    ("1x96x56x56", [1, 96, 56, 56], torch.float32),
+    ("32x96x56x56-bf16", [32, 96, 56, 56], torch.bfloat16),
+]
+SMOKE_CASES = [
+    ("nchw-2x96x7x7", [2, 96, 7, 7], torch.float32),
+    ("nchw-2x24x5x3-bf16", [2, 24, 5, 3], torch.bfloat16),
+]
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+KERNEL = load("add_layernorm_kernel", ROOT / "templates" / "add_layernorm" / "kernel.py")
+REF = load("add_layernorm_reference", ROOT / "templates" / "add_layernorm" / "reference.py")
+
+
+class Plan:
+    """Sets the template's channels-first plan for a with-block (a fixed (BLOCK_C, BLOCK_P,
+    warps), or None: the copy and the row kernel), restoring _cf_plan after."""
+
+    def __init__(self, fixed=...):
+        self.fixed = fixed
+
+    def __enter__(self):
+        self.saved = KERNEL._cf_plan
+        if self.fixed is not ...:
+            KERNEL._cf_plan = lambda n, p, size: self.fixed
+
+    def __exit__(self, *exc):
+        KERNEL._cf_plan = self.saved
+
+
+def variants(shape, dtype, quick, smoke):
+    """(label, plan for Plan, provider): provider "fused", "eager" or "compile"."""
+    c, p = shape[1], 1
+    for d in shape[2:]:
+        p *= d
+    block_c, block_p, warps = KERNEL._cf_plan(c, p, dtype.itemsize)
+    out = [("current", ..., "fused")]
+    ps = (2, 4) if smoke else (8, 16, 32, 64, 128, 256)
+    ws = (1, 2) if smoke else (2, 4, 8, 16)
+    for bp in ps:
+        if block_c * bp > (1024 if smoke else 16384):
+            continue
+        for w in ws:
+            if (bp, w) == (block_p, warps) or (quick and bp != block_p and w != warps):
+                continue
+            out.append((f"p={bp} w={w}", (block_c, bp, w), "fused"))
+    out.append(("copy", None, "fused"))
+    out.append(("eager", ..., "eager"))
+    return out
+
+
+def make_case(shape, dtype, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(s, mean=0.0):
+        return (torch.randn(s, generator=g) + mean).to(device, dtype)
+
+    return rnd(shape, -2.3), rnd(shape), rnd(shape[1:2], 1.0), rnd(shape[1:2])
+
+
+def forward_call(provider, case):
+    x, r, w, b = case
+    if provider == "fused":
+        return lambda: KERNEL.add_layer_norm(x, r, w, b, 1e-6, dim=1)
+    fn = REF.add_layer_norm if provider == "eager" else torch.compile(REF.add_layer_norm)
+    return lambda: fn(x, r, w, b, 1e-6, dim=1)
+
+
+def gpu_timer(fn):
+    return fat.gpu_time_us(fat.graph_replay(fn) or fn)
+
+
+def wall_timer(fn):  # --smoke: the plumbing, not a measurement
+    t0 = time.perf_counter()
+    fn()
+    return [(time.perf_counter() - t0) * 1e6] * 3
+
+
+def run_case(label, shape, dtype, args, emit):
+    """Every variant of one case; returns the number of wrong results."""
+    device = "cpu" if args.smoke else "cuda"
+    timer = wall_timer if args.smoke else gpu_timer
+    case = make_case(shape, dtype, device)
+    want = forward_call("eager", case)()
+    nbytes = 4 * case[0].numel() * dtype.itemsize  # x and r read, s and y written
+    atol = 1e-4 if dtype == torch.float32 else 3e-2
+    wrong = 0
+    todo = variants(shape, dtype, args.quick, args.smoke)
+    if args.compile and not args.smoke:
+        todo.append(("compile", ..., "compile"))
+    for vlabel, plan, provider in todo:
+        try:
+            with Plan(plan):
+                call = forward_call(provider, case)
+                got = call()
+                if provider == "fused":
+                    p = 1
+                    for d in shape[2:]:
+                        p *= d
+                    used = KERNEL._cf_plan(shape[1], p, dtype.itemsize)
+                    cfg = "copy + row kernel" if used is None else "BLOCK_C={} BLOCK_P={} warps={}".format(*used)
+                else:
+                    cfg = provider
+                times = timer(call)
+        except Exception as e:  # noqa: BLE001 -- one variant's failure is a row, not the end
+            emit(label, vlabel, None, None, f"error: {str(e).splitlines()[0][:120]}", None, True)
+            wrong += 1
+            continue
+        diff = max((a.float() - b.float()).abs().max().item() for a, b in zip(got, want))
+        bad = not diff <= atol * (1 + max(t.float().abs().max().item() for t in want))
+        wrong += bad
+        emit(label, vlabel, times, nbytes / (times[0] * 1e3), cfg, diff, bad)
+    return wrong
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="", help="cases whose label contains this")
+    ap.add_argument("--compile", action="store_true", help="also torch.compile of the reference chain")
+    ap.add_argument("--quick", action="store_true", help="sweep BLOCK_P and warps one at a time")
+    ap.add_argument("--json", action="store_true", help="one JSON object per row instead of the table")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under TRITON_INTERPRET=1")
+    args = ap.parse_args()
+    if not args.smoke and not torch.cuda.is_available():
+        print("probe_layernorm2d: no CUDA device (--smoke runs on the CPU)", file=sys.stderr)
+        return 2
+
+    def emit(case, variant, times, gbs, cfg, diff, bad=False):
+        if args.json:
+            med, p20, p80 = times or (None, None, None)
+            print(json.dumps({"case": case, "variant": variant, "median_us": med, "p20_us": p20, "p80_us": p80,
+                              "gb_per_s": gbs, "config": cfg, "max_abs_diff": diff, "wrong": bool(bad)}), flush=True)
+            return
+        t = "".join(f" {v:9.1f}" for v in times) if times else f" {'-':>9s}" * 3
+        g = f"{gbs:7.0f}" if gbs is not None else f"{'-':>7s}"
+        d = "-" if diff is None else f"{diff:.1e}"
+        print(f"{case:22s} {variant:10s}{t} {g}  {d:>8s}{' WRONG' if bad else ''}  {cfg}", flush=True)
+
+    if not args.json:
+        print(f"{'case':22s} {'variant':10s} {'median':>9s} {'p20':>9s} {'p80':>9s} {'GB/s':>7s}  {'maxdiff':>8s}  config (us)")
+    wrong = 0
+    for label, shape, dtype in SMOKE_CASES if args.smoke else CASES:
+        if args.only in label:
+            wrong += run_case(label, shape, dtype, args, emit)
+    if wrong:
+        print(f"probe_layernorm2d: {wrong} variant(s) wrong or failed", file=sys.stderr)
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
