@@ -304,6 +304,43 @@ def test_cf_plan(monkeypatch):
         kernel._cf_plan.cache_clear()
 
 
+# ConvNeXt's LayerNorm2d sizes the tile kernel is compiled for below: (NCHW shape, dtype)
+_SM90_SHAPES = (([32, 96, 56, 56], "fp32"), ([32, 192, 28, 28], "bf16"), ([32, 384, 14, 14], "fp32"),
+                ([32, 768, 7, 7], "fp32"), ([32, 768, 7, 7], "bf16"))
+
+
+def _sm90_cf_usage():
+    """Per shape of _SM90_SHAPES: [shape, dtype, warps, BLOCK_P, registers, spill bytes, vector
+    loads] of the launch add_layer_norm(dim=1, stats=True) makes on NCHW inputs, compiled for
+    sm_90 (sm90.capture: nothing runs). Run by sm90.run_isolated (without TRITON_INTERPRET)."""
+    import sm90
+
+    out = []
+    for shape, dtype in _SM90_SHAPES:
+        x, r = (torch.empty(shape, dtype=DTYPES[dtype]) for _ in range(2))
+        w = torch.empty(shape[1], dtype=DTYPES[dtype])
+        launch, = sm90.capture(kernel, lambda: kernel.add_layer_norm(x, r, w, w, 1e-6, dim=1, stats=True))
+        assert launch.name == "_add_layernorm_cf_fwd", launch.name
+        ptx = sm90.compile_sm90(launch).asm["ptx"]
+        regs, spills = sm90.ptxas_usage(ptx)
+        vectors = ptx.count("ld.global.v4.b32") + ptx.count("ld.global.v2.b32")
+        out.append([shape, dtype, launch.num_warps, launch.constexprs["BLOCK_P"], regs, spills, vectors])
+    return out
+
+
+def test_cf_compiles_sm90():
+    """Compiled for the H200 (sm_90) on the CPU at ConvNeXt's LayerNorm2d sizes, the tile kernel
+    spills nothing, and at 96 channels of 56x56 (a position run of 16 bytes' multiples) its
+    loads go along the positions in vectors. Registers and warps are recorded in the message
+    for the GPU probe (bench/experiments/probe_layernorm2d.py) to weigh."""
+    import sm90
+
+    usage = sm90.run_isolated(_sm90_cf_usage, pathlib.Path(__file__).parent)
+    for shape, dtype, warps, block_p, regs, spills, vectors in usage:
+        assert spills == 0 and regs < 255, usage
+    assert usage[0][6] > 0, usage  # fp32 [32, 96, 56, 56]: vector loads
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
 def test_convnext_shapes_gpu():
