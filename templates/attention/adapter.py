@@ -116,6 +116,16 @@ def grad_shapes(params):
 TILE_S = 168  # the tile cases' sequence length: past the largest candidate's 128-block, ragged against every block size (16, 32, 64, 128; as TILE_S - 17 is), at about 70% of the cost of 200
 
 
+def tile_bytes(dtype, params):
+    """The element sizes of the [Sq, Sk] tiles the kernels load for this case (the mask's, a
+    bool one as int8, and an additive bias's, as make_inputs makes them): _Plan.tile_bytes,
+    by which kernel.tile_candidates prunes the tiles."""
+    kind, bias_kind = _kinds(params)
+    dt = dtype if isinstance(dtype, str) else fat.name(dtype)
+    n = {"bool": 1, "additive": fat.DTYPES[params.get("mask_dtype") or dt].itemsize}.get(kind, 0)
+    return n + (fat.DTYPES[dt].itemsize if bias_kind == "additive" else 0)
+
+
 def tile_cases(kernel, shapes, dtype, params):
     """The verifier's tile cases: every tile the GPU could pick for this case's bucket
     (kernel.tile_candidates; the decode lists where the traced Sq <= 16) run in the interpreter
@@ -137,7 +147,7 @@ def tile_cases(kernel, shapes, dtype, params):
         Sq, Sk = TILE_S - 17 * (sq < sk), TILE_S - 17 * (sq > sk)
     kind, _ = _kinds(params)
     case = _shapes(1, 1, Sq, Sk, d, params, mask="full" if kind in ("bool", "additive") else "pad")
-    lists = {kd: kernel.tile_candidates(kd, Sq, d, elem) for kd in ("fwd", "dkdv", "dq")}
+    lists = {kd: kernel.tile_candidates(kd, Sq, d, elem, tile_bytes(dtype, params)) for kd in ("fwd", "dkdv", "dq")}
     n = max(len(lists["dkdv"]), len(lists["dq"]))
     out = []
     for i in range(n):

@@ -836,6 +836,8 @@ DQ_TILES = [(128, 32, 3, 4), (64, 64, 3, 4), (64, 32, 3, 4), (128, 64, 2, 8), (6
 FWD_TILES_DECODE = [(16, 128, 3, 4), (16, 64, 3, 4), (32, 128, 3, 4), (16, 256, 2, 8)]
 DKDV_TILES_DECODE = [(16, 128, 3, 4), (16, 64, 3, 4), (32, 64, 3, 4)]
 DQ_TILES_DECODE = [(16, 128, 3, 4), (16, 64, 3, 4), (32, 64, 3, 4)]
+# where no candidate fits (fp32 at head dims past 128): the first of these that does
+_FALLBACK_TILES = [(32, 32, 2, 4), (16, 32, 2, 4), (16, 16, 1, 4)]
 INTERP_TILE = (16, 16, 1, 4)
 _SMEM = 232448  # H100/H200 opt-in shared memory per block
 # _TUNE: time a new bucket's candidates (the GPU); False: the first candidate, untimed
@@ -845,13 +847,31 @@ _FORCED = {}  # kind -> tile: forced_tiles' (the verifier runs every candidate t
 _KIND_NAMES = {"fwd": "_attn_fwd", "dkdv": "_attn_bwd_dkdv", "dq": "_attn_bwd_dq"}
 
 
-def _fits(tile, block_d, elem_bytes, kind):
+def _fits(tile, block_d, elem_bytes, kind, tile_bytes=0):
+    """Whether a launch of kind at tile fits in a block's shared memory: an upper bound of what
+    Triton 3.6 allocates for sm_90, from the kernels compiled at every tile, head dims 64 and 128,
+    fp32 and bf16, each mask and bias kind and dropout, the decode lists too
+    (bench/experiments/probe_attention_smem.py; test_smem.py checks the bound against its
+    recorded output and compiles the untimed tiles):
+    - the forward: the q tile resident (twice in fp32, whose dots take a tf32 copy), the k and
+      v tiles pipelined over the stages;
+    - the backward's two kernels: one side resident (q and dO in dQ, k and v in dK/dV; two
+      copies each in fp32), the other two pipelined; a [BLOCK_M, BLOCK_N] staging tile of P or
+      dS and the stages' row statistics (fp32 vectors);
+    - a [BLOCK_M, BLOCK_N] tile loaded from memory (an additive or bool mask, an additive bias:
+      tile_bytes, their element sizes added) buffered in all stages but the last;
+    - 2 KiB of scratch (reductions, layout conversions: the recorded compiles needed at most 512
+      bytes past the terms above)."""
     bm, bn, stages, _ = tile
+    resident = 2 if elem_bytes == 4 else 1  # copies of each resident tile
     if kind == "fwd":  # q resident, k and v pipelined
-        words = bm * block_d + stages * 2 * bn * block_d
-    else:  # one side resident (k, v or q, do), the other two pipelined
-        words = 2 * min(bm, bn) * block_d + stages * 2 * max(bm, bn) * block_d
-    return words * elem_bytes <= _SMEM
+        b = (resident * bm * block_d + stages * 2 * bn * block_d) * elem_bytes
+    else:  # dK/dV: k and v resident, q and dO pipelined (BLOCK_M rows); dQ: q and dO resident
+        side, piped = (bn, bm) if kind == "dkdv" else (bm, bn)
+        b = (2 * resident * side * block_d + stages * 2 * piped * block_d) * elem_bytes
+        b += bm * bn * elem_bytes + stages * 2 * max(bm, bn) * 4
+    b += (stages - 1) * bm * bn * tile_bytes
+    return b + 2048 <= _SMEM
 
 
 def _bucket(n):
@@ -859,17 +879,20 @@ def _bucket(n):
     return 16 if n <= 16 else 1 << (n - 1).bit_length()
 
 
-def tile_candidates(kind, Sq, head_dim, elem_bytes):
+def tile_candidates(kind, Sq, head_dim, elem_bytes, tile_bytes=0):
     """The tiles the GPU may pick for a launch of kind ("fwd", "dkdv" or "dq") at Sq queries
-    (decode-size buckets, Sq <= 16, have their own lists), head dim head_dim and q's element
-    size: the kind's list pruned by shared memory, first the untimed choice. Every one of them
-    must give the same result: the verifier runs each in the interpreter (forced_tiles)."""
+    (decode-size buckets, Sq <= 16, have their own lists), head dim head_dim, q's element size
+    and the element sizes of the [Sq, Sk] tiles it loads (tile_bytes: the mask's and the
+    bias's, _Plan.tile_bytes): the kind's list pruned by shared memory (_fits), first the
+    untimed choice. Every one of them must give the same result: the verifier runs each in the
+    interpreter (forced_tiles)."""
     block_d = max(16, 1 << (head_dim - 1).bit_length())
     if _bucket(Sq) <= 16:
         tiles = {"fwd": FWD_TILES_DECODE, "dkdv": DKDV_TILES_DECODE, "dq": DQ_TILES_DECODE}[kind]
     else:
         tiles = {"fwd": FWD_TILES, "dkdv": DKDV_TILES, "dq": DQ_TILES}[kind]
-    return [t for t in tiles if _fits(t, block_d, elem_bytes, kind)] or [(64, 32, 2, 4)]
+    return [t for t in tiles if _fits(t, block_d, elem_bytes, kind, tile_bytes)] or \
+        [next(t for t in _FALLBACK_TILES if _fits(t, block_d, elem_bytes, kind, tile_bytes))]
 
 
 class forced_tiles:
@@ -907,7 +930,7 @@ def tile_config():
     return "; ".join(out)
 
 
-def _tile_for(kernel, kind, Sq, Sk, block_d, q, flags, run):
+def _tile_for(kernel, kind, Sq, Sk, block_d, q, flags, run, tile_bytes=0):
     """The (BLOCK_M, BLOCK_N, num_stages, num_warps) for a launch of kernel: a forced tile
     (forced_tiles); the bucket's tuned tile; on the bucket's first call the candidates
     (tile_candidates) timed with ``run(tile)`` (scratch outputs) and the fastest kept; during
@@ -922,7 +945,7 @@ def _tile_for(kernel, kind, Sq, Sk, block_d, q, flags, run):
     tile = _TUNED.get(key)
     if tile is not None:
         return tile
-    cands = tile_candidates(kind, Sq, block_d, q.element_size())
+    cands = tile_candidates(kind, Sq, block_d, q.element_size(), tile_bytes)
     if not _TUNE or torch.cuda.is_current_stream_capturing():
         return cands[0]
     best, best_ms = cands[0], float("inf")
@@ -1141,6 +1164,9 @@ class _Plan:
                 raise ValueError(f"attention: bias_kind='alibi' needs slopes of shape [{H}] on q's device")
             self.sb = [0, bias.stride(0), 0, 0]
             bdt = torch.float32
+        # the [Sq, Sk] tiles the kernels load: their element sizes (a bool mask as int8)
+        self.tile_bytes = (mask.element_size() if self.mask_kind in (1, 2) else 0) + \
+            (bias.element_size() if self.bias_kind == 1 else 0)
         self.fill = fill_value(mask_fill, q.dtype)
         finite = self.mask_kind in (1, 3) and self.fill != float("-inf")
         self.scale, self.p = float(scale), float(p)
@@ -1208,7 +1234,8 @@ def _forward(q, k, v, mask, bias, plan, seed, stats=True):
         launch(tile, out, stats)
         return out, stats
 
-    tile = _tile_for(_attn_fwd, "fwd", Sq, Sk, plan.block_d, q, plan.flags + (D, seed_ptr, stats), trial)
+    tile = _tile_for(_attn_fwd, "fwd", Sq, Sk, plan.block_d, q, plan.flags + (D, seed_ptr, stats), trial,
+                     plan.tile_bytes)
     launch(tile, o, lse)
     return o, lse
 
@@ -1277,9 +1304,9 @@ def _backward(do, q, k, v, o, lse, mask, bias, plan, seed, want_ds):
         dqk(tile, out)
         return (out,)
 
-    t = _tile_for(_attn_bwd_dkdv, "dkdv", Sq, Sk, plan.block_d, q, flags + (ds_mode,), dkdv_trial)
+    t = _tile_for(_attn_bwd_dkdv, "dkdv", Sq, Sk, plan.block_d, q, flags + (ds_mode,), dkdv_trial, plan.tile_bytes)
     dkdv(t, dk, dv, ds)
-    t = _tile_for(_attn_bwd_dq, "dq", Sq, Sk, plan.block_d, q, flags, dq_trial)
+    t = _tile_for(_attn_bwd_dq, "dq", Sq, Sk, plan.block_d, q, flags, dq_trial, plan.tile_bytes)
     dqk(t, dq)
     return dq, dk, dv, ds
 
