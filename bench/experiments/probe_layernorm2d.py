@@ -7,7 +7,11 @@ the H200 on 2026-12-02 (docs/benchmarks/h200-traces-2026-12-02.json): fp32 32x96
 (_add_layernorm_cf_fwd): a program takes BLOCK_P positions of one batch and every channel, a
 [BLOCK_C, BLOCK_P] tile loaded along the positions, with the tile and warps from _cf_plan
 (about 4096 elements, at least 32 bytes of positions per channel, 32 elements per thread).
-That choice was made without a GPU; this probe measures it against the alternatives.
+That choice was made without a GPU; this probe measures it against the alternatives. The
+bench's traced ConvNeXt cases are channels_last (adapter.make_inputs): rows of at most
+CF_SHORT_N contiguous channels take the tile kernel too (the row kernel ran them one warp a
+row: the 66.2 us above had no copy, its peak memory was the outputs alone); the "-cl" cases
+measure that against the row kernel.
 
 Each variant's forward (add_layer_norm(x, r, w, b, dim=1)) is captured in a CUDA graph and
 the replay timed by fa_testing.gpu_time_us (the harness's method: the L2 flushed before each
@@ -16,7 +20,8 @@ replay, CUDA events around it, median and p20/p80). Variants:
   current            the template's _cf_plan
   p=P w=W            BLOCK_P = P positions a program (8-256, tiles up to 16384 elements) with
                      W warps (2, 4, 8, 16)
-  copy               the former path: the inputs copied channels-last, the row kernel
+  copy / rows        the former path: NCHW inputs copied channels-last, then the row kernel
+                     (channels_last inputs: the row kernel, no copy)
   eager              the reference chain (x + r, permute, layer_norm, permute back)
   compile            torch.compile of the reference chain (with --compile)
 
@@ -26,7 +31,7 @@ table also gives the achieved bandwidth (x and r read, s and y written).
 Output: a table on stdout (case, variant, median, p20, p80 in us, GB/s, max difference,
 config); with --json one JSON object per row instead. Exit status 1 when a variant is wrong.
 
-Usage, from the repository root, on a GPU machine:
+Usage, from the repository root, on a GPU machine (--only -cl: the channels_last cases):
   python bench/experiments/probe_layernorm2d.py [--only SUBSTRING] [--compile] [--json] [--quick]
   python bench/experiments/probe_layernorm2d.py --smoke
 --quick sweeps BLOCK_P only at the plan's warps and warps only at the plan's BLOCK_P.
@@ -52,19 +57,25 @@ import torch  # noqa: E402
 
 import fa_testing as fat  # noqa: E402
 
-# (label, NCHW shape, dtype): ConvNeXt-T's LayerNorm2d sizes (stem 96 at 56x56, then the
-# downsample norms), a batch of one (inference), 16-bit
+# (label, NCHW shape, dtype, channels_last inputs): ConvNeXt-T's LayerNorm2d sizes (stem 96 at
+# 56x56, then the downsample norms), a batch of one (inference), 16-bit; NCHW inputs, and the
+# bench's traced cases' channels_last ("-cl")
 CASES = [
-    ("convnext-32x96x56x56", [32, 96, 56, 56], torch.float32),
-    ("32x192x28x28-bf16", [32, 192, 28, 28], torch.bfloat16),
-    ("32x384x14x14", [32, 384, 14, 14], torch.float32),
-    ("32x768x7x7", [32, 768, 7, 7], torch.float32),
-    ("1x96x56x56", [1, 96, 56, 56], torch.float32),
-    ("32x96x56x56-bf16", [32, 96, 56, 56], torch.bfloat16),
+    ("convnext-32x96x56x56", [32, 96, 56, 56], torch.float32, False),
+    ("32x192x28x28-bf16", [32, 192, 28, 28], torch.bfloat16, False),
+    ("32x384x14x14", [32, 384, 14, 14], torch.float32, False),
+    ("32x768x7x7", [32, 768, 7, 7], torch.float32, False),
+    ("1x96x56x56", [1, 96, 56, 56], torch.float32, False),
+    ("32x96x56x56-bf16", [32, 96, 56, 56], torch.bfloat16, False),
+    ("32x96x56x56-cl", [32, 96, 56, 56], torch.float32, True),
+    ("32x192x28x28-cl", [32, 192, 28, 28], torch.float32, True),
+    ("32x384x14x14-cl", [32, 384, 14, 14], torch.float32, True),
+    ("32x768x7x7-cl", [32, 768, 7, 7], torch.float32, True),
 ]
 SMOKE_CASES = [
-    ("nchw-2x96x7x7", [2, 96, 7, 7], torch.float32),
-    ("nchw-2x24x5x3-bf16", [2, 24, 5, 3], torch.bfloat16),
+    ("nchw-2x96x7x7", [2, 96, 7, 7], torch.float32, False),
+    ("nchw-2x24x5x3-bf16", [2, 24, 5, 3], torch.bfloat16, False),
+    ("cl-2x40x5x3", [2, 40, 5, 3], torch.float32, True),
 ]
 
 
@@ -95,12 +106,14 @@ class Plan:
         KERNEL._cf_plan = self.saved
 
 
-def variants(shape, dtype, quick, smoke):
+def variants(shape, dtype, cl, quick, smoke):
     """(label, plan for Plan, provider): provider "fused", "eager" or "compile"."""
     c, p = shape[1], 1
     for d in shape[2:]:
         p *= d
     block_c, block_p, warps = KERNEL._cf_plan(c, p, dtype.itemsize)
+    if cl and c > KERNEL.CF_SHORT_N:  # the row kernel's now: the tile kernel only as a variant
+        block_p, warps = None, None
     out = [("current", ..., "fused")]
     ps = (2, 4) if smoke else (8, 16, 32, 64, 128, 256)
     ws = (1, 2) if smoke else (2, 4, 8, 16)
@@ -111,18 +124,21 @@ def variants(shape, dtype, quick, smoke):
             if (bp, w) == (block_p, warps) or (quick and bp != block_p and w != warps):
                 continue
             out.append((f"p={bp} w={w}", (block_c, bp, w), "fused"))
-    out.append(("copy", None, "fused"))
+    out.append(("rows" if cl else "copy", None, "fused"))
     out.append(("eager", ..., "eager"))
     return out
 
 
-def make_case(shape, dtype, device, seed=0):
+def make_case(shape, dtype, cl, device, seed=0):
     g = torch.Generator().manual_seed(seed)
 
     def rnd(s, mean=0.0):
         return (torch.randn(s, generator=g) + mean).to(device, dtype)
 
-    return rnd(shape, -2.3), rnd(shape), rnd(shape[1:2], 1.0), rnd(shape[1:2])
+    x, r = rnd(shape, -2.3), rnd(shape)
+    if cl:  # C laid out last, as the bench's adapter makes the traced cases' inputs
+        x, r = (t.movedim(1, -1).contiguous().movedim(-1, 1) for t in (x, r))
+    return x, r, rnd(shape[1:2], 1.0), rnd(shape[1:2])
 
 
 def forward_call(provider, case):
@@ -143,16 +159,16 @@ def wall_timer(fn):  # --smoke: the plumbing, not a measurement
     return [(time.perf_counter() - t0) * 1e6] * 3
 
 
-def run_case(label, shape, dtype, args, emit):
+def run_case(label, shape, dtype, cl, args, emit):
     """Every variant of one case; returns the number of wrong results."""
     device = "cpu" if args.smoke else "cuda"
     timer = wall_timer if args.smoke else gpu_timer
-    case = make_case(shape, dtype, device)
+    case = make_case(shape, dtype, cl, device)
     want = forward_call("eager", case)()
     nbytes = 4 * case[0].numel() * dtype.itemsize  # x and r read, s and y written
     atol = 1e-4 if dtype == torch.float32 else 3e-2
     wrong = 0
-    todo = variants(shape, dtype, args.quick, args.smoke)
+    todo = variants(shape, dtype, cl, args.quick, args.smoke)
     if args.compile and not args.smoke:
         todo.append(("compile", ..., "compile"))
     for vlabel, plan, provider in todo:
@@ -165,7 +181,10 @@ def run_case(label, shape, dtype, args, emit):
                     for d in shape[2:]:
                         p *= d
                     used = KERNEL._cf_plan(shape[1], p, dtype.itemsize)
-                    cfg = "copy + row kernel" if used is None else "BLOCK_C={} BLOCK_P={} warps={}".format(*used)
+                    if cl and plan is ... and shape[1] > KERNEL.CF_SHORT_N:
+                        used = None
+                    rows = "row kernel" if cl else "copy + row kernel"
+                    cfg = rows if used is None else "BLOCK_C={} BLOCK_P={} warps={}".format(*used)
                 else:
                     cfg = provider
                 times = timer(call)
@@ -206,9 +225,9 @@ def main():
     if not args.json:
         print(f"{'case':22s} {'variant':10s} {'median':>9s} {'p20':>9s} {'p80':>9s} {'GB/s':>7s}  {'maxdiff':>8s}  config (us)")
     wrong = 0
-    for label, shape, dtype in SMOKE_CASES if args.smoke else CASES:
+    for label, shape, dtype, cl in SMOKE_CASES if args.smoke else CASES:
         if args.only in label:
-            wrong += run_case(label, shape, dtype, args, emit)
+            wrong += run_case(label, shape, dtype, cl, args, emit)
     if wrong:
         print(f"probe_layernorm2d: {wrong} variant(s) wrong or failed", file=sys.stderr)
     return 1 if wrong else 0

@@ -165,6 +165,12 @@ def _add_layernorm_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, RR,
 CF_MAX_BLOCK_N = 256 if INTERPRET else 1024
 CF_TILE = 256 if INTERPRET else 4096
 CF_MAX_P = 4 if INTERPRET else 256
+# Rows whose columns are contiguous (channels_last) take the tile kernel up to this many: the
+# row kernel runs them one warp a row (BLOCK_N // 256 warps, at least 1), a program per row of a
+# few hundred bytes (ConvNeXt's channels_last LayerNorm2d, fp32 32x96x56x56: 66.2 us against
+# torch.compile's 38.1 on the H200, 2026-12-02); the tile kernel takes BLOCK_P rows a program.
+# Not measured yet (bench/experiments/probe_layernorm2d.py --channels-last).
+CF_SHORT_N = 64 if INTERPRET else 512
 
 
 @functools.lru_cache(maxsize=1024)
@@ -599,14 +605,22 @@ def _check(x, residual, weight, bias):
 
 def _batch_layout(x, residual):
     """(P, x's and the residual's (batch, position, column) strides) when x and a residual of
-    its shape are read by _add_layernorm_cf_fwd rather than by rows: x of 3 or more dims, one of
-    the two with its columns not at unit stride (the row kernel would copy it when it has no
-    [rows, N] view, and read each row's elements a memory sector apart when it has one: an NCHW
-    tensor of one batch), each with its dims between the first and the last one evenly strided
-    run of P positions (a contiguous NCHW tensor with C moved last: positions at stride 1, C at
-    stride P). None otherwise."""
-    if x.dim() < 3 or (x.stride(-1) == 1 and residual.stride(-1) == 1) or residual.shape != x.shape:
+    its shape are read by _add_layernorm_cf_fwd rather than by rows: x of 3 or more dims, each
+    with its dims between the first and the last one evenly strided run of P positions, and
+    either one of the two with its columns not at unit stride (a contiguous NCHW tensor with C
+    moved last: positions at stride 1, C at stride P; the row kernel would copy it when it has
+    no [rows, N] view, and read each row's elements a memory sector apart when it has one, as
+    an NCHW tensor of one batch has), or rows of at most CF_SHORT_N (channels_last: the row
+    kernel would run one warp a row). None otherwise."""
+    if x.dim() < 3 or residual.shape != x.shape:
         return None
+    if x.stride(-1) == 1 and residual.stride(-1) == 1:
+        if x.shape[-1] > CF_SHORT_N:
+            return None
+        if x.is_contiguous() and residual.is_contiguous():
+            n = x.shape[-1]
+            p = x.numel() // (x.shape[0] * n) if n else 0
+            return p, [p * n, n, 1] * 2
     strides = []
     for t in (x, residual):
         sp = _one_stride(t.shape[1:-1], t.stride()[1:-1])

@@ -184,9 +184,38 @@ def test_one_batch_nchw(device, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_short_contiguous_rows(device, dtype, monkeypatch):
+    """Rows of at most CF_SHORT_N contiguous columns (64 under the interpreter): channels_last x
+    and residual with dim=1, a contiguous [B, S, N] with dim=-1, and stats; BLOCK_P rows a
+    program through the tile kernel (the row kernel would run a warp a row)."""
+    dt = DTYPES[dtype]
+    launches = _Launches(monkeypatch)
+    x, r, w, b = _inputs([2, 40, 5, 3], dt, device, 14)
+    s, y, mean, rstd = kernel.add_layer_norm(CL(x), CL(r), w, b, 1e-6, dim=1, stats=True)
+    _positions_split(x.shape, launches.calls)
+    s0, y0 = _layernorm2d(x, r, w, b, 1e-6)
+    fat.assert_close(s, s0, 0, 0)
+    fat.assert_close(y, y0, *fat.tol("norm", dt))
+    var, mu = torch.var_mean(s.float().movedim(1, -1).reshape(-1, 40), dim=1, unbiased=False)
+    fat.assert_close(mean, mu, 1e-5, 1e-5, name="mean")
+    fat.assert_close(rstd, torch.rsqrt(var + 1e-6), 1e-4, 1e-5, name="rstd")
+    launches.calls.clear()
+    x, r, w, b = (t.movedim(1, -1).contiguous() if t.dim() > 1 else t for t in _inputs([3, 64, 9], dt, device, 15))
+    s, y = kernel.add_layer_norm(x, r, w, b, 1e-5)
+    (k, grid, c), = launches.calls
+    assert k is kernel._add_layernorm_cf_fwd and 9 % c["BLOCK_P"], c
+    s0, y0 = ref.add_layer_norm(x, r, w, b, 1e-5)
+    fat.assert_close(s, s0, 0, 0)
+    fat.assert_close(y, y0, *fat.tol("norm", dt))
+    _check_nchw_grads([2, 40, 5, 3], dt, device, (True, True), 16, layout=CL)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_other_paths_unchanged(device, monkeypatch):
     """Channels past what a tile holds (300 under the interpreter: a block of 512) keep the
-    copy and the row kernel; channels_last inputs (a [rows, C] matrix) the row kernel."""
+    copy and the row kernel; channels_last inputs (a [rows, C] matrix) of more than
+    CF_SHORT_N channels the row kernel."""
     launches = _Launches(monkeypatch)
     for shape, cl in (([2, 300, 1, 3], False), ([2, 96, 5, 3], True)):
         x, r, w, b = _inputs(shape, torch.float32, device, 7)
@@ -244,11 +273,14 @@ def test_nchw_grad(device, dtype, affine, monkeypatch):
     assert launches.kernels()[0] is kernel._add_layernorm_cf_fwd
 
 
-def _check_nchw_grads(shape, dt, device, affine, seed):
-    """d_x, d_residual, d_weight, d_bias through the training path with NCHW leaves against
-    eager's LayerNorm2d (fp32), or for 16 bits against the fp32 chain within twice eager's own
-    error (and 5e-2): the CPU's 16-bit LayerNorm backward rounds its statistics."""
+def _check_nchw_grads(shape, dt, device, affine, seed, layout=None):
+    """d_x, d_residual, d_weight, d_bias through the training path with NCHW leaves (or leaves
+    in layout(t)'s) against eager's LayerNorm2d (fp32), or for 16 bits against the fp32 chain
+    within twice eager's own error (and 5e-2): the CPU's 16-bit LayerNorm backward rounds its
+    statistics."""
     x0, r0, w0, b0 = _inputs(shape, dt, device, seed, affine)
+    if layout is not None:
+        x0, r0 = layout(x0), layout(r0)
     g = fat.gen(seed + 1)
     ds, dy = fat.randn(x0.shape, dt, device, g), fat.randn(x0.shape, dt, device, g)
     grads = {}
@@ -304,9 +336,11 @@ def test_cf_plan(monkeypatch):
         kernel._cf_plan.cache_clear()
 
 
-# ConvNeXt's LayerNorm2d sizes the tile kernel is compiled for below: (NCHW shape, dtype)
-_SM90_SHAPES = (([32, 96, 56, 56], "fp32"), ([32, 192, 28, 28], "bf16"), ([32, 384, 14, 14], "fp32"),
-                ([32, 768, 7, 7], "fp32"), ([32, 768, 7, 7], "bf16"))
+# ConvNeXt's LayerNorm2d sizes the tile kernel is compiled for below: (NCHW shape, dtype,
+# channels_last inputs: rows of at most CF_SHORT_N, the tile kernel too)
+_SM90_SHAPES = (([32, 96, 56, 56], "fp32", False), ([32, 192, 28, 28], "bf16", False),
+                ([32, 384, 14, 14], "fp32", False), ([32, 768, 7, 7], "fp32", False), ([32, 768, 7, 7], "bf16", False),
+                ([32, 96, 56, 56], "fp32", True), ([32, 384, 14, 14], "fp32", True))
 
 
 def _sm90_cf_usage():
@@ -316,29 +350,31 @@ def _sm90_cf_usage():
     import sm90
 
     out = []
-    for shape, dtype in _SM90_SHAPES:
+    for shape, dtype, cl in _SM90_SHAPES:
         x, r = (torch.empty(shape, dtype=DTYPES[dtype]) for _ in range(2))
+        if cl:
+            x, r = CL(x), CL(r)
         w = torch.empty(shape[1], dtype=DTYPES[dtype])
         launch, = sm90.capture(kernel, lambda: kernel.add_layer_norm(x, r, w, w, 1e-6, dim=1, stats=True))
         assert launch.name == "_add_layernorm_cf_fwd", launch.name
         ptx = sm90.compile_sm90(launch).asm["ptx"]
         regs, spills = sm90.ptxas_usage(ptx)
         vectors = ptx.count("ld.global.v4.b32") + ptx.count("ld.global.v2.b32")
-        out.append([shape, dtype, launch.num_warps, launch.constexprs["BLOCK_P"], regs, spills, vectors])
+        out.append([shape, dtype, cl, launch.num_warps, launch.constexprs["BLOCK_P"], regs, spills, vectors])
     return out
 
 
 def test_cf_compiles_sm90():
     """Compiled for the H200 (sm_90) on the CPU at ConvNeXt's LayerNorm2d sizes, the tile kernel
     spills nothing, and at 96 channels of 56x56 (a position run of 16 bytes' multiples) its
-    loads go along the positions in vectors. Registers and warps are recorded in the message
+    loads go along the positions in vectors (channels_last: along the channels). Registers and warps are recorded in the message
     for the GPU probe (bench/experiments/probe_layernorm2d.py) to weigh."""
     import sm90
 
     usage = sm90.run_isolated(_sm90_cf_usage, pathlib.Path(__file__).parent)
-    for shape, dtype, warps, block_p, regs, spills, vectors in usage:
+    for shape, dtype, cl, warps, block_p, regs, spills, vectors in usage:
         assert spills == 0 and regs < 255, usage
-    assert usage[0][6] > 0, usage  # fp32 [32, 96, 56, 56]: vector loads
+    assert usage[0][7] > 0 and usage[5][7] > 0, usage  # fp32 [32, 96, 56, 56]: vector loads
 
 
 @pytest.mark.gpu
