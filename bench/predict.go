@@ -81,138 +81,30 @@ func Predict(r *Result, cm patterns.CostModel) {
 	}
 }
 
-// bwdGradients is how many gradients of the case's shape a memory-bound backward writes, in
-// the case's dtype (x's), which L2 may absorb: swiglu's two (gate's and up's), one for the
-// others (the input's; the residual's is the same tensor where its dtype is x's).
-var bwdGradients = map[string]int64{"swiglu": 2}
+// forwardCase is forward case f as the derivations in patterns read it (the folder's name
+// says whether an attention case is causal: the result holds no params).
+func forwardCase(f *Case) patterns.ForwardCase {
+	fc := patterns.ForwardCase{Pattern: f.Pattern, Case: patterns.Case{Dtype: f.Dtype, Shapes: f.Shapes},
+		Shape: f.Shape, Bytes: f.Bytes, GemmUs: f.GemmOnlyUs}
+	if strings.Contains(f.Name, "-causal-") {
+		fc.Params.MaskKind = "causal"
+	}
+	return fc
+}
 
 // backwardShape is what the cost model reads of the fused backward of forward case f, for
-// the backward or full case c (timed back to back when warm):
-//
-//   - memory-bound: the backward's own bytes (the harness's bwd_nbytes: c.Bytes, less the
-//     forward's for a full case), else an estimate from the forward's (it reads the
-//     forward's reads again and the output gradient, and writes a gradient per input read);
-//     a weight's or bias' gradient from per-program partial sums (partialBytes), bias_gelu's
-//     from ATen's row sum over the gradient it wrote;
-//   - attention: the five products of FlashAttention-2's backward (S, dV, dP, dQ, dK: 2.5x the
-//     forward's flops over the kept pairs, the head dim padded to the tiles' power of two),
-//     its own bytes, else twice the forward's;
-//   - GEMM with an epilogue (linear_gelu): the forward's GEMM alone as measured (gemm_only),
-//     the GELU derivative's pass over the GEMM output (dy and the pre-activation read, the
-//     gradient written) and, with a bias, the gradient read again for its row sum.
-//
-// ok is false for a forward-only pattern, a forward without bytes (or GEMM time), or shapes
-// the model cannot read.
+// the backward or full case c (timed back to back when warm): patterns.BackwardShapeOf, with
+// the backward's own bytes the harness measured (c.Bytes, less the forward's for a full
+// case). ok is false for a forward that failed its check and as BackwardShapeOf says.
 func backwardShape(f, c *Case, warm bool) (patterns.BackwardShape, bool) {
-	s := patterns.BackwardShape{Pattern: f.Pattern, Warm: warm}
-	p, ok := patterns.Lookup(f.Pattern)
-	if !ok || !f.Correct || f.Bytes <= 0 {
-		return s, false
+	if !f.Correct {
+		return patterns.BackwardShape{Pattern: f.Pattern, Warm: warm}, false
 	}
 	own := c.Bytes
 	if c.Mode == "full" {
 		own -= f.Bytes
 	}
-	switch p.Kind {
-	case patterns.KindGEMM:
-		m, _, n, es, ok := gemmDims(f)
-		if p.GEMM != patterns.GEMMEpilogue || f.GemmOnlyUs <= 0 || !ok {
-			return s, false
-		}
-		s.GemmUs, s.PassBytes = f.GemmOnlyUs, 3*m*n*es
-		if len(f.Shapes) > 2 { // x, the weight and a bias
-			s.SumBytes = m * n * es
-		}
-		return s, true
-	case patterns.KindAttention:
-		ac := patterns.Case{Dtype: f.Dtype, Shapes: f.Shapes}
-		if strings.Contains(f.Name, "-causal-") {
-			ac.Params.MaskKind = "causal"
-		}
-		flops := patterns.AttentionFlops(ac) // 0 unless q, k and v are [B, H, S, D]
-		if flops <= 0 {
-			return s, false
-		}
-		d := f.Shapes[0][3] // the head dim
-		s.Flops = flops * 5 / 2 * max(16, nextPow2(d)) / max(d, 1)
-		s.Bytes = own
-		if own <= 0 {
-			s.Bytes = 2 * f.Bytes
-		}
-		return s, true
-	}
-	if own > 0 {
-		k, ok := bwdGradients[f.Pattern]
-		if !ok {
-			k = 1
-		}
-		s.Bytes, s.WriteBytes = own, min(k*tensorBytes(f), own)
-	} else {
-		w := writeBytes(f)
-		read := f.Bytes - w
-		if w <= 0 || read <= 0 {
-			return s, false
-		}
-		s.Bytes, s.WriteBytes = f.Bytes+read, read
-	}
-	if f.Pattern == "bias_gelu" && hasBias(f) {
-		s.SumBytes = s.WriteBytes // db = dz.sum over the rows: the gradient read again
-	} else {
-		s.PartialBytes = partialBytes(f)
-	}
-	return s, true
-}
-
-// partialBytes is the fp32 partial sums a memory-bound backward writes for its weight's or
-// bias' gradients and adds up in a second launch (_sum_parts): the norms' backwards run about
-// 512 programs of at least 4 rows, each adding its rows into one fp32 row per gradient
-// (add_layernorm: the weight's and the bias'; rmsnorm: the weight's); gelu_pyops' and
-// dropout_add's, with a bias, about 2048 programs over the [M, N] tiles (4 KiB of the widest
-// operand a tile), one row per program's row group. 0: no such gradient.
-func partialBytes(f *Case) int64 {
-	if len(f.Shape) == 0 {
-		return 0
-	}
-	n := f.Shape[len(f.Shape)-1]
-	if n <= 0 {
-		return 0
-	}
-	m := int64(1)
-	for _, d := range f.Shape[:len(f.Shape)-1] {
-		m *= d
-	}
-	var k, groups int64
-	switch f.Pattern {
-	case "add_layernorm", "rmsnorm_pyops":
-		k = map[string]int64{"add_layernorm": 2, "rmsnorm_pyops": 1}[f.Pattern]
-		rows := max(4, (m+511)/512)
-		groups = (m + rows - 1) / rows
-	case "gelu_pyops", "dropout_add":
-		es := map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[f.Dtype]
-		if !hasBias(f) || es == 0 {
-			return 0
-		}
-		k = 1
-		tiles := (n + min(4096/es, nextPow2(n)) - 1) / min(4096/es, nextPow2(n))
-		groups = min(m, max(1, 2048/tiles))
-	default:
-		return 0
-	}
-	return groups * k * n * 4
-}
-
-// hasBias reports whether a pointwise case has a bias: a second input, one-dimensional, of
-// the last dim's size.
-func hasBias(f *Case) bool {
-	return len(f.Shapes) > 1 && len(f.Shapes[1]) == 1 && len(f.Shape) > 0 && f.Shapes[1][0] == f.Shape[len(f.Shape)-1]
-}
-
-func nextPow2(n int64) int64 {
-	p := int64(1)
-	for p < n {
-		p *= 2
-	}
-	return p
+	return patterns.BackwardShapeOf(forwardCase(f), own, warm)
 }
 
 // predict fills c's prediction before any launch gap: the analysis's, else the cost model's.
@@ -257,42 +149,11 @@ func predict(c *Case, gpu string, cm patterns.CostModel) {
 
 // gemmDims reads M, K, N and the element size of a GEMM case: Shapes[0] is x [..., K] and
 // Shapes[1] the weight [N, K].
-func gemmDims(c *Case) (m, k, n, es int64, ok bool) {
-	if len(c.Shapes) < 2 || len(c.Shapes[0]) == 0 || len(c.Shapes[1]) != 2 {
-		return 0, 0, 0, 0, false
-	}
-	x := c.Shapes[0]
-	m = 1
-	for _, d := range x[:len(x)-1] {
-		m *= d
-	}
-	k, n = x[len(x)-1], c.Shapes[1][0]
-	es = map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[c.Dtype]
-	return m, k, n, es, es > 0
-}
+func gemmDims(c *Case) (m, k, n, es int64, ok bool) { return forwardCase(c).GEMMDims() }
 
 // writeBytes is what a memory-bound case's kernel writes: its outputs in the case's dtype
 // (Pattern.Outputs: add_layernorm writes the sum and y); 0 when the shape or dtype is unknown.
-func writeBytes(c *Case) int64 {
-	n := tensorBytes(c)
-	if p, ok := patterns.Lookup(c.Pattern); ok {
-		n *= int64(p.OutputCount())
-	}
-	return n
-}
-
-// tensorBytes is one tensor of the case's shape in its dtype; 0 when either is unknown.
-func tensorBytes(c *Case) int64 {
-	es := map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[c.Dtype]
-	if len(c.Shape) == 0 || es == 0 {
-		return 0
-	}
-	n := es
-	for _, d := range c.Shape {
-		n *= d
-	}
-	return n
-}
+func writeBytes(c *Case) int64 { return forwardCase(c).WriteBytes() }
 
 // Repredict replaces the predictions of r's cases with those of the current code: each
 // case's folder among dirs (matched by folder name) gives its manifest's est_fused_us, as

@@ -1,0 +1,187 @@
+package patterns
+
+// ForwardCase is one fused forward call as the backward's derivation reads it: a benchmark's
+// forward case, or an analysis's instance mapped to its kernel case (Pattern.Case).
+type ForwardCase struct {
+	Pattern string
+	// Case holds the dtype, the shapes (x first; a GEMM's weight [N, K] second, its bias
+	// third; attention's q, k, v) and, for attention, the mask kind (causal or not).
+	Case
+	// Shape is the main input's shape (a benchmark's "shape"; an analysis: Shapes[0]).
+	Shape []int64
+	// Bytes is the forward's fewest bytes; GemmUs, GEMM patterns: the forward's GEMM alone
+	// as cuBLAS runs it (a benchmark's gemm_only, an analysis's traced GEMM kernels).
+	Bytes  int64
+	GemmUs float64
+}
+
+// caseElemSize is a kernel dtype's element size; 0 for any other.
+func caseElemSize(dtype string) int64 {
+	return map[string]int64{"fp32": 4, "fp16": 2, "bf16": 2}[dtype]
+}
+
+// TensorBytes is one tensor of f's main shape in its dtype; 0 when either is unknown.
+func (f ForwardCase) TensorBytes() int64 {
+	es := caseElemSize(f.Dtype)
+	if len(f.Shape) == 0 || es == 0 {
+		return 0
+	}
+	n := es
+	for _, d := range f.Shape {
+		n *= d
+	}
+	return n
+}
+
+// WriteBytes is what a memory-bound forward writes: its outputs in its dtype
+// (Pattern.Outputs: add_layernorm writes the sum and y); 0 when the shape or dtype is unknown.
+func (f ForwardCase) WriteBytes() int64 {
+	n := f.TensorBytes()
+	if p, ok := Lookup(f.Pattern); ok {
+		n *= int64(p.OutputCount())
+	}
+	return n
+}
+
+// GEMMDims reads M, K, N and the element size of a GEMM case: Shapes[0] is x [..., K] and
+// Shapes[1] the weight [N, K].
+func (f ForwardCase) GEMMDims() (m, k, n, es int64, ok bool) {
+	if len(f.Shapes) < 2 || len(f.Shapes[0]) == 0 || len(f.Shapes[1]) != 2 {
+		return 0, 0, 0, 0, false
+	}
+	x := f.Shapes[0]
+	m = 1
+	for _, d := range x[:len(x)-1] {
+		m *= d
+	}
+	k, n = x[len(x)-1], f.Shapes[1][0]
+	es = caseElemSize(f.Dtype)
+	return m, k, n, es, es > 0
+}
+
+// hasBias reports whether a pointwise case has a bias: a second input, one-dimensional, of
+// the last dim's size.
+func (f ForwardCase) hasBias() bool {
+	return len(f.Shapes) > 1 && len(f.Shapes[1]) == 1 && len(f.Shape) > 0 && f.Shapes[1][0] == f.Shape[len(f.Shape)-1]
+}
+
+// bwdGradients is how many gradients of the case's shape a memory-bound backward writes, in
+// the case's dtype (x's), which L2 may absorb: swiglu's two (gate's and up's), one for the
+// others (the input's; the residual's is the same tensor where its dtype is x's).
+var bwdGradients = map[string]int64{"swiglu": 2}
+
+// BackwardShapeOf is what the cost model reads of the fused backward of forward f (own: the
+// backward's own fewest bytes when measured, a benchmark's bwd_nbytes; 0: unknown), timed
+// back to back when warm. One derivation for the benchmark's predictions (bench.Predict) and
+// the analysis's backward estimate (Analyze):
+//
+//   - memory-bound: the backward's own bytes, else an estimate from the forward's (it reads
+//     the forward's reads again and the output gradient, and writes a gradient per input
+//     read); a weight's or bias' gradient from per-program partial sums (partialBytes),
+//     bias_gelu's from ATen's row sum over the gradient it wrote;
+//   - attention: the five products of FlashAttention-2's backward (S, dV, dP, dQ, dK: 2.5x the
+//     forward's flops over the kept pairs, the head dim padded to the tiles' power of two),
+//     its own bytes, else twice the forward's;
+//   - GEMM with an epilogue (linear_gelu): the forward's GEMM alone (GemmUs), the GELU
+//     derivative's pass over the GEMM output (dy and the pre-activation read, the gradient
+//     written) and, with a bias, the gradient read again for its row sum.
+//
+// ok is false for a pattern without a backward model (layernorm_linear, an unknown id), a
+// forward without bytes (or GEMM time), or shapes the model cannot read.
+func BackwardShapeOf(f ForwardCase, own int64, warm bool) (BackwardShape, bool) {
+	s := BackwardShape{Pattern: f.Pattern, Warm: warm}
+	p, ok := Lookup(f.Pattern)
+	if !ok || f.Bytes <= 0 {
+		return s, false
+	}
+	switch p.Kind {
+	case KindGEMM:
+		m, _, n, es, ok := f.GEMMDims()
+		if p.GEMM != GEMMEpilogue || f.GemmUs <= 0 || !ok {
+			return s, false
+		}
+		s.GemmUs, s.PassBytes = f.GemmUs, 3*m*n*es
+		if len(f.Shapes) > 2 { // x, the weight and a bias
+			s.SumBytes = m * n * es
+		}
+		return s, true
+	case KindAttention:
+		flops := AttentionFlops(f.Case) // 0 unless q, k and v are [B, H, S, D]
+		if flops <= 0 {
+			return s, false
+		}
+		d := f.Shapes[0][3] // the head dim
+		s.Flops = flops * 5 / 2 * max(16, nextPow2(d)) / max(d, 1)
+		s.Bytes = own
+		if own <= 0 {
+			s.Bytes = 2 * f.Bytes
+		}
+		return s, true
+	}
+	if own > 0 {
+		k, ok := bwdGradients[f.Pattern]
+		if !ok {
+			k = 1
+		}
+		s.Bytes, s.WriteBytes = own, min(k*f.TensorBytes(), own)
+	} else {
+		w := f.WriteBytes()
+		read := f.Bytes - w
+		if w <= 0 || read <= 0 {
+			return s, false
+		}
+		s.Bytes, s.WriteBytes = f.Bytes+read, read
+	}
+	if f.Pattern == "bias_gelu" && f.hasBias() {
+		s.SumBytes = s.WriteBytes // db = dz.sum over the rows: the gradient read again
+	} else {
+		s.PartialBytes = partialBytes(f)
+	}
+	return s, true
+}
+
+// partialBytes is the fp32 partial sums a memory-bound backward writes for its weight's or
+// bias' gradients and adds up in a second launch (_sum_parts): the norms' backwards run about
+// 512 programs of at least 4 rows, each adding its rows into one fp32 row per gradient
+// (add_layernorm: the weight's and the bias'; rmsnorm: the weight's); gelu_pyops' and
+// dropout_add's, with a bias, about 2048 programs over the [M, N] tiles (4 KiB of the widest
+// operand a tile), one row per program's row group. 0: no such gradient.
+func partialBytes(f ForwardCase) int64 {
+	if len(f.Shape) == 0 {
+		return 0
+	}
+	n := f.Shape[len(f.Shape)-1]
+	if n <= 0 {
+		return 0
+	}
+	m := int64(1)
+	for _, d := range f.Shape[:len(f.Shape)-1] {
+		m *= d
+	}
+	var k, groups int64
+	switch f.Pattern {
+	case "add_layernorm", "rmsnorm_pyops":
+		k = map[string]int64{"add_layernorm": 2, "rmsnorm_pyops": 1}[f.Pattern]
+		rows := max(4, (m+511)/512)
+		groups = (m + rows - 1) / rows
+	case "gelu_pyops", "dropout_add":
+		es := caseElemSize(f.Dtype)
+		if !f.hasBias() || es == 0 {
+			return 0
+		}
+		k = 1
+		tiles := (n + min(4096/es, nextPow2(n)) - 1) / min(4096/es, nextPow2(n))
+		groups = min(m, max(1, 2048/tiles))
+	default:
+		return 0
+	}
+	return groups * k * n * 4
+}
+
+func nextPow2(n int64) int64 {
+	p := int64(1)
+	for p < n {
+		p *= 2
+	}
+	return p
+}
