@@ -27,11 +27,17 @@ writes s and y (rows longer than one block read s back, see below).
   memory (``_check_dense``).
 - Channels-first (``dim=1``, timm's LayerNorm2d: permute -> layer_norm over C -> permute back):
   x [B, C, ...] is normalized over C at each position. The wrapper moves C last (a view,
-  ``movedim``) and runs the same kernel on the [B, ..., C] view, reading it through its
-  strides: a channels_last tensor (what the convolutions around a LayerNorm2d leave) is then
-  a plain [rows, C] matrix, no copy; a contiguous NCHW one has no [rows, C] view and is copied
-  first, as ATen's layer_norm copies it. Fresh outputs are channels_last, the layout eager's
-  LayerNorm2d returns (its output is the permuted-back view of a [B, H, W, C] tensor).
+  ``movedim``) and normalizes the [B, ..., C] view's last dim, reading it through its strides:
+  a channels_last tensor (what the convolutions around a LayerNorm2d leave) is a plain
+  [rows, C] matrix; a contiguous NCHW one has no [rows, C] view, and is read in place by
+  ``_add_layernorm_cf_fwd``: a program takes BLOCK_P positions of one batch and every channel
+  (up to 1024), a [BLOCK_C, BLOCK_P] tile loaded along the positions (their unit stride),
+  reduced over the channels (``_batch_layout``, ``_cf_plan``). Past 1024 channels it is copied
+  first, as ATen's layer_norm copies it. Rows of at most CF_SHORT_N contiguous channels
+  (channels_last, or a [B, S, N] x of short rows) go through the same tile kernel, BLOCK_P rows
+  a program, rather than one warp a row. Fresh outputs are channels_last, the layout eager's
+  LayerNorm2d returns (its output is the permuted-back view of a [B, H, W, C] tensor), on
+  either path, with the same per-row mean and rstd for the backward.
 - Training: ``AddLayerNormFunction`` has a backward. Rows that fit one block (a residual of
   x's shape) take one Triton pass (``_add_layernorm_bwd``) with the mean/rstd the forward
   saved: it reads dy, the sum's own gradient and s once, writes d_x (= d_residual, written
@@ -176,9 +182,10 @@ CF_SHORT_N = 64 if INTERPRET else 512
 @functools.lru_cache(maxsize=1024)
 def _cf_plan(N, P, elem_size):
     """(BLOCK_N, BLOCK_P, num_warps) of the channels-first kernel for N channels at P positions
-    of elem_size-byte inputs, or None when the channels do not fit one block."""
+    of elem_size-byte inputs, or None when the channels do not fit one block (or the positions
+    pass the kernel's 32-bit position arithmetic)."""
     block_n = triton.next_power_of_2(N)
-    if block_n > CF_MAX_BLOCK_N:
+    if block_n > CF_MAX_BLOCK_N or P + CF_MAX_P >= 2**31:
         return None
     min_p = 2 if INTERPRET else max(32 // elem_size, 1)
     block_p = min(max(CF_TILE // block_n, min_p), CF_MAX_P, max(triton.next_power_of_2(P), 2 if INTERPRET else 1))
@@ -198,6 +205,7 @@ def _add_layernorm_cf_fwd(X, R, W, B, S, Y, MEAN, RSTD, N, P, NPB,
     mean and rstd stored per row, b * P + p."""
     pid = tl.program_id(0)
     b = (pid // NPB).to(tl.int64)
+    # 32-bit position arithmetic (_cf_plan: P + BLOCK_P < 2**31), 64-bit offsets
     p = ((pid % NPB) * BLOCK_P + tl.arange(0, BLOCK_P)).to(tl.int64)
     c = tl.arange(0, BLOCK_N).to(tl.int64)  # 64-bit: c * stride passes 2**31 in large batches
     cm = c < N
@@ -604,30 +612,33 @@ def _check(x, residual, weight, bias):
 
 
 def _batch_layout(x, residual):
-    """(P, x's and the residual's (batch, position, column) strides) when x and a residual of
-    its shape are read by _add_layernorm_cf_fwd rather than by rows: x of 3 or more dims, each
-    with its dims between the first and the last one evenly strided run of P positions, and
-    either one of the two with its columns not at unit stride (a contiguous NCHW tensor with C
-    moved last: positions at stride 1, C at stride P; the row kernel would copy it when it has
-    no [rows, N] view, and read each row's elements a memory sector apart when it has one, as
-    an NCHW tensor of one batch has), or rows of at most CF_SHORT_N (channels_last: the row
-    kernel would run one warp a row). None otherwise."""
+    """(B, P, x's and the residual's (batch, position, column) strides) when x and a residual of
+    its shape are read by _add_layernorm_cf_fwd as B batches of P positions (rows) rather than
+    by rows: x of 3 or more dims, and either one of the two with its columns not at unit stride
+    (a contiguous NCHW tensor with C moved last: positions at stride 1, C at stride H * W; the
+    row kernel would copy it when it has no [rows, N] view, and read each row's elements a
+    memory sector apart when it has one, as an NCHW tensor of one batch has), or rows of at
+    most CF_SHORT_N (channels_last: the row kernel would run one warp a row). Both with a
+    [rows, N] view: one batch of every row; else each with its dims between the first and the
+    last one evenly strided run. None otherwise."""
     if x.dim() < 3 or residual.shape != x.shape:
         return None
+    n = x.shape[-1]
     if x.stride(-1) == 1 and residual.stride(-1) == 1:
-        if x.shape[-1] > CF_SHORT_N:
+        if n > CF_SHORT_N:
             return None
         if x.is_contiguous() and residual.is_contiguous():
-            n = x.shape[-1]
-            p = x.numel() // (x.shape[0] * n) if n else 0
-            return p, [p * n, n, 1] * 2
+            return 1, x.numel() // n, [0, n, 1] * 2
+    rows = [_one_stride(t.shape[:-1], t.stride()[:-1]) for t in (x, residual)]
+    if None not in rows:
+        return 1, x.numel() // n, [0, rows[0], x.stride(-1), 0, rows[1], residual.stride(-1)]
     strides = []
     for t in (x, residual):
         sp = _one_stride(t.shape[1:-1], t.stride()[1:-1])
         if sp is None:
             return None
         strides += [t.stride(0), sp, t.stride(-1)]
-    return x.numel() // (x.shape[0] * x.shape[-1]), strides
+    return x.shape[0], x.numel() // (x.shape[0] * n), strides
 
 
 def _channels_last_view(t, dim):
@@ -653,7 +664,8 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
     x.shape[1]: timm's LayerNorm2d; s and y are channels_last, mean and rstd per position in
     [B, ...] order). ``out`` = (s, y) buffers to write into; s may be x itself, or the residual
     when it has x's shape (in place); with dim=1 they must be channels_last (their C moved last
-    must be a [rows, C] view). ``stats=True`` also returns fp32 (mean, rstd) per row;
+    must be a [rows, C] view; an NCHW x or residual is read in place, not copied, up to 1024
+    channels). ``stats=True`` also returns fp32 (mean, rstd) per row;
     ``block_n`` forces the chunk size (tests use it for rows longer than a block)."""
     if _norm_dim(x, residual, dim) == 1:
         got = add_layer_norm(x.movedim(1, -1), residual.movedim(1, -1), weight, bias, eps,
@@ -688,7 +700,7 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
         mean = torch.empty(M, dtype=torch.float32, device=x.device)
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     batched = None if block_n or not (M and N) else _batch_layout(x, residual)
-    plan = batched and _cf_plan(N, batched[0], min(x.element_size(), residual.element_size()))
+    plan = batched and _cf_plan(N, batched[1], min(x.element_size(), residual.element_size()))
     if plan:
         # x or the residual has no [rows, N] view (a contiguous NCHW tensor with C moved last):
         # read in place in tiles of positions, not copied first
@@ -722,18 +734,18 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
 
 
 def _channels_first_forward(x, residual, weight, bias, eps, s, y, mean, rstd, stats, fresh, batched, plan):
-    """add_layer_norm's launch of _add_layernorm_cf_fwd: x and the residual read as batches of P
-    positions (batched: _batch_layout), s and y written as [rows, N] views (fresh: contiguous),
-    in tiles of plan (_cf_plan)."""
+    """add_layer_norm's launch of _add_layernorm_cf_fwd: x and the residual read as B batches of
+    P positions (batched: _batch_layout), s and y written as [rows, N] views (fresh:
+    contiguous), in tiles of plan (_cf_plan)."""
     N = x.shape[-1]
-    P, (sxb, sxp, sxn, srb, srp, srn) = batched
+    B, P, (sxb, sxp, sxn, srb, srp, srn) = batched
     block, block_p, warps = plan
     outs = []
     for t in (s, y):  # row r = b * P + p of a [rows, N] view: batch stride P * row stride
         t, sm, sn = (t, N, 1) if fresh else _row_strides(t, out=True)
         outs += [P * sm, sm, sn]
     npb = -(-P // block_p)
-    _launch(_add_layernorm_cf_fwd, (x.shape[0] * npb,),
+    _launch(_add_layernorm_cf_fwd, (B * npb,),
             (x, residual, x if weight is None else weight, x if bias is None else bias,  # x: dummies, never read
              s, y, mean, rstd, N, P, npb, sxb, sxp, sxn, srb, srp, srn, *outs, float(eps)),
             num_warps=warps, HAS_W=weight is not None, HAS_B=bias is not None, STATS=stats,

@@ -60,16 +60,17 @@ class _Launches:
         return [k for k, _, _ in self.calls]
 
 
-def _positions_split(shape, calls):
-    """The forward's launch split the positions of each batch into several tiles, the last
-    ragged (what the test shapes are chosen for)."""
+def _positions_split(shape, calls, flat=False):
+    """The forward's launch split the positions of each batch of an NCHW shape into several
+    tiles, the last ragged (what the test shapes are chosen for); flat: x and the residual have
+    [rows, C] views, read as one batch of every position."""
     (k, grid, c), = calls
-    positions = 1
+    batches, positions = (1, shape[0]) if flat else (shape[0], 1)
     for d in shape[2:]:
         positions *= d
     assert k is kernel._add_layernorm_cf_fwd
     assert positions > c["BLOCK_P"] and positions % c["BLOCK_P"], (shape, c["BLOCK_P"])
-    assert grid == (shape[0] * -(-positions // c["BLOCK_P"]),)
+    assert grid == (batches * -(-positions // c["BLOCK_P"]),), (shape, grid, c["BLOCK_P"])
 
 
 # ragged positions (7x7, 5x3, 3x3), channels not a power of two (96, 3, 130: past 128), 3-D and
@@ -177,7 +178,7 @@ def test_one_batch_nchw(device, monkeypatch):
     x, r, w, b = _inputs([1, 96, 5, 3], torch.float32, device, 6)
     launches = _Launches(monkeypatch)
     s, y = kernel.add_layer_norm(x, r, w, b, 1e-6, dim=1)
-    _positions_split(x.shape, launches.calls)
+    _positions_split(x.shape, launches.calls, flat=True)
     s0, y0 = _layernorm2d(x, r, w, b, 1e-6)
     fat.assert_close(s, s0, 0, 0)
     fat.assert_close(y, y0, 1e-5, 1e-5)
@@ -193,7 +194,7 @@ def test_short_contiguous_rows(device, dtype, monkeypatch):
     launches = _Launches(monkeypatch)
     x, r, w, b = _inputs([2, 40, 5, 3], dt, device, 14)
     s, y, mean, rstd = kernel.add_layer_norm(CL(x), CL(r), w, b, 1e-6, dim=1, stats=True)
-    _positions_split(x.shape, launches.calls)
+    _positions_split(x.shape, launches.calls, flat=True)
     s0, y0 = _layernorm2d(x, r, w, b, 1e-6)
     fat.assert_close(s, s0, 0, 0)
     fat.assert_close(y, y0, *fat.tol("norm", dt))
@@ -204,7 +205,7 @@ def test_short_contiguous_rows(device, dtype, monkeypatch):
     x, r, w, b = (t.movedim(1, -1).contiguous() if t.dim() > 1 else t for t in _inputs([3, 64, 9], dt, device, 15))
     s, y = kernel.add_layer_norm(x, r, w, b, 1e-5)
     (k, grid, c), = launches.calls
-    assert k is kernel._add_layernorm_cf_fwd and 9 % c["BLOCK_P"], c
+    assert k is kernel._add_layernorm_cf_fwd and grid == (-(-27 // c["BLOCK_P"]),) and 27 % c["BLOCK_P"], c
     s0, y0 = ref.add_layer_norm(x, r, w, b, 1e-5)
     fat.assert_close(s, s0, 0, 0)
     fat.assert_close(y, y0, *fat.tol("norm", dt))
@@ -320,7 +321,7 @@ def test_nchw_views_dim_last(device, monkeypatch):
 def test_cf_plan(monkeypatch):
     """The GPU's tiles: every channel in one block up to 1024, about 4096 elements, at least 32
     bytes of positions per channel, 4 to 16 warps (32 elements per thread); past 1024 channels
-    no tile (the copy)."""
+    no tile (the copy), nor where a tile's positions would pass 2**31 (32-bit arithmetic)."""
     monkeypatch.setattr(kernel, "INTERPRET", False)
     monkeypatch.setattr(kernel, "CF_MAX_BLOCK_N", 1024)
     monkeypatch.setattr(kernel, "CF_TILE", 4096)
@@ -329,7 +330,8 @@ def test_cf_plan(monkeypatch):
     try:
         want = {(96, 3136, 4): (128, 32, 4), (192, 784, 2): (256, 16, 4), (384, 196, 4): (512, 8, 4),
                 (768, 49, 4): (1024, 8, 8), (768, 49, 2): (1024, 16, 16), (3, 3136, 4): (4, 256, 4),
-                (96, 5, 4): (128, 8, 4), (1024, 4, 4): (1024, 4, 4), (1025, 49, 4): None}
+                (96, 5, 4): (128, 8, 4), (1024, 4, 4): (1024, 4, 4), (1025, 49, 4): None,
+                (96, 2**31 - 257, 4): (128, 32, 4), (96, 2**31 - 256, 4): None}  # 32-bit positions
         for args, plan in want.items():
             assert kernel._cf_plan(*args) == plan, args
     finally:
