@@ -69,6 +69,14 @@ type Opportunity struct {
 	EstSavingUs       float64 `json:"est_saving_us"`
 	SavingPct         float64 `json:"saving_pct_of_gpu_busy"`
 	BackwardGPUTimeUs float64 `json:"backward_gpu_time_us"`
+	// EstFusedBackwardUs is the fused backward of the instances with a backward in the trace
+	// (a training step): the cost model's (CostModel.BackwardUs, from the backward shape
+	// BackwardShapeOf derives of each instance's kernel case), or their traced backward where
+	// the pattern saves nothing in training or no backward shape is derived.
+	// EstBackwardSavingUs is BackwardGPUTimeUs less it (each instance's at least 0). Both 0
+	// (left out) on an inference trace; EstFusedUs and EstSavingUs stay the forward's.
+	EstFusedBackwardUs  float64 `json:"est_fused_backward_us,omitempty"`
+	EstBackwardSavingUs float64 `json:"est_backward_saving_us,omitempty"`
 	// Kernels is the number of kernels the forward instances launched;
 	// LaunchesSaved how many launches one fused kernel per instance removes, and
 	// EstLaunchSavingUs their host-side cost (CostModel.LaunchUs each).
@@ -102,7 +110,13 @@ type ShapeGroup struct {
 	EstFusedUs  float64   `json:"est_fused_us"`
 	EstSavingUs float64   `json:"est_saving_us"`
 	SavingPct   float64   `json:"saving_pct_of_gpu_busy"`
-	Sources     []string  `json:"sources,omitempty"` // python source lines (with_stack traces)
+	// BackwardGPUTimeUs, EstFusedBackwardUs and EstBackwardSavingUs are the group's part of
+	// the opportunity's (its instances' backward ops in the trace, their fused backward);
+	// left out on an inference trace.
+	BackwardGPUTimeUs   float64  `json:"backward_gpu_time_us,omitempty"`
+	EstFusedBackwardUs  float64  `json:"est_fused_backward_us,omitempty"`
+	EstBackwardSavingUs float64  `json:"est_backward_saving_us,omitempty"`
+	Sources             []string `json:"sources,omitempty"` // python source lines (with_stack traces)
 	// Valid is false when a dim or the dtype is out of range for a kernel (e.g.
 	// int64 inputs, a zero dim): the group is reported, never generated.
 	Valid bool `json:"valid"`
@@ -118,17 +132,74 @@ type RankShare struct {
 	Instances   int     `json:"instances"`
 	GPUTimeUs   float64 `json:"gpu_time_us"`
 	EstSavingUs float64 `json:"est_saving_us"`
+	// EstBackwardSavingUs is the rank's part of the opportunity's (0 in inference).
+	EstBackwardSavingUs float64 `json:"est_backward_saving_us,omitempty"`
 }
 
 // ranked is one instance with its cost, before grouping.
 type ranked struct {
 	in   *Instance
 	est  estimate
-	bwd  bool
-	bwUs float64
-	src  string
-	rank int
-	ti   int // index of its trace
+	bwd  bool    // the instance has backward ops in the trace (a training step)
+	bwUs float64 // their GPU time
+	// bwdFusedUs is the fused backward's estimate (bwUs where nothing is saved),
+	// bwdSavingUs bwUs less it (at least 0): what valueOf adds to the forward's saving.
+	bwdFusedUs, bwdSavingUs float64
+	src                     string
+	rank                    int
+	ti                      int // index of its trace
+}
+
+// rankInstance is instance in of trace t with its forward's estimate (m calibrated on t, on
+// device) and, when it runs in training (backward ops in the trace), its backward's: the
+// cost model's fused backward of the kernel case the instance maps to (estimateBackward).
+// A pattern that saves nothing in training (noTrainingSaving) keeps the eager chain forward
+// and backward. bwdMissed says that the instance's backward saves nothing because no
+// backward shape could be derived of it.
+func rankInstance(m *CostModel, t *trace.Trace, in *Instance, device string) (rk ranked, bwdMissed bool) {
+	rk = ranked{in: in, est: estimateInstance(m, t, in)}
+	rk.bwd, rk.bwUs = backward(t, in)
+	if !rk.bwd {
+		return rk, false
+	}
+	rk.bwdFusedUs = rk.bwUs
+	if patternByID(in.Pattern).noTrainingSaving() != "" {
+		// in training the module runs the eager chain (or the fused one saves nothing):
+		// nothing saved, nothing removed
+		rk.est.fusedUs, rk.est.savingUs, rk.est.fusedKernels = rk.est.gpuUs, 0, rk.est.kernels
+		return rk, false
+	}
+	if !rk.est.modeled || rk.bwUs <= 0 {
+		return rk, false // no bandwidth (the forward is not judged either), or an untimed backward
+	}
+	us, ok := estimateBackward(m, t, in, device)
+	if !ok {
+		return rk, true
+	}
+	rk.bwdFusedUs = min(us, rk.bwUs)
+	rk.bwdSavingUs = rk.bwUs - rk.bwdFusedUs
+	return rk, false
+}
+
+// estimateBackward is the cost model's fused backward of instance in (m calibrated on its
+// trace): the instance mapped to its kernel case (Pattern.Case), the backward shape derived
+// of it as the benchmark derives one of a forward case (BackwardShapeOf: from the forward's
+// bytes, the GEMM time from the trace), CostModel.BackwardUs of that. ok is false when the
+// instance maps to no case or the pattern has no backward model.
+func estimateBackward(m *CostModel, t *trace.Trace, in *Instance, device string) (float64, bool) {
+	p := patternByID(in.Pattern)
+	c, why := p.Case(ShapeGroup{Dims: in.Dims, DType: in.DType, Params: in.Params, Elems: in.Elems,
+		Rows: in.Rows, Cols: in.Cols, Bytes: in.Bytes, Valid: validGroup(in)})
+	if why != "" || len(c.Shapes) == 0 {
+		return 0, false
+	}
+	f := ForwardCase{Pattern: in.Pattern, Case: c, Shape: c.Shapes[0], Bytes: in.Bytes, GemmUs: shapeOf(t, in).GemmUs}
+	s, ok := BackwardShapeOf(f, 0, false)
+	if !ok {
+		return 0, false
+	}
+	us, _, ok := m.BackwardUs(device, s)
+	return us, ok
 }
 
 // Analyze finds the catalog's patterns in traces (the ranks of one run) and
@@ -150,6 +221,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	r := &Report{}
 	var all []ranked
 	trainingOnly := map[string]int{} // instances of forward-only patterns in training, per pattern
+	noBwdShape := map[string]int{}   // instances in training whose backward could not be estimated
 	var busyUs float64
 	var generic []GenericChain
 	var genericAll []ranked // generic chains' instances: in the totals and the coverage
@@ -227,17 +299,23 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			genericAll = append(genericAll, rks...)
 		}
 		for _, in := range found {
-			e := estimateInstance(&m, t, in)
-			rk := ranked{in: in, est: e, rank: rank, ti: ti, src: sourceLine(t, in.Anchor)}
-			rk.bwd, rk.bwUs = backward(t, in)
+			rk, missed := rankInstance(&m, t, in, s.Device)
+			rk.rank, rk.ti, rk.src = rank, ti, sourceLine(t, in.Anchor)
 			if rk.bwd && patternByID(in.Pattern).noTrainingSaving() != "" {
-				// in training the module runs the eager chain (or the fused one saves nothing):
-				// nothing saved, nothing removed
-				rk.est.fusedUs, rk.est.savingUs, rk.est.fusedKernels = rk.est.gpuUs, 0, rk.est.kernels
 				trainingOnly[in.Pattern]++
+			}
+			if missed {
+				noBwdShape[in.Pattern]++
 			}
 			all = append(all, rk)
 		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(noBwdShape)) {
+		note(fmt.Sprintf("%s: %d of its instances run in training, but no backward shape could be derived of their kernel case: their backward is counted with no saving",
+			id, noBwdShape[id]))
+	}
+	if len(genericAll) > 0 && slices.ContainsFunc(genericAll, func(rk ranked) bool { return rk.bwd }) {
+		note("chains outside the catalog that run in training: their backward ops are counted with no saving (the cost model has no fused backward for a generic program)")
 	}
 	for _, id := range slices.Sorted(maps.Keys(trainingOnly)) {
 		p := patternByID(id)
@@ -428,6 +506,8 @@ func group(all []ranked, keep []bool, busyUs, launchUs float64, perRank bool) []
 		if rk.bwd {
 			o.BackwardInstances++
 			o.BackwardGPUTimeUs += rk.bwUs
+			o.EstFusedBackwardUs += rk.bwdFusedUs
+			o.EstBackwardSavingUs += rk.bwdSavingUs
 		}
 		o.Kernels += rk.est.kernels
 		o.LaunchesSaved += rk.est.kernels - rk.est.fusedKernels
@@ -449,6 +529,11 @@ func group(all []ranked, keep []bool, busyUs, launchUs float64, perRank bool) []
 			groups[id][k] = sg
 		}
 		sg.Instances++
+		if rk.bwd {
+			sg.BackwardGPUTimeUs += rk.bwUs
+			sg.EstFusedBackwardUs += rk.bwdFusedUs
+			sg.EstBackwardSavingUs += rk.bwdSavingUs
+		}
 		if covered[i] {
 			sg.InAttention++
 		}
@@ -470,6 +555,7 @@ func group(all []ranked, keep []bool, busyUs, launchUs float64, perRank bool) []
 		rs.Instances++
 		rs.GPUTimeUs += rk.est.gpuUs
 		rs.EstSavingUs += rk.est.savingUs
+		rs.EstBackwardSavingUs += rk.bwdSavingUs
 	}
 	var out []Opportunity
 	for id, o := range byPat {
@@ -478,11 +564,13 @@ func group(all []ranked, keep []bool, busyUs, launchUs float64, perRank bool) []
 				sg.SavingPct = round2(sg.EstSavingUs / busyUs * 100)
 			}
 			sg.GPUTimeUs, sg.EstFusedUs, sg.EstSavingUs = round2(sg.GPUTimeUs), round2(sg.EstFusedUs), round2(sg.EstSavingUs)
+			sg.BackwardGPUTimeUs, sg.EstFusedBackwardUs, sg.EstBackwardSavingUs = round2(sg.BackwardGPUTimeUs),
+				round2(sg.EstFusedBackwardUs), round2(sg.EstBackwardSavingUs)
 			o.Shapes = append(o.Shapes, *sg)
 		}
-		slices.SortFunc(o.Shapes, func(a, b ShapeGroup) int {
-			if a.EstSavingUs != b.EstSavingUs {
-				return cmpF(b.EstSavingUs, a.EstSavingUs)
+		slices.SortFunc(o.Shapes, func(a, b ShapeGroup) int { // by the saving, forward and backward
+			if x, y := a.EstSavingUs+a.EstBackwardSavingUs, b.EstSavingUs+b.EstBackwardSavingUs; x != y {
+				return cmpF(y, x)
 			}
 			if a.Instances != b.Instances {
 				return b.Instances - a.Instances
@@ -491,7 +579,7 @@ func group(all []ranked, keep []bool, busyUs, launchUs float64, perRank bool) []
 		})
 		if perRank {
 			for _, rs := range ranks[id] {
-				rs.GPUTimeUs, rs.EstSavingUs = round2(rs.GPUTimeUs), round2(rs.EstSavingUs)
+				rs.GPUTimeUs, rs.EstSavingUs, rs.EstBackwardSavingUs = round2(rs.GPUTimeUs), round2(rs.EstSavingUs), round2(rs.EstBackwardSavingUs)
 				o.PerRank = append(o.PerRank, *rs)
 			}
 			slices.SortFunc(o.PerRank, func(a, b RankShare) int { return a.Rank - b.Rank })
@@ -503,12 +591,13 @@ func group(all []ranked, keep []bool, busyUs, launchUs float64, perRank bool) []
 		o.GPUTimeUs, o.EstFusedUs, o.EstSavingUs = round2(o.GPUTimeUs), round2(o.EstFusedUs), round2(o.EstSavingUs)
 		o.CountedSavingUs = round2(o.CountedSavingUs)
 		o.BackwardGPUTimeUs = round2(o.BackwardGPUTimeUs)
+		o.EstFusedBackwardUs, o.EstBackwardSavingUs = round2(o.EstFusedBackwardUs), round2(o.EstBackwardSavingUs)
 		o.Advice = advice(o)
 		out = append(out, *o)
 	}
-	slices.SortFunc(out, func(a, b Opportunity) int {
-		if a.EstSavingUs != b.EstSavingUs {
-			return cmpF(b.EstSavingUs, a.EstSavingUs)
+	slices.SortFunc(out, func(a, b Opportunity) int { // by the saving, forward and backward
+		if x, y := a.EstSavingUs+a.EstBackwardSavingUs, b.EstSavingUs+b.EstBackwardSavingUs; x != y {
+			return cmpF(y, x)
 		}
 		return strings.Compare(a.Pattern, b.Pattern)
 	})

@@ -16,7 +16,7 @@ type Mark struct {
 	Start   int64 // ns, absolute clock: the first op's start
 	End     int64 // ns: the latest end among the chain's ops
 	FirstOp int32 // OpID of the chain's first op
-	// SavingUs is the estimated saving (0 when not modeled); Counted tells whether the
+	// SavingUs is the estimated saving, forward and backward (0 when not modeled); Counted tells whether the
 	// instance is in the non-overlapping set that Report.Totals sums.
 	SavingUs float64
 	Counted  bool
@@ -49,13 +49,11 @@ func Marks(traces []*trace.Trace, opts Options) ([][]Mark, error) {
 		if !shapes { // Analyze matches nothing here either
 			continue
 		}
-		m, _ := calibrate(cm, g, summarize(t).Device)
+		device := summarize(t).Device
+		m, _ := calibrate(cm, g, device)
 		for _, in := range detect(g, opts.Pattern) {
-			rk := ranked{in: in, est: estimateInstance(&m, t, in), ti: ti, rank: ti}
-			rk.bwd, _ = backward(t, in)
-			if rk.bwd && patternByID(in.Pattern).noTrainingSaving() != "" {
-				rk.est.savingUs, rk.est.fusedKernels = 0, rk.est.kernels
-			}
+			rk, _ := rankInstance(&m, t, in, device)
+			rk.ti, rk.rank = ti, ti
 			all = append(all, rk)
 		}
 	}

@@ -12,11 +12,13 @@ import (
 // when the step is host-bound.
 type Totals struct {
 	// EstSavingUs is the estimated GPU saving of the chains counted: the set of chains
-	// sharing no op or kernel whose saving is largest. Instances is how many chains that
-	// set holds; LeftOut how many found chains overlap it and are not counted.
-	EstSavingUs float64 `json:"est_saving_us"`
-	Instances   int     `json:"instances"`
-	LeftOut     int     `json:"overlapping_instances_left_out"`
+	// sharing no op or kernel whose saving is largest, each chain's forward and, in a
+	// training step, its backward (EstBackwardSavingUs of it). Instances is how many chains
+	// that set holds; LeftOut how many found chains overlap it and are not counted.
+	EstSavingUs         float64 `json:"est_saving_us"`
+	EstBackwardSavingUs float64 `json:"est_backward_saving_us,omitempty"`
+	Instances           int     `json:"instances"`
+	LeftOut             int     `json:"overlapping_instances_left_out"`
 	// SumOfPatternsUs is the opportunities' savings added up as listed, overlaps included
 	// (what a reader adding the rows would get).
 	SumOfPatternsUs    float64 `json:"sum_of_patterns_us"`
@@ -173,10 +175,12 @@ func (a setValue) better(b setValue) bool {
 	return a.launches > b.launches
 }
 
+// valueOf is what fusing chain rk saves: its forward's GPU time and, in training, its
+// backward's (the fused backward's saving), and the forward's launches.
 func valueOf(rk ranked) setValue {
 	v := setValue{launches: max(rk.est.kernels-rk.est.fusedKernels, 0)}
 	if rk.est.modeled {
-		v.us = max(rk.est.savingUs, 0)
+		v.us = max(rk.est.savingUs, 0) + max(rk.bwdSavingUs, 0)
 	}
 	return v
 }
@@ -335,6 +339,9 @@ func stepTotals(traces []*trace.Trace, all []ranked, keep []bool, busyUs float64
 		}
 		tt.Instances++
 		tt.EstSavingUs += v.us
+		if rk.est.modeled {
+			tt.EstBackwardSavingUs += max(rk.bwdSavingUs, 0)
+		}
 		tt.Host.LaunchesRemoved += v.launches
 		tt.Host.OpsRemoved += max(len(topOps(traces[rk.ti], rk.in.Ops))-1, 0)
 	}
@@ -378,7 +385,7 @@ func hostAdvice(h *Host) []string {
 }
 
 func roundTotals(tt *Totals) {
-	for _, p := range []*float64{&tt.EstSavingUs, &tt.SumOfPatternsUs, &tt.SavingPctOfGPUBusy, &tt.StepUs, &tt.SavingPctOfStep,
+	for _, p := range []*float64{&tt.EstSavingUs, &tt.EstBackwardSavingUs, &tt.SumOfPatternsUs, &tt.SavingPctOfGPUBusy, &tt.StepUs, &tt.SavingPctOfStep,
 		&tt.GPUBusyInStepsUs, &tt.GPUBusyPctOfStep, &tt.Host.LaunchUs, &tt.Host.OpUs, &tt.Host.OpNoProfilerUs,
 		&tt.Host.ProfilerOpUs, &tt.Host.StepNoProfilerUs, &tt.Host.GPUBusyPctNoProfiler, &tt.Host.EstSavingUs,
 		&tt.Host.EstSavingNoProfilerUs, &tt.Host.SavingPctOfStep} {

@@ -228,7 +228,8 @@ func TestHostBoundWithoutProfilerCost(t *testing.T) {
 
 // On the shared traces: gpt2_train_bf16 (recorded with shapes and an execution trace, GPU
 // idle 89% of the step) is host-bound even without the profiler's per-op cost, its total is
-// smaller than the patterns' rows added up and a small share of the step; the launch cost
+// smaller than the patterns' rows added up and a small share of the step (5%, the fused
+// backwards' saving counted with the forwards'); the launch cost
 // is the median of its 972 launch calls (822 cudaLaunchKernel, 150 cuLaunchKernelEx).
 // mlp_blocks_infer_fp32 keeps its GPU busy and is not host-bound.
 func TestTotalsShared(t *testing.T) {
@@ -258,7 +259,7 @@ func TestTotalsShared(t *testing.T) {
 				t.Errorf("total %v us (%v%% of busy, %v%% of the step), rows %v us, %d left out",
 					tt.EstSavingUs, tt.SavingPctOfGPUBusy, tt.SavingPctOfStep, tt.SumOfPatternsUs, tt.LeftOut)
 			}
-			if tc.bound && (tt.SavingPctOfStep > 3 || h.ProfilerOpUs < 5 || h.GPUBusyPctNoProfiler <= tt.GPUBusyPctOfStep || h.EstSavingNoProfilerUs >= h.EstSavingUs) {
+			if tc.bound && (tt.SavingPctOfStep > 6 || h.ProfilerOpUs < 5 || h.GPUBusyPctNoProfiler <= tt.GPUBusyPctOfStep || h.EstSavingNoProfilerUs >= h.EstSavingUs) {
 				t.Errorf("%v%% of the step; profiler %v us per op, busy %v%% -> %v%%; host saving %v / %v us",
 					tt.SavingPctOfStep, h.ProfilerOpUs, tt.GPUBusyPctOfStep, h.GPUBusyPctNoProfiler, h.EstSavingNoProfilerUs, h.EstSavingUs)
 			}
