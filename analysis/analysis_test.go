@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fuseadvise/fuseadvise/internal/shared"
 )
 
 const bundled = "../testdata/traces/mlp_blocks_infer_fp32.json.gz"
@@ -82,6 +84,45 @@ func TestWriteText(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("markdown %v: %q missing", md, want)
 			}
+		}
+	}
+}
+
+// A training trace's tables give each time forward / backward (the traced backward, the
+// fused backward's estimate, its saving), the share of GPU busy of both savings, and the
+// total says how much of it is the backward's; an inference trace's keep one column each.
+func TestWriteTextTraining(t *testing.T) {
+	r, _, err := Run(filepath.Join(shared.Require(t, "traces", "h200"), "gpt2_train_bf16.json.gz"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.Opportunities[0]
+	if o.EstBackwardSavingUs <= 0 || r.Totals.EstBackwardSavingUs <= 0 {
+		t.Fatalf("no backward saving: %+v, totals %+v", o, r.Totals)
+	}
+	inf, _, err := Run(bundled, Options{NTop: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, md := range []bool{false, true} {
+		var b, ib bytes.Buffer
+		if err := r.WriteText(&b, md); err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.WriteText(&ib, md); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for _, want := range []string{"GPU µs fwd / bwd", "est fused µs fwd / bwd", "est saving µs fwd / bwd", "% busy (fwd + bwd)",
+			fwdBwd(o.GPUTimeUs, o.BackwardGPUTimeUs), fwdBwd(o.EstFusedUs, o.EstFusedBackwardUs), fwdBwd(o.EstSavingUs, o.EstBackwardSavingUs),
+			pct((o.EstSavingUs + o.EstBackwardSavingUs) / r.Trace.GPUBusyUs * 100),
+			"µs of it in the backward"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("markdown %v: %q missing", md, want)
+			}
+		}
+		if s := ib.String(); strings.Contains(s, "fwd / bwd") || strings.Contains(s, "in the backward") {
+			t.Errorf("markdown %v: the inference trace's tables split forward and backward", md)
 		}
 	}
 }

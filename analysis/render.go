@@ -80,6 +80,9 @@ func CellText(s string, markdown bool) string {
 // f1 formats microseconds with one decimal.
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
+// fwdBwd formats a forward and a backward time as "fwd / bwd" (one decimal each).
+func fwdBwd(fwd, bwd float64) string { return f1(fwd) + " / " + f1(bwd) }
+
 func pct(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "%" }
 
 // Shorten cuts long (templated C++) kernel names for tables; JSON keeps them whole.
@@ -181,16 +184,29 @@ func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 		}
 		return nil
 	}
+	// a training trace whose analysis estimated the fused backwards (an older one did not): the
+	// times forward / backward, the share of GPU busy of both savings
+	train := slices.ContainsFunc(a.Opportunities, func(o patterns.Opportunity) bool { return o.EstFusedBackwardUs > 0 })
 	var rows [][]string
 	for i, o := range a.Opportunities {
 		row := []string{strconv.Itoa(i + 1), o.Pattern, strconv.Itoa(o.Instances), strconv.Itoa(o.BackwardInstances),
 			f1(o.GPUTimeUs), f1(o.EstFusedUs), f1(o.EstSavingUs), pct(o.SavingPct), strconv.Itoa(o.LaunchesSaved)}
+		if train {
+			row[4], row[5], row[6] = fwdBwd(o.GPUTimeUs, o.BackwardGPUTimeUs), fwdBwd(o.EstFusedUs, o.EstFusedBackwardUs),
+				fwdBwd(o.EstSavingUs, o.EstBackwardSavingUs)
+			if busy := a.Trace.GPUBusyUs; busy > 0 {
+				row[7] = pct((o.EstSavingUs + o.EstBackwardSavingUs) / busy * 100)
+			}
+		}
 		if a.Totals != nil {
 			row = append(row, strconv.Itoa(o.CountedInstances))
 		}
 		rows = append(rows, row)
 	}
 	align, head := "rlrrrrrrr", []string{"#", "pattern", "instances", "bwd", "GPU µs", "est fused µs", "est saving µs", "% busy", "launches saved"}
+	if train {
+		head = []string{"#", "pattern", "instances", "bwd", "GPU µs fwd / bwd", "est fused µs fwd / bwd", "est saving µs fwd / bwd", "% busy (fwd + bwd)", "launches saved"}
+	}
 	if a.Totals != nil { // the instances in the total: chains of another pattern that share their ops may save more
 		align, head = align+"r", append(head, "in total")
 	}
@@ -213,10 +229,19 @@ func writeOpportunities(w io.Writer, a *Result, markdown bool) error {
 		fmt.Fprintln(w)
 		Heading(w, markdown, 3, CellText(fmt.Sprintf("%d. %s: %s", i+1, o.Pattern, o.Fused), markdown))
 		rows = rows[:0]
-		for _, g := range o.Shapes {
-			rows = append(rows, []string{patterns.FormatDims(g.Dims), string(g.DType), strconv.Itoa(g.Instances), f1(g.GPUTimeUs), f1(g.EstFusedUs), f1(g.EstSavingUs)})
+		head := []string{"shapes", "dtype", "instances", "GPU µs", "est fused µs", "est saving µs"}
+		if train {
+			head = []string{"shapes", "dtype", "instances", "GPU µs fwd / bwd", "est fused µs fwd / bwd", "est saving µs fwd / bwd"}
 		}
-		if err := WriteTable(w, markdown, "llrrrr", []string{"shapes", "dtype", "instances", "GPU µs", "est fused µs", "est saving µs"}, rows); err != nil {
+		for _, g := range o.Shapes {
+			row := []string{patterns.FormatDims(g.Dims), string(g.DType), strconv.Itoa(g.Instances), f1(g.GPUTimeUs), f1(g.EstFusedUs), f1(g.EstSavingUs)}
+			if train {
+				row[3], row[4], row[5] = fwdBwd(g.GPUTimeUs, g.BackwardGPUTimeUs), fwdBwd(g.EstFusedUs, g.EstFusedBackwardUs),
+					fwdBwd(g.EstSavingUs, g.EstBackwardSavingUs)
+			}
+			rows = append(rows, row)
+		}
+		if err := WriteTable(w, markdown, "llrrrr", head, rows); err != nil {
 			return err
 		}
 		var src []string

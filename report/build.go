@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -333,11 +334,27 @@ func opportunitySection(a *patterns.Report) section {
 		Head: []string{"#", "pattern", "instances (fwd / bwd)", "GPU time µs", "est. fused µs", "est. saving µs", "% of GPU busy", "launches saved", "shapes (dtype)", "source lines"},
 		Num:  []bool{true, false, true, true, true, true, true, true, false, false},
 	}
+	// a training step whose analysis estimated the fused backwards (an older one did not): each
+	// time forward / backward, the share of GPU busy of both savings
+	train := slices.ContainsFunc(a.Opportunities, func(o patterns.Opportunity) bool { return o.EstFusedBackwardUs > 0 })
+	if train {
+		s.Before = []para{{txt("Ranked by estimated saving, forward and backward. GPU time is what the instances' kernels take now, forward / backward (the backward ops the forward ones caused); the saving is the cost model's estimate of the fused forward and backward, not a measurement.")}}
+		tb.Head[3], tb.Head[4], tb.Head[5], tb.Head[6] = "GPU time µs (fwd / bwd)", "est. fused µs (fwd / bwd)", "est. saving µs (fwd / bwd)", "% of GPU busy (fwd + bwd)"
+	}
 	for i := range a.Opportunities {
 		o := &a.Opportunities[i]
 		inst := strconv.Itoa(o.Instances)
 		if o.BackwardInstances > 0 {
 			inst += " / " + strconv.Itoa(o.BackwardInstances)
+		}
+		gpu, fused, saving, share := fmtUs(o.GPUTimeUs), fmtUs(o.EstFusedUs), fmtUs(o.EstSavingUs), fmtPct(o.SavingPct)
+		if train {
+			gpu += " / " + fmtUs(o.BackwardGPUTimeUs)
+			fused += " / " + fmtUs(o.EstFusedBackwardUs)
+			saving += " / " + fmtUs(o.EstBackwardSavingUs)
+			if busy := a.Trace.GPUBusyUs; pos(busy) {
+				share = fmtPct(100 * (o.EstSavingUs + o.EstBackwardSavingUs) / busy)
+			}
 		}
 		var shapes []string
 		for _, g := range o.Shapes {
@@ -348,8 +365,8 @@ func opportunitySection(a *patterns.Report) section {
 			src = code(x)
 		}
 		tb.Rows = append(tb.Rows, []cell{
-			numc(strconv.Itoa(i + 1)), code(o.Pattern), numc(inst), numc(fmtUs(o.GPUTimeUs)),
-			numc(fmtUs(o.EstFusedUs)), numc(fmtUs(o.EstSavingUs)), numc(fmtPct(o.SavingPct)),
+			numc(strconv.Itoa(i + 1)), code(o.Pattern), numc(inst), numc(gpu),
+			numc(fused), numc(saving), numc(share),
 			numc(strconv.Itoa(o.LaunchesSaved)), code(strings.Join(shapes, "; ")), src,
 		})
 		p := para{txt(fmt.Sprintf("%d. ", i+1)), code(o.Pattern)}

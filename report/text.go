@@ -54,6 +54,9 @@ func TotalsOf(a *patterns.Report) Totals {
 	if pos(t.StepUs) {
 		shares = append(shares, fmtPct(t.SavingPctOfStep)+" of the step time")
 	}
+	if pos(t.EstBackwardSavingUs) { // a training step: the fused backwards' part
+		shares = append(shares, fmtUs(t.EstBackwardSavingUs)+" µs of it in the backward")
+	}
 	if len(shares) > 0 {
 		s += " (" + strings.Join(shares, ", ") + ")"
 	}
