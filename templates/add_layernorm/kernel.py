@@ -175,8 +175,9 @@ CF_MAX_P = 4 if INTERPRET else 256
 # row kernel runs them one warp a row (BLOCK_N // 256 warps, at least 1), a program per row of a
 # few hundred bytes (ConvNeXt's channels_last LayerNorm2d, fp32 32x96x56x56: 66.2 us against
 # torch.compile's 38.1 on the H200, 2026-12-02); the tile kernel takes BLOCK_P rows a program.
-# Not measured yet (bench/experiments/probe_layernorm2d.py --channels-last).
-CF_SHORT_N = 64 if INTERPRET else 512
+# Not measured yet (bench/experiments/probe_layernorm2d.py, its "-cl" cases). 128 under the
+# interpreter: the traced ConvNeXt folders' 96 channels take the tile kernel there too.
+CF_SHORT_N = 128 if INTERPRET else 512
 
 
 @functools.lru_cache(maxsize=1024)
