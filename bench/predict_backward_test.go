@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/fuseadvise/fuseadvise/patterns"
@@ -152,5 +155,53 @@ func TestPredictBackwardBadShapes(t *testing.T) {
 		if r.Cases[1].PredictedUs != 0 {
 			t.Errorf("%s %v: backward predicted %v", f.Pattern, f.Shapes, r.Cases[1].PredictedUs)
 		}
+	}
+}
+
+// TestBackwardBytesRecorded: where a benchmark recorded a memory-bound backward's own bytes
+// (the adapter's bwd_nbytes), the derivation from the forward alone (what the analysis of a
+// trace has: BackwardShapeOf without them) comes within 5% of them, on the recorded cases whose
+// tensors share one dtype (a mixed case's, such as BERT's bf16 x with an fp32 residual, are
+// not the dtype's multiples that the derivation counts).
+func TestBackwardBytesRecorded(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "benchmarks", "h200-train-2026-12-02c.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	uniform := map[string]bool{ // one dtype throughout (their forward bytes a whole number of x's)
+		"add_layernorm-bf16-8192x4096-46eb2f6d":   true,
+		"add_layernorm-fp32-32x96x56x56-6b681f5c": true,
+		"rmsnorm_pyops-bf16-8192x4096-f79bb692":   true,
+		"rmsnorm_pyops-fp32-4x512x1024-a7fe1ba8":  true,
+		"gelu_pyops-bf16-8x512x3072-a5782f4b":     true,
+	}
+	fwd := map[string]*Case{}
+	for i := range r.Cases {
+		if c := &r.Cases[i]; c.Mode == "" || c.Mode == "forward" {
+			fwd[c.Name] = c
+		}
+	}
+	checked := 0
+	for _, c := range r.Cases {
+		f := fwd[c.Name]
+		if c.Mode != "backward" || f == nil || !uniform[c.Name] {
+			continue
+		}
+		s, ok := patterns.BackwardShapeOf(forwardCase(f), 0, false)
+		if !ok {
+			t.Errorf("%s: no backward shape from the forward", c.Name)
+			continue
+		}
+		if d := math.Abs(float64(s.Bytes)/float64(c.Bytes) - 1); d > 0.05 {
+			t.Errorf("%s: %d backward bytes derived from the forward's %d, %d recorded (%.0f%% off)", c.Name, s.Bytes, f.Bytes, c.Bytes, 100*d)
+		}
+		checked++
+	}
+	if checked != len(uniform) {
+		t.Errorf("%d of the %d uniform-dtype cases found with a backward", checked, len(uniform))
 	}
 }

@@ -29,10 +29,12 @@ func TestBackwardShapeOf(t *testing.T) {
 		{"pointwise, two gradients, own bytes", ForwardCase{Pattern: "swiglu", Case: Case{Dtype: "bf16", Shapes: [][]int64{x}}, Shape: x, Bytes: 3 * tensor},
 			5 * tensor, BackwardShape{Pattern: "swiglu", Bytes: 5 * tensor, WriteBytes: 2 * tensor}, 1},
 		{"pointwise without a bias", ForwardCase{Pattern: "gelu_pyops", Case: Case{Dtype: "bf16", Shapes: [][]int64{x}}, Shape: x, Bytes: 2 * tensor},
-			0, BackwardShape{Pattern: "gelu_pyops", Bytes: 3 * tensor, WriteBytes: tensor}, 1},
+			// dy and x read, dx written: 4/3 of the forward's bytes (bwdPerFwdByte)
+			0, BackwardShape{Pattern: "gelu_pyops", Bytes: int64(4.0 / 3 * float64(2*tensor)), WriteBytes: tensor}, 1},
 		{"row, weight and bias partial sums", ForwardCase{Pattern: "add_layernorm", Case: Case{Dtype: "fp32", Shapes: [][]int64{{4096, 768}}}, Shape: []int64{4096, 768}, Bytes: 4 * norm},
 			// 4096 rows: 512 programs of 8 rows, an fp32 row each for the weight's and the bias' gradient
-			0, BackwardShape{Pattern: "add_layernorm", Bytes: 6 * norm, WriteBytes: 2 * norm, PartialBytes: 512 * 2 * 768 * 4}, 2},
+			// dy, ds and s read, dx written: the forward's bytes (bwdPerFwdByte)
+			0, BackwardShape{Pattern: "add_layernorm", Bytes: 4 * norm, WriteBytes: norm, PartialBytes: 512 * 2 * 768 * 4}, 2},
 		{"attention: five products at the padded head dim, twice the forward's bytes", attn,
 			0, BackwardShape{Pattern: "attention", Flops: AttentionFlops(attn.Case) * 5 / 2, Bytes: 2 * attn.Bytes}, 3},
 		{"GEMM epilogue: the GEMM twice, the derivative's pass, the bias' row sum",
