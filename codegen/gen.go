@@ -22,7 +22,8 @@ type Item struct {
 // trace but validated numbers and enum values reaches the spec's code-bearing fields; the
 // Source is left for the caller.
 func SpecFromGroup(pattern string, g patterns.ShapeGroup) (Spec, string) {
-	s := Spec{Pattern: pattern, EstSavingUs: g.EstSavingUs, Instances: g.Instances, GPUTimeUs: g.GPUTimeUs}
+	s := Spec{Pattern: pattern, EstSavingUs: g.EstSavingUs, EstBackwardSavingUs: g.EstBackwardSavingUs,
+		Instances: g.Instances, GPUTimeUs: g.GPUTimeUs}
 	if g.Instances > 0 && g.EstFusedUs > 0 {
 		s.EstFusedUs = g.EstFusedUs / float64(g.Instances)
 	}
@@ -89,6 +90,7 @@ func outsideAttention(g patterns.ShapeGroup) patterns.ShapeGroup {
 	n := g.Instances - g.InAttention
 	f := float64(n) / float64(g.Instances)
 	g.GPUTimeUs, g.EstFusedUs, g.EstSavingUs = g.GPUTimeUs*f, g.EstFusedUs*f, g.EstSavingUs*f
+	g.BackwardGPUTimeUs, g.EstFusedBackwardUs, g.EstBackwardSavingUs = g.BackwardGPUTimeUs*f, g.EstFusedBackwardUs*f, g.EstBackwardSavingUs*f
 	g.Instances, g.InAttention = n, 0
 	return g
 }

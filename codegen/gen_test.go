@@ -1,6 +1,9 @@
 package codegen
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -252,5 +255,43 @@ func TestSpecsFromReportMaskSoftmaxInAttention(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A training group's backward saving reaches the folder's manifest (the PR weighs it against
+// a forward predicted slower) and its README; an inference group's manifest has none, and the
+// folder's name does not depend on it.
+func TestBackwardSavingInManifest(t *testing.T) {
+	g := patterns.ShapeGroup{Dims: [][]int64{{8, 512, 768}, {8, 512, 768}}, DType: patterns.BF16, Valid: true, Cols: 768,
+		Instances: 16, GPUTimeUs: 409.6, EstFusedUs: 166.7, EstSavingUs: 242.9, EstBackwardSavingUs: 150.2}
+	s, why := SpecFromGroup("add_layernorm", g)
+	if why != "" || s.EstBackwardSavingUs != 150.2 {
+		t.Fatalf("spec %+v (%q)", s, why)
+	}
+	dir := filepath.Join(t.TempDir(), "k")
+	if err := Write(dir, s, false); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil || m.EstBackwardSavingUs != 150.2 {
+		t.Errorf("manifest: %v, est_backward_saving_us %v", err, m.EstBackwardSavingUs)
+	}
+	if r, _ := os.ReadFile(filepath.Join(dir, "README.md")); !strings.Contains(string(r), "150.2 us in the backward") {
+		t.Errorf("README lacks the backward's saving")
+	}
+	inf := s
+	inf.EstBackwardSavingUs = 0
+	n1, _ := DirName(s)
+	n2, _ := DirName(inf)
+	if n1 != n2 {
+		t.Errorf("names %s and %s differ by the backward's saving", n1, n2)
+	}
+	if b, err := manifest(inf, nil, ""); err != nil || strings.Contains(string(b), "est_backward_saving_us") {
+		t.Errorf("an inference manifest carries est_backward_saving_us (%v)", err)
+	}
+	s.EstBackwardSavingUs = -1
+	if err := Validate(s); err == nil {
+		t.Error("a negative backward saving validated")
 	}
 }

@@ -66,7 +66,7 @@ func resolvedHash(spec Spec) (Spec, string, error) {
 // specHash is 8 hex digits of the SHA-256 of the resolved spec's manifest without the cost
 // model's estimates and the trace's timings (so a case keeps its names when they change).
 func specHash(s Spec) (string, error) {
-	s.EstSavingUs, s.EstFusedUs, s.Instances, s.GPUTimeUs = 0, 0, 0, 0
+	s.EstSavingUs, s.EstFusedUs, s.EstBackwardSavingUs, s.Instances, s.GPUTimeUs = 0, 0, 0, 0, 0
 	m, err := manifest(s, nil, "")
 	if err != nil {
 		return "", err

@@ -22,6 +22,10 @@ type Spec struct {
 	Params      Params
 	Source      Source  // where it was found: data only, never code
 	EstSavingUs float64 // the cost model's estimated saving, microseconds (finite)
+	// EstBackwardSavingUs is the estimated saving of the fused backward on a training trace
+	// (the traced backward less the cost model's fused one), microseconds (finite, >= 0; 0 in
+	// inference or when not estimated).
+	EstBackwardSavingUs float64
 	// EstFusedUs is the cost model's estimate of one fused call at these shapes, microseconds
 	// (finite, >= 0; 0 when not estimated); the benchmark compares it with the measured time.
 	EstFusedUs float64
@@ -98,6 +102,9 @@ func resolve(s Spec) (Spec, error) {
 	}
 	if math.IsNaN(s.EstSavingUs) || math.IsInf(s.EstSavingUs, 0) {
 		return s, fmt.Errorf("codegen: %s: est_saving_us is not finite", s.Pattern)
+	}
+	if math.IsNaN(s.EstBackwardSavingUs) || math.IsInf(s.EstBackwardSavingUs, 0) || s.EstBackwardSavingUs < 0 {
+		return s, fmt.Errorf("codegen: %s: est_backward_saving_us is not a finite non-negative number", s.Pattern)
 	}
 	if math.IsNaN(s.EstFusedUs) || math.IsInf(s.EstFusedUs, 0) || s.EstFusedUs < 0 {
 		return s, fmt.Errorf("codegen: %s: est_fused_us is not a finite non-negative number", s.Pattern)

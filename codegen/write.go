@@ -221,6 +221,9 @@ type Manifest struct {
 	Source      ManifestSource `json:"source"`
 	EstSavingUs float64        `json:"est_saving_us"`
 	EstFusedUs  float64        `json:"est_fused_us,omitempty"` // one call, as the cost model estimates it
+	// EstBackwardSavingUs: on a training trace, this shape's estimated saving in the backward
+	// (all instances, µs), beside the forward's EstSavingUs; absent in inference.
+	EstBackwardSavingUs float64 `json:"est_backward_saving_us,omitempty"`
 	// Instances and GPUTimeUs: this shape's forward instances in the trace and their GPU
 	// time now (all instances, µs); absent when not known (folders from before them).
 	Instances int     `json:"instances,omitempty"`
@@ -262,7 +265,8 @@ func manifest(s Spec, files []string, module string) ([]byte, error) {
 	m := Manifest{
 		Format: FormatVersion, Pattern: s.Pattern, Dtype: s.Dtype, TorchDtype: dtypes[s.Dtype],
 		Shapes: s.Shapes, Params: ps, Source: ManifestSource{s.Source.Trace, s.Source.Site},
-		EstSavingUs: s.EstSavingUs, EstFusedUs: s.EstFusedUs, Instances: s.Instances, GPUTimeUs: s.GPUTimeUs,
+		EstSavingUs: s.EstSavingUs, EstFusedUs: s.EstFusedUs, EstBackwardSavingUs: s.EstBackwardSavingUs,
+		Instances: s.Instances, GPUTimeUs: s.GPUTimeUs,
 		Module: module, Files: files, Run: runCmds,
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
@@ -297,6 +301,10 @@ func readme(s Spec, module string) []byte {
 	b.WriteString("## Source (data from the trace, JSON-escaped)\n\n")
 	src, _ := json.Marshal(ManifestSource{s.Source.Trace, s.Source.Site})
 	b.WriteString("    " + string(src) + "\n")
-	fmt.Fprintf(&b, "\nEstimated saving: %s us.\n", strconv.FormatFloat(s.EstSavingUs, 'f', 1, 64))
+	fmt.Fprintf(&b, "\nEstimated saving: %s us", strconv.FormatFloat(s.EstSavingUs, 'f', 1, 64))
+	if s.EstBackwardSavingUs > 0 {
+		fmt.Fprintf(&b, " in the forward, %s us in the backward", strconv.FormatFloat(s.EstBackwardSavingUs, 'f', 1, 64))
+	}
+	b.WriteString(".\n")
 	return b.Bytes()
 }

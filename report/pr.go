@@ -304,16 +304,23 @@ func decide(it *prItem, v *verify.Result) (bool, string) {
 	}
 	now, n := nowPerCall(it)
 	est := it.g.EstFusedUs
+	bwd := it.g.EstBackwardSavingUs // a training trace's: the fused backward's saving, this shape
 	switch {
 	case pos(now) && pos(est) && est < now:
 		return true, ""
+	case pos(now) && pos(est) && (now-est)*float64(n)+bwd > 0:
+		return true, "" // a forward slower than the chain's, more than made up in the backward
 	case pos(now) && pos(est):
-		return false, fmt.Sprintf("predicted slower than the chain (not benchmarked): estimated %s µs per fused call, %s µs per call now (%s, %s µs in the trace)",
+		why := fmt.Sprintf("predicted slower than the chain (not benchmarked): estimated %s µs per fused call, %s µs per call now (%s, %s µs in the trace)",
 			fmtUs(est), fmtUs(now), plural(n, "instance"), fmtUs(now*float64(n)))
-	case it.g.EstSavingUs > 0:
+		if bwd > 0 {
+			why += fmt.Sprintf("; the backward's estimated saving, %s µs, does not make it up", fmtUs(bwd))
+		}
+		return false, why
+	case it.g.EstSavingUs+bwd > 0:
 		return true, ""
 	}
-	return false, fmt.Sprintf("no saving predicted (not benchmarked): estimated saving %s µs", fmtUs(it.g.EstSavingUs))
+	return false, fmt.Sprintf("no saving predicted (not benchmarked): estimated saving %s µs", fmtUs(it.g.EstSavingUs+bwd))
 }
 
 // nowPerCall is this shape's GPU time per instance in the trace, and its instances: from the

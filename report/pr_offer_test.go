@@ -294,3 +294,32 @@ func TestPRTrainingModes(t *testing.T) {
 		t.Errorf("'Not worth it':\n%s", rest)
 	}
 }
+
+// Without a GPU, on a training trace: a kernel whose forward is predicted a little slower than
+// the chain's is offered when its fused backward's estimated saving (the manifest's
+// est_backward_saving_us) more than makes up for it, and not when it does not (the reason
+// names both); a shape whose only saving is the backward's is offered.
+func TestPRBackwardSavingCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		m       codegen.Manifest
+		offered bool
+		why     string
+	}{
+		{"forward 1 µs slower a call, backward saves 40", codegen.Manifest{EstFusedUs: 11, Instances: 16, GPUTimeUs: 160, EstBackwardSavingUs: 40}, true, ""},
+		{"forward 1 µs slower a call, backward saves 10", codegen.Manifest{EstFusedUs: 11, Instances: 16, GPUTimeUs: 160, EstBackwardSavingUs: 10},
+			false, "the backward's estimated saving, 10.0 µs, does not make it up"},
+		{"no forward evidence, only the backward's saving", codegen.Manifest{EstBackwardSavingUs: 25}, true, ""},
+		{"no saving either way", codegen.Manifest{}, false, "no saving predicted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.m
+			m.Pattern, m.Dtype, m.Shapes, m.Module = "add_layernorm", "bf16", [][]int64{{16, 256, 768}}, "fuseadvise_add_layernorm_cccc0003"
+			g := genFolder(t, t.TempDir(), "add_layernorm-bf16-16x256x768-cccc0003", m, "# add_layernorm\n")
+			ok, why := decide(&prItem{g: g}, nil)
+			if ok != tc.offered || !strings.Contains(why, tc.why) {
+				t.Errorf("offered %v (%q), want %v (%q)", ok, why, tc.offered, tc.why)
+			}
+		})
+	}
+}
