@@ -440,13 +440,19 @@ QUACK_SUM_ULPS = 2.0
 
 def quack_dtype(adapter, dtype):
     """The dtype of the quack check's reference for the adapter's gradients at dtype, or None
-    where they are held to assert_close: adapters with QUACK_GRAD at fp16/bf16 (reference
-    fp32), and at fp32 with QUACK_GRAD_FP32 too (reference fp64: in fp32 eager would be its
-    own reference, its error 0 and the bound the floor alone)."""
+    where they are held to assert_close (adapters without QUACK_GRAD): fp32 for fp16/bf16
+    folders, fp64 for fp32 ones. In fp32 eager would be its own reference (its error 0, the
+    bound the floor alone), and an elementwise tolerance is wrong for a gradient summed over
+    many elements (a weight's or a bias's, over every row) in another order than eager's:
+    at ConvNeXt's 32x192x28x28 fp32 LayerNorm2d (25088 terms an element) two weight-gradient
+    elements of about 0.25, sums that nearly cancel, were 2.8e-4 from eager's on the H200
+    while both were right to the sums' rounding. An adapter whose chain means something else
+    in fp64 sets QUACK_GRAD_FP32 = False (attention: a "min" mask fill is the dtype's
+    finfo.min, which an fp64 bias pushes to -inf, so a row masked everywhere turns NaN)."""
     if not getattr(adapter, "QUACK_GRAD", False):
         return None
     if dtype == torch.float32:
-        return torch.float64 if getattr(adapter, "QUACK_GRAD_FP32", False) else None
+        return torch.float64 if getattr(adapter, "QUACK_GRAD_FP32", True) else None
     return torch.float32
 
 
