@@ -1,6 +1,8 @@
 package patterns
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/fuseadvise/fuseadvise/trace"
@@ -47,6 +49,54 @@ type Coverage struct {
 	ClaimedWithBackwardPct float64 `json:"claimed_with_backward_pct_of_memory_bound"`
 	CountedWithBackwardUs  float64 `json:"counted_with_backward_us"`
 	CountedWithBackwardPct float64 `json:"counted_with_backward_pct_of_memory_bound"`
+
+	// Unclaimed is where the memory-bound time no chain claims (forward or backward) goes,
+	// the unclaimedTop largest first: what a user looks at next once the chains are fused.
+	Unclaimed []UnclaimedOp `json:"unclaimed,omitempty"`
+}
+
+// UnclaimedOp is memory-bound kernel time that no chain claims, by the op it belongs to
+// (unclaimedLabel): an optimizer step, a backward node, or a forward's outermost ATen op.
+type UnclaimedOp struct {
+	Op      string  `json:"op"`
+	Us      float64 `json:"us"`
+	Kernels int     `json:"kernels"`
+	Pct     float64 `json:"pct_of_memory_bound"`
+}
+
+// unclaimedTop is how many ops Coverage.Unclaimed lists.
+const unclaimedTop = 8
+
+// unclaimedLabel names what the kernels op launched belong to, for Coverage.Unclaimed: the
+// optimizer step around it ("Optimizer.step#AdamW.step" -> "optimizer step (AdamW)"), else
+// the backward node it runs in ("autograd::engine::evaluate_function: NativeLayerNormBackward0"
+// -> "NativeLayerNormBackward0"), else its outermost ATen op ("aten::layer_norm" for the
+// kernels of an aten::native_layer_norm inside it), and where that is a GEMM, convolution or
+// attention op, the innermost ATen op too ("aten::copy_ in aten::linear": autocast's casts);
+// else the op's own name.
+func unclaimedLabel(t *trace.Trace, op int32) string {
+	inner, outer := "", ""
+	for id := op; id >= 0 && int(id) < len(t.Ops); id = t.Ops[id].Parent {
+		name := t.Ops[id].Name
+		switch {
+		case strings.HasPrefix(name, "Optimizer.step#"):
+			return "optimizer step (" + strings.TrimSuffix(strings.TrimPrefix(name, "Optimizer.step#"), ".step") + ")"
+		case strings.HasPrefix(name, "autograd::engine::evaluate_function: "):
+			return strings.TrimPrefix(name, "autograd::engine::evaluate_function: ")
+		case strings.HasPrefix(name, "aten::"):
+			if inner == "" {
+				inner = name
+			}
+			outer = name
+		}
+	}
+	switch {
+	case outer == "":
+		return t.Ops[op].Name
+	case computeOp(outer) && inner != outer:
+		return inner + " in " + outer
+	}
+	return outer
 }
 
 // kernelClass is a kernel's class for Coverage.
@@ -163,6 +213,9 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool) *Coverage {
 		}
 		return us(ns), len(seen)
 	}
+	c.Unclaimed = unclaimed(traces, class, func(ti int, act int32) bool {
+		return fwdAll[key{ti, act}] || bwdAll[key{ti, act}]
+	}, c.MemoryBoundUs)
 	c.ClaimedUs, c.ClaimedKernels = sum(fwdAll)
 	c.CountedUs, c.CountedKernels = sum(fwdKept)
 	c.ClaimedWithBackwardUs, _ = sum(fwdAll, bwdAll)
@@ -175,6 +228,45 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool) *Coverage {
 		*p = round2(*p)
 	}
 	return c
+}
+
+// unclaimed adds up the memory-bound kernels no chain claims by unclaimedLabel, across the
+// traces, and returns the unclaimedTop largest (ties by name), each with its share of total,
+// the memory-bound time.
+func unclaimed(traces []*trace.Trace, class [][]kernelClass, claimed func(ti int, act int32) bool, total float64) []UnclaimedOp {
+	type acc struct {
+		ns      int64
+		kernels int
+	}
+	by := map[string]*acc{}
+	for ti, t := range traces {
+		for i := range t.Acts {
+			if class[ti][i] != memoryBound || claimed(ti, int32(i)) {
+				continue
+			}
+			a := &t.Acts[i]
+			l := unclaimedLabel(t, a.Op)
+			if by[l] == nil {
+				by[l] = &acc{}
+			}
+			by[l].ns += a.Dur
+			by[l].kernels++
+		}
+	}
+	out := make([]UnclaimedOp, 0, len(by))
+	for l, a := range by {
+		out = append(out, UnclaimedOp{Op: l, Us: round2(us(a.ns)), Kernels: a.kernels, Pct: round2(us(a.ns) / total * 100)})
+	}
+	slices.SortFunc(out, func(a, b UnclaimedOp) int {
+		if c := cmp.Compare(b.Us, a.Us); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Op, b.Op)
+	})
+	if len(out) > unclaimedTop {
+		out = out[:unclaimedTop]
+	}
+	return out
 }
 
 // chainKernels returns the activities (indices into t.Acts) the ops of in launched, they

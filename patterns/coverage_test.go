@@ -1,7 +1,9 @@
 package patterns
 
 import (
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,6 +133,7 @@ func TestCoverageH200(t *testing.T) {
 	t.Logf("| trace | memory-bound µs | of kernel time | claimed µs | claimed | counted µs | counted | claimed with backward |")
 	t.Logf("|---|---:|---:|---:|---:|---:|---:|---:|")
 	n := 0
+	var unclaimed []string
 	for _, path := range paths {
 		if strings.HasSuffix(path, ".et.json.gz") {
 			continue
@@ -165,8 +168,81 @@ func TestCoverageH200(t *testing.T) {
 		}
 		t.Logf("| %s | %.0f | %.1f%% | %.0f | %.1f%% | %.0f | %.1f%% | %.1f%% |", name, c.MemoryBoundUs, 100*c.MemoryBoundUs/kernelUs,
 			c.ClaimedUs, c.ClaimedPct, c.CountedUs, c.CountedPct, c.ClaimedWithBackwardPct)
+		var rest float64 // the unclaimed shares sum to at most what no chain claims
+		for _, u := range c.Unclaimed {
+			rest += u.Us
+		}
+		left := c.MemoryBoundUs - c.ClaimedWithBackwardUs
+		if (len(c.Unclaimed) == 0) != (left < 0.1) || rest > left+0.1*float64(len(c.Unclaimed)) {
+			t.Errorf("%s: unclaimed %v µs in %d ops, not claimed %v", name, rest, len(c.Unclaimed), left)
+		}
+		unclaimed = append(unclaimed, fmt.Sprintf("| %s | %s |", name, unclaimedCells(c.Unclaimed[:min(3, len(c.Unclaimed))])))
 	}
 	if n != 10 {
 		t.Errorf("%d H200 traces, want 10", n)
+	}
+	t.Logf("| trace | not claimed, the largest three (µs, share of memory-bound) |")
+	t.Logf("|---|---|")
+	for _, l := range unclaimed {
+		t.Log(l)
+	}
+}
+
+func unclaimedCells(us []UnclaimedOp) string {
+	var parts []string
+	for _, u := range us {
+		parts = append(parts, fmt.Sprintf("%s %.0f (%.1f%%)", u.Op, u.Us, u.Pct))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TestUnclaimed: the memory-bound time no chain claims is named by the optimizer step, the
+// backward node or the outermost ATen op it runs in (a GEMM's nested cast by both ops), the
+// largest first, with its share; claimed kernels are left out.
+func TestUnclaimed(t *testing.T) {
+	tr := synth(
+		op{name: "linear", in: []string{"bf16:8x128x768", "bf16:3072x768", "bf16:3072"}, kids: []op{
+			{name: "to", in: []string{"f32:3072x768", "=15"}},
+		}},
+		op{name: "gelu", in: []string{"bf16:8x128x3072", ""}}, // linear_gelu claims it
+		op{name: "layer_norm", in: []string{"f32:8x128x768", "=[768]", "f32:768", "f32:768", "=1e-05", "=True"}, kids: []op{
+			{name: "native_layer_norm", in: []string{"f32:8x128x768", "=[768]", "f32:768", "f32:768", "=1e-05"}},
+		}},
+		op{name: "mul", in: []string{"bf16:1024x768", "#"}},
+		op{name: "mul", in: []string{"bf16:1024x768", "#"}},
+	)
+	// the last two muls: one in a backward node, one in an optimizer step (names as recorded)
+	wrap := func(child int32, name string) {
+		parent := int32(len(tr.Ops))
+		c := &tr.Ops[child]
+		tr.Ops = append(tr.Ops, trace.Op{Name: name, Kind: trace.KindUserAnnotation, Thread: c.Thread, Start: c.Start, Dur: c.Dur,
+			Parent: -1, Children: []int32{child}, Bwd: -1, Fwd: -1, Py: -1, Step: -1, ExternalID: -1, RecordFunctionID: -1, EvIdx: -1, Seq: -1, FwdThreadID: -1})
+		tr.Ops[child].Parent = parent
+	}
+	var muls []int32
+	for i := range tr.Ops {
+		if tr.Ops[i].Name == "aten::mul" {
+			muls = append(muls, int32(i))
+		}
+	}
+	wrap(muls[0], "autograd::engine::evaluate_function: MulBackward0")
+	wrap(muls[1], "Optimizer.step#AdamW.step")
+	tr.Acts[tr.Ops[muls[1]].Acts[0]].Dur = 20_000 // the optimizer's kernel the longest
+	r, err := Analyze([]*trace.Trace{tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range r.Coverage.Unclaimed {
+		got = append(got, fmt.Sprintf("%s %v %d %v", u.Op, u.Us, u.Kernels, u.Pct))
+	}
+	want := []string{
+		"optimizer step (AdamW) 20 1 44.44",
+		"aten::layer_norm 10 2 22.22", // its own kernel and native_layer_norm's (synth: one an op)
+		"MulBackward0 5 1 11.11",
+		"aten::to in aten::linear 5 1 11.11",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("unclaimed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

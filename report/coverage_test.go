@@ -31,6 +31,15 @@ func TestCoverageOf(t *testing.T) {
 			ClaimedUs: 50, ClaimedKernels: 2, ClaimedPct: 25, CountedUs: 10, CountedKernels: 1, CountedPct: 5,
 			ClaimedWithBackwardUs: 50, ClaimedWithBackwardPct: 25, CountedWithBackwardUs: 10, CountedWithBackwardPct: 5},
 			"(50.0 of 200 µs; kernels not launched by a GEMM, convolution or attention op); the counted chains 5.0% (10.0 µs).", "backward"},
+		{"where the rest goes: the four largest", &patterns.Coverage{MemoryBoundUs: 200, MemoryBoundKernels: 8,
+			ClaimedUs: 50, ClaimedKernels: 2, ClaimedPct: 25, CountedUs: 50, CountedKernels: 2, CountedPct: 25,
+			ClaimedWithBackwardUs: 50, ClaimedWithBackwardPct: 25, CountedWithBackwardUs: 50, CountedWithBackwardPct: 25,
+			Unclaimed: []patterns.UnclaimedOp{{Op: "optimizer step (AdamW)", Us: 80, Kernels: 4, Pct: 40},
+				{Op: "ToCopyBackward0", Us: 30, Kernels: 1, Pct: 15}, {Op: "aten::to in aten::linear", Us: 20, Kernels: 1, Pct: 10},
+				{Op: "MulBackward0", Us: 10, Kernels: 1, Pct: 5}, {Op: "aten::cat", Us: 5, Kernels: 1, Pct: 2.5}}},
+			"(50.0 of 200 µs; kernels not launched by a GEMM, convolution or attention op). Not claimed, the most: " +
+				"optimizer step (AdamW) 80.0 µs (40%), ToCopyBackward0 30.0 µs (15%), aten::to in aten::linear 20.0 µs (10%), MulBackward0 10.0 µs (5.0%).",
+			"aten::cat"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -107,7 +107,8 @@ func CoverageOf(a *patterns.Report) string {
 	c := a.Coverage
 	what := "kernels not launched by a GEMM, convolution or attention op"
 	if c.ClaimedKernels == 0 && !pos(c.ClaimedWithBackwardUs) {
-		return fmt.Sprintf("Coverage: the chains found claim none of the memory-bound kernel time (%s µs; %s).", fmtUs(c.MemoryBoundUs), what)
+		return fmt.Sprintf("Coverage: the chains found claim none of the memory-bound kernel time (%s µs; %s).", fmtUs(c.MemoryBoundUs), what) +
+			unclaimedOf(c)
 	}
 	s := fmt.Sprintf("Coverage: the chains found claim %s of the memory-bound kernel time (%s of %s µs; %s)",
 		fmtPct(c.ClaimedPct), fmtUs(c.ClaimedUs), fmtUs(c.MemoryBoundUs), what)
@@ -121,5 +122,21 @@ func CoverageOf(a *patterns.Report) string {
 			s += fmt.Sprintf(", %s with their backward", fmtPct(c.CountedWithBackwardPct))
 		}
 	}
-	return s + "."
+	return s + "." + unclaimedOf(c)
+}
+
+// unclaimedShown is how many of Coverage.Unclaimed the coverage line names.
+const unclaimedShown = 4
+
+// unclaimedOf names where the largest shares of the memory-bound time no chain claims go
+// (" Not claimed, the most: ..."), "" when the analysis has no such breakdown.
+func unclaimedOf(c *patterns.Coverage) string {
+	if len(c.Unclaimed) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, u := range c.Unclaimed[:min(len(c.Unclaimed), unclaimedShown)] {
+		parts = append(parts, fmt.Sprintf("%s %s µs (%s)", u.Op, fmtUs(u.Us), fmtPct(u.Pct)))
+	}
+	return " Not claimed, the most: " + strings.Join(parts, ", ") + "."
 }
