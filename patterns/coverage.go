@@ -68,7 +68,8 @@ type UnclaimedOp struct {
 const unclaimedTop = 8
 
 // unclaimedLabel names what the kernels op launched belong to, for Coverage.Unclaimed: the
-// optimizer step around it ("Optimizer.step#AdamW.step" -> "optimizer step (AdamW)"), else
+// optimizer step around it ("Optimizer.step#AdamW.step" -> "optimizer step (AdamW)", or
+// "optimizer step (AdamW, fused)" where a _fused_* op launched the kernels), else
 // the backward node it runs in ("autograd::engine::evaluate_function: NativeLayerNormBackward0"
 // -> "NativeLayerNormBackward0"), else its outermost ATen op ("aten::layer_norm" for the
 // kernels of an aten::native_layer_norm inside it), and where that is a GEMM, convolution or
@@ -80,7 +81,11 @@ func unclaimedLabel(t *trace.Trace, op int32) string {
 		name := t.Ops[id].Name
 		switch {
 		case strings.HasPrefix(name, "Optimizer.step#"):
-			return "optimizer step (" + strings.TrimSuffix(strings.TrimPrefix(name, "Optimizer.step#"), ".step") + ")"
+			class := strings.TrimSuffix(strings.TrimPrefix(name, "Optimizer.step#"), ".step")
+			if strings.HasPrefix(baseName(inner), "_fused_") {
+				class += ", fused"
+			}
+			return "optimizer step (" + class + ")"
 		case strings.HasPrefix(name, "autograd::engine::evaluate_function: "):
 			return strings.TrimPrefix(name, "autograd::engine::evaluate_function: ")
 		case strings.HasPrefix(name, "aten::"):

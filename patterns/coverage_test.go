@@ -227,6 +227,14 @@ func TestUnclaimed(t *testing.T) {
 	}
 	wrap(muls[0], "autograd::engine::evaluate_function: MulBackward0")
 	wrap(muls[1], "Optimizer.step#AdamW.step")
+	if got := unclaimedLabel(tr, muls[1]); got != "optimizer step (AdamW)" {
+		t.Errorf("a foreach step's kernel: %q", got)
+	}
+	tr.Ops[muls[1]].Name = "aten::_fused_adamw_"
+	if got := unclaimedLabel(tr, muls[1]); got != "optimizer step (AdamW, fused)" {
+		t.Errorf("a fused step's kernel: %q", got)
+	}
+	tr.Ops[muls[1]].Name = "aten::mul"
 	tr.Acts[tr.Ops[muls[1]].Acts[0]].Dur = 20_000 // the optimizer's kernel the longest
 	r, err := Analyze([]*trace.Trace{tr}, Options{})
 	if err != nil {

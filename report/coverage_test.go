@@ -38,8 +38,14 @@ func TestCoverageOf(t *testing.T) {
 				{Op: "ToCopyBackward0", Us: 30, Kernels: 1, Pct: 15}, {Op: "aten::to in aten::linear", Us: 20, Kernels: 1, Pct: 10},
 				{Op: "MulBackward0", Us: 10, Kernels: 1, Pct: 5}, {Op: "aten::cat", Us: 5, Kernels: 1, Pct: 2.5}}},
 			"(50.0 of 200 µs; kernels not launched by a GEMM, convolution or attention op). Not claimed, the most: " +
-				"optimizer step (AdamW) 80.0 µs (40%), ToCopyBackward0 30.0 µs (15%), aten::to in aten::linear 20.0 µs (10%), MulBackward0 10.0 µs (5.0%).",
+				"optimizer step (AdamW) 80.0 µs (40%), ToCopyBackward0 30.0 µs (15%), aten::to in aten::linear 20.0 µs (10%), MulBackward0 10.0 µs (5.0%). " +
+				"No chain holds an optimizer step: torch.optim's fused=True (Adam, AdamW, SGD) runs its updates in a few fused kernels.",
 			"aten::cat"},
+		{"a fused optimizer: no advice to fuse it", &patterns.Coverage{MemoryBoundUs: 200, MemoryBoundKernels: 8,
+			ClaimedUs: 50, ClaimedKernels: 2, ClaimedPct: 25, CountedUs: 50, CountedKernels: 2, CountedPct: 25,
+			ClaimedWithBackwardUs: 50, ClaimedWithBackwardPct: 25, CountedWithBackwardUs: 50, CountedWithBackwardPct: 25,
+			Unclaimed: []patterns.UnclaimedOp{{Op: "optimizer step (AdamW, fused)", Us: 80, Kernels: 1, Pct: 40}}},
+			"Not claimed, the most: optimizer step (AdamW, fused) 80.0 µs (40%).", "fused=True"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

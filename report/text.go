@@ -138,5 +138,12 @@ func unclaimedOf(c *patterns.Coverage) string {
 	for _, u := range c.Unclaimed[:min(len(c.Unclaimed), unclaimedShown)] {
 		parts = append(parts, fmt.Sprintf("%s %s µs (%s)", u.Op, fmtUs(u.Us), fmtPct(u.Pct)))
 	}
-	return " Not claimed, the most: " + strings.Join(parts, ", ") + "."
+	s := " Not claimed, the most: " + strings.Join(parts, ", ") + "."
+	for _, u := range c.Unclaimed[:min(len(c.Unclaimed), unclaimedShown)] {
+		if strings.HasPrefix(u.Op, "optimizer step (") && !strings.Contains(u.Op, ", fused") && !strings.Contains(u.Op, "Fused") { // FusedAdam: apex
+			s += " No chain holds an optimizer step: torch.optim's fused=True (Adam, AdamW, SGD) runs its updates in a few fused kernels."
+			break
+		}
+	}
+	return s
 }
