@@ -245,12 +245,17 @@ func unclaimed(traces []*trace.Trace, class [][]kernelClass, claimed func(ti int
 	}
 	by := map[string]*acc{}
 	for ti, t := range traces {
+		labels := map[int32]string{} // an op's kernels share its label (a foreach op launches dozens)
 		for i := range t.Acts {
 			if class[ti][i] != memoryBound || claimed(ti, int32(i)) {
 				continue
 			}
 			a := &t.Acts[i]
-			l := unclaimedLabel(t, a.Op)
+			l, ok := labels[a.Op]
+			if !ok {
+				l = unclaimedLabel(t, a.Op)
+				labels[a.Op] = l
+			}
 			if by[l] == nil {
 				by[l] = &acc{}
 			}
