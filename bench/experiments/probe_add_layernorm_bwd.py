@@ -41,24 +41,12 @@ Usage, from the repository root:
 interpreter (gradients checked, timing by the wall clock): exit status 1 when any is wrong.
 """
 
-import argparse
-import importlib.util
-import json
-import os
-import pathlib
 import sys
-import time
 
-if "--smoke" in sys.argv:
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "templates" / "_common"))
-sys.path.insert(0, str(ROOT / "bench"))
+import probekit as kit  # first: --smoke's TRITON_INTERPRET before triton is imported
 
 import torch  # noqa: E402
 
-import fa_testing as fat  # noqa: E402
 import harness  # noqa: E402
 
 # (label, x's shape, dtype, dim): the measured cases; dim=1 is LayerNorm2d over the channels,
@@ -75,15 +63,8 @@ SMOKE_CASES = [
 ]
 
 
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-KERNEL = load("add_layernorm_kernel", ROOT / "templates" / "add_layernorm" / "kernel.py")
-REF = load("add_layernorm_reference", ROOT / "templates" / "add_layernorm" / "reference.py")
+KERNEL = kit.load_template("add_layernorm", "kernel")
+REF = kit.load_template("add_layernorm", "reference")
 KNOBS = ("BWD_TILE", "BWD_GROUPS", "MAX_BLOCK_N", "_bwd_warps")
 
 
@@ -178,10 +159,6 @@ def backward_call(provider, case, dim):
     return lambda: torch.autograd.grad(outs, leaves, (ds, dy), retain_graph=True)
 
 
-def max_diff(got, want):
-    return max((a.float() - b.float()).abs().max().item() for a, b in zip(got, want))
-
-
 def parts_rows(case, dim, timer):
     """The partial sums' reduction alone, L2-warm: _sum_parts against part.sum(0) + casts, on
     the [groups, 2, N] fp32 partial sums the current choice writes: rows of (variant, times,
@@ -203,30 +180,16 @@ def parts_rows(case, dim, timer):
     want = aten_sum()
     # the two add in different orders: an ulp of the gradients' type apart at most
     ulp = torch.finfo(w.dtype).eps * (1 + max(t.float().abs().max().item() for t in want))
-    bad = not max_diff((dw, db), want) <= ulp
+    bad = not kit.max_diff((dw, db), want) <= ulp
     cfg = f"groups={groups} N={n}, L2-warm"
-    return [("parts:_sum_parts", timer(triton_sum, flush=False), cfg, max_diff((dw, db), want), bad),
+    return [("parts:_sum_parts", timer(triton_sum, flush=False), cfg, kit.max_diff((dw, db), want), bad),
             ("parts:sum+casts", timer(aten_sum, flush=False), cfg, 0.0, False)]
 
 
-def gpu_timer(fn, flush=True):
-    replay = fat.graph_replay(fn) or fn
-    if flush:
-        return fat.gpu_time_us(replay)
-    from triton.testing import do_bench_cudagraph
-    return [v * 1e3 for v in do_bench_cudagraph(fn, quantiles=list(fat.QUANTILES))]
-
-
-def wall_timer(fn, flush=True):  # --smoke: the plumbing, not a measurement
-    t0 = time.perf_counter()
-    fn()
-    return [(time.perf_counter() - t0) * 1e6] * 3
-
-
-def run_case(label, shape, dtype, dim, args, emit):
+def run_case(label, shape, dtype, dim, args, table):
     """Every variant of one case; returns the number of wrong results."""
     device = "cpu" if args.smoke else "cuda"
-    timer = wall_timer if args.smoke else gpu_timer
+    timer = kit.wall_timer if args.smoke else kit.gpu_timer
     sms = 4 if args.smoke else torch.cuda.get_device_properties(0).multi_processor_count
     case = make_case(shape, dtype, dim, device)
     want = backward_call("eager", case, dim)()
@@ -241,48 +204,32 @@ def run_case(label, shape, dtype, dim, args, emit):
                 if "MAX_BLOCK_N" in knobs:  # after the forward: only the backward takes ATen's path
                     KERNEL.MAX_BLOCK_N = knobs["MAX_BLOCK_N"]
                     cfg = "ATen native_layer_norm_backward"
-                diff = max_diff(call(), want)
+                diff = kit.max_diff(call(), want)
                 times = timer(call)
         except Exception as e:  # noqa: BLE001 -- one variant's failure is a row, not the end
-            emit(label, vlabel, None, f"error: {str(e).splitlines()[0][:120]}", None, True)
+            table.error(label, vlabel, e)
             wrong += 1
             continue
-        bad = not diff <= atol * (1 + max(t.float().abs().max().item() for t in want))
+        bad = kit.wrong(diff, want, atol)
         wrong += bad
-        emit(label, vlabel, times, cfg, diff, bad)
+        table.row(label, vlabel, times, cfg, diff, bad)
     for vlabel, times, cfg, diff, bad in parts_rows(case, dim, timer):
-        emit(label, vlabel, times, cfg, diff, bad)
+        table.row(label, vlabel, times, cfg, diff, bad)
         wrong += bad
     return wrong
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="", help="cases whose label contains this")
-    ap.add_argument("--compile", action="store_true", help="also torch.compile of the reference chain")
-    ap.add_argument("--json", action="store_true", help="one JSON object per row instead of the table")
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under TRITON_INTERPRET=1")
-    args = ap.parse_args()
+    args = kit.arguments(__doc__)
     if not args.smoke and not torch.cuda.is_available():
         print("probe_add_layernorm_bwd: no CUDA device (--smoke runs on the CPU)", file=sys.stderr)
         return 2
-
-    def emit(case, variant, times, cfg, diff, bad=False):
-        if args.json:
-            med, p20, p80 = times or (None, None, None)
-            print(json.dumps({"case": case, "variant": variant, "median_us": med, "p20_us": p20, "p80_us": p80,
-                              "config": cfg, "max_abs_diff": diff, "wrong": bool(bad)}), flush=True)
-            return
-        t = "".join(f" {v:9.1f}" for v in times) if times else f" {'-':>9s}" * 3
-        d = "-" if diff is None else f"{diff:.1e}"
-        print(f"{case:22s} {variant:18s}{t}  {d:>8s}{' WRONG' if bad else ''}  {cfg}", flush=True)
-
-    if not args.json:
-        print(f"{'case':22s} {'variant':18s} {'median':>9s} {'p20':>9s} {'p80':>9s}  {'maxdiff':>8s}  config (us)")
+    table = kit.Table(args.json)
+    table.header()
     wrong = 0
     for label, shape, dtype, dim in SMOKE_CASES if args.smoke else CASES:
         if args.only in label:
-            wrong += run_case(label, shape, dtype, dim, args, emit)
+            wrong += run_case(label, shape, dtype, dim, args, table)
     if wrong:
         print(f"probe_add_layernorm_bwd: {wrong} variant(s) wrong or failed", file=sys.stderr)
     return 1 if wrong else 0

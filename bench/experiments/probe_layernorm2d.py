@@ -39,23 +39,11 @@ Usage, from the repository root, on a GPU machine (--only -cl: the channels_last
 interpreter (outputs checked, timing by the wall clock, not a measurement).
 """
 
-import argparse
-import importlib.util
-import json
-import os
-import pathlib
 import sys
-import time
 
-if "--smoke" in sys.argv:
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "templates" / "_common"))
+import probekit as kit  # first: --smoke's TRITON_INTERPRET before triton is imported
 
 import torch  # noqa: E402
-
-import fa_testing as fat  # noqa: E402
 
 # (label, NCHW shape, dtype, channels_last inputs): ConvNeXt-T's LayerNorm2d sizes (stem 96 at
 # 56x56, then the downsample norms), a batch of one (inference), 16-bit; NCHW inputs, and the
@@ -79,15 +67,8 @@ SMOKE_CASES = [
 ]
 
 
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-KERNEL = load("add_layernorm_kernel", ROOT / "templates" / "add_layernorm" / "kernel.py")
-REF = load("add_layernorm_reference", ROOT / "templates" / "add_layernorm" / "reference.py")
+KERNEL = kit.load_template("add_layernorm", "kernel")
+REF = kit.load_template("add_layernorm", "reference")
 
 
 class Plan:
@@ -149,20 +130,10 @@ def forward_call(provider, case):
     return lambda: fn(x, r, w, b, 1e-6, dim=1)
 
 
-def gpu_timer(fn):
-    return fat.gpu_time_us(fat.graph_replay(fn) or fn)
-
-
-def wall_timer(fn):  # --smoke: the plumbing, not a measurement
-    t0 = time.perf_counter()
-    fn()
-    return [(time.perf_counter() - t0) * 1e6] * 3
-
-
-def run_case(label, shape, dtype, cl, args, emit):
+def run_case(label, shape, dtype, cl, args, table):
     """Every variant of one case; returns the number of wrong results."""
     device = "cpu" if args.smoke else "cuda"
-    timer = wall_timer if args.smoke else gpu_timer
+    timer = kit.wall_timer if args.smoke else kit.gpu_timer
     case = make_case(shape, dtype, cl, device)
     want = forward_call("eager", case)()
     nbytes = 4 * case[0].numel() * dtype.itemsize  # x and r read, s and y written
@@ -189,45 +160,27 @@ def run_case(label, shape, dtype, cl, args, emit):
                     cfg = provider
                 times = timer(call)
         except Exception as e:  # noqa: BLE001 -- one variant's failure is a row, not the end
-            emit(label, vlabel, None, None, f"error: {str(e).splitlines()[0][:120]}", None, True)
+            table.error(label, vlabel, e)
             wrong += 1
             continue
-        diff = max((a.float() - b.float()).abs().max().item() for a, b in zip(got, want))
-        bad = not diff <= atol * (1 + max(t.float().abs().max().item() for t in want))
+        diff = kit.max_diff(got, want)
+        bad = kit.wrong(diff, want, atol)
         wrong += bad
-        emit(label, vlabel, times, nbytes / (times[0] * 1e3), cfg, diff, bad)
+        table.row(label, vlabel, times, cfg, diff, bad, gbs=nbytes / (times[0] * 1e3))
     return wrong
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="", help="cases whose label contains this")
-    ap.add_argument("--compile", action="store_true", help="also torch.compile of the reference chain")
-    ap.add_argument("--quick", action="store_true", help="sweep BLOCK_P and warps one at a time")
-    ap.add_argument("--json", action="store_true", help="one JSON object per row instead of the table")
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under TRITON_INTERPRET=1")
-    args = ap.parse_args()
+    args = kit.arguments(__doc__, quick=True)
     if not args.smoke and not torch.cuda.is_available():
         print("probe_layernorm2d: no CUDA device (--smoke runs on the CPU)", file=sys.stderr)
         return 2
-
-    def emit(case, variant, times, gbs, cfg, diff, bad=False):
-        if args.json:
-            med, p20, p80 = times or (None, None, None)
-            print(json.dumps({"case": case, "variant": variant, "median_us": med, "p20_us": p20, "p80_us": p80,
-                              "gb_per_s": gbs, "config": cfg, "max_abs_diff": diff, "wrong": bool(bad)}), flush=True)
-            return
-        t = "".join(f" {v:9.1f}" for v in times) if times else f" {'-':>9s}" * 3
-        g = f"{gbs:7.0f}" if gbs is not None else f"{'-':>7s}"
-        d = "-" if diff is None else f"{diff:.1e}"
-        print(f"{case:22s} {variant:10s}{t} {g}  {d:>8s}{' WRONG' if bad else ''}  {cfg}", flush=True)
-
-    if not args.json:
-        print(f"{'case':22s} {'variant':10s} {'median':>9s} {'p20':>9s} {'p80':>9s} {'GB/s':>7s}  {'maxdiff':>8s}  config (us)")
+    table = kit.Table(args.json, variant_width=10, bandwidth=True)
+    table.header()
     wrong = 0
     for label, shape, dtype, cl in SMOKE_CASES if args.smoke else CASES:
         if args.only in label:
-            wrong += run_case(label, shape, dtype, cl, args, emit)
+            wrong += run_case(label, shape, dtype, cl, args, table)
     if wrong:
         print(f"probe_layernorm2d: {wrong} variant(s) wrong or failed", file=sys.stderr)
     return 1 if wrong else 0

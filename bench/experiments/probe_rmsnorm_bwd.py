@@ -9,29 +9,19 @@ mode calls it; captured in a CUDA graph, the replay timed by fa_testing.gpu_time
 L2 flushed) for ROW_TILE in (2048, 4096) and warps in (4, 8, 16), beside the template's
 current choice and the eager chain, each variant's gradients checked against eager's.
 
-Output: a table (case, variant, median, p20, p80 in us, max abs difference, config).
+Output: a table (case, variant, median, p20, p80 in us, max abs difference, config); with
+--json one JSON object per row instead.
 
 Usage, from the repository root:
-  python bench/experiments/probe_rmsnorm_bwd.py
-  TRITON_INTERPRET=1 python bench/experiments/probe_rmsnorm_bwd.py --smoke   (CPU: plumbing only)
+  python bench/experiments/probe_rmsnorm_bwd.py [--only SUBSTRING] [--json]
+  python bench/experiments/probe_rmsnorm_bwd.py --smoke   (CPU: plumbing only)
 """
-import argparse
-import importlib.util
-import os
-import pathlib
 import sys
-import time
 
-if "--smoke" in sys.argv:
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "templates" / "_common"))
-sys.path.insert(0, str(ROOT / "bench"))
+import probekit as kit  # first: --smoke's TRITON_INTERPRET before triton is imported
 
 import torch  # noqa: E402
 
-import fa_testing as fat  # noqa: E402
 import harness  # noqa: E402
 
 CASES = [("llama-fp32-2048x1024", [2048, 1024], torch.float32), ("bf16-4096x768", [4096, 768], torch.bfloat16),
@@ -39,15 +29,8 @@ CASES = [("llama-fp32-2048x1024", [2048, 1024], torch.float32), ("bf16-4096x768"
 SMOKE_CASES = [("rows-37x70", [37, 70], torch.bfloat16)]
 
 
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-KERNEL = load("rmsnorm_kernel", ROOT / "templates" / "rmsnorm_pyops" / "kernel.py")
-REF = load("rmsnorm_reference", ROOT / "templates" / "rmsnorm_pyops" / "reference.py")
+KERNEL = kit.load_template("rmsnorm_pyops", "kernel")
+REF = kit.load_template("rmsnorm_pyops", "reference")
 
 
 def backward_call(fused, x, w, dy):
@@ -58,14 +41,16 @@ def backward_call(fused, x, w, dy):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true")
-    args = ap.parse_args()
+    args = kit.arguments(__doc__, compile_=False)
     device = "cpu" if args.smoke else "cuda"
-    print(f"{'case':22s} {'variant':18s} {'median':>9s} {'p20':>9s} {'p80':>9s}  {'maxdiff':>8s}  config")
+    timer = kit.wall_timer if args.smoke else kit.gpu_timer
+    table = kit.Table(args.json)
+    table.header()
     saved = KERNEL.ROW_TILE, KERNEL._bwd_warps
     wrong = 0
     for label, shape, dtype in SMOKE_CASES if args.smoke else CASES:
+        if args.only not in label:
+            continue
         g = torch.Generator().manual_seed(0)
         x, w, dy = (torch.randn(s, generator=g).to(device, dtype) for s in (shape, shape[-1:], shape))
         want = backward_call(False, x, w, dy)()
@@ -78,25 +63,18 @@ def main():
                 KERNEL._bwd_warps = lambda n, w=warps: w
             try:
                 call = backward_call(vlabel != "eager", x, w, dy)
-                got = call()
-                diff = max((a.float() - b.float()).abs().max().item() for a, b in zip(got, want))
-                if args.smoke:
-                    t0 = time.perf_counter()
-                    call()
-                    times = [(time.perf_counter() - t0) * 1e6] * 3
-                else:
-                    times = fat.gpu_time_us(fat.graph_replay(call) or call)
+                diff = kit.max_diff(call(), want)
+                times = timer(call)
             except Exception as e:  # noqa: BLE001 -- a row, not the end
-                print(f"{label:22s} {vlabel:18s} error: {str(e).splitlines()[0][:120]}")
+                table.error(label, vlabel, e)
                 wrong += 1
                 continue
-            bad = not diff <= (1e-3 if dtype == torch.float32 else 6e-2) * (1 + max(t.float().abs().max().item() for t in want))
+            bad = kit.wrong(diff, want, 1e-3 if dtype == torch.float32 else 6e-2)
             wrong += bad
             block, _ = KERNEL._plan(shape[-1], KERNEL.MAX_BLOCK_N)
             bm = max(1, KERNEL.ROW_TILE // block)
             cfg = "eager" if vlabel == "eager" else f"BLOCK_M={bm} BLOCK_N={block} warps={KERNEL._bwd_warps(bm * block)}"
-            print(f"{label:22s} {vlabel:18s}" + "".join(f" {v:9.1f}" for v in times) + f"  {diff:8.1e}{' WRONG' if bad else ''}  {cfg}",
-                  flush=True)
+            table.row(label, vlabel, times, cfg, diff, bad)
     KERNEL.ROW_TILE, KERNEL._bwd_warps = saved
     return 1 if wrong else 0
 
