@@ -166,10 +166,14 @@ func TestContractFields(t *testing.T) {
 }
 
 // A forward-only kernel is never offered for training: on a training trace (BERT, every
-// layer_norm -> linear with a backward) layernorm_linear saves nothing and removes no launch,
-// a note says why, and the other patterns keep their savings; an inference trace's
+// layer_norm -> linear with a backward) a forward-only layernorm_linear (the registry entry
+// marked so for the test: no pattern is forward-only today) saves nothing and removes no
+// launch, a note says why, and the other patterns keep their savings; an inference trace's
 // layernorm_linear instances (TimeSformer on an H100: no backward) keep theirs.
 func TestForwardOnlySavesNothingInTraining(t *testing.T) {
+	p, _ := Lookup("layernorm_linear")
+	p.ForwardOnly = true
+	t.Cleanup(func() { p.ForwardOnly = false })
 	for _, tc := range []struct {
 		dir, file string
 		training  bool

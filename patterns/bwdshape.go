@@ -94,9 +94,12 @@ var bwdPerFwdByte = map[string]float64{
 //     its own bytes, else twice the forward's;
 //   - GEMM with an epilogue (linear_gelu): the forward's GEMM alone (GemmUs), the GELU
 //     derivative's pass over the GEMM output (dy and the pre-activation read, the gradient
-//     written) and, with a bias, the gradient read again for its row sum.
+//     written) and, with a bias, the gradient read again for its row sum;
+//   - GEMM after a LayerNorm (layernorm_linear): the forward's GEMM alone (GemmUs), the
+//     LayerNorm's backward pass over the GEMM's input (x and dxn read, dx and the normalized
+//     input written), its weight's and bias' partial sums, and the bias' row sum as above.
 //
-// ok is false for a pattern without a backward model (layernorm_linear, an unknown id), a
+// ok is false for a pattern without a backward model (an unknown id), a
 // forward without bytes (or GEMM time), or shapes the model cannot read.
 func BackwardShapeOf(f ForwardCase, own int64, warm bool) (BackwardShape, bool) {
 	s := BackwardShape{Pattern: f.Pattern, Warm: warm}
@@ -106,13 +109,24 @@ func BackwardShapeOf(f ForwardCase, own int64, warm bool) (BackwardShape, bool) 
 	}
 	switch p.Kind {
 	case KindGEMM:
-		m, _, n, es, ok := f.GEMMDims()
-		if p.GEMM != GEMMEpilogue || f.GemmUs <= 0 || !ok {
+		m, k, n, es, ok := f.GEMMDims()
+		if f.GemmUs <= 0 || !ok {
 			return s, false
 		}
-		s.GemmUs, s.PassBytes = f.GemmUs, 3*m*n*es
+		s.GemmUs = f.GemmUs
 		if len(f.Shapes) > 2 { // x, the weight and a bias
 			s.SumBytes = m * n * es
+		}
+		switch p.GEMM {
+		case GEMMEpilogue:
+			s.PassBytes = 3 * m * n * es
+		case GEMMStats:
+			// the LayerNorm's backward over the GEMM's input: x and dxn read, dx and the
+			// normalized input written; dgamma's and dbeta's partial sums
+			s.PassBytes = 4 * m * k * es
+			s.PartialBytes = normGroups(m) * 2 * k * 4
+		default:
+			return s, false
 		}
 		return s, true
 	case KindAttention:
@@ -175,8 +189,7 @@ func partialBytes(f ForwardCase) int64 {
 	switch f.Pattern {
 	case "add_layernorm", "rmsnorm_pyops":
 		k = map[string]int64{"add_layernorm": 2, "rmsnorm_pyops": 1}[f.Pattern]
-		rows := max(4, (m+511)/512)
-		groups = (m + rows - 1) / rows
+		groups = normGroups(m)
 	case "gelu_pyops", "dropout_add":
 		es := caseElemSize(f.Dtype)
 		if !f.hasBias() || es == 0 {
@@ -189,6 +202,14 @@ func partialBytes(f ForwardCase) int64 {
 		return 0
 	}
 	return groups * k * n * 4
+}
+
+// normGroups is how many programs a norm's one-pass backward runs over m rows: about 512, of
+// at least 4 rows each (add_layernorm's, rmsnorm's and layernorm_linear's BWD_GROUPS and
+// BWD_MIN_ROWS).
+func normGroups(m int64) int64 {
+	rows := max(4, (m+511)/512)
+	return (m + rows - 1) / rows
 }
 
 func nextPow2(n int64) int64 {

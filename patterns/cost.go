@@ -595,10 +595,11 @@ type BackwardShape struct {
 	// SumBytes: a bias gradient added up by ATen (a row sum) from the gradient the main pass
 	// wrote, read again (bias_gelu, linear_gelu). 0: none.
 	SumBytes int64
-	// GemmUs, GEMM with an epilogue (linear_gelu): the forward's GEMM as cuBLAS runs it; the
-	// backward runs two of its size (dX, dW) on cuBLAS, after one pass of PassBytes (the
-	// GELU's derivative: read the output gradient and the pre-activation, write the GEMMs'
-	// gradient).
+	// GemmUs, GEMM patterns: the forward's GEMM as cuBLAS runs it; the backward runs two of
+	// its size (dX, dW) on cuBLAS, and one pass of PassBytes: with an epilogue (linear_gelu)
+	// before them, the GELU's derivative (read the output gradient and the pre-activation,
+	// write the GEMMs' gradient); after a LayerNorm (layernorm_linear) between them, the
+	// LayerNorm's backward (read x and dxn, write dx and the normalized input dW reads).
 	GemmUs    float64
 	PassBytes int64
 	// Warm: timed back to back (Shape.Warm).
@@ -617,11 +618,13 @@ type BackwardShape struct {
 //     AttentionBwdEfficiency of ComputeTFLOPs and the bytes at AttentionBwdByteEfficiency of
 //     the bandwidth, added;
 //   - GEMM with an epilogue: two cuBLAS GEMMs of the forward's (2 x GemmUs), the derivative's
-//     pass as a pointwise one, the bias' row sum as above.
+//     pass as a pointwise one, the bias' row sum as above;
+//   - GEMM after a LayerNorm: two cuBLAS GEMMs of the forward's, the LayerNorm's backward
+//     pass (PassBytes) as a row backward, its partial sums and the bias' row sum as above.
 //
 // Every kernel pays KernelOverheadUs; a benchmark timing calls back to back also pays
 // GraphGapUs a launch (bench.Predict adds it). ok is false when no bandwidth is known or the
-// pattern has no backward model (layernorm_linear: forward only).
+// pattern has no backward model.
 func (m CostModel) BackwardUs(device string, s BackwardShape) (us float64, launches int, ok bool) {
 	m, ok = m.onDevice(device)
 	if !ok {
@@ -643,6 +646,20 @@ func (m CostModel) BackwardUs(device string, s BackwardShape) (us float64, launc
 		if s.SumBytes > 0 {
 			us += reduce(s.SumBytes)
 			launches++
+		}
+		return us, launches, true
+	case p.GEMM == GEMMStats:
+		if s.GemmUs <= 0 {
+			return 0, 0, false
+		}
+		charged := float64(s.PassBytes) - m.RowL2Share*m.l2Absorbed(s.PassBytes, s.PassBytes/2, s.Warm)
+		us = 2*s.GemmUs + m.KernelOverheadUs + m.RowKernelUs + charged/(m.RowBwdEfficiency*bw)
+		launches = 3
+		for _, b := range []int64{s.PartialBytes, s.SumBytes} {
+			if b > 0 {
+				us += reduce(b)
+				launches++
+			}
 		}
 		return us, launches, true
 	case p.Kind == KindGEMM:

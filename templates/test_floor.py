@@ -57,6 +57,7 @@ CASES = [
      {"mask_kind": "none", "bias_kind": "additive"}),
     ("attention", [[1, 2, 9, 16], [1, 2, 9, 16], [1, 2, 9, 16]], "bf16", {"mask_kind": "causal"}),
     ("linear_gelu", [[2, 3, 24], [16, 24], [16]], "fp32", {}),
+    ("layernorm_linear", [[2, 3, 24], [16, 24], [16]], "fp32", {"has_bias": True}),
 ]
 
 

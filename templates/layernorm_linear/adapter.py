@@ -2,7 +2,8 @@
 
 SHAPES[0] is x ``[..., K]``, SHAPES[1] the Linear's weight ``[N, K]``; the LayerNorm has weight
 and bias ``[K]``; the Linear bias (params["has_bias"]) is ``[N]``. x has a non-zero mean
-(-2.3 + 0.5 randn). Forward only.
+(-2.3 + 0.5 randn). With a backward (LayerNormLinearFunction), the same whichever variant ran
+the forward.
 
 In test mode (``poison=True``) fused() also returns y from the other variant ("normalize" for
 a "fold" case and the other way round) and tells reference() so through
@@ -18,9 +19,13 @@ fused recognise them by their shapes:
   viewed elements' pages are touched. 16-bit dtypes only (fp32 takes the plain layout).
 - ALIAS: an ``out`` that overlaps x, and one inside the weight, must be refused (ValueError)
   before the plain call runs.
-- CONSTANT: rows 0 and 2 of x are 1000 everywhere (K = 1024), with statistics shared through
-  ``ln_stats`` (the review's repro: the fold amplified the GEMM's rounding by 1/sqrt(eps) on
-  such rows, fp32 error 0.116).
+- CONSTANT: rows 0 and 2 of x are 1000 everywhere (K = 1024, and K = 100 within one block of
+  the interpreter's one-pass backward), with statistics shared through ``ln_stats`` (the
+  review's repro: the fold amplified the GEMM's rounding by 1/sqrt(eps) on such rows, fp32
+  error 0.116); in the gradient cases the backward must use 1/sqrt(eps) for them.
+
+The gradient cases (fused(autograd=True)) hand the kernels x through ``_grad_view``: a
+column-strided view with NaN between its elements, or in a FAR case a view past 2**31.
 """
 
 import math
@@ -33,11 +38,15 @@ import fa_testing as fat
 
 KIND = "gemm"
 OUTPUTS = ["y", "y_other_variant"]
-GRAD_INPUTS = []
+GRAD_INPUTS = ["x", "ln_weight", "ln_bias", "weight", "bias"]
+# the gradients go through cuBLAS GEMMs and a LayerNorm backward that keeps fp32 where eager
+# rounds, summing dgamma and dbeta in another order: compared with the chain in a higher
+# precision, eager's own error the yardstick (fa_testing)
+QUACK_GRAD = True
 OTHER = {"fold": "normalize", "normalize": "fold"}
 FAR = [[[3, 40], [5, 40]]]
 ALIAS = [[[9, 40], [24, 40]]]
-CONSTANT = [[[4, 1024], [24, 1024]]]
+CONSTANT = [[[4, 1024], [24, 1024]], [[4, 100], [24, 100]]]
 # FAR's strides (row, column): row 2 starts past 2**31 elements in x and y; x's column 31 and
 # its K step of 32 columns (the interpreter's BLOCK_K) pass 2**31, and y's column 4
 X_STRIDES = (2**30 + 64, 70_000_000)
@@ -62,7 +71,15 @@ def adversarial(params):
 
 
 def has_backward(params):
-    return False
+    return True
+
+
+def grad_shapes(params):
+    """The backward's own paths and inputs: rows longer than the one-pass backward's block
+    (the interpreter's MAX_BWD_K, 256: ATen's LayerNorm backward and the normalized input in
+    torch ops), constant rows in both paths (their stored rstd is 0, the backward's is
+    1/sqrt(eps)), and x past 2**31 elements (FAR, 16-bit dtypes)."""
+    return [[[3, 5, 300], [24, 300]]] + CONSTANT + FAR
 
 
 def interp_shapes(shapes):
@@ -140,6 +157,8 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     first call and kept in ``inputs``, as a model folds once at load time."""
     x, g, b, w, bias = _args(inputs)
     eps = params.get("eps", 1e-5)
+    if autograd:  # the backward is the same whichever variant ran the forward
+        return (kernel.layernorm_linear_train(_grad_view(x, inputs), g, b, w, bias, eps, params.get("variant", "fold")),)
     shape = tuple(x.shape[:-1]) + (w.shape[0],)
     if inputs.get("alias"):
         _refuses(kernel, x, g, b, w, bias, eps)
@@ -169,6 +188,41 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     return tuple(ys)
 
 
+class _Into(torch.autograd.Function):
+    """x's values in the view made(x) returns, the gradient passed straight back to x (no
+    gradient of the view's storage: a FAR view's storage is 2**31 elements)."""
+
+    @staticmethod
+    def forward(ctx, x, made):
+        return made(x).copy_(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+def _nan_strided(x):
+    """Every other element of a NaN-filled buffer, 3 elements in: a column stride of 2, NaN
+    between and after the elements."""
+    n = x.numel()
+    buf = torch.full([2 * n + 5], float("nan"), dtype=x.dtype, device=x.device)
+    strides, acc = [], 2
+    for d in reversed(x.shape):
+        strides.append(acc)
+        acc *= d
+    return buf.as_strided(x.shape, tuple(reversed(strides)), 3)
+
+
+def _grad_view(x, inputs):
+    """x's values, differentiably (the gradient flows back to x), where the backward reads
+    them through x's strides: in a FAR case a view past 2**31 elements (X_STRIDES), else
+    every other element of a NaN-filled buffer (a backward that assumes contiguous rows or
+    columns, or reads past a row, reads NaN)."""
+    if inputs.get("far"):
+        return _Into.apply(x, lambda t: far_view(t.shape, X_STRIDES, t.dtype, t.device))
+    return _Into.apply(x, _nan_strided)
+
+
 def reference(ref, inputs, params):
     y = ref.layernorm_linear(*_args(inputs), params.get("eps", 1e-5))
     return (y, y) if inputs.get("both_variants") else (y,)
@@ -194,6 +248,31 @@ def flops(shapes, dtype, params):
         m *= d
     n, k = shapes[1]
     return 2 * m * n * k
+
+
+def bwd_nbytes(shapes, dtype, params):
+    """Fewest bytes the fused backward must move: read dy (by both gradient GEMMs), x and the
+    weight; write dx and the weight's gradient, the bias' and the LayerNorm's. (The fused
+    backward also writes and reads the normalized input's gradient and the normalized input,
+    which the two GEMMs need in memory.)"""
+    es = torch.tensor([], dtype=dtype).element_size()
+    m = 1
+    for d in shapes[0][:-1]:
+        m *= d
+    n, k = shapes[1]
+    return es * (2 * m * n + 2 * m * k + 2 * n * k + n + 2 * k)
+
+
+def bwd_flops(shapes, dtype, params):
+    """The two gradient GEMMs, dxn = dy W and dW = dy^T xn, each the forward's size."""
+    return 2 * flops(shapes, dtype, params)
+
+
+def train(kernel, inputs, params):
+    """The fused chain as a training step calls it (bench's backward and full modes): the
+    weights folded in the call (variant "fold"), as a step must after each optimizer update."""
+    x, g, b, w, bias = _args(inputs)
+    return kernel.layernorm_linear_train(x, g, b, w, bias, params.get("eps", 1e-5), params.get("variant", "fold"))
 
 
 def gemm_only(inputs, params):

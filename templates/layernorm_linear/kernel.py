@@ -66,8 +66,15 @@ matters.
   TMA operands' addresses, the tile's lookup and the launch. x and the output go to the
   kernels as they are with their row strides (``_gemm_rows``), no ``[rows, N]`` views; an
   ``out=`` is still checked at every call (shape, dtype, device, overlap, row view).
-- Forward only. ``LayerNormLinear`` runs the eager chain when autograd needs a graph and caches
-  the folded weights (refolded when a parameter changes).
+- Training (``LayerNormLinearFunction``; ``LayerNormLinear`` uses it when autograd needs a
+  graph, and refolds the weights once per optimizer step, one launch of ``_fold_kernel``):
+  the forward saves x and the fp32 row statistics, not the normalized input eager's Linear
+  saves (M x K elements fewer held for the backward). The backward: dxn = dy W (cuBLAS); one
+  pass (``_ln_bwd_kernel``) reading x and dxn once, writing the LayerNorm's d_input, the
+  normalized input (rounded as eager's, for the weight gradient) and per-program partial
+  sums of dgamma and dbeta; dW = dy^T xn (cuBLAS); db as eager's row sum; ``_sum_parts``.
+  Rows longer than ``MAX_BWD_K`` take ATen's LayerNorm backward. A row of equal values, whose
+  stored rstd is 0 (the fold's guard), gets the true 1/sqrt(eps) in the backward.
 
 Interpreter-safe: builtins only, ``tl.full``, no bf16 arithmetic, ``while`` loops for runtime
 lengths; TMA descriptors are host-side ``TensorDescriptor`` objects, which the interpreter runs.
@@ -538,6 +545,162 @@ def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, s
     tl.store(Y + rm.to(tl.int64)[:, None] * sym + rn.to(tl.int64)[None, :] * syn, y, mask=mask)
 
 
+@triton.jit
+def _fold_kernel(W, G, BETA, BIAS, WF, S, BF, N, K, swn, swk,
+                 HAS_G: tl.constexpr, HAS_BETA: tl.constexpr, HAS_BF: tl.constexpr, HAS_BIAS: tl.constexpr,
+                 ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """fold_weights in one pass over W: ROWS rows of W per program, BLOCK_K columns at a
+    time; W' = W * gamma rounded to W's type into WF (contiguous; HAS_G), s = the row sums of
+    the rounded W' in fp32, b' = b + W beta in fp32 (HAS_BF: a Linear bias or a LayerNorm bias)."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < N
+    r64 = rows.to(tl.int64)
+    sacc = tl.full([ROWS, BLOCK_K], 0, tl.float32)
+    bacc = tl.full([ROWS, BLOCK_K], 0, tl.float32)
+    start = 0
+    while start < K:
+        cols = start + tl.arange(0, BLOCK_K)
+        cm = cols < K
+        m = rmask[:, None] & cm[None, :]
+        w = tl.load(W + r64[:, None] * swn + cols.to(tl.int64)[None, :] * swk, mask=m, other=0.0).to(tl.float32)
+        wf = w
+        if HAS_G:
+            wf = _cast(w * tl.load(G + cols, mask=cm, other=0.0).to(tl.float32)[None, :], WF.dtype.element_ty)
+            tl.store(WF + r64[:, None] * K + cols[None, :], wf, mask=m)
+        sacc += wf.to(tl.float32)
+        if HAS_BETA:
+            bacc += w * tl.load(BETA + cols, mask=cm, other=0.0).to(tl.float32)[None, :]
+        start += BLOCK_K
+    tl.store(S + rows, tl.sum(sacc, axis=1), mask=rmask)
+    if HAS_BF:
+        b = tl.sum(bacc, axis=1)
+        if HAS_BIAS:
+            b += tl.load(BIAS + rows, mask=rmask, other=0.0).to(tl.float32)
+        tl.store(BF + rows, b, mask=rmask)
+
+
+@triton.jit
+def _add_pairs(a, b, c, d):
+    return a + c, b + d
+
+
+# M and rows unspecialized: a new number of rows compiles nothing new (CUDA-graph capture)
+@triton.jit(do_not_specialize=["M", "rows"])
+def _ln_bwd_kernel(DXN, X, G, BETA, MEAN, RSTD, DX, XN, PART, M, K, rows, sxm, sxk, eps,
+                   HAS_G: tl.constexpr, HAS_BETA: tl.constexpr, HAS_DX: tl.constexpr, HAS_XN: tl.constexpr,
+                   HAS_DGB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The LayerNorm's backward and the Linear's input, in one pass over rows that fit one
+    block: program g takes rows [g * rows, (g + 1) * rows) (rows a multiple of BLOCK_M)
+    BLOCK_M at a time, reads x (its strides) and dxn = dy W (the gradient of the normalized
+    input, contiguous) once, and writes
+    - DX (HAS_DX): LayerNorm's d_input, rstd * (g dxn - xhat mean(xhat g dxn) - mean(g dxn))
+      in fp32 as ATen's, in x's type, contiguous;
+    - XN (HAS_XN): the normalized input xhat * g + beta rounded to x's type as eager's
+      LayerNorm output is (the weight gradient's GEMM reads it: the fused forward never wrote it);
+    - PART [G, 2, K] fp32 (HAS_DGB): row (g, 0) the sum of dxn * xhat over its rows, (g, 1) of
+      dxn, which _sum_parts adds up into the LayerNorm's weight and bias gradients.
+    A row of equal values has rstd 0 from the statistics kernel (the fold's guard); its
+    gradient needs the true 1/sqrt(eps), which is what var = 0 gives."""
+    g = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_K).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
+    i = tl.arange(0, BLOCK_M).to(tl.int64)
+    cm = cols < K
+    if HAS_G:
+        gamma = tl.load(G + cols, mask=cm, other=0.0).to(tl.float32)
+    if HAS_BETA:
+        beta = tl.load(BETA + cols, mask=cm, other=0.0).to(tl.float32)
+    dg = tl.full([BLOCK_K], 0, tl.float32)
+    db = tl.full([BLOCK_K], 0, tl.float32)
+    flat = 1.0 / tl.sqrt(tl.full([BLOCK_M], 0, tl.float32) + eps)
+    r = g * rows
+    end = tl.minimum(r + rows, M)
+    while r < end:
+        rm = r + i
+        rmask = rm < end
+        m = rmask[:, None] & cm[None, :]
+        x = tl.load(X + rm[:, None] * sxm + cols[None, :] * sxk, mask=m, other=0.0).to(tl.float32)
+        mean = tl.load(MEAN + rm, mask=rmask, other=0.0)
+        rstd = tl.load(RSTD + rm, mask=rmask, other=0.0)
+        rstd = tl.where(rstd == 0.0, flat, rstd)
+        xhat = tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
+        off = rm[:, None] * K + cols[None, :]
+        if HAS_XN:
+            xn = xhat
+            if HAS_G:
+                xn = xn * gamma[None, :]
+            if HAS_BETA:
+                xn = xn + beta[None, :]
+            tl.store(XN + off, _cast(xn, XN.dtype.element_ty), mask=m)
+        if HAS_DX or HAS_DGB:
+            dxn = tl.load(DXN + off, mask=m, other=0.0).to(tl.float32)
+            if HAS_DX:
+                wdy = dxn
+                if HAS_G:
+                    wdy = dxn * gamma[None, :]
+                # both row sums in one reduction (one exchange between the warps of a row)
+                c1, c2 = tl.reduce((xhat * wdy, wdy), 1, _add_pairs)
+                d = (wdy - (xhat * (c1 / K)[:, None] + (c2 / K)[:, None])) * rstd[:, None]
+                tl.store(DX + off, _cast(d, DX.dtype.element_ty), mask=m)
+            if HAS_DGB:
+                dg += tl.sum(dxn * xhat, axis=0)
+                db += tl.sum(dxn, axis=0)
+        r += BLOCK_M
+    if HAS_DGB:
+        tl.store(PART + 2 * g * K + cols, dg, mask=cm)
+        tl.store(PART + (2 * g + 1) * K + cols, db, mask=cm)
+
+
+# --- fa:shared sumparts ---
+# Weight and bias gradients from per-program partial sums: a backward's programs each add up
+# their rows into one fp32 row per gradient, PART [G, K, N] ([G, N] for K = 1), and
+# _sum_parts adds up each gradient's G rows and writes it in the gradient's type: one launch
+# where part.sum(0) and a cast took two or three (4.2 vs 11.1 us for 512 x 2 x 768, L2-warm,
+# on the H200: bench/experiments/probe_add_layernorm_bwd.py).
+SUM_BLOCK_G = 128
+SUM_BLOCK_N = 16 if INTERPRET else 32
+
+
+# G (the number of groups) unspecialized: it follows the rows, which vary from call to call
+@triton.jit(do_not_specialize=["G"])
+def _sum_parts(PART, OUT0, OUT1, G, N, K, K0, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Program (j, i) adds up gradient K0 + i of PART [G, K, N] (fp32) over the G groups,
+    BLOCK_G at a time, for columns [j * BLOCK_N, (j + 1) * BLOCK_N), into OUT0 (i = 0) or OUT1
+    (i = 1) in its type."""
+    i = tl.program_id(1)
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cm = cols < N
+    gs = tl.arange(0, BLOCK_G)
+    acc = tl.full([BLOCK_G, BLOCK_N], 0, tl.float32)
+    g = 0
+    while g < G:
+        grp = g + gs
+        acc += tl.load(PART + ((grp * K + K0 + i) * N)[:, None] + cols[None, :],
+                       mask=(grp < G)[:, None] & cm[None, :], other=0.0)
+        g += BLOCK_G
+    total = tl.sum(acc, axis=0)
+    if i == 0:
+        tl.store(OUT0 + cols, _cast(total, OUT0.dtype.element_ty), mask=cm)
+    else:
+        tl.store(OUT1 + cols, _cast(total, OUT1.dtype.element_ty), mask=cm)
+
+
+def _part_sums(part, outs, k0=0):
+    """outs[i] = part[:, k0 + i].sum(0) written in outs[i]'s type, for one or two contiguous
+    1-D outs of N: part is fp32 [G, K, N] (or [G, N]), contiguous. One launch of _sum_parts."""
+    G, N = part.shape[0], part.shape[-1]
+    if G * N == 0:
+        for o in outs:
+            o.zero_()
+        return
+    block_g = SUM_BLOCK_G
+    if INTERPRET:  # the group loop runs in Python: two blocks of groups whatever G is (and a
+        block_g = max(2, 1 << (-(-G // 2) - 1).bit_length())  # skipped block still shows)
+    _launch(_sum_parts, (-(-N // SUM_BLOCK_N), len(outs)),
+            (part, outs[0], outs[-1], G, N, part.numel() // (G * N), k0),
+            num_warps=4, BLOCK_G=block_g, BLOCK_N=SUM_BLOCK_N)
+# --- fa:end sumparts ---
+
+
 # --- fa:shared rows ---
 def _rows(t, view_only=False):
     """A 2-D [rows, N] view of t; a copy only when no such view exists (never for outputs)."""
@@ -623,19 +786,33 @@ def ln_stats(x, eps=1e-5):
 
 
 def fold_weights(ln_weight, ln_bias, weight, bias=None):
-    """The weights of variant="fold", computed once per weight: ``(W', b', s)`` with
-    ``W' = W diag(gamma)`` in W's dtype, ``b' = b + W beta`` and ``s = rowsum(W')`` in fp32
-    (``b'`` is None when there is neither a Linear bias nor a LayerNorm bias)."""
-    w32 = weight.float()
-    wf = (w32 * ln_weight.float()[None, :]).to(weight.dtype) if ln_weight is not None else weight
-    bf = None
-    if bias is not None or ln_bias is not None:
-        bf = torch.zeros(weight.shape[0], dtype=torch.float32, device=weight.device)
-        if bias is not None:
-            bf += bias.float()
-        if ln_bias is not None:
-            bf += w32 @ ln_bias.float()
-    return wf.contiguous(), bf, wf.float().sum(1).contiguous()
+    """The weights of variant="fold", computed once per weight (in training, once per
+    optimizer step): ``(W', b', s)`` with ``W' = W diag(gamma)`` in W's dtype, ``b' = b + W
+    beta`` and ``s = rowsum(W')`` in fp32 (``b'`` is None when there is neither a Linear bias
+    nor a LayerNorm bias). One launch of _fold_kernel (W read once); W' is W itself (made
+    contiguous) without a LayerNorm weight."""
+    N, K = weight.shape
+    dev = weight.device
+    wf = torch.empty((N, K), dtype=weight.dtype, device=dev) if ln_weight is not None else weight.contiguous()
+    s = torch.empty(N, dtype=torch.float32, device=dev)
+    has_bf = bias is not None or ln_bias is not None
+    bf = torch.empty(N, dtype=torch.float32, device=dev) if has_bf else None
+    if N == 0:
+        return wf, bf, s
+    if K == 0:
+        s.zero_()
+        if has_bf:
+            bf.copy_(bias.float() if bias is not None else torch.zeros_like(bf))
+        return wf, bf, s
+    block = min(1 << (K - 1).bit_length(), MAX_BLOCK_K)
+    rows = max(1, min(STATS_TILE // block, 1 << (N - 1).bit_length()))
+    g, b, lb = _vector(ln_weight), _vector(bias), _vector(ln_bias)
+    _launch(_fold_kernel, ((N + rows - 1) // rows,),
+            (weight, s if g is None else g, s if lb is None else lb, s if b is None else b, wf, s,
+             s if bf is None else bf, N, K, weight.stride(0), weight.stride(1)),
+            num_warps=8 if rows * block >= 4096 else 4, HAS_G=g is not None, HAS_BETA=lb is not None,
+            HAS_BF=has_bf, HAS_BIAS=b is not None, ROWS=rows, BLOCK_K=block)
+    return wf, bf, s
 
 
 def _check(x, ln_weight, ln_bias, weight, bias):
@@ -696,7 +873,8 @@ def _plan(x, ln_weight, ln_bias, weight, bias, variant, folded):
 
 def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=None, out=None,
                      variant="fold", folded=None):
-    """y = linear(layer_norm(x, (K,), ln_weight, ln_bias, eps), weight, bias); forward only.
+    """y = linear(layer_norm(x, (K,), ln_weight, ln_bias, eps), weight, bias), no autograd
+    (layernorm_linear_train and LayerNormLinear train through LayerNormLinearFunction).
 
     ``variant``: "fold" (default) or "normalize" (see the module docstring). ``folded`` =
     ``fold_weights(ln_weight, ln_bias, weight, bias)`` computed once and reused (without it the
@@ -790,12 +968,123 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
     return out
 
 
+# The backward's row groups (_ln_bwd_kernel): about BWD_GROUPS programs of at least
+# BWD_MIN_ROWS rows each, so that the LayerNorm weight's and bias' partial sums are a few
+# hundred fp32 rows whatever M is; each program's tile is BLOCK_M rows of BLOCK_K, about
+# BWD_TILE elements, at _bwd_warps. Rows longer than MAX_BWD_K take ATen's LayerNorm backward.
+# The same plan as add_layernorm's one-pass backward (measured there on the H200: tiles of
+# 2048 at 4 warps, 512 groups).
+BWD_GROUPS = 8 if INTERPRET else 512
+BWD_MIN_ROWS = 1 if INTERPRET else 4
+BWD_TILE = 256 if INTERPRET else 2048
+MAX_BWD_K = 256 if INTERPRET else 8192
+
+
+def _bwd_warps(tile):
+    """16 elements per thread of each row array, 4 to 16 warps (add_layernorm's _bwd_warps)."""
+    return min(max(tile // 512, 4), 16)
+
+
+def _ln_backward(a, dxn, gamma, beta, mean, rstd, eps, need):
+    """(dx [M, K] or None, xn [M, K] or None, dgamma, dbeta) for rows a [M, K] (any strides)
+    and dxn [M, K] (contiguous, the gradient of the normalized input), need = (dx, xn,
+    dgamma, dbeta). Rows that fit MAX_BWD_K: one _ln_bwd_kernel pass and one _sum_parts;
+    longer rows: ATen's LayerNorm backward and the normalized input in torch ops."""
+    M, K = a.shape
+    need_dx, need_xn, need_g, need_b = need
+    need_g, need_b = need_g and gamma is not None, need_b and beta is not None
+    dev = a.device
+    dx = torch.empty((M, K), dtype=a.dtype, device=dev) if need_dx else None
+    xn = torch.empty((M, K), dtype=a.dtype, device=dev) if need_xn else None
+    dg = torch.empty(K, dtype=gamma.dtype, device=dev) if need_g else None
+    db = torch.empty(K, dtype=beta.dtype, device=dev) if need_b else None
+    if M == 0:
+        for t in (dg, db):
+            if t is not None:
+                t.zero_()
+        return dx, xn, dg, db
+    if K > MAX_BWD_K:
+        true_rstd = torch.where(rstd == 0, torch.full_like(rstd, 1.0 / math.sqrt(eps)), rstd)
+        if need_xn:
+            xh = (a.float() - mean[:, None]) * true_rstd[:, None]
+            xn.copy_(torch.addcmul(beta.float() if beta is not None else torch.zeros_like(xh[0]), xh,
+                                   gamma.float() if gamma is not None else torch.ones_like(xh[0])))
+        if need_dx or need_g or need_b:
+            # CUDA's native_layer_norm keeps fp32 stats; the CPU kernels want the input dtype
+            sd = torch.float32 if a.is_cuda else a.dtype
+            d, g_, b_ = torch.ops.aten.native_layer_norm_backward(
+                dxn, a.contiguous(), [K], mean.view(M, 1).to(sd), true_rstd.view(M, 1).to(sd), gamma, beta,
+                [need_dx, need_g, need_b])
+            for out, t in ((dx, d), (dg, g_), (db, b_)):
+                if out is not None:
+                    out.copy_(t)
+        return dx, xn, dg, db
+    block = min(1 << (K - 1).bit_length(), MAX_BWD_K)
+    bm = max(1, BWD_TILE // block)
+    rows = max(BWD_MIN_ROWS, -(-M // BWD_GROUPS))
+    rows = -(-rows // bm) * bm  # whole tiles per program
+    groups = -(-M // rows)
+    part = torch.empty((groups, 2, K), dtype=torch.float32, device=dev) if need_g or need_b else mean
+    _launch(_ln_bwd_kernel, (groups,),
+            (dxn, a, mean if gamma is None else gamma, mean if beta is None else beta, mean, rstd,
+             mean if dx is None else dx, mean if xn is None else xn, part, M, K, rows, a.stride(0), a.stride(1),
+             float(eps)),
+            num_warps=_bwd_warps(bm * block), HAS_G=gamma is not None, HAS_BETA=beta is not None,
+            HAS_DX=need_dx, HAS_XN=need_xn, HAS_DGB=need_g or need_b, BLOCK_M=bm, BLOCK_K=block)
+    if need_g or need_b:  # part [groups, 2, K]: row 0 the weight's sums, row 1 the bias'
+        _part_sums(part, [t for t in (dg, db) if t is not None], 0 if need_g else 1)
+    return dx, xn, dg, db
+
+
+class LayerNormLinearFunction(torch.autograd.Function):
+    """Autograd for layernorm_linear (either variant). Forward: the statistics kernel, then
+    the fused GEMM; saved: x, the parameters and the fp32 mean and rstd, not the normalized
+    input eager's Linear saves (M x K fewer elements held from forward to backward). Backward:
+    dxn = dy W (cuBLAS), one pass (_ln_bwd_kernel) writing the LayerNorm's d_input, the
+    normalized input for the weight gradient and the per-program sums of dgamma and dbeta,
+    then dW = dy^T xn (cuBLAS), the bias gradient as eager's row sum, and _sum_parts."""
+
+    @staticmethod
+    def forward(ctx, x, ln_weight, ln_bias, weight, bias, eps, variant, folded):
+        mean, rstd = ln_stats(x, eps)
+        y = layernorm_linear(x, ln_weight, ln_bias, weight, bias, eps, stats=(mean, rstd), variant=variant,
+                             folded=folded)
+        ctx.save_for_backward(x, ln_weight, ln_bias, weight, mean, rstd)
+        ctx.eps = eps
+        ctx.has_bias = bias is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, gamma, beta, weight, mean, rstd = ctx.saved_tensors
+        N, K = weight.shape
+        need_x, need_g, need_b, need_w, need_bias = ctx.needs_input_grad[:5]
+        dy2 = dy.reshape(-1, N)
+        a = _rows(x)  # the forward's rows (a copy only when x has no [rows, K] view)
+        dxn = dy2 @ weight if need_x or need_g or need_b else None
+        dx, xn, dg, db = _ln_backward(a, dxn, gamma, beta, mean, rstd, ctx.eps, (need_x, need_w, need_g, need_b))
+        dw = dy2.t() @ xn if need_w else None
+        dbias = dy2.sum(0) if ctx.has_bias and need_bias else None
+        return (None if dx is None else dx.view(x.shape)), dg, db, dw, dbias, None, None, None
+
+
+def layernorm_linear_train(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, variant="fold", folded=None):
+    """y = linear(layer_norm(x)) through LayerNormLinearFunction (autograd). For variant="fold"
+    without ``folded`` the weights are folded in this call (as a training step must after
+    every optimizer step: LayerNormLinear caches the fold per parameter version)."""
+    if variant == "fold" and folded is None:
+        _check(x, ln_weight, ln_bias, weight, bias)
+        with torch.no_grad():
+            folded = fold_weights(ln_weight, ln_bias, weight, bias)
+    return LayerNormLinearFunction.apply(x, ln_weight, ln_bias, weight, bias, eps, variant, folded)
+
+
 class LayerNormLinear(torch.nn.Module):
     """Drop-in for ``linear(layer_norm(x))``: ``LayerNormLinear.from_modules(ln, linear)(x)``.
 
     Shares the two modules' parameters and keeps the folded weights of variant="fold",
-    recomputed when a parameter is changed or replaced. Forward only: when autograd needs a
-    graph it runs the eager chain instead."""
+    recomputed when a parameter is changed or replaced (in training: once per optimizer
+    step). When autograd needs a graph it runs LayerNormLinearFunction."""
 
     def __init__(self, ln, linear, variant="fold"):
         super().__init__()
@@ -823,8 +1112,8 @@ class LayerNormLinear(torch.nn.Module):
 
     def forward(self, x):
         params = [p for p in self._params() if p is not None]
-        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
-            return self.linear(self.ln(x))
         folded = self.folded() if self.variant == "fold" else None
+        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
+            return LayerNormLinearFunction.apply(x, *self._params(), self.ln.eps, self.variant, folded)
         return layernorm_linear(x, self.ln.weight, self.ln.bias, self.linear.weight, self.linear.bias, self.ln.eps,
                                 variant=self.variant, folded=folded)

@@ -330,7 +330,13 @@ def test_nan_row(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("variant", ["fold", "normalize"])
-def test_module(device, variant):
+def test_module(device, variant, monkeypatch):
+    """Inference: the plain kernel, refolded after a parameter update; training: through
+    LayerNormLinearFunction, the gradients of x and of the four parameters against float64
+    eager, and refolded after an optimizer step (the next forward uses the new weights)."""
+    calls = []
+    real = kernel.LayerNormLinearFunction.apply
+    monkeypatch.setattr(kernel.LayerNormLinearFunction, "apply", lambda *a: calls.append(1) or real(*a))
     ln, lin = torch.nn.LayerNorm(32, device=device), torch.nn.Linear(32, 24, device=device)
     m = kernel.LayerNormLinear.from_modules(ln, lin, variant=variant)
     x = torch.randn(2, 3, 32, device=device) + 1
@@ -340,12 +346,108 @@ def test_module(device, variant):
         ln.weight.mul_(2.0)
         lin.bias.add_(1.0)
         fat.assert_close(m(x), lin(ln(x)), 1e-4, 1e-4, name="after a parameter update")
-    m(x).sum().backward()  # training: eager fallback, grads flow
-    assert lin.weight.grad is not None and ln.weight.grad is not None
+    assert calls == []
+    x.requires_grad_(True)
+    dy = torch.randn(2, 3, 24, device=device)
+    params = [ln.weight, ln.bias, lin.weight, lin.bias]
+    got = torch.autograd.grad(m(x), [x] + params, dy)
+    assert calls == [1]
+    leaves = [t.detach().double().requires_grad_(True) for t in [x] + params]
+    want = torch.autograd.grad(F.linear(F.layer_norm(leaves[0], (32,), leaves[1], leaves[2], ln.eps), leaves[3],
+                                        leaves[4]), leaves, dy.double())
+    for name, gg, ww in zip(("dx", "dgamma", "dbeta", "dW", "db"), got, want):
+        fat.assert_close(gg, ww.float(), 1e-4, 1e-4, name=name)
+    opt = torch.optim.SGD(params, lr=0.1)
+    for p, gg in zip(params, got[1:]):
+        p.grad = gg
+    opt.step()
+    fat.assert_close(m(x), lin(ln(x)), 1e-4, 1e-4, name="after an optimizer step")
+
+
+def _fused_grad_case(shapes, dtype, params, device, seed):
+    """fat.run_grad_case without its second pass through adapter.train (the same launches
+    with another dy): test_grad_through_train runs that pass."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delattr(adapter, "train")
+        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, seed)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype,has_bias", [("fp32", True), ("bf16", True), ("bf16", False), ("fp16", True)])
+def test_grad(device, dtype, has_bias):
+    """Gradients of x, both LayerNorm parameters, W and b (the adapter's autograd mode), on
+    the adversarial shapes that reach the backward's paths:
+    ragged M, N and K (the one-pass kernel, several row tiles), a single row, a 3-D input,
+    and the adapter's grad_shapes: rows longer than the one-pass block (ATen's LayerNorm
+    backward), constant rows in both paths (their stored rstd is 0: the backward needs
+    1/sqrt(eps)), x past 2**31 elements; x always a strided view (the adapter's _grad_view)."""
+    params = {"eps": 1e-5, "has_bias": has_bias}
+    for i, shapes in enumerate([[[33, 70], [45, 70]], [[1, 33], [17, 33]], [[2, 9, 64], [40, 64]]] +
+                               adapter.grad_shapes(params)):
+        _fused_grad_case(shapes, dtype, params, device, 20 + i)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_through_train(device):
+    fat.run_grad_case(kernel, ref, adapter, [[3, 11, 136], [24, 136]], "bf16", {"has_bias": True}, device, 4)
+
+
+class NoXGrad(Exception):
+    pass
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_takes_only_what_it_needs(device, monkeypatch):
+    """Frozen parameters and an input without a gradient: the backward skips the GEMMs and
+    stores it does not need (no dxn GEMM when neither x nor the LayerNorm needs one, no
+    normalized input when W does not), and what it computes matches eager; no affine
+    LayerNorm, no Linear bias."""
+    g = fat.gen(11)
+    x = fat.randn([2, 7, 48], torch.float32, device, g, mean=-1.0)
+    lw, lb = fat.randn([48], torch.float32, device, g, mean=1.0), fat.randn([48], torch.float32, device, g)
+    w, b = fat.randn([20, 48], torch.float32, device, g, std=0.2), fat.randn([20], torch.float32, device, g)
+    dy = fat.randn([2, 7, 20], torch.float32, device, g)
+    seen = []
+    real = kernel._ln_backward
+    monkeypatch.setattr(kernel, "_ln_backward", lambda *a: seen.append((a[1] is not None, a[7])) or real(*a))
+    for grads, args in (((0,), (x, lw, lb, w, b)), ((3, 4), (x, lw, lb, w, b)), ((1, 2), (x, lw, lb, w, b)),
+                        ((0, 3), (x, None, None, w, None))):
+        seen.clear()
+        leaves = [None if t is None else t.detach().clone().requires_grad_(i in grads) for i, t in enumerate(args)]
+        y = kernel.layernorm_linear_train(*leaves)
+        got = torch.autograd.grad(y, [leaves[i] for i in grads], dy)
+        e = [None if t is None else t.detach().double().requires_grad_(i in grads) for i, t in enumerate(args)]
+        want = torch.autograd.grad(ref.layernorm_linear(*e), [e[i] for i in grads], dy.double())
+        for i, gg, ww in zip(grads, got, want):
+            fat.assert_close(gg, ww.float(), 1e-4, 1e-4, name=f"grad {i} of {grads}")
+        need_dxn = any(i in grads for i in (0, 1, 2))
+        assert seen == [(need_dxn, (0 in grads, 3 in grads, 1 in grads, 2 in grads))], (grads, seen)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fold_kernel_paths(device):
+    """fold_weights' one pass against torch: rows in several programs, K in several blocks
+    (a K loop past MAX_BLOCK_K), a strided weight, each of gamma, beta and the bias absent."""
+    g = fat.gen(12)
+    for n, k in ((37, 40), (5, 300)):
+        w = fat.randn([k, n], torch.float32, device, g).t()  # strided
+        lw, lb = fat.randn([k], torch.float32, device, g, mean=1.0), fat.randn([k], torch.float32, device, g)
+        bias = fat.randn([n], torch.float32, device, g)
+        for gam, bet, bb in ((lw, lb, bias), (None, lb, None), (lw, None, bias), (lw, None, None)):
+            wf, bf, s = kernel.fold_weights(gam, bet, w, bb)
+            w_ = w * gam if gam is not None else w
+            fat.assert_close(wf, w_, 1e-6, 1e-6, name="W'")
+            fat.assert_close(s, w_.sum(1), 1e-5, 1e-5, name="s")
+            if bet is None and bb is None:
+                assert bf is None
+            else:
+                want = (bb if bb is not None else 0) + (w @ bet if bet is not None else 0)
+                fat.assert_close(bf, want, 1e-5, 1e-5, name="b'")
 
 
 def test_bench_hooks():
-    """gemm_only is the Linear of the reference's normalized input, flops is 2*M*N*K."""
+    """gemm_only is the Linear of the reference's normalized input, flops is 2*M*N*K, the
+    backward's flops twice that."""
     shapes = [[3, 5, 64], [24, 64], [24]]
     inputs = adapter.make_inputs(shapes, torch.float32, {"has_bias": True}, "cpu", 3)
     want = adapter.reference(ref, inputs, {"has_bias": True})[0]
@@ -356,6 +458,7 @@ def test_bench_hooks():
     assert len(got) == 1 and len(adapter.reference(ref, inputs, {"has_bias": True})) == 1
     fat.assert_close(got[0], want, 1e-4, 1e-4)
     assert adapter.flops(shapes, torch.float32, {}) == 2 * 15 * 24 * 64
+    assert adapter.bwd_flops(shapes, torch.float32, {}) == 4 * 15 * 24 * 64
 
 
 @pytest.mark.gpu
