@@ -373,6 +373,8 @@ var mutations = func() []mutation {
 	fwd = "def _ln_linear_kernel("
 	tma := "def _fold_tma_kernel("
 	epi := "def _fold_epilogue("
+	bwd = "def _ln_bwd_kernel("
+	fold := "def _fold_kernel("
 	ms = append(ms, []mutation{
 		{"layernorm_linear", "stats-mask-le", classMaskLE, shifted, "(cols < K)[None, :]", "(cols <= K)[None, :]"},
 		{"layernorm_linear", "stats-rows-store-unmasked", classTailMask, stats, "tl.store(RSTD + rows, rstd, mask=rmask)", "tl.store(RSTD + rows, rstd)"},
@@ -418,6 +420,25 @@ var mutations = func() []mutation {
 		{"layernorm_linear", "tma-last-k-block-dropped", classRowLoop, tma, "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K, BLOCK_K):"},
 		{"layernorm_linear", "out-overlap-unchecked", overlap, "def layernorm_linear(", `_check_alias("layernorm_linear", [("out", out)], ins)`, "pass"},
 		{"layernorm_linear", "out-overlap-x-unchecked", overlap, "def layernorm_linear(", `ins = [("x", x), `, `ins = [`},
+		// the backward (LayerNormLinearFunction: _ln_bwd_kernel's one pass, ATen's for rows
+		// past MAX_BWD_K, the partial sums) and the fold's one pass over W (_fold_kernel)
+		{"layernorm_linear", "bwd-flat-guard-dropped", classFormula, bwd, "rstd = tl.where(rstd == 0.0, flat, rstd)", "rstd = rstd"},
+		{"layernorm_linear", "bwd-x-col-stride-1", classStride, bwd, "cols[None, :] * sxk, mask=m", "cols[None, :], mask=m"},
+		{"layernorm_linear", "bwd-x-row-stride-k", classStride, bwd, "X + rm[:, None] * sxm", "X + rm[:, None] * K"},
+		{"layernorm_linear", "bwd-mask-le", classMaskLE, bwd, "cm = cols < K", "cm = cols <= K"},
+		{"layernorm_linear", "bwd-mean-over-block", classReduce, bwd, "(c1 / K)[:, None]", "(c1 / BLOCK_K)[:, None]"},
+		{"layernorm_linear", "bwd-c2-dropped", classFormula, bwd, " + (c2 / K)[:, None]))", "))"},
+		{"layernorm_linear", "bwd-no-gamma", classFormula, bwd, "wdy = dxn * gamma[None, :]", "wdy = dxn"},
+		{"layernorm_linear", "bwd-xn-beta-dropped", classFormula, bwd, "xn = xn + beta[None, :]", "xn = xn"},
+		{"layernorm_linear", "bwd-dgamma-wrong", classReduce, bwd, "dg += tl.sum(dxn * xhat, axis=0)", "dg += tl.sum(dxn, axis=0)"},
+		{"layernorm_linear", "bwd-last-tile-dropped", classRowLoop, bwd, "while r < end:", "while r < end - BLOCK_M:"},
+		{"layernorm_linear", "bwd-col-int32", index32, bwd, "cols = tl.arange(0, BLOCK_K).to(tl.int64)", "cols = tl.arange(0, BLOCK_K)"},
+		{"layernorm_linear", "bwd-eps-hardcoded", classEps, "def _ln_backward(", "float(eps)),", "1e-6),"},
+		{"layernorm_linear", "bwd-long-rows-rstd", classFormula, "def _ln_backward(", "1.0 / math.sqrt(eps)", "0.0"},
+		{"layernorm_linear", "fold-gamma-dropped", classFormula, fold, "wf = _cast(w * tl.load(G + cols", "wf = _cast(w * 0 + tl.load(G + cols"},
+		{"layernorm_linear", "fold-beta-wrong", classFormula, fold, "bacc += w * tl.load(BETA + cols", "bacc += tl.load(BETA + cols"},
+		{"layernorm_linear", "fold-last-chunk-dropped", classRowLoop, fold, "    while start < K:\n        cols = start", "    while start < K - BLOCK_K:\n        cols = start"},
+		{"layernorm_linear", "fold-w-stride-k", classStride, fold, "r64[:, None] * swn", "r64[:, None] * K"},
 	}...)
 	// attention: the score tile (scale, causal mask, Sk tail), the online softmax, causal block
 	// skipping and the finite fill's rows masked everywhere (verify's spec: causal with fill

@@ -1,0 +1,102 @@
+"""Probe: the tiling of a generic chain's fused backward (GPU).
+
+A generic chain's backward (codegen/generic.go: _fused_bwd_kernel, planned by _bwd_plan) sums
+the gradients of broadcast inputs per program into column-sum buffers. Llama's fp32 RoPE-style
+``x0 * x1 + x2`` (x1 broadcast over batch and heads) ran its backward at 0.47x torch.compile
+on the H200 (13.7 vs 6.4 µs, docs/benchmarks/h200.md, 2026-12-02): the plan put 256 programs
+of 8 tiles on 132 multiprocessors, a few warps each, and no row splits. This probe times the
+backward of each generated folder given (bench's backward mode: harness.TrainingCall over
+adapter.train, captured in a CUDA graph, the replay timed by fa_testing.gpu_time_us with the
+L2 flushed) for the plan's knobs (BWD_TILE, MIN_SPLIT_ROWS, PROGRAMS_PER_SM, MIN_BLOCK_C) one
+at a time and in pairs, beside eager's backward, each variant's gradients checked against
+eager's. The config column gives the grid and the partial sums' buffer of each variant.
+
+Usage, from the repository root, with folders made by ``fuseadvise gen``:
+  python bench/experiments/probe_generic_bwd.py FOLDER... [--json]
+"""
+import argparse
+import importlib.util
+import itertools
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))  # harness
+
+import torch  # noqa: E402
+
+import harness  # noqa: E402
+
+KNOBS = {"BWD_TILE": (1024, 512, 256, 2048), "MIN_SPLIT_ROWS": (16, 8, 4, 2), "PROGRAMS_PER_SM": (8, 16, 32),
+         "MIN_BLOCK_C": (128, 64, 256)}
+
+
+def load(folder, name):
+    spec = importlib.util.spec_from_file_location(f"{folder.name}_{name}", folder / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def variants():
+    """The plan's defaults, each knob alone, then the pairs of the first three knobs."""
+    yield {}
+    for k, vals in KNOBS.items():
+        for v in vals[1:]:
+            yield {k: v}
+    for (a, av), (b, bv) in itertools.combinations([(k, v[1:]) for k, v in KNOBS.items() if k != "MIN_BLOCK_C"], 2):
+        for x, y in itertools.product(av, bv):
+            yield {a: x, b: y}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folders", nargs="+")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    for f in map(pathlib.Path, args.folders):
+        sys.path.insert(0, str(f))  # the folder's fa_testing and case
+        fat = load(f, "fa_testing")
+        sys.modules["fa_testing"] = fat
+        case, kernel, ref, adapter = (load(f, n) for n in ("case", "kernel", "reference", "adapter"))
+        params = case.PARAMS
+        inputs = adapter.make_inputs(case.SHAPES, fat.DTYPES[case.DTYPE], params, "cuda", 0)
+        names = [n for n in adapter.GRAD_INPUTS if inputs.get(n) is not None]
+
+        def timed(fwd):
+            call = harness.TrainingCall(torch, fwd, inputs, names, "backward")
+            got = call()
+            return fat.gpu_time_us(fat.graph_replay(call) or call), got
+
+        eager_us, want = timed(lambda d: adapter.reference(ref, d, params))
+        defaults = {k: getattr(kernel, k) for k in KNOBS}
+        rows = [("eager", eager_us, None, "")]
+        for v in variants():
+            for k, val in {**defaults, **v}.items():
+                setattr(kernel, k, val)
+            kernel._PLANS.clear()  # the plans are cached per layout: planned again with the knobs
+            try:
+                xs = [inputs[n] for n in adapter.NAMES]
+                plan = kernel._bwd_plan(xs, [None] * len(kernel.OUT_DTYPES), [True] * len(xs))
+                launch = plan[-1]
+                cfg = "" if launch is None else f"grid {launch[0][0]} {launch[2]} parts {[s[0] for s in launch[3]]}"
+                us, got = timed(lambda d: adapter.train(kernel, d, params))
+                diff = max(((a.float() - b.float()).abs().max().item() for a, b in zip(got, want)
+                            if a is not None and b is not None), default=0.0)
+                rows.append((json.dumps(v) if v else "plan", us, diff, cfg))
+            except Exception as e:  # noqa: BLE001 - a variant that fails is a row
+                rows.append((json.dumps(v), None, None, f"error: {str(e).splitlines()[0][:100]}"))
+        for name, us, diff, cfg in rows:
+            if args.json:
+                print(json.dumps({"folder": f.name, "variant": name, "us": us, "max_abs_diff": diff, "config": cfg}))
+            else:
+                t = " ".join(f"{x:8.1f}" for x in us) if us else "       -" * 3
+                d = "-" if diff is None else f"{diff:.1e}"
+                print(f"{f.name[:44]:44s} {name:48s} {t}  {d:>8s}  {cfg}", flush=True)
+        sys.path.remove(str(f))
+
+
+if __name__ == "__main__":
+    main()
