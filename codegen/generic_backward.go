@@ -237,7 +237,11 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 // nIn inputs: fewer elements a thread as it reads and writes more tensors, each tensor's
 // offsets and values costing registers. Checked with ptxas -v at sm_90 on the ConvNeXt and
 // llama chains: 1024 for up to 20 tensors (<= 186 registers, no spills), 256 for ConvNeXt's
-// 42-tensor chain (168 registers; it spilled at 512 and 1024).
+// 42-tensor chain (168 registers; it spilled at 512 and 1024). Up to 12 tensors, 2048: more
+// bytes in flight a thread (bench/experiments/probe_generic_bwd.py on the H200, 2026-12-02:
+// Llama's fp32 x0 * x1 + x2, 7 tensors, 19.6 -> 14.8 µs at 4x16x512x64; ConvNeXt's layer
+// scale, 12 tensors, 88.8 -> 67.7 µs at 32x96x56x56 with PROGRAMS_PER_SM 32; its 17-tensor
+// chain at 32x768x7x7 was slower at 2048, 29.6 against 28.3 µs).
 func bwdTile(nIn int, g program.Grad, reached []bool) int {
 	n := nIn
 	for _, x := range g.Outputs {
@@ -251,6 +255,8 @@ func bwdTile(nIn int, g program.Grad, reached []bool) int {
 		}
 	}
 	switch {
+	case n <= 12:
+		return 2048
 	case n <= 20:
 		return 1024
 	case n <= 32:
@@ -287,7 +293,7 @@ func (r *renderer) backwardWrapper(g program.Grad, reached []bool) string {
 BWD_TILE = 128 if INTERPRET else ` + strconv.Itoa(bwdTile(len(r.p.Inputs), g, reached)) + `  # elements a tile of 4 warps (bwdTile)
 MIN_BLOCK_C = 16 if INTERPRET else 128
 MIN_SPLIT_ROWS = 2 if INTERPRET else 16
-PROGRAMS_PER_SM = 1 if INTERPRET else 8
+PROGRAMS_PER_SM = 1 if INTERPRET else 32  # 8 before: 4x fewer programs, 10-25% slower on the H200 (probe_generic_bwd.py)
 _SMS = {}
 
 

@@ -509,7 +509,7 @@ GRAD_ALIAS = [None, None, None, None, 0, None]  # per input: the output gradient
 BWD_TILE = 128 if INTERPRET else 1024  # elements a tile of 4 warps (bwdTile)
 MIN_BLOCK_C = 16 if INTERPRET else 128
 MIN_SPLIT_ROWS = 2 if INTERPRET else 16
-PROGRAMS_PER_SM = 1 if INTERPRET else 8
+PROGRAMS_PER_SM = 1 if INTERPRET else 32  # 8 before: 4x fewer programs, 10-25% slower on the H200 (probe_generic_bwd.py)
 _SMS = {}
 
 
