@@ -592,7 +592,8 @@ def _ln_bwd_kernel(DXN, X, G, BETA, MEAN, RSTD, DX, XN, PART, M, K, rows, sxm, s
     """The LayerNorm's backward and the Linear's input, in one pass over rows that fit one
     block: program g takes rows [g * rows, (g + 1) * rows) (rows a multiple of BLOCK_M)
     BLOCK_M at a time, reads x (its strides) and dxn = dy W (the gradient of the normalized
-    input, contiguous) once, and writes
+    input, contiguous) once, and writes (DX may be DXN: each element is read before the same
+    program writes it)
     - DX (HAS_DX): LayerNorm's d_input, rstd * (g dxn - xhat mean(xhat g dxn) - mean(g dxn))
       in fp32 as ATen's, in x's type, contiguous;
     - XN (HAS_XN): the normalized input xhat * g + beta rounded to x's type as eager's
@@ -987,14 +988,13 @@ def _bwd_warps(tile):
 
 def _ln_backward(a, dxn, gamma, beta, mean, rstd, eps, need):
     """(dx [M, K] or None, xn [M, K] or None, dgamma, dbeta) for rows a [M, K] (any strides)
-    and dxn [M, K] (contiguous, the gradient of the normalized input), need = (dx, xn,
-    dgamma, dbeta). Rows that fit MAX_BWD_K: one _ln_bwd_kernel pass and one _sum_parts;
+    and dxn [M, K] (contiguous, of a's dtype, the gradient of the normalized input, which dx
+    overwrites), need = (dx, xn, dgamma, dbeta). Rows that fit MAX_BWD_K: one _ln_bwd_kernel pass and one _sum_parts;
     longer rows: ATen's LayerNorm backward and the normalized input in torch ops."""
     M, K = a.shape
     need_dx, need_xn, need_g, need_b = need
     need_g, need_b = need_g and gamma is not None, need_b and beta is not None
     dev = a.device
-    dx = torch.empty((M, K), dtype=a.dtype, device=dev) if need_dx else None
     xn = torch.empty((M, K), dtype=a.dtype, device=dev) if need_xn else None
     dg = torch.empty(K, dtype=gamma.dtype, device=dev) if need_g else None
     db = torch.empty(K, dtype=beta.dtype, device=dev) if need_b else None
@@ -1002,7 +1002,7 @@ def _ln_backward(a, dxn, gamma, beta, mean, rstd, eps, need):
         for t in (dg, db):
             if t is not None:
                 t.zero_()
-        return dx, xn, dg, db
+        return (dxn if need_dx else None), xn, dg, db
     if K > MAX_BWD_K:
         true_rstd = torch.where(rstd == 0, torch.full_like(rstd, 1.0 / math.sqrt(eps)), rstd)
         if need_xn:
@@ -1012,28 +1012,30 @@ def _ln_backward(a, dxn, gamma, beta, mean, rstd, eps, need):
         if need_dx or need_g or need_b:
             # CUDA's native_layer_norm keeps fp32 stats; the CPU kernels want the input dtype
             sd = torch.float32 if a.is_cuda else a.dtype
-            d, g_, b_ = torch.ops.aten.native_layer_norm_backward(
+            dx, g_, b_ = torch.ops.aten.native_layer_norm_backward(
                 dxn, a.contiguous(), [K], mean.view(M, 1).to(sd), true_rstd.view(M, 1).to(sd), gamma, beta,
                 [need_dx, need_g, need_b])
-            for out, t in ((dx, d), (dg, g_), (db, b_)):
+            for out, t in ((dg, g_), (db, b_)):
                 if out is not None:
                     out.copy_(t)
-        return dx, xn, dg, db
+            return dx, xn, dg, db
+        return None, xn, dg, db
     block = min(1 << (K - 1).bit_length(), MAX_BWD_K)
     bm = max(1, BWD_TILE // block)
     rows = max(BWD_MIN_ROWS, -(-M // BWD_GROUPS))
     rows = -(-rows // bm) * bm  # whole tiles per program
     groups = -(-M // rows)
     part = torch.empty((groups, 2, K), dtype=torch.float32, device=dev) if need_g or need_b else mean
+    # d_input over dxn, in place (each element read, then written, by one program): one
+    # [M, K] buffer fewer at the backward's peak, which is then eager's
     _launch(_ln_bwd_kernel, (groups,),
             (dxn, a, mean if gamma is None else gamma, mean if beta is None else beta, mean, rstd,
-             mean if dx is None else dx, mean if xn is None else xn, part, M, K, rows, a.stride(0), a.stride(1),
-             float(eps)),
+             dxn, mean if xn is None else xn, part, M, K, rows, a.stride(0), a.stride(1), float(eps)),
             num_warps=_bwd_warps(bm * block), HAS_G=gamma is not None, HAS_BETA=beta is not None,
             HAS_DX=need_dx, HAS_XN=need_xn, HAS_DGB=need_g or need_b, BLOCK_M=bm, BLOCK_K=block)
     if need_g or need_b:  # part [groups, 2, K]: row 0 the weight's sums, row 1 the bias'
         _part_sums(part, [t for t in (dg, db) if t is not None], 0 if need_g else 1)
-    return dx, xn, dg, db
+    return (dxn if need_dx else None), xn, dg, db
 
 
 class LayerNormLinearFunction(torch.autograd.Function):

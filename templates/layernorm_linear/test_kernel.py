@@ -518,3 +518,30 @@ def test_gpu_tuning_after_cuda_graph_capture():
     assert not tuned(1024)
     kernel.layernorm_linear(x, lw, lb, w, b, folded=folded)
     assert tuned(1024)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gpu_training_peak_memory():
+    """A training step's peak memory (forward and backward, bf16 4096 x 768 -> 768, the weight
+    folded in the call) is at most eager's: the forward saves no normalized input, and the
+    backward writes d_input over dxn, so it holds no more [M, K] buffers than eager's."""
+    g = fat.gen(21)
+    x = fat.randn([4096, 768], torch.bfloat16, "cuda", g, mean=-2.3, std=0.5)
+    lw, lb = fat.randn([768], torch.bfloat16, "cuda", g, mean=1.0), fat.randn([768], torch.bfloat16, "cuda", g)
+    w, b = fat.randn([768, 768], torch.bfloat16, "cuda", g, std=0.03), fat.randn([768], torch.bfloat16, "cuda", g)
+    dy = fat.randn([4096, 768], torch.bfloat16, "cuda", g)
+
+    def peak(chain):
+        leaves = [t.detach().clone().requires_grad_(True) for t in (x, lw, lb, w, b)]
+        chain(*leaves)  # warm-up: compiles, tiles
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        torch.autograd.grad(chain(*leaves), leaves, dy)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+
+    fused = peak(lambda *a: kernel.layernorm_linear_train(*a))
+    eager = peak(lambda x, lw, lb, w, b: F.linear(F.layer_norm(x, (768,), lw, lb), w, b))
+    assert fused <= eager, (fused, eager)
