@@ -224,7 +224,16 @@ def _grad_view(x, inputs):
 
 
 def reference(ref, inputs, params):
-    y = ref.layernorm_linear(*_args(inputs), params.get("eps", 1e-5))
+    """Eager's chain; for the CONSTANT cases on a GPU, eager's chain on the CPU (moved back,
+    differentiably): CUDA's LayerNorm does not give a row of equal values a zero variance at
+    every K (at K = 100 on the H200 its fp32 output was 0.03 off, its LayerNorm weight gradient
+    in fp16 and fp32 as much), where the kernels, and the CPU's LayerNorm, are exact."""
+    args = _args(inputs)
+    x = args[0]
+    if inputs.get("shared_stats") and x.device.type != "cpu":
+        y = ref.layernorm_linear(*[None if t is None else t.cpu() for t in args], params.get("eps", 1e-5)).to(x.device)
+    else:
+        y = ref.layernorm_linear(*args, params.get("eps", 1e-5))
     return (y, y) if inputs.get("both_variants") else (y,)
 
 

@@ -445,11 +445,12 @@ def test_fold_kernel_paths(device):
                 fat.assert_close(bf, want, 1e-5, 1e-5, name="b'")
 
 
-def test_bench_hooks():
+@pytest.mark.parametrize("device", DEVICES)
+def test_bench_hooks(device):
     """gemm_only is the Linear of the reference's normalized input, flops is 2*M*N*K, the
     backward's flops twice that."""
     shapes = [[3, 5, 64], [24, 64], [24]]
-    inputs = adapter.make_inputs(shapes, torch.float32, {"has_bias": True}, "cpu", 3)
+    inputs = adapter.make_inputs(shapes, torch.float32, {"has_bias": True}, device, 3)
     want = adapter.reference(ref, inputs, {"has_bias": True})[0]
     got = adapter.gemm_only(inputs, {"has_bias": True})
     fat.assert_close(got, want, 1e-5, 1e-5, name="gemm_only")
@@ -524,8 +525,10 @@ def test_gpu_tuning_after_cuda_graph_capture():
 @pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
 def test_gpu_training_peak_memory():
     """A training step's peak memory (forward and backward, bf16 4096 x 768 -> 768, the weight
-    folded in the call) is at most eager's: the forward saves no normalized input, and the
-    backward writes d_input over dxn, so it holds no more [M, K] buffers than eager's."""
+    folded in the call) is eager's: the forward saves no normalized input, and the backward
+    writes d_input over dxn, so it holds no more [M, K] buffers than eager's. (Measured on the
+    H200: 3 KB above eager's 45.3 MB, the LayerNorm gradients' own allocations; one [M, K]
+    buffer more, 6.3 MB, before d_input went over dxn.)"""
     g = fat.gen(21)
     x = fat.randn([4096, 768], torch.bfloat16, "cuda", g, mean=-2.3, std=0.5)
     lw, lb = fat.randn([768], torch.bfloat16, "cuda", g, mean=1.0), fat.randn([768], torch.bfloat16, "cuda", g)
@@ -544,4 +547,4 @@ def test_gpu_training_peak_memory():
 
     fused = peak(lambda *a: kernel.layernorm_linear_train(*a))
     eager = peak(lambda x, lw, lb, w, b: F.linear(F.layer_norm(x, (768,), lw, lb), w, b))
-    assert fused <= eager, (fused, eager)
+    assert fused <= eager + 64 * 1024, (fused, eager)
