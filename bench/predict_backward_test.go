@@ -65,10 +65,12 @@ func TestPredictBackwardKinds(t *testing.T) {
 			Case{Pattern: "attention", Name: "attention-causal-bf16-4x32x512x96-00000000", Dtype: "bf16", Shape: qkv[0], Shapes: qkv, Bytes: 50331648, Timing: replay},
 			Case{Mode: "backward", Bytes: int64(attBytes), Timing: replay},
 			3*ov + attFlops/(dm.AttentionBwdEfficiency*679e6) + attBytes/(dm.AttentionBwdByteEfficiency*bw)},
-		{"layernorm_linear: two cuBLAS GEMMs, the LayerNorm's pass, its partial sums, the bias' sum",
+		{"layernorm_linear: two cuBLAS GEMMs, the LayerNorm's pass, its partial sums, the bias' sum, the refold",
 			Case{Pattern: "layernorm_linear", Dtype: "bf16", Shape: []int64{lm, lk}, Shapes: [][]int64{{lm, lk}, {ln, lk}, {ln}}, Bytes: 1, GemmOnlyUs: 300, Timing: replay},
 			// 16384 rows: 512 programs of 32 rows, an fp32 row of K each for dgamma and dbeta
-			Case{Mode: "backward", Timing: replay}, 2*300 + rowPass(4*lm*lk*2) + rowPass(512*2*lk*4) + rowPass(sum)},
+			// and the refold of the weights, a row kernel (the forward's row efficiency)
+			Case{Mode: "backward", Timing: replay}, 2*300 + rowPass(4*lm*lk*2) + rowPass(512*2*lk*4) + rowPass(sum) +
+				ov + row + 2*ln*lk*2/(dm.RowEfficiency*bw)},
 		{"a generic chain: no backward prediction",
 			Case{Pattern: "generic", Dtype: "fp32", Shape: []int64{m, n}, Bytes: m * n * 12, Timing: replay},
 			Case{Mode: "backward", Bytes: m * n * 12, Timing: replay}, 0},

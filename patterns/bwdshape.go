@@ -97,7 +97,8 @@ var bwdPerFwdByte = map[string]float64{
 //     written) and, with a bias, the gradient read again for its row sum;
 //   - GEMM after a LayerNorm (layernorm_linear): the forward's GEMM alone (GemmUs), the
 //     LayerNorm's backward pass over the GEMM's input (x and dxn read, dx and the normalized
-//     input written), its weight's and bias' partial sums, and the bias' row sum as above.
+//     input written), its weight's and bias' partial sums, the bias' row sum as above, and
+//     the training step's refold of the weights (FoldBytes).
 //
 // ok is false for a pattern without a backward model (an unknown id), a
 // forward without bytes (or GEMM time), or shapes the model cannot read.
@@ -122,9 +123,12 @@ func BackwardShapeOf(f ForwardCase, own int64, warm bool) (BackwardShape, bool) 
 			s.PassBytes = 3 * m * n * es
 		case GEMMStats:
 			// the LayerNorm's backward over the GEMM's input: x and dxn read, dx and the
-			// normalized input written; dgamma's and dbeta's partial sums
+			// normalized input written; dgamma's and dbeta's partial sums; and the step's
+			// refold of the weights (W read, W' written: the training forward's, counted
+			// here so that a training step's total holds it)
 			s.PassBytes = 4 * m * k * es
 			s.PartialBytes = normGroups(m) * 2 * k * 4
+			s.FoldBytes = 2 * n * k * es
 		default:
 			return s, false
 		}

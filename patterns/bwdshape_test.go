@@ -42,10 +42,11 @@ func TestBackwardShapeOf(t *testing.T) {
 			0, BackwardShape{Pattern: "linear_gelu", GemmUs: 10, PassBytes: 3 * tensor, SumBytes: tensor}, 4},
 		{"GEMM epilogue without the GEMM's time", ForwardCase{Pattern: "linear_gelu", Case: Case{Dtype: "bf16", Shapes: [][]int64{{1024, 768}, {3072, 768}}}, Shape: []int64{1024, 768}, Bytes: 1},
 			0, BackwardShape{}, 0},
-		{"GEMM after a LayerNorm: the GEMM twice, the LayerNorm's pass over x, its partial sums, the bias' row sum",
+		{"GEMM after a LayerNorm: the GEMM twice, the LayerNorm's pass over x, its partial sums, the bias' row sum, the refold",
 			ForwardCase{Pattern: "layernorm_linear", Case: Case{Dtype: "bf16", Shapes: [][]int64{{1024, 768}, {3072, 768}, {3072}}}, Shape: []int64{1024, 768}, Bytes: 1, GemmUs: 10},
 			// 1024 rows: 256 programs of 4 rows, an fp32 row of 768 each for dgamma and dbeta
-			0, BackwardShape{Pattern: "layernorm_linear", GemmUs: 10, PassBytes: 4 * 1024 * 768 * 2, PartialBytes: 256 * 2 * 768 * 4, SumBytes: tensor}, 5},
+			0, BackwardShape{Pattern: "layernorm_linear", GemmUs: 10, PassBytes: 4 * 1024 * 768 * 2, PartialBytes: 256 * 2 * 768 * 4, SumBytes: tensor,
+				FoldBytes: 2 * 3072 * 768 * 2}, 6},
 		{"GEMM after a LayerNorm without the GEMM's time", ForwardCase{Pattern: "layernorm_linear", Case: Case{Dtype: "bf16", Shapes: [][]int64{{1024, 768}, {3072, 768}}}, Shape: []int64{1024, 768}, Bytes: 1},
 			0, BackwardShape{}, 0},
 		{"no forward bytes", ForwardCase{Pattern: "swiglu", Case: Case{Dtype: "bf16", Shapes: [][]int64{x}}, Shape: x}, 0, BackwardShape{}, 0},

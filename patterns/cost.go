@@ -602,6 +602,10 @@ type BackwardShape struct {
 	// LayerNorm's backward (read x and dxn, write dx and the normalized input dW reads).
 	GemmUs    float64
 	PassBytes int64
+	// FoldBytes, a GEMM after a LayerNorm: the training step's refold of the weights (W
+	// read, W' written, one row kernel), which its forward runs after every optimizer update;
+	// counted with the backward so that a step's forward + backward holds it. 0: none.
+	FoldBytes int64
 	// Warm: timed back to back (Shape.Warm).
 	Warm bool
 }
@@ -620,7 +624,8 @@ type BackwardShape struct {
 //   - GEMM with an epilogue: two cuBLAS GEMMs of the forward's (2 x GemmUs), the derivative's
 //     pass as a pointwise one, the bias' row sum as above;
 //   - GEMM after a LayerNorm: two cuBLAS GEMMs of the forward's, the LayerNorm's backward
-//     pass (PassBytes) as a row backward, its partial sums and the bias' row sum as above.
+//     pass (PassBytes) as a row backward, its partial sums and the bias' row sum as above,
+//     and the step's refold of the weights (FoldBytes) as a row kernel.
 //
 // Every kernel pays KernelOverheadUs; a benchmark timing calls back to back also pays
 // GraphGapUs a launch (bench.Predict adds it). ok is false when no bandwidth is known or the
@@ -655,6 +660,10 @@ func (m CostModel) BackwardUs(device string, s BackwardShape) (us float64, launc
 		charged := float64(s.PassBytes) - m.RowL2Share*m.l2Absorbed(s.PassBytes, s.PassBytes/2, s.Warm)
 		us = 2*s.GemmUs + m.KernelOverheadUs + m.RowKernelUs + charged/(m.RowBwdEfficiency*bw)
 		launches = 3
+		if s.FoldBytes > 0 {
+			us += m.rowUs(s.FoldBytes, s.FoldBytes/2, s.Warm)
+			launches++
+		}
 		for _, b := range []int64{s.PartialBytes, s.SumBytes} {
 			if b > 0 {
 				us += reduce(b)
