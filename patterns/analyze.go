@@ -169,8 +169,10 @@ func rankInstance(m *CostModel, t *trace.Trace, in *Instance, device string) (rk
 		rk.est.fusedUs, rk.est.savingUs, rk.est.fusedKernels = rk.est.gpuUs, 0, rk.est.kernels
 		return rk, false
 	}
-	if !rk.est.modeled || rk.bwUs <= 0 {
-		return rk, false // no bandwidth (the forward is not judged either), or an untimed backward
+	if !rk.est.modeled || rk.bwUs <= 0 || patternByID(in.Pattern).BackwardAsEager != "" {
+		// no bandwidth (the forward is not judged either), an untimed backward, or a backward
+		// counted as eager's (the pattern says why)
+		return rk, false
 	}
 	us, ok := estimateBackward(m, t, in, device)
 	if !ok {
@@ -221,6 +223,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	r := &Report{}
 	var all []ranked
 	trainingOnly := map[string]int{} // instances of forward-only patterns in training, per pattern
+	bwdAsEager := map[string]int{}   // instances in training whose backward is counted as eager's
 	noBwdShape := map[string]int{}   // instances in training whose backward could not be estimated
 	var busyUs float64
 	var generic []GenericChain
@@ -303,12 +306,18 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			rk.rank, rk.ti, rk.src = rank, ti, sourceLine(t, in.Anchor)
 			if rk.bwd && patternByID(in.Pattern).noTrainingSaving() != "" {
 				trainingOnly[in.Pattern]++
+			} else if rk.bwd && patternByID(in.Pattern).BackwardAsEager != "" {
+				bwdAsEager[in.Pattern]++
 			}
 			if missed {
 				noBwdShape[in.Pattern]++
 			}
 			all = append(all, rk)
 		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(bwdAsEager)) {
+		note(fmt.Sprintf("%s: %d of its instances run in training; their backward is counted at its traced time, with no saving: %s",
+			id, bwdAsEager[id], patternByID(id).BackwardAsEager))
 	}
 	for _, id := range slices.Sorted(maps.Keys(noBwdShape)) {
 		note(fmt.Sprintf("%s: %d of its instances run in training, but no backward shape could be derived of their kernel case: their backward is counted with no saving",

@@ -210,3 +210,28 @@ func TestForwardOnlySavesNothingInTraining(t *testing.T) {
 		}
 	}
 }
+
+// A pattern whose backward is counted as eager's (BackwardAsEager: layernorm_linear) keeps its
+// forward's saving in training, claims none in the backward, and a note says why.
+func TestBackwardAsEager(t *testing.T) {
+	tr, err := trace.Open(filepath.Join(shared.Require(t, "traces", "h200"), "bert_train_bf16.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Analyze([]*trace.Trace{tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(r.Opportunities, func(o Opportunity) bool { return o.Pattern == "layernorm_linear" })
+	if i < 0 {
+		t.Fatal("no layernorm_linear opportunity")
+	}
+	o := r.Opportunities[i]
+	noted := slices.ContainsFunc(r.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "layernorm_linear: ") && strings.Contains(n, "counted at its traced time")
+	})
+	if o.BackwardInstances == 0 || o.EstSavingUs <= 0 || o.EstBackwardSavingUs != 0 || !noted {
+		t.Errorf("layernorm_linear: %d backward instances, saving %v, backward saving %v, noted %v",
+			o.BackwardInstances, o.EstSavingUs, o.EstBackwardSavingUs, noted)
+	}
+}

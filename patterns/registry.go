@@ -61,6 +61,10 @@ type Pattern struct {
 	// than eager's (docs/benchmarks/h200.md, "Training modes"): an instance with a backward
 	// in the trace is counted with no saving, as for ForwardOnly, and a note says why.
 	SlowerInTraining string
+	// BackwardAsEager, when set, says why an instance's backward in a training trace is
+	// counted at its traced time (no backward saving) although the kernel trains: its
+	// forward's saving is counted, and a note says why.
+	BackwardAsEager string
 	// Usage is the README's swap-in snippet: static Python, no data from the trace. It
 	// imports the kernel from UsageModule, which codegen replaces with the kernel's own module
 	// name (several kernels copied beside one model must not all be "kernel").
@@ -237,12 +241,15 @@ var catalog = []*Pattern{
 		Advice:   "fold LayerNorm into the following GEMM: gamma/beta into the weights once, mean/rstd applied in the GEMM's epilogue",
 		Refuses:  "a LayerNorm whose output goes through a dropout that runs, or any other op, before the GEMM",
 		Template: "layernorm_linear",
-		Params:   []Param{paramHasBias, paramEps(1e-5)},
-		Usage:    "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
-		match:    matchLayerNormLinear,
-		toCase:   caseLayerNormLinear,
-		assume:   assumeLayerNormLinear,
-		check:    checkGEMMShapes,
+		BackwardAsEager: "its backward runs eager's two cuBLAS GEMMs and replaces only the LayerNorm's backward; measured on an H200 at " +
+			"1.03-1.20x eager's backward (docs/benchmarks/h200.md, \"layernorm_linear in training\"), where the cost model's backward " +
+			"was 9% over to 41% under the measured time",
+		Params: []Param{paramHasBias, paramEps(1e-5)},
+		Usage:  "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
+		match:  matchLayerNormLinear,
+		toCase: caseLayerNormLinear,
+		assume: assumeLayerNormLinear,
+		check:  checkGEMMShapes,
 	},
 	{
 		ID:       "add_layernorm",
