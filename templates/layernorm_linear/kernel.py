@@ -80,6 +80,7 @@ Interpreter-safe: builtins only, ``tl.full``, no bf16 arithmetic, ``while`` loop
 lengths; TMA descriptors are host-side ``TensorDescriptor`` objects, which the interpreter runs.
 """
 
+import contextlib
 import math
 import os
 
@@ -1104,18 +1105,32 @@ class LayerNormLinear(torch.nn.Module):
     def _params(self):
         return (self.ln.weight, self.ln.bias, self.linear.weight, self.linear.bias)
 
-    def folded(self):
-        key = tuple((p.data_ptr(), p._version, p.dtype) if p is not None else None for p in self._params())
+    def folded(self, dtype=None):
+        """The folded weights of the parameters (cast to dtype first: autocast's), recomputed
+        when a parameter is changed or replaced, or the dtype changes."""
+        key = (dtype,) + tuple((p.data_ptr(), p._version, p.dtype) if p is not None else None for p in self._params())
         if key != self._folded_key:
             with torch.no_grad():
-                self._folded = fold_weights(*self._params())
+                params = self._params() if dtype is None else [None if p is None else p.to(dtype) for p in self._params()]
+                self._folded = fold_weights(*params)
             self._folded_key = key
         return self._folded
 
     def forward(self, x):
-        params = [p for p in self._params() if p is not None]
-        folded = self.folded() if self.variant == "fold" else None
-        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
-            return LayerNormLinearFunction.apply(x, *self._params(), self.ln.eps, self.variant, folded)
-        return layernorm_linear(x, self.ln.weight, self.ln.bias, self.linear.weight, self.linear.bias, self.ln.eps,
-                                variant=self.variant, folded=folded)
+        """Under autocast (x's device type) the chain runs as autocast runs the Linear: x and
+        the parameters cast to autocast's dtype (differentiably: the gradients reach them in
+        their own types), the fused kernel in that dtype, y in it; the fold is kept per dtype.
+        (Eager autocast normalizes in fp32 and rounds the normalized x; here x is rounded
+        before it is normalized, as in a bf16 model.)"""
+        params = self._params()
+        dev = x.device.type
+        dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+        if dtype is not None and dtype != x.dtype:
+            x = x.to(dtype)
+        if dtype is not None:
+            params = tuple(p if p is None or p.dtype == dtype else p.to(dtype) for p in params)
+        folded = self.folded(dtype) if self.variant == "fold" else None
+        with torch.autocast(dev, enabled=False) if dtype is not None else contextlib.nullcontext():
+            if torch.is_grad_enabled() and (x.requires_grad or any(p is not None and p.requires_grad for p in params)):
+                return LayerNormLinearFunction.apply(x, *params, self.ln.eps, self.variant, folded)
+            return layernorm_linear(x, *params, self.ln.eps, variant=self.variant, folded=folded)

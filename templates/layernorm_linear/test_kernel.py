@@ -364,6 +364,37 @@ def test_module(device, variant, monkeypatch):
     fat.assert_close(m(x), lin(ln(x)), 1e-4, 1e-4, name="after an optimizer step")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_under_autocast(device):
+    """Under autocast the module runs as autocast runs the Linear: the fused kernel in
+    autocast's dtype (bf16), y in it, the gradients in the parameters' and x's own dtype
+    (fp32), all within bf16's tolerance of eager under autocast; the fold is kept per dtype
+    (inference under autocast does not refold every call)."""
+    g = fat.gen(31)
+    ln, lin = torch.nn.LayerNorm(64, device=device), torch.nn.Linear(64, 40, device=device)
+    with torch.no_grad():
+        ln.weight.copy_(fat.randn([64], torch.float32, device, g, mean=1.0, std=0.2))
+        ln.bias.copy_(fat.randn([64], torch.float32, device, g, std=0.2))
+    m = kernel.LayerNormLinear.from_modules(ln, lin)
+    x = fat.randn([3, 7, 64], torch.float32, device, g).requires_grad_(True)
+    dy = fat.randn([3, 7, 40], torch.bfloat16, device, g)
+    params = [x, ln.weight, ln.bias, lin.weight, lin.bias]
+    with torch.autocast(device, dtype=torch.bfloat16):
+        y = m(x)
+        want = lin(ln(x))
+    assert y.dtype == want.dtype == torch.bfloat16
+    fat.assert_close(y, want, *fat.tol("gemm", torch.bfloat16))
+    got = torch.autograd.grad(y, params, dy)
+    ref = torch.autograd.grad(want, params, dy)
+    for name, gg, ww in zip(("dx", "dgamma", "dbeta", "dW", "db"), got, ref):
+        assert gg.dtype == ww.dtype == torch.float32, name
+        fat.assert_close(gg, ww, 5e-2, 5e-2, name=name)
+    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
+        key = (m(x), m._folded_key)[1]
+        m(x)
+        assert m._folded_key == key and key[0] == torch.bfloat16
+
+
 def _fused_grad_case(shapes, dtype, params, device, seed):
     """fat.run_grad_case without its second pass through adapter.train (the same launches
     with another dy): test_grad_through_train runs that pass."""
