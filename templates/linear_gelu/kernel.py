@@ -61,6 +61,7 @@ Interpreter-safe: builtins only (``tl.math.rsqrt``, ``tl.exp``; tanh as ``2/(1+e
 which the interpreter runs.
 """
 
+import contextlib
 import math
 import os
 
@@ -732,8 +733,17 @@ class LinearGELU(torch.nn.Linear):
         return new
 
     def forward(self, x):
-        needs_graph = torch.is_grad_enabled() and (
-            x.requires_grad or self.weight.requires_grad or (self.bias is not None and self.bias.requires_grad))
-        if needs_graph:
-            return LinearGELUFunction.apply(x, self.weight, self.bias, self.approximate)
-        return linear_gelu(x, self.weight, self.bias, self.approximate)
+        """Under autocast (x's device type) as autocast runs ``F.linear`` and the GELU after it:
+        x, the weight and the bias cast to autocast's dtype (differentiably: the gradients
+        reach them in their own types), the fused kernel and y in that dtype."""
+        w, b = self.weight, self.bias
+        dev = x.device.type
+        dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+        if dtype is not None:
+            x, w, b = (t if t is None or t.dtype == dtype else t.to(dtype) for t in (x, w, b))
+        with torch.autocast(dev, enabled=False) if dtype is not None else contextlib.nullcontext():
+            needs_graph = torch.is_grad_enabled() and (
+                x.requires_grad or w.requires_grad or (b is not None and b.requires_grad))
+            if needs_graph:
+                return LinearGELUFunction.apply(x, w, b, self.approximate)
+            return linear_gelu(x, w, b, self.approximate)

@@ -94,6 +94,27 @@ def test_module_trains_through_the_function(device, approx, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_module_under_autocast(device):
+    """Under autocast LinearGELU runs as autocast runs F.linear and the GELU: the fused kernel
+    in autocast's dtype (bf16), y in it, the gradients in x's and the parameters' own dtype
+    (fp32), within bf16's tolerance of eager under autocast (before, it ran in fp32)."""
+    g = fat.gen(5)
+    lin = torch.nn.Linear(64, 40, device=device)
+    m = kernel.LinearGELU.from_linear(lin, "tanh")
+    x = fat.randn([3, 7, 64], torch.float32, device, g).requires_grad_(True)
+    dy = fat.randn([3, 7, 40], torch.bfloat16, device, g)
+    params = [x, lin.weight, lin.bias]
+    with torch.autocast(device, dtype=torch.bfloat16):
+        y = m(x)
+        want = F.gelu(lin(x), approximate="tanh")
+    assert y.dtype == want.dtype == torch.bfloat16
+    fat.assert_close(y, want, *fat.tol("gemm", torch.bfloat16))
+    for name, gg, ww in zip(("dx", "dW", "db"), torch.autograd.grad(y, params, dy), torch.autograd.grad(want, params, dy)):
+        assert gg.dtype == ww.dtype == torch.float32, name
+        fat.assert_close(gg, ww, 5e-2, 5e-2, name=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_pre_activation_buffer(device):
     """pre= receives x W^T + b exactly as eager's addmm output rounds it (bf16), from the same
     launch as y (the TMA kernel where aligned, the pointer kernel otherwise); a pre that is not
