@@ -169,6 +169,14 @@ func rankInstance(m *CostModel, t *trace.Trace, in *Instance, device string) (rk
 		rk.est.fusedUs, rk.est.savingUs, rk.est.fusedKernels = rk.est.gpuUs, 0, rk.est.kernels
 		return rk, false
 	}
+	if rk.est.modeled && patternByID(in.Pattern).GEMM == GEMMStats {
+		// a training step refolds the weights after every optimizer update: the forward's
+		// fused time holds that pass
+		if us, ok := refoldUs(m, in, device); ok {
+			rk.est.fusedUs += us
+			rk.est.savingUs = max(rk.est.gpuUs-rk.est.fusedUs, 0)
+		}
+	}
 	if !rk.est.modeled || rk.bwUs <= 0 || patternByID(in.Pattern).BackwardAsEager != "" {
 		// no bandwidth (the forward is not judged either), an untimed backward, or a backward
 		// counted as eager's (the pattern says why)
@@ -181,6 +189,23 @@ func rankInstance(m *CostModel, t *trace.Trace, in *Instance, device string) (rk
 	rk.bwdFusedUs = min(us, rk.bwUs)
 	rk.bwdSavingUs = rk.bwUs - rk.bwdFusedUs
 	return rk, false
+}
+
+// refoldUs is the cost model's time for the refold of a GEMM-after-a-LayerNorm instance's
+// weights in a training step (BackwardShape.FoldBytes as one row kernel); ok is false when
+// the instance maps to no kernel case.
+func refoldUs(m *CostModel, in *Instance, device string) (float64, bool) {
+	p := patternByID(in.Pattern)
+	c, why := p.Case(ShapeGroup{Dims: in.Dims, DType: in.DType, Params: in.Params, Elems: in.Elems,
+		Rows: in.Rows, Cols: in.Cols, Bytes: in.Bytes, Valid: validGroup(in)})
+	if why != "" {
+		return 0, false
+	}
+	_, k, n, es, ok := ForwardCase{Pattern: in.Pattern, Case: c}.GEMMDims()
+	if !ok {
+		return 0, false
+	}
+	return m.RowPassUs(device, 2*n*k*es)
 }
 
 // estimateBackward is the cost model's fused backward of instance in (m calibrated on its

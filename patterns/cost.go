@@ -735,6 +735,16 @@ func (m CostModel) fused(p *Pattern, s Shape) float64 {
 	return t + m.KernelOverheadUs
 }
 
+// RowPassUs is one row kernel over bytes (half of them written) on device, cold (rowUs), and
+// false when no bandwidth is known.
+func (m CostModel) RowPassUs(device string, bytes int64) (float64, bool) {
+	m, ok := m.onDevice(device)
+	if !ok {
+		return 0, false
+	}
+	return m.rowUs(bytes, bytes/2, false), true
+}
+
 // rowUs is a row kernel's time: its fixed cost (KernelOverheadUs + RowKernelUs), plus its
 // bytes at RowEfficiency of the bandwidth, less RowL2Share of the writes L2 absorbs (l2Absorbed:
 // a row kernel's dependent passes keep fewer bytes in flight than a pointwise kernel's, so L2
