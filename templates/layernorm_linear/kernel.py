@@ -874,14 +874,15 @@ def _plan(x, ln_weight, ln_bias, weight, bias, variant, folded):
 
 
 def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=None, out=None,
-                     variant="fold", folded=None):
+                     variant="fold", folded=None, return_stats=False):
     """y = linear(layer_norm(x, (K,), ln_weight, ln_bias, eps), weight, bias), no autograd
     (layernorm_linear_train and LayerNormLinear train through LayerNormLinearFunction).
 
     ``variant``: "fold" (default) or "normalize" (see the module docstring). ``folded`` =
     ``fold_weights(ln_weight, ln_bias, weight, bias)`` computed once and reused (without it the
     fold is computed on every call, a full pass over the weight). ``stats`` = (mean, rstd) from
-    ``ln_stats`` to share one stats pass between Linears."""
+    ``ln_stats`` to share one stats pass between Linears; ``return_stats=True`` returns
+    ``(y, (mean, rstd))``, the statistics used (LayerNormLinearFunction saves them)."""
     fkey = None
     if variant == "fold":
         if folded is None:
@@ -927,9 +928,11 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
             raise ValueError("output must be viewable as [rows, N]")
         _, ys, ycs = rows
         tma = tma_xw and _tma_layout(x.dtype, (ys, ycs))
-    if M == 0 or N == 0:
-        return out
     a = x.reshape(-1, K) if copy else x  # the kernels read x's rows through rs, cs
+    if M == 0 or N == 0:
+        if not return_stats:
+            return out
+        return out, (stats if stats is not None else _stats(a, eps, M, K, rs, cs, stats_cfg))
     if stats is None:
         mean, rstd = _stats(a, eps, M, K, rs, cs, stats_cfg)
 
@@ -967,7 +970,7 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
     tile = _gemm_tile(kernel, M, N, K, x, flags,
                       lambda t: run(t, torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device)))
     run(tile, out)
-    return out
+    return (out, (mean, rstd)) if return_stats else out
 
 
 # The backward's row groups (_ln_bwd_kernel): about BWD_GROUPS programs of at least
@@ -1049,9 +1052,8 @@ class LayerNormLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, ln_weight, ln_bias, weight, bias, eps, variant, folded):
-        mean, rstd = ln_stats(x, eps)
-        y = layernorm_linear(x, ln_weight, ln_bias, weight, bias, eps, stats=(mean, rstd), variant=variant,
-                             folded=folded)
+        y, (mean, rstd) = layernorm_linear(x, ln_weight, ln_bias, weight, bias, eps, variant=variant, folded=folded,
+                                           return_stats=True)
         ctx.save_for_backward(x, ln_weight, ln_bias, weight, mean, rstd)
         ctx.eps = eps
         ctx.has_bias = bias is not None
