@@ -248,9 +248,26 @@ def _tile_rows(r, i, p, sb, sm, BATCHED: tl.constexpr, BLOCK_M: tl.constexpr):
     return (r + i) * sm
 
 
+# --- fa:shared normbwd ---
+# The one-pass norm backwards' helpers (add_layernorm, layernorm_linear): both row sums of
+# d_input in one reduction, and the warps for a tile.
 @triton.jit
 def _add_pairs(a, b, c, d):
     return a + c, b + d
+
+
+def _bwd_warps(tile, batched=False):
+    """The one-pass backward's warps for a tile of this many elements: 16 elements per thread
+    of each row array (32 for gradients read in batches), at least 4 and up to 16 warps. On
+    the H200 (bench/experiments/probe_add_layernorm_bwd.py, 2026-12-02) 4 warps beat 8 at
+    tiles of 2048 (19.1 vs 56.9 us at 4096x768), and at LayerNorm2d's batched fp32 tiles of
+    4096 (86 vs 135 us, 159 with 16), though there an SM holds fewer warps; 8 beat 4 and 16
+    at a row of 4096 (95.6 vs 100.5 and 134.5 us). The backward holds about twice the
+    forward's arrays (dy, the row, its products with the weight, the weight, the partial
+    sums): a row of 8192 with 8 warps would take some 7 x 32 = 224 registers a thread, near
+    the 255 a thread can have, hence 16 there."""
+    return min(max(tile // (1024 if batched else 512), 4), 16)
+# --- fa:end normbwd ---
 
 
 # M, rows and the batches' row counts (M for a plain [rows, N] view) unspecialized: a new
@@ -821,19 +838,6 @@ def _row_batches(t):
         return t, max(M // shape[0], 1), strides[0], row, strides[-1]
     t = t.reshape(-1, shape[-1])
     return t, max(M, 1), 0, t.stride(0), t.stride(1)
-
-
-def _bwd_warps(tile, batched=False):
-    """The one-pass backward's warps for a tile of this many elements: 16 elements per thread
-    of each row array (32 for gradients read in batches), at least 4 and up to 16 warps. On
-    the H200 (bench/experiments/probe_add_layernorm_bwd.py, 2026-12-02) 4 warps beat 8 at
-    tiles of 2048 (19.1 vs 56.9 us at 4096x768), and at LayerNorm2d's batched fp32 tiles of
-    4096 (86 vs 135 us, 159 with 16), though there an SM holds fewer warps; 8 beat 4 and 16
-    at a row of 4096 (95.6 vs 100.5 and 134.5 us). The backward holds about twice the
-    forward's arrays (dy, the row, its products with the weight, the weight, the partial
-    sums): a row of 8192 with 8 warps would take some 7 x 32 = 224 registers a thread, near
-    the 255 a thread can have, hence 16 there."""
-    return min(max(tile // (1024 if batched else 512), 4), 16)
 
 
 def _tile_rows_for(bm, batches):

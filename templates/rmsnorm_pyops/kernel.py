@@ -222,13 +222,26 @@ DW_MIN_ROWS = 1 if INTERPRET else 4
 ROW_TILE = 256 if INTERPRET else 2048
 
 
-def _bwd_warps(tile):
+# --- fa:shared normbwd ---
+# The one-pass norm backwards' helpers (add_layernorm, layernorm_linear): both row sums of
+# d_input in one reduction, and the warps for a tile.
+@triton.jit
+def _add_pairs(a, b, c, d):
+    return a + c, b + d
+
+
+def _bwd_warps(tile, batched=False):
     """The one-pass backward's warps for a tile of this many elements: 16 elements per thread
-    of each row array, at least 4 and up to 16 warps (add_layernorm's measured rule). The
-    backward holds about twice the forward's arrays (dy, the row, its products with the
-    weight, the weight, the partial sums): a row of 8192 with the forward's 8 warps would take
-    some 7 x 32 = 224 registers a thread, near the 255 a thread can have."""
-    return min(max(tile // 512, 4), 16)
+    of each row array (32 for gradients read in batches), at least 4 and up to 16 warps. On
+    the H200 (bench/experiments/probe_add_layernorm_bwd.py, 2026-12-02) 4 warps beat 8 at
+    tiles of 2048 (19.1 vs 56.9 us at 4096x768), and at LayerNorm2d's batched fp32 tiles of
+    4096 (86 vs 135 us, 159 with 16), though there an SM holds fewer warps; 8 beat 4 and 16
+    at a row of 4096 (95.6 vs 100.5 and 134.5 us). The backward holds about twice the
+    forward's arrays (dy, the row, its products with the weight, the weight, the partial
+    sums): a row of 8192 with 8 warps would take some 7 x 32 = 224 registers a thread, near
+    the 255 a thread can have, hence 16 there."""
+    return min(max(tile // (1024 if batched else 512), 4), 16)
+# --- fa:end normbwd ---
 
 
 def _fused_backward(dy2, sdym, sdyn, x2, sxm, sxn, weight, rstd, dx, M, N, block, casting, has_dx, has_dw):
