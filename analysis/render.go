@@ -299,6 +299,43 @@ func writeGenericChains(w io.Writer, a *Result, markdown bool) error {
 	return nil
 }
 
+// writeOptimizers prints the optimizer steps whose updates are not fused, with the fused
+// step's estimate and the advice; nothing when there are none.
+func writeOptimizers(w io.Writer, a *Result, markdown bool) error {
+	if len(a.Optimizers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	Heading(w, markdown, 2, "Optimizer steps")
+	var rows [][]string
+	for _, f := range a.Optimizers {
+		params := "-"
+		if f.Params > 0 {
+			params = fmt.Sprintf("%d tensors, %s", f.Tensors, patterns.FormatCount(f.Params))
+		}
+		dtype, fused, saving := "-", "-", "-"
+		if f.DType != "" {
+			dtype = string(f.DType)
+		}
+		if f.Why == "" {
+			fused, saving = f1(f.EstFusedUs), f1(f.EstSavingUs)
+		}
+		rows = append(rows, []string{f.Optimizer, f.Impl, strconv.Itoa(f.Steps), params, dtype, strconv.Itoa(f.Kernels), f1(f.GPUTimeUs), fused, saving})
+	}
+	if err := WriteTable(w, markdown, "llrllrrrr", []string{"optimizer", "runs as", "steps", "parameters", "dtype", "kernels", "GPU µs", "est fused µs", "est saving µs"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, f := range a.Optimizers {
+		s := f.Advice
+		if f.Why != "" {
+			s += " (no estimate: " + f.Why + ")"
+		}
+		fmt.Fprintf(w, "- %s\n", CellText(s, markdown))
+	}
+	return nil
+}
+
 // opSequence joins ops with arrows, cut after whole ops at about n bytes.
 func opSequence(ops []string, n int) string {
 	s := ""
@@ -337,6 +374,9 @@ func (r *Result) WriteText(w io.Writer, markdown bool) error {
 		return err
 	}
 	if err := writeGenericChains(w, a, markdown); err != nil {
+		return err
+	}
+	if err := writeOptimizers(w, a, markdown); err != nil {
 		return err
 	}
 	if len(a.Notes) > 0 {

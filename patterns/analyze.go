@@ -29,7 +29,7 @@ type Report struct {
 	Ranks         []TraceSummary `json:"ranks,omitempty"` // one per trace when several were merged
 	Opportunities []Opportunity  `json:"opportunities"`
 	Calibration   []Calibration  `json:"calibration,omitempty"` // one per trace
-	// Optimizers are optimizer steps run as per-tensor loops (advice: foreach/fused).
+	// Optimizers are optimizer steps whose updates are not fused (per-tensor loops, foreach).
 	Optimizers []OptimizerFinding `json:"optimizers,omitempty"`
 	// Totals sets the opportunities together (overlapping chains counted once) against
 	// the step; nil in analyses from before it was recorded and when nothing was found.
@@ -251,6 +251,8 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	bwdAsEager := map[string]int{}   // instances in training whose backward is counted as eager's
 	noBwdShape := map[string]int{}   // instances in training whose backward could not be estimated
 	var busyUs float64
+	optClaims := make([]map[string]bool, len(traces)) // per trace: the optimizer classes whose fused step saves time
+	var optSavingUs float64
 	var generic []GenericChain
 	var genericAll []ranked // generic chains' instances: in the totals and the coverage
 	notes := map[string]bool{}
@@ -314,11 +316,18 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		if cal.BandwidthSource == "none" {
 			note(fmt.Sprintf("%s: unknown device %q and too few large memory-bound kernels to calibrate bandwidth: fused times are not estimated (set CostModel.BandwidthGBs)", t.Path, s.Device))
 		}
-		for _, f := range optimizerLoops(t) {
+		for _, f := range optimizerSteps(t) {
 			if len(traces) > 1 {
 				f.Rank = rank
 			}
 			r.Optimizers = append(r.Optimizers, f)
+			if f.EstSavingUs > 0 {
+				if optClaims[ti] == nil {
+					optClaims[ti] = map[string]bool{}
+				}
+				optClaims[ti][f.Optimizer] = true
+				optSavingUs += f.EstSavingUs
+			}
 		}
 		found := detect(g, opts.Pattern)
 		if opts.Pattern == "" {
@@ -365,10 +374,11 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	// list the catalog's (generic chains have their own list)
 	withGeneric := append(slices.Clip(all), genericAll...)
 	keep := counted(traces, withGeneric)
-	if len(withGeneric) > 0 {
+	if len(withGeneric) > 0 || optSavingUs > 0 {
 		r.Totals = stepTotals(traces, withGeneric, keep, busyUs)
+		r.Totals.addOptimizer(optSavingUs, busyUs)
 	}
-	r.Coverage = coverage(traces, withGeneric, keep)
+	r.Coverage = coverage(traces, withGeneric, keep, optClaims)
 	if pairs := overlaps(withGeneric); len(pairs) > 0 {
 		note(fmt.Sprintf("chains of several patterns share ops (%s): their savings overlap, so the patterns' rows do not add up; the total counts the %d chains of the non-overlapping set that saves most (%d overlapping chains left out)",
 			strings.Join(pairs, ", "), r.Totals.Instances, r.Totals.LeftOut))

@@ -50,6 +50,12 @@ type Coverage struct {
 	CountedWithBackwardUs  float64 `json:"counted_with_backward_us"`
 	CountedWithBackwardPct float64 `json:"counted_with_backward_pct_of_memory_bound"`
 
+	// OptimizerUs is the memory-bound kernel time of the optimizer steps whose fused=True
+	// the analysis estimates to save time (OptimizerFinding), and WithOptimizerPct the share
+	// the chains (with their backward kernels) and those steps claim together.
+	OptimizerUs      float64 `json:"optimizer_us,omitempty"`
+	WithOptimizerPct float64 `json:"with_optimizer_pct_of_memory_bound,omitempty"`
+
 	// Unclaimed is where the memory-bound time no chain claims (forward or backward) goes,
 	// the unclaimedTop largest first: what a user looks at next once the chains are fused.
 	Unclaimed []UnclaimedOp `json:"unclaimed,omitempty"`
@@ -156,8 +162,9 @@ func classify(t *trace.Trace, a *trace.Activity) kernelClass {
 }
 
 // coverage measures what the chains of all claim of the traces' memory-bound kernel time;
-// keep marks the counted set. Nil when the traces hold no memory-bound kernel.
-func coverage(traces []*trace.Trace, all []ranked, keep []bool) *Coverage {
+// keep marks the counted set; optimizers[ti] names the optimizer classes of trace ti whose
+// steps' kernels the optimizer advice claims. Nil when the traces hold no memory-bound kernel.
+func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map[string]bool) *Coverage {
 	c := &Coverage{}
 	class := make([][]kernelClass, len(traces))
 	for ti, t := range traces {
@@ -218,9 +225,31 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool) *Coverage {
 		}
 		return us(ns), len(seen)
 	}
+	opt := map[key]bool{}
+	for ti, t := range traces {
+		if ti >= len(optimizers) || len(optimizers[ti]) == 0 {
+			continue
+		}
+		for i := range t.Ops {
+			name := t.Ops[i].Name
+			if !strings.HasPrefix(name, "Optimizer.step#") || !optimizers[ti][strings.TrimSuffix(strings.TrimPrefix(name, "Optimizer.step#"), ".step")] {
+				continue
+			}
+			for _, a := range subtreeActIDs(t, int32(i)) {
+				if class[ti][a] == memoryBound {
+					opt[key{ti, a}] = true
+				}
+			}
+		}
+	}
 	c.Unclaimed = unclaimed(traces, class, func(ti int, act int32) bool {
-		return fwdAll[key{ti, act}] || bwdAll[key{ti, act}]
+		return fwdAll[key{ti, act}] || bwdAll[key{ti, act}] || opt[key{ti, act}]
 	}, c.MemoryBoundUs)
+	if len(opt) > 0 {
+		c.OptimizerUs, _ = sum(opt)
+		withOpt, _ := sum(fwdAll, bwdAll, opt)
+		c.WithOptimizerPct = round2(withOpt / c.MemoryBoundUs * 100)
+	}
 	c.ClaimedUs, c.ClaimedKernels = sum(fwdAll)
 	c.CountedUs, c.CountedKernels = sum(fwdKept)
 	c.ClaimedWithBackwardUs, _ = sum(fwdAll, bwdAll)
@@ -229,7 +258,7 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool) *Coverage {
 	c.ClaimedPct, c.CountedPct = pct(c.ClaimedUs), pct(c.CountedUs)
 	c.ClaimedWithBackwardPct, c.CountedWithBackwardPct = pct(c.ClaimedWithBackwardUs), pct(c.CountedWithBackwardUs)
 	for _, p := range []*float64{&c.MemoryBoundUs, &c.ComputeUs, &c.OtherUs, &c.ClaimedUs, &c.CountedUs,
-		&c.ClaimedWithBackwardUs, &c.CountedWithBackwardUs} {
+		&c.ClaimedWithBackwardUs, &c.CountedWithBackwardUs, &c.OptimizerUs} {
 		*p = round2(*p)
 	}
 	return c
@@ -307,4 +336,13 @@ func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 		walk(id, &fwd, true)
 	}
 	return fwd, bwd
+}
+
+// subtreeActIDs are the GPU activities op id and the ops nested in it launched.
+func subtreeActIDs(t *trace.Trace, id int32) []int32 {
+	acts := slices.Clone(t.Ops[id].Acts)
+	for _, c := range t.Ops[id].Children {
+		acts = append(acts, subtreeActIDs(t, c)...)
+	}
+	return acts
 }

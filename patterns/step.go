@@ -34,6 +34,27 @@ type Totals struct {
 	GPUBusyInStepsUs float64 `json:"gpu_busy_in_steps_us"`
 	GPUBusyPctOfStep float64 `json:"gpu_busy_pct_of_step"`
 	Host             Host    `json:"host"`
+	// OptimizerSavingUs is what the optimizer steps' fused=True saves (the findings'
+	// EstSavingUs added up), apart from the chains' EstSavingUs: another change, to the
+	// optimizer's construction, and GPU time no chain holds; with its shares of GPU busy
+	// time and of the step.
+	OptimizerSavingUs        float64 `json:"optimizer_saving_us,omitempty"`
+	OptimizerPctOfGPUBusy    float64 `json:"optimizer_saving_pct_of_gpu_busy,omitempty"`
+	OptimizerSavingPctOfStep float64 `json:"optimizer_saving_pct_of_step,omitempty"`
+}
+
+// addOptimizer sets the optimizer steps' saving (us, all steps) and its shares.
+func (tt *Totals) addOptimizer(us, busyUs float64) {
+	if us <= 0 {
+		return
+	}
+	tt.OptimizerSavingUs = round2(us)
+	if busyUs > 0 {
+		tt.OptimizerPctOfGPUBusy = round2(us / busyUs * 100)
+	}
+	if tt.StepUs > 0 {
+		tt.OptimizerSavingPctOfStep = round2(us / tt.StepUs * 100)
+	}
 }
 
 // Host is the step seen from the CPU: the host costs measured in the trace, whether the

@@ -30,8 +30,8 @@ type Totals struct {
 // TotalsOf describes a's totals; an analysis from before they were recorded gets the
 // patterns' savings added up, said to count shared ops twice. Zero when a found nothing.
 func TotalsOf(a *patterns.Report) Totals {
-	if a == nil || len(a.Opportunities) == 0 && (a.Totals == nil || a.Totals.Instances == 0) {
-		return Totals{} // (generic chains alone have totals too)
+	if a == nil || len(a.Opportunities) == 0 && (a.Totals == nil || a.Totals.Instances == 0 && !pos(a.Totals.OptimizerSavingUs)) {
+		return Totals{} // (generic chains alone have totals too, and so has an optimizer step)
 	}
 	busy := a.Trace.GPUBusyUs
 	t := a.Totals
@@ -45,6 +45,9 @@ func TotalsOf(a *patterns.Report) Totals {
 			s += fmt.Sprintf(", %s of GPU busy time", fmtPct(100*saving/busy))
 		}
 		return Totals{Total: s + "."}
+	}
+	if t.Instances == 0 { // an optimizer step and no chain
+		return Totals{Total: optimizerTotal(t, busy, "Estimated saving: no chain found;")}
 	}
 	s := fmt.Sprintf("Estimated saving %s µs in total", fmtUs(t.EstSavingUs))
 	var shares []string
@@ -65,7 +68,7 @@ func TotalsOf(a *patterns.Report) Totals {
 		s += fmt.Sprintf("; %s overlapping them left out, so the patterns' rows (%s µs together) overstate it",
 			plural(t.LeftOut, "chain"), fmtUs(t.SumOfPatternsUs))
 	}
-	out := Totals{Total: s + "."}
+	out := Totals{Total: optimizerTotal(t, busy, s+".")}
 	h := t.Host
 	if !h.Bound {
 		return out
@@ -96,6 +99,26 @@ func TotalsOf(a *patterns.Report) Totals {
 	return out
 }
 
+// optimizerTotal is s followed by the optimizer steps' saving with fused=True, where the
+// analysis estimated one: another change than the chains', and GPU time no chain holds.
+func optimizerTotal(t *patterns.Totals, busy float64, s string) string {
+	if !pos(t.OptimizerSavingUs) {
+		return s
+	}
+	s += fmt.Sprintf(" The optimizer steps with fused=True: %s µs more", fmtUs(t.OptimizerSavingUs))
+	var shares []string
+	if pos(busy) {
+		shares = append(shares, fmtPct(t.OptimizerPctOfGPUBusy)+" of GPU busy time")
+	}
+	if pos(t.StepUs) {
+		shares = append(shares, fmtPct(t.OptimizerSavingPctOfStep)+" of the step time")
+	}
+	if len(shares) > 0 {
+		s += " (" + strings.Join(shares, ", ") + ")"
+	}
+	return s + "; see Optimizer steps."
+}
+
 // CoverageOf says what share of the memory-bound kernel time (kernels not launched by a
 // GEMM, convolution or attention op) the chains found claim, all of them and the counted
 // set, forward and with their backward kernels; "" for an analysis from before coverage was
@@ -107,8 +130,11 @@ func CoverageOf(a *patterns.Report) string {
 	c := a.Coverage
 	what := "kernels not launched by a GEMM, convolution or attention op"
 	if c.ClaimedKernels == 0 && !pos(c.ClaimedWithBackwardUs) {
-		return fmt.Sprintf("Coverage: the chains found claim none of the memory-bound kernel time (%s µs; %s).", fmtUs(c.MemoryBoundUs), what) +
-			unclaimedOf(c)
+		s := fmt.Sprintf("Coverage: the chains found claim none of the memory-bound kernel time (%s µs; %s)", fmtUs(c.MemoryBoundUs), what)
+		if pos(c.OptimizerUs) {
+			s += fmt.Sprintf("; the optimizer steps that fused=True would fuse, %s (%s µs)", fmtPct(c.WithOptimizerPct), fmtUs(c.OptimizerUs))
+		}
+		return s + "." + unclaimedOf(c)
 	}
 	s := fmt.Sprintf("Coverage: the chains found claim %s of the memory-bound kernel time (%s of %s µs; %s)",
 		fmtPct(c.ClaimedPct), fmtUs(c.ClaimedUs), fmtUs(c.MemoryBoundUs), what)
@@ -121,6 +147,9 @@ func CoverageOf(a *patterns.Report) string {
 		if bwd {
 			s += fmt.Sprintf(", %s with their backward", fmtPct(c.CountedWithBackwardPct))
 		}
+	}
+	if pos(c.OptimizerUs) {
+		s += fmt.Sprintf("; with the optimizer steps that fused=True would fuse (%s µs), %s", fmtUs(c.OptimizerUs), fmtPct(c.WithOptimizerPct))
 	}
 	return s + "." + unclaimedOf(c)
 }
