@@ -130,8 +130,8 @@ func TestCoverageH200(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("| trace | memory-bound µs | of kernel time | claimed µs | claimed | counted µs | counted | claimed with backward |")
-	t.Logf("|---|---:|---:|---:|---:|---:|---:|---:|")
+	t.Logf("| trace | memory-bound µs | of kernel time | claimed µs | claimed | counted µs | counted | claimed with backward | and the optimizer step |")
+	t.Logf("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	n := 0
 	var unclaimed []string
 	for _, path := range paths {
@@ -166,8 +166,15 @@ func TestCoverageH200(t *testing.T) {
 			c.CountedUs <= c.CountedWithBackwardUs && c.CountedWithBackwardUs <= c.ClaimedWithBackwardUs) {
 			t.Errorf("%s: claims do not nest: %+v", name, c)
 		}
-		t.Logf("| %s | %.0f | %.1f%% | %.0f | %.1f%% | %.0f | %.1f%% | %.1f%% |", name, c.MemoryBoundUs, 100*c.MemoryBoundUs/kernelUs,
-			c.ClaimedUs, c.ClaimedPct, c.CountedUs, c.CountedPct, c.ClaimedWithBackwardPct)
+		if c.OptimizerUs > 0 && !(c.WithOptimizerPct >= c.ClaimedWithBackwardPct && c.WithOptimizerPct <= 100) {
+			t.Errorf("%s: with the optimizer step %v%%, below the chains' %v%% or past 100", name, c.WithOptimizerPct, c.ClaimedWithBackwardPct)
+		}
+		withOpt := "-"
+		if c.OptimizerUs > 0 {
+			withOpt = fmt.Sprintf("%.1f%%", c.WithOptimizerPct)
+		}
+		t.Logf("| %s | %.0f | %.1f%% | %.0f | %.1f%% | %.0f | %.1f%% | %.1f%% | %s |", name, c.MemoryBoundUs, 100*c.MemoryBoundUs/kernelUs,
+			c.ClaimedUs, c.ClaimedPct, c.CountedUs, c.CountedPct, c.ClaimedWithBackwardPct, withOpt)
 		var rest float64 // the unclaimed shares sum to at most what no chain claims
 		for _, u := range c.Unclaimed {
 			rest += u.Us

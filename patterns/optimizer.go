@@ -221,7 +221,7 @@ func (a *optAcc) noteType(d DType) {
 // and writes the parameter) in the same multi-tensor kernels the fused step runs, so the
 // fused step, which moves seven lists (reads of the parameter, gradient and both moments,
 // writes of the parameter and both moments; nine with amsgrad's running maximum), takes
-// fusedAdamLists / 4 of its time. This needs neither the shapes nor the element type (a
+// fusedAdamLists / 4 of its time, at the pace measured (fusedAdamPace). This needs neither the shapes nor the element type (a
 // Kineto trace records the shapes of short tensor lists only) and keeps the device's real
 // rate at these tensors' sizes; bench/experiments/probe_optimizer.py measures the rule
 // against fused=True on the H200 (docs/cost-model.md, "The optimizer step").
@@ -251,7 +251,7 @@ func (f *OptimizerFinding) estimate(a *optAcc) {
 	if a.amsgrad {
 		lists = fusedAdamListsAMSGrad
 	}
-	f.EstFusedUs = round1(us(a.updateNs) * float64(lists) / addcdivLists)
+	f.EstFusedUs = round1(us(a.updateNs) * float64(lists) / addcdivLists * fusedAdamPace)
 	f.EstSavingUs = round1(max(f.GPUTimeUs-f.EstFusedUs, 0))
 	f.Advice += fmt.Sprintf(": estimated %s µs a step", fmtFloat(f.EstFusedUs/float64(f.Steps)))
 	if f.Params > 0 {
@@ -260,11 +260,16 @@ func (f *OptimizerFinding) estimate(a *optAcc) {
 }
 
 // The element lists an Adam step moves: its foreach addcdiv update, and the fused step
-// without and with amsgrad (OptimizerFinding.estimate).
+// without and with amsgrad (OptimizerFinding.estimate); fusedAdamPace is the fused kernel's
+// time per list over the addcdiv kernels': measured on the H200 for the parameters of the
+// sixteen training traces (bench/experiments/probe_optimizer.py; docs/cost-model.md, "The
+// optimizer step"), the median over the eight whose step the GPU, not the host, paces
+// (1.06-1.21).
 const (
 	addcdivLists          = 4
 	fusedAdamLists        = 7
 	fusedAdamListsAMSGrad = 9
+	fusedAdamPace         = 1.1
 )
 
 // params sets the parameters one step updates from the shapes its updates recorded (the

@@ -82,18 +82,18 @@ func TestOptimizerSteps(t *testing.T) {
 		why     string
 	}{
 		{name: "foreach AdamW with shapes", class: "AdamW", updates: adamwForeach(shapes, "float", 200_000),
-			want: "foreach", fused: 2 * 200 * 7 / 4.0, params: 768*768 + 768 + 3072*768 + 768, dtype: FP32},
+			want: "foreach", fused: round1(2 * 200 * 7 / 4.0 * fusedAdamPace), params: 768*768 + 768 + 3072*768 + 768, dtype: FP32},
 		{name: "foreach Adam without shapes (a long list)", class: "Adam", updates: adamwForeach(nil, "c10::BFloat16", 100_000),
-			want: "foreach", fused: 2 * 100 * 7 / 4.0},
+			want: "foreach", fused: round1(2 * 100 * 7 / 4.0 * fusedAdamPace)},
 		{name: "amsgrad moves two more lists", class: "AdamW",
 			updates: append(adamwForeach(shapes, "c10::Half", 400_000), optUpdate{name: "_foreach_maximum_", list: shapes, kernel: "k", ns: 1_000}),
-			want:    "foreach", fused: 2 * 400 * 9 / 4.0, params: 768*768 + 768 + 3072*768 + 768, dtype: FP16},
+			want:    "foreach", fused: round1(2 * 400 * 9 / 4.0 * fusedAdamPace), params: 768*768 + 768 + 3072*768 + 768, dtype: FP16},
 		{name: "already fused", class: "AdamW", updates: []optUpdate{{name: "_fused_adamw_", list: shapes, kernel: "k", ns: 300_000}}},
 		{name: "a custom optimizer's foreach step", class: "Shampoo", updates: adamwForeach(shapes, "float", 200_000)},
 		{name: "SGD foreach: advice, no estimate", class: "SGD", updates: adamwForeach(shapes, "float", 200_000),
 			want: "foreach", why: "the fused step is estimated for Adam and AdamW only"},
 		{name: "AdamW per-tensor loop", class: "AdamW", updates: loop, want: "per-tensor loop",
-			fused: 2 * 40 * 2 * 7 / 4.0, params: 40 * 64 * 64, dtype: BF16},
+			fused: round1(2 * 40 * 2 * 7 / 4.0 * fusedAdamPace), params: 40 * 64 * 64, dtype: BF16},
 		{name: "a short loop is not reported", class: "AdamW", updates: loop[:20]},
 	}
 	for _, tc := range tests {
@@ -156,8 +156,8 @@ func TestOptimizerTypeNotGuessed(t *testing.T) {
 	if f.DType != "" || f.Params != 0 {
 		t.Errorf("mixed types: dtype %q params %d, want none", f.DType, f.Params)
 	}
-	if f.EstFusedUs != 200*7/4.0 {
-		t.Errorf("est_fused_us %v, want %v (both groups' updates)", f.EstFusedUs, 200*7/4.0)
+	if want := round1(200 * 7 / 4.0 * fusedAdamPace); f.EstFusedUs != want {
+		t.Errorf("est_fused_us %v, want %v (both groups' updates)", f.EstFusedUs, want)
 	}
 }
 
