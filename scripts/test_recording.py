@@ -379,11 +379,15 @@ def test_compile_vs_advice_row_counts_the_backward():
     """The advice's claim on a training step is its forward's and its fused backward's saving,
     per step, against the eager step; Kineto alone and with -et side by side."""
     t = {"mode": "train", "dtype": "bf16", "eager": {"median_ms": 10.0}, "compiled": {"median_ms": 5.0}}
-    kineto = {"est_saving_us": 600.0, "est_backward_saving_us": 400.0,
+    kineto = {"est_saving_us": 600.0, "est_backward_saving_us": 400.0, "optimizer_saving_us": 1000.0,
               "host": {"host_bound": True, "est_saving_without_profiler_us": 1500.0}}
     et = {"est_saving_us": 1200.0, "est_backward_saving_us": 800.0}
     cells = [c.strip() for c in compile_vs_advice.row("m", t, kineto, 2, et).split("|")[1:-1]]
     # 1000 us over 2 steps = 0.5 ms, 5% of eager, 10% of compile's 50%; with -et twice that
-    assert cells[5:] == ["50.0%", "0.500 (5.0%)", "1.000 (10.0%)", "yes", "0.750", "10% / 20%"]
+    # and the optimizer's fused=True: 1000 us over 2 steps, 5% of eager; with the chains 20% of compile's
+    assert cells[5:] == ["50.0%", "0.500 (5.0%)", "1.000 (10.0%)", "yes", "0.750", "10% / 20%", "0.500 (5.0%)", "20%"]
     cells = [c.strip() for c in compile_vs_advice.row("m", t, kineto, 2, None).split("|")[1:-1]]
     assert cells[7] == "-" and cells[10] == "10% / -"
+    del kineto["optimizer_saving_us"]  # an inference step: no optimizer
+    cells = [c.strip() for c in compile_vs_advice.row("m", t, kineto, 2, None).split("|")[1:-1]]
+    assert cells[11:] == ["-", "-"]
