@@ -83,6 +83,11 @@ func build(in Inputs) document {
 		summarySection(in, sp),
 		traceSection(in.Analysis, in.Trace),
 		opportunitySection(in.Analysis),
+	)
+	if in.Analysis != nil && len(in.Analysis.Optimizers) > 0 {
+		d.Sections = append(d.Sections, optimizerSection(in.Analysis))
+	}
+	d.Sections = append(d.Sections,
 		generatedSection(in, sp),
 		verifySection(in.Verify),
 		speedupSection(in, sp),
@@ -316,6 +321,35 @@ func shapeGroupString(g patterns.ShapeGroup) string {
 	if !g.Valid {
 		s += " (out of kernel range)"
 	}
+	return s
+}
+
+// optimizerSection lists the optimizer steps whose updates are not fused, with the fused
+// step's estimate and the advice (no kernel is generated for them: the change is fused=True).
+func optimizerSection(a *patterns.Report) section {
+	s := section{ID: "optimizers", Title: "Optimizer steps"}
+	s.Before = []para{{txt("Optimizer steps whose updates run unfused. The fix is a constructor argument, not a generated kernel; the fused step's time is estimated from the trace's own update kernels (docs/patterns.md, \"Optimizer steps\").")}}
+	tb := &table{
+		Head: []string{"optimizer", "runs as", "steps", "parameters", "GPU time µs", "est. fused µs", "est. saving µs"},
+		Num:  []bool{false, false, true, false, true, true, true},
+	}
+	for _, f := range a.Optimizers {
+		params, fused, saving := "-", "-", "-"
+		if f.Params > 0 {
+			params = fmt.Sprintf("%d tensors, %s %s", f.Tensors, patterns.FormatCount(f.Params), f.DType)
+		}
+		if f.Why == "" {
+			fused, saving = fixed(f.EstFusedUs, 1), fixed(f.EstSavingUs, 1)
+		}
+		tb.Rows = append(tb.Rows, []cell{txt(f.Optimizer), txt(f.Impl), numc(strconv.Itoa(f.Steps)), txt(params),
+			numc(fixed(f.GPUTimeUs, 1)), numc(fused), numc(saving)})
+		adv := f.Advice
+		if f.Why != "" {
+			adv += " (no estimate: " + f.Why + ")"
+		}
+		s.After = append(s.After, para{txt(adv)})
+	}
+	s.Table = tb
 	return s
 }
 

@@ -47,7 +47,7 @@ func TotalsOf(a *patterns.Report) Totals {
 		return Totals{Total: s + "."}
 	}
 	if t.Instances == 0 { // an optimizer step and no chain
-		return Totals{Total: optimizerTotal(t, busy, "Estimated saving: no chain found;")}
+		return Totals{Total: optimizerTotal(t, busy, "No chain found.")}
 	}
 	s := fmt.Sprintf("Estimated saving %s µs in total", fmtUs(t.EstSavingUs))
 	var shares []string

@@ -112,3 +112,42 @@ func TestTotalsOf(t *testing.T) {
 		t.Errorf("no opportunity: %+v", got)
 	}
 }
+
+// TestOptimizerInReport: the optimizer step's fused=True saving is a sentence of its own after
+// the chains' total (also when no chain was found), and the report has its section with the
+// advice; an analysis without optimizer findings has neither.
+func TestOptimizerInReport(t *testing.T) {
+	finding := patterns.OptimizerFinding{Optimizer: "AdamW", Impl: "foreach", Steps: 2, Kernels: 32, GPUTimeUs: 1576.1,
+		EstFusedUs: 526.6, EstSavingUs: 1049.5, Advice: "AdamW (foreach) runs 16 kernels a step: construct it with fused=True"}
+	withOpt := func(a *patterns.Report) *patterns.Report {
+		a.Optimizers = []patterns.OptimizerFinding{finding}
+		a.Totals.OptimizerSavingUs, a.Totals.OptimizerPctOfGPUBusy, a.Totals.OptimizerSavingPctOfStep = 1049.5, 17.49, 1.4
+		return a
+	}
+	chains := withOpt(stepAnalysis(hostBoundTotals()))
+	none := withOpt(&patterns.Report{Trace: patterns.TraceSummary{Path: "t.json.gz", GPUBusyUs: 6000},
+		Totals: &patterns.Totals{StepUs: 75000, StepSource: "profiler steps"}})
+	for name, a := range map[string]*patterns.Report{"with chains": chains, "no chain": none} {
+		t.Run(name, func(t *testing.T) {
+			tot := TotalsOf(a).Total
+			if !strings.Contains(tot, "The optimizer steps with fused=True: 1050 µs more (17% of GPU busy time, 1.4% of the step time)") {
+				t.Errorf("total lacks the optimizer sentence:\n%s", tot)
+			}
+			var md bytes.Buffer
+			if err := Markdown(&md, Inputs{Analysis: a}); err != nil {
+				t.Fatal(err)
+			}
+			_, sec, ok := strings.Cut(md.String(), "## Optimizer steps")
+			if !ok || !strings.Contains(sec, "construct it with fused=True") || !strings.Contains(sec, "| AdamW") || !strings.Contains(sec, "1049.5") {
+				t.Errorf("no optimizer section with the advice and the estimate:\n%s", md.String())
+			}
+		})
+	}
+	var md bytes.Buffer
+	if err := Markdown(&md, Inputs{Analysis: stepAnalysis(hostBoundTotals())}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(md.String(), "Optimizer steps") || strings.Contains(md.String(), "fused=True") {
+		t.Errorf("an analysis without optimizer findings mentions them:\n%s", md.String())
+	}
+}
