@@ -472,6 +472,18 @@ func prMarkdown(w io.Writer, in Inputs, items []prItem) error {
 		p(fmt.Sprintf("; %d not worth it (below, with the numbers)", len(rest)))
 	}
 	p(".\n")
+	if a := in.Analysis; a != nil && len(a.Optimizers) > 0 {
+		// the optimizer's fix is a constructor argument, often the largest single saving of a
+		// training step: said before the kernels, with the analysis's estimate
+		p("\n## The optimizer step (no kernel needed)\n\n")
+		for _, f := range a.Optimizers {
+			line := "- " + mdText(f.Advice)
+			if f.Why == "" && pos(f.EstSavingUs) {
+				line += fmt.Sprintf(". Estimated GPU saving %s µs over the trace's %s (from the trace's own update kernels, not measured here)", fmtUs(f.EstSavingUs), plural(f.Steps, "step"))
+			}
+			p(line + ".\n")
+		}
+	}
 
 	// warnings first: what should stop a reviewer
 	var warn []string

@@ -151,3 +151,18 @@ func TestOptimizerInReport(t *testing.T) {
 		t.Errorf("an analysis without optimizer findings mentions them:\n%s", md.String())
 	}
 }
+
+// TestOptimizerInPR: PR.md says the optimizer's fix, with its estimate, before the kernels.
+func TestOptimizerInPR(t *testing.T) {
+	a := stepAnalysis(hostBoundTotals())
+	a.Optimizers = []patterns.OptimizerFinding{{Optimizer: "AdamW", Impl: "foreach", Steps: 2, GPUTimeUs: 1576.1,
+		EstFusedUs: 526.6, EstSavingUs: 1049.5, Advice: "AdamW (foreach) runs 16 kernels a step: construct it with fused=True"}}
+	in := Inputs{Analysis: a}
+	var pr bytes.Buffer
+	if err := prMarkdown(&pr, in, prItems(in)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(pr.String(), "## The optimizer step (no kernel needed)\n\n- AdamW (foreach) runs 16 kernels a step: construct it with fused=True. Estimated GPU saving 1050 µs over the trace's 2 steps") {
+		t.Errorf("PR.md lacks the optimizer's advice:\n%s", pr.String())
+	}
+}
