@@ -675,7 +675,8 @@ def _norm_dim(x, residual, dim):
     return 1
 
 
-def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, block_n=None, stats=False, dim=-1):
+def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, block_n=None, stats=False, dim=-1,
+                   y_dtype=None):
     """Returns (s, y): s = x + residual, y = layer_norm(s, (N,), weight, bias, eps).
 
     ``dim`` is the normalized dim: -1 (the last, N = x.shape[-1]) or 1 (channels-first, N =
@@ -683,12 +684,13 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
     [B, ...] order). ``out`` = (s, y) buffers to write into; s may be x itself, or the residual
     when it has x's shape (in place); with dim=1 they must be channels_last (their C moved last
     must be a [rows, C] view; an NCHW x or residual is read in place, not copied, up to 1024
-    channels). ``stats=True`` also returns fp32 (mean, rstd) per row;
+    channels). ``stats=True`` also returns fp32 (mean, rstd) per row; ``y_dtype`` is y's
+    type (default: the sum's; fp32 as CUDA autocast's layer_norm returns it: AddLayerNorm);
     ``block_n`` forces the chunk size (tests use it for rows longer than a block)."""
     if _norm_dim(x, residual, dim) == 1:
         got = add_layer_norm(x.movedim(1, -1), residual.movedim(1, -1), weight, bias, eps,
                              out=None if out is None else tuple(_channels_last_view(t, 1) for t in out),
-                             block_n=block_n, stats=stats)
+                             block_n=block_n, stats=stats, y_dtype=y_dtype)
         return (got[0].movedim(-1, 1), got[1].movedim(-1, 1)) + tuple(got[2:])
     rr = _check(x, residual, weight, bias)
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
@@ -701,11 +703,11 @@ def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, bloc
     if fresh:
         # empty_like: a third of torch.empty(shape, ...)'s host time; contiguous like it
         s = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
-        y = torch.empty_like(x, dtype=dtype, memory_format=torch.contiguous_format)
+        y = torch.empty_like(x, dtype=y_dtype or dtype, memory_format=torch.contiguous_format)
     else:
         s, y = out
-        for t in (s, y):
-            if t.shape != x.shape or t.dtype != dtype or t.device != x.device:
+        for t, want in ((s, dtype), (y, y_dtype or dtype)):
+            if t.shape != x.shape or t.dtype != want or t.device != x.device:
                 raise ValueError("add_layernorm: out has the wrong shape, dtype or device")
         ins = [("x", x), ("residual", residual), ("weight", weight), ("bias", bias)]
         _check_alias("add_layernorm", [("s", s)], ins, in_place=("x", "residual"))
@@ -776,8 +778,8 @@ class AddLayerNormFunction(torch.autograd.Function):
     a block, or a broadcast residual: ATen native_layer_norm_backward)."""
 
     @staticmethod
-    def forward(ctx, x, residual, weight, bias, eps):
-        s, y, mean, rstd = add_layer_norm(x, residual, weight, bias, eps, stats=True)
+    def forward(ctx, x, residual, weight, bias, eps, y_dtype=None):
+        s, y, mean, rstd = add_layer_norm(x, residual, weight, bias, eps, stats=True, y_dtype=y_dtype)
         ctx.save_for_backward(s, weight, bias, mean, rstd)
         ctx.dtypes = (x.dtype, residual.dtype)
         ctx.rshape = residual.shape
@@ -798,13 +800,23 @@ class AddLayerNormFunction(torch.autograd.Function):
         mask = [True, weight is not None and ctx.needs_input_grad[2], bias is not None and ctx.needs_input_grad[3]]
         if dy is None:
             dy = torch.zeros_like(s)
+        w, b = weight, bias
+        if dy.dtype != s.dtype or not s.is_cuda and any(t is not None and t.dtype != s.dtype for t in (weight, bias)):
+            # mixed types ATen's kernel does not take (y in fp32 over a 16-bit sum: autocast's
+            # layer_norm; on the CPU, fp32 parameters over 16-bit activations): in fp32, the
+            # parameters' gradients cast back
+            dy, s, sd = dy.float(), s.float(), torch.float32
+            w = None if weight is None else weight.float()
+            b = None if bias is None else bias.float()
         dsn, dw, db = torch.ops.aten.native_layer_norm_backward(
-            dy.contiguous(), s, [n], mean.view(shp).to(sd), rstd.view(shp).to(sd), weight, bias, mask)
+            dy.contiguous(), s, [n], mean.view(shp).to(sd), rstd.view(shp).to(sd), w, b, mask)
+        dw = dw if dw is None or weight is None else dw.to(weight.dtype)
+        db = db if db is None or bias is None else db.to(bias.dtype)
         total = dsn if ds is None else dsn + ds
         dr = total
         if ctx.rshape != total.shape:  # a broadcast residual: its gradient sums the repeats
             dr = total.float().sum_to_size(ctx.rshape)
-        return total.to(ctx.dtypes[0]), dr.to(ctx.dtypes[1]), dw, db, None
+        return total.to(ctx.dtypes[0]), dr.to(ctx.dtypes[1]), dw, db, None, None
 
 
 def _one_stride(shape, strides):
@@ -886,16 +898,30 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     db = torch.empty(n, dtype=bias.dtype, device=s.device) if need_b else None
     if need_w or need_b:  # part [groups, 2, n]: row 0 the weight's sums, row 1 the bias'
         _part_sums(part, [g for g in (dw, db) if g is not None], 0 if need_w else 1)
-    return dx, dr, dw, db, None
+    return dx, dr, dw, db, None, None
 
 
-def add_layer_norm_train(x, residual, weight=None, bias=None, eps=1e-5, dim=-1):
-    """(s, y) through AddLayerNormFunction (autograd); dim as in add_layer_norm: with dim=1
-    the function runs on the views with C moved last, and autograd moves the gradients back."""
+def add_layer_norm_train(x, residual, weight=None, bias=None, eps=1e-5, dim=-1, y_dtype=None):
+    """(s, y) through AddLayerNormFunction (autograd); dim and y_dtype as in add_layer_norm:
+    with dim=1 the function runs on the views with C moved last, and autograd moves the
+    gradients back."""
     if _norm_dim(x, residual, dim) == 1:
-        s, y = AddLayerNormFunction.apply(x.movedim(1, -1), residual.movedim(1, -1), weight, bias, eps)
+        s, y = AddLayerNormFunction.apply(x.movedim(1, -1), residual.movedim(1, -1), weight, bias, eps, y_dtype)
         return s.movedim(-1, 1), y.movedim(-1, 1)
-    return AddLayerNormFunction.apply(x, residual, weight, bias, eps)
+    return AddLayerNormFunction.apply(x, residual, weight, bias, eps, y_dtype)
+
+
+# The device types whose autocast runs layer_norm in fp32 (PyTorch's autocast op reference:
+# CUDA's "ops that can autocast to float32" list has layer_norm; on the CPU it runs in its
+# input's type): there eager's y is fp32 whatever the sum's type, and in a post-norm model
+# (BERT) y is the next block's residual stream, kept in fp32.
+_AUTOCAST_FP32_NORM = {"cuda"}
+
+
+def _autocast_y_dtype(x):
+    """fp32 where autocast is on for x's device and runs layer_norm in fp32, else None."""
+    dev = x.device.type
+    return torch.float32 if dev in _AUTOCAST_FP32_NORM and torch.is_autocast_enabled(dev) else None
 
 
 class AddLayerNorm(torch.nn.Module):
@@ -923,4 +949,7 @@ class AddLayerNorm(torch.nn.Module):
         return new
 
     def forward(self, x, residual):
-        return add_layer_norm_train(x, residual, self.weight, self.bias, self.eps, self.dim)
+        """(s, y) as eager's ``s = x + residual; y = layer_norm(s)``, under autocast too: the
+        sum in the inputs' promoted type, y in fp32 where autocast runs layer_norm in fp32
+        (CUDA), else in the sum's type."""
+        return add_layer_norm_train(x, residual, self.weight, self.bias, self.eps, self.dim, _autocast_y_dtype(x))

@@ -248,6 +248,47 @@ def test_module(device):
     fat.assert_close(y, ln(x + r), 1e-5, 1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rows", [5, 300], ids=["one-block", "past-a-block"])
+def test_module_under_autocast(device, rows, monkeypatch):
+    """Under autocast the module returns what eager's ``x + residual`` and ``layer_norm``
+    return: the sum in the inputs' type, y in fp32 where autocast runs layer_norm in fp32
+    (CUDA; in a post-norm model y is the next block's residual stream) and in the sum's type
+    where it does not (the CPU). The fp32 y is also checked on the CPU, with the CPU's
+    autocast made to count as CUDA's, values and gradients against the fp32 norm of the
+    16-bit sum; rows past a block take the backward's ATen path (fp32 dy, bf16 sum)."""
+    g = fat.gen(41)
+    ln = torch.nn.LayerNorm(rows, device=device)
+    with torch.no_grad():
+        ln.weight.copy_(fat.randn([rows], torch.float32, device, g, mean=1.0, std=0.2))
+        ln.bias.copy_(fat.randn([rows], torch.float32, device, g, std=0.2))
+    m = kernel.AddLayerNorm.from_layer_norm(ln)
+    x = fat.randn([2, 3, rows], torch.bfloat16, device, g, mean=-2.3).requires_grad_(True)
+    r = fat.randn([2, 3, rows], torch.bfloat16, device, g).requires_grad_(True)
+    params = [x, r, ln.weight, ln.bias]
+
+    def check(want_fp32):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            s, y = m(x, r)
+            es = x + r
+            ey = ln(es) if not want_fp32 else torch.nn.functional.layer_norm(es.float(), (rows,), ln.weight, ln.bias, ln.eps)
+        assert s.dtype == es.dtype == torch.bfloat16
+        assert y.dtype == ey.dtype == (torch.float32 if want_fp32 else torch.bfloat16)
+        fat.assert_close(s, es, 0, 0)
+        fat.assert_close(y, ey, *((1e-5, 1e-5) if want_fp32 else fat.tol("norm", torch.bfloat16)))
+        dy = fat.randn(list(y.shape), y.dtype, device, g)
+        got = torch.autograd.grad((s, y), params, (torch.zeros_like(s), dy))
+        ref = torch.autograd.grad((es, ey), params, (torch.zeros_like(es), dy))
+        for name, gg, ww in zip(("dx", "dr", "dw", "db"), got, ref):
+            assert gg.dtype == ww.dtype, name
+            fat.assert_close(gg, ww, 2e-2, 2e-2, name=name)
+
+    check(want_fp32=device == "cuda")
+    if device == "cpu":
+        monkeypatch.setattr(kernel, "_AUTOCAST_FP32_NORM", {"cpu"})
+        check(want_fp32=True)
+
+
 CHANNELS_FIRST = {"eps": 1e-6, "norm_dim": "1"}
 
 
