@@ -77,7 +77,7 @@ func TestWriteText(t *testing.T) {
 			}
 		}
 		// one total, over chains that share nothing, against GPU busy and the step
-		for _, want := range []string{"Estimated saving 11524 µs in total (17% of GPU busy time, 17% of the step time)",
+		for _, want := range []string{"Estimated saving 11512 µs in total (17% of GPU busy time, 17% of the step time)",
 			"from 24 chains that share no op or kernel", "step time", "host-bound",
 			// every memory-bound kernel of this inference trace is in a chain; the counted set holds fewer
 			"Coverage: the chains found claim 100% of the memory-bound kernel time", "the counted chains 79%"} {

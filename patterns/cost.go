@@ -30,11 +30,11 @@ type CostModel struct {
 	// the one command that reproduces them: docs/benchmarks/cost-fit.md).
 	//
 	// RowKernelUs is what a row-reduction kernel (norms, softmax, a stats pass) adds to
-	// KernelOverheadUs (fitted: 0.2 us; bench/experiments/probe_gap.py measured decode-size
+	// KernelOverheadUs (fitted: 0.4 us; bench/experiments/probe_gap.py measured decode-size
 	// fused row kernels at 1.5-1.7 us against 1.1-1.4 us for the pointwise ones).
 	RowKernelUs float64
 	// GraphGapUs is the time between consecutive kernels replayed back to back in one CUDA
-	// graph, which a kernel's duration does not contain (fitted: 0.7 us per launch;
+	// graph, which a kernel's duration does not contain (fitted: 0.45 us per launch;
 	// probe_gap.py measured 0.24-0.51 us over 13 decode-size cases). Not part of the
 	// estimates; the benchmark adds it to the prediction of cases it times back to back.
 	GraphGapUs float64
@@ -89,27 +89,26 @@ type CostModel struct {
 	// GemmRatio16 and GemmRatio32 are a generated Triton GEMM's time over the GEMM a trace
 	// measures (cuBLAS) at the same shape, for fp16/bf16 and for fp32 operands, and
 	// fused = GemmRatio * gemm + what fusion adds.
-	// Fitted against the traced GEMM times: 1.15 for 16-bit operands (TMA kernels; a fixed
-	// term per call, fitted beside it, came out 0 and was dropped); 2.1 for fp32, from the two
-	// fp32 cases measured with the IEEE FMA kernel, which the tf32x3 kernel of 2026-12-01 has
-	// since made about twice as fast (docs/cost-model.md).
+	// Fitted against the traced GEMM times: 1.09 for 16-bit operands (TMA kernels; a fixed
+	// term per call, fitted beside it, came out 0 and was dropped); 0.667 for fp32 (the tf32x3
+	// kernel of 2026-12-01 against cuBLAS's IEEE fp32 GEMM; docs/cost-model.md).
 	GemmRatio16, GemmRatio32 float64
 	// FusedEfficiency is the fraction of BandwidthGBs a generated pointwise kernel reaches on
-	// its memory traffic (fitted: 0.967; on the H200 the fused kernels that run at the floor
+	// its memory traffic (fitted: 0.983; on the H200 the fused kernels that run at the floor
 	// at large shapes measured 91-94% of a 1 GiB copy's bandwidth, and the trace's calibrated
 	// bandwidth is itself a high percentile of eager kernels, not a copy).
 	FusedEfficiency float64
 	// RowEfficiency is FusedEfficiency for a row kernel (norms, softmax, a stats pass; fitted:
-	// 0.91).
+	// 0.94).
 	RowEfficiency float64
-	// RowL2Share is the share of the L2 discount (l2Absorbed) a row kernel gets (fitted: 0.533):
+	// RowL2Share is the share of the L2 discount (l2Absorbed) a row kernel gets (fitted: 0.883):
 	// its dependent passes keep fewer bytes in flight than a pointwise kernel, so L2 helps it
 	// less (on the H200 softmax and RMSNorm ran at 0.5-0.8x a copy of their bytes when those fit
 	// in L2).
 	RowL2Share float64
 	// WarmReadShare is the share of a warm call's reads (Shape.Warm: timed back to back, its
 	// inputs still in L2 from the call before) that L2 serves, by the rule that absorbs writes
-	// (fitted: 0.267).
+	// (fitted: 0, as 1e-9: with the read-back flush a replay gains nothing measurable).
 	WarmReadShare float64
 	// L2Bytes is the device's L2 cache (0: from the device table; unknown: no L2 effect).
 	// A kernel whose whole footprint (Bytes) fits in L2 finishes before its writes reach
@@ -151,17 +150,17 @@ func DefaultCostModel() CostModel {
 		CalibMinSamples:            5,
 		CalibPercentile:            0.98,
 		EpilogueOverhead:           1,
-		GemmRatio16:                1.12,
+		GemmRatio16:                1.09,
 		GemmRatio32:                0.667,
 		L2AbsorbAll:                0.69,
 		L2AbsorbNone:               0.96,
-		FusedEfficiency:            1,
+		FusedEfficiency:            0.983,
 		RowEfficiency:              0.94,
-		RowL2Share:                 0.783,
-		WarmReadShare:              0.0167,
+		RowL2Share:                 0.883,
+		WarmReadShare:              1e-09,
 		LaunchUs:                   4.0,
-		RowKernelUs:                0.3,
-		GraphGapUs:                 0.533,
+		RowKernelUs:                0.4,
+		GraphGapUs:                 0.45,
 		AttentionEfficiency:        0.16,
 		RowBwdEfficiency:           0.753,
 		AttentionBwdEfficiency:     0.367,
