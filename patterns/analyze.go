@@ -252,6 +252,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	noBwdShape := map[string]int{}   // instances in training whose backward could not be estimated
 	var busyUs float64
 	optClaims := make([]map[string]bool, len(traces)) // per trace: the optimizer classes whose fused step saves time
+	inferred := false                                 // a trace's dataflow inferred from shapes (no execution trace)
 	var optSavingUs float64
 	var generic []GenericChain
 	var genericAll []ranked // generic chains' instances: in the totals and the coverage
@@ -284,6 +285,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		} else {
 			g.infer()
 			s.Dataflow = "inferred"
+			inferred = true
 			if g.passes > 0 {
 				if s.Steps == 0 {
 					s.Steps = g.passes // the iterations of an unmarked inference loop
@@ -369,6 +371,9 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 		note(fmt.Sprintf("%s: %d of its instances run in training (they have a backward in the trace), where it is %s: they are counted with no saving",
 			id, trainingOnly[id], p.noTrainingSaving()))
+	}
+	if inferred && (len(all) > 0 || len(genericAll) > 0) {
+		note("dataflow inferred from op order and shapes (no execution trace): an op's input is linked to the newest earlier value of its shape and type, so where several such values are alive at once (rotary slices, mask and position index arithmetic, norms written out in ops, decoding loops) a chain can be split, joined or missed; on fifteen recorded models that changed or missed a few instances in six of them (docs/recording.md). For exact dataflow, record an execution trace in the same run (torch.profiler.ExecutionTraceObserver) and pass it with -et")
 	}
 	// the totals and the coverage count generic chains as catalog ones; the opportunities
 	// list the catalog's (generic chains have their own list)

@@ -140,18 +140,11 @@ func (p *pipeline) step(ctx context.Context, name string) error {
 }
 
 // notes echoes on stderr what explains an empty or partial analysis (the analysis's notes:
-// no input shapes recorded, no GPU kernels, ...; dataflow inferred rather than exact), which
+// no input shapes recorded, no GPU kernels, dataflow inferred rather than exact, ...), which
 // otherwise only the report shows.
 func (p *pipeline) notes(a *analysis.Result) {
 	for _, n := range a.Notes {
 		p.progress("  note: %s", n)
-	}
-	inferred := dataflowInferred(a.Ranks)
-	if len(a.Ranks) == 0 { // one trace: its summary is the trace's
-		inferred = a.Trace.Dataflow != "execution trace"
-	}
-	if inferred {
-		p.progress("  note: dataflow inferred from op order and shapes; -et with the execution trace recorded in the same run makes it exact")
 	}
 }
 
@@ -167,16 +160,6 @@ func autoModes(a *analysis.Result) []string {
 		return bench.Modes
 	}
 	return []string{"forward"}
-}
-
-// dataflowInferred reports whether any rank's dataflow was inferred.
-func dataflowInferred(ranks []patterns.TraceSummary) bool {
-	for _, r := range ranks {
-		if r.Dataflow != "execution trace" {
-			return true
-		}
-	}
-	return false
 }
 
 // run executes the pipeline into dir. It returns failed (exit status 1: a kernel failed a
