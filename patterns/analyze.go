@@ -318,7 +318,11 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		if cal.BandwidthSource == "none" {
 			note(fmt.Sprintf("%s: unknown device %q and too few large memory-bound kernels to calibrate bandwidth: fused times are not estimated (set CostModel.BandwidthGBs)", t.Path, s.Device))
 		}
-		for _, f := range optimizerSteps(t) {
+		var join map[int32]*trace.ETNode
+		if et := opts.ET[t]; et != nil {
+			join = et.Join(t)
+		}
+		for _, f := range optimizerSteps(t, join) {
 			if len(traces) > 1 {
 				f.Rank = rank
 			}

@@ -19,8 +19,9 @@ import (
 //
 // For Adam and AdamW the finding carries the fused step's estimated time (estimate) and,
 // where the trace records them, the parameters one step updates (the shapes recorded on the
-// step's addcdiv update, the one op that takes the parameters in both implementations) and
-// their element type (the update kernels' template type, or the op's input type).
+// step's addcdiv update, the one op that takes the parameters in both implementations; with
+// an execution trace, where Kineto left a long list out, their element counts) and their
+// element type (the update kernels' template type, or the op's input type).
 type OptimizerFinding struct {
 	Optimizer    string  `json:"optimizer"`                // the class, from the Optimizer.step#<Class>.step annotation
 	Impl         string  `json:"impl"`                     // "foreach" or "per-tensor loop"
@@ -72,8 +73,9 @@ var hasFused = map[string]bool{"Adam": true, "AdamW": true, "SGD": true}
 var functorType = regexp.MustCompile(`Functor<(float|double|c10::BFloat16|c10::Half)\b`)
 
 // optimizerSteps finds the optimizer steps whose updates are not fused: per-tensor loops
-// (at least minPerTensorOps per step) and foreach steps.
-func optimizerSteps(t *trace.Trace) []OptimizerFinding {
+// (at least minPerTensorOps per step) and foreach steps. et (nil without an execution trace)
+// joins t's ops to execution-trace nodes, which record the parameter lists Kineto leaves out.
+func optimizerSteps(t *trace.Trace, et map[int32]*trace.ETNode) []OptimizerFinding {
 	by := map[string]*optAcc{}
 	var order []string
 	for i := range t.Ops {
@@ -110,9 +112,17 @@ func optimizerSteps(t *trace.Trace) []OptimizerFinding {
 				case "_foreach_addcdiv_":
 					ns, _ := subtreeActs(t, id)
 					a.updateNs += ns
-					if len(c.Inputs) > 0 && c.Inputs[0].Type == "TensorList" {
+					switch en := et[id]; {
+					case len(c.Inputs) > 0 && c.Inputs[0].Type == "TensorList" && len(c.Inputs[0].List) > 0:
 						step = append(step, c.Inputs[0].List...)
 						a.noteType(kernelsType(t, id))
+					case en != nil && len(en.Inputs) > 0 && len(en.Inputs[0].List) > 0:
+						// a long list, whose shapes Kineto does not record: the execution
+						// trace's element counts and types
+						for _, v := range en.Inputs[0].List {
+							step = append(step, []int64{v.Numel})
+							a.noteType(parseDType(v.Elem))
+						}
 					}
 				case "_foreach_maximum_":
 					a.amsgrad = true

@@ -98,7 +98,7 @@ func TestOptimizerSteps(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := optimizerSteps(optimizerTrace(tc.class, 2, tc.updates))
+			got := optimizerSteps(optimizerTrace(tc.class, 2, tc.updates), nil)
 			if tc.want == "" {
 				if len(got) != 0 {
 					t.Fatalf("got %+v, want no finding", got)
@@ -131,7 +131,7 @@ func TestOptimizerSteps(t *testing.T) {
 // TestOptimizerParamShapes: the shapes a step updates, grouped, most elements first.
 func TestOptimizerParamShapes(t *testing.T) {
 	shapes := [][]int64{{768}, {768, 768}, {768}, {3072, 768}, {768, 768}}
-	f := optimizerSteps(optimizerTrace("AdamW", 1, adamwForeach(shapes, "float", 100_000)))[0]
+	f := optimizerSteps(optimizerTrace("AdamW", 1, adamwForeach(shapes, "float", 100_000)), nil)[0]
 	want := []ShapeCount{{Dims: []int64{3072, 768}, Count: 1}, {Dims: []int64{768, 768}, Count: 2}, {Dims: []int64{768}, Count: 2}}
 	if len(f.ParamShapes) != len(want) {
 		t.Fatalf("param_shapes %v, want %v", f.ParamShapes, want)
@@ -152,7 +152,7 @@ func TestOptimizerTypeNotGuessed(t *testing.T) {
 	shapes := [][]int64{{768}}
 	ups := adamwForeach(shapes, "float", 100_000)
 	ups = append(ups, adamwForeach(shapes, "c10::BFloat16", 100_000)[7]) // a second group in bf16
-	f := optimizerSteps(optimizerTrace("AdamW", 1, ups))[0]
+	f := optimizerSteps(optimizerTrace("AdamW", 1, ups), nil)[0]
 	if f.DType != "" || f.Params != 0 {
 		t.Errorf("mixed types: dtype %q params %d, want none", f.DType, f.Params)
 	}
@@ -178,5 +178,26 @@ func TestOptimizerInAnalysis(t *testing.T) {
 	}
 	if r.Coverage.OptimizerUs != f.GPUTimeUs || r.Coverage.WithOptimizerPct != 100 || len(r.Coverage.Unclaimed) != 0 {
 		t.Errorf("coverage: optimizer %v µs, %v%%, unclaimed %v; want %v, 100, none", r.Coverage.OptimizerUs, r.Coverage.WithOptimizerPct, r.Coverage.Unclaimed, f.GPUTimeUs)
+	}
+}
+
+// TestOptimizerParamsFromET: a list too long for Kineto to record (no shapes) takes the
+// execution trace's element counts and types; the estimate does not depend on them.
+func TestOptimizerParamsFromET(t *testing.T) {
+	tr := optimizerTrace("AdamW", 1, adamwForeach(nil, "float", 100_000))
+	upd := int32(-1)
+	for i, op := range tr.Ops {
+		if op.Name == "aten::_foreach_addcdiv_" {
+			upd = int32(i)
+		}
+	}
+	list := []trace.Tensor{{ID: 1, Numel: 768 * 768, ItemSize: 4, Elem: "float"}, {ID: 2, Numel: 768, ItemSize: 4, Elem: "float"}}
+	et := map[int32]*trace.ETNode{upd: {Name: "aten::_foreach_addcdiv_", Inputs: []trace.Tensor{{ID: -1, List: list}}}}
+	f := optimizerSteps(tr, et)[0]
+	if f.Tensors != 2 || f.Params != 768*768+768 || f.DType != FP32 {
+		t.Errorf("tensors %d params %d dtype %q, want 2 %d fp32", f.Tensors, f.Params, f.DType, 768*768+768)
+	}
+	if g := optimizerSteps(tr, nil)[0]; g.Params != 0 || g.EstFusedUs != f.EstFusedUs {
+		t.Errorf("without the execution trace: params %d, est %v (with: %v)", g.Params, g.EstFusedUs, f.EstFusedUs)
 	}
 }

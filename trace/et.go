@@ -32,6 +32,12 @@ type Tensor struct {
 	// Text is a String argument's value (gelu's approximate: "none" or "tanh"), "" for
 	// anything else.
 	Text string
+	// Elem is a tensor's element type as the trace names it ("float", "c10::BFloat16"), ""
+	// when not recorded.
+	Elem string
+	// List holds the tensors of a list of tensors (a GenericList[Tensor(...), ...] argument:
+	// an optimizer's foreach ops take their parameters so), nil for anything else.
+	List []Tensor
 }
 
 // IsTensor reports whether the value was a tensor.
@@ -104,6 +110,10 @@ func etTensors(v etValues) []Tensor {
 	for i, raw := range v.Values {
 		out[i] = Tensor{ID: -1, Storage: -1}
 		isTensor := i < len(v.Types) && strings.HasPrefix(v.Types[i], "Tensor(")
+		if i < len(v.Types) && strings.HasPrefix(v.Types[i], "GenericList[Tensor(") {
+			out[i].List = etList(raw, v.Types[i])
+			continue
+		}
 		if !isTensor {
 			if i < len(v.Types) && v.Types[i] == "String" {
 				var text string
@@ -113,24 +123,63 @@ func etTensors(v etValues) []Tensor {
 			}
 			continue
 		}
-		var vals []json.RawMessage
-		if json.Unmarshal(raw, &vals) != nil || len(vals) < 6 {
-			continue
+		if t, ok := etTensor(raw); ok {
+			t.Elem = elemType(v.Types[i])
+			out[i] = t
 		}
-		var nums [5]int64
-		ok := true
-		for k := 0; k < 5; k++ {
-			n, good := parseInt(strings.TrimSpace(string(vals[k])))
-			ok = ok && good
-			nums[k] = n
-		}
-		var dev string
-		if json.Unmarshal(vals[5], &dev) != nil || !ok {
-			continue
-		}
-		out[i] = Tensor{ID: nums[0], Storage: nums[1], Offset: nums[2], Numel: nums[3], ItemSize: nums[4], Device: dev}
 	}
 	return out
+}
+
+// etTensor decodes one [tensor_id, storage_id, offset, numel, itemsize, device] value.
+func etTensor(raw json.RawMessage) (Tensor, bool) {
+	var vals []json.RawMessage
+	if json.Unmarshal(raw, &vals) != nil || len(vals) < 6 {
+		return Tensor{}, false
+	}
+	var nums [5]int64
+	for k := 0; k < 5; k++ {
+		n, ok := parseInt(strings.TrimSpace(string(vals[k])))
+		if !ok {
+			return Tensor{}, false
+		}
+		nums[k] = n
+	}
+	var dev string
+	if json.Unmarshal(vals[5], &dev) != nil {
+		return Tensor{}, false
+	}
+	return Tensor{ID: nums[0], Storage: nums[1], Offset: nums[2], Numel: nums[3], ItemSize: nums[4], Device: dev}, true
+}
+
+// etList decodes a list of tensors (typ: "GenericList[Tensor(float),Tensor(float)]"); nil
+// when any element is not a tensor value.
+func etList(raw json.RawMessage, typ string) []Tensor {
+	var vals []json.RawMessage
+	if json.Unmarshal(raw, &vals) != nil || len(vals) == 0 {
+		return nil
+	}
+	elems := strings.Split(strings.TrimSuffix(strings.TrimPrefix(typ, "GenericList["), "]"), ",")
+	out := make([]Tensor, len(vals))
+	for k, r := range vals {
+		t, ok := etTensor(r)
+		if !ok {
+			return nil
+		}
+		if k < len(elems) {
+			t.Elem = elemType(elems[k])
+		}
+		out[k] = t
+	}
+	return out
+}
+
+// elemType is the element type of "Tensor(float)": "float"; "" for anything else.
+func elemType(typ string) string {
+	if !strings.HasPrefix(typ, "Tensor(") || !strings.HasSuffix(typ, ")") {
+		return ""
+	}
+	return typ[len("Tensor(") : len(typ)-1]
 }
 
 // Join maps OpIDs of t to execution-trace nodes with rf_id == Op.RecordFunctionID.
