@@ -208,9 +208,9 @@ var mutations = func() []mutation {
 		{"rmsnorm_pyops", "rstd-not-stored", classFormula, "def rms_norm(", "STATS=rstd is not None", "STATS=False"},
 		// the one-pass backward of rows that fit a block (the grad cases of the first adversarial
 		// shape, 129 rows of 127 in 8 groups of row tiles, and adapter.grad_shapes' 37 rows of 70)
-		{"rmsnorm_pyops", "bwd1-mean-over-block", classReduce, "def _rmsnorm_bwd(", "axis=1) / N", "axis=1) / BLOCK_N"},
-		{"rmsnorm_pyops", "bwd1-no-projection", classFormula, "def _rmsnorm_bwd(", "dx = rstd[:, None] * (dn - n * c[:, None])", "dx = rstd[:, None] * dn"},
-		{"rmsnorm_pyops", "bwd1-rstd-dropped", classScale, "def _rmsnorm_bwd(", "n = x * rstd[:, None]", "n = x"},
+		{"rmsnorm_pyops", "bwd1-mean-over-block", classReduce, "def _rmsnorm_bwd_tile(", "axis=1) / N", "axis=1) / BLOCK_N"},
+		{"rmsnorm_pyops", "bwd1-no-projection", classFormula, "def _rmsnorm_bwd_tile(", "dx = rstd[:, None] * (dn - n * c[:, None])", "dx = rstd[:, None] * dn"},
+		{"rmsnorm_pyops", "bwd1-rstd-dropped", classScale, "def _rmsnorm_bwd_tile(", "n = x * rstd[:, None]", "n = x"},
 		{"rmsnorm_pyops", "bwd1-group-overwrite", classStride, "def _rmsnorm_bwd(", "tl.store(PART + g * N + cols, acc", "tl.store(PART + cols, acc"},
 		{"rmsnorm_pyops", "bwd1-last-tile-dropped", classRowLoop, "def _rmsnorm_bwd(", "while r < end:", "while r < end - BLOCK_M:"},
 		// in place (out=x) and the refusals (the IN_PLACE adversarial cases)
@@ -255,12 +255,12 @@ var mutations = func() []mutation {
 		{"add_layernorm", "expanded-out-accepted", classAlias, "def add_layer_norm(", "_check_dense(\"add_layernorm\", [(\"s\", s), (\"y\", y)])", "pass"},
 		// the one-pass backward of rows that fit a block (the grad case of the first adversarial
 		// shape, 129 rows of 127 in 8 groups of row tiles)
-		{"add_layernorm", "bwd-no-xhat-term", classFormula, "def _add_layernorm_bwd(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - c2[:, None])"},
-		{"add_layernorm", "bwd-no-mean-term", classFormula, "def _add_layernorm_bwd(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - xhat * c1[:, None])"},
+		{"add_layernorm", "bwd-no-xhat-term", classFormula, "def _add_layernorm_bwd_tile(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - c2[:, None])"},
+		{"add_layernorm", "bwd-no-mean-term", classFormula, "def _add_layernorm_bwd_tile(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - xhat * c1[:, None])"},
 		{"add_layernorm", "bwd-ds-dropped", classFormula, "def _fused_backward(", "HAS_DS=has_ds,", "HAS_DS=False,"},
 		{"add_layernorm", "bwd-group-overwrite", classStride, "def _add_layernorm_bwd(", "tl.store(PART + 2 * g * N + cols, dw", "tl.store(PART + cols, dw"},
 		{"add_layernorm", "bwd-last-tile-dropped", classRowLoop, "def _add_layernorm_bwd(", "while r < end:", "while r < end - BLOCK_M:"},
-		{"add_layernorm", "bwd-dbias-as-dweight", classFormula, "def _add_layernorm_bwd(", "db += tl.sum(dy, axis=0)", "db += tl.sum(dy * xhat, axis=0)"},
+		{"add_layernorm", "bwd-dbias-as-dweight", classFormula, "def _add_layernorm_bwd_tile(", "db += tl.sum(dy, axis=0)", "db += tl.sum(dy * xhat, axis=0)"},
 		// the channels-first forward on NCHW inputs read in place (the NCHW_VIEWS adversarial
 		// cases: 15 positions of 7 channels in tiles of 4, 9 of 129 in tiles of 2; their gradient)
 		{"add_layernorm", "cf-position-mask-dropped", classTailMask, cf, "m = cm[:, None] & (p < P)[None, :]", "m = tl.broadcast_to(cm[:, None], (BLOCK_N, BLOCK_P))"},
@@ -374,6 +374,7 @@ var mutations = func() []mutation {
 	tma := "def _fold_tma_kernel("
 	epi := "def _fold_epilogue("
 	bwd = "def _ln_bwd_kernel("
+	bwdTile := "def _ln_bwd_tile(" // the kernel's work on one tile of rows
 	fold := "def _fold_kernel("
 	ms = append(ms, []mutation{
 		{"layernorm_linear", "stats-mask-le", classMaskLE, shifted, "(cols < K)[None, :]", "(cols <= K)[None, :]"},
@@ -422,15 +423,15 @@ var mutations = func() []mutation {
 		{"layernorm_linear", "out-overlap-x-unchecked", overlap, "def layernorm_linear(", `ins = [("x", x), `, `ins = [`},
 		// the backward (LayerNormLinearFunction: _ln_bwd_kernel's one pass, ATen's for rows
 		// past MAX_BWD_K, the partial sums) and the fold's one pass over W (_fold_kernel)
-		{"layernorm_linear", "bwd-flat-guard-dropped", classFormula, bwd, "rstd = tl.where(rstd == 0.0, flat, rstd)", "rstd = rstd"},
-		{"layernorm_linear", "bwd-x-col-stride-1", classStride, bwd, "cols[None, :] * sxk, mask=m", "cols[None, :], mask=m"},
-		{"layernorm_linear", "bwd-x-row-stride-k", classStride, bwd, "X + rm[:, None] * sxm", "X + rm[:, None] * K"},
+		{"layernorm_linear", "bwd-flat-guard-dropped", classFormula, bwdTile, "rstd = tl.where(rstd == 0.0, flat, rstd)", "rstd = rstd"},
+		{"layernorm_linear", "bwd-x-col-stride-1", classStride, bwdTile, "cols[None, :] * sxk, mask=m", "cols[None, :], mask=m"},
+		{"layernorm_linear", "bwd-x-row-stride-k", classStride, bwdTile, "X + rm[:, None] * sxm", "X + rm[:, None] * K"},
 		{"layernorm_linear", "bwd-mask-le", classMaskLE, bwd, "cm = cols < K", "cm = cols <= K"},
-		{"layernorm_linear", "bwd-mean-over-block", classReduce, bwd, "(c1 / K)[:, None]", "(c1 / BLOCK_K)[:, None]"},
-		{"layernorm_linear", "bwd-c2-dropped", classFormula, bwd, " + (c2 / K)[:, None]))", "))"},
-		{"layernorm_linear", "bwd-no-gamma", classFormula, bwd, "wdy = dxn * gamma[None, :]", "wdy = dxn"},
-		{"layernorm_linear", "bwd-xn-beta-dropped", classFormula, bwd, "xn = xn + beta[None, :]", "xn = xn"},
-		{"layernorm_linear", "bwd-dgamma-wrong", classReduce, bwd, "dg += tl.sum(dxn * xhat, axis=0)", "dg += tl.sum(dxn, axis=0)"},
+		{"layernorm_linear", "bwd-mean-over-block", classReduce, bwdTile, "(c1 / K)[:, None]", "(c1 / BLOCK_K)[:, None]"},
+		{"layernorm_linear", "bwd-c2-dropped", classFormula, bwdTile, " + (c2 / K)[:, None]))", "))"},
+		{"layernorm_linear", "bwd-no-gamma", classFormula, bwdTile, "wdy = dxn * gamma[None, :]", "wdy = dxn"},
+		{"layernorm_linear", "bwd-xn-beta-dropped", classFormula, bwdTile, "xn = xn + beta[None, :]", "xn = xn"},
+		{"layernorm_linear", "bwd-dgamma-wrong", classReduce, bwdTile, "dg += tl.sum(dxn * xhat, axis=0)", "dg += tl.sum(dxn, axis=0)"},
 		{"layernorm_linear", "bwd-last-tile-dropped", classRowLoop, bwd, "while r < end:", "while r < end - BLOCK_M:"},
 		{"layernorm_linear", "bwd-col-int32", index32, bwd, "cols = tl.arange(0, BLOCK_K).to(tl.int64)", "cols = tl.arange(0, BLOCK_K)"},
 		{"layernorm_linear", "bwd-eps-hardcoded", classEps, "def _ln_backward(", "float(eps)),", "1e-6),"},

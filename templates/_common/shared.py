@@ -490,8 +490,8 @@ def _seed_arg(fn, seed, device):
 
 
 # --- fa:shared normbwd ---
-# The one-pass norm backwards' helpers (add_layernorm, layernorm_linear): both row sums of
-# d_input in one reduction, and the warps for a tile.
+# The one-pass norm backwards' helpers (add_layernorm, rmsnorm_pyops, layernorm_linear): both
+# row sums of d_input in one reduction, the warps for a tile, and the row loop's pipelining.
 @triton.jit
 def _add_pairs(a, b, c, d):
     return a + c, b + d
@@ -508,6 +508,21 @@ def _bwd_warps(tile, batched=False):
     sums): a row of 8192 with 8 warps would take some 7 x 32 = 224 registers a thread, near
     the 255 a thread can have, hence 16 there."""
     return min(max(tile // (1024 if batched else 512), 4), 16)
+
+
+# The one-pass backward's row loop: pipelined on the GPU (_bwd_stages tiles in flight), a while
+# loop over the same tiles under the interpreter (its range() takes no tensor bound).
+PIPELINED = tl.constexpr(not INTERPRET)
+
+
+def _bwd_stages(block_m):
+    """The tiles the one-pass backward's row loop keeps in flight for tiles of block_m rows:
+    3 (the next tiles' loads issued while one is reduced) for rows of one or two a tile, 1 (no
+    pipelining) for more. On the H200 (2026-12-02; bench/experiments/probe_bwd_pipeline.py and
+    probe_add_layernorm_bwd.py) 3 took rmsnorm's backward at bf16 8192x4096 from 75.0 to 61.9
+    us and add_layernorm's from 98.6 to 82.1, and LayerNorm2d's batched fp32 tiles of 32 rows
+    of 96 from 87.8 to 176.3 us: those tiles' registers leave no room for a second one."""
+    return 3 if block_m <= 2 else 1
 # --- fa:end normbwd ---
 
 
