@@ -259,7 +259,8 @@ const maxScan = 48
 //     several inputs compete (a binary op on equal shapes), the input whose best
 //     candidate is newest takes it first.
 //  2. Later inputs skip values already taken by this node and the values on the
-//     unary chain that produced them (in x + f(x), x is not an intermediate of f).
+//     unary chain that produced them (in x + f(x), x is not an intermediate of f); the
+//     walk back ends one value past a reduction (x * rsqrt(mean(x**2)): at x**2).
 //  3. When the chosen value is a normalization's output and that normalization's
 //     input is also a candidate, the input wins: pre-norm residual blocks
 //     (x + f(norm(x))) read the norm's input, never its output, a second time.
@@ -452,20 +453,31 @@ func (g *graph) preferNormInput(c []int32) int32 {
 func (g *graph) markChain(n int32, taken map[int32]bool) {
 	taken[n] = true
 	p := g.src[n]
+	reduced := false // the walk passed a reduction: one more value (its input) is the chain's
 	for steps := 0; p >= 0 && steps < 64; steps++ {
 		if steps > 0 && taken[p] {
 			return
 		}
 		taken[p] = true
-		if normOps[g.name[p]] {
+		if normOps[g.name[p]] || reduced {
 			return
 		}
+		// x * rsqrt(mean(x**2) + eps): past the mean, the chain ends at its input (x**2); x
+		// itself is the norm's input, which the other operand reads, even where x has a single
+		// producer (a first layer's embeddings, or their dropout)
+		reduced = reduceOps[g.name[p]]
 		q := g.onlyProducer(p)
 		if q < 0 || g.onlyProducer(q) < 0 {
 			return
 		}
 		p = q
 	}
+}
+
+// reduceOps are the reductions markChain stops after (one value further).
+var reduceOps = map[string]bool{
+	"mean": true, "sum": true, "var": true, "std": true, "norm": true, "linalg_vector_norm": true,
+	"amax": true, "amin": true, "logsumexp": true,
 }
 
 // onlyProducer returns the single producer of p's activation inputs, -1 when p

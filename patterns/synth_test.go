@@ -221,6 +221,20 @@ func TestSyntheticChains(t *testing.T) {
 			{name: "to", in: []string{"f32:8x128x768", "=6", "=False", "=False", ""}},
 			{name: "mul", in: []string{"f32:768", "f32:8x128x768"}},
 		}, map[string]int{"rmsnorm_pyops": 1}},
+		// a first layer's RMSNorm: x has a single producer (Gemma's embeddings * sqrt(hidden),
+		// T5's embedding dropout); rule 2's walk back from rsqrt ends past the mean, at x**2,
+		// so the final mul still reads x (it walked on into x: 4 of 5 on Gemma, 10 of 12 on T5)
+		{"rmsnorm of a single-producer x", []op{
+			{name: "linear", in: []string{"f32:8x128x768", "f32:768x768", ""}},
+			{name: "mul", in: []string{"f32:8x128x768", "=27.7"}},
+			{name: "pow", in: []string{"f32:8x128x768", "=2"}},
+			{name: "mean", in: []string{"f32:8x128x768", "=[-1]", "=True", ""}},
+			{name: "add", in: []string{"f32:8x128x1", "#", "=1"}},
+			{name: "rsqrt", in: []string{"f32:8x128x1"}},
+			{name: "mul", in: []string{"f32:8x128x768", "f32:8x128x1"}},
+			{name: "to", in: []string{"f32:8x128x768", "=6", "=False", "=False", ""}},
+			{name: "mul", in: []string{"f32:768", "f32:8x128x768"}},
+		}, map[string]int{"rmsnorm_pyops": 1}},
 		{"gemma rmsnorm (1 + weight)", []op{
 			{name: "linear", in: []string{"f32:8x128x768", "f32:768x768", ""}},
 			{name: "pow", in: []string{"f32:8x128x768", "=2"}},
