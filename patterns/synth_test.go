@@ -435,3 +435,47 @@ func dimsKey(d []int64) string {
 	}
 	return s
 }
+
+// TestResidualReadsWrittenOutNormInput: rule 3 for a norm written out in ops. T5's first
+// layer: x is the embeddings' dropout output, its RMSNorm is written out in ops, and the
+// block's residual add reads x and the attention's dropout; Kineto alone linked the add to
+// the RMSNorm's output (the newest value of x's shape and type).
+func TestResidualReadsWrittenOutNormInput(t *testing.T) {
+	x := "f32:8x128x512"
+	tr := synth(
+		op{name: "embedding", in: []string{"f32:32128x512", "i64:8x128"}},
+		op{name: "dropout", in: []string{x, "=0.1", "=True"}}, // x
+		op{name: "pow", in: []string{x, "=2"}},
+		op{name: "mean", in: []string{x, "=[-1]", "=True", ""}},
+		op{name: "add", in: []string{"f32:8x128x1", "#", "=1"}},
+		op{name: "rsqrt", in: []string{"f32:8x128x1"}},
+		op{name: "mul", in: []string{x, "f32:8x128x1"}},
+		op{name: "mul", in: []string{"f32:512", x}}, // the weight: the norm's output
+		op{name: "linear", in: []string{x, "f32:512x512", ""}},
+		op{name: "dropout", in: []string{x, "=0.1", "=True"}},
+		op{name: "add", in: []string{x, x, "=1"}}, // x + dropout(attention)
+	)
+	g := newGraph(tr)
+	g.infer()
+	var add, xNode int32 = -1, -1
+	for b := range g.nodes {
+		switch {
+		case g.name[b] == "dropout" && xNode < 0:
+			xNode = int32(b)
+		case g.name[b] == "add" && len(tr.Ops[g.nodes[b]].Inputs[0].Dims) == 3 && tr.Ops[g.nodes[b]].Inputs[0].Dims[2] == 512:
+			add = int32(b)
+		}
+	}
+	if add < 0 || xNode < 0 {
+		t.Fatalf("add %d, x %d", add, xNode)
+	}
+	reads := map[int32]bool{}
+	for _, p := range g.in[add] {
+		if p >= 0 {
+			reads[g.src[p]] = true
+		}
+	}
+	if !reads[xNode] {
+		t.Errorf("the residual add reads %v, not x (node %d): %v", g.in[add], xNode, g.name)
+	}
+}
