@@ -377,7 +377,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			id, trainingOnly[id], p.noTrainingSaving()))
 	}
 	if inferred && (len(all) > 0 || len(genericAll) > 0) {
-		note("dataflow inferred from op order and shapes (no execution trace): an op's input is linked to the newest earlier value of its shape and type, so where several such values are alive at once (rotary slices, mask and position index arithmetic, norms written out in ops, decoding loops) a chain can be split, joined or missed (on fifteen recorded models, the catalog's instances of three: docs/recording.md). For exact dataflow, record an execution trace in the same run (torch.profiler.ExecutionTraceObserver) and pass it with -et")
+		note("dataflow inferred from op order and shapes (no execution trace): an op's input is linked to the newest earlier value of its shape and type, so where several such values are alive at once (rotary slices, mask and position index arithmetic, norms written out in ops, decoding loops) a chain can be split, joined or missed (on fifteen recorded models, the catalog's instances of four: docs/recording.md). For exact dataflow, record an execution trace in the same run (torch.profiler.ExecutionTraceObserver) and pass it with -et")
 	}
 	// the totals and the coverage count generic chains as catalog ones; the opportunities
 	// list the catalog's (generic chains have their own list)

@@ -264,9 +264,7 @@ const maxScan = 48
 //  3. When the chosen value is a normalization's output and that normalization's
 //     input is also a candidate, the input wins: pre-norm residual blocks
 //     (x + f(norm(x))) read the norm's input, never its output, a second time.
-//     Not for a GEMM: `x @ W.T` (Falcon's Linear) reads the norm's output. For an add,
-//     a norm written out in ops (x * rsqrt(mean(x**2) + eps) [* w]: writtenNormInput)
-//     counts as a normalization.
+//     Not for a GEMM: `x @ W.T` (Falcon's Linear) reads the norm's output.
 //  4. For later inputs, values that so far were only reshaped by views (heads
 //     split off a projection) rank after values a computing op already read.
 //  5. A normalization does not read another normalization's output that an op has
@@ -352,7 +350,7 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		if len(c) > 0 {
 			choice := c[0]
 			if p := g.src[choice]; normOps[g.name[b]] && p >= 0 && len(g.cons[p]) > 0 { // rule 5
-				choice = g.preferNormInput(c, false)
+				choice = g.preferNormInput(c)
 			}
 			g.link(b, pos[0], choice)
 		}
@@ -388,7 +386,7 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		}
 		choice := bestC[0]
 		if !gemmOps[g.name[b]] { // rule 3
-			choice = g.preferNormInput(bestC, g.name[b] == "add" || g.name[b] == "add_")
+			choice = g.preferNormInput(bestC)
 		}
 		g.link(b, pos[bestK], choice)
 		g.markChain(choice, taken)
@@ -430,19 +428,13 @@ var normOps = map[string]bool{
 }
 
 // preferNormInput applies rule 3 to a candidate list (newest first).
-func (g *graph) preferNormInput(c []int32, join bool) int32 {
+func (g *graph) preferNormInput(c []int32) int32 {
 	first := c[0]
 	p := g.src[first]
-	if p < 0 {
+	if p < 0 || !normOps[g.name[p]] {
 		return first
 	}
-	var x int32 = -1
-	switch {
-	case normOps[g.name[p]]:
-		x = g.in[p][0]
-	case join: // a residual add: a norm written out in ops counts as a norm
-		x = g.writtenNormInput(p)
-	}
+	x := g.in[p][0]
 	if x < 0 {
 		return first
 	}
@@ -452,61 +444,6 @@ func (g *graph) preferNormInput(c []int32, join bool) int32 {
 		}
 	}
 	return first
-}
-
-// writtenNormInput returns x where node p is a normalization written out in ops: x * r, or
-// that times a weight (T5's and Gemma's RMSNorm: x * rsqrt(mean(x**2) + eps) * w), r a
-// chain of single producers back from rsqrt or sqrt through a reduction to x; -1 otherwise.
-// Rule 3 then treats p as it treats a norm op's output.
-func (g *graph) writtenNormInput(p int32) int32 {
-	for depth := 0; depth < 2 && p >= 0; depth++ {
-		if g.name[p] != "mul" && g.name[p] != "div" {
-			return -1
-		}
-		var prods []int32
-		for _, q := range g.in[p] {
-			if q >= 0 {
-				prods = append(prods, g.src[q])
-			}
-		}
-		switch len(prods) {
-		case 1: // the weight's multiply (the weight has no producer): the normalized value
-			p = prods[0]
-			continue
-		case 2:
-			for k, a := range prods {
-				if g.normalizes(prods[1-k], a) {
-					return a
-				}
-			}
-		}
-		return -1
-	}
-	return -1
-}
-
-// normalizes reports whether r is computed from a alone through a square root and a
-// reduction (rsqrt(mean(a**2) + eps), sqrt(var(a) + eps)), walking single producers back.
-func (g *graph) normalizes(r, a int32) bool {
-	root, reduced := false, false
-	for steps := 0; r >= 0 && steps < 8; steps++ {
-		switch name := g.name[r]; {
-		case name == "rsqrt" || name == "sqrt":
-			root = true
-		case reduceOps[name]:
-			reduced = root
-		}
-		q := g.onlyProducer(r)
-		if q < 0 {
-			return false
-		}
-		q = g.src[q]
-		if q == a {
-			return reduced
-		}
-		r = q
-	}
-	return false
 }
 
 // markChain marks n's value and the unary chain that produced it: walking back
