@@ -131,6 +131,11 @@ func genericRegions(g *graph, claimed map[int32]bool) [][]int32 {
 			if p < 0 || red[p] || readers[p] > GenericFanOutMax { // a reduction ends its chain
 				continue
 			}
+			if g.readsAround(int32(b), pos, p) {
+				// b's other operand is computed from p by ops outside the chain (a residual
+				// add x + f(norm(x)) on x's add): one kernel cannot hold both, f runs between
+				continue
+			}
 			rb, rp := find(int32(b)), find(p)
 			if rb == rp || hasRed[rb] && hasRed[rp] {
 				continue
@@ -362,6 +367,42 @@ func groupGenericChains(all []GenericChain) []GenericChain {
 	}
 	return out
 }
+
+// readsAround reports whether an input of b other than pos depends on node p (b reads p at
+// pos): a chain joining b to p would then need what runs between them in the middle of its
+// kernel. Producers come before their readers, so the walk back from each other input
+// visits nodes after p only; past readsAroundBudget nodes it answers yes (no join).
+func (g *graph) readsAround(b int32, pos int, p int32) bool {
+	seen := map[int32]bool{}
+	var stack []int32
+	for k, q := range g.in[b] {
+		if k != pos && q >= 0 && q != p {
+			stack = append(stack, q)
+		}
+	}
+	for len(stack) > 0 {
+		q := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if q == p {
+			return true
+		}
+		if q < p || seen[q] {
+			continue
+		}
+		if seen[q] = true; len(seen) > readsAroundBudget {
+			return true
+		}
+		for _, r := range g.in[q] {
+			if r >= 0 {
+				stack = append(stack, r)
+			}
+		}
+	}
+	return false
+}
+
+// readsAroundBudget bounds readsAround's walk (a transformer layer is a few hundred nodes).
+const readsAroundBudget = 4096
 
 // directMember returns the member node input pos of b reads, looking through views,
 // copies and the table's ops that launched no kernel; -1 when it is no member.

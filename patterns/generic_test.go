@@ -316,3 +316,35 @@ func TestGenericGeluFromET(t *testing.T) {
 		}
 	}
 }
+
+// TestGenericChainIsConvex: two blocks' layer-scale residuals (ConvNeXt: x + gamma * f(x)) are
+// joined by dataflow, the second add reading the first's output, but the second block's
+// branch f runs between them and reads that output too: one kernel cannot hold both adds. Each
+// block's mul, add stays a chain of its own (they were one chain of four before).
+func TestGenericChainIsConvex(t *testing.T) {
+	x := "f32:8x128x768"
+	block := []op{
+		{name: "linear", in: []string{x, "f32:768x768", "f32:768"}}, // f(x)
+		{name: "tanh", in: []string{x}},
+		{name: "mul", in: []string{x, "f32:768"}}, // gamma * f(x)
+		{name: "add", in: []string{x, x, "=1"}},   // x + ...
+	}
+	ops := append([]op{{name: "relu", in: []string{x}}}, block...)
+	ops = append(ops, block...)
+	r, err := Analyze([]*trace.Trace{synth(ops...)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range r.GenericChains {
+		got = append(got, fmt.Sprintf("%s x%d", strings.Join(c.Ops, ","), c.Instances))
+	}
+	for _, c := range got {
+		if strings.Count(c, "add") > 1 {
+			t.Errorf("a chain across the blocks: %v", got)
+		}
+	}
+	if len(got) == 0 {
+		t.Errorf("no chain: %v", got)
+	}
+}

@@ -40,7 +40,7 @@ folders=(
   mlp_blocks_train_bf16/linear_gelu-bf16-16x256x2048x8192-d8181e79
   mlp_blocks_train_bf16/layernorm_linear-bf16-16x256x2048x8192-18daa673
   mlp_blocks_train_bf16/add_layernorm-bf16-16x256x2048-e2a9dd44
-  convnext_tiny_train_bf16/generic-mul_add_mul_add-fp32-32x96x56x56-35065302
+  convnext_tiny_train_bf16/generic-mul_add-fp32-32x96x56x56-11bb5aff
   convnext_tiny_train_bf16/add_layernorm-fp32-32x96x56x56-6b681f5c
   convnext_tiny_train_bf16/linear_gelu-bf16-32x56x56x96x384-aa30bbec
   gpt2_train_bf16/layernorm_linear-bf16-8x512x768x2304-69bf12c0
