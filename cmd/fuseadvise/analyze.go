@@ -21,6 +21,11 @@ or a directory of rank files, links every GPU kernel to the CPU op that launched
 		"ranked, after a summary of the trace: device, ranks, steps, GPU busy and idle time, kernel and launch counts, top "+
 		"kernels and top ops by GPU time.", helpWidth) + `
 
+Chains of memory-bound ops outside the catalog follow (generic chains, which gen writes a
+kernel for), then the optimizer steps whose updates run unfused: a foreach or per-tensor-loop
+Adam/AdamW step gets the advice fused=True, the fused step's GPU time estimated from the
+step's own update kernels.
+
 Dataflow between ops is inferred from the trace alone (op order, nesting, input shapes).
 With -et, the PyTorch execution trace recorded in the same run gives exact tensor identities
 instead.
