@@ -1,9 +1,11 @@
 """What an Adam/AdamW step costs as foreach, as fused=True and as torch.compile of the step,
 for the parameter lists that traces recorded (GPU probe; prints JSON lines).
 
-fuseadvise's optimizer finding ("use fused=True") predicts the fused step's time from the
-bytes it moves. This probe measures it against the foreach step the profiled traces ran, on
-the parameter tensors one step updates (an analysis's "optimizers" entries, or --case).
+fuseadvise's optimizer finding ("use fused=True") predicts the fused step's GPU time as 7/4
+of the traced step's addcdiv update at a measured pace (patterns/optimizer.go). This probe
+measures the fused step against the foreach step the profiled traces ran, on the parameter
+tensors one step updates (an execution trace's lists with --et, an analysis's "optimizers"
+entries, or --case).
 Per case it builds the parameters (torch.randn in the case's dtype, nn.Parameter on cuda)
 and one gradient each (randn * 1e-2), with lr=1e-3, weight_decay=0.01 for AdamW and 0 for
 Adam, default betas and eps, and runs three variants, each on its own parameters made from
