@@ -147,7 +147,11 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
     rows (a program's rows never cross a block), times NCB column blocks (one grid axis). KIND<i> is how input
-    i's gradient is reduced (_bwd_layout); no atomics: every buffer entry has one writer."""
+    i's gradient is reduced (_bwd_layout); no atomics: every buffer entry has one writer. A
+    program's sums run in a tile of [BLOCK_R, BLOCK_C] fp32 sums, added to elementwise and
+    reduced once after the row loop: Llama's RoPE-style x0 * x1 + x2 at 4x16x512x64 took 14.9 us
+    with a tile reduced per iteration (a cross-warp sum and a barrier each), 11.4 with this on
+    the H200 (bench/experiments/probe_generic_bwd.py --rewrites, 2026-12-02)."""
     pid = tl.program_id(0)
     if IDX64:  # an offset or index reaches 2**31: index math in 64 bits (else 32: fewer registers)
         pid = pid.to(tl.int64)
@@ -164,8 +168,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		if !reached[i] {
 			continue
 		}
-		fmt.Fprintf(b, "    acc_c%d = tl.zeros([BLOCK_C], tl.float32)\n", i)
-		fmt.Fprintf(b, "    acc_r%d = tl.zeros([BLOCK_R], tl.float32)\n", i)
+		fmt.Fprintf(b, "    acc%d = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)\n", i)
 	}
 	b.WriteString("    r0 = row_start\n")
 	b.WriteString("    while r0 < row_end:  # a while loop: the interpreter cannot range() over a runtime int\n")
@@ -209,10 +212,8 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		b.WriteString("            gb = " + lead("u", i) + "\n")
 		b.WriteString("            tl.store(gbuf" + I + " + (gb[:, None] + c * u" + I + "_" + last + "), _cast(gx" + I +
 			", " + tlDtypes[r.p.Inputs[i].DType] + "), mask=mask)\n")
-		b.WriteString("        elif KIND" + I + " == 1:  # columns kept, the program's rows reduced: column sums\n")
-		b.WriteString("            acc_c" + I + " += tl.sum(tl.where(mask, gx" + I + ", 0.0), axis=0)\n")
-		b.WriteString("        elif KIND" + I + " == 2:  # columns and the program's rows reduced: one sum\n")
-		b.WriteString("            acc_r" + I + " += tl.sum(tl.where(mask, gx" + I + ", 0.0), axis=1)\n")
+		b.WriteString("        elif KIND" + I + " == 1 or KIND" + I + " == 2:  # the program's rows reduced (1: per column, 2: all)\n")
+		b.WriteString("            acc" + I + " += tl.where(mask, gx" + I + ", 0.0)  # summed once, after the loop\n")
 		b.WriteString("        elif KIND" + I + " == 3:  # columns reduced: each row's sum over the column block\n")
 		b.WriteString("            tl.store(gbuf" + I + " + (pc * R + rows), tl.sum(tl.where(mask, gx" + I + ", 0.0), axis=1), mask=rmask)\n")
 		b.WriteString("        elif KIND" + I + " == 4:  # none fits: the fp32 values, summed on the host\n")
@@ -224,10 +225,10 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 			continue
 		}
 		I := strconv.Itoa(i)
-		b.WriteString("    if KIND" + I + " == 1:\n")
-		b.WriteString("        tl.store(gbuf" + I + " + (pg * C + cols), acc_c" + I + ", mask=cmask)\n")
-		b.WriteString("    elif KIND" + I + " == 2:\n")
-		b.WriteString("        tl.store(gbuf" + I + " + pid, tl.sum(acc_r" + I + ", axis=0))\n")
+		b.WriteString("    if KIND" + I + " == 1:  # column sums\n")
+		b.WriteString("        tl.store(gbuf" + I + " + (pg * C + cols), tl.sum(acc" + I + ", axis=0), mask=cmask)\n")
+		b.WriteString("    elif KIND" + I + " == 2:  # one sum\n")
+		b.WriteString("        tl.store(gbuf" + I + " + pid, tl.sum(tl.sum(acc" + I + ", axis=1), axis=0))\n")
 	}
 	b.WriteString("\n\n")
 	return reached
@@ -294,6 +295,11 @@ BWD_TILE = 128 if INTERPRET else ` + strconv.Itoa(bwdTile(len(r.p.Inputs), g, re
 MIN_BLOCK_C = 16 if INTERPRET else 128
 MIN_SPLIT_ROWS = 2 if INTERPRET else 16
 PROGRAMS_PER_SM = 1 if INTERPRET else 32  # 8 before: 4x fewer programs, 10-25% slower on the H200 (probe_generic_bwd.py)
+# with column sums, column blocks narrow (down to MIN_COLSUM_BLOCK_C) until there are
+# COLSUM_PROGRAMS_PER_SM programs per SM: Llama's 4x16x512x64 backward 11.2 -> 10.2 us, its
+# 4x4x512x64 7.4 -> 6.7 (4 against 1 and 32 against 128: probe_generic_bwd.py --knobs, H200)
+COLSUM_PROGRAMS_PER_SM = 4
+MIN_COLSUM_BLOCK_C = 16 if INTERPRET else 32
 _SMS = {}
 
 
@@ -479,7 +485,7 @@ def _bwd_plan(inputs, douts, needs):
     while block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
         block_c //= 2
     col_sums = 1 in kinds
-    while col_sums and block_c > MIN_BLOCK_C and nblk * -(-n_cols // block_c) < sms:
+    while col_sums and block_c > MIN_COLSUM_BLOCK_C and nblk * -(-n_cols // block_c) < COLSUM_PROGRAMS_PER_SM * sms:
         block_c //= 2
     n_cb = -(-n_cols // block_c)
     block_r = max(1, min(BWD_TILE // block_c, _pow2(blk_rows)))

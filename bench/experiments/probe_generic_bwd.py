@@ -11,14 +11,22 @@ L2 flushed) for the plan's knobs (BWD_TILE, MIN_SPLIT_ROWS, PROGRAMS_PER_SM, MIN
 at a time and in pairs, beside eager's backward, each variant's gradients checked against
 eager's. The config column gives the grid and the partial sums' buffer of each variant.
 
+With --rewrites, the variants are of the kernel's text instead (the plan's knobs as they
+are): "acc2d" keeps each per-program sum as a [BLOCK_R, BLOCK_C] tile of running sums, added to
+elementwise and reduced once after the row loop (as Inductor's reductions do), where kernels
+generated before 2026-12-02's change reduced every tile (a cross-warp sum and a barrier a
+tile; the generator now writes the running tile, and this rewrite leaves such a kernel as it is); "pipeN" runs the
+row loop as tl.range(num_stages=N), the next tiles' loads issued while one is worked on.
+
 Usage, from the repository root, with folders made by ``fuseadvise gen``:
-  python bench/experiments/probe_generic_bwd.py FOLDER... [--json]
+  python bench/experiments/probe_generic_bwd.py FOLDER... [--json] [--rewrites]
 """
 import argparse
 import importlib.util
 import itertools
 import json
 import pathlib
+import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -40,9 +48,15 @@ def load(folder, name):
     return mod
 
 
-def variants():
-    """The plan's defaults, each knob alone, then the pairs of the first three knobs."""
+def variants(grid=None):
+    """The plan's defaults, each knob alone, then the pairs of the first three knobs; with
+    grid (a JSON object of knob: [values]), the defaults then every combination of those."""
     yield {}
+    if grid:
+        keys = list(grid)
+        for vals in itertools.product(*(grid[k] for k in keys)):
+            yield dict(zip(keys, vals))
+        return
     for k, vals in KNOBS.items():
         for v in vals[1:]:
             yield {k: v}
@@ -51,10 +65,39 @@ def variants():
             yield {a: x, b: y}
 
 
+def acc2d(src):
+    """The per-program sums as [BLOCK_R, BLOCK_C] running sums, reduced after the loop."""
+    src = re.sub(r"acc_c(\d+) = tl.zeros\(\[BLOCK_C\], tl.float32\)", r"acc_c\1 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)", src)
+    src = re.sub(r"acc_r(\d+) = tl.zeros\(\[BLOCK_R\], tl.float32\)", r"acc_r\1 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)", src)
+    src = re.sub(r"acc_([cr])(\d+) \+= tl.sum\(tl.where\(mask, gx(\d+), 0.0\), axis=[01]\)",
+                 r"acc_\1\2 += tl.where(mask, gx\3, 0.0)", src)
+    src = re.sub(r"\(pg \* C \+ cols\), acc_c(\d+), mask=cmask\)", r"(pg * C + cols), tl.sum(acc_c\1, axis=0), mask=cmask)", src)
+    src = re.sub(r"tl.sum\(acc_r(\d+), axis=0\)", r"tl.sum(tl.sum(acc_r\1, axis=1), axis=0)", src)
+    return src
+
+
+def pipe(n):
+    """The row loop as tl.range(num_stages=n) (the GPU only)."""
+    def rewrite(src):
+        old = ("    r0 = row_start\n    while r0 < row_end:  # a while loop: the interpreter cannot range() over a runtime int\n"
+               "        rows = r0 + tl.arange(0, BLOCK_R)\n        rmask = rows < row_end\n        r0 += BLOCK_R\n")
+        assert old in src, "the row loop's text changed"
+        new = (f"    for t in tl.range(0, tl.cdiv(row_end - row_start, BLOCK_R), num_stages={n}):\n"
+               "        rows = row_start + t * BLOCK_R + tl.arange(0, BLOCK_R)\n        rmask = rows < row_end\n")
+        return src.replace(old, new)
+    return rewrite
+
+
+REWRITES = {"acc2d": [acc2d], "pipe2": [pipe(2)], "pipe3": [pipe(3)], "acc2d+pipe2": [acc2d, pipe(2)],
+            "acc2d+pipe3": [acc2d, pipe(3)]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folders", nargs="+")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rewrites", action="store_true", help="variants of the kernel's text (see above)")
+    ap.add_argument("--knobs", type=json.loads, help='a grid of knob values, e.g. {"MIN_BLOCK_C": [32, 64]}')
     args = ap.parse_args()
     for f in map(pathlib.Path, args.folders):
         sys.path.insert(0, str(f))  # the folder's fa_testing and case
@@ -64,6 +107,10 @@ def main():
         params = case.PARAMS
         inputs = adapter.make_inputs(case.SHAPES, fat.DTYPES[case.DTYPE], params, "cuda", 0)
         names = [n for n in adapter.GRAD_INPUTS if inputs.get(n) is not None]
+        if not getattr(case, "BACKWARD", False) or not names:
+            print(f"{f.name}: no fused backward (forward only)", flush=True)
+            sys.path.remove(str(f))
+            continue
 
         def timed(fwd):
             call = harness.TrainingCall(torch, fwd, inputs, names, "backward")
@@ -71,11 +118,19 @@ def main():
             return fat.gpu_time_us(fat.graph_replay(call) or call), got
 
         eager_us, want = timed(lambda d: adapter.reference(ref, d, params))
-        defaults = {k: getattr(kernel, k) for k in KNOBS}
+        defaults = {k: getattr(kernel, k) for k in (*KNOBS, *(args.knobs or {}))}
         rows = [("eager", eager_us, None, "")]
-        for v in variants():
+        text = (f / "kernel.py").read_text()
+        for v in ([{}] + [{"rewrite": r} for r in REWRITES]) if args.rewrites else variants(args.knobs):
+            if "rewrite" in v:
+                src = text
+                for rw in REWRITES[v["rewrite"]]:
+                    src = rw(src)
+                (f / "kernel_probe.py").write_text(src)
+                kernel = load(f, "kernel_probe")
             for k, val in {**defaults, **v}.items():
-                setattr(kernel, k, val)
+                if k != "rewrite":
+                    setattr(kernel, k, val)
             kernel._PLANS.clear()  # the plans are cached per layout: planned again with the knobs
             try:
                 xs = [inputs[n] for n in adapter.NAMES]

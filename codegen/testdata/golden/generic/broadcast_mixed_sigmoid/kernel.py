@@ -205,7 +205,11 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, gbuf0, gbuf1, gbuf2, 
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
     rows (a program's rows never cross a block), times NCB column blocks (one grid axis). KIND<i> is how input
-    i's gradient is reduced (_bwd_layout); no atomics: every buffer entry has one writer."""
+    i's gradient is reduced (_bwd_layout); no atomics: every buffer entry has one writer. A
+    program's sums run in a tile of [BLOCK_R, BLOCK_C] fp32 sums, added to elementwise and
+    reduced once after the row loop: Llama's RoPE-style x0 * x1 + x2 at 4x16x512x64 took 14.9 us
+    with a tile reduced per iteration (a cross-warp sum and a barrier each), 11.4 with this on
+    the H200 (bench/experiments/probe_generic_bwd.py --rewrites, 2026-12-02)."""
     pid = tl.program_id(0)
     if IDX64:  # an offset or index reaches 2**31: index math in 64 bits (else 32: fewer registers)
         pid = pid.to(tl.int64)
@@ -217,18 +221,12 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, gbuf0, gbuf1, gbuf2, 
     blk = pg // SPLITS
     row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
     row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
-    acc_c0 = tl.zeros([BLOCK_C], tl.float32)
-    acc_r0 = tl.zeros([BLOCK_R], tl.float32)
-    acc_c1 = tl.zeros([BLOCK_C], tl.float32)
-    acc_r1 = tl.zeros([BLOCK_R], tl.float32)
-    acc_c2 = tl.zeros([BLOCK_C], tl.float32)
-    acc_r2 = tl.zeros([BLOCK_R], tl.float32)
-    acc_c3 = tl.zeros([BLOCK_C], tl.float32)
-    acc_r3 = tl.zeros([BLOCK_R], tl.float32)
-    acc_c4 = tl.zeros([BLOCK_C], tl.float32)
-    acc_r4 = tl.zeros([BLOCK_R], tl.float32)
-    acc_c5 = tl.zeros([BLOCK_C], tl.float32)
-    acc_r5 = tl.zeros([BLOCK_R], tl.float32)
+    acc0 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+    acc1 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+    acc2 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+    acc3 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+    acc4 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+    acc5 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     r0 = row_start
     while r0 < row_end:  # a while loop: the interpreter cannot range() over a runtime int
         rows = r0 + tl.arange(0, BLOCK_R)
@@ -276,10 +274,8 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, gbuf0, gbuf1, gbuf2, 
         if KIND0 == 0:  # the main shape: stored as it is
             gb = rows * 0 + i0 * u0_0 + i1 * u0_1 + i2 * u0_2
             tl.store(gbuf0 + (gb[:, None] + c * u0_3), _cast(gx0, tl.float32), mask=mask)
-        elif KIND0 == 1:  # columns kept, the program's rows reduced: column sums
-            acc_c0 += tl.sum(tl.where(mask, gx0, 0.0), axis=0)
-        elif KIND0 == 2:  # columns and the program's rows reduced: one sum
-            acc_r0 += tl.sum(tl.where(mask, gx0, 0.0), axis=1)
+        elif KIND0 == 1 or KIND0 == 2:  # the program's rows reduced (1: per column, 2: all)
+            acc0 += tl.where(mask, gx0, 0.0)  # summed once, after the loop
         elif KIND0 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf0 + (pc * R + rows), tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
         elif KIND0 == 4:  # none fits: the fp32 values, summed on the host
@@ -288,10 +284,8 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, gbuf0, gbuf1, gbuf2, 
         if KIND1 == 0:  # the main shape: stored as it is
             gb = rows * 0 + i0 * u1_0 + i1 * u1_1 + i2 * u1_2
             tl.store(gbuf1 + (gb[:, None] + c * u1_3), _cast(gx1, tl.float32), mask=mask)
-        elif KIND1 == 1:  # columns kept, the program's rows reduced: column sums
-            acc_c1 += tl.sum(tl.where(mask, gx1, 0.0), axis=0)
-        elif KIND1 == 2:  # columns and the program's rows reduced: one sum
-            acc_r1 += tl.sum(tl.where(mask, gx1, 0.0), axis=1)
+        elif KIND1 == 1 or KIND1 == 2:  # the program's rows reduced (1: per column, 2: all)
+            acc1 += tl.where(mask, gx1, 0.0)  # summed once, after the loop
         elif KIND1 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf1 + (pc * R + rows), tl.sum(tl.where(mask, gx1, 0.0), axis=1), mask=rmask)
         elif KIND1 == 4:  # none fits: the fp32 values, summed on the host
@@ -300,10 +294,8 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, gbuf0, gbuf1, gbuf2, 
         if KIND2 == 0:  # the main shape: stored as it is
             gb = rows * 0 + i0 * u2_0 + i1 * u2_1 + i2 * u2_2
             tl.store(gbuf2 + (gb[:, None] + c * u2_3), _cast(gx2, tl.float32), mask=mask)
-        elif KIND2 == 1:  # columns kept, the program's rows reduced: column sums
-            acc_c2 += tl.sum(tl.where(mask, gx2, 0.0), axis=0)
-        elif KIND2 == 2:  # columns and the program's rows reduced: one sum
-            acc_r2 += tl.sum(tl.where(mask, gx2, 0.0), axis=1)
+        elif KIND2 == 1 or KIND2 == 2:  # the program's rows reduced (1: per column, 2: all)
+            acc2 += tl.where(mask, gx2, 0.0)  # summed once, after the loop
         elif KIND2 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf2 + (pc * R + rows), tl.sum(tl.where(mask, gx2, 0.0), axis=1), mask=rmask)
         elif KIND2 == 4:  # none fits: the fp32 values, summed on the host
@@ -312,10 +304,8 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, gbuf0, gbuf1, gbuf2, 
         if KIND3 == 0:  # the main shape: stored as it is
             gb = rows * 0 + i0 * u3_0 + i1 * u3_1 + i2 * u3_2
             tl.store(gbuf3 + (gb[:, None] + c * u3_3), _cast(gx3, tl.bfloat16), mask=mask)
-        elif KIND3 == 1:  # columns kept, the program's rows reduced: column sums
-            acc_c3 += tl.sum(tl.where(mask, gx3, 0.0), axis=0)
-        elif KIND3 == 2:  # columns and the program's rows reduced: one sum
-            acc_r3 += tl.sum(tl.where(mask, gx3, 0.0), axis=1)
+        elif KIND3 == 1 or KIND3 == 2:  # the program's rows reduced (1: per column, 2: all)
+            acc3 += tl.where(mask, gx3, 0.0)  # summed once, after the loop
         elif KIND3 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf3 + (pc * R + rows), tl.sum(tl.where(mask, gx3, 0.0), axis=1), mask=rmask)
         elif KIND3 == 4:  # none fits: the fp32 values, summed on the host
@@ -324,10 +314,8 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, gbuf0, gbuf1, gbuf2, 
         if KIND4 == 0:  # the main shape: stored as it is
             gb = rows * 0 + i0 * u4_0 + i1 * u4_1 + i2 * u4_2
             tl.store(gbuf4 + (gb[:, None] + c * u4_3), _cast(gx4, tl.float32), mask=mask)
-        elif KIND4 == 1:  # columns kept, the program's rows reduced: column sums
-            acc_c4 += tl.sum(tl.where(mask, gx4, 0.0), axis=0)
-        elif KIND4 == 2:  # columns and the program's rows reduced: one sum
-            acc_r4 += tl.sum(tl.where(mask, gx4, 0.0), axis=1)
+        elif KIND4 == 1 or KIND4 == 2:  # the program's rows reduced (1: per column, 2: all)
+            acc4 += tl.where(mask, gx4, 0.0)  # summed once, after the loop
         elif KIND4 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf4 + (pc * R + rows), tl.sum(tl.where(mask, gx4, 0.0), axis=1), mask=rmask)
         elif KIND4 == 4:  # none fits: the fp32 values, summed on the host
@@ -336,39 +324,37 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, gbuf0, gbuf1, gbuf2, 
         if KIND5 == 0:  # the main shape: stored as it is
             gb = rows * 0 + i0 * u5_0 + i1 * u5_1 + i2 * u5_2
             tl.store(gbuf5 + (gb[:, None] + c * u5_3), _cast(gx5, tl.float32), mask=mask)
-        elif KIND5 == 1:  # columns kept, the program's rows reduced: column sums
-            acc_c5 += tl.sum(tl.where(mask, gx5, 0.0), axis=0)
-        elif KIND5 == 2:  # columns and the program's rows reduced: one sum
-            acc_r5 += tl.sum(tl.where(mask, gx5, 0.0), axis=1)
+        elif KIND5 == 1 or KIND5 == 2:  # the program's rows reduced (1: per column, 2: all)
+            acc5 += tl.where(mask, gx5, 0.0)  # summed once, after the loop
         elif KIND5 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf5 + (pc * R + rows), tl.sum(tl.where(mask, gx5, 0.0), axis=1), mask=rmask)
         elif KIND5 == 4:  # none fits: the fp32 values, summed on the host
             gb = rows * 0 + i0 * u5_0 + i1 * u5_1 + i2 * u5_2
             tl.store(gbuf5 + (gb[:, None] + c * u5_3), gx5, mask=mask)
-    if KIND0 == 1:
-        tl.store(gbuf0 + (pg * C + cols), acc_c0, mask=cmask)
-    elif KIND0 == 2:
-        tl.store(gbuf0 + pid, tl.sum(acc_r0, axis=0))
-    if KIND1 == 1:
-        tl.store(gbuf1 + (pg * C + cols), acc_c1, mask=cmask)
-    elif KIND1 == 2:
-        tl.store(gbuf1 + pid, tl.sum(acc_r1, axis=0))
-    if KIND2 == 1:
-        tl.store(gbuf2 + (pg * C + cols), acc_c2, mask=cmask)
-    elif KIND2 == 2:
-        tl.store(gbuf2 + pid, tl.sum(acc_r2, axis=0))
-    if KIND3 == 1:
-        tl.store(gbuf3 + (pg * C + cols), acc_c3, mask=cmask)
-    elif KIND3 == 2:
-        tl.store(gbuf3 + pid, tl.sum(acc_r3, axis=0))
-    if KIND4 == 1:
-        tl.store(gbuf4 + (pg * C + cols), acc_c4, mask=cmask)
-    elif KIND4 == 2:
-        tl.store(gbuf4 + pid, tl.sum(acc_r4, axis=0))
-    if KIND5 == 1:
-        tl.store(gbuf5 + (pg * C + cols), acc_c5, mask=cmask)
-    elif KIND5 == 2:
-        tl.store(gbuf5 + pid, tl.sum(acc_r5, axis=0))
+    if KIND0 == 1:  # column sums
+        tl.store(gbuf0 + (pg * C + cols), tl.sum(acc0, axis=0), mask=cmask)
+    elif KIND0 == 2:  # one sum
+        tl.store(gbuf0 + pid, tl.sum(tl.sum(acc0, axis=1), axis=0))
+    if KIND1 == 1:  # column sums
+        tl.store(gbuf1 + (pg * C + cols), tl.sum(acc1, axis=0), mask=cmask)
+    elif KIND1 == 2:  # one sum
+        tl.store(gbuf1 + pid, tl.sum(tl.sum(acc1, axis=1), axis=0))
+    if KIND2 == 1:  # column sums
+        tl.store(gbuf2 + (pg * C + cols), tl.sum(acc2, axis=0), mask=cmask)
+    elif KIND2 == 2:  # one sum
+        tl.store(gbuf2 + pid, tl.sum(tl.sum(acc2, axis=1), axis=0))
+    if KIND3 == 1:  # column sums
+        tl.store(gbuf3 + (pg * C + cols), tl.sum(acc3, axis=0), mask=cmask)
+    elif KIND3 == 2:  # one sum
+        tl.store(gbuf3 + pid, tl.sum(tl.sum(acc3, axis=1), axis=0))
+    if KIND4 == 1:  # column sums
+        tl.store(gbuf4 + (pg * C + cols), tl.sum(acc4, axis=0), mask=cmask)
+    elif KIND4 == 2:  # one sum
+        tl.store(gbuf4 + pid, tl.sum(tl.sum(acc4, axis=1), axis=0))
+    if KIND5 == 1:  # column sums
+        tl.store(gbuf5 + (pg * C + cols), tl.sum(acc5, axis=0), mask=cmask)
+    elif KIND5 == 2:  # one sum
+        tl.store(gbuf5 + pid, tl.sum(tl.sum(acc5, axis=1), axis=0))
 
 
 def _main_shape(inputs):
@@ -510,6 +496,11 @@ BWD_TILE = 128 if INTERPRET else 1024  # elements a tile of 4 warps (bwdTile)
 MIN_BLOCK_C = 16 if INTERPRET else 128
 MIN_SPLIT_ROWS = 2 if INTERPRET else 16
 PROGRAMS_PER_SM = 1 if INTERPRET else 32  # 8 before: 4x fewer programs, 10-25% slower on the H200 (probe_generic_bwd.py)
+# with column sums, column blocks narrow (down to MIN_COLSUM_BLOCK_C) until there are
+# COLSUM_PROGRAMS_PER_SM programs per SM: Llama's 4x16x512x64 backward 11.2 -> 10.2 us, its
+# 4x4x512x64 7.4 -> 6.7 (4 against 1 and 32 against 128: probe_generic_bwd.py --knobs, H200)
+COLSUM_PROGRAMS_PER_SM = 4
+MIN_COLSUM_BLOCK_C = 16 if INTERPRET else 32
 _SMS = {}
 
 
@@ -695,7 +686,7 @@ def _bwd_plan(inputs, douts, needs):
     while block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
         block_c //= 2
     col_sums = 1 in kinds
-    while col_sums and block_c > MIN_BLOCK_C and nblk * -(-n_cols // block_c) < sms:
+    while col_sums and block_c > MIN_COLSUM_BLOCK_C and nblk * -(-n_cols // block_c) < COLSUM_PROGRAMS_PER_SM * sms:
         block_c //= 2
     n_cb = -(-n_cols // block_c)
     block_r = max(1, min(BWD_TILE // block_c, _pow2(blk_rows)))
