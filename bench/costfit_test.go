@@ -437,9 +437,8 @@ const halfCheck = "check"
 
 // bwdSources are the training benchmarks read and, per file, the folders taken from it with
 // their family: the latest measurement of each folder whose kernels have not changed since
-// (h200-train-2026-12-02c: the reworked backwards; -02: swiglu and linear_gelu, whose kernels
-// that run did not change after it; h200-attention-2026-12-02b: the attention kernel as it
-// is). Left out: the generic chains (Predict has no backward model for a program), BERT's
+// (h200-train-2026-12-02h: the norms' pipelined backwards, and swiglu and linear_gelu as they
+// are; h200-attention-2026-12-02b: the attention kernel as it is). Left out: the generic chains (Predict has no backward model for a program), BERT's
 // dropout_add and GPT-2's add_layernorm (the same [4096, 768] work as GPT-2's dropout_add and
 // BERT's add_layernorm, from the other half), -02's large dropout_add and gelu_pyops (their
 // partial sums are added up differently since).
@@ -448,7 +447,7 @@ var bwdSources = []struct {
 	folders map[string]string // case name -> family
 	half    string            // "": by family (bwdSplit)
 }{
-	{"h200-train-2026-12-02c.json", map[string]string{
+	{"h200-train-2026-12-02h.json", map[string]string{
 		"gelu_pyops-bf16-8x512x3072-a5782f4b":     "gpt2",
 		"dropout_add-bf16-8x512x768-8571ad7e":     "gpt2",
 		"add_layernorm-bf16-16x256x2048-e2a9dd44": "mlp_blocks",
@@ -458,7 +457,7 @@ var bwdSources = []struct {
 		"rmsnorm_pyops-fp32-4x512x1024-a7fe1ba8":  "llama",
 		"add_layernorm-fp32-32x96x56x56-6b681f5c": "convnext",
 	}, ""},
-	{"h200-train-2026-12-02.json", map[string]string{
+	{"h200-train-2026-12-02h.json", map[string]string{
 		"linear_gelu-bf16-16x256x2048x8192-d8181e79": "mlp_blocks",
 		"linear_gelu-bf16-16x256x768x3072-58d7444a":  "bert",
 		"swiglu-bf16-4x512x2816-3d72da54":            "llama",

@@ -55,9 +55,10 @@ type CostModel struct {
 	//
 	// RowBwdEfficiency is the fraction of BandwidthGBs a fused row backward (the norms': the
 	// gradient of the row and the weight's partial sums in one pass; a softmax's) reaches on
-	// its bytes (fitted: 0.74; on the H200 add_layernorm's and rmsnorm's one-pass backwards ran
-	// at 1.4-1.6x their bytes at the copy bandwidth at large shapes, the pointwise backwards at
-	// 1.05x: each tile waits for its two row sums before it writes).
+	// its bytes (fitted: 0.87 since the row loop of rows of one or two a tile is pipelined; on
+	// the H200 add_layernorm's and rmsnorm's one-pass backwards ran at 1.3x their bytes at the
+	// copy bandwidth at 8192x4096, 1.4-1.6x before, the pointwise backwards at 1.05x; small
+	// calls gain less: BERT's 4096x768 add_layernorm backward is 15% slower than this predicts).
 	RowBwdEfficiency float64
 	// AttentionBwdEfficiency and AttentionBwdByteEfficiency: the fused attention backward's
 	// five products over the kept pairs run at AttentionBwdEfficiency of ComputeTFLOPs, and its
@@ -162,7 +163,7 @@ func DefaultCostModel() CostModel {
 		RowKernelUs:                0.4,
 		GraphGapUs:                 0.45,
 		AttentionEfficiency:        0.16,
-		RowBwdEfficiency:           0.753,
+		RowBwdEfficiency:           0.873,
 		AttentionBwdEfficiency:     0.367,
 		AttentionBwdByteEfficiency: 0.319,
 		Devices: []DeviceSpec{
