@@ -756,15 +756,33 @@ func (r *renderer) store(b *bytes.Buffer, indent string, k, o int, val, offs, ma
 
 func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
 	b.WriteString("@triton.jit\n")
-	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK: tl.constexpr, IDX64: tl.constexpr):\n", r.kernelArgs("NUMEL"))
+	var ms []string // the magic numbers of the divided dims' sizes (_magic): multipliers, then shifts
+	for _, x := range []string{"M", "S"} {
+		for d := 1; d < r.rank; d++ {
+			ms = append(ms, x+strconv.Itoa(d))
+		}
+	}
+	args := r.kernelArgs("NUMEL")
+	if len(ms) > 0 {
+		args += ", " + strings.Join(ms, ", ")
+	}
+	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK: tl.constexpr, IDX64: tl.constexpr):\n", args)
 	b.WriteString("    pid = tl.program_id(0)\n")
 	b.WriteString("    if IDX64:  # an element or input offset reaches 2**31: index math in 64 bits\n")
 	b.WriteString("        pid = pid.to(tl.int64)\n")
 	b.WriteString("    offs = pid * BLOCK + tl.arange(0, BLOCK)\n")
 	b.WriteString("    mask = offs < NUMEL\n")
 	b.WriteString("    r = offs\n")
-	for d := r.rank - 1; d > 0; d-- {
-		fmt.Fprintf(b, "    i%d = r %% D%d\n    r = r // D%d\n", d, d, d)
+	if r.rank > 1 {
+		b.WriteString("    if IDX64:\n")
+		for d := r.rank - 1; d > 0; d-- {
+			fmt.Fprintf(b, "        i%d = r %% D%d\n        r = r // D%d\n", d, d, d)
+		}
+		b.WriteString("    else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division\n")
+		for d := r.rank - 1; d > 0; d-- {
+			fmt.Fprintf(b, "        q = tl.where(D%d == 1, r, (tl.umulhi(r.to(tl.uint32), M%d.to(tl.uint32)) >> S%d).to(tl.int32))\n", d, d, d)
+			fmt.Fprintf(b, "        i%d = r - q * D%d\n        r = q\n", d, d)
+		}
 	}
 	b.WriteString("    i0 = r\n")
 	r.steps(b, "    ", func(i int) string {
@@ -999,10 +1017,24 @@ def _fwd_plan(inputs):
     views = [torch.broadcast_to(t, shape) for t in inputs]
 `)
 	if r.red == nil {
-		b.WriteString(`    dims, strides = _coalesce(shape, [v.stride() for v in views])
-    idx64 = numel >= 2**31 or any(_max_offset(dims, st) >= 2**31 for st in strides)
-    args = (numel, *dims, *[x for st in strides for x in st])
+		b.WriteString(`    # padded with trailing 1s: the outermost dim needs no division, a size-1 dim none either
+    dims, strides = _coalesce(shape, [v.stride() for v in views], trailing=True)
+    idx64 = numel >= 2**31 - BLOCK or any(_max_offset(dims, st) >= 2**31 for st in strides)
+    magic = [_magic(d) for d in dims[1:]]
+    args = (numel, *dims, *[x for st in strides for x in st], *[m for m, _ in magic], *[s for _, s in magic])
     return out_shapes, ((-(-numel // BLOCK),), args, {"BLOCK": BLOCK, "IDX64": idx64})
+
+
+def _magic(d):
+    """(multiplier, shift) such that n // d == umulhi(n, multiplier) >> shift for every
+    0 <= n < 2**31 (Granlund and Montgomery's round-up method, as CUTLASS's FastDivmod): the
+    forward's 32-bit index math divides by the sizes this way, a multiply-high and a shift
+    where a division by a runtime int takes some twenty instructions. (0, 0) for d = 1, which
+    the kernel does not divide by."""
+    if d == 1:
+        return 0, 0
+    p = 31 + (d - 1).bit_length()  # 31 + ceil(log2(d))
+    return ((1 << p) + d - 1) // d, p - 32
 `)
 	} else {
 		b.WriteString(`    n = shape[-1]
@@ -1016,10 +1048,10 @@ def _fwd_plan(inputs):
 	}
 	b.WriteString(`
 
-def _coalesce(shape, strides):
+def _coalesce(shape, strides, trailing=False):
     """The shape with dims merged where every input's strides allow it (and dims of size 1
-    dropped), padded with leading 1s to RANK, and each input's strides for it: fewer
-    divisions per element, and none at all when every input is dense."""
+    dropped), padded with 1s to RANK (leading, or trailing), and each input's strides for it:
+    fewer divisions per element, and none at all when every input is dense."""
     dims, sts = [], [[] for _ in strides]
     for d in reversed(range(len(shape))):
         if shape[d] == 1:
@@ -1031,6 +1063,8 @@ def _coalesce(shape, strides):
         for st, o in zip(strides, sts):
             o.insert(0, st[d])
     pad = RANK - len(dims)
+    if trailing:
+        return dims + [1] * pad, [o + [0] * pad for o in sts]
     return [1] * pad + dims, [[0] * pad + o for o in sts]
 
 

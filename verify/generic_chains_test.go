@@ -117,6 +117,11 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"masked lanes summed", "sub_exp_sum", nil, text("acc += tl.where(mask, v1, 0.0)", "acc += tl.where(mask, v1, 1.0)")},
 		{"bias indexed by row", "clamp_mul_bias", nil, text("i1 * s1_1", "i0 * s1_0")},
 		{"row max over the first tile only", "scale_channel_leaky_amax", nil, text("        start += BLOCK_N\n", "        start += N\n")},
+		// the forward's index math: the magic divisor's shift off by one, the 64-bit path's
+		// innermost size taken for the next one
+		{"magic division shifted one bit too far", "broadcast_affine_tanh", nil, text(">> S2)", ">> (S2 + 1))")},
+		{"64-bit index math dividing by the wrong size", "broadcast_affine_tanh", nil,
+			text("        r = r // D3\n", "        r = r // D2\n")},
 		// the fused backward: derivative entries of the op table, and its reductions
 		{"sigmoid's derivative without (1 - y)", "silu_scale", deriv(program.Sigmoid, 0, "{y}"), nil},
 		{"mul's first derivative its own operand", "broadcast_affine_tanh", deriv(program.Mul, 0, "{0}"), nil},

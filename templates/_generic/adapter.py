@@ -46,8 +46,18 @@ QUACK_GRAD = True  # the quack check (fa_testing, the verifier): 16-bit folders 
 # up to millions of elements in another order than eager's)
 
 
+# The memory case (a marker in place of a second shape, as the catalog's adapters): WIDE, the
+# first input of the main shape a view whose outermost dim strides fat.WIDE_STRIDE from
+# fat.WIDE_BASE, so that its offsets pass 2**31 and the kernels take their 64-bit index math
+# (a 32-bit offset wraps onto a NaN decoy). Pointwise programs only.
+WIDE = [-1]
+
+
 def adversarial(params):
-    return case.ADVERSARIAL
+    if GEMM or KIND != "pointwise":
+        return case.ADVERSARIAL
+    rank = len(case.SHAPES[0])
+    return case.ADVERSARIAL + [[[3, 2, 5, 7][:rank], WIDE]]
 
 
 def has_backward(params):
@@ -91,7 +101,25 @@ def make_inputs(shapes, dtype, params, device, seed):
             inputs[name] = t.to(device)
         else:
             inputs[name] = fat.randn(shape, fat.DTYPES[dt], device, g, std=2.0)
+    if shapes[-1] == WIDE:
+        full = [n for n, dt, keep in case.INPUTS if all(keep) and len(keep) == len(shapes[0]) and dt != "bool"]
+        if full:
+            inputs[full[0]] = _wide(inputs[full[0]])
     return inputs
+
+
+def _wide(t):
+    """t's values in a view whose outermost dim strides fat.WIDE_STRIDE, from fat.WIDE_BASE in
+    a storage of some 2**32 elements (only the view and a NaN decoy at its start written)."""
+    inner = [1] * t.dim()
+    for d in range(t.dim() - 2, -1, -1):
+        inner[d] = inner[d + 1] * t.shape[d + 1]
+    size = t[0].numel() if t.dim() else 1
+    buf = fat.far_storage(fat.WIDE_BASE + (t.shape[0] - 1) * fat.WIDE_STRIDE + size, t.dtype, t.device)
+    buf[:4096] = float("nan")
+    v = buf.as_strided(t.shape, [fat.WIDE_STRIDE] + inner[1:], fat.WIDE_BASE)
+    v.copy_(t)
+    return v
 
 
 def _grad_only(outs, kernel):

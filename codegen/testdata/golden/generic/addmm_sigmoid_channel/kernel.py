@@ -345,15 +345,20 @@ def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.conste
 
 
 @triton.jit
-def _fused_kernel(in0, in1, out0, out1, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, BLOCK: tl.constexpr, IDX64: tl.constexpr):
+def _fused_kernel(in0, in1, out0, out1, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, M1, S1, BLOCK: tl.constexpr, IDX64: tl.constexpr):
     pid = tl.program_id(0)
     if IDX64:  # an element or input offset reaches 2**31: index math in 64 bits
         pid = pid.to(tl.int64)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < NUMEL
     r = offs
-    i1 = r % D1
-    r = r // D1
+    if IDX64:
+        i1 = r % D1
+        r = r // D1
+    else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division
+        q = tl.where(D1 == 1, r, (tl.umulhi(r.to(tl.uint32), M1.to(tl.uint32)) >> S1).to(tl.int32))
+        i1 = r - q * D1
+        r = q
     i0 = r
     x0 = tl.load(in0 + (i0 * s0_0 + i1 * s0_1), mask=mask, other=0).to(tl.float32)
     x1 = tl.load(in1 + (i0 * s1_0 + i1 * s1_1), mask=mask, other=0).to(tl.float32)
@@ -539,16 +544,30 @@ def _fwd_plan(inputs):
     if numel == 0:
         return out_shapes, None
     views = [torch.broadcast_to(t, shape) for t in inputs]
-    dims, strides = _coalesce(shape, [v.stride() for v in views])
-    idx64 = numel >= 2**31 or any(_max_offset(dims, st) >= 2**31 for st in strides)
-    args = (numel, *dims, *[x for st in strides for x in st])
+    # padded with trailing 1s: the outermost dim needs no division, a size-1 dim none either
+    dims, strides = _coalesce(shape, [v.stride() for v in views], trailing=True)
+    idx64 = numel >= 2**31 - BLOCK or any(_max_offset(dims, st) >= 2**31 for st in strides)
+    magic = [_magic(d) for d in dims[1:]]
+    args = (numel, *dims, *[x for st in strides for x in st], *[m for m, _ in magic], *[s for _, s in magic])
     return out_shapes, ((-(-numel // BLOCK),), args, {"BLOCK": BLOCK, "IDX64": idx64})
 
 
-def _coalesce(shape, strides):
+def _magic(d):
+    """(multiplier, shift) such that n // d == umulhi(n, multiplier) >> shift for every
+    0 <= n < 2**31 (Granlund and Montgomery's round-up method, as CUTLASS's FastDivmod): the
+    forward's 32-bit index math divides by the sizes this way, a multiply-high and a shift
+    where a division by a runtime int takes some twenty instructions. (0, 0) for d = 1, which
+    the kernel does not divide by."""
+    if d == 1:
+        return 0, 0
+    p = 31 + (d - 1).bit_length()  # 31 + ceil(log2(d))
+    return ((1 << p) + d - 1) // d, p - 32
+
+
+def _coalesce(shape, strides, trailing=False):
     """The shape with dims merged where every input's strides allow it (and dims of size 1
-    dropped), padded with leading 1s to RANK, and each input's strides for it: fewer
-    divisions per element, and none at all when every input is dense."""
+    dropped), padded with 1s to RANK (leading, or trailing), and each input's strides for it:
+    fewer divisions per element, and none at all when every input is dense."""
     dims, sts = [], [[] for _ in strides]
     for d in reversed(range(len(shape))):
         if shape[d] == 1:
@@ -560,6 +579,8 @@ def _coalesce(shape, strides):
         for st, o in zip(strides, sts):
             o.insert(0, st[d])
     pad = RANK - len(dims)
+    if trailing:
+        return dims + [1] * pad, [o + [0] * pad for o in sts]
     return [1] * pad + dims, [[0] * pad + o for o in sts]
 
 
