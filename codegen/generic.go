@@ -766,7 +766,12 @@ func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
 	if len(ms) > 0 {
 		args += ", " + strings.Join(ms, ", ")
 	}
-	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK: tl.constexpr, IDX64: tl.constexpr):\n", args)
+	var dense []string
+	for i := range r.p.Inputs {
+		dense = append(dense, fmt.Sprintf("DENSE%d: tl.constexpr", i))
+	}
+	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK: tl.constexpr, IDX64: tl.constexpr, INNER16: tl.constexpr, %s):\n",
+		args, strings.Join(dense, ", "))
 	b.WriteString("    pid = tl.program_id(0)\n")
 	b.WriteString("    if IDX64:  # an element or input offset reaches 2**31: index math in 64 bits\n")
 	b.WriteString("        pid = pid.to(tl.int64)\n")
@@ -778,8 +783,18 @@ func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
 		for d := r.rank - 1; d > 0; d-- {
 			fmt.Fprintf(b, "        i%d = r %% D%d\n        r = r // D%d\n", d, d, d)
 		}
+		// the innermost dim: % and // where its size is a multiple of 16 (INNER16), which
+		// Triton's axis analysis reads as runs of 16 contiguous offsets (vector loads), else by
+		// the magic numbers; every other dim by the magic numbers
+		last := r.rank - 1
+		b.WriteString("    elif INNER16:  # runs of 16 provably contiguous: vector loads of the inputs read through strides\n")
+		fmt.Fprintf(b, "        i%d = r %% D%d\n        r = r // D%d\n", last, last, last)
+		for d := last - 1; d > 0; d-- {
+			fmt.Fprintf(b, "        q = tl.where(D%d == 1, r, (tl.umulhi(r.to(tl.uint32), M%d.to(tl.uint32)) >> S%d).to(tl.int32))\n", d, d, d)
+			fmt.Fprintf(b, "        i%d = r - q * D%d\n        r = q\n", d, d)
+		}
 		b.WriteString("    else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division\n")
-		for d := r.rank - 1; d > 0; d-- {
+		for d := last; d > 0; d-- {
 			fmt.Fprintf(b, "        q = tl.where(D%d == 1, r, (tl.umulhi(r.to(tl.uint32), M%d.to(tl.uint32)) >> S%d).to(tl.int32))\n", d, d, d)
 			fmt.Fprintf(b, "        i%d = r - q * D%d\n        r = q\n", d, d)
 		}
@@ -790,7 +805,7 @@ func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
 		for d := 0; d < r.rank; d++ {
 			t = append(t, fmt.Sprintf("i%d * s%d_%d", d, i, d))
 		}
-		return "(" + strings.Join(t, " + ") + ")"
+		return fmt.Sprintf("(offs if DENSE%d else %s)", i, strings.Join(t, " + "))
 	})
 	for k, o := range r.p.Outputs {
 		r.store(b, "    ", k, o, "v"+strconv.Itoa(o), "offs", "mask")
@@ -1017,12 +1032,19 @@ def _fwd_plan(inputs):
     views = [torch.broadcast_to(t, shape) for t in inputs]
 `)
 	if r.red == nil {
-		b.WriteString(`    # padded with trailing 1s: the outermost dim needs no division, a size-1 dim none either
-    dims, strides = _coalesce(shape, [v.stride() for v in views], trailing=True)
+		b.WriteString(`    dims, strides = _coalesce(shape, [v.stride() for v in views])
     idx64 = numel >= 2**31 - BLOCK or any(_max_offset(dims, st) >= 2**31 for st in strides)
     magic = [_magic(d) for d in dims[1:]]
     args = (numel, *dims, *[x for st in strides for x in st], *[m for m, _ in magic], *[s for _, s in magic])
-    return out_shapes, ((-(-numel // BLOCK),), args, {"BLOCK": BLOCK, "IDX64": idx64})
+    flat = [0] * RANK  # the strides of a tensor dense in the main shape
+    acc = 1
+    for d in reversed(range(RANK)):
+        flat[d] = acc
+        acc *= dims[d]
+    consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0}
+    for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
+        consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
+    return out_shapes, ((-(-numel // BLOCK),), args, consts)
 
 
 def _magic(d):
@@ -1048,10 +1070,10 @@ def _magic(d):
 	}
 	b.WriteString(`
 
-def _coalesce(shape, strides, trailing=False):
+def _coalesce(shape, strides):
     """The shape with dims merged where every input's strides allow it (and dims of size 1
-    dropped), padded with 1s to RANK (leading, or trailing), and each input's strides for it:
-    fewer divisions per element, and none at all when every input is dense."""
+    dropped), padded with leading 1s to RANK, and each input's strides for it: fewer
+    divisions per element, and none at all when every input is dense."""
     dims, sts = [], [[] for _ in strides]
     for d in reversed(range(len(shape))):
         if shape[d] == 1:
@@ -1063,8 +1085,6 @@ def _coalesce(shape, strides, trailing=False):
         for st, o in zip(strides, sts):
             o.insert(0, st[d])
     pad = RANK - len(dims)
-    if trailing:
-        return dims + [1] * pad, [o + [0] * pad for o in sts]
     return [1] * pad + dims, [[0] * pad + o for o in sts]
 
 

@@ -120,6 +120,10 @@ func TestGenericChainsMutants(t *testing.T) {
 		// the forward's index math: the magic divisor's shift off by one, the 64-bit path's
 		// innermost size taken for the next one
 		{"magic division shifted one bit too far", "broadcast_affine_tanh", nil, text(">> S2)", ">> (S2 + 1))")},
+		{"innermost magic division shifted one bit short", "broadcast_affine_tanh", nil, text(">> S3)", ">> (S3 - 1))")},
+		{"innermost size a multiple of 16: the wrong size's remainder", "broadcast_affine_tanh", nil,
+			text("through strides\n        i3 = r % D3", "through strides\n        i3 = r % D2")},
+		{"a dense input read one element on", "broadcast_affine_tanh", nil, text("(offs if DENSE0 else", "(offs + 1 if DENSE0 else")},
 		{"64-bit index math dividing by the wrong size", "broadcast_affine_tanh", nil,
 			text("        r = r // D3\n", "        r = r // D2\n")},
 		// the fused backward: derivative entries of the op table, and its reductions

@@ -54,10 +54,12 @@ WIDE = [-1]
 
 
 def adversarial(params):
+    """case.ADVERSARIAL; for a pointwise program also a shape whose last dim is a multiple of
+    16 (the forward's INNER16 index math) and the WIDE memory case."""
     if GEMM or KIND != "pointwise":
         return case.ADVERSARIAL
     rank = len(case.SHAPES[0])
-    return case.ADVERSARIAL + [[[3, 2, 5, 7][:rank], WIDE]]
+    return case.ADVERSARIAL + [[[2, 3, 5, 32][-rank:]], [[3, 2, 5, 7][:rank], WIDE]]
 
 
 def has_backward(params):

@@ -181,7 +181,7 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 
 
 @triton.jit
-def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, M1, S1, BLOCK: tl.constexpr, IDX64: tl.constexpr):
+def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, M1, S1, BLOCK: tl.constexpr, IDX64: tl.constexpr, INNER16: tl.constexpr, DENSE0: tl.constexpr, DENSE1: tl.constexpr):
     pid = tl.program_id(0)
     if IDX64:  # an element or input offset reaches 2**31: index math in 64 bits
         pid = pid.to(tl.int64)
@@ -191,13 +191,16 @@ def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, M1, S1,
     if IDX64:
         i1 = r % D1
         r = r // D1
+    elif INNER16:  # runs of 16 provably contiguous: vector loads of the inputs read through strides
+        i1 = r % D1
+        r = r // D1
     else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division
         q = tl.where(D1 == 1, r, (tl.umulhi(r.to(tl.uint32), M1.to(tl.uint32)) >> S1).to(tl.int32))
         i1 = r - q * D1
         r = q
     i0 = r
-    x0 = tl.load(in0 + (i0 * s0_0 + i1 * s0_1), mask=mask, other=0).to(tl.float32)
-    x1 = tl.load(in1 + (i0 * s1_0 + i1 * s1_1), mask=mask, other=0).to(tl.float32)
+    x0 = tl.load(in0 + (offs if DENSE0 else i0 * s0_0 + i1 * s0_1), mask=mask, other=0).to(tl.float32)
+    x1 = tl.load(in1 + (offs if DENSE1 else i0 * s1_0 + i1 * s1_1), mask=mask, other=0).to(tl.float32)
     v0 = x0
     v0 = _round(v0, tl.bfloat16)
     v1 = v0 * x1
@@ -384,12 +387,19 @@ def _fwd_plan(inputs):
     if numel == 0:
         return out_shapes, None
     views = [torch.broadcast_to(t, shape) for t in inputs]
-    # padded with trailing 1s: the outermost dim needs no division, a size-1 dim none either
-    dims, strides = _coalesce(shape, [v.stride() for v in views], trailing=True)
+    dims, strides = _coalesce(shape, [v.stride() for v in views])
     idx64 = numel >= 2**31 - BLOCK or any(_max_offset(dims, st) >= 2**31 for st in strides)
     magic = [_magic(d) for d in dims[1:]]
     args = (numel, *dims, *[x for st in strides for x in st], *[m for m, _ in magic], *[s for _, s in magic])
-    return out_shapes, ((-(-numel // BLOCK),), args, {"BLOCK": BLOCK, "IDX64": idx64})
+    flat = [0] * RANK  # the strides of a tensor dense in the main shape
+    acc = 1
+    for d in reversed(range(RANK)):
+        flat[d] = acc
+        acc *= dims[d]
+    consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0}
+    for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
+        consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
+    return out_shapes, ((-(-numel // BLOCK),), args, consts)
 
 
 def _magic(d):
@@ -404,10 +414,10 @@ def _magic(d):
     return ((1 << p) + d - 1) // d, p - 32
 
 
-def _coalesce(shape, strides, trailing=False):
+def _coalesce(shape, strides):
     """The shape with dims merged where every input's strides allow it (and dims of size 1
-    dropped), padded with 1s to RANK (leading, or trailing), and each input's strides for it:
-    fewer divisions per element, and none at all when every input is dense."""
+    dropped), padded with leading 1s to RANK, and each input's strides for it: fewer
+    divisions per element, and none at all when every input is dense."""
     dims, sts = [], [[] for _ in strides]
     for d in reversed(range(len(shape))):
         if shape[d] == 1:
@@ -419,8 +429,6 @@ def _coalesce(shape, strides, trailing=False):
         for st, o in zip(strides, sts):
             o.insert(0, st[d])
     pad = RANK - len(dims)
-    if trailing:
-        return dims + [1] * pad, [o + [0] * pad for o in sts]
     return [1] * pad + dims, [[0] * pad + o for o in sts]
 
 

@@ -345,10 +345,10 @@ def _fwd_plan(inputs):
     return out_shapes, ((numel // n,), args, {"BLOCK_N": block_n, "ONE_TILE": n <= block_n})
 
 
-def _coalesce(shape, strides, trailing=False):
+def _coalesce(shape, strides):
     """The shape with dims merged where every input's strides allow it (and dims of size 1
-    dropped), padded with 1s to RANK (leading, or trailing), and each input's strides for it:
-    fewer divisions per element, and none at all when every input is dense."""
+    dropped), padded with leading 1s to RANK, and each input's strides for it: fewer
+    divisions per element, and none at all when every input is dense."""
     dims, sts = [], [[] for _ in strides]
     for d in reversed(range(len(shape))):
         if shape[d] == 1:
@@ -360,8 +360,6 @@ def _coalesce(shape, strides, trailing=False):
         for st, o in zip(strides, sts):
             o.insert(0, st[d])
     pad = RANK - len(dims)
-    if trailing:
-        return dims + [1] * pad, [o + [0] * pad for o in sts]
     return [1] * pad + dims, [[0] * pad + o for o in sts]
 
 
