@@ -779,22 +779,17 @@ func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
 	b.WriteString("    mask = offs < NUMEL\n")
 	b.WriteString("    r = offs\n")
 	if r.rank > 1 {
-		b.WriteString("    if IDX64:\n")
+		// % and // by the sizes in 64 bits, and in 32 where the innermost size is a multiple of
+		// 16 (INNER16): Triton's axis analysis reads r % D and r // D with such a D as runs of
+		// 16 contiguous (constant) values, so the loads of inputs read through strides stay
+		// vector loads (a multiply-high hides that); else the host's magic numbers for every
+		// size (_magic), where a division by a runtime size takes some twenty instructions
+		b.WriteString("    if IDX64 or INNER16:\n")
 		for d := r.rank - 1; d > 0; d-- {
 			fmt.Fprintf(b, "        i%d = r %% D%d\n        r = r // D%d\n", d, d, d)
 		}
-		// the innermost dim: % and // where its size is a multiple of 16 (INNER16), which
-		// Triton's axis analysis reads as runs of 16 contiguous offsets (vector loads), else by
-		// the magic numbers; every other dim by the magic numbers
-		last := r.rank - 1
-		b.WriteString("    elif INNER16:  # runs of 16 provably contiguous: vector loads of the inputs read through strides\n")
-		fmt.Fprintf(b, "        i%d = r %% D%d\n        r = r // D%d\n", last, last, last)
-		for d := last - 1; d > 0; d-- {
-			fmt.Fprintf(b, "        q = tl.where(D%d == 1, r, (tl.umulhi(r.to(tl.uint32), M%d.to(tl.uint32)) >> S%d).to(tl.int32))\n", d, d, d)
-			fmt.Fprintf(b, "        i%d = r - q * D%d\n        r = q\n", d, d)
-		}
 		b.WriteString("    else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division\n")
-		for d := last; d > 0; d-- {
+		for d := r.rank - 1; d > 0; d-- {
 			fmt.Fprintf(b, "        q = tl.where(D%d == 1, r, (tl.umulhi(r.to(tl.uint32), M%d.to(tl.uint32)) >> S%d).to(tl.int32))\n", d, d, d)
 			fmt.Fprintf(b, "        i%d = r - q * D%d\n        r = q\n", d, d)
 		}

@@ -117,14 +117,14 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"masked lanes summed", "sub_exp_sum", nil, text("acc += tl.where(mask, v1, 0.0)", "acc += tl.where(mask, v1, 1.0)")},
 		{"bias indexed by row", "clamp_mul_bias", nil, text("i1 * s1_1", "i0 * s1_0")},
 		{"row max over the first tile only", "scale_channel_leaky_amax", nil, text("        start += BLOCK_N\n", "        start += N\n")},
-		// the forward's index math: the magic divisor's shift off by one, the 64-bit path's
-		// innermost size taken for the next one
+		// the forward's index math: a magic divisor's shift off by one, the division path's
+		// innermost size taken for the next one (the INNER16 case and the WIDE case run it)
 		{"magic division shifted one bit too far", "broadcast_affine_tanh", nil, text(">> S2)", ">> (S2 + 1))")},
 		{"innermost magic division shifted one bit short", "broadcast_affine_tanh", nil, text(">> S3)", ">> (S3 - 1))")},
-		{"innermost size a multiple of 16: the wrong size's remainder", "broadcast_affine_tanh", nil,
-			text("through strides\n        i3 = r % D3", "through strides\n        i3 = r % D2")},
+		{"division by sizes: the wrong size's remainder", "broadcast_affine_tanh", nil,
+			text("    if IDX64 or INNER16:\n        i3 = r % D3", "    if IDX64 or INNER16:\n        i3 = r % D2")},
 		{"a dense input read one element on", "broadcast_affine_tanh", nil, text("(offs if DENSE0 else", "(offs + 1 if DENSE0 else")},
-		{"64-bit index math dividing by the wrong size", "broadcast_affine_tanh", nil,
+		{"division by sizes: the wrong size's quotient", "broadcast_affine_tanh", nil,
 			text("        r = r // D3\n", "        r = r // D2\n")},
 		// the fused backward: derivative entries of the op table, and its reductions
 		{"sigmoid's derivative without (1 - y)", "silu_scale", deriv(program.Sigmoid, 0, "{y}"), nil},

@@ -373,17 +373,11 @@ def _fused_kernel(in0, out0, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, M1, M2, S1, S2
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < NUMEL
     r = offs
-    if IDX64:
+    if IDX64 or INNER16:
         i2 = r % D2
         r = r // D2
         i1 = r % D1
         r = r // D1
-    elif INNER16:  # runs of 16 provably contiguous: vector loads of the inputs read through strides
-        i2 = r % D2
-        r = r // D2
-        q = tl.where(D1 == 1, r, (tl.umulhi(r.to(tl.uint32), M1.to(tl.uint32)) >> S1).to(tl.int32))
-        i1 = r - q * D1
-        r = q
     else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division
         q = tl.where(D2 == 1, r, (tl.umulhi(r.to(tl.uint32), M2.to(tl.uint32)) >> S2).to(tl.int32))
         i2 = r - q * D2

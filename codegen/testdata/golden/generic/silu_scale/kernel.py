@@ -177,10 +177,7 @@ def _fused_kernel(in0, out0, NUMEL, D0, D1, s0_0, s0_1, M1, S1, BLOCK: tl.conste
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < NUMEL
     r = offs
-    if IDX64:
-        i1 = r % D1
-        r = r // D1
-    elif INNER16:  # runs of 16 provably contiguous: vector loads of the inputs read through strides
+    if IDX64 or INNER16:
         i1 = r % D1
         r = r // D1
     else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division

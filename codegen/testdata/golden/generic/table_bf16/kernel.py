@@ -286,10 +286,7 @@ def _fused_kernel(in0, in1, in2, out0, out1, out2, out3, out4, out5, out6, out7,
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < NUMEL
     r = offs
-    if IDX64:
-        i1 = r % D1
-        r = r // D1
-    elif INNER16:  # runs of 16 provably contiguous: vector loads of the inputs read through strides
+    if IDX64 or INNER16:
         i1 = r % D1
         r = r // D1
     else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division
