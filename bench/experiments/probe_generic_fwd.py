@@ -14,7 +14,13 @@ flushed: fa_testing.gpu_time_us) as generated and with its kernel text rewritten
 - "dense+magic": the broadcast inputs' indices by multiply-high and shift with the magic
   numbers computed on the host (CUTLASS's FastDivmod), the sizes left runtime.
 
-Each variant's outputs are checked against the generated kernel's (exactly equal).
+Each variant's outputs are checked against the generated kernel's (exactly equal). The rewrites
+read the index math of kernels generated before the change they led to (2026-12-02, seventh
+session: magic division, dense inputs at the flat offset); on a kernel generated since, the
+"dense+const" and "dense+magic" rewrites stop at their assert. Its one run (on the kernels of
+that time) used the uncoalesced sizes for the constants, so its "dense+const" and
+"dense+magic" outputs differed and only their times are of use: an estimate of what the
+index math costs, which bench then measured on the generated kernel.
 
   python bench/experiments/probe_generic_fwd.py FOLDER...
 """
