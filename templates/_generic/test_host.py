@@ -294,6 +294,46 @@ def test_index_width_follows_the_strides(monkeypatch):
         assert rec.calls[-1][3]["IDX64"] is want
 
 
+def test_magic_division_is_exact():
+    """_magic's (multiplier, shift) divide every 32-bit index exactly as the kernel divides,
+    umulhi(n, multiplier) >> shift == n // d, for sizes from 2 to 2**31 - 1 (powers of two,
+    their neighbours, primes, the traced sizes) and indices at the edges of each quotient."""
+    kernel, _, _ = module("broadcast_affine_tanh")
+    sizes = {2, 3, 5, 7, 14, 49, 56, 196, 384, 3136, 32768, 65537, 1000003, 2**31 - 1}
+    for k in range(1, 31):
+        sizes |= {2**k - 1, 2**k, 2**k + 1}
+    g = torch.Generator().manual_seed(7)
+    for d in sorted(x for x in sizes if 1 < x < 2**31):
+        m, s = kernel._magic(d)
+        assert 0 < m < 2**32 and 0 <= s < 32, (d, m, s)
+        ns = {0, 1, d - 1, d, d + 1, 2**31 - 1, (2**31 - 1) // d * d, (2**31 - 1) // d * d - 1}
+        ns |= set(torch.randint(0, 2**31 - 1, (200,), generator=g).tolist())
+        for n in ns:
+            if 0 <= n < 2**31:
+                assert ((n * m) >> 32) >> s == n // d, (d, n)
+    assert kernel._magic(1) == (0, 0)
+
+
+def test_forward_plan_index_math(monkeypatch):
+    """The forward's plan marks inputs dense in the main shape (read at the flat offset) and an
+    innermost size that is a multiple of 16 (% and //): a broadcast input is not dense, a
+    transposed view is not, the same tensor contiguous is."""
+    kernel, _, case = module("clamp_mul_bias")
+    rec = Recorder()
+    monkeypatch.setattr(kernel, "_launch", rec)
+    xs = [torch.empty(s.shape, dtype=s.dtype, device="meta") for s in inputs_for(case, [64, 96])]
+    kernel.fused(*xs)
+    consts = rec.calls[-1][3]
+    assert consts["DENSE0"] is True and consts["DENSE1"] is False  # x, the bias
+    assert consts["INNER16"] is True  # 96
+    kernel.fused(*[torch.empty(s.shape[:-1] + (90,) if s.dim() == 2 else (90,), dtype=s.dtype, device="meta")
+                   for s in xs])
+    assert rec.calls[-1][3]["INNER16"] is False  # 90
+    t = torch.empty(96, 64, dtype=xs[0].dtype, device="meta").t()
+    kernel.fused(t, *xs[1:])
+    assert rec.calls[-1][3]["DENSE0"] is False  # a transposed view
+
+
 def test_bad_inputs_are_never_cached():
     kernel, _, case = module("clamp_mul_bias")
     xs = inputs_for(case, [8, 16])
