@@ -702,6 +702,20 @@ class MaskSoftmaxFunction(torch.autograd.Function):
         return g.to(ctx.xdtype), None, None, None, None, None, None, None
 
 
+# The device types whose autocast runs softmax in fp32 (PyTorch's autocast op reference: CUDA's
+# "ops that can autocast to float32" list has softmax; on the CPU it runs in its input's type):
+# there eager's probabilities are fp32 whatever the scores' type.
+_AUTOCAST_FP32_SOFTMAX = {"cuda"}
+
+
+def _autocast_dtype(scores):
+    """fp32 where autocast is on for the scores' device and runs softmax in fp32 and the scores
+    are 16-bit, else None (the scores' type)."""
+    dev = scores.device.type
+    fp32 = dev in _AUTOCAST_FP32_SOFTMAX and torch.is_autocast_enabled(dev)
+    return torch.float32 if fp32 and scores.dtype in (torch.float16, torch.bfloat16) else None
+
+
 class MaskSoftmax(torch.nn.Module):
     """Drop-in for ``dropout(softmax(masked_fill(scores * scale, mask, fill)), p)`` and the
     additive / causal variants: ``MaskSoftmax(scale, mask_kind, mask_fill, p, dtype)(scores, mask)``
@@ -716,5 +730,9 @@ class MaskSoftmax(torch.nn.Module):
         self.scale, self.mask_kind, self.mask_fill, self.p, self.dtype = scale, mask_kind, mask_fill, p, dtype
 
     def forward(self, scores, mask=None):
+        """The probabilities as eager's chain returns them, under autocast too: in ``dtype``
+        when given, else in fp32 where autocast runs softmax in fp32 (CUDA) and in the scores'
+        type elsewhere."""
         p = self.p if self.training else 0.0
-        return MaskSoftmaxFunction.apply(scores, mask, self.scale, self.mask_kind, self.mask_fill, p, None, self.dtype)
+        dtype = self.dtype if self.dtype is not None else _autocast_dtype(scores)
+        return MaskSoftmaxFunction.apply(scores, mask, self.scale, self.mask_kind, self.mask_fill, p, None, dtype)

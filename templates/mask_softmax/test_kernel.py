@@ -283,6 +283,37 @@ def test_module_and_errors(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_module_under_autocast(device, monkeypatch):
+    """Under autocast the module returns what eager's chain returns: fp32 probabilities where
+    autocast runs softmax in fp32 (CUDA), the scores' type where it does not (the CPU). The
+    fp32 case is also checked on the CPU, with its autocast made to count as CUDA's, values
+    and the scores' gradient (in their own type) against eager's fp32 softmax of the 16-bit
+    masked scores; an explicit dtype wins over autocast's."""
+    g = fat.gen(43)
+    x = fat.randn([2, 3, 7, 40], torch.bfloat16, device, g, std=3).requires_grad_(True)
+    m = kernel.MaskSoftmax(0.3, "causal").eval()
+
+    def check(want_fp32):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            y = m(x)
+        want = ref.mask_softmax(x, None, 0.3, "causal", dtype=torch.float32 if want_fp32 else None)
+        assert y.dtype == want.dtype == (torch.float32 if want_fp32 else torch.bfloat16)
+        fat.assert_close(y, want, *((1e-6, 1e-5) if want_fp32 else fat.tol("softmax", torch.bfloat16)))
+        dy = fat.randn(list(y.shape), y.dtype, device, g)
+        got, = torch.autograd.grad(y, [x], dy)
+        ref_g, = torch.autograd.grad(want, [x], dy)
+        assert got.dtype == ref_g.dtype == torch.bfloat16
+        fat.assert_close(got, ref_g, 2e-2, 2e-2)
+
+    check(want_fp32=device == "cuda")
+    if device == "cpu":
+        monkeypatch.setattr(kernel, "_AUTOCAST_FP32_SOFTMAX", {"cpu"})
+        check(want_fp32=True)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            assert kernel.MaskSoftmax(0.3, "causal", dtype=torch.bfloat16).eval()(x).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("variant", ["causal", "additive"])
 def test_fp32_softmax_of_bf16_scores(device, variant):
     # autocast's softmax (and softmax(dtype=torch.float32)): bf16 scores in, fp32 probabilities
