@@ -414,7 +414,7 @@ on store. Inputs broadcast to the main shape through their strides (a bias, a pe
 tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in place.
 `, codes)
 	if r.red == nil {
-		b.WriteString("One program per BLOCK elements of the main shape (flat index, 64-bit offsets).\n")
+		b.WriteString("One program per BLOCK elements of the main shape (flat index; inputs dense in it read at the\nflat offset, the others through per-dim indices: _fwd_plan's magic numbers or % and //).\n")
 	} else {
 		fmt.Fprintf(&b, "One program per row of the last dim: the chain, then %s over the row in tiles of BLOCK_N\n(a pass per dependent statistic, the chain recomputed in each).\n", r.red.Reduce)
 	}

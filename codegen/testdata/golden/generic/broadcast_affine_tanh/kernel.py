@@ -5,7 +5,8 @@ Triton expression) and validated numbers, nothing else from the trace. Every loa
 fp32, every step's value rounded to its traced dtype (as eager stores it), every output cast
 on store. Inputs broadcast to the main shape through their strides (a bias, a per-channel
 tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in place.
-One program per BLOCK elements of the main shape (flat index, 64-bit offsets).
+One program per BLOCK elements of the main shape (flat index; inputs dense in it read at the
+flat offset, the others through per-dim indices: _fwd_plan's magic numbers or % and //).
 
 fused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs.
 Training: FusedFunction (fused_autograd(*inputs)) is fused() under autograd; its backward,
