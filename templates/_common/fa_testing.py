@@ -553,6 +553,22 @@ def wide_views(ts, cols=False):
     return out
 
 
+def wide_outer(t):
+    """t's values (any rank) in a view whose outermost dim strides WIDE_STRIDE from WIDE_BASE, the
+    other dims contiguous, in a storage of some 2**32 elements of which only the view and a NaN
+    decoy at its start are written: with two or more outer rows, offsets pass 2**31 (a 32-bit
+    offset wraps onto the decoy), as wide_views does for 2-D tensors side by side."""
+    inner = [1] * t.dim()
+    for d in range(t.dim() - 2, -1, -1):
+        inner[d] = inner[d + 1] * t.shape[d + 1]
+    size = t[0].numel() if t.dim() else 1
+    buf = far_storage(WIDE_BASE + (t.shape[0] - 1) * WIDE_STRIDE + size, t.dtype, t.device)
+    buf[:4096] = float("nan")
+    v = buf.as_strided(t.shape, [WIDE_STRIDE] + inner[1:], WIDE_BASE)
+    v.copy_(t)
+    return v
+
+
 def shifted_copy(t):
     """(a copy of t one element into a fresh buffer, a view of t's shape at the buffer's start):
     two tensors that overlap in all but one element (None, None when t has fewer than 2)."""

@@ -106,22 +106,8 @@ def make_inputs(shapes, dtype, params, device, seed):
     if shapes[-1] == WIDE:
         full = [n for n, dt, keep in case.INPUTS if all(keep) and len(keep) == len(shapes[0]) and dt != "bool"]
         if full:
-            inputs[full[0]] = _wide(inputs[full[0]])
+            inputs[full[0]] = fat.wide_outer(inputs[full[0]])
     return inputs
-
-
-def _wide(t):
-    """t's values in a view whose outermost dim strides fat.WIDE_STRIDE, from fat.WIDE_BASE in
-    a storage of some 2**32 elements (only the view and a NaN decoy at its start written)."""
-    inner = [1] * t.dim()
-    for d in range(t.dim() - 2, -1, -1):
-        inner[d] = inner[d + 1] * t.shape[d + 1]
-    size = t[0].numel() if t.dim() else 1
-    buf = fat.far_storage(fat.WIDE_BASE + (t.shape[0] - 1) * fat.WIDE_STRIDE + size, t.dtype, t.device)
-    buf[:4096] = float("nan")
-    v = buf.as_strided(t.shape, [fat.WIDE_STRIDE] + inner[1:], fat.WIDE_BASE)
-    v.copy_(t)
-    return v
 
 
 def _grad_only(outs, kernel):
