@@ -438,7 +438,8 @@ const halfCheck = "check"
 // bwdSources are the training benchmarks read and, per file, the folders taken from it with
 // their family: the latest measurement of each folder whose kernels have not changed since
 // (h200-train-2026-12-02h: the norms' pipelined backwards, and swiglu and linear_gelu as they
-// are; h200-attention-2026-12-02b: the attention kernel as it is). Left out: the generic chains (Predict has no backward model for a program), BERT's
+// are; h200-attention-2026-12-02b: the attention kernel as it is). Left out: the generic
+// chains (Predict has no backward model for a program), BERT's
 // dropout_add and GPT-2's add_layernorm (the same [4096, 768] work as GPT-2's dropout_add and
 // BERT's add_layernorm, from the other half), -02's large dropout_add and gelu_pyops (their
 // partial sums are added up differently since).
