@@ -19,7 +19,8 @@ tile; the generator now writes the running tile, and this rewrite leaves such a 
 row loop as tl.range(num_stages=N), the next tiles' loads issued while one is worked on.
 
 Usage, from the repository root, with folders made by ``fuseadvise gen``:
-  python bench/experiments/probe_generic_bwd.py FOLDER... [--json] [--rewrites]
+  python bench/experiments/probe_generic_bwd.py FOLDER... [--json] [--rewrites [NAMES]] [--knobs GRID]
+      [--shapes SHAPES] [--kernels]
 """
 import argparse
 import importlib.util
@@ -46,6 +47,26 @@ def load(folder, name):
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def kernel_list(call, calls=20):
+    """The GPU kernels of one call, as torch.profiler (CUPTI) records them: (name, median us)
+    in launch order, the L2 flushed before each call (a fill of 256 MB of int8, whose kernels
+    are left out by their element type)."""
+    from torch.profiler import ProfilerActivity, profile
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            flush.fill_(1)
+            call()
+        torch.cuda.synchronize()
+    evs = [e for e in prof.events() if e.device_type.name == "CUDA" and "signed char" not in e.name]
+    per = len(evs) // calls
+    return [(evs[i].name, sorted(evs[i + k * per].time_range.elapsed_us() for k in range(calls))[calls // 2])
+            for i in range(per)]
 
 
 def variants(grid=None):
@@ -88,16 +109,55 @@ def pipe(n):
     return rewrite
 
 
+def kept_first(src):
+    """Rows ordered with every broadcast input's kept rows first (not only the column-keeping
+    inputs'), and blocks as small as a column-reducing input's reduced rows: a per-channel
+    scale on NCHW then sums per program (kind 2, rows C-major, N inner) where it summed per row
+    (kind 3, a [column blocks, N*C] buffer)."""
+    a = "rows = sorted(groups[:-1], key=lambda gr: -sum(k[gr[0]] for k in colkeep))"
+    b = "block = min([t for t, kd in zip(tails, kinds) if kd == 1], default=len(rows))"
+    assert a in src and b in src
+    src = src.replace(a, "rows = sorted(groups[:-1], key=lambda gr: (-sum(k[gr[0]] for k in colkeep), "
+                      "-sum(k[gr[0]] for k in keeps)))")
+    return src.replace(b, "block = min([t for t, kd in zip(tails, kinds) if kd in (1, 2)], default=len(rows))")
+
+
+def wide(src):
+    """Column blocks kept at the next power of two up to half of them masked (an eighth)."""
+    a = "while block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:"
+    assert a in src
+    return src.replace(a, a.replace("* 8 >", "* 2 >"))
+
+
 REWRITES = {"acc2d": [acc2d], "pipe2": [pipe(2)], "pipe3": [pipe(3)], "acc2d+pipe2": [acc2d, pipe(2)],
-            "acc2d+pipe3": [acc2d, pipe(3)]}
+            "acc2d+pipe3": [acc2d, pipe(3)], "kept_first": [kept_first], "wide": [wide],
+            "kept_first+wide": [kept_first, wide]}
+
+
+def rewrite_variants(names, grid=None):
+    """The kernel as generated, then each rewrite named; with grid, each of those with every
+    combination of its knob values too."""
+    base = [{}] + [{"rewrite": r} for r in names]
+    yield from base
+    if grid:
+        keys = list(grid)
+        for b in base:
+            for vals in itertools.product(*(grid[k] for k in keys)):
+                yield {**b, **dict(zip(keys, vals))}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folders", nargs="+")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--rewrites", action="store_true", help="variants of the kernel's text (see above)")
+    ap.add_argument("--rewrites", nargs="?", const=",".join(REWRITES),
+                    help="variants of the kernel's text (see above): all, or those named (a comma list); "
+                         "with --knobs, each with every combination of the grid too")
     ap.add_argument("--knobs", type=json.loads, help='a grid of knob values, e.g. {"MIN_BLOCK_C": [32, 64]}')
+    ap.add_argument("--shapes", type=json.loads,
+                    help="time at these main shapes instead of the traced one, e.g. [[32, 384, 16, 16]]")
+    ap.add_argument("--kernels", action="store_true",
+                    help="instead: the GPU kernels of one backward (torch.profiler) of eager, fused and torch.compile")
     args = ap.parse_args()
     for f in map(pathlib.Path, args.folders):
         sys.path.insert(0, str(f))  # the folder's fa_testing and case
@@ -105,52 +165,66 @@ def main():
         sys.modules["fa_testing"] = fat
         case, kernel, ref, adapter = (load(f, n) for n in ("case", "kernel", "reference", "adapter"))
         params = case.PARAMS
-        inputs = adapter.make_inputs(case.SHAPES, fat.DTYPES[case.DTYPE], params, "cuda", 0)
-        names = [n for n in adapter.GRAD_INPUTS if inputs.get(n) is not None]
-        if not getattr(case, "BACKWARD", False) or not names:
-            print(f"{f.name}: no fused backward (forward only)", flush=True)
-            sys.path.remove(str(f))
-            continue
-
-        def timed(fwd):
-            call = harness.TrainingCall(torch, fwd, inputs, names, "backward")
-            got = call()
-            return fat.gpu_time_us(fat.graph_replay(call) or call), got
-
-        eager_us, want = timed(lambda d: adapter.reference(ref, d, params))
-        defaults = {k: getattr(kernel, k) for k in (*KNOBS, *(args.knobs or {}))}
-        rows = [("eager", eager_us, None, "")]
-        text = (f / "kernel.py").read_text()
-        for v in ([{}] + [{"rewrite": r} for r in REWRITES]) if args.rewrites else variants(args.knobs):
-            if "rewrite" in v:
-                src = text
-                for rw in REWRITES[v["rewrite"]]:
-                    src = rw(src)
-                (f / "kernel_probe.py").write_text(src)
-                kernel = load(f, "kernel_probe")
-            for k, val in {**defaults, **v}.items():
-                if k != "rewrite":
-                    setattr(kernel, k, val)
-            kernel._PLANS.clear()  # the plans are cached per layout: planned again with the knobs
-            try:
-                xs = [inputs[n] for n in adapter.NAMES]
-                plan = kernel._bwd_plan(xs, [None] * len(kernel.OUT_DTYPES), [True] * len(xs))
-                launch = plan[-1]
-                cfg = "" if launch is None else f"grid {launch[0][0]} {launch[2]} parts {[s[0] for s in launch[3]]}"
-                us, got = timed(lambda d: adapter.train(kernel, d, params))
-                diff = max(((a.float() - b.float()).abs().max().item() for a, b in zip(got, want)
-                            if a is not None and b is not None), default=0.0)
-                rows.append((json.dumps(v) if v else "plan", us, diff, cfg))
-            except Exception as e:  # noqa: BLE001 - a variant that fails is a row
-                rows.append((json.dumps(v), None, None, f"error: {str(e).splitlines()[0][:100]}"))
-        for name, us, diff, cfg in rows:
-            if args.json:
-                print(json.dumps({"folder": f.name, "variant": name, "us": us, "max_abs_diff": diff, "config": cfg}))
-            else:
-                t = " ".join(f"{x:8.1f}" for x in us) if us else "       -" * 3
-                d = "-" if diff is None else f"{diff:.1e}"
-                print(f"{f.name[:44]:44s} {name:48s} {t}  {d:>8s}  {cfg}", flush=True)
+        for shape in args.shapes or [None]:
+            probe(args, f, fat, case, kernel, ref, adapter, params, [shape] if shape else case.SHAPES)
         sys.path.remove(str(f))
+
+
+def probe(args, f, fat, case, kernel, ref, adapter, params, shapes):
+    inputs = adapter.make_inputs(shapes, fat.DTYPES[case.DTYPE], params, "cuda", 0)
+    label = f.name[:44] if shapes == case.SHAPES else "x".join(map(str, shapes[0]))
+    names = [n for n in adapter.GRAD_INPUTS if inputs.get(n) is not None]
+    if not getattr(case, "BACKWARD", False) or not names:
+        print(f"{f.name}: no fused backward (forward only)", flush=True)
+        return
+
+    def timed(fwd):
+        call = harness.TrainingCall(torch, fwd, inputs, names, "backward")
+        got = call()
+        return fat.gpu_time_us(fat.graph_replay(call) or call), got
+
+    if args.kernels:
+        comp = torch.compile(lambda d: adapter.reference(ref, d, params))
+        for who, fwd in (("eager", lambda d: adapter.reference(ref, d, params)),
+                         ("fused", lambda d: adapter.train(kernel, d, params)), ("compile", comp)):
+            for name, us in kernel_list(harness.TrainingCall(torch, fwd, inputs, names, "backward")):
+                print(f"{label:44s} {who:8s} {us:8.2f}  {name[:90]}", flush=True)
+        return
+    eager_us, want = timed(lambda d: adapter.reference(ref, d, params))
+    defaults = {k: getattr(kernel, k) for k in (*KNOBS, *(args.knobs or {}))}
+    rows = [("eager", eager_us, None, "")]
+    text, generated = (f / "kernel.py").read_text(), kernel
+    for v in rewrite_variants(args.rewrites.split(","), args.knobs) if args.rewrites else variants(args.knobs):
+        if "rewrite" in v:
+            src = text
+            for rw in REWRITES[v["rewrite"]]:
+                src = rw(src)
+            (f / "kernel_probe.py").write_text(src)
+            kernel = load(f, "kernel_probe")
+        else:
+            kernel = generated
+        for k, val in {**defaults, **v}.items():
+            if k != "rewrite":
+                setattr(kernel, k, val)
+        kernel._PLANS.clear()  # the plans are cached per layout: planned again with the knobs
+        try:
+            xs = [inputs[n] for n in adapter.NAMES]
+            plan = kernel._bwd_plan(xs, [None] * len(kernel.OUT_DTYPES), [True] * len(xs))
+            launch = plan[-1]
+            cfg = "" if launch is None else f"grid {launch[0][0]} {launch[2]} parts {[s[0] for s in launch[3]]}"
+            us, got = timed(lambda d: adapter.train(kernel, d, params))
+            diff = max(((a.float() - b.float()).abs().max().item() for a, b in zip(got, want)
+                        if a is not None and b is not None), default=0.0)
+            rows.append((json.dumps(v) if v else "plan", us, diff, cfg))
+        except Exception as e:  # noqa: BLE001 - a variant that fails is a row
+            rows.append((json.dumps(v), None, None, f"error: {str(e).splitlines()[0][:100]}"))
+    for name, us, diff, cfg in rows:
+        if args.json:
+            print(json.dumps({"folder": f.name, "shapes": shapes, "variant": name, "us": us, "max_abs_diff": diff, "config": cfg}))
+        else:
+            t = " ".join(f"{x:8.1f}" for x in us) if us else "       -" * 3
+            d = "-" if diff is None else f"{diff:.1e}"
+            print(f"{label:44s} {name:48s} {t}  {d:>8s}  {cfg}", flush=True)
 
 
 if __name__ == "__main__":

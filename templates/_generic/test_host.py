@@ -211,6 +211,47 @@ def test_backward_layouts_and_needs():
                 torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4, msg=f"{name}: input {i}")
 
 
+def test_backward_reduction_kinds():
+    """How a broadcast input's gradient is reduced, from its kept dims (_bwd_layout's rows
+    and _bwd_kinds): a per-channel scale on NCHW runs channel-major and sums per program (2),
+    a per-row scale sums per row (3: one-row blocks would mask most of a tile), a bias keeps
+    per-program column sums (1), a 0-dim scale on a dense tensor sums per program over one flat
+    row (2)."""
+    kernel, _, _ = module("broadcast_affine_tanh")
+    dense = [14 * 14 * 384, 14 * 14, 14, 1]
+    cases = [  # main shape, the reduced input's strides and its kept dims, want rows, kind, block
+        ([32, 384, 14, 14], [0, 1, 0, 0], [False, True, False, False], [[1], [0]], 2, 1),
+        ([64, 96], [1, 0], [True, False], [[0]], 3, 1),
+        ([64, 96], [0, 1], [False, True], [[0]], 1, 1),
+        ([32, 384, 14, 14], [0, 0, 0, 0], [False] * 4, [], 2, 0),  # one flat row
+    ]
+    for shape, strides, keep, rows, kind, block in cases:
+        full = dense[-len(shape):] if len(shape) == 4 else [shape[1], 1]
+        got_rows, cols = kernel._bwd_layout(shape, [full, strides], [keep])
+        assert got_rows == rows, (shape, keep)
+        kinds, got_block = kernel._bwd_kinds(got_rows, cols, [keep])
+        assert (kinds, got_block) == ([kind], block), (shape, keep)
+
+
+def test_per_channel_gradient_needs_no_host_sum(monkeypatch):
+    """With per-program sums alone, a program a block and few columns, the column block
+    widens to one (up to half its lanes masked off): each program's sum is the gradient, no
+    host sum follows (the GPU's tiling constants; meta tensors, nothing runs)."""
+    kernel, _, case = module("broadcast_affine_tanh")
+    for k, v in {"_sms": lambda dev: 132, "BWD_TILE": 2048, "MIN_BLOCK_C": 128, "MIN_SPLIT_ROWS": 16,
+                 "PROGRAMS_PER_SM": 32, "MIN_COLSUM_BLOCK_C": 32, "MAX_WIDE_BLOCK_C": 256}.items():
+        monkeypatch.setattr(kernel, k, v)
+    xs = [torch.empty(x.shape, dtype=x.dtype, device="meta") for x in inputs_for(case, [32, 384, 14, 14])]
+    douts = [torch.empty([32, 384, 14, 14], dtype=dt, device="meta") for dt in kernel.OUT_DTYPES]
+    # only x0 (full) and x2 (one value a channel) wanted: x4 keeps W's stride apart, so the
+    # columns are W alone, 14 of them in a block of 16
+    needs = (True, False, True, False, False, False)
+    grid, _, consts, stacks, _ = kernel._bwd_plan(xs, douts, needs)[-1]
+    assert consts["KIND2"] == 2 and consts["BLOCK_C"] == 16 and grid == (384,)
+    (_, members, vshape, sdim, _), = stacks
+    assert members == [2] and vshape == [1, 384] and sdim is None
+
+
 @pytest.mark.parametrize("example,main", [("table_bf16", [3, 20]), ("broadcast_mixed_sigmoid", [3, 2, 5, 4]),
                                           ("gelu_dropout_residual", [2, 4, 16])])
 def test_cached_plans_give_what_fresh_ones_do(example, main):

@@ -426,9 +426,9 @@ class Acc:
         self.fail = None  # dict: output, index, got, want, count, numel, seed
 
     def add(self, name, got, want, atol, rtol, seed, quack=None):
-        """quack: None, or (check, ref, terms): the quack check (fa_testing.quack_check of the
-        folder) against ref, the chain in a higher precision; the errors recorded are then
-        against ref."""
+        """quack: None, or (check, ref, terms, term_scale): the quack check (fa_testing.quack_check
+        of the folder) against ref, the chain in a higher precision; the errors recorded are
+        then against ref."""
         if tuple(got.shape) != tuple(want.shape):
             raise Mismatch(f"{name}: shape {tuple(got.shape)}, want {tuple(want.shape)}")
         if got.dtype != want.dtype:
@@ -438,9 +438,9 @@ class Acc:
         if quack is None:
             ma, mr, n, first = compare(got, want, atol, rtol)
         else:
-            check, ref, terms = quack
+            check, ref, terms, term_scale = quack
             ma, mr, _, _ = compare(got, ref, atol, rtol)
-            ok, note, first = check(got, want, ref, terms)
+            ok, note, first = check(got, want, ref, terms, term_scale)
             n = 0 if ok else 1
         self.max_abs = _worse(self.max_abs, ma)
         self.max_rel = _worse(self.max_rel, mr)
@@ -650,15 +650,16 @@ def run_backward(f, case, dt, seed, acc):
     # folder's own tests and the benchmark's GPU gradient check)
     fat = a.fat
     gref = fat.quack_grads(a, f.reference, ib, names, dys, f.params, dt) or [None] * len(names)
+    scales = fat.quack_scales(a, f.reference, ib, names, dys, f.params, dt) or [0.0] * len(names)
     atol, rtol = a.tolerance(dt, case.shapes, f.params, grad=True)
     everything = list(ib.values()) + list(want)
     ok = True
-    for n, x, y, r in zip(names, gg, gw, gref):
+    for n, x, y, r, sc in zip(names, gg, gw, gref, scales):
         if y is None:
             continue
         if x is None:
             raise Mismatch(f"grad {n}: missing (the reference has one)")
-        quack = None if r is None else (fat.quack_check, r, fat.quack_terms(x, everything))
+        quack = None if r is None else (fat.quack_check, r, fat.quack_terms(x, everything), sc)
         ok &= acc.add(f"grad {n}", x, y, atol, rtol, seed, quack=quack)
     return ok
 

@@ -181,6 +181,47 @@ def test_quack_passes_a_reordered_fp32_sum_the_old_bound_failed(seq_bias):
     fat.run_grad_case(None, None, a, [[ROWS, COLS]], "fp32", {}, "cpu", 0)
 
 
+@pytest.mark.parametrize("bug", [None, "drop_row"])
+def test_quack_scales_the_noise_of_a_sum_that_cancels(seq_bias, bug):
+    # one column: x1's gradient is one sum of ROWS terms (x0, with dy all ones) that nearly
+    # cancels, 0.01 out of terms of about 2, summed row after row in fp32: that order's
+    # rounding is the terms' size, which a bound taken from the result alone called wrong (as
+    # a GPU did at a test shape of ConvNeXt's per-channel scale); a dropped term is still far
+    # outside the bound
+    g = torch.Generator().manual_seed(3)
+    x0 = torch.randn(ROWS, 1, generator=g, dtype=torch.float64) * 2
+    x0[-1, 0] -= x0.sum() - 0.01
+    inp = {"x0": x0.float(), "x1": torch.ones(1), "x2": torch.zeros(ROWS, 1)}
+    dy = torch.ones(ROWS, 1)
+    got = torch.zeros(1)
+    for r in range(ROWS - (bug == "drop_row")):
+        got = got + inp["x0"][r]
+    want = inp["x0"].sum(0)  # eager's order
+    ref = {k: v.clone().requires_grad_(True) for k, v in inp.items()}
+    hp = fat.quack_grads(seq_bias, None, ref, ["x1"], [dy], {}, torch.float32)[0]
+    assert hp.dtype == torch.float64 and float(hp) == pytest.approx(0.01, rel=1e-3)
+    terms = fat.quack_terms(got, [dy])
+    scale = fat.quack_scales(seq_bias, None, ref, ["x0", "x1"], [dy], {}, torch.float32)
+    assert scale[0] == 0.0 and scale[1] == pytest.approx(float(inp["x0"].double().norm()), rel=1e-9)
+    ok, note, _ = fat.quack_check(got, want, hp, terms, scale[1])
+    if bug:
+        assert not ok, note
+        return
+    assert not fat.quack_check(got, want, hp, terms)[0]  # the bound from the result alone
+    assert ok and "terms' size" in note, note
+
+
+def test_quack_scales_only_what_the_reference_takes_broadcast():
+    # a LayerNorm's weight cannot be passed at x's shape: no scale (the result's size stands)
+    a = types.SimpleNamespace(QUACK_GRAD=True,
+                              reference=lambda ref, inp, params: torch.nn.functional.layer_norm(
+                                  inp["x"], (4,), inp["w"]))
+    inp = {"x": torch.randn(3, 4), "w": torch.randn(4)}
+    assert fat.quack_scales(a, None, inp, ["x", "w"], [torch.ones(3, 4)], {}, torch.float32) == [0.0, 0.0]
+    assert fat.quack_scales(a, None, inp, ["w"], [torch.ones(3, 4)], {}, torch.bfloat16) == [0.0]
+    assert fat.quack_scales(types.SimpleNamespace(), None, inp, ["w"], [], {}, torch.float32) is None
+
+
 @pytest.mark.parametrize("bug", ["drop_row", "sign", "scale"])
 def test_quack_fails_a_wrong_gradient(seq_bias, bug):
     _SeqBias.bug = bug

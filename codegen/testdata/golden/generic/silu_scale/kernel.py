@@ -416,6 +416,11 @@ PROGRAMS_PER_SM = 1 if INTERPRET else 32  # 8 before: 4x fewer programs, 10-25% 
 # 4x4x512x64 7.4 -> 6.7 (4 against 1 and 32 against 128: probe_generic_bwd.py --knobs, H200)
 COLSUM_PROGRAMS_PER_SM = 4
 MIN_COLSUM_BLOCK_C = 16 if INTERPRET else 32
+# per-program sums alone (a per-channel scale): one column block up to this wide, so one
+# program a block needs no host sum: ConvNeXt's 32x384x14x14 backward 19.0 -> 14.7 us with
+# 256 for its 196 columns; 28x28's 784 columns in 1024 were slower, 19.7 -> 21.5
+# (probe_generic_bwd.py --rewrites kept_first,kept_first+wide, H200, 2026-12-02)
+MAX_WIDE_BLOCK_C = 32 if INTERPRET else 256
 _SMS = {}
 
 
@@ -451,8 +456,12 @@ def _bwd_layout(shape, strides, keeps):
     and neighbours merged where every tensor's strides and every broadcast input allow; the
     last group is the columns (contiguous for dense tensors), the others rows, ordered
     (stably, so in memory order where nothing asks otherwise) by how many column-keeping
-    inputs keep them: each such input's kept rows then come before its reduced ones, as
-    per-program column sums need, wherever their kept sets nest."""
+    inputs keep them, then by how many broadcast inputs do: each such input's kept rows then
+    come before its reduced ones, as per-program sums need, wherever their kept sets nest. A
+    per-channel scale on NCHW so runs its rows channel-major (N inner) and sums per program,
+    where in memory order it summed per row: ConvNeXt's 32x768x7x7 backward 16.6 -> 11.5 us,
+    32x192x28x28 24.4 -> 19.4 (bench/experiments/probe_generic_bwd.py --rewrites kept_first,
+    H200, 2026-12-02)."""
     dims = [d for d in range(len(shape)) if shape[d] != 1] or [len(shape) - 1]
     groups = []
     for d in dims:
@@ -464,7 +473,7 @@ def _bwd_layout(shape, strides, keeps):
         groups.append([d])
     cols = groups[-1]
     colkeep = [k for k in keeps if k[cols[0]]]
-    rows = sorted(groups[:-1], key=lambda gr: -sum(k[gr[0]] for k in colkeep))
+    rows = sorted(groups[:-1], key=lambda gr: (-sum(k[gr[0]] for k in colkeep), -sum(k[gr[0]] for k in keeps)))
     return rows, cols
 
 
@@ -492,7 +501,9 @@ def _bwd_kinds(rows, cols, keeps):
         else:
             kinds.append(2 if nested else 3)
         tails.append(tail)
-    block = min([t for t, kd in zip(tails, kinds) if kd == 1], default=len(rows))
+    # blocks as small as a per-program sum's reduced rows allow (a per-row scale's, none:
+    # one-row blocks would leave a tile's rows masked off, so it sums per row instead)
+    block = min([t for t, kd in zip(tails, kinds) if kd == 1 or (kd == 2 and t > 0)], default=len(rows))
     kinds = [3 if kd == 2 and t < block else kd for kd, t in zip(kinds, tails)]
     return kinds, block
 
@@ -595,10 +606,14 @@ def _bwd_plan(inputs, douts, needs):
     nblk = n_rows // blk_rows
     # tiling: column blocks with few lanes masked off; with column sums, more (narrower)
     # column blocks before rows are split (a split costs its buffer and the host's sum);
-    # else enough programs to fill the device several times
+    # with per-program sums alone and a block per program, one column block where up to
+    # half its lanes masked off spares the host's sum; else enough programs to fill the
+    # device several times
     sms = _sms(dev)
     block_c = min(_pow2(n_cols), 1024, BWD_TILE)
-    while block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
+    reduced = [kd for kd in kinds if kd is not None]
+    wide = set(reduced) == {2} and nblk >= sms and block_c <= MAX_WIDE_BLOCK_C and (block_c - n_cols) * 2 <= n_cols
+    while not wide and block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
         block_c //= 2
     col_sums = 1 in kinds
     while col_sums and block_c > MIN_COLSUM_BLOCK_C and nblk * -(-n_cols // block_c) < COLSUM_PROGRAMS_PER_SM * sms:
@@ -606,11 +621,12 @@ def _bwd_plan(inputs, douts, needs):
     n_cb = -(-n_cols // block_c)
     block_r = max(1, min(BWD_TILE // block_c, _pow2(blk_rows)))
     tiles = -(-blk_rows // block_r)
-    if col_sums and nblk * n_cb >= sms and tiles <= 8:
+    prog_sums = 1 in kinds or 2 in kinds
+    if prog_sums and nblk * n_cb >= sms and tiles <= 8:
         splits = 1
     else:
         splits = max(1, min(tiles, -(-PROGRAMS_PER_SM * sms // (nblk * n_cb))))
-        if col_sums:
+        if prog_sums:
             splits = min(splits, max(1, blk_rows // MIN_SPLIT_ROWS))
     per = -(-tiles // splits) * block_r
     splits = -(-blk_rows // per)
