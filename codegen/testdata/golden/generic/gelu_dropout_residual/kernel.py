@@ -438,6 +438,9 @@ GRAD_ALIAS = [None, 1]  # per input: the output gradient (k-th of those carried)
 # several programs per row block, and splits
 BWD_TILE = 128 if INTERPRET else 2048  # elements a tile of 4 warps (bwdTile)
 MIN_BLOCK_C = 16 if INTERPRET else 128
+# 8 and 16 warps were slower on ConvNeXt's four layer-scale chains, at tiles of 2048 to 8192
+# (probe_generic_bwd.py --knobs, H200, 2026-12-02)
+BWD_WARPS = 4
 MIN_SPLIT_ROWS = 2 if INTERPRET else 16
 PROGRAMS_PER_SM = 1 if INTERPRET else 32  # 8 before: 4x fewer programs, 10-25% slower on the H200 (probe_generic_bwd.py)
 # with column sums, column blocks narrow (down to MIN_COLSUM_BLOCK_C) until there are
@@ -568,7 +571,7 @@ def fused_backward(inputs, douts, needs=None):
     for i, ishape, dt in fulls:
         bufs[i] = grads[i] = torch.empty(ishape, dtype=dt, device=dev)
     # the tensors themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=4, num_stages=3, **consts)
+    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=BWD_WARPS, num_stages=3, **consts)
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
         sums = buf.view(vshape)
         if sdim is not None:
