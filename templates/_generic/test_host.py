@@ -241,13 +241,16 @@ def test_per_channel_gradient_needs_no_host_sum(monkeypatch):
     for k, v in {"_sms": lambda dev: 132, "BWD_TILE": 2048, "MIN_BLOCK_C": 128, "MIN_SPLIT_ROWS": 16,
                  "PROGRAMS_PER_SM": 32, "MIN_COLSUM_BLOCK_C": 32, "MAX_WIDE_BLOCK_C": 256}.items():
         monkeypatch.setattr(kernel, k, v)
-    xs = [torch.empty(x.shape, dtype=x.dtype, device="meta") for x in inputs_for(case, [32, 384, 14, 14])]
-    douts = [torch.empty([32, 384, 14, 14], dtype=dt, device="meta") for dt in kernel.OUT_DTYPES]
-    # only x0 (full) and x2 (one value a channel) wanted: x4 keeps W's stride apart, so the
-    # columns are W alone, 14 of them in a block of 16
+    # only x0 (full) and x2 (one value a channel) wanted. The main shape's last dim is 1, so
+    # the columns are its 196 positions (x4, which broadcasts over the last dim, would
+    # otherwise keep H and W apart); without the widening, 196 columns take two blocks of 128
+    # and a host sum over them follows
+    main = [32, 384, 196, 1]
+    xs = [torch.empty(x.shape, dtype=x.dtype, device="meta") for x in inputs_for(case, main)]
+    douts = [torch.empty(main, dtype=dt, device="meta") for dt in kernel.OUT_DTYPES]
     needs = (True, False, True, False, False, False)
     grid, _, consts, stacks, _ = kernel._bwd_plan(xs, douts, needs)[-1]
-    assert consts["KIND2"] == 2 and consts["BLOCK_C"] == 16 and grid == (384,)
+    assert consts["KIND2"] == 2 and consts["BLOCK_C"] == 256 and grid == (384,)
     (_, members, vshape, sdim, _), = stacks
     assert members == [2] and vshape == [1, 384] and sdim is None
 
