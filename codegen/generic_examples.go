@@ -23,8 +23,9 @@ type GenericExample struct {
 // broadcast input's gradient), operands kept on different rows, a 0-dim scale and a
 // residual around a sigmoid (the layout no row order serves: one gradient summed from its
 // fp32 values; a 0-dim scale summed over several tiles a program; a gradient that is the
-// output's own), and a 0-dim scale, per-channel bias and leaky ReLU
-// ending in a row max.
+// output's own), ConvNeXt's layer scale and residual on bf16 activations (a per-channel
+// gradient alone: the backward's flat walk), and a 0-dim scale, per-channel bias and leaky
+// ReLU ending in a row max.
 var genericExamples = []struct{ name, dtype, prog string }{
 	{"silu_scale", "fp32", `{"dims":[8,64],"inputs":[{"dtype":"fp32","dims":[8,64]}],
 		"steps":[{"op":"sigmoid","args":[{"in":0}],"dtype":"fp32"},
@@ -66,6 +67,10 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		{"op":"sigmoid","args":[{"step":2}],"dtype":"fp32"},
 		{"op":"mul","args":[{"step":3},{"in":3}],"dtype":"fp32"},
 		{"op":"add","args":[{"step":4},{"in":4}],"consts":[1],"dtype":"fp32"}],"outputs":[5]}`},
+	{"layer_scale_residual", "fp32", `{"dims":[2,6,5,7],"inputs":[{"dtype":"bf16","dims":[2,6,5,7]},{"dtype":"fp32","dims":[6,1,1]},
+		{"dtype":"bf16","dims":[2,6,5,7]}],
+		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp32"},
+		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp32"}],"outputs":[1]}`},
 	{"scale_channel_leaky_amax", "fp16", `{"dims":[2,6,8,8],"inputs":[{"dtype":"fp16","dims":[2,6,8,8]},{"dtype":"fp16","dims":[]},{"dtype":"fp16","dims":[6,1,1]}],
 		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp16"},
 		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp16"},

@@ -139,7 +139,17 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"each row block's last row left out", "broadcast_affine_tanh", nil,
 			text("blk * J + J)", "blk * J + J - 1)")},
 		{"each program's rows one past its end", "broadcast_mixed_sigmoid", nil,
-			text("rmask = rows < row_end", "rmask = rows <= row_end")},
+			text("rmask = rows < hi", "rmask = rows <= hi")},
+		// the backward's flat walk (a per-channel gradient alone): a magic divisor's shift off
+		// by one for the columns and for a row dim, a column one on, the range one short
+		{"flat walk: the column division shifted one bit too far", "layer_scale_residual", nil,
+			text(">> SC)", ">> (SC + 1))")},
+		{"flat walk: a row division shifted one bit short", "layer_scale_residual", nil,
+			text(">> SR2)", ">> (SR2 - 1))")},
+		{"flat walk: each element's column one on", "layer_scale_residual", nil,
+			text("            c = kk - rr * C\n", "            c = kk - rr * C + 1\n")},
+		{"flat walk: each program's last element left out", "layer_scale_residual", nil,
+			text("        hi = row_end * C\n", "        hi = row_end * C - 1\n")},
 		// a chain with a GEMM head: a wrong op in the epilogue, the bias left out of it, the
 		// weight multiplied untransposed, the bias's gradient dropped
 		{"epilogue tanh as a sigmoid", "bmm_tanh_clamp", table(program.Tanh, "_sigmoid({0})"), nil},

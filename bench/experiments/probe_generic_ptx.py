@@ -8,7 +8,10 @@ registers and spill bytes a thread. Static counts, not time: used on 2026-12-02 
 session) to check that the final index math keeps the former kernel's vector loads where
 the innermost size is a multiple of 16, when no GPU was left to time it.
 
-  python bench/experiments/probe_generic_ptx.py FOLDER...
+With --backward, the launch fused_backward makes (_fused_bwd_kernel) instead: on 2026-12-03 the
+flat walk's alignment hints were checked this way before the H200 timed them.
+
+  python bench/experiments/probe_generic_ptx.py [--backward] FOLDER...
 """
 import importlib.util
 import os
@@ -42,7 +45,7 @@ def counts(ptx):
 
 
 def main():
-    for i, folder in enumerate(map(pathlib.Path, sys.argv[1:])):
+    for i, folder in enumerate(map(pathlib.Path, [a for a in sys.argv[1:] if a != "--backward"])):
         sys.path.insert(0, str(folder))
         load(folder / "fa_testing.py", "fa_testing")
         case = load(folder / "case.py", f"case{i}")
@@ -52,7 +55,12 @@ def main():
         for _, dt, keep in case.INPUTS:  # CPU tensors: only dtypes, shapes and alignment matter
             shape = [n if k else 1 for n, k in zip(main_shape[len(main_shape) - len(keep):], keep)]
             xs.append(torch.empty(shape, dtype=DTYPES[dt]))
-        for launch in sm90.capture(kernel, lambda: kernel.fused(*xs)):
+        if "--backward" in sys.argv:  # the backward's launch, one gradient of the main shape per output
+            douts = [torch.empty(main_shape, dtype=dt) for dt in kernel.OUT_DTYPES]
+            call = lambda: kernel.fused_backward(xs, douts)  # noqa: E731
+        else:
+            call = lambda: kernel.fused(*xs)  # noqa: E731
+        for launch in sm90.capture(kernel, call):
             ck = sm90.compile_sm90(launch)
             regs, spills = sm90.ptxas_usage(ck.asm["ptx"])
             print(folder.name, launch.constexprs, f"registers {regs} spills {spills}", counts(ck.asm["ptx"]), flush=True)

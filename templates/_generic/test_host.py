@@ -233,26 +233,47 @@ def test_backward_reduction_kinds():
         assert (kinds, got_block) == ([kind], block), (shape, keep)
 
 
-def test_per_channel_gradient_needs_no_host_sum(monkeypatch):
-    """With per-program sums alone, a program a block and few columns, the column block
-    widens to one (up to half its lanes masked off): each program's sum is the gradient, no
-    host sum follows (the GPU's tiling constants; meta tensors, nothing runs)."""
-    kernel, _, case = module("broadcast_affine_tanh")
-    for k, v in {"_sms": lambda dev: 132, "BWD_TILE": 2048, "MIN_BLOCK_C": 128, "MIN_SPLIT_ROWS": 16,
-                 "PROGRAMS_PER_SM": 32, "MIN_COLSUM_BLOCK_C": 32, "MAX_WIDE_BLOCK_C": 256}.items():
+GPU_TILING = {"_sms": lambda dev: 132, "BWD_TILE": 2048, "MIN_BLOCK_C": 128, "MIN_SPLIT_ROWS": 16,
+              "PROGRAMS_PER_SM": 32, "MIN_COLSUM_BLOCK_C": 32, "MAX_WIDE_BLOCK_C": 256, "FLAT_TILE": 4096}
+
+
+# main shape -> (FLAT, grid, BLOCK_R, BLOCK_C, ALIGN, the sum buffer's view and the dim summed)
+PER_CHANNEL_PLANS = {
+    # ConvNeXt's 14x14: rows of 196 (not 16-aligned) walked flat, a program a channel over its
+    # 32 * 196 elements, runs of 4 declared contiguous; each program's sum is the gradient
+    (32, 384, 14, 14): (True, (384,), 1, 4096, 4, [1, 384], None),
+    # 7x7: rows of 49, no alignment to declare
+    (32, 768, 7, 7): (True, (768,), 1, 2048, 1, [1, 768], None),
+    # fewer channels than SMs: two programs a channel, their sums added on the host
+    (64, 96, 14, 14): (True, (192,), 1, 4096, 4, [1, 96, 2], 2),
+    # 16-aligned rows of 176: the 2D tile, its column block widened to 256 so one program a
+    # channel needs no host sum (without the widening: two blocks of 128 and a host sum)
+    (32, 384, 16, 11): (False, (384,), 8, 256, 16, [1, 384], None),
+}
+
+
+@pytest.mark.parametrize("main", list(PER_CHANNEL_PLANS), ids=lambda m: "x".join(map(str, m)))
+def test_per_channel_gradient_plans(monkeypatch, main):
+    """A per-channel scale's gradient (per-program sums alone, ConvNeXt's layer scale
+    x0 * x1 + x2) takes the flat walk where its rows are not 16-aligned and the 2D tile where
+    they are; either way a program a channel where the channels fill the device, so no host
+    sum follows. The GPU's tiling constants; meta tensors, nothing runs."""
+    kernel, _, case = module("layer_scale_residual")
+    for k, v in GPU_TILING.items():
         monkeypatch.setattr(kernel, k, v)
-    # only x0 (full) and x2 (one value a channel) wanted. The main shape's last dim is 1, so
-    # the columns are its 196 positions (x4, which broadcasts over the last dim, would
-    # otherwise keep H and W apart); without the widening, 196 columns take two blocks of 128
-    # and a host sum over them follows
-    main = [32, 384, 196, 1]
-    xs = [torch.empty(x.shape, dtype=x.dtype, device="meta") for x in inputs_for(case, main)]
+    xs = [torch.empty(x.shape, dtype=x.dtype, device="meta") for x in inputs_for(case, list(main))]
     douts = [torch.empty(main, dtype=dt, device="meta") for dt in kernel.OUT_DTYPES]
-    needs = (True, False, True, False, False, False)
-    grid, _, consts, stacks, _ = kernel._bwd_plan(xs, douts, needs)[-1]
-    assert consts["KIND2"] == 2 and consts["BLOCK_C"] == 256 and grid == (384,)
-    (_, members, vshape, sdim, _), = stacks
-    assert members == [2] and vshape == [1, 384] and sdim is None
+    grid, _, consts, stacks, fulls, warps = kernel._bwd_plan(xs, douts, (True, True, True))[-1]
+    flat, want_grid, block_r, block_c, align, vshape, sdim = PER_CHANNEL_PLANS[main]
+    assert (consts["FLAT"], grid, consts["BLOCK_R"], consts["BLOCK_C"]) == (flat, want_grid, block_r, block_c)
+    assert consts["ALIGN"] == align and warps == (kernel.FLAT_WARPS if flat else kernel.BWD_WARPS)
+    assert [consts[f"KIND{i}"] for i in range(3)] == [0, 2, 0]
+    # contiguity declared for x0, x2, the output's gradient and x0's and x2's stored
+    # gradients (bits 0, 2, 3, 4, 6), never for x1 (column stride 0) or its sum buffer
+    assert consts["AMASK"] == (0b1011101 if flat and align > 1 else 0)
+    (_, members, got_vshape, got_sdim, _), = stacks
+    assert members == [1] and got_vshape == vshape and got_sdim == sdim
+    assert [i for i, _, _ in fulls] == [0, 2]
 
 
 @pytest.mark.parametrize("example,main", [("table_bf16", [3, 20]), ("broadcast_mixed_sigmoid", [3, 2, 5, 4]),

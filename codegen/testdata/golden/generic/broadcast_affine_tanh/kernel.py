@@ -213,7 +213,7 @@ def _fused_kernel(in0, in1, in2, in3, in4, in5, out0, out1, NUMEL, D0, D1, D2, D
 
 
 @triton.jit
-def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, gbuf2, gbuf3, gbuf4, gbuf5, R, C, J, SPLITS, NCB, D0, D1, D2, D3, s0_0, s0_1, s0_2, s0_3, s1_0, s1_1, s1_2, s1_3, s2_0, s2_1, s2_2, s2_3, s3_0, s3_1, s3_2, s3_3, s4_0, s4_1, s4_2, s4_3, s5_0, s5_1, s5_2, s5_3, t0_0, t0_1, t0_2, t0_3, t1_0, t1_1, t1_2, t1_3, u0_0, u0_1, u0_2, u0_3, u1_0, u1_1, u1_2, u1_3, u2_0, u2_1, u2_2, u2_3, u3_0, u3_1, u3_2, u3_3, u4_0, u4_1, u4_2, u4_3, u5_0, u5_1, u5_2, u5_3, ROWS_PER_PROG, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr, KIND3: tl.constexpr, KIND4: tl.constexpr, KIND5: tl.constexpr):
+def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, gbuf2, gbuf3, gbuf4, gbuf5, R, C, J, SPLITS, NCB, D0, D1, D2, D3, s0_0, s0_1, s0_2, s0_3, s1_0, s1_1, s1_2, s1_3, s2_0, s2_1, s2_2, s2_3, s3_0, s3_1, s3_2, s3_3, s4_0, s4_1, s4_2, s4_3, s5_0, s5_1, s5_2, s5_3, t0_0, t0_1, t0_2, t0_3, t1_0, t1_1, t1_2, t1_3, u0_0, u0_1, u0_2, u0_3, u1_0, u1_1, u1_2, u1_3, u2_0, u2_1, u2_2, u2_3, u3_0, u3_1, u3_2, u3_3, u4_0, u4_1, u4_2, u4_3, u5_0, u5_1, u5_2, u5_3, ROWS_PER_PROG, MC, SC, MR1, SR1, MR2, SR2, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr, KIND3: tl.constexpr, KIND4: tl.constexpr, KIND5: tl.constexpr):
     """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
@@ -222,7 +222,15 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, 
     program's sums run in a tile of [BLOCK_R, BLOCK_C] fp32 sums, added to elementwise and
     reduced once after the row loop: Llama's RoPE-style x0 * x1 + x2 at 4x16x512x64 took 14.9 us
     with a tile reduced per iteration (a cross-warp sum and a barrier each), 11.4 with this on
-    the H200 (bench/experiments/probe_generic_bwd.py --rewrites, 2026-12-02)."""
+    the H200 (bench/experiments/probe_generic_bwd.py --rewrites, 2026-12-02).
+    FLAT (one column block, BLOCK_R 1, per-program sums alone): the program's rows times the
+    columns walked as one range of BLOCK_C elements a tile, the row and column of each by the
+    host's magic numbers, so no lane idles where C is not a power of two; where C and every
+    row stride of tensor t (bit t of AMASK, column stride 1) are multiples of ALIGN, its
+    accesses are declared runs of ALIGN contiguous elements, which Triton then vectorizes.
+    ConvNeXt's per-channel scale, x0 * x1 + x2 on NCHW, through bench on the H200 (2026-12-03):
+    32x384x14x14 9.2 -> 8.8 us, 32x768x7x7 6.7 -> 5.4; taken only where rows are not 16-aligned
+    (FLAT_UNLESS), as 16-aligned rows ran faster in the 2D tile."""
     pid = tl.program_id(0)
     if IDX64:  # an offset or index reaches 2**31: index math in 64 bits (else 32: fewer registers)
         pid = pid.to(tl.int64)
@@ -230,7 +238,6 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, 
     pc = pid - pg * NCB
     cols = pc * BLOCK_C + tl.arange(0, BLOCK_C)
     cmask = cols < C
-    c = cols[None, :]
     blk = pg // SPLITS
     row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
     row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
@@ -240,40 +247,87 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, 
     acc3 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     acc4 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     acc5 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
-    r0 = row_start
-    while r0 < row_end:  # a while loop: the interpreter cannot range() over a runtime int
-        rows = r0 + tl.arange(0, BLOCK_R)
-        rmask = rows < row_end
-        r0 += BLOCK_R
-        mask = rmask[:, None] & cmask[None, :]
-        q = rows
-        i2 = q % D2
-        q = q // D2
-        i1 = q % D1
-        q = q // D1
-        i0 = q
-        base0 = rows * 0 + i0 * s0_0 + i1 * s0_1 + i2 * s0_2
-        base1 = rows * 0 + i0 * s1_0 + i1 * s1_1 + i2 * s1_2
-        base2 = rows * 0 + i0 * s2_0 + i1 * s2_1 + i2 * s2_2
-        base3 = rows * 0 + i0 * s3_0 + i1 * s3_1 + i2 * s3_2
-        base4 = rows * 0 + i0 * s4_0 + i1 * s4_1 + i2 * s4_2
-        base5 = rows * 0 + i0 * s5_0 + i1 * s5_1 + i2 * s5_2
-        x0 = tl.load(in0 + (base0[:, None] + c * s0_3), mask=mask, other=0).to(tl.float32)
-        x1 = tl.load(in1 + (base1[:, None] + c * s1_3), mask=mask, other=0).to(tl.float32)
-        x2 = tl.load(in2 + (base2[:, None] + c * s2_3), mask=mask, other=0).to(tl.float32)
-        x3 = tl.load(in3 + (base3[:, None] + c * s3_3), mask=mask, other=0).to(tl.float32)
-        x4 = tl.load(in4 + (base4[:, None] + c * s4_3), mask=mask, other=0).to(tl.float32)
-        x5 = tl.load(in5 + (base5[:, None] + c * s5_3), mask=mask, other=0).to(tl.float32)
+    lo = row_start
+    hi = row_end
+    if FLAT:  # the rows' elements as one range (C a multiple of ALIGN: so are its ends)
+        lo = row_start * C
+        hi = row_end * C
+        if ALIGN > 1:
+            lo = tl.multiple_of(lo, ALIGN)
+            hi = tl.multiple_of(hi, ALIGN)
+    r0 = lo
+    while r0 < hi:  # a while loop: the interpreter cannot range() over a runtime int
+        if FLAT:  # a tile of BLOCK_C consecutive elements: row and column by the magic numbers
+            kk = r0 + tl.arange(0, BLOCK_C)[None, :]
+            r0 += BLOCK_C
+            mask = kk < hi
+            rr = tl.where(C == 1, kk, (tl.umulhi(kk.to(tl.uint32), MC.to(tl.uint32)) >> SC).to(tl.int32))
+            c = kk - rr * C
+            q = rr
+            p = tl.where(D2 == 1, q, (tl.umulhi(q.to(tl.uint32), MR2.to(tl.uint32)) >> SR2).to(tl.int32))
+            i2 = q - p * D2
+            q = p
+            p = tl.where(D1 == 1, q, (tl.umulhi(q.to(tl.uint32), MR1.to(tl.uint32)) >> SR1).to(tl.int32))
+            i1 = q - p * D1
+            q = p
+            i0 = q
+        else:  # a tile of BLOCK_R rows of the column block
+            rows = r0 + tl.arange(0, BLOCK_R)
+            rmask = rows < hi
+            r0 += BLOCK_R
+            mask = rmask[:, None] & cmask[None, :]
+            rr = rows[:, None]
+            c = cols[None, :]
+            q = rr
+            i2 = q % D2
+            q = q // D2
+            i1 = q % D1
+            q = q // D1
+            i0 = q
+        base0 = rr * 0 + i0 * s0_0 + i1 * s0_1 + i2 * s0_2
+        o0 = base0 + c * s0_3
+        if AMASK >> 0 & 1:
+            o0 = tl.max_contiguous(tl.multiple_of(o0, [1, ALIGN]), [1, ALIGN])
+        base1 = rr * 0 + i0 * s1_0 + i1 * s1_1 + i2 * s1_2
+        o1 = base1 + c * s1_3
+        if AMASK >> 1 & 1:
+            o1 = tl.max_contiguous(tl.multiple_of(o1, [1, ALIGN]), [1, ALIGN])
+        base2 = rr * 0 + i0 * s2_0 + i1 * s2_1 + i2 * s2_2
+        o2 = base2 + c * s2_3
+        if AMASK >> 2 & 1:
+            o2 = tl.max_contiguous(tl.multiple_of(o2, [1, ALIGN]), [1, ALIGN])
+        base3 = rr * 0 + i0 * s3_0 + i1 * s3_1 + i2 * s3_2
+        o3 = base3 + c * s3_3
+        if AMASK >> 3 & 1:
+            o3 = tl.max_contiguous(tl.multiple_of(o3, [1, ALIGN]), [1, ALIGN])
+        base4 = rr * 0 + i0 * s4_0 + i1 * s4_1 + i2 * s4_2
+        o4 = base4 + c * s4_3
+        if AMASK >> 4 & 1:
+            o4 = tl.max_contiguous(tl.multiple_of(o4, [1, ALIGN]), [1, ALIGN])
+        base5 = rr * 0 + i0 * s5_0 + i1 * s5_1 + i2 * s5_2
+        o5 = base5 + c * s5_3
+        if AMASK >> 5 & 1:
+            o5 = tl.max_contiguous(tl.multiple_of(o5, [1, ALIGN]), [1, ALIGN])
+        x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
+        x1 = tl.load(in1 + o1, mask=mask, other=0).to(tl.float32)
+        x2 = tl.load(in2 + o2, mask=mask, other=0).to(tl.float32)
+        x3 = tl.load(in3 + o3, mask=mask, other=0).to(tl.float32)
+        x4 = tl.load(in4 + o4, mask=mask, other=0).to(tl.float32)
+        x5 = tl.load(in5 + o5, mask=mask, other=0).to(tl.float32)
         v0 = x0 * x1
         v1 = v0 + x2 * 1.0
         v2 = v1 * x3
         v3 = v2 - x4 * 0.5
         v4 = _tanh(v3)
         v5 = v4 + x5 * 1.0
-        dbase0 = rows * 0 + i0 * t0_0 + i1 * t0_1 + i2 * t0_2
-        dy0 = tl.load(dout0 + (dbase0[:, None] + c * t0_3), mask=mask, other=0).to(tl.float32)
-        dbase1 = rows * 0 + i0 * t1_0 + i1 * t1_1 + i2 * t1_2
-        dy1 = tl.load(dout1 + (dbase1[:, None] + c * t1_3), mask=mask, other=0).to(tl.float32)
+        od0 = rr * 0 + i0 * t0_0 + i1 * t0_1 + i2 * t0_2 + c * t0_3
+        if AMASK >> 6 & 1:
+            od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
+        dy0 = tl.load(dout0 + od0, mask=mask, other=0).to(tl.float32)
+        od1 = rr * 0 + i0 * t1_0 + i1 * t1_1 + i2 * t1_2 + c * t1_3
+        if AMASK >> 7 & 1:
+            od1 = tl.max_contiguous(tl.multiple_of(od1, [1, ALIGN]), [1, ALIGN])
+        dy1 = tl.load(dout1 + od1, mask=mask, other=0).to(tl.float32)
         g5 = dy1
         g4 = g5 * (1.0)
         g3 = g4 * (1.0 - v4 * v4)
@@ -287,65 +341,77 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, 
         gx4 = g3 * (-0.5)
         gx5 = g5 * (1.0)
         if KIND0 == 0:  # the main shape: stored as it is
-            gb = rows * 0 + i0 * u0_0 + i1 * u0_1 + i2 * u0_2
-            tl.store(gbuf0 + (gb[:, None] + c * u0_3), _cast(gx0, tl.float32), mask=mask)
+            gb = rr * 0 + i0 * u0_0 + i1 * u0_1 + i2 * u0_2 + c * u0_3
+            if AMASK >> 8 & 1:
+                gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
+            tl.store(gbuf0 + gb, _cast(gx0, tl.float32), mask=mask)
         elif KIND0 == 1 or KIND0 == 2:  # the program's rows reduced (1: per column, 2: all)
             acc0 += tl.where(mask, gx0, 0.0)  # summed once, after the loop
         elif KIND0 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf0 + (pc * R + rows), tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
         elif KIND0 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rows * 0 + i0 * u0_0 + i1 * u0_1 + i2 * u0_2
-            tl.store(gbuf0 + (gb[:, None] + c * u0_3), gx0, mask=mask)
+            gb = rr * 0 + i0 * u0_0 + i1 * u0_1 + i2 * u0_2
+            tl.store(gbuf0 + (gb + c * u0_3), gx0, mask=mask)
         if KIND1 == 0:  # the main shape: stored as it is
-            gb = rows * 0 + i0 * u1_0 + i1 * u1_1 + i2 * u1_2
-            tl.store(gbuf1 + (gb[:, None] + c * u1_3), _cast(gx1, tl.float32), mask=mask)
+            gb = rr * 0 + i0 * u1_0 + i1 * u1_1 + i2 * u1_2 + c * u1_3
+            if AMASK >> 9 & 1:
+                gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
+            tl.store(gbuf1 + gb, _cast(gx1, tl.float32), mask=mask)
         elif KIND1 == 1 or KIND1 == 2:  # the program's rows reduced (1: per column, 2: all)
             acc1 += tl.where(mask, gx1, 0.0)  # summed once, after the loop
         elif KIND1 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf1 + (pc * R + rows), tl.sum(tl.where(mask, gx1, 0.0), axis=1), mask=rmask)
         elif KIND1 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rows * 0 + i0 * u1_0 + i1 * u1_1 + i2 * u1_2
-            tl.store(gbuf1 + (gb[:, None] + c * u1_3), gx1, mask=mask)
+            gb = rr * 0 + i0 * u1_0 + i1 * u1_1 + i2 * u1_2
+            tl.store(gbuf1 + (gb + c * u1_3), gx1, mask=mask)
         if KIND2 == 0:  # the main shape: stored as it is
-            gb = rows * 0 + i0 * u2_0 + i1 * u2_1 + i2 * u2_2
-            tl.store(gbuf2 + (gb[:, None] + c * u2_3), _cast(gx2, tl.float32), mask=mask)
+            gb = rr * 0 + i0 * u2_0 + i1 * u2_1 + i2 * u2_2 + c * u2_3
+            if AMASK >> 10 & 1:
+                gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
+            tl.store(gbuf2 + gb, _cast(gx2, tl.float32), mask=mask)
         elif KIND2 == 1 or KIND2 == 2:  # the program's rows reduced (1: per column, 2: all)
             acc2 += tl.where(mask, gx2, 0.0)  # summed once, after the loop
         elif KIND2 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf2 + (pc * R + rows), tl.sum(tl.where(mask, gx2, 0.0), axis=1), mask=rmask)
         elif KIND2 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rows * 0 + i0 * u2_0 + i1 * u2_1 + i2 * u2_2
-            tl.store(gbuf2 + (gb[:, None] + c * u2_3), gx2, mask=mask)
+            gb = rr * 0 + i0 * u2_0 + i1 * u2_1 + i2 * u2_2
+            tl.store(gbuf2 + (gb + c * u2_3), gx2, mask=mask)
         if KIND3 == 0:  # the main shape: stored as it is
-            gb = rows * 0 + i0 * u3_0 + i1 * u3_1 + i2 * u3_2
-            tl.store(gbuf3 + (gb[:, None] + c * u3_3), _cast(gx3, tl.float32), mask=mask)
+            gb = rr * 0 + i0 * u3_0 + i1 * u3_1 + i2 * u3_2 + c * u3_3
+            if AMASK >> 11 & 1:
+                gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
+            tl.store(gbuf3 + gb, _cast(gx3, tl.float32), mask=mask)
         elif KIND3 == 1 or KIND3 == 2:  # the program's rows reduced (1: per column, 2: all)
             acc3 += tl.where(mask, gx3, 0.0)  # summed once, after the loop
         elif KIND3 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf3 + (pc * R + rows), tl.sum(tl.where(mask, gx3, 0.0), axis=1), mask=rmask)
         elif KIND3 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rows * 0 + i0 * u3_0 + i1 * u3_1 + i2 * u3_2
-            tl.store(gbuf3 + (gb[:, None] + c * u3_3), gx3, mask=mask)
+            gb = rr * 0 + i0 * u3_0 + i1 * u3_1 + i2 * u3_2
+            tl.store(gbuf3 + (gb + c * u3_3), gx3, mask=mask)
         if KIND4 == 0:  # the main shape: stored as it is
-            gb = rows * 0 + i0 * u4_0 + i1 * u4_1 + i2 * u4_2
-            tl.store(gbuf4 + (gb[:, None] + c * u4_3), _cast(gx4, tl.float32), mask=mask)
+            gb = rr * 0 + i0 * u4_0 + i1 * u4_1 + i2 * u4_2 + c * u4_3
+            if AMASK >> 12 & 1:
+                gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
+            tl.store(gbuf4 + gb, _cast(gx4, tl.float32), mask=mask)
         elif KIND4 == 1 or KIND4 == 2:  # the program's rows reduced (1: per column, 2: all)
             acc4 += tl.where(mask, gx4, 0.0)  # summed once, after the loop
         elif KIND4 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf4 + (pc * R + rows), tl.sum(tl.where(mask, gx4, 0.0), axis=1), mask=rmask)
         elif KIND4 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rows * 0 + i0 * u4_0 + i1 * u4_1 + i2 * u4_2
-            tl.store(gbuf4 + (gb[:, None] + c * u4_3), gx4, mask=mask)
+            gb = rr * 0 + i0 * u4_0 + i1 * u4_1 + i2 * u4_2
+            tl.store(gbuf4 + (gb + c * u4_3), gx4, mask=mask)
         if KIND5 == 0:  # the main shape: stored as it is
-            gb = rows * 0 + i0 * u5_0 + i1 * u5_1 + i2 * u5_2
-            tl.store(gbuf5 + (gb[:, None] + c * u5_3), _cast(gx5, tl.float32), mask=mask)
+            gb = rr * 0 + i0 * u5_0 + i1 * u5_1 + i2 * u5_2 + c * u5_3
+            if AMASK >> 13 & 1:
+                gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
+            tl.store(gbuf5 + gb, _cast(gx5, tl.float32), mask=mask)
         elif KIND5 == 1 or KIND5 == 2:  # the program's rows reduced (1: per column, 2: all)
             acc5 += tl.where(mask, gx5, 0.0)  # summed once, after the loop
         elif KIND5 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf5 + (pc * R + rows), tl.sum(tl.where(mask, gx5, 0.0), axis=1), mask=rmask)
         elif KIND5 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rows * 0 + i0 * u5_0 + i1 * u5_1 + i2 * u5_2
-            tl.store(gbuf5 + (gb[:, None] + c * u5_3), gx5, mask=mask)
+            gb = rr * 0 + i0 * u5_0 + i1 * u5_1 + i2 * u5_2
+            tl.store(gbuf5 + (gb + c * u5_3), gx5, mask=mask)
     if KIND0 == 1:  # column sums
         tl.store(gbuf0 + (pg * C + cols), tl.sum(acc0, axis=0), mask=cmask)
     elif KIND0 == 2:  # one sum
@@ -545,6 +611,14 @@ MIN_COLSUM_BLOCK_C = 16 if INTERPRET else 32
 # 256 for its 196 columns; 28x28's 784 columns in 1024 were slower, 19.7 -> 21.5
 # (probe_generic_bwd.py --rewrites kept_first,kept_first+wide, H200, 2026-12-02)
 MAX_WIDE_BLOCK_C = 32 if INTERPRET else 256
+# the flat walk (FLAT, per-program sums alone) where the columns are not a multiple of
+# FLAT_UNLESS: a tile of FLAT_WARPS warps, as many elements a thread as BWD_TILE gives 4.
+# Through bench on the H200 (2026-12-03), ConvNeXt's per-channel scale: 32x384x14x14 9.2 ->
+# 8.8 us, 32x768x7x7 6.7 -> 5.4; where rows are 16-aligned the 2D tile stayed faster,
+# 32x192x28x28 16.8 against 17.7 flat, 32x96x56x56 27.5 against 33.9
+FLAT_UNLESS = 16
+FLAT_WARPS = 8
+FLAT_TILE = BWD_TILE * FLAT_WARPS // BWD_WARPS
 _SMS = {}
 
 
@@ -652,7 +726,7 @@ def fused_backward(inputs, douts, needs=None):
         grads[i] = dys[k] if same else torch.broadcast_to(dys[k], shape).reshape(inputs[i].shape)
     if launch is None:
         return tuple(grads)
-    grid, args, consts, stacks, fulls = launch
+    grid, args, consts, stacks, fulls, warps = launch
     bufs = [inputs[0]] * len(inputs)  # inputs[0] where not written
     stacked = []
     for bshape, members, _, _, _ in stacks:
@@ -663,7 +737,7 @@ def fused_backward(inputs, douts, needs=None):
     for i, ishape, dt in fulls:
         bufs[i] = grads[i] = torch.empty(ishape, dtype=dt, device=dev)
     # the tensors themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=BWD_WARPS, num_stages=3, **consts)
+    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=warps, num_stages=3, **consts)
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
         sums = buf.view(vshape)
         if sdim is not None:
@@ -683,8 +757,8 @@ def _bwd_plan(inputs, douts, needs):
     reads (output index, the dtype of a zero one for a None), the inputs whose gradient is one
     of those (input, which, whether it has the input's shape), the launch). The launch, None
     when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
-    partial-sum buffers (shape, members, and how one torch sum finishes them) and the
-    gradients the kernel stores whole. num_warps and num_stages are Triton's defaults."""
+    partial-sum buffers (shape, members, and how one torch sum finishes them), the
+    gradients the kernel stores whole, and num_warps."""
     shape = _main_shape(inputs)
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
     numel = _prod(shape)
@@ -728,37 +802,52 @@ def _bwd_plan(inputs, douts, needs):
     n_rows = numel // n_cols
     blk_rows = _prod(size[len(rows) - tail:])
     nblk = n_rows // blk_rows
-    # tiling: column blocks with few lanes masked off; with column sums, more (narrower)
-    # column blocks before rows are split (a split costs its buffer and the host's sum);
-    # with per-program sums alone and a block per program, one column block where up to
-    # half its lanes masked off spares the host's sum; else enough programs to fill the
-    # device several times
+    # tiling: with per-program sums alone (a per-channel scale) and rows not 16-aligned, the
+    # flat walk (FLAT): a program a block, or as many as fill the device, whole rows each, in
+    # one range of elements; else column blocks with few lanes masked off (with per-program
+    # sums alone and a block per program, one column block where up to half its lanes masked
+    # off spares the host's sum); with column sums, more (narrower) column blocks before rows
+    # are split (a split costs its buffer and the host's sum); else enough programs to fill
+    # the device several times
     sms = _sms(dev)
-    block_c = min(_pow2(n_cols), 1024, BWD_TILE)
     reduced = [kd for kd in kinds if kd is not None]
-    wide = set(reduced) == {2} and nblk >= sms and block_c <= MAX_WIDE_BLOCK_C and (block_c - n_cols) * 2 <= n_cols
-    while not wide and block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
-        block_c //= 2
-    col_sums = 1 in kinds
-    while col_sums and block_c > MIN_COLSUM_BLOCK_C and nblk * -(-n_cols // block_c) < COLSUM_PROGRAMS_PER_SM * sms:
-        block_c //= 2
-    n_cb = -(-n_cols // block_c)
-    block_r = max(1, min(BWD_TILE // block_c, _pow2(blk_rows)))
-    tiles = -(-blk_rows // block_r)
-    prog_sums = 1 in kinds or 2 in kinds
-    if prog_sums and nblk * n_cb >= sms and tiles <= 8:
-        splits = 1
-    else:
-        splits = max(1, min(tiles, -(-PROGRAMS_PER_SM * sms // (nblk * n_cb))))
-        if prog_sums:
-            splits = min(splits, max(1, blk_rows // MIN_SPLIT_ROWS))
-    per = -(-tiles // splits) * block_r
-    splits = -(-blk_rows // per)
-    progs = nblk * splits
+    dims = [1] * (RANK - len(rows) - 1) + size + [n_cols]
     pad = RANK - len(rows) - 1
 
     def lay(st):  # strides over the main dims -> over the layout's dims
         return [0] * pad + [st[gr[-1]] for gr in rows] + [st[cols[-1]]]
+
+    strides = [lay(st) for st in read]
+    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
+    small = max([numel] + [_max_offset(dims, st) for st in strides]) < 2**31 - 2**22
+    flat = set(reduced) == {2} and small and n_cols % FLAT_UNLESS != 0
+    warps = BWD_WARPS
+    if flat:
+        splits = max(1, min(blk_rows, -(-sms // nblk)))
+        per = -(-blk_rows // splits)
+        splits = -(-blk_rows // per)
+        block_r, block_c, n_cb, warps = 1, min(FLAT_TILE, _pow2(per * n_cols)), 1, FLAT_WARPS
+    else:
+        block_c = min(_pow2(n_cols), 1024, BWD_TILE)
+        wide = set(reduced) == {2} and nblk >= sms and block_c <= MAX_WIDE_BLOCK_C and (block_c - n_cols) * 2 <= n_cols
+        while not wide and block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
+            block_c //= 2
+        col_sums = 1 in kinds
+        while col_sums and block_c > MIN_COLSUM_BLOCK_C and nblk * -(-n_cols // block_c) < COLSUM_PROGRAMS_PER_SM * sms:
+            block_c //= 2
+        n_cb = -(-n_cols // block_c)
+        block_r = max(1, min(BWD_TILE // block_c, _pow2(blk_rows)))
+        tiles = -(-blk_rows // block_r)
+        prog_sums = 1 in kinds or 2 in kinds
+        if prog_sums and nblk * n_cb >= sms and tiles <= 8:
+            splits = 1
+        else:
+            splits = max(1, min(tiles, -(-PROGRAMS_PER_SM * sms // (nblk * n_cb))))
+            if prog_sums:
+                splits = min(splits, max(1, blk_rows // MIN_SPLIT_ROWS))
+        per = -(-tiles // splits) * block_r
+        splits = -(-blk_rows // per)
+    progs = nblk * splits
 
     # the broadcast inputs of one kind and one pattern share a buffer (one per input in it)
     # and its one sum: ConvNeXt's per-channel scales, say, a launch for them all
@@ -800,16 +889,26 @@ def _bwd_plan(inputs, douts, needs):
         elif kind == 4:
             gst[i] = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
     fulls = [(i, list(t.shape), t.dtype) for i, (t, f) in enumerate(zip(inputs, full)) if f]
-    dims = [1] * pad + size + [n_cols]
-    strides = [lay(st) for st in read]
-    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
     reach = max([numel, progs * n_cols, n_cb * n_rows, progs * n_cb] + [_max_offset(dims, st) for st in strides])
+    # the flat walk's divisions (the columns, then the row dims but the outermost) and its
+    # alignment: the largest power of two up to 16 that divides C, declared for each tensor
+    # (inputs, outputs' gradients, stored gradients: bit t of AMASK) whose columns are
+    # contiguous and whose row strides it divides
+    magic = [_magic(d) for d in [n_cols] + dims[1:-1]]
+    align = 16
+    while n_cols % align:
+        align //= 2
+    amask = 0
+    for t, st in enumerate(strides + gst):
+        if st[-1] == 1 and all(x % align == 0 for x, d in zip(st[:-1], dims[:-1]) if d > 1):
+            amask |= 1 << t
     args = (n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
-            *[x for st in gst for x in st], per)
-    consts = {"BLOCK_R": block_r, "BLOCK_C": block_c, "IDX64": reach >= 2**31 - 2**22}
+            *[x for st in gst for x in st], per, *[x for m in magic for x in m])
+    consts = {"BLOCK_R": block_r, "BLOCK_C": block_c, "IDX64": reach >= 2**31 - 2**22, "FLAT": flat, "ALIGN": align,
+              "AMASK": amask if flat and align > 1 else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
-    return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls)
+    return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls, warps)
 
 
 class FusedFunction(torch.autograd.Function):

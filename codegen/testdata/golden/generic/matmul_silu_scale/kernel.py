@@ -392,7 +392,7 @@ def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_
 
 
 @triton.jit
-def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, t0_0, t0_1, t0_2, u0_0, u0_1, u0_2, u1_0, u1_1, u1_2, ROWS_PER_PROG, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr):
+def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, t0_0, t0_1, t0_2, u0_0, u0_1, u0_2, u1_0, u1_1, u1_2, ROWS_PER_PROG, MC, SC, MR1, SR1, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr):
     """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
@@ -401,7 +401,15 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
     program's sums run in a tile of [BLOCK_R, BLOCK_C] fp32 sums, added to elementwise and
     reduced once after the row loop: Llama's RoPE-style x0 * x1 + x2 at 4x16x512x64 took 14.9 us
     with a tile reduced per iteration (a cross-warp sum and a barrier each), 11.4 with this on
-    the H200 (bench/experiments/probe_generic_bwd.py --rewrites, 2026-12-02)."""
+    the H200 (bench/experiments/probe_generic_bwd.py --rewrites, 2026-12-02).
+    FLAT (one column block, BLOCK_R 1, per-program sums alone): the program's rows times the
+    columns walked as one range of BLOCK_C elements a tile, the row and column of each by the
+    host's magic numbers, so no lane idles where C is not a power of two; where C and every
+    row stride of tensor t (bit t of AMASK, column stride 1) are multiples of ALIGN, its
+    accesses are declared runs of ALIGN contiguous elements, which Triton then vectorizes.
+    ConvNeXt's per-channel scale, x0 * x1 + x2 on NCHW, through bench on the H200 (2026-12-03):
+    32x384x14x14 9.2 -> 8.8 us, 32x768x7x7 6.7 -> 5.4; taken only where rows are not 16-aligned
+    (FLAT_UNLESS), as 16-aligned rows ran faster in the 2D tile."""
     pid = tl.program_id(0)
     if IDX64:  # an offset or index reaches 2**31: index math in 64 bits (else 32: fewer registers)
         pid = pid.to(tl.int64)
@@ -409,56 +417,89 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
     pc = pid - pg * NCB
     cols = pc * BLOCK_C + tl.arange(0, BLOCK_C)
     cmask = cols < C
-    c = cols[None, :]
     blk = pg // SPLITS
     row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
     row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
     acc0 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     acc1 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
-    r0 = row_start
-    while r0 < row_end:  # a while loop: the interpreter cannot range() over a runtime int
-        rows = r0 + tl.arange(0, BLOCK_R)
-        rmask = rows < row_end
-        r0 += BLOCK_R
-        mask = rmask[:, None] & cmask[None, :]
-        q = rows
-        i1 = q % D1
-        q = q // D1
-        i0 = q
-        base0 = rows * 0 + i0 * s0_0 + i1 * s0_1
-        base1 = rows * 0 + i0 * s1_0 + i1 * s1_1
-        x0 = tl.load(in0 + (base0[:, None] + c * s0_2), mask=mask, other=0).to(tl.float32)
-        x1 = tl.load(in1 + (base1[:, None] + c * s1_2), mask=mask, other=0).to(tl.float32)
+    lo = row_start
+    hi = row_end
+    if FLAT:  # the rows' elements as one range (C a multiple of ALIGN: so are its ends)
+        lo = row_start * C
+        hi = row_end * C
+        if ALIGN > 1:
+            lo = tl.multiple_of(lo, ALIGN)
+            hi = tl.multiple_of(hi, ALIGN)
+    r0 = lo
+    while r0 < hi:  # a while loop: the interpreter cannot range() over a runtime int
+        if FLAT:  # a tile of BLOCK_C consecutive elements: row and column by the magic numbers
+            kk = r0 + tl.arange(0, BLOCK_C)[None, :]
+            r0 += BLOCK_C
+            mask = kk < hi
+            rr = tl.where(C == 1, kk, (tl.umulhi(kk.to(tl.uint32), MC.to(tl.uint32)) >> SC).to(tl.int32))
+            c = kk - rr * C
+            q = rr
+            p = tl.where(D1 == 1, q, (tl.umulhi(q.to(tl.uint32), MR1.to(tl.uint32)) >> SR1).to(tl.int32))
+            i1 = q - p * D1
+            q = p
+            i0 = q
+        else:  # a tile of BLOCK_R rows of the column block
+            rows = r0 + tl.arange(0, BLOCK_R)
+            rmask = rows < hi
+            r0 += BLOCK_R
+            mask = rmask[:, None] & cmask[None, :]
+            rr = rows[:, None]
+            c = cols[None, :]
+            q = rr
+            i1 = q % D1
+            q = q // D1
+            i0 = q
+        base0 = rr * 0 + i0 * s0_0 + i1 * s0_1
+        o0 = base0 + c * s0_2
+        if AMASK >> 0 & 1:
+            o0 = tl.max_contiguous(tl.multiple_of(o0, [1, ALIGN]), [1, ALIGN])
+        base1 = rr * 0 + i0 * s1_0 + i1 * s1_1
+        o1 = base1 + c * s1_2
+        if AMASK >> 1 & 1:
+            o1 = tl.max_contiguous(tl.multiple_of(o1, [1, ALIGN]), [1, ALIGN])
+        x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
+        x1 = tl.load(in1 + o1, mask=mask, other=0).to(tl.float32)
         v0 = x0 * _sigmoid(x0)
         v0 = _round(v0, tl.bfloat16)
         v1 = v0 * x1
         v1 = _round(v1, tl.bfloat16)
-        dbase0 = rows * 0 + i0 * t0_0 + i1 * t0_1
-        dy0 = tl.load(dout0 + (dbase0[:, None] + c * t0_2), mask=mask, other=0).to(tl.float32)
+        od0 = rr * 0 + i0 * t0_0 + i1 * t0_1 + c * t0_2
+        if AMASK >> 2 & 1:
+            od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
+        dy0 = tl.load(dout0 + od0, mask=mask, other=0).to(tl.float32)
         g1 = dy0
         g0 = g1 * (x1)
         gx0 = g0 * (_sigmoid(x0) * (1.0 + x0 * (1.0 - _sigmoid(x0))))
         gx1 = g1 * (v0)
         if KIND0 == 0:  # the main shape: stored as it is
-            gb = rows * 0 + i0 * u0_0 + i1 * u0_1
-            tl.store(gbuf0 + (gb[:, None] + c * u0_2), _cast(gx0, tl.bfloat16), mask=mask)
+            gb = rr * 0 + i0 * u0_0 + i1 * u0_1 + c * u0_2
+            if AMASK >> 3 & 1:
+                gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
+            tl.store(gbuf0 + gb, _cast(gx0, tl.bfloat16), mask=mask)
         elif KIND0 == 1 or KIND0 == 2:  # the program's rows reduced (1: per column, 2: all)
             acc0 += tl.where(mask, gx0, 0.0)  # summed once, after the loop
         elif KIND0 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf0 + (pc * R + rows), tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
         elif KIND0 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rows * 0 + i0 * u0_0 + i1 * u0_1
-            tl.store(gbuf0 + (gb[:, None] + c * u0_2), gx0, mask=mask)
+            gb = rr * 0 + i0 * u0_0 + i1 * u0_1
+            tl.store(gbuf0 + (gb + c * u0_2), gx0, mask=mask)
         if KIND1 == 0:  # the main shape: stored as it is
-            gb = rows * 0 + i0 * u1_0 + i1 * u1_1
-            tl.store(gbuf1 + (gb[:, None] + c * u1_2), _cast(gx1, tl.bfloat16), mask=mask)
+            gb = rr * 0 + i0 * u1_0 + i1 * u1_1 + c * u1_2
+            if AMASK >> 4 & 1:
+                gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
+            tl.store(gbuf1 + gb, _cast(gx1, tl.bfloat16), mask=mask)
         elif KIND1 == 1 or KIND1 == 2:  # the program's rows reduced (1: per column, 2: all)
             acc1 += tl.where(mask, gx1, 0.0)  # summed once, after the loop
         elif KIND1 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf1 + (pc * R + rows), tl.sum(tl.where(mask, gx1, 0.0), axis=1), mask=rmask)
         elif KIND1 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rows * 0 + i0 * u1_0 + i1 * u1_1
-            tl.store(gbuf1 + (gb[:, None] + c * u1_2), gx1, mask=mask)
+            gb = rr * 0 + i0 * u1_0 + i1 * u1_1
+            tl.store(gbuf1 + (gb + c * u1_2), gx1, mask=mask)
     if KIND0 == 1:  # column sums
         tl.store(gbuf0 + (pg * C + cols), tl.sum(acc0, axis=0), mask=cmask)
     elif KIND0 == 2:  # one sum
@@ -642,6 +683,14 @@ MIN_COLSUM_BLOCK_C = 16 if INTERPRET else 32
 # 256 for its 196 columns; 28x28's 784 columns in 1024 were slower, 19.7 -> 21.5
 # (probe_generic_bwd.py --rewrites kept_first,kept_first+wide, H200, 2026-12-02)
 MAX_WIDE_BLOCK_C = 32 if INTERPRET else 256
+# the flat walk (FLAT, per-program sums alone) where the columns are not a multiple of
+# FLAT_UNLESS: a tile of FLAT_WARPS warps, as many elements a thread as BWD_TILE gives 4.
+# Through bench on the H200 (2026-12-03), ConvNeXt's per-channel scale: 32x384x14x14 9.2 ->
+# 8.8 us, 32x768x7x7 6.7 -> 5.4; where rows are 16-aligned the 2D tile stayed faster,
+# 32x192x28x28 16.8 against 17.7 flat, 32x96x56x56 27.5 against 33.9
+FLAT_UNLESS = 16
+FLAT_WARPS = 8
+FLAT_TILE = BWD_TILE * FLAT_WARPS // BWD_WARPS
 _SMS = {}
 
 
@@ -749,7 +798,7 @@ def fused_backward(inputs, douts, needs=None):
         grads[i] = dys[k] if same else torch.broadcast_to(dys[k], shape).reshape(inputs[i].shape)
     if launch is None:
         return tuple(grads)
-    grid, args, consts, stacks, fulls = launch
+    grid, args, consts, stacks, fulls, warps = launch
     bufs = [inputs[0]] * len(inputs)  # inputs[0] where not written
     stacked = []
     for bshape, members, _, _, _ in stacks:
@@ -760,7 +809,7 @@ def fused_backward(inputs, douts, needs=None):
     for i, ishape, dt in fulls:
         bufs[i] = grads[i] = torch.empty(ishape, dtype=dt, device=dev)
     # the tensors themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=BWD_WARPS, num_stages=3, **consts)
+    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=warps, num_stages=3, **consts)
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
         sums = buf.view(vshape)
         if sdim is not None:
@@ -780,8 +829,8 @@ def _bwd_plan(inputs, douts, needs):
     reads (output index, the dtype of a zero one for a None), the inputs whose gradient is one
     of those (input, which, whether it has the input's shape), the launch). The launch, None
     when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
-    partial-sum buffers (shape, members, and how one torch sum finishes them) and the
-    gradients the kernel stores whole. num_warps and num_stages are Triton's defaults."""
+    partial-sum buffers (shape, members, and how one torch sum finishes them), the
+    gradients the kernel stores whole, and num_warps."""
     shape = _main_shape(inputs)
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
     numel = _prod(shape)
@@ -825,37 +874,52 @@ def _bwd_plan(inputs, douts, needs):
     n_rows = numel // n_cols
     blk_rows = _prod(size[len(rows) - tail:])
     nblk = n_rows // blk_rows
-    # tiling: column blocks with few lanes masked off; with column sums, more (narrower)
-    # column blocks before rows are split (a split costs its buffer and the host's sum);
-    # with per-program sums alone and a block per program, one column block where up to
-    # half its lanes masked off spares the host's sum; else enough programs to fill the
-    # device several times
+    # tiling: with per-program sums alone (a per-channel scale) and rows not 16-aligned, the
+    # flat walk (FLAT): a program a block, or as many as fill the device, whole rows each, in
+    # one range of elements; else column blocks with few lanes masked off (with per-program
+    # sums alone and a block per program, one column block where up to half its lanes masked
+    # off spares the host's sum); with column sums, more (narrower) column blocks before rows
+    # are split (a split costs its buffer and the host's sum); else enough programs to fill
+    # the device several times
     sms = _sms(dev)
-    block_c = min(_pow2(n_cols), 1024, BWD_TILE)
     reduced = [kd for kd in kinds if kd is not None]
-    wide = set(reduced) == {2} and nblk >= sms and block_c <= MAX_WIDE_BLOCK_C and (block_c - n_cols) * 2 <= n_cols
-    while not wide and block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
-        block_c //= 2
-    col_sums = 1 in kinds
-    while col_sums and block_c > MIN_COLSUM_BLOCK_C and nblk * -(-n_cols // block_c) < COLSUM_PROGRAMS_PER_SM * sms:
-        block_c //= 2
-    n_cb = -(-n_cols // block_c)
-    block_r = max(1, min(BWD_TILE // block_c, _pow2(blk_rows)))
-    tiles = -(-blk_rows // block_r)
-    prog_sums = 1 in kinds or 2 in kinds
-    if prog_sums and nblk * n_cb >= sms and tiles <= 8:
-        splits = 1
-    else:
-        splits = max(1, min(tiles, -(-PROGRAMS_PER_SM * sms // (nblk * n_cb))))
-        if prog_sums:
-            splits = min(splits, max(1, blk_rows // MIN_SPLIT_ROWS))
-    per = -(-tiles // splits) * block_r
-    splits = -(-blk_rows // per)
-    progs = nblk * splits
+    dims = [1] * (RANK - len(rows) - 1) + size + [n_cols]
     pad = RANK - len(rows) - 1
 
     def lay(st):  # strides over the main dims -> over the layout's dims
         return [0] * pad + [st[gr[-1]] for gr in rows] + [st[cols[-1]]]
+
+    strides = [lay(st) for st in read]
+    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
+    small = max([numel] + [_max_offset(dims, st) for st in strides]) < 2**31 - 2**22
+    flat = set(reduced) == {2} and small and n_cols % FLAT_UNLESS != 0
+    warps = BWD_WARPS
+    if flat:
+        splits = max(1, min(blk_rows, -(-sms // nblk)))
+        per = -(-blk_rows // splits)
+        splits = -(-blk_rows // per)
+        block_r, block_c, n_cb, warps = 1, min(FLAT_TILE, _pow2(per * n_cols)), 1, FLAT_WARPS
+    else:
+        block_c = min(_pow2(n_cols), 1024, BWD_TILE)
+        wide = set(reduced) == {2} and nblk >= sms and block_c <= MAX_WIDE_BLOCK_C and (block_c - n_cols) * 2 <= n_cols
+        while not wide and block_c > MIN_BLOCK_C and (-(-n_cols // block_c) * block_c - n_cols) * 8 > n_cols:
+            block_c //= 2
+        col_sums = 1 in kinds
+        while col_sums and block_c > MIN_COLSUM_BLOCK_C and nblk * -(-n_cols // block_c) < COLSUM_PROGRAMS_PER_SM * sms:
+            block_c //= 2
+        n_cb = -(-n_cols // block_c)
+        block_r = max(1, min(BWD_TILE // block_c, _pow2(blk_rows)))
+        tiles = -(-blk_rows // block_r)
+        prog_sums = 1 in kinds or 2 in kinds
+        if prog_sums and nblk * n_cb >= sms and tiles <= 8:
+            splits = 1
+        else:
+            splits = max(1, min(tiles, -(-PROGRAMS_PER_SM * sms // (nblk * n_cb))))
+            if prog_sums:
+                splits = min(splits, max(1, blk_rows // MIN_SPLIT_ROWS))
+        per = -(-tiles // splits) * block_r
+        splits = -(-blk_rows // per)
+    progs = nblk * splits
 
     # the broadcast inputs of one kind and one pattern share a buffer (one per input in it)
     # and its one sum: ConvNeXt's per-channel scales, say, a launch for them all
@@ -897,16 +961,26 @@ def _bwd_plan(inputs, douts, needs):
         elif kind == 4:
             gst[i] = [0] * pad + [n_cols * _prod(size[j + 1:]) for j in range(len(rows))] + [1]
     fulls = [(i, list(t.shape), t.dtype) for i, (t, f) in enumerate(zip(inputs, full)) if f]
-    dims = [1] * pad + size + [n_cols]
-    strides = [lay(st) for st in read]
-    # 32-bit index math unless an index (with a tile's overshoot) or a read's offset nears 2**31
     reach = max([numel, progs * n_cols, n_cb * n_rows, progs * n_cb] + [_max_offset(dims, st) for st in strides])
+    # the flat walk's divisions (the columns, then the row dims but the outermost) and its
+    # alignment: the largest power of two up to 16 that divides C, declared for each tensor
+    # (inputs, outputs' gradients, stored gradients: bit t of AMASK) whose columns are
+    # contiguous and whose row strides it divides
+    magic = [_magic(d) for d in [n_cols] + dims[1:-1]]
+    align = 16
+    while n_cols % align:
+        align //= 2
+    amask = 0
+    for t, st in enumerate(strides + gst):
+        if st[-1] == 1 and all(x % align == 0 for x, d in zip(st[:-1], dims[:-1]) if d > 1):
+            amask |= 1 << t
     args = (n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
-            *[x for st in gst for x in st], per)
-    consts = {"BLOCK_R": block_r, "BLOCK_C": block_c, "IDX64": reach >= 2**31 - 2**22}
+            *[x for st in gst for x in st], per, *[x for m in magic for x in m])
+    consts = {"BLOCK_R": block_r, "BLOCK_C": block_c, "IDX64": reach >= 2**31 - 2**22, "FLAT": flat, "ALIGN": align,
+              "AMASK": amask if flat and align > 1 else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
-    return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls)
+    return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls, warps)
 
 
 class FusedFunction(torch.autograd.Function):
