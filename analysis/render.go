@@ -275,6 +275,12 @@ func writeGenericChains(w io.Writer, a *Result, markdown bool) error {
 	}
 	fmt.Fprintln(w)
 	Heading(w, markdown, 2, "Chains outside the catalog")
+	// in training (a chain's backward ops in the trace): its time and saving forward / backward
+	training := slices.ContainsFunc(cs, func(c patterns.GenericChain) bool { return c.BackwardGPUTimeUs > 0 })
+	head := []string{"#", "ops", "shape", "dtype", "instances", "GPU µs", "kernels", "est saving µs", "not recoverable"}
+	if training {
+		head[5], head[7] = "GPU µs fwd / bwd", "est saving µs fwd / bwd"
+	}
 	var rows [][]string
 	for i, c := range cs[:min(len(cs), maxGenericRows)] {
 		why := c.Unrecoverable
@@ -285,10 +291,14 @@ func writeGenericChains(w io.Writer, a *Result, markdown bool) error {
 		if c.GEMM != "" { // the GEMM head: the chain is its epilogue
 			ops = append([]string{c.GEMM + " (GEMM)"}, ops...)
 		}
+		gpu, saving := f1(c.GPUTimeUs), f1(c.EstSavingUs)
+		if training {
+			gpu, saving = fwdBwd(c.GPUTimeUs, c.BackwardGPUTimeUs), fwdBwd(c.EstSavingUs, c.EstBackwardSavingUs)
+		}
 		rows = append(rows, []string{strconv.Itoa(i + 1), opSequence(ops, 60), patterns.FormatDims([][]int64{c.Dims}),
-			string(c.DType), strconv.Itoa(c.Instances), f1(c.GPUTimeUs), strconv.Itoa(c.Kernels), f1(c.EstSavingUs), why})
+			string(c.DType), strconv.Itoa(c.Instances), gpu, strconv.Itoa(c.Kernels), saving, why})
 	}
-	if err := WriteTable(w, markdown, "rlllrrrrl", []string{"#", "ops", "shape", "dtype", "instances", "GPU µs", "kernels", "est saving µs", "not recoverable"}, rows); err != nil {
+	if err := WriteTable(w, markdown, "rlllrrrrl", head, rows); err != nil {
 		return err
 	}
 	more := ""

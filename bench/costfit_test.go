@@ -430,6 +430,10 @@ var bwdSplit = map[string]string{
 	"bert":       halfHeldOut,
 	"llama":      halfHeldOut,
 	"convnext":   halfHeldOut,
+	// the generic chains' backward, a kernel of its own (GenericBwdEfficiency): ConvNeXt's
+	// per-channel scales fitted, Llama's per-position products held out
+	"convnext generic": halfFit,
+	"llama generic":    halfHeldOut,
 }
 
 // halfCheck marks cases measured with kernels that changed since, checked and never fitted.
@@ -438,8 +442,8 @@ const halfCheck = "check"
 // bwdSources are the training benchmarks read and, per file, the folders taken from it with
 // their family: the latest measurement of each folder whose kernels have not changed since
 // (h200-train-2026-12-02h: the norms' pipelined backwards, and swiglu and linear_gelu as they
-// are; h200-attention-2026-12-02b: the attention kernel as it is). Left out: the generic
-// chains (Predict has no backward model for a program), BERT's
+// are; h200-attention-2026-12-02b: the attention kernel as it is; h200-train-2026-12-03b:
+// the generic chains' backward with its flat walk). Left out: BERT's
 // dropout_add and GPT-2's add_layernorm (the same [4096, 768] work as GPT-2's dropout_add and
 // BERT's add_layernorm, from the other half), -02's large dropout_add and gelu_pyops (their
 // partial sums are added up differently since).
@@ -463,6 +467,17 @@ var bwdSources = []struct {
 		"linear_gelu-bf16-16x256x768x3072-58d7444a":  "bert",
 		"swiglu-bf16-4x512x2816-3d72da54":            "llama",
 		"linear_gelu-bf16-32x56x56x96x384-aa30bbec":  "convnext",
+	}, ""},
+	{"h200-train-2026-12-03b.json", map[string]string{
+		"generic-mul_add-fp32-32x384x14x14-4111f0f3": "convnext generic",
+		"generic-mul_add-fp32-32x384x14x14-aefd7a4c": "convnext generic",
+		"generic-mul_add-fp32-32x768x7x7-a1467cbe":   "convnext generic",
+		"generic-mul_add-fp32-32x768x7x7-f00d384e":   "convnext generic",
+		"generic-mul_add-fp32-32x192x28x28-0a7b4038": "convnext generic",
+		"generic-mul_add-fp32-32x192x28x28-66913786": "convnext generic",
+		"generic-mul_add-fp32-32x96x56x56-11bb5aff":  "convnext generic",
+		"generic-mul_add-fp32-4x16x512x64-18c952c2":  "llama generic",
+		"generic-mul_add-fp32-4x4x512x64-b0c2330d":   "llama generic",
 	}, ""},
 	{"h200-attention-2026-12-02b.json", map[string]string{
 		"attention-causal-bf16-4x32x512x96-17081c69":  "anchors",
@@ -489,13 +504,16 @@ var bwdFitParams = []fitParam{
 	{"RowBwdEfficiency", func(m *patterns.CostModel) *float64 { return &m.RowBwdEfficiency }, 0.3, 1.1},
 	{"AttentionBwdEfficiency", func(m *patterns.CostModel) *float64 { return &m.AttentionBwdEfficiency }, 0.05, 1},
 	{"AttentionBwdByteEfficiency", func(m *patterns.CostModel) *float64 { return &m.AttentionBwdByteEfficiency }, 0.05, 1},
+	{"GenericBwdEfficiency", func(m *patterns.CostModel) *float64 { return &m.GenericBwdEfficiency }, 0.3, 1.1},
 }
 
 // bwdFitStart is where the backward's search starts, from the fitted forward cm: the
 // forward's row efficiency and attention share, and the attention's bytes hidden under its
-// arithmetic (a byte efficiency of 1, as the forward assumes).
+// arithmetic (a byte efficiency of 1, as the forward assumes), and the generic backward at the
+// pointwise forward's efficiency.
 func bwdFitStart(cm patterns.CostModel) patterns.CostModel {
 	cm.RowBwdEfficiency, cm.AttentionBwdEfficiency, cm.AttentionBwdByteEfficiency = cm.RowEfficiency, cm.AttentionEfficiency, 1
+	cm.GenericBwdEfficiency = cm.FusedEfficiency
 	return cm
 }
 

@@ -71,9 +71,15 @@ func TestPredictBackwardKinds(t *testing.T) {
 			// and the refold of the weights, a row kernel (the forward's row efficiency)
 			Case{Mode: "backward", Timing: replay}, 2*300 + rowPass(4*lm*lk*2) + rowPass(512*2*lk*4) + rowPass(sum) +
 				ov + row + 2*ln*lk*2/(dm.RowEfficiency*bw)},
-		{"a generic chain: no backward prediction",
+		{"a generic chain: one kernel over its own bytes, none served by L2",
 			Case{Pattern: "generic", Dtype: "fp32", Shape: []int64{m, n}, Bytes: m * n * 12, Timing: replay},
-			Case{Mode: "backward", Bytes: m * n * 12, Timing: replay}, 0},
+			Case{Mode: "backward", Bytes: m * n * 12, Timing: replay}, ov + row + m*n*12/(dm.GenericBwdEfficiency*bw)},
+		{"a generic chain with a GEMM head: cuBLAS's two gradient GEMMs after it",
+			Case{Pattern: "generic", Dtype: "bf16", Shape: []int64{m, n}, Bytes: m * n * 6, GemmOnlyUs: 300, Timing: replay},
+			Case{Mode: "backward", Bytes: m * n * 8, Timing: replay}, 2*300 + 3*ov + row + m*n*8/(dm.GenericBwdEfficiency*bw)},
+		{"a generic chain measured without its backward's bytes: no prediction",
+			Case{Pattern: "generic", Dtype: "fp32", Shape: []int64{m, n}, Bytes: m * n * 12, Timing: replay},
+			Case{Mode: "backward", Timing: replay}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, b := tc.fwd, tc.bwd

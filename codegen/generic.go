@@ -281,6 +281,8 @@ func (r *renderer) casePy(dtype string) []byte {
 			}
 		}
 		b.WriteString("GRAD_INPUTS = [" + strings.Join(gi, ", ") + "]  # the float inputs\n")
+		nb, _ := r.p.BackwardBytes(gr)
+		fmt.Fprintf(&b, "BWD_BYTES = %d  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)\n", nb)
 	}
 	b.WriteString("# name, dtype, one flag per trailing main dim (False: broadcast)\n")
 	b.WriteString("INPUTS = [\n")

@@ -32,18 +32,14 @@ func (r *renderer) backward() (program.Grad, error) { return r.p.Backward() }
 // gradTerms writes the reverse sweep at indent: g<j> for every step a gradient reaches, then
 // gx<i> for every input; it returns, per input, whether any derivative reaches it, and
 // which output's gradient (its index among those that carry one) its gradient is exactly,
-// -1 for none: the one term of an output's gradient passed through derivatives of 1.0 only
-// (an add's operands, a cast's, a dropout's at p = 0), which fp32 leaves unchanged.
+// -1 for none (program.Grad's Reached and Alias, which follow these terms).
 func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) (reached []bool, alias []int) {
 	steps := make([][]string, len(r.p.Steps))
 	ins := make([][]string, len(r.p.Inputs))
-	stepAlias := make([][]int, len(r.p.Steps)) // per term: the output gradient it is, or -1
-	inAlias := make([][]int, len(r.p.Inputs))
 	k := 0
 	for i, o := range r.p.Outputs {
 		if g.Outputs[i] {
 			steps[o] = append(steps[o], "dy"+strconv.Itoa(k))
-			stepAlias[o] = append(stepAlias[o], k)
 			k++
 		}
 	}
@@ -55,10 +51,6 @@ func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) (re
 		op, _ := program.Lookup(s.Op)
 		gj := "g" + strconv.Itoa(j)
 		fmt.Fprintf(b, "%s%s = %s\n", indent, gj, strings.Join(steps[j], " + "))
-		same := -1 // the output gradient g<j> is exactly
-		if len(stepAlias[j]) == 1 {
-			same = stepAlias[j][0]
-		}
 		args := r.operands(s, true)
 		consts := constsOf(op, s)
 		for a, arg := range s.Args {
@@ -67,34 +59,20 @@ func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) (re
 				continue
 			}
 			d := strings.ReplaceAll(op.Deriv[a], "{y}", "v"+strconv.Itoa(j))
-			e := expand(d, args, consts, "")
-			term := gj + " * (" + e + ")"
-			via := -1
-			if e == "1.0" {
-				via = same
-			}
+			term := gj + " * (" + expand(d, args, consts, "") + ")"
 			if arg.In != nil {
 				ins[*arg.In] = append(ins[*arg.In], term)
-				inAlias[*arg.In] = append(inAlias[*arg.In], via)
 			} else {
 				steps[*arg.Step] = append(steps[*arg.Step], term)
-				stepAlias[*arg.Step] = append(stepAlias[*arg.Step], via)
 			}
 		}
 	}
-	reached = make([]bool, len(r.p.Inputs))
-	alias = make([]int, len(r.p.Inputs))
 	for i, t := range ins {
-		alias[i] = -1
 		if len(t) > 0 {
-			reached[i] = true
 			fmt.Fprintf(b, "%sgx%d = %s\n", indent, i, strings.Join(t, " + "))
 		}
-		if len(inAlias[i]) == 1 {
-			alias[i] = inAlias[i][0]
-		}
 	}
-	return reached, alias
+	return g.Reached, g.Alias
 }
 
 // backwardKernel writes _fused_bwd_kernel and returns, per input, whether a gradient

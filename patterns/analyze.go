@@ -256,6 +256,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	var optSavingUs float64
 	var generic []GenericChain
 	var genericAll []ranked // generic chains' instances: in the totals and the coverage
+	genericNoBwd := 0       // their instances in training whose program has no fused backward
 	notes := map[string]bool{}
 	note := func(s string) {
 		if !notes[s] {
@@ -337,7 +338,8 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 		found := detect(g, opts.Pattern)
 		if opts.Pattern == "" {
-			cs, rks := genericRanked(g, claimedOps(found), &m, ti, rank)
+			cs, rks, nb := genericRanked(g, claimedOps(found), &m, s.Device, ti, rank)
+			genericNoBwd += nb
 			generic = append(generic, cs...)
 			genericAll = append(genericAll, rks...)
 		}
@@ -363,8 +365,9 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		note(fmt.Sprintf("%s: %d of its instances run in training, but no backward shape could be derived of their kernel case: their backward is counted with no saving",
 			id, noBwdShape[id]))
 	}
-	if len(genericAll) > 0 && slices.ContainsFunc(genericAll, func(rk ranked) bool { return rk.bwd }) {
-		note("chains outside the catalog that run in training: their backward ops are counted with no saving (the cost model has no fused backward for a generic program)")
+	if genericNoBwd > 0 {
+		note(fmt.Sprintf("chains outside the catalog: %d of their instances run in training and end in a reduction, whose fused kernel is forward only: they are counted with no saving",
+			genericNoBwd))
 	}
 	for _, id := range slices.Sorted(maps.Keys(trainingOnly)) {
 		p := patternByID(id)

@@ -104,6 +104,12 @@ var bwdPerFwdByte = map[string]float64{
 // forward without bytes (or GEMM time), or shapes the model cannot read.
 func BackwardShapeOf(f ForwardCase, own int64, warm bool) (BackwardShape, bool) {
 	s := BackwardShape{Pattern: f.Pattern, Warm: warm}
+	if f.Pattern == GenericPatternID {
+		// no pattern to derive it from: the backward's own bytes as measured (the folder's
+		// program.BackwardBytes), the GEMM head's time as measured
+		s.Bytes, s.GemmUs = own, f.GemmUs
+		return s, own > 0
+	}
 	p, ok := Lookup(f.Pattern)
 	if !ok || f.Bytes <= 0 {
 		return s, false

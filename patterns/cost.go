@@ -67,6 +67,14 @@ type CostModel struct {
 	// gradient stores under the MMAs, so a short sequence (less arithmetic a byte) runs at a
 	// lower share of the GEMM rate (H200: 105 TFLOP/s at 4x16x512x64 causal, 191 at 2x16x2048x64).
 	AttentionBwdEfficiency, AttentionBwdByteEfficiency float64
+	// GenericBwdEfficiency is the fraction of BandwidthGBs a generic chain's fused backward
+	// (one kernel: the chain recomputed from its inputs, the reverse sweep, a broadcast
+	// input's gradient summed per program in the same pass) reaches on its bytes
+	// (program.BackwardBytes), none of them served by L2: its programs walk their rows once
+	// each and finish on a reduction, which keeps fewer bytes in flight than a pointwise
+	// kernel. Fitted on the H200 generic backwards of one chain kind and checked on another's
+	// (docs/cost-model.md, "Backward").
+	GenericBwdEfficiency float64
 	// MinKernelOverheadUs and MaxKernelOverheadUs clamp the calibrated overhead;
 	// DefaultKernelOverheadUs is used when the trace has no kernel shorter than the
 	// maximum (1.1 us: the profiled duration of the decode-size fused pointwise kernels on the
@@ -164,6 +172,7 @@ func DefaultCostModel() CostModel {
 		GraphGapUs:                 0.45,
 		AttentionEfficiency:        0.16,
 		RowBwdEfficiency:           0.873,
+		GenericBwdEfficiency:       0.74,
 		AttentionBwdEfficiency:     0.367,
 		AttentionBwdByteEfficiency: 0.319,
 		Devices: []DeviceSpec{
@@ -217,6 +226,7 @@ func (m CostModel) withDefaults() CostModel {
 	set(&m.RowBwdEfficiency, d.RowBwdEfficiency)
 	set(&m.AttentionBwdEfficiency, d.AttentionBwdEfficiency)
 	set(&m.AttentionBwdByteEfficiency, d.AttentionBwdByteEfficiency)
+	set(&m.GenericBwdEfficiency, d.GenericBwdEfficiency)
 	if m.CalibMinBytes == 0 {
 		m.CalibMinBytes = d.CalibMinBytes
 	}
@@ -673,6 +683,16 @@ func (m CostModel) BackwardUs(device string, s BackwardShape) (us float64, launc
 		return us, launches, true
 	case p.Kind == KindGEMM:
 		return 0, 0, false
+	case s.Pattern == GenericPatternID:
+		// one kernel over the bytes, its per-program sums in the same pass; with a GEMM head,
+		// cuBLAS's two gradient GEMMs after it
+		us = m.KernelOverheadUs + m.RowKernelUs + float64(s.Bytes)/(m.GenericBwdEfficiency*bw)
+		launches = 1
+		if s.GemmUs > 0 {
+			us += 2*s.GemmUs + 2*m.KernelOverheadUs
+			launches += 2
+		}
+		return us, launches, true
 	case p.Kind == KindAttention:
 		if m.ComputeTFLOPs <= 0 {
 			return 0, 0, false

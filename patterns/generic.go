@@ -26,6 +26,13 @@ type GenericChain struct {
 	EstSavingUs float64 `json:"est_saving_us"`
 	// EstFusedUs is the estimated time of one fused call (0: not estimated).
 	EstFusedUs float64 `json:"est_fused_us,omitempty"`
+	// BackwardGPUTimeUs, in training, is the kernels' time of the backward ops the
+	// instances' ops recorded; EstBackwardSavingUs is it less the cost model's fused backward
+	// (one kernel over program.BackwardBytes, and with a GEMM head cuBLAS's two gradient
+	// GEMMs), 0 where the program has no fused backward (it ends in a reduction). Both 0 in
+	// inference.
+	BackwardGPUTimeUs   float64 `json:"backward_gpu_time_us,omitempty"`
+	EstBackwardSavingUs float64 `json:"est_backward_saving_us,omitempty"`
 	// Program is the chain as an op program (package program); nil when Unrecoverable.
 	Program *program.Program `json:"program,omitempty"`
 	// Unrecoverable says why a chain cannot be generated as recorded: a scalar argument
@@ -178,10 +185,11 @@ func genericChains(g *graph, claimed map[int32]bool, m *CostModel) []GenericChai
 // catalog instance contains (claimed), so it never shares an op with one; a generic
 // instance that runs in training (its ops have backward ops in the trace) while its program
 // has no fused backward (a row program) saves nothing there, as a forward-only catalog
-// pattern's.
-func genericRanked(g *graph, claimed map[int32]bool, m *CostModel, ti, rank int) ([]GenericChain, []ranked) {
+// pattern's; one with a fused backward saves its traced backward ops' time less the cost
+// model's fused backward (genericBackwardUs), as a catalog pattern's. noBwd counts the
+// instances in training whose program has no fused backward.
+func genericRanked(g *graph, claimed map[int32]bool, m *CostModel, device string, ti, rank int) (cs []GenericChain, rks []ranked, noBwd int) {
 	cs, ops := genericFound(g, claimed, m)
-	var rks []ranked
 	for i, c := range cs {
 		if c.Program == nil {
 			continue
@@ -200,12 +208,43 @@ func genericRanked(g *graph, claimed map[int32]bool, m *CostModel, ti, rank int)
 		}
 		rk := ranked{in: in, est: e, rank: rank, ti: ti}
 		rk.bwd, rk.bwUs = backward(g.t, in)
-		if _, err := c.Program.Backward(); rk.bwd && err != nil {
+		rk.bwdFusedUs = rk.bwUs
+		gr, err := c.Program.Backward()
+		switch {
+		case !rk.bwd:
+		case err != nil:
 			rk.est.fusedUs, rk.est.savingUs, rk.est.fusedKernels = rk.est.gpuUs, 0, rk.est.kernels
+			cs[i].EstSavingUs = 0
+			noBwd++
+		case rk.est.modeled && rk.bwUs > 0:
+			if us, ok := genericBackwardUs(m, device, c, gr); ok {
+				rk.bwdFusedUs = min(us, rk.bwUs)
+				rk.bwdSavingUs = rk.bwUs - rk.bwdFusedUs
+			}
 		}
+		cs[i].BackwardGPUTimeUs, cs[i].EstBackwardSavingUs = rk.bwUs, rk.bwdSavingUs
 		rks = append(rks, rk)
 	}
-	return cs, rks
+	return cs, rks, noBwd
+}
+
+// genericBackwardUs is the cost model's fused backward of chain c (m calibrated on its
+// trace, on device): one kernel over its program's backward bytes (program.BackwardBytes of
+// gr), and with a GEMM head cuBLAS's two gradient GEMMs at the head's traced time.
+func genericBackwardUs(m *CostModel, device string, c GenericChain, gr program.Grad) (float64, bool) {
+	if m == nil {
+		return 0, false
+	}
+	nb, _ := c.Program.BackwardBytes(gr)
+	s := BackwardShape{Pattern: GenericPatternID, Bytes: nb}
+	if c.Program.GEMM != nil {
+		if c.GEMMUs <= 0 {
+			return 0, false
+		}
+		s.GemmUs = c.GEMMUs
+	}
+	us, _, ok := m.BackwardUs(device, s)
+	return us, ok
 }
 
 // genericFound is genericChains with each chain's OpIDs.
@@ -338,6 +377,8 @@ func groupGenericChains(all []GenericChain) []GenericChain {
 		e.GEMMUs += c.GEMMUs
 		e.EstSavingUs += c.EstSavingUs
 		e.EstFusedUs += c.EstFusedUs
+		e.BackwardGPUTimeUs += c.BackwardGPUTimeUs
+		e.EstBackwardSavingUs += c.EstBackwardSavingUs
 		if e.Unrecoverable == "" {
 			e.Unrecoverable = c.Unrecoverable
 		}
@@ -348,8 +389,8 @@ func groupGenericChains(all []GenericChain) []GenericChain {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b GenericChain) int {
-		if a.EstSavingUs != b.EstSavingUs {
-			return cmpF(b.EstSavingUs, a.EstSavingUs)
+		if x, y := a.EstSavingUs+a.EstBackwardSavingUs, b.EstSavingUs+b.EstBackwardSavingUs; x != y {
+			return cmpF(y, x)
 		}
 		if a.GPUTimeUs != b.GPUTimeUs {
 			return cmpF(b.GPUTimeUs, a.GPUTimeUs)

@@ -269,7 +269,7 @@ func TestGenericChainsH200(t *testing.T) {
 		for id := range claimed {
 			walk(id, true)
 		}
-		_, rks := genericRanked(g, claimed, nil, 0, 0)
+		_, rks, _ := genericRanked(g, claimed, nil, "", 0, 0)
 		for _, rk := range rks {
 			for _, id := range rk.in.Ops {
 				if walk(id, false) {

@@ -119,6 +119,19 @@ def test_generic_bwd_nbytes_between_bounds(tmp_path, name):
     assert low <= got <= high, (got, low, high)
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in GOLDEN.iterdir() if (p / "case.py").exists()))
+def test_generic_bwd_nbytes_is_the_programs(tmp_path, name):
+    """The adapter's count, from the generated kernel's GRAD_REACHED and GRAD_ALIAS, equals
+    the one codegen wrote from the program (case.BWD_BYTES, program.BackwardBytes), which
+    the cost model's generic backward reads: two counts of one thing, held equal."""
+    adapter, _ = generic_folder(tmp_path, name)
+    if not adapter.case.BACKWARD:
+        assert not hasattr(adapter.case, "BWD_BYTES")
+        return
+    got = adapter.bwd_nbytes(adapter.case.SHAPES, fat.DTYPES[adapter.case.DTYPE], {})
+    assert got == adapter.case.BWD_BYTES
+
+
 def test_generic_alias_costs_nothing(tmp_path):
     """y = gelu(x0) + x1: x1's gradient is dy itself (no bytes), and no derivative reads x1;
     x0 is read and its gradient written: dy, x0 and dx0, 12 bytes an element in fp32."""

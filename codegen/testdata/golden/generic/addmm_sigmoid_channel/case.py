@@ -9,6 +9,7 @@ KIND = "gemm"
 TOL_DTYPE = "fp32"
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["a", "w", "bias", "x1"]  # the float inputs
+BWD_BYTES = 46896  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
     ("x1", "fp32", [True]),

@@ -9,6 +9,7 @@ KIND = "gemm"
 TOL_DTYPE = "fp16"
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["a", "w"]  # the float inputs
+BWD_BYTES = 26112  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
 ]

@@ -9,6 +9,7 @@ KIND = "pointwise"
 TOL_DTYPE = "fp32"
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["x0", "x1", "x2"]  # the float inputs
+BWD_BYTES = 4248  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
     ("x0", "bf16", [True, True, True, True]),

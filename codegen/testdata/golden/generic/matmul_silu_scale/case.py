@@ -9,6 +9,7 @@ KIND = "gemm"
 TOL_DTYPE = "bf16"
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["a", "w", "x1"]  # the float inputs
+BWD_BYTES = 22788  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
     ("x1", "bf16", []),

@@ -9,6 +9,7 @@ KIND = "pointwise"
 TOL_DTYPE = "bf16"
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["x0", "x1"]  # the float inputs
+BWD_BYTES = 49766  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
     ("x0", "fp32", [True, True]),
