@@ -110,7 +110,7 @@ func GenericItems(rep *patterns.Report) (items []Item, skipped []string, err err
 			dt = "fp32" // a chain whose largest value is bool: its program fixes every dtype
 		}
 		s := GenericSpec{Program: c.Program, Dtype: dt, Ops: c.Ops, EstSavingUs: c.EstSavingUs, EstFusedUs: c.EstFusedUs,
-			Instances: c.Instances, GPUTimeUs: c.GPUTimeUs,
+			EstBackwardSavingUs: c.EstBackwardSavingUs, Instances: c.Instances, GPUTimeUs: c.GPUTimeUs,
 			Source: Source{Trace: rep.Trace.Path, Site: fmt.Sprintf("%d instance(s) of %s", c.Instances, strings.Join(c.Ops, " -> "))}}
 		name, err := GenericDirName(s)
 		if err != nil {

@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -108,6 +109,19 @@ func TestGenericInjection(t *testing.T) {
 		}
 		if _, err := RenderGeneric(GenericSpec{Program: &p, Dtype: "fp32"}); err == nil {
 			t.Errorf("rendered %s", js)
+		}
+	}
+	// estimates from an analysis JSON edited by hand
+	for _, set := range []func(*GenericSpec){
+		func(s *GenericSpec) { s.EstSavingUs = math.NaN() },
+		func(s *GenericSpec) { s.EstFusedUs = math.Inf(1) },
+		func(s *GenericSpec) { s.EstBackwardSavingUs = -1 },
+		func(s *GenericSpec) { s.GPUTimeUs = -2 },
+	} {
+		s := genericTestSpecs(t)["silu_scale"]
+		set(&s)
+		if _, err := RenderGeneric(s); err == nil {
+			t.Errorf("rendered a spec with estimates %v, %v, %v, %v", s.EstSavingUs, s.EstFusedUs, s.EstBackwardSavingUs, s.GPUTimeUs)
 		}
 	}
 }

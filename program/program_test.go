@@ -178,6 +178,61 @@ func TestBackward(t *testing.T) {
 	}
 }
 
+// TestBackwardAliasAndBytes: which inputs a gradient reaches, which gradient is an output's
+// gradient exactly (no derivative reads the input, no bytes written where its dtype is the
+// output gradient's), and the backward's bytes that follow, on [2, 4] (8 elements).
+func TestBackwardAliasAndBytes(t *testing.T) {
+	x0, x1, x2 := InArg(0), InArg(1), InArg(2)
+	full, row := []int64{2, 4}, []int64{4}
+	f32 := func(dims []int64) Input { return Input{DType: FP32, Dims: dims} }
+	cases := []struct {
+		name          string
+		inputs        []Input
+		steps         []Step
+		reached       []bool
+		alias         []int
+		bytes, writes int64
+	}{
+		// dy, x0 and x1 read (x0 for x1's gradient, x1 for x0's), gx0 and gx1 written; x2's
+		// gradient is dy itself
+		{"a residual add", []Input{f32(full), f32(row), f32(full)},
+			[]Step{{Op: Mul, Args: []Arg{x0, x1}, DType: FP32}, {Op: Add, Args: []Arg{StepArg(0), x2}, Consts: []Num{1}, DType: FP32}},
+			[]bool{true, true, true}, []int{-1, -1, 0}, 32 + 32 + 16 + 32 + 16, 32 + 16},
+		// alpha 2: x2's gradient is 2 dy, written (and x2 counted as read)
+		{"add with alpha 2", []Input{f32(full), f32(row), f32(full)},
+			[]Step{{Op: Mul, Args: []Arg{x0, x1}, DType: FP32}, {Op: Add, Args: []Arg{StepArg(0), x2}, Consts: []Num{2}, DType: FP32}},
+			[]bool{true, true, true}, []int{-1, -1, -1}, 32 + 32 + 16 + 32 + 32 + 16 + 32, 32 + 16 + 32},
+		// a bf16 residual under an fp32 output: its gradient is dy rounded, a tensor of its own
+		{"a residual of another dtype", []Input{f32(full), f32(row), {DType: BF16, Dims: full}},
+			[]Step{{Op: Mul, Args: []Arg{x0, x1}, DType: FP32}, {Op: Add, Args: []Arg{StepArg(0), x2}, Consts: []Num{1}, DType: FP32}},
+			[]bool{true, true, true}, []int{-1, -1, 0}, 32 + 32 + 16 + 32 + 16 + 16, 32 + 16 + 16},
+		// x0 - x1: x1's derivative is -1; x0 * 1.0 on the way is exactly 1
+		{"sub, and a product with 1", []Input{f32(full), f32(full)},
+			[]Step{{Op: Mul, Args: []Arg{x0, NumArg(1)}, DType: FP32}, {Op: Sub, Args: []Arg{StepArg(0), x1}, Consts: []Num{1}, DType: FP32}},
+			[]bool{true, true}, []int{0, -1}, 32 + 32 + 32, 32},
+		// x0 + x0: two terms, so not one output gradient exactly
+		{"an input read twice", []Input{f32(full)},
+			[]Step{{Op: Add, Args: []Arg{x0, x0}, Consts: []Num{1}, DType: FP32}},
+			[]bool{true}, []int{-1}, 32 + 32 + 32, 32},
+	}
+	for _, c := range cases {
+		p := &Program{Dims: full, Inputs: c.inputs, Steps: c.steps, Outputs: []int{len(c.steps) - 1}}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		g, err := p.Backward()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if fmt.Sprint(g.Reached) != fmt.Sprint(c.reached) || fmt.Sprint(g.Alias) != fmt.Sprint(c.alias) {
+			t.Errorf("%s: reached %v alias %v, want %v %v", c.name, g.Reached, g.Alias, c.reached, c.alias)
+		}
+		if b, w := p.BackwardBytes(g); b != c.bytes || w != c.writes {
+			t.Errorf("%s: backward bytes %d (writes %d), want %d (%d)", c.name, b, w, c.bytes, c.writes)
+		}
+	}
+}
+
 // TestGEMMHead: a GEMM head is validated against its op's layout and the program it heads;
 // each broken head names what is wrong.
 func TestGEMMHead(t *testing.T) {
