@@ -120,7 +120,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		a = append(a, fmt.Sprintf("MR%d", d), fmt.Sprintf("SR%d", d))
 	}
 	a = append(a, "BLOCK_R: tl.constexpr", "BLOCK_C: tl.constexpr", "IDX64: tl.constexpr",
-		"FLAT: tl.constexpr", "ALIGN: tl.constexpr", "AMASK: tl.constexpr")
+		"FLAT: tl.constexpr", "ALIGN: tl.constexpr", "AMASK: tl.constexpr", "NINNER: tl.constexpr")
 	for i := range r.p.Inputs {
 		a = append(a, fmt.Sprintf("KIND%d: tl.constexpr", i))
 	}
@@ -140,6 +140,10 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
     host's magic numbers, so no lane idles where C is not a power of two; where C and every
     row stride of tensor t (bit t of AMASK, column stride 1) are multiples of ALIGN, its
     accesses are declared runs of ALIGN contiguous elements, which Triton then vectorizes.
+    The row dims of the program's block (the NINNER innermost) come from the row's place in
+    the block, divided by the magic numbers but for the block's outermost dim; the others from
+    the block's number, once a program (a per-channel scale on NCHW, rows C-major: the
+    channel once, N without a division, one division an element by C).
     ConvNeXt's per-channel scale, x0 * x1 + x2 on NCHW, through bench on the H200 (2026-12-03):
     32x384x14x14 9.2 -> 8.8 us, 32x768x7x7 6.7 -> 5.4; taken only where rows are not 16-aligned
     (FLAT_UNLESS), as 16-aligned rows ran faster in the 2D tile."""
@@ -168,7 +172,19 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
         if ALIGN > 1:
             lo = tl.multiple_of(lo, ALIGN)
             hi = tl.multiple_of(hi, ALIGN)
-    r0 = lo
+`)
+	// the flat walk's row dims: the block's (the NINNER innermost) from the row's place in its
+	// block, the magic numbers dividing all but the outermost of them; the others from the
+	// program's block number, once a program
+	if r.rank > 1 {
+		b.WriteString("        ob = blk\n")
+	}
+	for d := r.rank - 2; d >= 0; d-- {
+		k := r.rank - 2 - d // row dims inside this one
+		fmt.Fprintf(b, "        if NINNER <= %d:  # outside the block\n", k)
+		fmt.Fprintf(b, "            f%d = ob %% D%d\n            ob = ob // D%d\n", d, d, d)
+	}
+	b.WriteString(`    r0 = lo
     while r0 < hi:  # a while loop: the interpreter cannot range() over a runtime int
         if FLAT:  # a tile of BLOCK_C consecutive elements: row and column by the magic numbers
             kk = r0 + tl.arange(0, BLOCK_C)[None, :]
@@ -176,14 +192,19 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
             mask = kk < hi
             rr = tl.where(C == 1, kk, (tl.umulhi(kk.to(tl.uint32), MC.to(tl.uint32)) >> SC).to(tl.int32))
             c = kk - rr * C
-            q = rr
+            q = rr - blk * J  # the row's place in its block
 `)
-	for d := r.rank - 2; d > 0; d-- {
-		fmt.Fprintf(b, "            p = tl.where(D%d == 1, q, (tl.umulhi(q.to(tl.uint32), MR%d.to(tl.uint32)) >> SR%d).to(tl.int32))\n", d, d, d)
-		fmt.Fprintf(b, "            i%d = q - p * D%d\n            q = p\n", d, d)
-	}
-	if r.rank > 1 {
-		b.WriteString("            i0 = q\n")
+	for d := r.rank - 2; d >= 0; d-- {
+		k := r.rank - 2 - d
+		if d > 0 {
+			fmt.Fprintf(b, "            if NINNER > %d:  # in the block, more of its dims outside\n", k+1)
+			fmt.Fprintf(b, "                p = tl.where(D%d == 1, q, (tl.umulhi(q.to(tl.uint32), MR%d.to(tl.uint32)) >> SR%d).to(tl.int32))\n", d, d, d)
+			fmt.Fprintf(b, "                i%d = q - p * D%d\n                q = p\n", d, d)
+			fmt.Fprintf(b, "            elif NINNER == %d:  # the block's outermost dim\n", k+1)
+		} else {
+			fmt.Fprintf(b, "            if NINNER == %d:  # the block's outermost dim\n", k+1)
+		}
+		fmt.Fprintf(b, "                i%d = q\n            else:\n                i%d = f%d\n", d, d, d)
 	}
 	b.WriteString(`        else:  # a tile of BLOCK_R rows of the column block
             rows = r0 + tl.arange(0, BLOCK_R)
@@ -626,7 +647,7 @@ def _bwd_plan(inputs, douts, needs):
     args = (n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
             *[x for st in gst for x in st], per, *[x for m in magic for x in m])
     consts = {"BLOCK_R": block_r, "BLOCK_C": block_c, "IDX64": reach >= 2**31 - 2**22, "FLAT": flat, "ALIGN": align,
-              "AMASK": amask if flat and align > 1 else 0}
+              "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
     return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls, warps)

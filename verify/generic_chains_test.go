@@ -150,6 +150,10 @@ func TestGenericChainsMutants(t *testing.T) {
 			text("            c = kk - rr * C\n", "            c = kk - rr * C + 1\n")},
 		{"flat walk: each program's last element left out", "layer_scale_residual", nil,
 			text("        hi = row_end * C\n", "        hi = row_end * C - 1\n")},
+		{"flat walk: a row's place in its block one on", "layer_scale_residual", nil,
+			text("q = rr - blk * J  #", "q = rr - blk * J + 1  #")},
+		{"flat walk: the channel of the next block", "layer_scale_residual", nil,
+			text("f1 = ob % D1", "f1 = (ob + 1) % D1")},
 		// a chain with a GEMM head: a wrong op in the epilogue, the bias left out of it, the
 		// weight multiplied untransposed, the bias's gradient dropped
 		{"epilogue tanh as a sigmoid", "bmm_tanh_clamp", table(program.Tanh, "_sigmoid({0})"), nil},

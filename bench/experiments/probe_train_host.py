@@ -9,12 +9,12 @@ separates the two, for the fused and the eager provider built as bench builds th
   host         us per call to return (median of bursts of 10 calls, each burst started on an
                idle GPU), the figure bench reports as "host"
   engine       the same for a one-op chain (x * 2) of the same first input: the engine's share
-  amortized    K copies of the chain on their own leaves, backward in one autograd.grad call,
-               over K (harness.StepCall, as bench's training per-call figures are taken):
-               the chain's host cost as a model step pays it
-then the top functions of a cProfile of the fused backward calls, by own time.
+  amortized    K copies of the chain on their own leaves, backward (or forward + backward:
+               full) in one autograd.grad call, over K (harness.StepCall, as bench's training
+               per-call figures are taken): the chain's host cost as a model step pays it
+then the top functions of a cProfile of the fused calls of each mode in -profile, by own time.
 
-Usage: python3 bench/experiments/probe_train_host.py [-k K] [-top N] FOLDER...
+Usage: python3 bench/experiments/probe_train_host.py [-k K] [-top N] [-profile MODE...] FOLDER...
 """
 import argparse
 import cProfile
@@ -58,6 +58,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-k", type=int, default=8)
     ap.add_argument("-top", type=int, default=14)
+    ap.add_argument("-profile", nargs="*", default=["backward"], choices=["backward", "full"],
+                    help="the modes whose fused calls cProfile reports")
     ap.add_argument("folders", nargs="+")
     a = ap.parse_args()
     for d in a.folders:
@@ -84,21 +86,24 @@ def probe(folder, a):
         row = []
         for mode in ("backward", "full"):
             row.append(f"{mode} {host_us(harness.training_call(torch, fwd, inputs, names, mode)):.1f}")
-        row.append(f"amortized backward (k={a.k}) {host_us(harness.StepCall(torch, fwd, inputs, names, 'backward', a.k)) / a.k:.1f}")
+        for mode in ("backward", "full"):
+            row.append(f"amortized {mode} (k={a.k}) {host_us(harness.StepCall(torch, fwd, inputs, names, mode, a.k)) / a.k:.1f}")
         print(f"   {name:6s} host us: " + ", ".join(row))
-    call = harness.training_call(torch, fwds["fused"], inputs, names, "backward")
-    for _ in range(5):
-        call()
-    torch.cuda.synchronize()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(300):
-        call()
-    prof.disable()
-    torch.cuda.synchronize()
-    s = io.StringIO()
-    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(a.top)
-    print("\n".join(line for line in s.getvalue().splitlines() if line.strip())[-3500:])
+    for mode in a.profile:
+        call = harness.training_call(torch, fwds["fused"], inputs, names, mode)
+        for _ in range(5):
+            call()
+        torch.cuda.synchronize()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(300):
+            call()
+        prof.disable()
+        torch.cuda.synchronize()
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(a.top)
+        print(f"   cProfile of 300 fused {mode} calls")
+        print("\n".join(line for line in s.getvalue().splitlines() if line.strip())[-3500:])
     sys.path.remove(str(folder))
 
 

@@ -66,6 +66,19 @@ def has_backward(params):
     return bool(getattr(case, "BACKWARD", False))
 
 
+def grad_shapes(params):
+    """A gradient case with every dim of the main shape up to 3 but at least 2 where it is
+    more than 1 (the scaled traced shape keeps one leading row): the backward's layout with
+    several row dims, several blocks of several rows, which verify also runs transposed (the
+    row dims then do not merge: the flat walk's divisions inside a block). None for a GEMM
+    head (its own shapes) or where that is the scaled traced shape."""
+    if GEMM:
+        return []
+    main = case.SHAPES[0]
+    small = [min(d, 3) if d > 1 else 1 for d in main]
+    return [] if small == fat.shrink(main) else [[small]]
+
+
 def interp_shapes(shapes):
     if not GEMM:
         return [fat.shrink(shapes[0])]

@@ -267,6 +267,8 @@ def test_per_channel_gradient_plans(monkeypatch, main):
     flat, want_grid, block_r, block_c, align, vshape, sdim = PER_CHANNEL_PLANS[main]
     assert (consts["FLAT"], grid, consts["BLOCK_R"], consts["BLOCK_C"]) == (flat, want_grid, block_r, block_c)
     assert consts["ALIGN"] == align and warps == (kernel.FLAT_WARPS if flat else kernel.BWD_WARPS)
+    # a block is one channel's rows, N of them: one row dim inside it (0 without the walk)
+    assert consts["NINNER"] == (1 if flat else 0)
     assert [consts[f"KIND{i}"] for i in range(3)] == [0, 2, 0]
     # contiguity declared for x0, x2, the output's gradient and x0's and x2's stored
     # gradients (bits 0, 2, 3, 4, 6), never for x1 (column stride 0) or its sum buffer

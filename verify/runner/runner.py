@@ -234,10 +234,18 @@ def build_cases(f):
         # shapes whose backward takes another path (an adapter's grad_shapes: e.g. short rows
         # several to a program, with a ragged last tile)
         extra = getattr(a, "grad_shapes", None)
-        for s in (extra(p) if callable(extra) else []):
+        extra = extra(p) if callable(extra) else []
+        for s in extra:
             cases.append(Case("grad-" + _shape_name(s), s, base_dt, grad=True))
         if base_dt != "fp32" and "fp32" in supported:
             cases.append(Case("grad", traced, "fp32", grad=True))
+        # the gradients of inputs stored transposed, at the traced shape and the adapter's
+        # gradient shapes (a backward whose index math or layout plan takes another path
+        # there: the generic backward's row dims that do not merge)
+        for s in [traced] + extra:
+            if transform("transposed", a.make_inputs(s, DTYPES[base_dt], p, "cpu", 0))[1]:
+                name = "grad-transposed" + ("" if s is traced else "-" + _shape_name(s))
+                cases.append(Case(name, s, base_dt, variant="transposed", grad=True))
     # every tile the GPU could pick where the kernel picks its tiles at run time (the interpreter
     # runs one otherwise), forced through kernel.forced_tiles, at shapes spanning several blocks
     tile_cases = getattr(a, "tile_cases", None)
@@ -623,8 +631,9 @@ def run_backward(f, case, dt, seed, acc):
     check against the chain in fp32, or in fp64 for fp32: fa_testing.quack_dtype)."""
     a = f.adapter
     inputs = a.make_inputs(case.shapes, dt, f.params, ARGS.device, seed)
+    inputs, changed = transform(case.variant, inputs)
     names = [n for n in getattr(a, "GRAD_INPUTS", []) if inputs.get(n) is not None]
-    if not names:
+    if not names or not changed:
         return "n/a"
 
     def leaves():

@@ -394,7 +394,7 @@ def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_
 
 
 @triton.jit
-def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, t0_0, t0_1, t0_2, u0_0, u0_1, u0_2, u1_0, u1_1, u1_2, ROWS_PER_PROG, MC, SC, MR1, SR1, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr):
+def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, t0_0, t0_1, t0_2, u0_0, u0_1, u0_2, u1_0, u1_1, u1_2, ROWS_PER_PROG, MC, SC, MR1, SR1, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr):
     """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
@@ -409,6 +409,10 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
     host's magic numbers, so no lane idles where C is not a power of two; where C and every
     row stride of tensor t (bit t of AMASK, column stride 1) are multiples of ALIGN, its
     accesses are declared runs of ALIGN contiguous elements, which Triton then vectorizes.
+    The row dims of the program's block (the NINNER innermost) come from the row's place in
+    the block, divided by the magic numbers but for the block's outermost dim; the others from
+    the block's number, once a program (a per-channel scale on NCHW, rows C-major: the
+    channel once, N without a division, one division an element by C).
     ConvNeXt's per-channel scale, x0 * x1 + x2 on NCHW, through bench on the H200 (2026-12-03):
     32x384x14x14 9.2 -> 8.8 us, 32x768x7x7 6.7 -> 5.4; taken only where rows are not 16-aligned
     (FLAT_UNLESS), as 16-aligned rows ran faster in the 2D tile."""
@@ -432,6 +436,13 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
         if ALIGN > 1:
             lo = tl.multiple_of(lo, ALIGN)
             hi = tl.multiple_of(hi, ALIGN)
+        ob = blk
+        if NINNER <= 0:  # outside the block
+            f1 = ob % D1
+            ob = ob // D1
+        if NINNER <= 1:  # outside the block
+            f0 = ob % D0
+            ob = ob // D0
     r0 = lo
     while r0 < hi:  # a while loop: the interpreter cannot range() over a runtime int
         if FLAT:  # a tile of BLOCK_C consecutive elements: row and column by the magic numbers
@@ -440,11 +451,19 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
             mask = kk < hi
             rr = tl.where(C == 1, kk, (tl.umulhi(kk.to(tl.uint32), MC.to(tl.uint32)) >> SC).to(tl.int32))
             c = kk - rr * C
-            q = rr
-            p = tl.where(D1 == 1, q, (tl.umulhi(q.to(tl.uint32), MR1.to(tl.uint32)) >> SR1).to(tl.int32))
-            i1 = q - p * D1
-            q = p
-            i0 = q
+            q = rr - blk * J  # the row's place in its block
+            if NINNER > 1:  # in the block, more of its dims outside
+                p = tl.where(D1 == 1, q, (tl.umulhi(q.to(tl.uint32), MR1.to(tl.uint32)) >> SR1).to(tl.int32))
+                i1 = q - p * D1
+                q = p
+            elif NINNER == 1:  # the block's outermost dim
+                i1 = q
+            else:
+                i1 = f1
+            if NINNER == 2:  # the block's outermost dim
+                i0 = q
+            else:
+                i0 = f0
         else:  # a tile of BLOCK_R rows of the column block
             rows = r0 + tl.arange(0, BLOCK_R)
             rmask = rows < hi
@@ -982,7 +1001,7 @@ def _bwd_plan(inputs, douts, needs):
     args = (n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
             *[x for st in gst for x in st], per, *[x for m in magic for x in m])
     consts = {"BLOCK_R": block_r, "BLOCK_C": block_c, "IDX64": reach >= 2**31 - 2**22, "FLAT": flat, "ALIGN": align,
-              "AMASK": amask if flat and align > 1 else 0}
+              "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
     return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls, warps)

@@ -426,7 +426,7 @@ def _fused_kernel(in0, in1, in2, out0, out1, out2, out3, out4, out5, out6, out7,
 
 
 @triton.jit
-def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, dout6, dout7, dout8, dout9, dout10, dout11, dout12, dout13, dout14, dout15, dout16, dout17, dout18, dout19, dout20, dout21, dout22, dout23, dout24, dout25, dout26, dout27, dout28, dout29, dout30, dout31, dout32, dout33, dout34, dout35, dout36, dout37, dout38, dout39, dout40, dout41, dout42, dout43, dout44, dout45, dout46, dout47, dout48, dout49, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS, NCB, D0, D1, s0_0, s0_1, s1_0, s1_1, s2_0, s2_1, t0_0, t0_1, t1_0, t1_1, t2_0, t2_1, t3_0, t3_1, t4_0, t4_1, t5_0, t5_1, t6_0, t6_1, t7_0, t7_1, t8_0, t8_1, t9_0, t9_1, t10_0, t10_1, t11_0, t11_1, t12_0, t12_1, t13_0, t13_1, t14_0, t14_1, t15_0, t15_1, t16_0, t16_1, t17_0, t17_1, t18_0, t18_1, t19_0, t19_1, t20_0, t20_1, t21_0, t21_1, t22_0, t22_1, t23_0, t23_1, t24_0, t24_1, t25_0, t25_1, t26_0, t26_1, t27_0, t27_1, t28_0, t28_1, t29_0, t29_1, t30_0, t30_1, t31_0, t31_1, t32_0, t32_1, t33_0, t33_1, t34_0, t34_1, t35_0, t35_1, t36_0, t36_1, t37_0, t37_1, t38_0, t38_1, t39_0, t39_1, t40_0, t40_1, t41_0, t41_1, t42_0, t42_1, t43_0, t43_1, t44_0, t44_1, t45_0, t45_1, t46_0, t46_1, t47_0, t47_1, t48_0, t48_1, t49_0, t49_1, u0_0, u0_1, u1_0, u1_1, u2_0, u2_1, ROWS_PER_PROG, MC, SC, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr):
+def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, dout6, dout7, dout8, dout9, dout10, dout11, dout12, dout13, dout14, dout15, dout16, dout17, dout18, dout19, dout20, dout21, dout22, dout23, dout24, dout25, dout26, dout27, dout28, dout29, dout30, dout31, dout32, dout33, dout34, dout35, dout36, dout37, dout38, dout39, dout40, dout41, dout42, dout43, dout44, dout45, dout46, dout47, dout48, dout49, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS, NCB, D0, D1, s0_0, s0_1, s1_0, s1_1, s2_0, s2_1, t0_0, t0_1, t1_0, t1_1, t2_0, t2_1, t3_0, t3_1, t4_0, t4_1, t5_0, t5_1, t6_0, t6_1, t7_0, t7_1, t8_0, t8_1, t9_0, t9_1, t10_0, t10_1, t11_0, t11_1, t12_0, t12_1, t13_0, t13_1, t14_0, t14_1, t15_0, t15_1, t16_0, t16_1, t17_0, t17_1, t18_0, t18_1, t19_0, t19_1, t20_0, t20_1, t21_0, t21_1, t22_0, t22_1, t23_0, t23_1, t24_0, t24_1, t25_0, t25_1, t26_0, t26_1, t27_0, t27_1, t28_0, t28_1, t29_0, t29_1, t30_0, t30_1, t31_0, t31_1, t32_0, t32_1, t33_0, t33_1, t34_0, t34_1, t35_0, t35_1, t36_0, t36_1, t37_0, t37_1, t38_0, t38_1, t39_0, t39_1, t40_0, t40_1, t41_0, t41_1, t42_0, t42_1, t43_0, t43_1, t44_0, t44_1, t45_0, t45_1, t46_0, t46_1, t47_0, t47_1, t48_0, t48_1, t49_0, t49_1, u0_0, u0_1, u1_0, u1_1, u2_0, u2_1, ROWS_PER_PROG, MC, SC, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr):
     """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
@@ -441,6 +441,10 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
     host's magic numbers, so no lane idles where C is not a power of two; where C and every
     row stride of tensor t (bit t of AMASK, column stride 1) are multiples of ALIGN, its
     accesses are declared runs of ALIGN contiguous elements, which Triton then vectorizes.
+    The row dims of the program's block (the NINNER innermost) come from the row's place in
+    the block, divided by the magic numbers but for the block's outermost dim; the others from
+    the block's number, once a program (a per-channel scale on NCHW, rows C-major: the
+    channel once, N without a division, one division an element by C).
     ConvNeXt's per-channel scale, x0 * x1 + x2 on NCHW, through bench on the H200 (2026-12-03):
     32x384x14x14 9.2 -> 8.8 us, 32x768x7x7 6.7 -> 5.4; taken only where rows are not 16-aligned
     (FLAT_UNLESS), as 16-aligned rows ran faster in the 2D tile."""
@@ -464,6 +468,10 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
         if ALIGN > 1:
             lo = tl.multiple_of(lo, ALIGN)
             hi = tl.multiple_of(hi, ALIGN)
+        ob = blk
+        if NINNER <= 0:  # outside the block
+            f0 = ob % D0
+            ob = ob // D0
     r0 = lo
     while r0 < hi:  # a while loop: the interpreter cannot range() over a runtime int
         if FLAT:  # a tile of BLOCK_C consecutive elements: row and column by the magic numbers
@@ -472,8 +480,11 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
             mask = kk < hi
             rr = tl.where(C == 1, kk, (tl.umulhi(kk.to(tl.uint32), MC.to(tl.uint32)) >> SC).to(tl.int32))
             c = kk - rr * C
-            q = rr
-            i0 = q
+            q = rr - blk * J  # the row's place in its block
+            if NINNER == 1:  # the block's outermost dim
+                i0 = q
+            else:
+                i0 = f0
         else:  # a tile of BLOCK_R rows of the column block
             rows = r0 + tl.arange(0, BLOCK_R)
             rmask = rows < hi
@@ -1314,7 +1325,7 @@ def _bwd_plan(inputs, douts, needs):
     args = (n_rows, n_cols, blk_rows, splits, n_cb, *dims, *[x for st in strides for x in st],
             *[x for st in gst for x in st], per, *[x for m in magic for x in m])
     consts = {"BLOCK_R": block_r, "BLOCK_C": block_c, "IDX64": reach >= 2**31 - 2**22, "FLAT": flat, "ALIGN": align,
-              "AMASK": amask if flat and align > 1 else 0}
+              "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
     return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls, warps)
