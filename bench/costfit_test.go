@@ -442,7 +442,7 @@ const halfCheck = "check"
 // bwdSources are the training benchmarks read and, per file, the folders taken from it with
 // their family: the latest measurement of each folder whose kernels have not changed since
 // (h200-train-2026-12-02h: the norms' pipelined backwards, and swiglu and linear_gelu as they
-// are; h200-attention-2026-12-02b: the attention kernel as it is; h200-train-2026-12-03b:
+// are; h200-attention-2026-12-02b: the attention kernel as it is; h200-train-2026-12-03c:
 // the generic chains' backward with its flat walk). Left out: BERT's
 // dropout_add and GPT-2's add_layernorm (the same [4096, 768] work as GPT-2's dropout_add and
 // BERT's add_layernorm, from the other half), -02's large dropout_add and gelu_pyops (their
@@ -468,7 +468,7 @@ var bwdSources = []struct {
 		"swiglu-bf16-4x512x2816-3d72da54":            "llama",
 		"linear_gelu-bf16-32x56x56x96x384-aa30bbec":  "convnext",
 	}, ""},
-	{"h200-train-2026-12-03b.json", map[string]string{
+	{"h200-train-2026-12-03c.json", map[string]string{
 		"generic-mul_add-fp32-32x384x14x14-4111f0f3": "convnext generic",
 		"generic-mul_add-fp32-32x384x14x14-aefd7a4c": "convnext generic",
 		"generic-mul_add-fp32-32x768x7x7-a1467cbe":   "convnext generic",

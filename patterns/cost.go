@@ -172,7 +172,7 @@ func DefaultCostModel() CostModel {
 		GraphGapUs:                 0.45,
 		AttentionEfficiency:        0.16,
 		RowBwdEfficiency:           0.873,
-		GenericBwdEfficiency:       0.74,
+		GenericBwdEfficiency:       0.767,
 		AttentionBwdEfficiency:     0.367,
 		AttentionBwdByteEfficiency: 0.319,
 		Devices: []DeviceSpec{

@@ -228,8 +228,9 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
     the block's number, once a program (a per-channel scale on NCHW, rows C-major: the
     channel once, N without a division, one division an element by C).
     ConvNeXt's per-channel scale, x0 * x1 + x2 on NCHW, through bench on the H200 (2026-12-03):
-    32x384x14x14 9.2 -> 8.8 us, 32x768x7x7 6.7 -> 5.4; taken only where rows are not 16-aligned
-    (FLAT_UNLESS), as 16-aligned rows ran faster in the 2D tile."""
+    32x384x14x14 9.2 us in the 2D tile, 8.7 flat with every row dim divided per element, 6.5
+    with the block's dims (torch.compile: 6.2); 32x768x7x7 6.7, 5.4, 5.1. Taken only where rows
+    are not 16-aligned (FLAT_UNLESS), as 16-aligned rows ran faster in the 2D tile."""
     pid = tl.program_id(0)
     if IDX64:  # an offset or index reaches 2**31: index math in 64 bits (else 32: fewer registers)
         pid = pid.to(tl.int64)
@@ -510,8 +511,9 @@ MAX_WIDE_BLOCK_C = 32 if INTERPRET else 256
 # the flat walk (FLAT, per-program sums alone) where the columns are not a multiple of
 # FLAT_UNLESS: a tile of FLAT_WARPS warps, as many elements a thread as BWD_TILE gives 4.
 # Through bench on the H200 (2026-12-03), ConvNeXt's per-channel scale: 32x384x14x14 9.2 ->
-# 8.8 us, 32x768x7x7 6.7 -> 5.4; where rows are 16-aligned the 2D tile stayed faster,
-# 32x192x28x28 16.8 against 17.7 flat, 32x96x56x56 27.5 against 33.9
+# 6.5 us, 32x768x7x7 6.7 -> 5.1; where rows are 16-aligned the 2D tile stayed faster (before
+# the block's dims were taken once a program: 32x192x28x28 16.8 against 17.7 flat,
+# 32x96x56x56 27.5 against 33.9)
 FLAT_UNLESS = 16
 FLAT_WARPS = 8
 FLAT_TILE = BWD_TILE * FLAT_WARPS // BWD_WARPS
