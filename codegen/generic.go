@@ -775,7 +775,7 @@ func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
 	for i := range r.p.Inputs {
 		dense = append(dense, fmt.Sprintf("DENSE%d: tl.constexpr", i))
 	}
-	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK: tl.constexpr, IDX64: tl.constexpr, INNER16: tl.constexpr, %s):\n",
+	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK: tl.constexpr, IDX64: tl.constexpr, INNER16: tl.constexpr, LEAD: tl.constexpr, %s):\n",
 		args, strings.Join(dense, ", "))
 	b.WriteString("    pid = tl.program_id(0)\n")
 	b.WriteString("    if IDX64:  # an element or input offset reaches 2**31: index math in 64 bits\n")
@@ -789,14 +789,18 @@ func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
 		// 16 contiguous (constant) values, so the loads of inputs read through strides stay
 		// vector loads (a multiply-high hides that); else the host's magic numbers for every
 		// size (_magic), where a division by a runtime size takes some twenty instructions
+		// a dim with only 1s outside it (LEAD of the dims are 1s) is what is left of r: no
+		// division by it
 		b.WriteString("    if IDX64 or INNER16:\n")
 		for d := r.rank - 1; d > 0; d-- {
-			fmt.Fprintf(b, "        i%d = r %% D%d\n        r = r // D%d\n", d, d, d)
+			fmt.Fprintf(b, "        if LEAD >= %d:\n            i%d = r\n            r = r * 0\n        else:\n", d, d)
+			fmt.Fprintf(b, "            i%d = r %% D%d\n            r = r // D%d\n", d, d, d)
 		}
 		b.WriteString("    else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division\n")
 		for d := r.rank - 1; d > 0; d-- {
-			fmt.Fprintf(b, "        q = tl.where(D%d == 1, r, (tl.umulhi(r.to(tl.uint32), M%d.to(tl.uint32)) >> S%d).to(tl.int32))\n", d, d, d)
-			fmt.Fprintf(b, "        i%d = r - q * D%d\n        r = q\n", d, d)
+			fmt.Fprintf(b, "        if LEAD >= %d:\n            i%d = r\n            r = r * 0\n        else:\n", d, d)
+			fmt.Fprintf(b, "            q = tl.where(D%d == 1, r, (tl.umulhi(r.to(tl.uint32), M%d.to(tl.uint32)) >> S%d).to(tl.int32))\n", d, d, d)
+			fmt.Fprintf(b, "            i%d = r - q * D%d\n            r = q\n", d, d)
 		}
 	}
 	b.WriteString("    i0 = r\n")
@@ -1041,7 +1045,10 @@ def _fwd_plan(inputs):
     for d in reversed(range(RANK)):
         flat[d] = acc
         acc *= dims[d]
-    consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0}
+    # LEAD: how many of the (padded) dims lead with size 1; the first dim past them is what
+    # is left of an element's index after the inner divisions (one division fewer)
+    lead = next((d for d, n in enumerate(dims) if n > 1), RANK - 1)
+    consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
     for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
         consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
     return out_shapes, ((-(-numel // BLOCK),), args, consts)

@@ -393,6 +393,9 @@ def test_forward_plan_index_math(monkeypatch):
     consts = rec.calls[-1][3]
     assert consts["DENSE0"] is True and consts["DENSE1"] is False  # x, the bias
     assert consts["INNER16"] is True  # 96
+    # [64, 96] padded to the kernel's rank: the 64 rows are what is left of an index after the
+    # division by 96, none by them
+    assert consts["LEAD"] == kernel.RANK - 2
     kernel.fused(*[torch.empty(s.shape[:-1] + (90,) if s.dim() == 2 else (90,), dtype=s.dtype, device="meta")
                    for s in xs])
     assert rec.calls[-1][3]["INNER16"] is False  # 90

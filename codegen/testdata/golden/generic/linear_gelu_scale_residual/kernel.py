@@ -362,7 +362,7 @@ def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.conste
 
 
 @triton.jit
-def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, M1, M2, S1, S2, BLOCK: tl.constexpr, IDX64: tl.constexpr, INNER16: tl.constexpr, DENSE0: tl.constexpr, DENSE1: tl.constexpr):
+def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, M1, M2, S1, S2, BLOCK: tl.constexpr, IDX64: tl.constexpr, INNER16: tl.constexpr, LEAD: tl.constexpr, DENSE0: tl.constexpr, DENSE1: tl.constexpr):
     pid = tl.program_id(0)
     if IDX64:  # an element or input offset reaches 2**31: index math in 64 bits
         pid = pid.to(tl.int64)
@@ -370,17 +370,33 @@ def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_
     mask = offs < NUMEL
     r = offs
     if IDX64 or INNER16:
-        i2 = r % D2
-        r = r // D2
-        i1 = r % D1
-        r = r // D1
+        if LEAD >= 2:
+            i2 = r
+            r = r * 0
+        else:
+            i2 = r % D2
+            r = r // D2
+        if LEAD >= 1:
+            i1 = r
+            r = r * 0
+        else:
+            i1 = r % D1
+            r = r // D1
     else:  # r // D as a multiply-high and a shift by the host's magic numbers (_magic): no division
-        q = tl.where(D2 == 1, r, (tl.umulhi(r.to(tl.uint32), M2.to(tl.uint32)) >> S2).to(tl.int32))
-        i2 = r - q * D2
-        r = q
-        q = tl.where(D1 == 1, r, (tl.umulhi(r.to(tl.uint32), M1.to(tl.uint32)) >> S1).to(tl.int32))
-        i1 = r - q * D1
-        r = q
+        if LEAD >= 2:
+            i2 = r
+            r = r * 0
+        else:
+            q = tl.where(D2 == 1, r, (tl.umulhi(r.to(tl.uint32), M2.to(tl.uint32)) >> S2).to(tl.int32))
+            i2 = r - q * D2
+            r = q
+        if LEAD >= 1:
+            i1 = r
+            r = r * 0
+        else:
+            q = tl.where(D1 == 1, r, (tl.umulhi(r.to(tl.uint32), M1.to(tl.uint32)) >> S1).to(tl.int32))
+            i1 = r - q * D1
+            r = q
     i0 = r
     x0 = tl.load(in0 + (offs if DENSE0 else i0 * s0_0 + i1 * s0_1 + i2 * s0_2), mask=mask, other=0).to(tl.float32)
     x1 = tl.load(in1 + (offs if DENSE1 else i0 * s1_0 + i1 * s1_1 + i2 * s1_2), mask=mask, other=0).to(tl.float32)
@@ -644,7 +660,10 @@ def _fwd_plan(inputs):
     for d in reversed(range(RANK)):
         flat[d] = acc
         acc *= dims[d]
-    consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0}
+    # LEAD: how many of the (padded) dims lead with size 1; the first dim past them is what
+    # is left of an element's index after the inner divisions (one division fewer)
+    lead = next((d for d, n in enumerate(dims) if n > 1), RANK - 1)
+    consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
     for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
         consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
     return out_shapes, ((-(-numel // BLOCK),), args, consts)
