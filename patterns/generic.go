@@ -405,6 +405,8 @@ func groupGenericChains(all []GenericChain) []GenericChain {
 		out[i].GEMMUs = round2(out[i].GEMMUs)
 		out[i].EstSavingUs = round2(out[i].EstSavingUs)
 		out[i].EstFusedUs = round2(out[i].EstFusedUs)
+		out[i].BackwardGPUTimeUs = round2(out[i].BackwardGPUTimeUs)
+		out[i].EstBackwardSavingUs = round2(out[i].EstBackwardSavingUs)
 	}
 	return out
 }
