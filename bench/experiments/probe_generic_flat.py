@@ -3,7 +3,7 @@ torch.compile (GPU).
 
 ConvNeXt's layer scale and residual, ``x0 * x1 + x2`` with x1 one value per channel of an NCHW
 tensor, ran on the H200 at 0.81x (14x14) and 0.84x (7x7) torch.compile forward and 0.70x /
-0.63x backward (docs/benchmarks/h200.md, 2026-12-02 eighth session). The backward's rows of
+0.63x backward (docs/benchmarks/h200.md, 2026-12-02, "ConvNeXt's per-channel chains"). The backward's rows of
 196 and 49 elements are not 16-byte aligned (every access scalar) and a 7x7 tile masks a
 quarter of its lanes; Inductor walks a channel's N*H*W elements as one flat reduction index.
 
