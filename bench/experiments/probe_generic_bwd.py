@@ -140,48 +140,7 @@ def wide(src):
     return src.replace(a, a.replace("* 8 >", "* 2 >"))
 
 
-_FLAT_DIVS = """            q = rr
-            p = tl.where(D2 == 1, q, (tl.umulhi(q.to(tl.uint32), MR2.to(tl.uint32)) >> SR2).to(tl.int32))
-            i2 = q - p * D2
-            q = p
-            p = tl.where(D1 == 1, q, (tl.umulhi(q.to(tl.uint32), MR1.to(tl.uint32)) >> SR1).to(tl.int32))
-            i1 = q - p * D1
-            q = p
-            i0 = q
-"""
-
-
-def flat_outer(src):
-    """The flat walk (a rank-4 layout) without the division by the outermost row dim where
-    the one outside it is 1 (D0, specialized by Triton as the constant 1): q is then that
-    dim's index."""
-    assert _FLAT_DIVS in src, "the flat walk's divisions changed"
-    return src.replace(_FLAT_DIVS, """            q = rr
-            p = tl.where(D2 == 1, q, (tl.umulhi(q.to(tl.uint32), MR2.to(tl.uint32)) >> SR2).to(tl.int32))
-            i2 = q - p * D2
-            q = p
-            if D0 == 1:
-                i1 = q
-                i0 = q * 0
-            else:
-                p = tl.where(D1 == 1, q, (tl.umulhi(q.to(tl.uint32), MR1.to(tl.uint32)) >> SR1).to(tl.int32))
-                i1 = q - p * D1
-                i0 = p
-""")
-
-
-def flat_block(src):
-    """The flat walk (a rank-4 layout whose blocks are its innermost row dim, J == D2: a
-    per-channel scale on NCHW, rows C-major) with the row dims outside the block from the
-    program's block number, once a program: one division an element (by C), as Inductor's."""
-    assert _FLAT_DIVS in src, "the flat walk's divisions changed"
-    return src.replace(_FLAT_DIVS, """            i2 = rr - blk * J
-            i1 = rr * 0 + blk % D1
-            i0 = rr * 0 + blk // D1
-""")
-
-
-REWRITES = {"flat_outer": [flat_outer], "flat_block": [flat_block], "acc2d": [acc2d], "pipe2": [pipe(2)], "pipe3": [pipe(3)], "acc2d+pipe2": [acc2d, pipe(2)],
+REWRITES = {"acc2d": [acc2d], "pipe2": [pipe(2)], "pipe3": [pipe(3)], "acc2d+pipe2": [acc2d, pipe(2)],
             "acc2d+pipe3": [acc2d, pipe(3)], "kept_first": [kept_first], "wide": [wide],
             "kept_first+wide": [kept_first, wide]}
 

@@ -12,9 +12,9 @@ separates the two, for the fused and the eager provider built as bench builds th
   amortized    K copies of the chain on their own leaves, backward (or forward + backward:
                full) in one autograd.grad call, over K (harness.StepCall, as bench's training
                per-call figures are taken): the chain's host cost as a model step pays it
-then the top functions of a cProfile of the fused calls of each mode in -profile, by own time.
+then the top functions of a cProfile of the fused calls of each mode in -profile (comma-separated), by own time.
 
-Usage: python3 bench/experiments/probe_train_host.py [-k K] [-top N] [-profile MODE...] FOLDER...
+Usage: python3 bench/experiments/probe_train_host.py [-k K] [-top N] [-profile backward,full] FOLDER...
 """
 import argparse
 import cProfile
@@ -58,10 +58,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-k", type=int, default=8)
     ap.add_argument("-top", type=int, default=14)
-    ap.add_argument("-profile", nargs="*", default=["backward"], choices=["backward", "full"],
-                    help="the modes whose fused calls cProfile reports")
+    ap.add_argument("-profile", default="backward",
+                    help="the modes whose fused calls cProfile reports, comma-separated: backward, full")
     ap.add_argument("folders", nargs="+")
     a = ap.parse_args()
+    for mode in a.profile.split(","):
+        if mode not in ("backward", "full"):
+            ap.error(f"-profile: unknown mode {mode!r} (backward, full)")
     for d in a.folders:
         try:
             probe(pathlib.Path(d).resolve(), a)
@@ -89,7 +92,7 @@ def probe(folder, a):
         for mode in ("backward", "full"):
             row.append(f"amortized {mode} (k={a.k}) {host_us(harness.StepCall(torch, fwd, inputs, names, mode, a.k)) / a.k:.1f}")
         print(f"   {name:6s} host us: " + ", ".join(row))
-    for mode in a.profile:
+    for mode in a.profile.split(","):
         call = harness.training_call(torch, fwds["fused"], inputs, names, mode)
         for _ in range(5):
             call()

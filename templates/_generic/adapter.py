@@ -70,7 +70,7 @@ def grad_shapes(params):
     """A gradient case with every dim of the main shape up to 3 but at least 2 where it is
     more than 1 (the scaled traced shape keeps one leading row): the backward's layout with
     several row dims, several blocks of several rows, which verify also runs transposed (the
-    row dims then do not merge: the flat walk's divisions inside a block). None for a GEMM
+    row dims then do not merge: the flat walk's divisions inside a block). Empty for a GEMM
     head (its own shapes) or where that is the scaled traced shape."""
     if GEMM:
         return []
