@@ -5,7 +5,7 @@ and, for every element, turns it into one index per dim with a div and a mod by 
 sizes, then each input's offset from its strides. Inductor bakes the sizes into the kernel (a
 division by a constant: a multiply and a shift). At ConvNeXt's 32x384x14x14 layer scale the
 forward ran at 1.9x its floor (8.5 against 4.5 µs; compile 4.0, docs/benchmarks/h200.md,
-2026-12-02 seventh session). This probe times the folder's forward (CUDA-graph replay, L2
+2026-12-02). This probe times the folder's forward (CUDA-graph replay, L2
 flushed: fa_testing.gpu_time_us) as generated and with its kernel text rewritten:
 
 - "dense": inputs of the main shape read at the flat offset (no index math for them);
@@ -15,8 +15,8 @@ flushed: fa_testing.gpu_time_us) as generated and with its kernel text rewritten
   numbers computed on the host (CUTLASS's FastDivmod), the sizes left runtime.
 
 Each variant's outputs are checked against the generated kernel's (exactly equal). The rewrites
-read the index math of kernels generated before the change they led to (2026-12-02, seventh
-session: magic division, dense inputs at the flat offset); on a kernel generated since, the
+read the index math of kernels generated before the change they led to (2026-12-02:
+magic division, dense inputs at the flat offset); on a kernel generated since, the
 "dense+const" and "dense+magic" rewrites stop at their assert. Its one run (on the kernels of
 that time) used the uncoalesced sizes for the constants, so its "dense+const" and
 "dense+magic" outputs differed and only their times are of use: an estimate of what the

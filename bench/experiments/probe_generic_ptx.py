@@ -4,8 +4,7 @@ Compiles the launch fused() makes at the folder's traced shape (templates/_commo
 Triton's compiler and ptxas from the installed triton, the launch captured, not run) and
 counts in the PTX: vector loads (ld.global .v4/.v2), scalar loads, 32-bit divisions and
 remainders by a runtime size, and multiply-highs (the magic-number division); ptxas's
-registers and spill bytes a thread. Static counts, not time: used on 2026-12-02 (seventh
-session) to check that the final index math keeps the former kernel's vector loads where
+registers and spill bytes a thread. Static counts, not time: used on 2026-12-02 to check that the final index math keeps the former kernel's vector loads where
 the innermost size is a multiple of 16, when no GPU was left to time it.
 
 With --backward, the launch fused_backward makes (_fused_bwd_kernel) instead: on 2026-12-03 the
