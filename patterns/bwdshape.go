@@ -94,7 +94,7 @@ var bwdPerFwdByte = map[string]float64{
 //     its own bytes, else twice the forward's;
 //   - GEMM with an epilogue (linear_gelu): the forward's GEMM alone (GemmUs), the GELU
 //     derivative's pass over the GEMM output (dy and the pre-activation read, the gradient
-//     written) and, with a bias, the gradient read again for its row sum;
+//     written) and, with a bias, its per-program partial sums of the gradient (tilePartials);
 //   - GEMM after a LayerNorm (layernorm_linear): the forward's GEMM alone (GemmUs), the
 //     LayerNorm's backward pass over the GEMM's input (x and dxn read, dx and the normalized
 //     input written), its weight's and bias' partial sums, the bias' row sum as above, and
@@ -121,12 +121,13 @@ func BackwardShapeOf(f ForwardCase, own int64, warm bool) (BackwardShape, bool) 
 			return s, false
 		}
 		s.GemmUs = f.GemmUs
-		if len(f.Shapes) > 2 { // x, the weight and a bias
-			s.SumBytes = m * n * es
-		}
+		bias := len(f.Shapes) > 2 // x, the weight and a bias
 		switch p.GEMM {
 		case GEMMEpilogue:
 			s.PassBytes = 3 * m * n * es
+			if bias { // summed in the derivative's pass
+				s.PartialBytes = tilePartials(m, n, es, 512)
+			}
 		case GEMMStats:
 			// the LayerNorm's backward over the GEMM's input: x and dxn read, dx and the
 			// normalized input written; dgamma's and dbeta's partial sums; and the step's
@@ -135,6 +136,9 @@ func BackwardShapeOf(f ForwardCase, own int64, warm bool) (BackwardShape, bool) 
 			s.PassBytes = 4 * m * k * es
 			s.PartialBytes = normGroups(m) * 2 * k * 4
 			s.FoldBytes = 2 * n * k * es
+			if bias { // db: ATen's row sum of the output gradient
+				s.SumBytes = m * n * es
+			}
 		default:
 			return s, false
 		}
@@ -181,8 +185,8 @@ func BackwardShapeOf(f ForwardCase, own int64, warm bool) (BackwardShape, bool) 
 // bias' gradients and adds up in a second launch (_sum_parts): the norms' backwards run about
 // 512 programs of at least 4 rows, each adding its rows into one fp32 row per gradient
 // (add_layernorm: the weight's and the bias'; rmsnorm: the weight's); gelu_pyops' and
-// dropout_add's, with a bias, about 2048 programs over the [M, N] tiles (4 KiB of the widest
-// operand a tile), one row per program's row group. 0: no such gradient.
+// dropout_add's, with a bias, a few hundred to 2048 programs over the [M, N] tiles
+// (tilePartials). 0: no such gradient.
 func partialBytes(f ForwardCase) int64 {
 	if len(f.Shape) == 0 {
 		return 0
@@ -205,13 +209,21 @@ func partialBytes(f ForwardCase) int64 {
 		if !f.hasBias() || es == 0 {
 			return 0
 		}
-		k = 1
-		tiles := (n + min(4096/es, nextPow2(n)) - 1) / min(4096/es, nextPow2(n))
-		groups = min(m, max(1, 2048/tiles))
+		return tilePartials(m, n, es, map[string]int64{"gelu_pyops": 512, "dropout_add": 2048}[f.Pattern])
 	default:
 		return 0
 	}
 	return groups * k * n * 4
+}
+
+// tilePartials is the fp32 partial sums of a bias gradient summed in a pointwise backward's
+// [M, N] tiles (4 KiB of the widest operand, es bytes an element, a tile): about programs
+// programs over the tiles (the kernel's DB_PROGRAMS: 512 for gelu_pyops and linear_gelu,
+// 2048 for dropout_add), one row of N per program's row group.
+func tilePartials(m, n, es, programs int64) int64 {
+	tile := min(4096/es, nextPow2(n))
+	tiles := (n + tile - 1) / tile
+	return min(m, max(1, programs/tiles)) * n * 4
 }
 
 // normGroups is how many programs a norm's one-pass backward runs over m rows: about 512, of

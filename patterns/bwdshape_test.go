@@ -37,9 +37,10 @@ func TestBackwardShapeOf(t *testing.T) {
 			0, BackwardShape{Pattern: "add_layernorm", Bytes: 4 * norm, WriteBytes: norm, PartialBytes: 512 * 2 * 768 * 4}, 2},
 		{"attention: five products at the padded head dim, twice the forward's bytes", attn,
 			0, BackwardShape{Pattern: "attention", Flops: AttentionFlops(attn.Case) * 5 / 2, Bytes: 2 * attn.Bytes}, 3},
-		{"GEMM epilogue: the GEMM twice, the derivative's pass, the bias' row sum",
+		{"GEMM epilogue: the GEMM twice, the derivative's pass with the bias' partial sums, their sum",
 			ForwardCase{Pattern: "linear_gelu", Case: Case{Dtype: "bf16", Shapes: [][]int64{{8, 128, 768}, {3072, 768}, {3072}}}, Shape: []int64{8, 128, 768}, Bytes: 1, GemmUs: 10},
-			0, BackwardShape{Pattern: "linear_gelu", GemmUs: 10, PassBytes: 3 * tensor, SumBytes: tensor}, 4},
+			// 1024 rows of 3072: two tiles of 2048 columns, 512 programs: 256 row groups, fp32
+			0, BackwardShape{Pattern: "linear_gelu", GemmUs: 10, PassBytes: 3 * tensor, PartialBytes: 256 * 3072 * 4}, 4},
 		{"GEMM epilogue without the GEMM's time", ForwardCase{Pattern: "linear_gelu", Case: Case{Dtype: "bf16", Shapes: [][]int64{{1024, 768}, {3072, 768}}}, Shape: []int64{1024, 768}, Bytes: 1},
 			0, BackwardShape{}, 0},
 		{"GEMM after a LayerNorm: the GEMM twice, the LayerNorm's pass over x, its partial sums, the bias' row sum, the refold",

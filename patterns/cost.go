@@ -603,7 +603,7 @@ type BackwardShape struct {
 	// the head dim its tiles pad to).
 	Flops int64
 	// SumBytes: a bias gradient added up by ATen (a row sum) from the gradient the main pass
-	// wrote, read again (bias_gelu, linear_gelu). 0: none.
+	// wrote, read again (bias_gelu, layernorm_linear). 0: none.
 	SumBytes int64
 	// GemmUs, GEMM patterns: the forward's GEMM as cuBLAS runs it; the backward runs two of
 	// its size (dX, dW) on cuBLAS, and one pass of PassBytes: with an epilogue (linear_gelu)
@@ -632,7 +632,7 @@ type BackwardShape struct {
 //     AttentionBwdEfficiency of ComputeTFLOPs and the bytes at AttentionBwdByteEfficiency of
 //     the bandwidth, added;
 //   - GEMM with an epilogue: two cuBLAS GEMMs of the forward's (2 x GemmUs), the derivative's
-//     pass as a pointwise one, the bias' row sum as above;
+//     pass as a pointwise one (writing the bias' partial sums), their sum as above;
 //   - GEMM after a LayerNorm: two cuBLAS GEMMs of the forward's, the LayerNorm's backward
 //     pass (PassBytes) as a row backward, its partial sums and the bias' row sum as above,
 //     and the step's refold of the weights (FoldBytes) as a row kernel.
@@ -656,11 +656,13 @@ func (m CostModel) BackwardUs(device string, s BackwardShape) (us float64, launc
 		if s.GemmUs <= 0 {
 			return 0, 0, false
 		}
-		us = 2*s.GemmUs + m.KernelOverheadUs + m.streamUs(s.PassBytes, s.PassBytes/3, s.Warm, m.BandwidthGBs)
+		us = 2*s.GemmUs + m.KernelOverheadUs + m.streamUs(s.PassBytes+s.PartialBytes, s.PassBytes/3+s.PartialBytes, s.Warm, m.BandwidthGBs)
 		launches = 3
-		if s.SumBytes > 0 {
-			us += reduce(s.SumBytes)
-			launches++
+		for _, b := range []int64{s.PartialBytes, s.SumBytes} {
+			if b > 0 {
+				us += reduce(b)
+				launches++
+			}
 		}
 		return us, launches, true
 	case p.GEMM == GEMMStats:

@@ -123,7 +123,7 @@ var mutations = func() []mutation {
 	// the bias gradient's partial sums in the backward kernel (the grad cases with several
 	// groups of row tiles: the first adversarial shape, 129 rows)
 	ms = append(ms, []mutation{
-		{"gelu_pyops", "dbias-group-overwrite", classStride, "def _new_gelu_bwd(", "tl.store(PART + g * N + rn, acc", "tl.store(PART + rn, acc"},
+		{"gelu_pyops", "dbias-group-overwrite", classStride, "def _new_gelu_bwd(", "tl.store(PART + g * N + rn, tl.sum(acc", "tl.store(PART + rn, tl.sum(acc"},
 		{"gelu_pyops", "dbias-last-tile-dropped", classRowLoop, "def _new_gelu_bwd(", "while r < end:", "while r < end - BLOCK_M:"},
 	}...)
 	ms = append(ms, pointwise2D("gelu_pyops", fwd, "def new_gelu(",
@@ -350,13 +350,15 @@ var mutations = func() []mutation {
 		{"linear_gelu", "pre-not-saved", classFormula, fwd, "        tl.store(P + offs, pre, mask=mask)", "        pass"},
 		{"linear_gelu", "pre-is-output", classFormula, fwd, "tl.store(P + offs, pre, mask=mask)", "tl.store(P + offs, z, mask=mask)"},
 		{"linear_gelu", "tma-pre-not-saved", classFormula, "def _linear_gelu_tma_kernel(", "        p_desc.store([off_m, off_n], pre)", "        pass"},
-		{"linear_gelu", "dgelu-pdf-dropped", classFormula, "def _gelu_bwd_kernel(",
+		{"linear_gelu", "dgelu-pdf-dropped", classFormula, "def _gelu_grad(",
 			" + z * 0.3989422804014327 * tl.exp(-0.5 * z * z)", ""},
-		{"linear_gelu", "dgelu-tanh-inner-derivative", classScale, "def _gelu_bwd_kernel(", "(1.0 + 0.134145 * z * z)", "(1.0 + 0.044715 * z * z)"},
-		{"linear_gelu", "dgelu-tanh-sech2", classFormula, "def _gelu_bwd_kernel(", "(1.0 - t * t)", "(1.0 - t)"},
-		{"linear_gelu", "dgelu-mask-le", classMaskLE, "def _gelu_bwd_kernel(", "m = offs < n", "m = offs <= n"},
-		{"linear_gelu", "dgelu-store-unmasked", classTailMask, "def _gelu_bwd_kernel(",
-			"_cast(dy * d, DZ.dtype.element_ty), mask=m)", "_cast(dy * d, DZ.dtype.element_ty))"},
+		{"linear_gelu", "dgelu-tanh-inner-derivative", classScale, "def _gelu_grad(", "(1.0 + 0.134145 * z * z)", "(1.0 + 0.044715 * z * z)"},
+		{"linear_gelu", "dgelu-tanh-sech2", classFormula, "def _gelu_grad(", "(1.0 - t * t)", "(1.0 - t)"},
+		{"linear_gelu", "dgelu-mask-le", classMaskLE, "def _gelu_bwd_tile(", "mask = (rm[:, None] < M)", "mask = (rm[:, None] <= M)"},
+		{"linear_gelu", "dgelu-store-unmasked", classTailMask, "def _gelu_bwd_tile(",
+			"tl.store(DZ + rm[:, None] * sdzm + rn[None, :], dz, mask=mask)", "tl.store(DZ + rm[:, None] * sdzm + rn[None, :], dz)"},
+		{"linear_gelu", "dbias-group-overwrite", classStride, "def _gelu_bwd_kernel(", "tl.store(PART + g * N + rn, tl.sum(acc", "tl.store(PART + rn, tl.sum(acc"},
+		{"linear_gelu", "dbias-last-tile-dropped", classRowLoop, "def _gelu_bwd_kernel(", "while r < end:", "while r < end - BLOCK_M:"},
 		{"linear_gelu", "out-overlap-unchecked", overlap, "def _linear_gelu(",
 			`_check_alias("linear_gelu", [("out", out)], [("x", x), ("weight", weight), ("bias", bias)])`, "pass"},
 		{"linear_gelu", "out-overlap-x-unchecked", overlap, "def _linear_gelu(",

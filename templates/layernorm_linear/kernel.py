@@ -580,6 +580,13 @@ def _fold_kernel(W, G, BETA, BIAS, WF, S, BF, N, K, swn, swk,
         tl.store(BF + rows, b, mask=rmask)
 
 
+# --- fa:shared pipelined ---
+# A backward's row loop: pipelined on the GPU (a tl.range loop with tiles in flight), a while
+# loop over the same tiles under the interpreter (its range() takes no tensor bound).
+PIPELINED = tl.constexpr(not INTERPRET)
+# --- fa:end pipelined ---
+
+
 # --- fa:shared normbwd ---
 # The one-pass norm backwards' helpers (add_layernorm, rmsnorm_pyops, layernorm_linear): both
 # row sums of d_input in one reduction, the warps for a tile, and the row loop's pipelining.
@@ -599,11 +606,6 @@ def _bwd_warps(tile, batched=False):
     sums): a row of 8192 with 8 warps would take some 7 x 32 = 224 registers a thread, near
     the 255 a thread can have, hence 16 there."""
     return min(max(tile // (1024 if batched else 512), 4), 16)
-
-
-# The one-pass backward's row loop: pipelined on the GPU (_bwd_stages tiles in flight), a while
-# loop over the same tiles under the interpreter (its range() takes no tensor bound).
-PIPELINED = tl.constexpr(not INTERPRET)
 
 
 def _bwd_stages(block_m):

@@ -52,10 +52,11 @@ FLOPs (small K) or when the GEMM is memory-bound (small M, decode).
   forward's GEMM also stores the pre-activation (``pre=``: a second store of the epilogue,
   what eager's GELU saves, its input); the backward is one pointwise kernel for
   ``dz = dy * gelu'(pre)`` (``_gelu_bwd_kernel``, fp32 math rounded as eager's gelu_backward)
-  and the gradient GEMMs on cuBLAS (``dx = dz W``, ``dW = dz^T x``, ``db = sum dz``): eager's
-  backward, kernel for kernel, so the saving is the forward's (the GELU's read and write of
-  the output). Saved tensors as eager's: x, W, the pre-activation, in two autograd nodes as
-  eager's, so that the pre-activation is freed before the gradient GEMMs (eager's peak).
+  whose programs also sum the bias gradient ``db = sum dz`` over their rows (per-program
+  partial sums, added up by ``_sum_parts``: eager's addmm backward reads dz a second time for
+  it), and the gradient GEMMs on cuBLAS (``dx = dz W``, ``dW = dz^T x``). Saved tensors as
+  eager's: x, W, the pre-activation, in two autograd nodes as eager's, so that the
+  pre-activation is freed before the gradient GEMMs (eager's peak).
 
 Interpreter-safe: builtins only (``tl.math.rsqrt``, ``tl.exp``; tanh as ``2/(1+exp(-2x))-1``),
 ``tl.full``, no bf16 arithmetic; TMA descriptors are host-side ``TensorDescriptor`` objects,
@@ -63,6 +64,7 @@ which the interpreter runs.
 """
 
 import contextlib
+import functools
 import math
 import os
 
@@ -482,22 +484,184 @@ def _linear_gelu_kernel(A, W, BIAS, Y, P, M, N, sam, sak, swn, swk, sym, syn,
         tl.store(P + offs, pre, mask=mask)
 
 
-@triton.jit(do_not_specialize=["n"])
-def _gelu_bwd_kernel(DY, PRE, DZ, n, APPROX: tl.constexpr, BLOCK: tl.constexpr):
-    """dz = dy * gelu'(pre) over n contiguous elements, in fp32 and rounded to dz's dtype, as
-    eager's gelu_backward: erf: Phi(z) + z phi(z); tanh: with t = tanh(c (z + 0.044715 z^3)),
-    0.5 (1 + t) + 0.5 z (1 - t^2) c (1 + 3 * 0.044715 z^2)."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    dy = tl.load(DY + offs, mask=m, other=0.0).to(tl.float32)
-    z = tl.load(PRE + offs, mask=m, other=0.0).to(tl.float32)
+@triton.jit
+def _gelu_grad(z, APPROX: tl.constexpr):
+    """gelu'(z) in fp32, as eager's gelu_backward: erf: Phi(z) + z phi(z); tanh: with
+    t = tanh(c (z + 0.044715 z^3)), 0.5 (1 + t) + 0.5 z (1 - t^2) c (1 + 3 * 0.044715 z^2)."""
     if APPROX == 1:
         inner = 0.7978845608028654 * (z + 0.044715 * z * z * z)
         t = 2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0
         d = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * z * z)
     else:
         d = 0.5 * (1.0 + _erf(z * 0.7071067811865476)) + z * 0.3989422804014327 * tl.exp(-0.5 * z * z)
-    tl.store(DZ + offs, _cast(dy * d, DZ.dtype.element_ty), mask=m)
+    return d
+
+
+@triton.jit
+def _gelu_bwd_tile(DY, PRE, DZ, rm, rn, M, N, sdym, sdyn, spm, sdzm, APPROX: tl.constexpr):
+    """dz = dy * gelu'(pre) on rows rm (< M) and columns rn (int64; pre and dz have contiguous
+    rows), in fp32 and rounded to dz's dtype as eager's gelu_backward; returned as stored
+    (fp32, 0 outside the tile's bounds): the values eager's bias gradient sums."""
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    dy = tl.load(DY + rm[:, None] * sdym + rn[None, :] * sdyn, mask=mask, other=0.0).to(tl.float32)
+    z = tl.load(PRE + rm[:, None] * spm + rn[None, :], mask=mask, other=0.0).to(tl.float32)
+    dz = _cast(dy * _gelu_grad(z, APPROX), DZ.dtype.element_ty)
+    tl.store(DZ + rm[:, None] * sdzm + rn[None, :], dz, mask=mask)
+    return tl.where(mask, dz.to(tl.float32), 0.0)
+
+
+@triton.jit(do_not_specialize=["M", "rows"])
+def _gelu_bwd_kernel(DY, PRE, DZ, PART, M, N, rows, sdym, sdyn, spm, sdzm,
+                     APPROX: tl.constexpr, HAS_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # the pointwise tiling (_tiles) and 64-bit offsets; with HAS_DB (the bias gradient) program
+    # t takes column block t % tiles_n of rows [g * rows, (g + 1) * rows), g = t // tiles_n
+    # (rows a multiple of BLOCK_M), BLOCK_M at a time, adds up its tiles of dz (as stored) in a
+    # [BLOCK_M, BLOCK_N] accumulator, reduced once after the loop, and stores the column sums
+    # in row g of PART [G, N] fp32: the bias gradient's partial sums, without reading dz again
+    # (eager's AddmmBackward0 reads the whole [M, N] dz once more for its sum). The loop is
+    # pipelined (DB_STAGES tiles in flight; see DB_PROGRAMS for what was measured)
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    rn = (pid % tiles_n).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    if HAS_DB:
+        g = (pid // tiles_n).to(tl.int64)
+        r0 = g * rows
+        end = tl.minimum(r0 + rows, M)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        if PIPELINED:
+            for t in tl.range(0, tl.cdiv(end - r0, BLOCK_M), num_stages=DB_STAGES):
+                rm = r0 + t * BLOCK_M + tl.arange(0, BLOCK_M)
+                acc += _gelu_bwd_tile(DY, PRE, DZ, rm, rn, end, N, sdym, sdyn, spm, sdzm, APPROX)
+        else:  # the interpreter: the same tiles (its range() takes no tensor bound)
+            r = r0
+            while r < end:
+                rm = r + tl.arange(0, BLOCK_M)
+                acc += _gelu_bwd_tile(DY, PRE, DZ, rm, rn, end, N, sdym, sdyn, spm, sdzm, APPROX)
+                r += BLOCK_M
+        tl.store(PART + g * N + rn, tl.sum(acc, axis=0), mask=rn < N)
+    else:
+        rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        _gelu_bwd_tile(DY, PRE, DZ, rm, rn, M, N, sdym, sdyn, spm, sdzm, APPROX)
+
+
+# The bias gradient's programs (_gelu_bwd_kernel with HAS_DB): about DB_PROGRAMS of them over
+# all column blocks, each over whole row tiles, its loop DB_STAGES tiles deep (the
+# interpreter's few programs, so that its tests' rows span several groups). On the H200
+# (bench/experiments/probe_gelu_bwd.py, 2026-12-03; bf16, erf, us with the partial sums'
+# launch, eager's gelu_backward and sum beside): a tl.sum of each tile inside the loop (the
+# first form) 135.6 / 112.5 / 37.4 at ConvNeXt's 32x56x56x384, 32x28x28x768 and BERT's
+# 16x256x3072 (eager 140.5 / 73.4 / 42.7); one sum after the loop 98.3 / 63.2 / 35.3; the loop
+# pipelined 3 deep 79.4 / 58.8 / 33.5, and with 512 programs instead of 2048 75.6 / 46.1 /
+# 30.8 (the derivative alone, no sums: 63.4 / 33.4 / 22.1).
+DB_PROGRAMS_GPU = 512
+DB_PROGRAMS = 8 if INTERPRET else DB_PROGRAMS_GPU
+DB_STAGES = tl.constexpr(3)
+
+
+# --- fa:shared pipelined ---
+# A backward's row loop: pipelined on the GPU (a tl.range loop with tiles in flight), a while
+# loop over the same tiles under the interpreter (its range() takes no tensor bound).
+PIPELINED = tl.constexpr(not INTERPRET)
+# --- fa:end pipelined ---
+
+
+# --- fa:shared tiles ---
+# Tiles of the pointwise kernels, from the row length (no autotuner). A kernel covers an
+# [M, N] view with BLOCK_M x BLOCK_N tiles on a 1-D grid (CUDA caps grid axes 1 and 2 at 65535
+# programs, axis 0 at 2**31 - 1), as the Triton tutorials' and Inductor's pointwise kernels do:
+# - a tile moves _TILE_BYTES of each operand (2048 16-bit or 1024 fp32 elements with 4 warps:
+#   two 16-byte loads per thread and operand);
+# - the column block is the widest power of two whose masked tail wastes at most 1/16 of a
+#   row, but at least 128 columns (whole 128-byte lines) where the row has them; the tile's
+#   other rows are the row block;
+# - the number of rows M never enters (nor, with do_not_specialize, the kernels' own M): a
+#   new batch or sequence length runs the kernel compiled for another, so that a CUDA graph
+#   captured at an M never run before needs no compilation (loading a module is not allowed
+#   while a stream captures);
+# - under the interpreter, tiles of 1024 elements and at most 64 columns, so that the tests'
+#   small shapes still span several row and column blocks.
+_TILE_BYTES = 4096
+
+
+@functools.lru_cache(maxsize=1024)
+def _tiles(N, elem_bytes, min_bn=1):
+    """(BLOCK_M, BLOCK_N, num_warps) for a pointwise pass over rows of N elements whose widest
+    operand has elem_bytes bytes per element; BLOCK_N >= min_bn (a power of two)."""
+    if INTERPRET:
+        bn = max(min_bn, min(64, triton.next_power_of_2(N)))
+        return max(1, 1024 // bn), bn, 4
+    tile = _TILE_BYTES // elem_bytes
+    bn = min(tile, triton.next_power_of_2(N))
+    narrowest = max(min_bn, min(bn, 128))
+    best_pad, best_bn = None, bn
+    while bn >= narrowest:
+        pad = -(-N // bn) * bn
+        if best_pad is None or pad < best_pad:
+            best_pad, best_bn = pad, bn
+        if pad * 16 <= N * 17:
+            break
+        bn //= 2
+    bn = max(best_bn, min_bn)
+    return max(1, tile // bn), bn, 4
+
+
+def _grid(M, N, BLOCK_M, BLOCK_N):
+    """The 1-D grid of an [M, N] pass: tile t covers row block t // cdiv(N, BLOCK_N), column
+    block t % cdiv(N, BLOCK_N). (Integer arithmetic: triton.cdiv is a JIT-dispatched function,
+    several microseconds a call on the host.)"""
+    return (-(-M // BLOCK_M) * -(-N // BLOCK_N),)
+# --- fa:end tiles ---
+
+
+# --- fa:shared sumparts ---
+# Weight and bias gradients from per-program partial sums: a backward's programs each add up
+# their rows into one fp32 row per gradient, PART [G, K, N] ([G, N] for K = 1), and
+# _sum_parts adds up each gradient's G rows and writes it in the gradient's type: one launch
+# where part.sum(0) and a cast took two or three (4.2 vs 11.1 us for 512 x 2 x 768, L2-warm,
+# on the H200: bench/experiments/probe_add_layernorm_bwd.py).
+SUM_BLOCK_G = 128
+SUM_BLOCK_N = 16 if INTERPRET else 32
+
+
+# G (the number of groups) unspecialized: it follows the rows, which vary from call to call
+@triton.jit(do_not_specialize=["G"])
+def _sum_parts(PART, OUT0, OUT1, G, N, K, K0, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Program (j, i) adds up gradient K0 + i of PART [G, K, N] (fp32) over the G groups,
+    BLOCK_G at a time, for columns [j * BLOCK_N, (j + 1) * BLOCK_N), into OUT0 (i = 0) or OUT1
+    (i = 1) in its type."""
+    i = tl.program_id(1)
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cm = cols < N
+    gs = tl.arange(0, BLOCK_G)
+    acc = tl.full([BLOCK_G, BLOCK_N], 0, tl.float32)
+    g = 0
+    while g < G:
+        grp = g + gs
+        acc += tl.load(PART + ((grp * K + K0 + i) * N)[:, None] + cols[None, :],
+                       mask=(grp < G)[:, None] & cm[None, :], other=0.0)
+        g += BLOCK_G
+    total = tl.sum(acc, axis=0)
+    if i == 0:
+        tl.store(OUT0 + cols, _cast(total, OUT0.dtype.element_ty), mask=cm)
+    else:
+        tl.store(OUT1 + cols, _cast(total, OUT1.dtype.element_ty), mask=cm)
+
+
+def _part_sums(part, outs, k0=0):
+    """outs[i] = part[:, k0 + i].sum(0) written in outs[i]'s type, for one or two contiguous
+    1-D outs of N: part is fp32 [G, K, N] (or [G, N]), contiguous. One launch of _sum_parts."""
+    G, N = part.shape[0], part.shape[-1]
+    if G * N == 0:
+        for o in outs:
+            o.zero_()
+        return
+    block_g = SUM_BLOCK_G
+    if INTERPRET:  # the group loop runs in Python: two blocks of groups whatever G is (and a
+        block_g = max(2, 1 << (-(-G // 2) - 1).bit_length())  # skipped block still shows)
+    _launch(_sum_parts, (-(-N // SUM_BLOCK_N), len(outs)),
+            (part, outs[0], outs[-1], G, N, part.numel() // (G * N), k0),
+            num_warps=4, BLOCK_G=block_g, BLOCK_N=SUM_BLOCK_N)
+# --- fa:end sumparts ---
 
 
 # --- fa:shared rows ---
@@ -675,15 +839,14 @@ def _linear_gelu(x, weight, bias, approximate, out, pre, pre_fresh):
 class _LinearPreFunction(torch.autograd.Function):
     """LinearGELUFunction's first node: x, W, b -> (pre, y) by the fused GEMM, which also
     stores the pre-activation; y is not differentiable here (the GELU's node owns its
-    gradient). Backward, from dz: the two gradient GEMMs (cuBLAS) and the bias gradient (a
-    row sum), as eager's addmm backward. Saved: x and W."""
+    gradient). Backward, from dz: the two gradient GEMMs (cuBLAS); the bias gradient comes
+    from the GELU's node, which sums it while it writes dz. Saved: x and W."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, approximate):
         pre = torch.empty(*x.shape[:-1], weight.shape[0], dtype=x.dtype, device=x.device)
         y = _linear_gelu(x, weight, bias, approximate, None, pre, True)
         ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
         ctx.mark_non_differentiable(y)
         ctx.set_materialize_grads(False)  # y's gradient stays None: no [M, N] of zeros
         return pre, y
@@ -692,58 +855,76 @@ class _LinearPreFunction(torch.autograd.Function):
     def backward(ctx, dz, _dy):
         x, weight = ctx.saved_tensors
         N, K = weight.shape
-        dx = dw = db = None
+        dx = dw = None
         if dz is None:
-            return dx, dw, db, None
+            return dx, dw, None, None
         dz2 = dz.reshape(-1, N)
         if ctx.needs_input_grad[0]:
             dx = (dz2 @ weight).reshape(x.shape)
         if ctx.needs_input_grad[1]:
             dw = dz2.t() @ x.reshape(-1, K)
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            db = dz2.sum(0)
-        return dx, dw, db, None
+        return dx, dw, None, None
 
 
 class _GELUNodeFunction(torch.autograd.Function):
-    """LinearGELUFunction's second node: (pre, y) -> y, the GELU's place in the graph. Backward:
-    one pointwise kernel for dz = dy * gelu'(pre) (as eager's gelu_backward). Saved: pre, which
-    autograd frees once this node has run, before the gradient GEMMs: eager's peak."""
+    """LinearGELUFunction's second node: (pre, y, b) -> y, the GELU's place in the graph.
+    Backward: one pointwise kernel for dz = dy * gelu'(pre) (as eager's gelu_backward) that
+    also sums the bias gradient per program (b is an input here for that alone), and one
+    launch adding up the partial sums (_sum_parts): eager's gelu_backward and its addmm
+    backward's sum, which reads dz again, in one pass over dz. Saved: pre, which autograd
+    frees once this node has run, before the gradient GEMMs: eager's peak."""
 
     @staticmethod
-    def forward(ctx, pre, y, approximate):
+    def forward(ctx, pre, y, bias, approximate):
         ctx.save_for_backward(pre)
         ctx.approx = APPROXIMATE[approximate]
+        ctx.bias_dtype = None if bias is None else bias.dtype
         return y  # an input returned: autograd hands out a view of it, y's memory
 
     @staticmethod
     def backward(ctx, dy):
         (pre,) = ctx.saved_tensors
-        dy = dy.contiguous()
+        has_db = ctx.bias_dtype is not None and ctx.needs_input_grad[2]
         # torch.empty, not empty_like: the verifier poisons and guards what torch.empty returns
         dz = torch.empty(pre.shape, dtype=pre.dtype, device=pre.device)
-        n = pre.numel()
-        if n:
-            block = 256 if INTERPRET else 1024
-            _launch(_gelu_bwd_kernel, ((n + block - 1) // block,), (dy, pre, dz, n), num_warps=4,
-                    APPROX=ctx.approx, BLOCK=block)
-        return dz, None, None
+        db = None
+        if pre.numel():
+            dy2, pre2, dz2 = _rows(dy), _rows(pre), _rows(dz)
+            M, N = pre2.shape
+            bm, bn, warps = _tiles(N, max(dy2.element_size(), pre2.element_size()))
+            grid, rows, part = _grid(M, N, bm, bn), bm, pre2  # pre2: a dummy PART, never written
+            if has_db:
+                tiles_n = -(-N // bn)
+                rows = -(-M // max(1, DB_PROGRAMS // tiles_n))
+                rows = -(-rows // bm) * bm  # whole row tiles
+                groups = -(-M // rows)
+                grid = (groups * tiles_n,)
+                part = torch.empty((groups, N), dtype=torch.float32, device=pre.device)
+            _launch(_gelu_bwd_kernel, grid,
+                    (dy2, pre2, dz2, part, M, N, rows, dy2.stride(0), dy2.stride(1), pre2.stride(0), dz2.stride(0)),
+                    num_warps=warps, APPROX=ctx.approx, HAS_DB=has_db, BLOCK_M=bm, BLOCK_N=bn)
+            if has_db:  # the partial sums added up in the bias' type
+                db = torch.empty(N, dtype=ctx.bias_dtype, device=pre.device)
+                _part_sums(part, [db])
+        elif has_db:
+            db = torch.zeros(pre.shape[-1], dtype=ctx.bias_dtype, device=pre.device)
+        return dz, None, db, None
 
 
 class LinearGELUFunction:
     """Autograd for linear_gelu, as eager's graph has it: two nodes. The first
     (_LinearPreFunction) runs the fused GEMM, which also stores the pre-activation (what eager's
     GELU saves: its input), and owns the gradient GEMMs; the second (_GELUNodeFunction) owns
-    dz = dy * gelu'(pre). Autograd frees the pre-activation after the second has run, before
-    the GEMMs, as it frees eager's GELU input: one node holding it through the GEMMs peaked one
-    [M, N] above eager (390 against 313 MB at ConvNeXt's 32x56x56x96x384, H200, 2026-12-02).
-    Saved tensors as eager's: x, W, the pre-activation. ``apply(x, weight, bias, approximate)``
-    as a torch.autograd.Function's."""
+    dz = dy * gelu'(pre) and the bias gradient, summed in the same pass. Autograd frees the
+    pre-activation after the second has run, before the GEMMs, as it frees eager's GELU input:
+    one node holding it through the GEMMs peaked one [M, N] above eager (390 against 313 MB at
+    ConvNeXt's 32x56x56x96x384, H200, 2026-12-02). Saved tensors as eager's: x, W, the
+    pre-activation. ``apply(x, weight, bias, approximate)`` as a torch.autograd.Function's."""
 
     @staticmethod
     def apply(x, weight, bias, approximate):
         pre, y = _LinearPreFunction.apply(x, weight, bias, approximate)
-        return _GELUNodeFunction.apply(pre, y, approximate)
+        return _GELUNodeFunction.apply(pre, y, bias, approximate)
 
 
 class LinearGELU(torch.nn.Linear):

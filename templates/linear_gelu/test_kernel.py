@@ -93,9 +93,76 @@ def test_module_trains_through_the_function(device, approx, monkeypatch):
         fat.assert_close(gg, ww.float(), 1e-4, 1e-4, name=name)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("programs", [1, 8, 1000])
+def test_bias_grad_in_row_groups(device, dtype, programs, monkeypatch):
+    """The bias gradient from the GELU derivative kernel's partial sums: every row in one
+    program, groups of several row tiles with a ragged last one, one tile per program; a 3-D x
+    too. (In the interpreter 81 rows of 40 columns: tiles of 16 x 64, six row tiles, the last
+    of one row; at 8 programs, three groups of two tiles, the last holding the ragged one. 129
+    rows on the GPU.) Both GELUs (adapter.fused's autograd mode), and the call bench times
+    (adapter.train), against fp64 eager."""
+    monkeypatch.setattr(kernel, "DB_PROGRAMS", programs)
+    rows = 81 if device == "cpu" else 129
+    for i, shapes in enumerate(([[rows, 40], [40, 40]], [[3, 43, 24], [40, 24]])):
+        fat.run_grad_case(kernel, ref, adapter, shapes, dtype, {"has_bias": True}, device, 40 + i)
+
+
+@pytest.fixture
+def gpu_tiles(monkeypatch):
+    """The GPU's tiles and bias-gradient programs, whatever runs the test (no kernel may run)."""
+    monkeypatch.setattr(kernel, "INTERPRET", False)
+    monkeypatch.setattr(kernel, "DB_PROGRAMS", kernel.DB_PROGRAMS_GPU)
+    kernel._tiles.cache_clear()
+    yield
+    kernel._tiles.cache_clear()
+
+
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_backward_sums_the_bias_in_the_derivative_pass(monkeypatch, gpu_tiles, has_bias):
+    """The GELU node's backward is one derivative launch (with HAS_DB, its programs' partial
+    sums in PART, a few hundred rows of fp32, never dz's size) and, with a bias, one
+    _sum_parts launch into the bias gradient in its type: no ATen sum over dz (eager's addmm
+    backward reads dz a second time for it), no cast. Meta tensors: no kernel runs; the GPU's
+    tiles and programs."""
+    calls = []
+    monkeypatch.setattr(kernel, "_launch", lambda k, grid, args, num_warps=4, num_stages=1, **c:
+                        calls.append((k, grid, c, args)))
+    M, N = 8192, 3072
+    pre = torch.empty(M, N, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    y = torch.empty(M, N, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(N, dtype=torch.bfloat16, device="meta", requires_grad=True) if has_bias else None
+    out = kernel._GELUNodeFunction.apply(pre, y, b, "none")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with Log():
+        grads = torch.autograd.grad(out, [pre] + ([b] if has_bias else []), torch.empty_like(out))
+    (k, grid, c, args), *sums = calls
+    assert k is kernel._gelu_bwd_kernel and c["HAS_DB"] == has_bias and args[2].data_ptr() == grads[0].data_ptr()
+    assert [s[0] for s in sums] == [kernel._sum_parts] * has_bias
+    assert "sum" not in ops and "_to_copy" not in ops, ops
+    if has_bias:  # the partial sums (args[3]) into the bias gradient, in its type
+        part = args[3]
+        assert sums[0][3][0] is part and sums[0][3][1] is grads[1] and grads[1].dtype == torch.bfloat16
+        assert part.dtype == torch.float32 and part.shape[1] == N and 1 < part.shape[0] <= 2 * kernel.DB_PROGRAMS
+        assert part.shape[0] * c["BLOCK_M"] <= M and part.numel() * 4 <= M * N * 2 // 2
+        tiles_n = -(-N // c["BLOCK_N"])
+        assert grid == (part.shape[0] * tiles_n,) and args[6] % c["BLOCK_M"] == 0  # whole row tiles
+    else:
+        assert grid == (-(-M // c["BLOCK_M"]) * -(-N // c["BLOCK_N"]),)
+
+
 def test_training_graph_frees_the_pre_activation_first():
-    """LinearGELUFunction builds eager's two nodes: the GELU's (saving the pre-activation) over
-    the GEMM's (saving x and W), so autograd frees the pre-activation before the gradient GEMMs
+    """LinearGELUFunction builds eager's two nodes: the GELU's (saving the pre-activation, and
+    giving b its gradient) over the GEMM's (saving x and W), so autograd frees the pre-activation before the gradient GEMMs
     run; the GEMM node's y gradient stays None (no [M, N] of zeros), and a second backward with
     retain_graph gives the same gradients (the pre-activation is not written over)."""
     g = fat.gen(5)
@@ -108,7 +175,7 @@ def test_training_graph_frees_the_pre_activation_first():
     (pre,) = node.saved_tensors
     assert pre.shape == y.shape
     nexts = [type(f).__name__ for f, _ in node.next_functions if f is not None]
-    assert nexts == ["_LinearPreFunctionBackward"], nexts
+    assert nexts == ["_LinearPreFunctionBackward", "AccumulateGrad"], nexts  # b: its gradient from here
     gemm = node.next_functions[0][0]
     assert [t.shape for t in gemm.saved_tensors] == [x.shape, w.shape]
     dy = fat.randn(list(y.shape), torch.float32, "cpu", g)

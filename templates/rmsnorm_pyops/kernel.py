@@ -241,6 +241,13 @@ DW_MIN_ROWS = 1 if INTERPRET else 4
 ROW_TILE = 256 if INTERPRET else 2048
 
 
+# --- fa:shared pipelined ---
+# A backward's row loop: pipelined on the GPU (a tl.range loop with tiles in flight), a while
+# loop over the same tiles under the interpreter (its range() takes no tensor bound).
+PIPELINED = tl.constexpr(not INTERPRET)
+# --- fa:end pipelined ---
+
+
 # --- fa:shared normbwd ---
 # The one-pass norm backwards' helpers (add_layernorm, rmsnorm_pyops, layernorm_linear): both
 # row sums of d_input in one reduction, the warps for a tile, and the row loop's pipelining.
@@ -260,11 +267,6 @@ def _bwd_warps(tile, batched=False):
     sums): a row of 8192 with 8 warps would take some 7 x 32 = 224 registers a thread, near
     the 255 a thread can have, hence 16 there."""
     return min(max(tile // (1024 if batched else 512), 4), 16)
-
-
-# The one-pass backward's row loop: pipelined on the GPU (_bwd_stages tiles in flight), a while
-# loop over the same tiles under the interpreter (its range() takes no tensor bound).
-PIPELINED = tl.constexpr(not INTERPRET)
 
 
 def _bwd_stages(block_m):
