@@ -488,11 +488,36 @@ func merge(rs []TraceSummary) TraceSummary {
 	return m
 }
 
+// evaluateFunction prefixes the autograd engine's record of one backward node's run.
+const evaluateFunction = "autograd::engine::evaluate_function: "
+
+// bwdOps is backward node b (an Op.Bwd) with what the autograd engine runs for its
+// gradients after the node itself, inside its "autograd::engine::evaluate_function: NAME"
+// op where the trace has one: validate_outputs' sum of a broadcast input's gradient back to
+// the input's shape (a bias', a per-channel scale's) and cast of a gradient to its input's
+// dtype. A fused backward computes those in its own pass, so they are the node's. The
+// engine's other work there, the gradients of a tensor several ops read added up
+// (aten::add_, aten::add), stays with or without fusion and is left out.
+func bwdOps(t *trace.Trace, b int32) []int32 {
+	out := []int32{b}
+	p := t.Ops[b].Parent
+	if p < 0 || t.Ops[p].Name != evaluateFunction+t.Ops[b].Name {
+		return out
+	}
+	for _, c := range t.Ops[p].Children {
+		if n := t.Ops[c].Name; n == "aten::sum" || n == "aten::to" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 // backward finds the backward ops the instance's forward ops caused (Op.Bwd on
-// the ops or their descendants) and sums their GPU time.
+// the ops or their descendants) and sums their GPU time, each with what the engine runs
+// for its gradients after the node (bwdOps).
 func backward(t *trace.Trace, in *Instance) (bool, float64) {
 	seen := map[int32]bool{}
 	var ns int64
@@ -501,8 +526,10 @@ func backward(t *trace.Trace, in *Instance) (bool, float64) {
 		op := &t.Ops[id]
 		if b := op.Bwd; b >= 0 && !seen[b] {
 			seen[b] = true
-			n, _ := subtreeActs(t, b)
-			ns += n
+			for _, id := range bwdOps(t, b) {
+				n, _ := subtreeActs(t, id)
+				ns += n
+			}
 		}
 		for _, c := range op.Children {
 			walk(c)

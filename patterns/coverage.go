@@ -31,7 +31,9 @@ import (
 // out. ClaimedUs counts every chain found (a kernel shared by overlapping chains once),
 // CountedUs the chains of the non-overlapping set that Totals sums. The WithBackward
 // figures add the memory-bound kernels of the backward ops the chains' forward ops caused
-// (Op.Bwd, as backward_gpu_time_us), the GEMMs' backward left out again.
+// (Op.Bwd with the engine's work on its gradients, bwdOps, as backward_gpu_time_us), the
+// GEMMs' backward left out again unless the pattern's backward sums the GEMM's bias itself
+// (Pattern.SumsGEMMBias).
 type Coverage struct {
 	MemoryBoundUs      float64 `json:"memory_bound_us"`
 	MemoryBoundKernels int     `json:"memory_bound_kernels"`
@@ -310,23 +312,44 @@ func unclaimed(traces []*trace.Trace, class [][]kernelClass, claimed func(ti int
 
 // chainKernels returns the activities (indices into t.Acts) the ops of in launched, they
 // and the ops nested in them, and those of the backward ops they caused; the GEMMs of
-// in and what is nested in them left out.
+// in and what is nested in them left out, but for a pattern whose fused backward sums the
+// GEMM's bias gradient (SumsGEMMBias) the backward nodes of the GEMM ops themselves (not
+// of the casts nested in them): eager's bias row sum, what that pass replaces (their GEMM
+// kernels are compute, not memory-bound, and so never claimed).
 func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 	gemm := map[int32]bool{}
 	for _, id := range in.GEMMs {
 		gemm[id] = true
 	}
+	sumsBias := patternByID(in.Pattern).SumsGEMMBias
 	seen := map[int32]bool{}
 	var walk func(id int32, out *[]int32, bwdToo bool)
+	var gemmBwd func(id int32)
+	gemmBwd = func(id int32) {
+		op := &t.Ops[id]
+		if op.Bwd >= 0 && computeOp(op.Name) {
+			for _, b := range bwdOps(t, op.Bwd) {
+				walk(b, &bwd, false)
+			}
+		}
+		for _, c := range op.Children {
+			gemmBwd(c)
+		}
+	}
 	walk = func(id int32, out *[]int32, bwdToo bool) {
-		if seen[id] || gemm[id] {
+		if seen[id] {
+			return
+		}
+		if gemm[id] {
 			return
 		}
 		seen[id] = true
 		op := &t.Ops[id]
 		*out = append(*out, op.Acts...)
 		if bwdToo && op.Bwd >= 0 {
-			walk(op.Bwd, &bwd, false)
+			for _, b := range bwdOps(t, op.Bwd) {
+				walk(b, &bwd, false)
+			}
 		}
 		for _, c := range op.Children {
 			walk(c, out, bwdToo)
@@ -334,6 +357,11 @@ func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 	}
 	for _, id := range topOps(t, in.Ops) {
 		walk(id, &fwd, true)
+	}
+	if sumsBias {
+		for _, id := range in.GEMMs {
+			gemmBwd(id)
+		}
 	}
 	return fwd, bwd
 }

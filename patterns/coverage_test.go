@@ -97,24 +97,64 @@ func TestCoverage(t *testing.T) {
 }
 
 // TestCoverageBackward: the backward ops a chain's forward ops caused add their
-// memory-bound kernels to the with-backward figures; the GEMM's backward does not.
+// memory-bound kernels to the with-backward figures, with what the autograd engine runs for
+// a node's gradients after it (inside its "autograd::engine::evaluate_function: NAME" op: a
+// gradient's cast to its input's dtype, a broadcast input's sum; not the gradients of one
+// tensor added up, which stays); the GEMM's backward only where the
+// pattern's backward sums the GEMM's bias itself (SumsGEMMBias: linear_gelu's).
 func TestCoverageBackward(t *testing.T) {
-	tr := synth(
-		op{name: "linear", in: []string{"bf16:8x128x768", "bf16:3072x768", "bf16:3072"}},
-		op{name: "gelu", in: []string{"bf16:8x128x3072", ""}},
-		op{name: "gelu_backward", in: []string{"bf16:8x128x3072", "bf16:8x128x3072", "=none"}},
-		op{name: "sum", in: []string{"bf16:8x128x3072", "=[0, 1]"}}, // the bias gradient, under the GEMM's backward
-		op{name: "mm", in: []string{"bf16:3072x1024", "bf16:1024x768"}},
-	)
-	tr.Ops[0].Bwd, tr.Ops[3].Fwd = 3, 0
-	tr.Ops[1].Bwd, tr.Ops[2].Fwd = 2, 1
-	r, err := Analyze([]*trace.Trace{tr}, Options{})
-	if err != nil {
-		t.Fatal(err)
+	x, h := "bf16:8x128x768", "bf16:8x128x3072"
+	build := func() *trace.Trace {
+		tr := synth(
+			op{name: "linear", in: []string{x, "bf16:3072x768", "bf16:3072"}}, // 0
+			op{name: "gelu", in: []string{h, ""}},                             // 1
+			op{name: "gelu_engine", kids: []op{ // 2: the node (3) and, after it, a cast (5)
+				{name: "gelu_node", kids: []op{{name: "gelu_backward", in: []string{h, h, "=none"}}}},
+				{name: "to", in: []string{h}}}},
+			op{name: "addmm_engine", kids: []op{ // 6: the node (7), the bias' sum (9), and x's two gradients added up (10)
+				{name: "addmm_node", kids: []op{{name: "mm", in: []string{"bf16:3072x1024", "bf16:1024x768"}}}},
+				{name: "sum", in: []string{h, "=[0, 1]"}},
+				{name: "add_", in: []string{x, x}}}},
+		)
+		for id, name := range map[int32]string{2: "GeluBackward0", 6: "AddmmBackward0"} {
+			tr.Ops[id].Name = "autograd::engine::evaluate_function: " + name
+			tr.Ops[id+1].Name = name
+		}
+		for _, id := range []int32{2, 3, 6, 7} { // the engine's and the nodes' own records launch nothing
+			tr.Acts[tr.Ops[id].Acts[0]].Op = -1
+			tr.Ops[id].Acts = nil
+		}
+		tr.Ops[0].Bwd, tr.Ops[7].Fwd = 7, 0
+		tr.Ops[1].Bwd, tr.Ops[3].Fwd = 3, 1
+		return tr
 	}
-	c := r.Coverage
-	if c == nil || c.MemoryBoundUs != 15 || c.ClaimedUs != 5 || c.ClaimedWithBackwardUs != 10 || c.CountedWithBackwardUs != 10 {
-		t.Fatalf("coverage %+v; want 15 µs memory-bound, 5 claimed, 10 with the backward", c)
+	lg, _ := Lookup("linear_gelu")
+	sums := lg.SumsGEMMBias
+	t.Cleanup(func() { lg.SumsGEMMBias = sums })
+	// memory-bound: gelu, gelu_backward, the cast, the sum and the add_, 5 µs each; the add_
+	// is the engine's with or without fusion
+	for _, tc := range []struct {
+		name     string
+		sumsBias bool
+		withBwd  float64
+	}{
+		{"the bias' sum claimed: the fused backward sums it", true, 20},
+		{"the GEMM's backward left out", false, 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lg.SumsGEMMBias = tc.sumsBias
+			r, err := Analyze([]*trace.Trace{build()}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := r.Coverage
+			if c == nil || c.MemoryBoundUs != 25 || c.ClaimedUs != 5 || c.ClaimedWithBackwardUs != tc.withBwd || c.CountedWithBackwardUs != tc.withBwd {
+				t.Fatalf("coverage %+v; want 25 µs memory-bound, 5 claimed, %v with the backward", c, tc.withBwd)
+			}
+			if len(r.Opportunities) != 1 || r.Opportunities[0].BackwardGPUTimeUs != 5+5+10 {
+				t.Errorf("opportunities %+v: want linear_gelu's backward time 20 µs (the nodes with the engine's cast and sum; the mm's kernel 5)", r.Opportunities)
+			}
+		})
 	}
 }
 

@@ -61,6 +61,10 @@ type Pattern struct {
 	// than eager's (docs/benchmarks/h200.md, "Training modes"): an instance with a backward
 	// in the trace is counted with no saving, as for ForwardOnly, and a note says why.
 	SlowerInTraining string
+	// SumsGEMMBias: the fused backward sums the GEMM's bias gradient in its own pass (a
+	// GEMM pattern), so the GEMM backward's memory-bound kernels (eager's row sum of the
+	// output gradient, under AddmmBackward0) are the chain's to claim in the coverage.
+	SumsGEMMBias bool
 	// BackwardAsEager, when set, says why an instance's backward in a training trace is
 	// counted at its traced time (no backward saving) although the kernel trains: its
 	// forward's saving is counted, and a note says why.
@@ -163,16 +167,17 @@ var catalog = []*Pattern{
 		toCase:   caseBiasGelu,
 	},
 	{
-		ID:       "linear_gelu",
-		Kind:     KindGEMM,
-		GEMM:     GEMMEpilogue,
-		Chain:    "linear / addmm (bias inside the GEMM) -> gelu",
-		Anchors:  []string{"gelu", "gelu_"},
-		Fused:    "GEMM with a bias+GELU epilogue (or one pointwise kernel after a cuBLAS GEMM)",
-		Advice:   "use a GEMM with a GELU epilogue (cuBLASLt epilogue, torch._addmm_activation, or a Triton GEMM)",
-		Refuses:  "a matmul/mm without bias followed by an add (that is bias_gelu); a gelu on a value no GEMM produced",
-		Template: "linear_gelu",
-		Params:   []Param{paramApproximate, paramHasBias},
+		ID:           "linear_gelu",
+		Kind:         KindGEMM,
+		GEMM:         GEMMEpilogue,
+		Chain:        "linear / addmm (bias inside the GEMM) -> gelu",
+		Anchors:      []string{"gelu", "gelu_"},
+		Fused:        "GEMM with a bias+GELU epilogue (or one pointwise kernel after a cuBLAS GEMM)",
+		Advice:       "use a GEMM with a GELU epilogue (cuBLASLt epilogue, torch._addmm_activation, or a Triton GEMM)",
+		Refuses:      "a matmul/mm without bias followed by an add (that is bias_gelu); a gelu on a value no GEMM produced",
+		Template:     "linear_gelu",
+		Params:       []Param{paramApproximate, paramHasBias},
+		SumsGEMMBias: true,
 		SlowerInTraining: "measured on an H200 at 0.82-1.13x eager in forward+backward with the bias gradient summed in the " +
 			"GELU-derivative pass, below eager on 7 of 8 traced shapes (the backward's GEMMs are cuBLAS's either way; the pass's " +
 			"pipelined form that followed was timed by a probe only: docs/benchmarks/h200.md, 2026-12-03)",
