@@ -889,10 +889,13 @@ class _GELUNodeFunction(torch.autograd.Function):
         dz = torch.empty(pre.shape, dtype=pre.dtype, device=pre.device)
         db = None
         if pre.numel():
-            dy2, pre2, dz2 = _rows(dy), _rows(pre), _rows(dz)
-            M, N = pre2.shape
-            bm, bn, warps = _tiles(N, max(dy2.element_size(), pre2.element_size()))
-            grid, rows, part = _grid(M, N, bm, bn), bm, pre2  # pre2: a dummy PART, never written
+            # pre and dz are contiguous [..., N] (allocated here and by the forward): passed
+            # as they are, with N for their row stride (no views: each is an ATen op on the host)
+            dy2 = _rows(dy)
+            N = pre.shape[-1]
+            M = pre.numel() // N
+            bm, bn, warps = _tiles(N, max(dy2.element_size(), pre.element_size()))
+            grid, rows, part = _grid(M, N, bm, bn), bm, pre  # pre: a dummy PART, never written
             if has_db:
                 tiles_n = -(-N // bn)
                 rows = -(-M // max(1, DB_PROGRAMS // tiles_n))
@@ -901,7 +904,7 @@ class _GELUNodeFunction(torch.autograd.Function):
                 grid = (groups * tiles_n,)
                 part = torch.empty((groups, N), dtype=torch.float32, device=pre.device)
             _launch(_gelu_bwd_kernel, grid,
-                    (dy2, pre2, dz2, part, M, N, rows, dy2.stride(0), dy2.stride(1), pre2.stride(0), dz2.stride(0)),
+                    (dy2, pre, dz, part, M, N, rows, dy2.stride(0), dy2.stride(1), N, N),
                     num_warps=warps, APPROX=ctx.approx, HAS_DB=has_db, BLOCK_M=bm, BLOCK_N=bn)
             if has_db:  # the partial sums added up in the bias' type
                 db = torch.empty(N, dtype=ctx.bias_dtype, device=pre.device)
