@@ -217,13 +217,30 @@ func partialBytes(f ForwardCase) int64 {
 }
 
 // tilePartials is the fp32 partial sums of a bias gradient summed in a pointwise backward's
-// [M, N] tiles (4 KiB of the widest operand, es bytes an element, a tile): about programs
-// programs over the tiles (the kernel's DB_PROGRAMS: 512 for gelu_pyops and linear_gelu,
-// 2048 for dropout_add), one row of N per program's row group.
+// [M, N] tiles: the kernels' tiles (the shared _tiles: 4 KiB of the widest operand, es bytes
+// an element, a tile; the widest power-of-two column block whose padding wastes at most 1/16
+// of a row, at least 128 columns), about programs programs over them (the kernel's
+// DB_PROGRAMS: 512 for gelu_pyops and linear_gelu, 2048 for dropout_add), each over whole
+// row tiles, one row of N per program's row group.
 func tilePartials(m, n, es, programs int64) int64 {
-	tile := min(4096/es, nextPow2(n))
-	tiles := (n + tile - 1) / tile
-	return min(m, max(1, programs/tiles)) * n * 4
+	tile := 4096 / es
+	bn := min(tile, nextPow2(n))
+	narrowest := min(bn, 128)
+	bestPad, bestBn := int64(-1), bn
+	for ; bn >= narrowest; bn /= 2 {
+		pad := (n + bn - 1) / bn * bn
+		if bestPad < 0 || pad < bestPad {
+			bestPad, bestBn = pad, bn
+		}
+		if pad*16 <= n*17 {
+			break
+		}
+	}
+	bm := max(1, tile/bestBn)
+	per := max(1, programs/((n+bestBn-1)/bestBn)) // row groups a column block
+	rows := (m + per - 1) / per
+	rows = (rows + bm - 1) / bm * bm
+	return (m + rows - 1) / rows * n * 4
 }
 
 // normGroups is how many programs a norm's one-pass backward runs over m rows: about 512, of

@@ -39,8 +39,10 @@ func TestBackwardShapeOf(t *testing.T) {
 			0, BackwardShape{Pattern: "attention", Flops: AttentionFlops(attn.Case) * 5 / 2, Bytes: 2 * attn.Bytes}, 3},
 		{"GEMM epilogue: the GEMM twice, the derivative's pass with the bias' partial sums, their sum",
 			ForwardCase{Pattern: "linear_gelu", Case: Case{Dtype: "bf16", Shapes: [][]int64{{8, 128, 768}, {3072, 768}, {3072}}}, Shape: []int64{8, 128, 768}, Bytes: 1, GemmUs: 10},
-			// 1024 rows of 3072: two tiles of 2048 columns, 512 programs: 256 row groups, fp32
-			0, BackwardShape{Pattern: "linear_gelu", GemmUs: 10, PassBytes: 3 * tensor, PartialBytes: 256 * 3072 * 4}, 4},
+			// 1024 rows of 3072: tiles of 2 x 1024 (2048 columns would pad a third), three
+			// column blocks of 170 programs: 7 rows each, rounded to whole tiles, 8: 128 row
+			// groups, fp32
+			0, BackwardShape{Pattern: "linear_gelu", GemmUs: 10, PassBytes: 3 * tensor, PartialBytes: 128 * 3072 * 4}, 4},
 		{"GEMM epilogue without the GEMM's time", ForwardCase{Pattern: "linear_gelu", Case: Case{Dtype: "bf16", Shapes: [][]int64{{1024, 768}, {3072, 768}}}, Shape: []int64{1024, 768}, Bytes: 1},
 			0, BackwardShape{}, 0},
 		{"GEMM after a LayerNorm: the GEMM twice, the LayerNorm's pass over x, its partial sums, the bias' row sum, the refold",
@@ -139,5 +141,26 @@ func TestBackwardSaving(t *testing.T) {
 		inf.Totals.EstSavingUs != io.EstSavingUs {
 		t.Errorf("inference: backward %v/%v, saving %v (training's forward %v), totals %+v", io.EstFusedBackwardUs, io.EstBackwardSavingUs,
 			io.EstSavingUs, o.EstSavingUs, inf.Totals)
+	}
+}
+
+// TestTilePartials: the partial sums' bytes as the kernels' wrappers size them (the shared
+// _tiles and the bias gradient's row groups in linear_gelu's _GELUNodeFunction.backward,
+// DB_PROGRAMS 512; the want column computed there, with the GPU's tiles, on 2026-12-03).
+func TestTilePartials(t *testing.T) {
+	for _, tc := range []struct{ m, n, es, want int64 }{
+		{100352, 384, 2, 261120}, // ConvNeXt 32x56x56: tiles 16 x 128
+		{25088, 768, 2, 509952},
+		{6272, 1536, 2, 964608},
+		{1568, 3072, 2, 1929216},
+		{4096, 3072, 2, 1941504}, // BERT: tiles 2 x 1024 (2048 columns would pad a third)
+		{4096, 8192, 2, 4194304},
+		{1024, 3072, 2, 1572864},
+		{7, 1000, 4, 28000}, // fewer rows than programs: one row group a row
+		{33, 96, 4, 1920},
+	} {
+		if got := tilePartials(tc.m, tc.n, tc.es, 512); got != tc.want {
+			t.Errorf("tilePartials(%d, %d, %d, 512) = %d, want %d", tc.m, tc.n, tc.es, got, tc.want)
+		}
 	}
 }
