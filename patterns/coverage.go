@@ -94,8 +94,8 @@ func unclaimedLabel(t *trace.Trace, op int32) string {
 				class += ", fused"
 			}
 			return "optimizer step (" + class + ")"
-		case strings.HasPrefix(name, "autograd::engine::evaluate_function: "):
-			return strings.TrimPrefix(name, "autograd::engine::evaluate_function: ")
+		case strings.HasPrefix(name, evaluateFunction):
+			return strings.TrimPrefix(name, evaluateFunction)
 		case strings.HasPrefix(name, "aten::"):
 			if inner == "" {
 				inner = name
