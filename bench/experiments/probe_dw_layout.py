@@ -2,11 +2,15 @@
 shapes: dW = dz^T x ([N, M] @ [M, K], what LinearGELUFunction computed), or eager's
 (x^T dz)^T ([K, M] @ [M, N], as AddmmBackward0 computes the gradient of W^T), with and without
 the copy into W's layout that autograd's AccumulateGrad makes of a transposed gradient; and
-dX = dz W. bf16, CUDA-graph replay of 20 calls, L2 flushed (a 256 MiB write, then a read)
-before each replay, median of 30.
+dX = dz W. bf16; GPU time by probekit.gpu_timer (the harness's method: a CUDA-graph replay of
+one call after an L2 flush, median). The figures in
+docs/benchmarks/probe-dw-layout-2026-12-03.txt were taken with this probe at 271e13c, which
+timed with a timer of its own (a graph of 20 calls after a 256 MiB fill and sum, median of 30).
 
     python3 bench/experiments/probe_dw_layout.py
 """
+
+import probekit  # noqa: I001 -- before torch
 
 import torch
 
@@ -20,33 +24,10 @@ SHAPES = {  # name: (M, K, N)
     "mlp 16x256 2048->8192": (16 * 256, 2048, 8192),
     "encoder 8x512 1024->4096": (8 * 512, 1024, 4096),
 }
-CALLS = 20
 
 
 def time_us(fn):
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    fn()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            fn()
-    times = []
-    for _ in range(30):
-        flush.fill_(1)
-        flush.sum()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / CALLS)
-    return sorted(times)[len(times) // 2]
+    return probekit.gpu_timer(fn)[0]
 
 
 def main():

@@ -9,30 +9,26 @@ Variants, each dz = dy * gelu'(pre) (erf) over [M, N] bf16 and db's partial sums
   acc2d        the same walk, the tile's rows added up in a [BLOCK_M, BLOCK_N] register
                accumulator and reduced once after the loop
   pipeN        acc2d's walk as a tl.range loop software-pipelined over N stages
-each with DB_PROGRAMS 2048 (p2048, the template's) and 512. CUDA-graph replay of 20 calls, L2 flushed before each replay,
-median of 30; and dz/db checked against the template's.
+each with DB_PROGRAMS 2048 (p2048, the template's first form) and 512. GPU time by
+probekit.gpu_timer (the harness's method: a CUDA-graph replay of one call after an L2 flush,
+median); dz and db checked against the first variant's. The figures in
+docs/benchmarks/probe-gelu-bwd-2026-12-03.txt were taken with this probe at 271e13c, which
+timed with a timer of its own (a graph of 20 calls after a 256 MiB fill and sum, median of 30).
 
-    python3 bench/experiments/probe_gelu_bwd.py [TEMPLATE_KERNEL_PY]
+    python3 bench/experiments/probe_gelu_bwd.py
 """
-import importlib.util
-import pathlib
-import sys
+import probekit  # noqa: I001 -- before torch (probekit's --smoke sets TRITON_INTERPRET)
 
 import torch
 import triton
 import triton.language as tl
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-path = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "templates" / "linear_gelu" / "kernel.py"
-spec = importlib.util.spec_from_file_location("lg_kernel", path)
-k = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(k)
+k = probekit.load_template("linear_gelu", "kernel")
 _gelu_grad, _cast = k._gelu_grad, k._cast
 
 SHAPES = {"convnext 32x56x56x384": (100352, 384), "convnext 32x28x28x768": (25088, 768),
           "convnext 32x14x14x1536": (6272, 1536), "convnext 32x7x7x3072": (1568, 3072),
           "bert 16x256x3072": (4096, 3072), "mlp 16x256x8192": (4096, 8192)}
-CALLS = 20
 
 
 @triton.jit
@@ -79,28 +75,7 @@ def _pipe_kernel(DY, PRE, DZ, PART, M, N, rows, sdym, spm, sdzm,
 
 
 def time_us(fn):
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            fn()
-    times = []
-    for _ in range(30):
-        flush.fill_(1)
-        flush.sum()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / CALLS)
-    return sorted(times)[len(times) // 2]
+    return probekit.gpu_timer(fn)[0]
 
 
 def plan(M, N, programs):
