@@ -178,13 +178,10 @@ var catalog = []*Pattern{
 		Template:     "linear_gelu",
 		Params:       []Param{paramApproximate, paramHasBias},
 		SumsGEMMBias: true,
-		SlowerInTraining: "measured on an H200 at 0.82-1.13x eager in forward+backward with the bias gradient summed in the " +
-			"GELU-derivative pass, below eager on 7 of 8 traced shapes (the backward's GEMMs are cuBLAS's either way; the pass's " +
-			"pipelined form that followed was timed by a probe only: docs/benchmarks/h200.md, 2026-12-03)",
-		Usage:  "import torch\nfrom {module} import LinearGELU\n" + asLinear + "# after the model is loaded and on its device (a Conv1D's weight is viewed once, here)\nlayer = LinearGELU.from_linear(as_linear(linear), approximate)  # was F.gelu(linear(x))\ny = layer(x)",
-		match:  matchLinearGelu,
-		toCase: caseLinearGelu,
-		check:  checkGEMMShapes,
+		Usage:        "import torch\nfrom {module} import LinearGELU\n" + asLinear + "# after the model is loaded and on its device (a Conv1D's weight is viewed once, here)\nlayer = LinearGELU.from_linear(as_linear(linear), approximate)  # was F.gelu(linear(x))\ny = layer(x)",
+		match:        matchLinearGelu,
+		toCase:       caseLinearGelu,
+		check:        checkGEMMShapes,
 	},
 	{
 		ID:       "gelu_pyops",
