@@ -465,10 +465,15 @@ var bwdSources = []struct {
 		"swiglu-bf16-4x512x2816-3d72da54": "llama",
 	}, ""},
 	// linear_gelu and gelu_pyops with the bias gradient summed in the derivative pass (its
-	// pipelined walk, 512 programs)
+	// pipelined walk, 512 programs); linear_gelu's forward with its library path (-03h)
 	{"h200-train-2026-12-03g.json", map[string]string{
+		"gelu_pyops-bf16-8192x16384-c3e3fa57": "anchors",
+	}, ""},
+	{"h200-train-2026-12-03i.json", map[string]string{
+		"gelu_pyops-bf16-8x512x3072-a5782f4b": "gpt2",
+	}, ""},
+	{"h200-train-2026-12-03h.json", map[string]string{
 		"linear_gelu-bf16-16x256x2048x8192-d8181e79":  "mlp_blocks",
-		"gelu_pyops-bf16-8192x16384-c3e3fa57":         "anchors",
 		"linear_gelu-bf16-16x256x768x3072-58d7444a":   "bert",
 		"linear_gelu-bf16-16x256x768x768-711ebc52":    "bert",
 		"linear_gelu-bf16-32x56x56x96x384-aa30bbec":   "convnext",
@@ -477,11 +482,6 @@ var bwdSources = []struct {
 		"linear_gelu-bf16-32x7x7x768x3072-b7355a79":   "convnext",
 		"linear_gelu-bf16-8x512x1024x4096-08005fb9":   "encoder",
 	}, ""},
-	// GPT-2's gelu_pyops before its bias gradient took the pipelined walk (2026-12-03); a
-	// check, not fitted, until it is measured again
-	{"h200-train-2026-12-02h.json", map[string]string{
-		"gelu_pyops-bf16-8x512x3072-a5782f4b": "gpt2",
-	}, halfCheck},
 	{"h200-train-2026-12-03c.json", map[string]string{
 		"generic-mul_add-fp32-32x384x14x14-4111f0f3": "convnext generic",
 		"generic-mul_add-fp32-32x384x14x14-aefd7a4c": "convnext generic",
@@ -669,7 +669,7 @@ func bwdPage(cm patterns.CostModel, rs []bwdResult) string {
 					errs = append(errs, o.err)
 				}
 			}
-			label := map[string]string{halfFit: "fitted half", halfHeldOut: "**held-out half", halfCheck: "check (kernels changed since: attention, 2026-12-02; gelu_pyops, 2026-12-03)"}[h]
+			label := map[string]string{halfFit: "fitted half", halfHeldOut: "**held-out half", halfCheck: "check (kernels changed since: attention, 2026-12-02)"}[h]
 			end := ""
 			if h == halfHeldOut {
 				end = "**"

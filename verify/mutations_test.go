@@ -359,6 +359,15 @@ var mutations = func() []mutation {
 			"tl.store(DZ + rm[:, None] * sdzm + rn[None, :], dz, mask=mask)", "tl.store(DZ + rm[:, None] * sdzm + rn[None, :], dz)"},
 		{"linear_gelu", "dbias-group-overwrite", classStride, "def _gelu_bwd_kernel(", "tl.store(PART + g * N + rn, tl.sum(acc", "tl.store(PART + rn, tl.sum(acc"},
 		{"linear_gelu", "dbias-last-tile-dropped", classRowLoop, "def _gelu_bwd_kernel(", "while r < end:", "while r < end - BLOCK_M:"},
+		// the library path (cuBLAS, then the GELU pass): the interpreter takes it in every
+		// other bucket of M
+		{"linear_gelu", "lib-mask-le", classMaskLE, "def _gelu_fwd_kernel(", "mask = (rm[:, None] < M)", "mask = (rm[:, None] <= M)"},
+		{"linear_gelu", "lib-store-unmasked", classTailMask, "def _gelu_fwd_kernel(",
+			"Y.dtype.element_ty), mask=mask)", "Y.dtype.element_ty))"},
+		{"linear_gelu", "lib-row-stride", classStride, "def _gelu_fwd_kernel(", "offs = rm[:, None] * N + rn[None, :]", "offs = rm[:, None] * BLOCK_N + rn[None, :]"},
+		{"linear_gelu", "lib-bias-dropped", classBiasIndex, "def _linear_gelu(",
+			"torch.addmm(bias, a2, weight.t(), out=dst.view(M, N))", "torch.mm(a2, weight.t(), out=dst.view(M, N))"},
+		{"linear_gelu", "lib-pre-not-saved", classFormula, "def _linear_gelu(", "dst = p if save else y", "dst = y"},
 		{"linear_gelu", "out-overlap-unchecked", overlap, "def _linear_gelu(",
 			`_check_alias("linear_gelu", [("out", out)], [("x", x), ("weight", weight), ("bias", bias)])`, "pass"},
 		{"linear_gelu", "out-overlap-x-unchecked", overlap, "def _linear_gelu(",

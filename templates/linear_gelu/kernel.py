@@ -22,6 +22,12 @@ FLOPs (small K) or when the GEMM is memory-bound (small M, decode).
   ``_gemm_launch``, shared with layernorm_linear: see the ``gemm`` block); a new M in a known
   bucket costs nothing, and a bucket first met during CUDA-graph capture takes an untimed
   tile. One fixed small tile under ``TRITON_INTERPRET=1``.
+- A library path competes with the tiles: cuBLAS (ATen's ``addmm``, the bias in its epilogue)
+  writes the pre-activation, then one pointwise pass (``_gelu_fwd_kernel``) the GELU, in place
+  over it or, in training, from the saved pre-activation into y. Where the Triton GEMM loses
+  to cuBLAS by more than the pass costs (small M for N), the bucket's timing picks it; outputs
+  that are not contiguous rows keep it out (ATen's ``out=`` would copy). Under the interpreter
+  every other bucket of M takes it (``_gemm_tile``), so the verifier's cases run both.
 - Offsets are 64-bit wherever a row, column or K offset times a stride can pass 2**31
   elements (a transposed ``x`` of 600000 rows has a column stride of 600000).
 - GELU: erf (``approximate="none"``) or tanh, a constexpr; both are the caller's choice in
@@ -218,7 +224,11 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 # Candidates: the winners of the H200 probes (bench/experiments/probe_gemm.py,
 # probe_tiles_gemm.py), pruned by shared memory and K; decode-size M takes the small-M list,
 # whose narrow BLOCK_N tiles spread a weight-bound GEMM over more programs. The first
-# candidate of each list is the untimed choice.
+# candidate of each list is the untimed choice. A kernel with a library path (the cuBLAS GEMM
+# through ATen, then its epilogue as one pointwise pass: where the Triton GEMM loses to
+# cuBLAS by more than the pass costs) passes library=True: GEMM_LIBRARY joins the timed
+# candidates, and under the interpreter every other bucket takes it (buckets 32, 128, ...),
+# so that the verifier's cases run both paths.
 import triton.testing  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
@@ -228,6 +238,7 @@ GEMM_TILES_SMALL_M = [(16, 32, 256, 4, 4), (16, 64, 128, 4, 4), (16, 32, 128, 4,
                       (64, 64, 128, 4, 4), (16, 128, 64, 4, 4)]
 GEMM_SMALL_M = 64
 GEMM_INTERP_TILE = (16, 32, 32, 1, 4)
+GEMM_LIBRARY = (0, 0, 0, 0, 0)  # not a tile: the caller's library path
 _GEMM_GROUP_M = 4 if INTERPRET else 8
 _GEMM_SMEM = 232448  # H100/H200 opt-in shared memory per block
 # _GEMM_TUNE: time a new bucket's candidates (the GPU); False: its first candidate, untimed
@@ -254,19 +265,21 @@ def _gemm_candidates(bucket, K, elem_bytes):
     return kept or [(64, 64, 32, 2, 4)]
 
 
-def _gemm_tile(kernel, M, N, K, x, flags, run):
+def _gemm_tile(kernel, M, N, K, x, flags, run, library=False):
     """The tile for a launch of kernel on an [M, K] x [K, N] product of x's dtype and device,
     with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
     candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
-    while the stream captures a CUDA graph, the first candidate, not kept."""
+    while the stream captures a CUDA graph, the first candidate, not kept. library: the
+    caller has a library path, ``run(GEMM_LIBRARY)``, which competes with the tiles (and may
+    be returned); flags must then say whether it is open to the call."""
     bucket = 16 if M <= 16 else 1 << (M - 1).bit_length()
     key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
     if tile is not None:
         return tile
     if not _GEMM_TUNE and INTERPRET:
-        return GEMM_INTERP_TILE
-    cands = _gemm_candidates(bucket, K, x.element_size())
+        return GEMM_LIBRARY if library and bucket.bit_length() % 2 == 0 else GEMM_INTERP_TILE
+    cands = _gemm_candidates(bucket, K, x.element_size()) + ([GEMM_LIBRARY] if library else [])
     if not _GEMM_TUNE or torch.cuda.is_current_stream_capturing():
         return cands[0]
     best, best_ms = cands[0], float("inf")
@@ -482,6 +495,23 @@ def _linear_gelu_kernel(A, W, BIAS, Y, P, M, N, sam, sak, swn, swk, sym, syn,
     tl.store(Y + offs, z, mask=mask)
     if SAVE_PRE:
         tl.store(P + offs, pre, mask=mask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _gelu_fwd_kernel(PRE, Y, M, N, APPROX: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The library path's epilogue: y = gelu(pre) over the [M, N] pre-activation that cuBLAS
+    wrote (bias included, rounded to the dtype), one BLOCK_M x BLOCK_N tile a program on the
+    pointwise tiling (_tiles, _grid); PRE and Y contiguous, Y may be PRE itself (each element
+    read before it is written, by the same thread). What _epilogue does to the accumulator
+    after its rounding, so both paths give eager's y from the same pre."""
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = (pid % tiles_n).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None] * N + rn[None, :]
+    pre = tl.load(PRE + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + offs, _cast(_gelu(pre, APPROX), Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -826,12 +856,33 @@ def _linear_gelu(x, weight, bias, approximate, out, pre, pre_fresh):
                          (a, weight, b, y, p if save else y, M, N, rs, cs, sw0, sw1, ys, ycs), tile,
                          K=K, HAS_BIAS=has_bias, APPROX=approx, SAVE_PRE=save, DOT_F32=dot_f32)
 
+    # the library path: cuBLAS (ATen's addmm, the bias in its epilogue) writes the
+    # pre-activation into pre, or into y itself, then _gelu_fwd_kernel makes y from it: eager's
+    # two kernels but for the GELU's, where the Triton GEMM loses to cuBLAS by more than the
+    # pass costs (small M for N: ConvNeXt's 32x7x7x768->3072, 25.9 against eager's 19.9 us on
+    # the H200). Open to contiguous outputs only (ATen's out= would copy into others)
+    library = (ys, ycs) == (N, 1)
+    gemm = run
+
+    def run(tile, y, p):
+        if tile is not GEMM_LIBRARY:
+            return gemm(tile, y, p)
+        dst = p if save else y
+        a2 = a.as_strided((M, K), (rs, cs))
+        if has_bias:
+            torch.addmm(bias, a2, weight.t(), out=dst.view(M, N))
+        else:
+            torch.mm(a2, weight.t(), out=dst.view(M, N))
+        bm, bn, warps = _tiles(N, x.element_size())
+        _launch(_gelu_fwd_kernel, _grid(M, N, bm, bn), (dst, y, M, N), num_warps=warps,
+                APPROX=approx, BLOCK_M=bm, BLOCK_N=bn)
+
     # tuned once per bucket of M, on scratch outputs (the caller's are written once, below)
     def scratch():
         return torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device)
 
-    tile = _gemm_tile(kernel, M, N, K, x, (has_bias, approx, save),
-                      lambda t: run(t, scratch(), scratch() if save else None))
+    tile = _gemm_tile(kernel, M, N, K, x, (has_bias, approx, save, library),
+                      lambda t: run(t, scratch(), scratch() if save else None), library)
     run(tile, out, pre)
     return out
 

@@ -485,8 +485,8 @@ def test_tuning_per_bucket(monkeypatch):
         state["out"] = None
         fat.assert_close(out, ref.linear_gelu(x, w, b), *fat.tol("gemm", torch.bfloat16))
 
-    cands = kernel._gemm_candidates(32, 72, 2)
-    assert len(cands) > 1 and all(t[2] <= 128 for t in cands)
+    cands = kernel._gemm_candidates(32, 72, 2) + [kernel.GEMM_LIBRARY]  # a contiguous out: cuBLAS competes
+    assert len(cands) > 2 and all(t[2] <= 128 for t in cands)
     call(17)
     assert len(timed) == len(cands)
     assert len(kernel._GEMM_TUNED) == 1
@@ -495,7 +495,7 @@ def test_tuning_per_bucket(monkeypatch):
     call(32)  # same bucket
     assert len(timed) == len(cands)
     call(33)  # bucket 64
-    assert len(timed) == len(cands) + len(kernel._gemm_candidates(64, 72, 2))
+    assert len(timed) == len(cands) + len(kernel._gemm_candidates(64, 72, 2)) + 1
     n = len(timed)
     call(1)   # bucket 16 ...
     call(16)  # ... the same
@@ -504,6 +504,53 @@ def test_tuning_per_bucket(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     call(100)  # bucket 128, untuned, while "capturing": no timing, not kept
     assert len(timed) == n and len(kernel._GEMM_TUNED) == 3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("has_bias", [True, False])
+@pytest.mark.parametrize("approx", ["none", "tanh"])
+def test_library_path(monkeypatch, device, has_bias, approx):
+    """Where the library path wins the bucket's timing, cuBLAS (ATen's addmm) writes the
+    pre-activation and _gelu_fwd_kernel the output: y (in place over the GEMM's output) and,
+    for training, the saved pre-activation are eager's, on a 3-D x whose rows span several
+    tiles of the pass; LinearGELUFunction's gradients too. An out= that is not contiguous
+    rows keeps the library path out of the timing (ATen's out= would copy)."""
+    timed = []
+
+    def fake_bench(fn, **kw):
+        fn()
+        timed.append(fn)
+        return 0.0 if len(timed) % n_cands == 0 else 1.0  # each round's last candidate, the library path, wins
+
+    monkeypatch.setattr(kernel, "_GEMM_TUNE", True)
+    monkeypatch.setattr(kernel, "_GEMM_TUNED", {})
+    monkeypatch.setattr(triton.testing, "do_bench", fake_bench)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    g = fat.gen(5)
+    dt = torch.bfloat16
+    x = fat.randn([3, 13, 72], dt, device, g)
+    w = fat.randn([72, 72], dt, device, g, std=0.12)
+    b = fat.randn([72], dt, device, g) if has_bias else None
+    n_cands = len(kernel._gemm_candidates(64, 72, 2)) + 1
+    out = fat.poison((3, 13, 72), dt, device)
+    kernel.linear_gelu(x, w, b, approx, out=out)
+    assert len(timed) == n_cands
+    assert list(kernel._GEMM_TUNED.values()) == [kernel.GEMM_LIBRARY]
+    fat.assert_close(out, ref.linear_gelu(x, w, b, approx), *fat.tol("gemm", dt))
+    # training: the pre-activation saved, then the gradients through it
+    pre = fat.poison((3, 13, 72), dt, device)
+    y = kernel.linear_gelu(x, w, b, approx, pre=pre)
+    eager_pre = torch.nn.functional.linear(x.float(), w.float(), None if b is None else b.float())
+    fat.assert_close(pre, eager_pre.to(dt), *fat.tol("gemm", dt))
+    fat.assert_close(y, ref.linear_gelu(x, w, b, approx), *fat.tol("gemm", dt))
+    assert [t for t in kernel._GEMM_TUNED.values()] == [kernel.GEMM_LIBRARY] * 2
+    # a strided out= (every other column of a wider buffer): the tiles alone are timed
+    n = len(timed)
+    wide = fat.poison((3, 13, 144), dt, device)
+    kernel.linear_gelu(x, w, b, approx, out=wide[..., ::2])
+    assert len(timed) - n == n_cands - 1
+    fat.assert_close(wide[..., ::2], ref.linear_gelu(x, w, b, approx), *fat.tol("gemm", dt))
+    assert bool(wide[..., 1::2].isnan().all())
 
 
 def test_candidates():

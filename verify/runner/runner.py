@@ -501,7 +501,9 @@ def case_seed(case, trial):
 
 
 GUARD = 4096          # elements of guard band before and after every guarded buffer
-GUARD_VALUE = 4096.0  # exact in fp32, fp16 and bf16
+GUARD_VALUE = 4096.0  # exact in fp32, fp16 and bf16; the guard bands alternate it with
+GUARD_VALUE2 = -3072.0  # this one, so that an in-place map that keeps one (GELU, ReLU keep a
+# large positive value) rewriting the band past a buffer in place still changes it
 GUARD_INT = 90        # guard value for integer buffers (keep-masks); their body is POISON_INT
 POISON_INT = 77
 
@@ -527,10 +529,14 @@ class Guarded:
         n = 1
         for d in shape:
             n *= int(d)
-        gv = GUARD_VALUE if dtype.is_floating_point else GUARD_INT
+        gv = self.orig_empty([GUARD], dtype=dtype, device=device)
+        gv.fill_(GUARD_VALUE if dtype.is_floating_point else GUARD_INT)
+        if dtype.is_floating_point:
+            gv[1::2] = GUARD_VALUE2
         buf = self.orig_empty([n + 2 * GUARD], dtype=dtype, device=device)
-        buf.fill_(gv)
+        buf[:GUARD] = gv
         buf[GUARD:GUARD + n] = fill
+        buf[GUARD + n:] = gv
         self.bufs.append((buf, n, gv))
         return buf[GUARD:GUARD + n].view(tuple(int(d) for d in shape))
 

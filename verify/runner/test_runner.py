@@ -106,6 +106,14 @@ def test_guard_catches_writes_outside_and_poisons():
     base[flat.numel()] = 7.0
     with pytest.raises(runner.OutOfBounds, match=r"wrote outside a 12-element float32 buffer.*\+1 past the end, value 7.0"):
         guard.check()
+    # an in-place map rewriting the band with its own image of it: GELU keeps the large
+    # positive guard value, not the negative one beside it
+    base[flat.numel()] = runner.GUARD_VALUE
+    guard.check()
+    band = torch.as_strided(flat, (flat.numel() + 2,), (1,))[flat.numel():]
+    band.copy_(torch.nn.functional.gelu(band))
+    with pytest.raises(runner.OutOfBounds, match=r"\+2 past the end"):
+        guard.check()
 
 
 def test_quack_check():

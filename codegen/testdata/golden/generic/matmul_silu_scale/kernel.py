@@ -199,7 +199,11 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 # Candidates: the winners of the H200 probes (bench/experiments/probe_gemm.py,
 # probe_tiles_gemm.py), pruned by shared memory and K; decode-size M takes the small-M list,
 # whose narrow BLOCK_N tiles spread a weight-bound GEMM over more programs. The first
-# candidate of each list is the untimed choice.
+# candidate of each list is the untimed choice. A kernel with a library path (the cuBLAS GEMM
+# through ATen, then its epilogue as one pointwise pass: where the Triton GEMM loses to
+# cuBLAS by more than the pass costs) passes library=True: GEMM_LIBRARY joins the timed
+# candidates, and under the interpreter every other bucket takes it (buckets 32, 128, ...),
+# so that the verifier's cases run both paths.
 import triton.testing  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
@@ -209,6 +213,7 @@ GEMM_TILES_SMALL_M = [(16, 32, 256, 4, 4), (16, 64, 128, 4, 4), (16, 32, 128, 4,
                       (64, 64, 128, 4, 4), (16, 128, 64, 4, 4)]
 GEMM_SMALL_M = 64
 GEMM_INTERP_TILE = (16, 32, 32, 1, 4)
+GEMM_LIBRARY = (0, 0, 0, 0, 0)  # not a tile: the caller's library path
 _GEMM_GROUP_M = 4 if INTERPRET else 8
 _GEMM_SMEM = 232448  # H100/H200 opt-in shared memory per block
 # _GEMM_TUNE: time a new bucket's candidates (the GPU); False: its first candidate, untimed
@@ -235,19 +240,21 @@ def _gemm_candidates(bucket, K, elem_bytes):
     return kept or [(64, 64, 32, 2, 4)]
 
 
-def _gemm_tile(kernel, M, N, K, x, flags, run):
+def _gemm_tile(kernel, M, N, K, x, flags, run, library=False):
     """The tile for a launch of kernel on an [M, K] x [K, N] product of x's dtype and device,
     with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
     candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
-    while the stream captures a CUDA graph, the first candidate, not kept."""
+    while the stream captures a CUDA graph, the first candidate, not kept. library: the
+    caller has a library path, ``run(GEMM_LIBRARY)``, which competes with the tiles (and may
+    be returned); flags must then say whether it is open to the call."""
     bucket = 16 if M <= 16 else 1 << (M - 1).bit_length()
     key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
     if tile is not None:
         return tile
     if not _GEMM_TUNE and INTERPRET:
-        return GEMM_INTERP_TILE
-    cands = _gemm_candidates(bucket, K, x.element_size())
+        return GEMM_LIBRARY if library and bucket.bit_length() % 2 == 0 else GEMM_INTERP_TILE
+    cands = _gemm_candidates(bucket, K, x.element_size()) + ([GEMM_LIBRARY] if library else [])
     if not _GEMM_TUNE or torch.cuda.is_current_stream_capturing():
         return cands[0]
     best, best_ms = cands[0], float("inf")
