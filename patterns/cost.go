@@ -734,14 +734,21 @@ func (m CostModel) BackwardUs(device string, s BackwardShape) (us float64, launc
 //   - GEMM: the traced GEMM as a generated Triton GEMM runs it (GemmRatio16/32), plus for a
 //     stats pass (layernorm_linear) a row kernel over ExtraBytes, for an epilogue
 //     (linear_gelu) EpilogueOverhead of one pass over its output, or, where faster, the
-//     kernel's library path: the traced GEMM itself and a pointwise pass over its output.
+//     kernel's library path: the traced GEMM itself and a pointwise pass over its output
+//     (linear_gelu) or input (layernorm_linear: the normalized input, after the stats).
 //
 // A benchmark timing calls back to back in one CUDA graph also pays GraphGapUs per launch
 // (bench.Predict adds it); Shape.Warm gives such a call its inputs warm in L2.
 func (m CostModel) fused(p *Pattern, s Shape) float64 {
 	switch p.GEMM {
 	case GEMMStats:
-		return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + m.rowUs(s.ExtraBytes, 0, false)
+		// the faster of the Triton GEMM with the statistics applied in it and the kernel's
+		// library path: the statistics, the normalized input written (about the stats pass's
+		// bytes, read and written) and the traced GEMM as cuBLAS ran it
+		stats := m.rowUs(s.ExtraBytes, 0, false)
+		triton := m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + stats
+		library := s.GemmUs + stats + float64(2*s.ExtraBytes)/(m.FusedEfficiency*m.BandwidthGBs*1e3) + m.KernelOverheadUs
+		return min(triton, library)
 	case GEMMEpilogue:
 		// the faster of the Triton GEMM with the epilogue and the kernel's library path (the
 		// traced GEMM as cuBLAS ran it, then the epilogue as a pointwise pass reading and

@@ -14,16 +14,27 @@ func TestFusedUsWithoutTrace(t *testing.T) {
 	if us, ok := m.FusedUs("NVIDIA H200", Shape{Pattern: "bias_gelu", Bytes: 536903680}); !ok || math.Abs(us-(536903680/bw+1.1)) > 1e-9 {
 		t.Errorf("bias_gelu: %v %v", us, ok)
 	}
-	// layernorm_linear keeps the GEMM and adds the stats pass (x read + 8 B/row) as a row kernel
+	// layernorm_linear keeps the GEMM and adds the stats pass (x read + 8 B/row) as a row
+	// kernel: the Triton GEMM where it is the faster (a small GEMM, many bytes), the library
+	// path (the traced GEMM, the stats, the normalized input written) where that is
 	rowBytes := m.RowEfficiency * 4250e3
+	stats := float64(int64(rowBytes))/rowBytes + 1.1 + m.RowKernelUs
+	if us, ok := m.FusedUs("NVIDIA H200", Shape{Pattern: "layernorm_linear", GemmUs: 4, ExtraBytes: int64(rowBytes)}); !ok ||
+		math.Abs(us-(m.GemmRatio16*4+stats)) > 1e-9 {
+		t.Errorf("layernorm_linear, Triton GEMM: %v %v", us, ok)
+	}
 	if us, ok := m.FusedUs("NVIDIA H200", Shape{Pattern: "layernorm_linear", GemmUs: 400, ExtraBytes: int64(rowBytes)}); !ok ||
-		math.Abs(us-(m.GemmRatio16*400+float64(int64(rowBytes))/rowBytes+1.1+m.RowKernelUs)) > 1e-9 {
-		t.Errorf("layernorm_linear: %v %v", us, ok)
+		math.Abs(us-(400+stats+2*float64(int64(rowBytes))/bw+1.1)) > 1e-9 {
+		t.Errorf("layernorm_linear, library path: %v %v", us, ok)
 	}
 	// linear_gelu: the GEMM and EpilogueOverhead of a pass over its output; fp32 operands
-	// take GemmRatio32
+	// take GemmRatio32; a large 16-bit GEMM over few bytes takes the library path (the GEMM
+	// as traced, a pass reading and writing its output)
 	if us, _ := m.FusedUs("NVIDIA H200", Shape{Pattern: "linear_gelu", GemmUs: 4, ExtraBytes: int64(bw), GemmElemSize: 4}); math.Abs(us-(m.GemmRatio32*4+m.EpilogueOverhead)) > 1e-6 {
 		t.Errorf("fp32 linear_gelu: %v", us)
+	}
+	if us, _ := m.FusedUs("NVIDIA H200", Shape{Pattern: "linear_gelu", GemmUs: 400, ExtraBytes: int64(bw), GemmElemSize: 2}); math.Abs(us-(400+2+1.1)) > 1e-6 {
+		t.Errorf("linear_gelu, library path: %v", us)
 	}
 	if _, ok := m.FusedUs("NVIDIA H200", Shape{Pattern: "linear_gelu"}); ok {
 		t.Error("a GEMM pattern without its GEMM time must not be estimated")

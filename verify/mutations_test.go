@@ -451,6 +451,14 @@ var mutations = func() []mutation {
 		{"layernorm_linear", "fold-beta-wrong", classFormula, fold, "bacc += w * tl.load(BETA + cols", "bacc += tl.load(BETA + cols"},
 		{"layernorm_linear", "fold-last-chunk-dropped", classRowLoop, fold, "    while start < K:\n        cols = start", "    while start < K - BLOCK_K:\n        cols = start"},
 		{"layernorm_linear", "fold-w-stride-k", classStride, fold, "r64[:, None] * swn", "r64[:, None] * K"},
+		// the library path (the normalized input, then cuBLAS): the interpreter takes it in
+		// every other bucket of M
+		{"layernorm_linear", "lib-bias-dropped", classBiasIndex, "def layernorm_linear(",
+			"torch.addmm(bias, xn, weight.t(), out=y.view(M, N))", "torch.mm(xn, weight.t(), out=y.view(M, N))"},
+		{"layernorm_linear", "lib-gamma-dropped", classFormula, "def layernorm_linear(",
+			"_vector(ln_weight), _vector(ln_bias), mean, rstd", "None, _vector(ln_bias), mean, rstd"},
+		{"layernorm_linear", "lib-beta-dropped", classFormula, "def layernorm_linear(",
+			"_vector(ln_weight), _vector(ln_bias), mean, rstd", "_vector(ln_weight), None, mean, rstd"},
 	}...)
 	// attention: the score tile (scale, causal mask, Sk tail), the online softmax, causal block
 	// skipping and the finite fill's rows masked everywhere (verify's spec: causal with fill

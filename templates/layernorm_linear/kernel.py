@@ -40,6 +40,12 @@ matters.
   columns in one block; longer rows one per program, in chunks), the tile chosen from K
   (``_stats_config``, no autotuner), launched through ``_launch``: for ConvNeXt's K = 96 a
   tile of 16 rows took the statistics from 62.2 to 7.1 us (one row per program) on the H200.
+- A library path competes with the tiles (either variant): the normalized input written once
+  from the statistics (the backward's normalizing pass, ``_ln_bwd_kernel`` with ``HAS_XN``),
+  then cuBLAS (ATen's ``addmm``) with the unfolded weight and bias. Where the Triton GEMM
+  loses to cuBLAS by more than that round trip of the input costs (N large for K), the
+  bucket's timing picks it; outputs that are not contiguous rows keep it out. Under the
+  interpreter every other bucket of M takes it (``_gemm_tile``).
 - GEMM tiles BLOCK_M x BLOCK_N x BLOCK_K, grouped program ordering (GROUP_M), one program per
   output tile on grid axis 0. No ``@triton.autotune``: the tile is timed once per bucket of
   shapes (M rounded up to a power of two, N, K, dtype, flags) on a scratch output, then
@@ -1027,9 +1033,28 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
                          (a, mean, rstd, s, s, wf, bf if flags[1] else s, y, M, N, rs, cs, sw0, sw1, ys, ycs),
                          tile, K=K, FOLD=True, HAS_G=False, HAS_BETA=False, HAS_BIAS=flags[1], DOT_F32=dot_f32)
 
+    # the library path: the normalized input written once (the backward's normalizing pass,
+    # _ln_bwd_kernel with HAS_XN alone, from the statistics above), then cuBLAS (ATen's addmm)
+    # with the unfolded weight: eager's LayerNorm and Linear with our statistics, where the
+    # Triton GEMM loses to cuBLAS by more than the normalized input's round trip costs (N
+    # large for K: the MLP blocks' 16x256x2048->8192, 212.8 against eager's 207.7 us on the
+    # H200). Open to contiguous outputs only (ATen's out= would copy into others)
+    library = (ys, ycs) == (N, 1)
+    gemm = run
+
+    def run(tile, y):
+        if tile is not GEMM_LIBRARY:
+            return gemm(tile, y)
+        a2 = a.as_strided((M, K), (rs, cs))
+        xn = _ln_backward(a2, a2, _vector(ln_weight), _vector(ln_bias), mean, rstd, eps, (False, True, False, False))[1]
+        if bias is None:
+            torch.mm(xn, weight.t(), out=y.view(M, N))
+        else:
+            torch.addmm(bias, xn, weight.t(), out=y.view(M, N))
+
     # tuned once per bucket of M, on a scratch output (the caller's out is written once, below)
-    tile = _gemm_tile(kernel, M, N, K, x, flags,
-                      lambda t: run(t, torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device)))
+    tile = _gemm_tile(kernel, M, N, K, x, flags + (library,),
+                      lambda t: run(t, torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device)), library)
     run(tile, out)
     return (out, (mean, rstd)) if return_stats else out
 

@@ -517,6 +517,67 @@ def test_gpu_transposed_600000x4096():
         fat.assert_close(y[rows], want, *fat.tol("gemm", torch.bfloat16), name=variant)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", ["fold", "normalize"])
+@pytest.mark.parametrize("has_bias", [True, False])
+def test_library_path(monkeypatch, device, variant, has_bias):
+    """Where the library path wins the bucket's timing, the normalized input is written once
+    (from the statistics, as the backward's normalizing pass writes it) and cuBLAS (ATen's
+    addmm) multiplies it by the unfolded weight: y is eager's for both variants, with a
+    strided LayerNorm weight and a 3-D x; the training function's gradients too. An out=
+    that is not contiguous rows keeps the library path out of the timing."""
+    import triton.testing
+
+    timed = []
+
+    def fake_bench(fn, **kw):
+        fn()
+        timed.append(fn)
+        return 0.0 if len(timed) % n_cands == 0 else 1.0  # each round's last candidate, the library path, wins
+
+    monkeypatch.setattr(kernel, "_GEMM_TUNE", True)
+    monkeypatch.setattr(kernel, "_GEMM_TUNED", {})
+    monkeypatch.setattr(triton.testing, "do_bench", fake_bench)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    g = fat.gen(6)
+    dt = torch.bfloat16
+    K, N = 72, 40
+    x = fat.randn([3, 13, K], dt, device, g, mean=1.5, std=2.0)
+    lw = fat.randn([2 * K], dt, device, g, mean=1.0)[::2]  # strided
+    lb = fat.randn([K], dt, device, g)
+    w = fat.randn([N, K], dt, device, g, std=0.12)
+    b = fat.randn([N], dt, device, g) if has_bias else None
+    folded = kernel.fold_weights(lw, lb, w, b) if variant == "fold" else None
+    n_cands = len(kernel._gemm_candidates(64, K, 2)) + 1
+    want = ref.layernorm_linear(x, lw, lb, w, b)
+    out = fat.poison((3, 13, N), dt, device)
+    kernel.layernorm_linear(x, lw, lb, w, b, out=out, variant=variant, folded=folded)
+    assert len(timed) == n_cands and list(kernel._GEMM_TUNED.values()) == [kernel.GEMM_LIBRARY]
+    fat.assert_close(out, want, *fat.tol("gemm", dt))
+    # training through the same bucket: the forward by the library path saves what the
+    # backward reads (x, the statistics), so the gradients are those of the tiles' forward
+    def train():
+        xs = [t.detach().clone().requires_grad_(True) if t is not None else None for t in (x, lw, lb, w, b)]
+        y = kernel.layernorm_linear_train(*xs, variant=variant)
+        return y, torch.autograd.grad(y, [t for t in xs if t is not None], dy)
+
+    dy = fat.randn([3, 13, N], dt, device, g)
+    y, got = train()
+    assert list(kernel._GEMM_TUNED.values()) == [kernel.GEMM_LIBRARY]
+    fat.assert_close(y, want, *fat.tol("gemm", dt))
+    monkeypatch.setattr(kernel, "_GEMM_TUNED", {kernel_key: kernel.GEMM_INTERP_TILE for kernel_key in kernel._GEMM_TUNED})
+    _, tiles = train()
+    for a, e in zip(got, tiles):
+        assert torch.equal(a, e)
+    # a strided out= (every other column of a wider buffer): the tiles alone are timed
+    n = len(timed)
+    wide = fat.poison((3, 13, 2 * N), dt, device)
+    kernel.layernorm_linear(x, lw, lb, w, b, out=wide[..., ::2], variant=variant, folded=folded)
+    assert len(timed) - n == n_cands - 1
+    fat.assert_close(wide[..., ::2], want, *fat.tol("gemm", dt))
+    assert bool(wide[..., 1::2].isnan().all())
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
 def test_gpu_tuning_after_cuda_graph_capture():
