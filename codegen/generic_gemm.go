@@ -38,6 +38,25 @@ func gemmTorch(g *program.GEMM) string {
 	return "torch.bmm(a, w)"
 }
 
+// gemmTorchOut is the traced GEMM in eager PyTorch writing into x0, a contiguous tensor of
+// its output's shape (ATen's out= form of gemmTorch's op: the same cuBLAS call and rounding).
+func gemmTorchOut(g *program.GEMM) string {
+	switch g.Op {
+	case program.Linear:
+		if g.Bias != nil {
+			return "torch.addmm(bias, a.reshape(-1, a.shape[-1]), w.t(), out=x0.view(-1, x0.shape[-1]))"
+		}
+		return "torch.mm(a.reshape(-1, a.shape[-1]), w.t(), out=x0.view(-1, x0.shape[-1]))"
+	case program.Addmm:
+		return "torch.addmm(bias, a, w, out=x0)"
+	case program.MM:
+		return "torch.mm(a, w, out=x0)"
+	case program.Matmul:
+		return "torch.matmul(a, w, out=x0)"
+	}
+	return "torch.bmm(a, w, out=x0)"
+}
+
 // gemmParams are the GEMM operands' names, in the order fused() and chain() take them.
 func gemmParams(g *program.GEMM) []string {
 	if g.Bias != nil {
@@ -360,9 +379,16 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     flags = (bias is not None, pre is not None, GEMM_DTYPE == torch.float32 or INTERPRET)
 
     def run(tile, outs, pre_t):  # the inputs read in place through their broadcast strides
+        if tile is GEMM_LIBRARY:  # the library path: the traced GEMM on cuBLAS, then the
+            library(outs, pre_t)  # program's pointwise kernel on its output
+            return
         g = _gemm_grid(m, n, tile)
         _gemm_launch(_gemm_epilogue_kernel, (g[0], nb, 1), (), (a3, w3, b_arg, *xs, *outs, pre_t, m, n, *ints),
                      tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
+
+    def library(outs, x0):
+        ` + gemmTorchOut(g) + `
+        fused(x0, *xs, out=outs)
 
     bufs = []
 
@@ -371,7 +397,10 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
             bufs.extend(([torch.empty_like(o) for o in out], torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)))
         run(tile, *bufs)
 
-    tile = _gemm_tile(_gemm_epilogue_kernel, nb * m, n, k, a3, flags, scratch)
+    # the epilogue-fused GEMM's tiles and the library path timed together, the faster kept
+    tile = _gemm_tile(_gemm_epilogue_kernel, nb * m, n, k, a3, flags, scratch, True)
+    if tile is GEMM_LIBRARY and pre is None:  # the GEMM's output, which the library path writes
+        pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
     run(tile, out, pre if pre is not None else out[0])
     return tuple(out)
 `)

@@ -413,3 +413,40 @@ def test_bad_inputs_are_never_cached():
         with pytest.raises((TypeError, ValueError)):
             kernel.fused(*bad)  # the same error again: nothing was cached
     assert not kernel._PLANS
+
+
+@pytest.mark.parametrize("example", ["linear_gelu_scale_residual", "addmm_sigmoid_channel", "bmm_tanh_clamp",
+                                     "matmul_silu_scale"])
+def test_gemm_library_path(monkeypatch, example):
+    """gemm_fused's library path (GEMM_LIBRARY: the traced GEMM on cuBLAS into the GEMM output's
+    buffer, then the program's pointwise kernel reading it) gives the eager chain's outputs, as
+    the epilogue-fused GEMM does, for each traced GEMM form; in training the stored GEMM
+    output is the traced GEMM's, bit for bit, and the gradients agree with the tiles' path."""
+    kernel, ref, case = module(example)
+    g = torch.Generator().manual_seed(11)
+    dt = DTYPES[case.DTYPE]
+    main, xshape, wshape = case.SHAPES
+    a = (torch.randn(xshape, generator=g) * 0.5).to(dt)
+    w = (torch.randn(wshape, generator=g) * wshape[-2] ** -0.5).to(dt)
+    bias = (torch.randn(main[-1], generator=g) * 0.5).to(dt) if case.GEMM["bias"] else None
+    xs = inputs_for(case, main, seed=3)
+    gemm_args = (a, w, bias) if bias is not None else (a, w)
+    want = ref.chain(*gemm_args, *xs)
+    tol = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 2e-3}[dt]
+    got = {}
+    for path, tile in (("library", kernel.GEMM_LIBRARY), ("tiles", kernel.GEMM_INTERP_TILE)):
+        monkeypatch.setattr(kernel, "_gemm_tile", lambda *args, t=tile, **kw: t)
+        outs = kernel.gemm_fused(a, w, bias, *xs)
+        for o, e in zip(outs, want):
+            torch.testing.assert_close(o.float(), e.float(), atol=tol, rtol=tol)
+        pre = torch.full(main, float("nan"), dtype=dt)
+        kernel.gemm_fused(a, w, bias, *xs, pre=pre)
+        if path == "library":
+            assert torch.equal(pre, kernel.gemm_only(*gemm_args))
+        leaves = [t.detach().clone().requires_grad_(True) for t in (a, w, bias, *xs) if t is not None and t.is_floating_point()]
+        it = iter(leaves)
+        args = [next(it) if t is not None and t.is_floating_point() else t for t in (a, w, bias, *xs)]
+        y = kernel.gemm_autograd(*args)
+        got[path] = torch.autograd.grad([o.float().sum() for o in y if o.requires_grad], leaves)
+    for x, y in zip(got["library"], got["tiles"]):
+        torch.testing.assert_close(x.float(), y.float(), atol=10 * tol, rtol=10 * tol)
