@@ -753,7 +753,7 @@ func (m CostModel) fused(p *Pattern, s Shape) float64 {
 		// the faster of the Triton GEMM with the epilogue and the kernel's library path (the
 		// traced GEMM as cuBLAS ran it, then the epilogue as a pointwise pass reading and
 		// writing the output): the kernel times both in each bucket and keeps the faster
-		triton := m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + m.EpilogueOverhead*float64(s.ExtraBytes)/(m.FusedEfficiency*m.BandwidthGBs*1e3)
+		triton := m.epilogueGemmUs(s)
 		// (its read follows the GEMM's write of the same bytes, yet measured at 14x14x384->1536
 		// nothing of it came from L2: no l2Absorbed)
 		library := s.GemmUs + float64(2*s.ExtraBytes)/(m.FusedEfficiency*m.BandwidthGBs*1e3) + m.KernelOverheadUs
@@ -770,6 +770,13 @@ func (m CostModel) fused(p *Pattern, s Shape) float64 {
 		t = max(t, float64(s.Flops)/(rate*1e6))
 	}
 	return t + m.KernelOverheadUs
+}
+
+// epilogueGemmUs is a Triton GEMM with a pointwise epilogue (Shape.ExtraBytes its own
+// traffic) as a calibrated m times it: the GEMM at GemmRatio16/32 plus EpilogueOverhead of
+// one pass over those bytes.
+func (m CostModel) epilogueGemmUs(s Shape) float64 {
+	return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + m.EpilogueOverhead*float64(s.ExtraBytes)/(m.FusedEfficiency*m.BandwidthGBs*1e3)
 }
 
 // RowPassUs is one row kernel over bytes (half of them written) on device, cold (rowUs), and

@@ -301,10 +301,11 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 		switch {
 		case c.Program == nil || chainNs == 0 || m == nil || m.BandwidthGBs <= 0:
 		case c.Program.GEMM != nil:
-			// the folder's fused kernel is the epilogue-fused GEMM; the saving is the faster form's
-			if epi, best, ok := m.genericGEMMUs(c.Program, float64(ns-chainNs)/1e3, false); ok {
-				c.EstFusedUs = epi
-				c.EstSavingUs = max(c.GPUTimeUs-best, 0)
+			// the folder's fused kernel: the faster of the epilogue-fused GEMM and cuBLAS with
+			// the pointwise kernel, which it times against each other
+			if f, ok := m.genericGEMMUs(c.Program, float64(ns-chainNs)/1e3, false); ok {
+				c.EstFusedUs = f
+				c.EstSavingUs = max(c.GPUTimeUs-f, 0)
 			}
 		default:
 			if f, ok := genericFusedUs(m, c.Program); ok {

@@ -161,29 +161,32 @@ func epilogueShape(p *program.Program, gemmUs float64, warm bool) Shape {
 	return s
 }
 
-// genericGEMMUs is a GEMM-headed program's chain, GEMM included, for a calibrated m: epi, the
-// GEMM with the chain as its epilogue (the folder's fused kernel), and best, the faster of
-// that and the traced GEMM (gemmUs, cuBLAS) followed by the chain's pointwise kernel: bench
-// times both and the report keeps the faster. No GEMM time (gemmUs 0): no estimate.
-func (m *CostModel) genericGEMMUs(p *program.Program, gemmUs float64, warm bool) (epi, best float64, ok bool) {
+// genericGEMMUs is a GEMM-headed program's fused kernel, GEMM included, for a calibrated m:
+// the faster of the GEMM with the chain as its epilogue and the traced GEMM (gemmUs, cuBLAS)
+// followed by the chain's pointwise kernel, as gemm_fused times both in each bucket of M and
+// keeps the faster (GEMM_LIBRARY). No GEMM time (gemmUs 0): no estimate.
+func (m *CostModel) genericGEMMUs(p *program.Program, gemmUs float64, warm bool) (float64, bool) {
 	if gemmUs <= 0 {
-		return 0, 0, false
+		return 0, false
 	}
-	s := epilogueShape(p, gemmUs, warm)
-	epi = m.fused(patternByID(s.Pattern), s)
+	epi := m.epilogueGemmUs(epilogueShape(p, gemmUs, warm))
 	bytes, writes := p.Bytes()
 	cublas := gemmUs + m.fused(&Pattern{Kind: KindPointwise}, Shape{Bytes: bytes, WriteBytes: writes, Warm: warm})
-	return epi, min(epi, cublas), true
+	return min(epi, cublas), true
 }
 
-// GenericGEMMFusedUs is one call of a GEMM-headed generic folder's fused kernel (the GEMM
-// with the chain as its epilogue, what bench's "fused" provider times) on device, as FusedUs
-// estimates linear_gelu's: gemmUs is the GEMM alone as measured (bench's gemm_only).
+// GenericGEMMFusedUs is one call of a GEMM-headed generic folder's fused kernel (gemm_fused,
+// what bench's "fused" provider times: the faster of its two paths) on device; gemmUs is the
+// GEMM alone as measured (bench's gemm_only).
 func (m CostModel) GenericGEMMFusedUs(device string, p *program.Program, gemmUs float64, warm bool) (float64, bool) {
 	if p.GEMM == nil || gemmUs <= 0 {
 		return 0, false
 	}
-	return m.FusedUs(device, epilogueShape(p, gemmUs, warm))
+	m, ok := m.onDevice(device)
+	if !ok {
+		return 0, false
+	}
+	return m.genericGEMMUs(p, gemmUs, warm)
 }
 
 // memberOf marks nodes among n.

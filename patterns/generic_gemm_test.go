@@ -121,11 +121,20 @@ func TestGenericGEMMCost(t *testing.T) {
 	if more, _ := cm.GenericGEMMFusedUs("NVIDIA H200", &q, 20, false); more <= us {
 		t.Errorf("a residual read: %v us, want more than %v", more, us)
 	}
+	// the faster of the two paths: a large GEMM over a small chain takes cuBLAS and the
+	// pointwise kernel (the GEMM's own time, under GemmRatio16 of it), a small GEMM the tiles
 	m := cm
 	m.BandwidthGBs, m.KernelOverheadUs = 4000, 2
-	epi, best, ok := m.genericGEMMUs(p, 20, false)
-	if !ok || best > epi || best <= 0 {
-		t.Errorf("epilogue %v, best %v", epi, best)
+	m = m.withDefaults()
+	for _, gemmUs := range []float64{0.5, 20, 2000} {
+		f, ok := m.genericGEMMUs(p, gemmUs, false)
+		epi := m.epilogueGemmUs(epilogueShape(p, gemmUs, false))
+		if !ok || f > epi || f <= 0 {
+			t.Errorf("GEMM %v us: %v, the epilogue-fused GEMM %v", gemmUs, f, epi)
+		}
+		if gemmUs == 2000 && f >= epi {
+			t.Errorf("GEMM %v us: %v, want cuBLAS and the pointwise kernel under the tiles' %v", gemmUs, f, epi)
+		}
 	}
 }
 
