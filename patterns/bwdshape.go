@@ -185,8 +185,7 @@ func BackwardShapeOf(f ForwardCase, own int64, warm bool) (BackwardShape, bool) 
 // bias' gradients and adds up in a second launch (_sum_parts): the norms' backwards run about
 // 512 programs of at least 4 rows, each adding its rows into one fp32 row per gradient
 // (add_layernorm: the weight's and the bias'; rmsnorm: the weight's); gelu_pyops' and
-// dropout_add's, with a bias, a few hundred to 2048 programs over the [M, N] tiles
-// (tilePartials). 0: no such gradient.
+// dropout_add's, with a bias, about 512 programs over the [M, N] tiles (tilePartials). 0: no such gradient.
 func partialBytes(f ForwardCase) int64 {
 	if len(f.Shape) == 0 {
 		return 0
@@ -209,7 +208,7 @@ func partialBytes(f ForwardCase) int64 {
 		if !f.hasBias() || es == 0 {
 			return 0
 		}
-		return tilePartials(m, n, es, map[string]int64{"gelu_pyops": 512, "dropout_add": 2048}[f.Pattern])
+		return tilePartials(m, n, es, 512)
 	default:
 		return 0
 	}
@@ -220,7 +219,7 @@ func partialBytes(f ForwardCase) int64 {
 // [M, N] tiles: the kernels' tiles (the shared _tiles: 4 KiB of the widest operand, es bytes
 // an element, a tile; the widest power-of-two column block whose padding wastes at most 1/16
 // of a row, at least 128 columns), about programs programs over them (the kernel's
-// DB_PROGRAMS: 512 for gelu_pyops and linear_gelu, 2048 for dropout_add), each over whole
+// DB_PROGRAMS: 512 for gelu_pyops, linear_gelu and dropout_add), each over whole
 // row tiles, one row of N per program's row group.
 func tilePartials(m, n, es, programs int64) int64 {
 	tile := 4096 / es

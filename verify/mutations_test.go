@@ -149,7 +149,7 @@ var mutations = func() []mutation {
 		{"dropout_add", "bwd-mask-le", classMaskLE, "def _dropout_add_bwd_tile(", "(rn[None, :] < N)", "(rn[None, :] <= N)"},
 		// the bias gradient's partial sums in the backward kernel
 		{"dropout_add", "dbias-groups-skipped", classReduce, "def _sum_parts(", "g += BLOCK_G", "g += 2 * BLOCK_G"},
-		{"dropout_add", "dbias-group-overwrite", classStride, bwd, "tl.store(PART + g * N + rn, acc", "tl.store(PART + rn, acc"},
+		{"dropout_add", "dbias-group-overwrite", classStride, bwd, "tl.store(PART + g * N + rn, tl.sum(acc", "tl.store(PART + rn, tl.sum(acc"},
 		{"dropout_add", "dbias-last-tile-dropped", classRowLoop, bwd, "while r < end:", "while r < end - BLOCK_M:"},
 	}...)
 

@@ -35,8 +35,9 @@ mask: the backward regenerates it from (seed, element's row and column).
 - Training: ``DropoutAddFunction`` has a fused Triton backward (regenerates the mask from the
   seed the forward used, the tensor saved for backward or the int; d_x = dy * keep / (1-p),
   written in ``x + b``'s type: one pass, read dy, write d_x); d_residual is dy itself; with
-  a bias, the same pass sums d_x's columns per group of rows (fp32 partial sums,
-  ``DB_PROGRAMS``), and one small ATen sum of those is the bias gradient.
+  a bias, the same pass sums d_x's columns per group of rows (fp32 partial sums in a tile
+  accumulator, the row loop pipelined: ``DB_PROGRAMS``, ``DB_STAGES``), and ``_sum_parts``
+  adds them up into the bias gradient.
 
 Interpreter-safe: builtins only (``tl.philox``, ``tl.join``, ``tl.reshape``), no bf16 arithmetic.
 """
@@ -161,9 +162,11 @@ def _dropout_add_bwd(DY, DZ, PART, M, N, rows, sdym, sdyn, p, scale, seed,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # the forward's tiling and 64-bit offsets; DZ is contiguous [M, N]. With HAS_DB (the bias
     # gradient) program t takes column block t % tiles_n of rows [g * rows, (g + 1) * rows),
-    # g = t // tiles_n (rows a multiple of BLOCK_M), BLOCK_M at a time, and stores its column
-    # sums of dz (as stored, the values eager sums) in row g of PART [G, N] fp32: the bias
-    # gradient's partial sums, without reading dz again
+    # g = t // tiles_n (rows a multiple of BLOCK_M), BLOCK_M at a time, adds up its tiles of
+    # dz (as stored, the values eager sums) in a [BLOCK_M, BLOCK_N] accumulator, reduced once
+    # after the loop, and stores the column sums in row g of PART [G, N] fp32: the bias
+    # gradient's partial sums, without reading dz again. The loop is pipelined (DB_STAGES
+    # tiles in flight), as linear_gelu's and gelu_pyops' bias walks
     pid = tl.program_id(0)
     tiles_n = tl.cdiv(N, BLOCK_N)
     col0 = (pid % tiles_n).to(tl.int64) * BLOCK_N
@@ -171,16 +174,23 @@ def _dropout_add_bwd(DY, DZ, PART, M, N, rows, sdym, sdyn, p, scale, seed,
         seed = _load_seed(seed, SEED_PTR)
     if HAS_DB:
         g = (pid // tiles_n).to(tl.int64)
-        r = g * rows
-        end = tl.minimum(r + rows, M)
-        acc = tl.full([BLOCK_N], 0, tl.float32)
-        while r < end:
-            rm = r + tl.arange(0, BLOCK_M)
-            acc += tl.sum(_dropout_add_bwd_tile(DY, DZ, rm, col0, end, N, sdym, sdyn, p, scale, seed,
-                                                DROPOUT, BLOCK_M, BLOCK_N), axis=0)
-            r += BLOCK_M
+        r0 = g * rows
+        end = tl.minimum(r0 + rows, M)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        if PIPELINED:
+            for t in tl.range(0, tl.cdiv(end - r0, BLOCK_M), num_stages=DB_STAGES):
+                rm = r0 + t * BLOCK_M + tl.arange(0, BLOCK_M)
+                acc += _dropout_add_bwd_tile(DY, DZ, rm, col0, end, N, sdym, sdyn, p, scale, seed,
+                                             DROPOUT, BLOCK_M, BLOCK_N)
+        else:  # the interpreter: the same tiles (its range() takes no tensor bound)
+            r = r0
+            while r < end:
+                rm = r + tl.arange(0, BLOCK_M)
+                acc += _dropout_add_bwd_tile(DY, DZ, rm, col0, end, N, sdym, sdyn, p, scale, seed,
+                                             DROPOUT, BLOCK_M, BLOCK_N)
+                r += BLOCK_M
         rn = col0 + tl.arange(0, BLOCK_N)
-        tl.store(PART + g * N + rn, acc, mask=rn < N)
+        tl.store(PART + g * N + rn, tl.sum(acc, axis=0), mask=rn < N)
     else:
         rm = (pid // tiles_n).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         _dropout_add_bwd_tile(DY, DZ, rm, col0, M, N, sdym, sdyn, p, scale, seed, DROPOUT, BLOCK_M, BLOCK_N)
@@ -188,8 +198,19 @@ def _dropout_add_bwd(DY, DZ, PART, M, N, rows, sdym, sdyn, p, scale, seed,
 
 # The bias gradient's programs (_dropout_add_bwd with HAS_DB): about DB_PROGRAMS of them over
 # all column blocks, each over whole row tiles, so that the partial sums are a few hundred rows
-# of fp32 whatever M is (the interpreter's few, so that its tests' rows span several groups)
-DB_PROGRAMS = 8 if INTERPRET else 2048
+# of fp32 whatever M is (the interpreter's few, so that its tests' rows span several groups),
+# the loop DB_STAGES tiles deep: linear_gelu's measured walk (its bias walk went from a sum of
+# each tile in the loop over 2048 programs to this, 1.3-1.9x faster on the H200 at six shapes,
+# bench/experiments/probe_gelu_bwd.py); this kernel's own walk is not yet timed.
+DB_PROGRAMS = 8 if INTERPRET else 512
+DB_STAGES = tl.constexpr(3)
+
+
+# --- fa:shared pipelined ---
+# A backward's row loop: pipelined on the GPU (a tl.range loop with tiles in flight), a while
+# loop over the same tiles under the interpreter (its range() takes no tensor bound).
+PIPELINED = tl.constexpr(not INTERPRET)
+# --- fa:end pipelined ---
 
 
 @triton.jit(do_not_specialize=["M", "seed"])
