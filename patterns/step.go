@@ -84,12 +84,17 @@ type Host struct {
 	RecordedEvents       int     `json:"recorded_events"`
 	StepNoProfilerUs     float64 `json:"est_step_without_profiler_us"`
 	GPUBusyPctNoProfiler float64 `json:"est_gpu_busy_pct_without_profiler"`
-	// LaunchesRemoved and OpsRemoved are what fusing the counted chains takes off the host
-	// (each chain's kernels less the fused call's, its ops less one); EstSavingUs their
-	// cost, LaunchesRemoved*LaunchUs + OpsRemoved*OpUs, and EstSavingNoProfilerUs with
-	// OpNoProfilerUs instead (the launch cost is left as measured).
+	// LaunchesRemoved and OpsRemoved are what fusing the counted chains that run without a
+	// backward takes off the host (each chain's kernels less the fused call's, its ops less
+	// one); EstSavingUs their cost, LaunchesRemoved*LaunchUs + OpsRemoved*OpUs, and
+	// EstSavingNoProfilerUs with OpNoProfilerUs instead (the launch cost is left as
+	// measured). TrainingChains counts the counted chains with a backward in the trace, left
+	// out: a fused training call (a Python autograd.Function, its backward called by the
+	// engine through Python) took more host time than eager's chain on the H200, 23-229 µs a
+	// call more (docs/benchmarks/h200.md, "Where a training call's host time goes").
 	LaunchesRemoved       int     `json:"launches_removed"`
 	OpsRemoved            int     `json:"ops_removed"`
+	TrainingChains        int     `json:"training_chains,omitempty"`
 	EstSavingUs           float64 `json:"est_saving_us"`
 	EstSavingNoProfilerUs float64 `json:"est_saving_without_profiler_us"`
 	SavingPctOfStep       float64 `json:"saving_pct_of_step"`
@@ -362,6 +367,10 @@ func stepTotals(traces []*trace.Trace, all []ranked, keep []bool, busyUs float64
 		tt.EstSavingUs += v.us
 		if rk.est.modeled {
 			tt.EstBackwardSavingUs += max(rk.bwdSavingUs, 0)
+		}
+		if rk.bwd {
+			tt.Host.TrainingChains++
+			continue
 		}
 		tt.Host.LaunchesRemoved += v.launches
 		tt.Host.OpsRemoved += max(len(topOps(traces[rk.ti], rk.in.Ops))-1, 0)

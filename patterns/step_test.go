@@ -230,7 +230,8 @@ func TestHostBoundWithoutProfilerCost(t *testing.T) {
 // On the shared traces: gpt2_train_bf16 (recorded with shapes and an execution trace, GPU
 // idle 89% of the step) is host-bound even without the profiler's per-op cost, its total is
 // smaller than the patterns' rows added up and a small share of the step (5%, the fused
-// backwards' saving counted with the forwards'); the launch cost
+// backwards' saving counted with the forwards'), and no host saving (its chains all train);
+// the launch cost
 // is the median of its 972 launch calls (822 cudaLaunchKernel, 150 cuLaunchKernelEx).
 // mlp_blocks_infer_fp32 keeps its GPU busy and is not host-bound.
 func TestTotalsShared(t *testing.T) {
@@ -260,9 +261,15 @@ func TestTotalsShared(t *testing.T) {
 				t.Errorf("total %v us (%v%% of busy, %v%% of the step), rows %v us, %d left out",
 					tt.EstSavingUs, tt.SavingPctOfGPUBusy, tt.SavingPctOfStep, tt.SumOfPatternsUs, tt.LeftOut)
 			}
-			if tc.bound && (tt.SavingPctOfStep > 6 || h.ProfilerOpUs < 5 || h.GPUBusyPctNoProfiler <= tt.GPUBusyPctOfStep || h.EstSavingNoProfilerUs >= h.EstSavingUs) {
-				t.Errorf("%v%% of the step; profiler %v us per op, busy %v%% -> %v%%; host saving %v / %v us",
-					tt.SavingPctOfStep, h.ProfilerOpUs, tt.GPUBusyPctOfStep, h.GPUBusyPctNoProfiler, h.EstSavingNoProfilerUs, h.EstSavingUs)
+			if tc.bound && (tt.SavingPctOfStep > 6 || h.ProfilerOpUs < 5 || h.GPUBusyPctNoProfiler <= tt.GPUBusyPctOfStep) {
+				t.Errorf("%v%% of the step; profiler %v us per op, busy %v%% -> %v%%",
+					tt.SavingPctOfStep, h.ProfilerOpUs, tt.GPUBusyPctOfStep, h.GPUBusyPctNoProfiler)
+			}
+			// a training step: every counted chain has a backward, and a fused training call
+			// costs the host more than eager's, so none saves host time
+			if tc.bound && (h.TrainingChains != tt.Instances || h.LaunchesRemoved != 0 || h.EstSavingUs != 0) {
+				t.Errorf("%d of %d counted chains in training; host saving %d launches, %v us",
+					h.TrainingChains, tt.Instances, h.LaunchesRemoved, h.EstSavingUs)
 			}
 		})
 	}
