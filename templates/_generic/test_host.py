@@ -439,6 +439,10 @@ def test_gemm_library_path(monkeypatch, example):
         outs = kernel.gemm_fused(a, w, bias, *xs)
         for o, e in zip(outs, want):
             torch.testing.assert_close(o.float(), e.float(), atol=tol, rtol=tol)
+        # a weight that requires grad, the plain call: ATen's out= would refuse it under grad mode
+        wg = w.detach().clone().requires_grad_(True)
+        for o, e in zip(kernel.gemm_fused(a, wg, bias, *xs), want):
+            torch.testing.assert_close(o.float(), e.float(), atol=tol, rtol=tol)
         pre = torch.full(main, float("nan"), dtype=dt)
         kernel.gemm_fused(a, w, bias, *xs, pre=pre)
         if path == "library":

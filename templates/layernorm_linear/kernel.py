@@ -1047,10 +1047,11 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
             return gemm(tile, y)
         a2 = a.as_strided((M, K), (rs, cs))
         xn = _ln_backward(a2, a2, _vector(ln_weight), _vector(ln_bias), mean, rstd, eps, (False, True, False, False))[1]
-        if bias is None:
-            torch.mm(xn, weight.t(), out=y.view(M, N))
-        else:
-            torch.addmm(bias, xn, weight.t(), out=y.view(M, N))
+        with torch.no_grad():  # ATen's out= refuses operands that require grad (a Linear's weight)
+            if bias is None:
+                torch.mm(xn, weight.t(), out=y.view(M, N))
+            else:
+                torch.addmm(bias, xn, weight.t(), out=y.view(M, N))
 
     # tuned once per bucket of M, on a scratch output (the caller's out is written once, below)
     tile = _gemm_tile(kernel, M, N, K, x, flags + (library,),

@@ -576,6 +576,12 @@ def test_library_path(monkeypatch, device, variant, has_bias):
     assert len(timed) - n == n_cands - 1
     fat.assert_close(wide[..., ::2], want, *fat.tol("gemm", dt))
     assert bool(wide[..., 1::2].isnan().all())
+    # the modules' parameters require grad: the plain call (no graph) still takes the library
+    # path, whose ATen out= would refuse them under grad mode
+    wg = w.detach().clone().requires_grad_(True)
+    bg = None if b is None else b.detach().clone().requires_grad_(True)
+    fat.assert_close(kernel.layernorm_linear(x, lw, lb, wg, bg, variant=variant, folded=folded), want,
+                     *fat.tol("gemm", dt))
 
 
 @pytest.mark.gpu

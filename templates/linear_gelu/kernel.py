@@ -869,10 +869,11 @@ def _linear_gelu(x, weight, bias, approximate, out, pre, pre_fresh):
             return gemm(tile, y, p)
         dst = p if save else y
         a2 = a.as_strided((M, K), (rs, cs))
-        if has_bias:
-            torch.addmm(bias, a2, weight.t(), out=dst.view(M, N))
-        else:
-            torch.mm(a2, weight.t(), out=dst.view(M, N))
+        with torch.no_grad():  # ATen's out= refuses operands that require grad (a Linear's weight)
+            if has_bias:
+                torch.addmm(bias, a2, weight.t(), out=dst.view(M, N))
+            else:
+                torch.mm(a2, weight.t(), out=dst.view(M, N))
         bm, bn, warps = _tiles(N, x.element_size())
         _launch(_gelu_fwd_kernel, _grid(M, N, bm, bn), (dst, y, M, N), num_warps=warps,
                 APPROX=approx, BLOCK_M=bm, BLOCK_N=bn)

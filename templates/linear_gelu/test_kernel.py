@@ -551,6 +551,13 @@ def test_library_path(monkeypatch, device, has_bias, approx):
     assert len(timed) - n == n_cands - 1
     fat.assert_close(wide[..., ::2], ref.linear_gelu(x, w, b, approx), *fat.tol("gemm", dt))
     assert bool(wide[..., 1::2].isnan().all())
+    # a Linear's parameters require grad: the plain call (no graph) still takes the library
+    # path, whose ATen out= would refuse them under grad mode
+    wg = w.detach().clone().requires_grad_(True)
+    bg = None if b is None else b.detach().clone().requires_grad_(True)
+    n = len(timed)
+    fat.assert_close(kernel.linear_gelu(x, wg, bg, approx), ref.linear_gelu(x, w, b, approx), *fat.tol("gemm", dt))
+    assert len(timed) == n and list(kernel._GEMM_TUNED.values())[0] is kernel.GEMM_LIBRARY
 
 
 def test_candidates():

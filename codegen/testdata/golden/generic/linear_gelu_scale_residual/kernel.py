@@ -1213,7 +1213,8 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
                      tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
 
     def library(outs, x0):
-        torch.addmm(bias, a.reshape(-1, a.shape[-1]), w.t(), out=x0.view(-1, x0.shape[-1]))
+        with torch.no_grad():  # ATen's out= refuses operands that require grad (a weight)
+            torch.addmm(bias, a.reshape(-1, a.shape[-1]), w.t(), out=x0.view(-1, x0.shape[-1]))
         fused(x0, *xs, out=outs)
 
     bufs = []

@@ -1206,7 +1206,8 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
                      tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
 
     def library(outs, x0):
-        torch.matmul(a, w, out=x0)
+        with torch.no_grad():  # ATen's out= refuses operands that require grad (a weight)
+            torch.matmul(a, w, out=x0)
         fused(x0, *xs, out=outs)
 
     bufs = []
