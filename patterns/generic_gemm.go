@@ -142,23 +142,14 @@ func (g *graph) withGEMMHead(nodes []int32, gemm int32, h *program.GEMM) (*progr
 	return p, ""
 }
 
-// epilogueShape is a GEMM-headed program's fused kernel as the cost model reads a catalog
-// GEMM-epilogue pattern's (linear_gelu's): the traced GEMM (gemmUs) as a generated Triton GEMM
-// runs it, plus the epilogue's own traffic, the program's bytes less the GEMM output's read
-// (its other inputs read, its outputs written); the pattern standing in is the catalog's
-// first GEMM-epilogue entry, the estimate depending on the form alone.
+// epilogueShape is a GEMM-headed program's epilogue-fused GEMM as epilogueGemmUs reads it:
+// the traced GEMM (gemmUs) and the epilogue's own traffic, the program's bytes less the GEMM
+// output's read (its other inputs read, its outputs written).
 func epilogueShape(p *program.Program, gemmUs float64, warm bool) Shape {
 	bytes, _ := p.Bytes()
 	in0 := p.Inputs[0]
 	extra := bytes - numel(in0.Dims)*in0.DType.Size()
-	s := Shape{GemmUs: gemmUs, GemmElemSize: p.GEMM.DType.Size(), ExtraBytes: extra, Warm: warm}
-	for _, c := range catalog {
-		if c.Kind == KindGEMM && c.GEMM == GEMMEpilogue {
-			s.Pattern = c.ID
-			break
-		}
-	}
-	return s
+	return Shape{GemmUs: gemmUs, GemmElemSize: p.GEMM.DType.Size(), ExtraBytes: extra, Warm: warm}
 }
 
 // genericGEMMUs is a GEMM-headed program's fused kernel, GEMM included, for a calibrated m:

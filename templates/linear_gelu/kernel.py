@@ -862,11 +862,11 @@ def _linear_gelu(x, weight, bias, approximate, out, pre, pre_fresh):
     # pass costs (small M for N: ConvNeXt's 32x7x7x768->3072, 25.9 against eager's 19.9 us on
     # the H200). Open to contiguous outputs only (ATen's out= would copy into others)
     library = (ys, ycs) == (N, 1)
-    gemm = run
+    run_tiles = run  # the Triton GEMM's launch, chosen above
 
     def run(tile, y, p):
         if tile is not GEMM_LIBRARY:
-            return gemm(tile, y, p)
+            return run_tiles(tile, y, p)
         dst = p if save else y
         a2 = a.as_strided((M, K), (rs, cs))
         with torch.no_grad():  # ATen's out= refuses operands that require grad (a Linear's weight)
