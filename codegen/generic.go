@@ -194,8 +194,11 @@ func expand(tmpl string, args, consts []string, dt string) string {
 	return b.String()
 }
 
-// operands names a step's operands in Triton (inside) or eager (outside) code.
+// operands names a step's operands in Triton (inside) or eager (outside) code. Eager code
+// writes a number as traced; in Triton a comparison's number is the one eager compares with,
+// rounded to the type of the tensor beside it (program.DType.Round).
 func (r *renderer) operands(s program.Step, triton bool) []string {
+	op, _ := program.Lookup(s.Op)
 	out := make([]string, len(s.Args))
 	for k, a := range s.Args {
 		switch {
@@ -203,11 +206,44 @@ func (r *renderer) operands(s program.Step, triton bool) []string {
 			out[k] = "x" + strconv.Itoa(*a.In)
 		case a.Step != nil:
 			out[k] = "v" + strconv.Itoa(*a.Step)
+		case triton && op.Compare:
+			out[k] = pyNum(r.tensorDType(s).Round(float64(*a.Num)))
 		default:
 			out[k] = pyNum(float64(*a.Num))
 		}
 	}
 	return out
+}
+
+// tensorDType is the type of a step's first tensor operand (FP32 where it has none).
+func (r *renderer) tensorDType(s program.Step) program.DType {
+	for _, a := range s.Args {
+		switch {
+		case a.In != nil:
+			return r.p.Inputs[*a.In].DType
+		case a.Step != nil:
+			return r.p.Steps[*a.Step].DType
+		}
+	}
+	return program.FP32
+}
+
+// tritonConsts are a step's constants in Triton code: as traced, but clamp's bounds rounded
+// to its input's type, as eager's clamp compares with them (its forward gives the same
+// result either way; its backward's mask, x >= min, differs at x = the rounded bound).
+// Hardtanh's backward compares in fp32 with the bounds as given: not rounded.
+func (r *renderer) tritonConsts(op *program.Op, s program.Step) []string {
+	switch s.Op {
+	case program.Clamp, program.ClampMin, program.ClampMax:
+		d := r.tensorDType(s)
+		rs := s
+		rs.Consts = make([]program.Num, len(s.Consts))
+		for k, c := range s.Consts {
+			rs.Consts[k] = program.Num(d.Round(float64(c)))
+		}
+		return constsOf(op, rs)
+	}
+	return constsOf(op, s)
 }
 
 func constsOf(op *program.Op, s program.Step) []string {
@@ -307,6 +343,10 @@ func (r *renderer) casePy(dtype string) []byte {
 		fmt.Fprintf(&b, "    (%s, %s, %s),\n", pyStr("y"+strconv.Itoa(o)), pyStr(string(r.p.Steps[o].DType)), pyStr(r.outKind(o)))
 	}
 	b.WriteString("]\n")
+	if cs := r.constants(); len(cs) > 0 {
+		b.WriteString("# the program's finite numbers, which the verifier plants into the inputs\n")
+		b.WriteString("CONSTANTS = [" + strings.Join(cs, ", ") + "]\n")
+	}
 	if g != nil {
 		r.gemmCase(&b)
 		b.WriteString("ADVERSARIAL = GEMM_ADVERSARIAL\n")
@@ -321,6 +361,35 @@ func (r *renderer) casePy(dtype string) []byte {
 	}
 	b.WriteString("]\n")
 	return b.Bytes()
+}
+
+// constants are the program's finite numbers (operands and float constants), each once, in
+// the order the steps give them: the values at which a comparison or a clamp decides, which
+// the verifier's "planted" case writes into the inputs (as each input's type rounds them).
+func (r *renderer) constants() []string {
+	var out []string
+	seen := map[float64]bool{}
+	add := func(v float64) {
+		if math.IsInf(v, 0) || seen[v] {
+			return
+		}
+		seen[v] = true
+		out = append(out, pyNum(v))
+	}
+	for _, s := range r.p.Steps {
+		op, _ := program.Lookup(s.Op)
+		for _, a := range s.Args {
+			if a.Num != nil {
+				add(float64(*a.Num))
+			}
+		}
+		for k, c := range s.Consts {
+			if op.Consts[k] == program.ConstFloat {
+				add(float64(c))
+			}
+		}
+	}
+	return out
 }
 
 // tolDtype is the least precise float dtype of the program's steps (bf16 before fp16 before
@@ -741,7 +810,7 @@ func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string
 		if op.Reduce != "" {
 			break
 		}
-		e := expand(op.Triton, r.operands(s, true), constsOf(op, s), "")
+		e := expand(op.Triton, r.operands(s, true), r.tritonConsts(op, s), "")
 		fmt.Fprintf(b, "%sv%d = %s\n", indent, i, e)
 		if s.DType == program.FP16 || s.DType == program.BF16 {
 			fmt.Fprintf(b, "%sv%d = _round(v%d, %s)\n", indent, i, i, tlDtypes[s.DType])

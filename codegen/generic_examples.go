@@ -92,6 +92,17 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		"gemm":{"op":"bmm","x":[2,24,40],"w":[2,40,36],"dtype":"fp16"},
 		"steps":[{"op":"tanh","args":[{"in":0}],"dtype":"fp16"},
 		{"op":"clamp","args":[{"step":0}],"consts":[-0.5,0.75],"dtype":"fp16"}],"outputs":[1]}`},
+	// numbers a 16-bit type cannot hold, where eager decides with them rounded: a linear's
+	// output gated by x > 0.1 (bfloat16's 0.1 is 0.10009765625), and an fp16 clamp to
+	// [0.1, 0.3] (0.0999755859375 and 0.300048828125), whose backward masks x >= min, x <= max
+	{"linear_gt_gate", "bf16", `{"dims":[24,40],"inputs":[{"dtype":"bf16","dims":[24,40]}],
+		"gemm":{"op":"linear","x":[24,32],"w":[40,32],"bias":[40],"dtype":"bf16"},
+		"steps":[{"op":"gt","args":[{"in":0},{"num":0.1}],"dtype":"bool"},
+		{"op":"cast","args":[{"step":0}],"dtype":"bf16"},
+		{"op":"mul","args":[{"in":0},{"step":1}],"dtype":"bf16"}],"outputs":[2]}`},
+	{"clamp_band_fp16", "fp16", `{"dims":[16,40],"inputs":[{"dtype":"fp16","dims":[16,40]},{"dtype":"fp16","dims":[40]}],
+		"steps":[{"op":"clamp","args":[{"in":0}],"consts":[0.1,0.3],"dtype":"fp16"},
+		{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"fp16"}],"outputs":[1]}`},
 	// a bias-free x @ W of a 3-D x (matmul) -> SiLU -> scale by a 0-dim tensor
 	{"matmul_silu_scale", "bf16", `{"dims":[3,12,40],"inputs":[{"dtype":"bf16","dims":[3,12,40]},{"dtype":"bf16","dims":[]}],
 		"gemm":{"op":"matmul","x":[3,12,56],"w":[56,40],"dtype":"bf16"},

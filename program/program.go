@@ -50,6 +50,41 @@ func (d DType) Size() int64 {
 
 func (d DType) valid() bool { return d.IsFloat() || d == Bool }
 
+// Round is v as eager PyTorch converts a Python scalar to a tensor of type d (c10's
+// Scalar::to: the double to float, then to half or bfloat16, rounding to nearest even each
+// time; beyond the type's range +-inf). A comparison, or clamp's backward mask, between a
+// 16-bit tensor and a scalar compares with the scalar so rounded: x > 0.1 on bfloat16 x is
+// false at x = 0.10009765625, bfloat16's 0.1. Other types: float32(v).
+func (d DType) Round(v float64) float64 {
+	f := float64(float32(v))
+	var mant, emin int // stored mantissa bits, least normal exponent
+	switch d {
+	case FP16:
+		mant, emin = 10, -14
+	case BF16:
+		mant, emin = 7, -126
+	default:
+		return f
+	}
+	if f == 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return f
+	}
+	_, e := math.Frexp(f) // f = m * 2^e, 0.5 <= |m| < 1
+	e--
+	if e < emin {
+		e = emin // subnormal: the least normal exponent's spacing
+	}
+	ulp := math.Ldexp(1, e-mant)
+	r := math.RoundToEven(f/ulp) * ulp
+	maxFinite := math.Ldexp(2-math.Ldexp(1, -mant), maxExp[d])
+	if math.Abs(r) > maxFinite {
+		return math.Copysign(math.Inf(1), r)
+	}
+	return r
+}
+
+var maxExp = map[DType]int{FP16: 15, BF16: 127}
+
 // Program is one generic chain: its external inputs, its steps in the traced order, and the
 // steps whose values leave the chain.
 type Program struct {

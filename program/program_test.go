@@ -288,3 +288,31 @@ func TestGEMMHead(t *testing.T) {
 		t.Errorf("key %s vs %s, name %s", p.Key(), q.Key(), p.Name(BF16))
 	}
 }
+
+func TestRound(t *testing.T) {
+	for _, c := range []struct {
+		d    DType
+		v    float64
+		want float64
+	}{
+		{BF16, 0.1, 0.10009765625},
+		{FP16, 0.1, 0.0999755859375},
+		{FP32, 0.1, float64(float32(0.1))},
+		{BF16, 1, 1},
+		{BF16, -3.0, -3.0},
+		{BF16, 1 + 1.0/256, 1},             // a tie: to even
+		{BF16, 1 + 3.0/256, 1 + 1.0/64},    // a tie: to even (up)
+		{FP16, 65504, 65504},               // fp16's largest
+		{FP16, 65519, 65504},               // below the midpoint to 65536
+		{FP16, 65520, math.Inf(1)},         // at it: overflow
+		{FP16, -1e6, math.Inf(-1)},         //
+		{FP16, 1e-8, 0},                    // below half the least subnormal (2^-24)
+		{FP16, 6e-8, math.Ldexp(1, -24)},   // the least subnormal
+		{BF16, 1e39, math.Inf(1)},          // beyond float32 itself
+		{BF16, math.Inf(-1), math.Inf(-1)}, //
+	} {
+		if got := c.d.Round(c.v); got != c.want {
+			t.Errorf("%s.Round(%g) = %.17g, want %.17g", c.d, c.v, got, c.want)
+		}
+	}
+}

@@ -123,6 +123,52 @@ def make_inputs(shapes, dtype, params, device, seed):
     return inputs
 
 
+CONSTANTS = list(getattr(case, "CONSTANTS", []))
+
+
+def _near(values, dtype):
+    """Each value as a tensor of dtype holds it (rounded as eager rounds a scalar), and the
+    two numbers of dtype beside it: the finite ones, each once, and no subnormal (zero's
+    neighbours: no rounding decides there, and a subnormal's log or reciprocal is another
+    question than the one this case asks)."""
+    t = torch.tensor(values, dtype=torch.float64).to(torch.float32).to(dtype)
+    bits = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}[dtype]
+    near = [t] + [(t.view(bits) + d).view(dtype) for d in (-1, 1)]
+    tiny = torch.finfo(dtype).tiny
+    out = []
+    for v in torch.cat(near).tolist():
+        if math.isfinite(v) and (v == 0 or abs(v) >= tiny) and v not in out:
+            out.append(v)
+    return out
+
+
+def planted(inputs):
+    """The verifier's "planted" case: the program's numbers (case.CONSTANTS) as each float
+    input's type holds them, and their neighbours in that type, written into every other
+    element of it, so every comparison and clamp of an input runs at its boundary, where
+    the kernel and eager disagree if they round the number differently (x > 0.1 on bfloat16
+    x compares with bfloat16's 0.1). With a GEMM head the GEMM's output takes them: every
+    other row of a is zero, so those rows of the output are the bias, which holds them.
+    Returns (inputs, the names of those changed)."""
+    out, changed = dict(inputs), []
+    if not CONSTANTS:
+        return out, changed
+    names = [n for n, dt, _ in case.INPUTS if dt != "bool"]
+    if GEMM and GEMM["bias"]:
+        a = inputs["a"].clone()
+        a.view(-1, a.shape[-1])[::2] = 0
+        out["a"], changed = a, ["a"]
+        names.append("bias")
+    for n in names:
+        x = inputs[n].clone()
+        vals = torch.tensor(_near(CONSTANTS, x.dtype), dtype=x.dtype, device=x.device)
+        flat = x.view(-1)[::2]
+        flat.copy_(vals.repeat(flat.numel() // vals.numel() + 1)[:flat.numel()])
+        out[n] = x
+        changed.append(n)
+    return out, changed
+
+
 def _grad_only(outs, kernel):
     return tuple(o for o, g in zip(outs, kernel.GRAD_OUTPUTS) if g)
 

@@ -215,7 +215,7 @@ def build_cases(f):
     for name, v in (("strided", "strided"), ("strided-vec", "strided_vec"), ("transposed", "transposed"),
                     ("offset", "offset"),
                     ("large", "large"), ("small", "small"), ("nan-inf", "specials"),
-                    ("masked-rows", "masked_rows")):
+                    ("masked-rows", "masked_rows"), ("planted", "planted")):
         if transform(v, probe)[1]:
             cases.append(Case(name, traced, base_dt, variant=v))
     # the first adversarial shape (ragged, usually one block per row where the traced rows
@@ -239,6 +239,9 @@ def build_cases(f):
             cases.append(Case("grad-" + _shape_name(s), s, base_dt, grad=True))
         if base_dt != "fp32" and "fp32" in supported:
             cases.append(Case("grad", traced, "fp32", grad=True))
+        # a backward's masks at the boundaries (clamp's x >= min) where the planted case applies
+        if transform("planted", a.make_inputs(traced, DTYPES[base_dt], p, "cpu", 0))[1]:
+            cases.append(Case("grad-planted", traced, base_dt, variant="planted", grad=True))
         # the gradients of inputs stored transposed, at the traced shape and the adapter's
         # gradient shapes (a backward whose index math or layout plan takes another path
         # there: the generic backward's row dims that do not merge)
@@ -353,6 +356,11 @@ def transform(variant, inputs):
             x[at(x.numel() - 1)] = float("-inf")
         out[k] = x
         return out, [k]
+    if variant == "planted":
+        # the adapter's numbers at which the chain decides (a comparison's, a clamp's bounds)
+        # written into its inputs (the generic adapter's planted())
+        fn = getattr(CURRENT_ADAPTER, "planted", None)
+        return fn(out) if callable(fn) else (out, [])
     if variant == "masked_rows":
         # one row fully masked and one fully open, whatever True means for the mask
         changed = []

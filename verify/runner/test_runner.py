@@ -88,6 +88,21 @@ def test_values_variants():
     assert runner.transform("masked_rows", {"x": x})[1] == []
 
 
+def test_planted_variant_is_the_adapters():
+    # the numbers a chain decides at come from the adapter (the generic one's planted());
+    # an adapter without them has no planted case
+    x = torch.ones(4, 8)
+    saved = runner.CURRENT_ADAPTER
+    try:
+        runner.CURRENT_ADAPTER = types.SimpleNamespace()
+        assert runner.transform("planted", {"x": x})[1] == []
+        runner.CURRENT_ADAPTER = types.SimpleNamespace(planted=lambda inp: ({**inp, "x": inp["x"] * 0.1}, ["x"]))
+        out, changed = runner.transform("planted", {"x": x})
+        assert changed == ["x"] and float(out["x"][0, 0]) == pytest.approx(0.1)
+    finally:
+        runner.CURRENT_ADAPTER = saved
+
+
 def test_guard_catches_writes_outside_and_poisons():
     fat = types.SimpleNamespace(poison=lambda shape, dtype, device: torch.zeros(shape, dtype=dtype))
     f = types.SimpleNamespace(adapter=types.SimpleNamespace(fat=fat))

@@ -17,6 +17,8 @@ INPUTS = [
 OUTPUTS = [
     ("y1", "fp16", "full"),
 ]
+# the program's finite numbers, which the verifier plants into the inputs
+CONSTANTS = [(-0.5), 0.75]
 # the GEMM head: its traced op, x's rank, a bias, the dtype of x, w and bias
 GEMM = {"op": "bmm", "x_rank": 3, "bias": False, "dtype": "fp16", "n": 36, "k": 40}
 GEMM_ADVERSARIAL = [[[2, 33, 45], [2, 33, 70], [2, 70, 45]], [[2, 1, 1], [2, 1, 1], [2, 1, 1]], [[2, 17, 33], [2, 17, 33], [2, 33, 33]], [[2, 40, 40], [2, 40, 40], [2, 40, 40]]]

@@ -20,4 +20,6 @@ OUTPUTS = [
     ("y0", "fp32", "full"),
     ("y2", "fp32", "full"),
 ]
+# the program's finite numbers, which the verifier plants into the inputs
+CONSTANTS = [0.0, 1.0]
 ADVERSARIAL = [[[3, 2, 127]], [[1, 1, 1]], [[31, 2, 37]], [[2, 2, 1025]], [[2, 1, 4099]]]

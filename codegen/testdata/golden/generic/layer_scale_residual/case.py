@@ -20,4 +20,6 @@ INPUTS = [
 OUTPUTS = [
     ("y1", "fp32", "full"),
 ]
+# the program's finite numbers, which the verifier plants into the inputs
+CONSTANTS = [1.0]
 ADVERSARIAL = [[[3, 2, 1, 127]], [[1, 1, 1, 1]], [[31, 2, 1, 37]], [[2, 2, 1, 1025]], [[2, 1, 1, 4099]]]

@@ -18,6 +18,8 @@ INPUTS = [
 OUTPUTS = [
     ("y2", "bf16", "full"),
 ]
+# the program's finite numbers, which the verifier plants into the inputs
+CONSTANTS = [0.5, 1.0]
 # the GEMM head: its traced op, x's rank, a bias, the dtype of x, w and bias
 GEMM = {"op": "linear", "x_rank": 3, "bias": True, "dtype": "bf16", "n": 48, "k": 64}
 GEMM_ADVERSARIAL = [[[3, 11, 45], [3, 11, 70], [45, 70]], [[1, 1, 1], [1, 1, 1], [1, 1]], [[3, 6, 33], [3, 6, 33], [33, 33]], [[3, 14, 40], [3, 14, 40], [40, 40]]]

@@ -19,4 +19,6 @@ OUTPUTS = [
     ("y2", "fp16", "full"),
     ("y3", "fp16", "row_keep"),
 ]
+# the program's finite numbers, which the verifier plants into the inputs
+CONSTANTS = [1.0, 0.2]
 ADVERSARIAL = [[[3, 2, 1, 127]], [[1, 1, 1, 1]], [[31, 2, 1, 37]], [[2, 2, 1, 1025]], [[2, 1, 1, 4099]]]

@@ -18,4 +18,6 @@ INPUTS = [
 OUTPUTS = [
     ("y2", "fp32", "full"),
 ]
+# the program's finite numbers, which the verifier plants into the inputs
+CONSTANTS = [0.5]
 ADVERSARIAL = [[[3, 127]], [[1, 1]], [[31, 37]], [[2, 1025]], [[2, 4099]]]

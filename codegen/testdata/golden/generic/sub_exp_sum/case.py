@@ -17,4 +17,6 @@ INPUTS = [
 OUTPUTS = [
     ("y2", "fp32", "row"),
 ]
+# the program's finite numbers, which the verifier plants into the inputs
+CONSTANTS = [1.0]
 ADVERSARIAL = [[[3, 2, 127]], [[1, 1, 1]], [[31, 2, 37]], [[2, 2, 1025]], [[2, 1, 4099]]]

@@ -81,4 +81,6 @@ OUTPUTS = [
     ("y60", "bf16", "full"),
     ("y61", "fp32", "full"),
 ]
+# the program's finite numbers, which the verifier plants into the inputs
+CONSTANTS = [0.5, (-1.25), 2.0, 1.5, (-3.0), 0.3, (-0.5), 0.25, (-0.25), (-2.0), 0.1, 1.3, 1.05, 0.9, 3.0, 0.0, 1.0, (-1.0), 2.5, 4.0, 5.0]
 ADVERSARIAL = [[[3, 127]], [[1, 1]], [[31, 37]], [[2, 1025]], [[2, 4099]]]

@@ -17,4 +17,6 @@ OUTPUTS = [
     ("y0", "fp16", "full"),
     ("y1", "fp16", "row"),
 ]
+# the program's finite numbers, which the verifier plants into the inputs
+CONSTANTS = [1.5]
 ADVERSARIAL = [[[3, 2, 127]], [[1, 1, 1]], [[31, 2, 37]], [[2, 2, 1025]], [[2, 1, 4099]]]
