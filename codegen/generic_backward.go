@@ -72,7 +72,33 @@ func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) (re
 			fmt.Fprintf(b, "%sgx%d = %s\n", indent, i, strings.Join(t, " + "))
 		}
 	}
-	return g.Reached, g.Alias
+	reached, alias = g.Reached, g.Alias
+	if r.biasGrad() {
+		// the GEMM bias' gradient: the GEMM output's, summed over the rows by the kernel
+		fmt.Fprintf(b, "%sgx%d = gx0\n", indent, len(r.p.Inputs))
+		reached = append(append([]bool(nil), reached...), reached[0])
+		alias = append(append([]int(nil), alias...), -1)
+	}
+	return reached, alias
+}
+
+// biasGrad reports whether the backward kernel also sums the gradient of the GEMM head's
+// bias: one slot after the program's inputs (bwdInputs), whose gradient is the GEMM
+// output's (gx0) reduced over the rows as a bias' is, in the pass that computes it, where
+// an ATen sum over the stored gradient took 11.9 of the backward's 44.6 µs (a [4096, 512]
+// bf16 linear's, H200: bench/experiments/probe_bwd_kernels.py, 2026-12-03).
+func (r *renderer) biasGrad() bool {
+	return r.p.GEMM != nil && r.p.GEMM.Bias != nil && len(r.p.Inputs) > 0
+}
+
+// bwdInputs are the backward kernel's input slots: the program's inputs, then with biasGrad
+// the GEMM bias ([N], read by no step: its gradient only).
+func (r *renderer) bwdInputs() []program.Input {
+	if !r.biasGrad() {
+		return r.p.Inputs
+	}
+	return append(append([]program.Input(nil), r.p.Inputs...),
+		program.Input{DType: r.p.GEMM.DType, Dims: r.p.GEMM.Bias})
 }
 
 // backwardKernel writes _fused_bwd_kernel and returns, per input, whether a gradient
@@ -86,21 +112,22 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 			nOut++
 		}
 	}
+	ins := r.bwdInputs()
 	var a []string
-	for i := range r.p.Inputs {
+	for i := range ins {
 		a = append(a, "in"+strconv.Itoa(i))
 	}
 	for k := 0; k < nOut; k++ {
 		a = append(a, "dout"+strconv.Itoa(k))
 	}
-	for i := range r.p.Inputs {
+	for i := range ins {
 		a = append(a, "gbuf"+strconv.Itoa(i))
 	}
 	a = append(a, "R", "C", "J", "SPLITS", "NCB")
 	for d := 0; d < r.rank; d++ {
 		a = append(a, "D"+strconv.Itoa(d))
 	}
-	for i := range r.p.Inputs {
+	for i := range ins {
 		for d := 0; d < r.rank; d++ {
 			a = append(a, fmt.Sprintf("s%d_%d", i, d))
 		}
@@ -110,7 +137,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 			a = append(a, fmt.Sprintf("t%d_%d", k, d))
 		}
 	}
-	for i := range r.p.Inputs {
+	for i := range ins {
 		for d := 0; d < r.rank; d++ {
 			a = append(a, fmt.Sprintf("u%d_%d", i, d))
 		}
@@ -121,7 +148,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 	}
 	a = append(a, "BLOCK_R: tl.constexpr", "BLOCK_C: tl.constexpr", "IDX64: tl.constexpr",
 		"FLAT: tl.constexpr", "ALIGN: tl.constexpr", "AMASK: tl.constexpr", "NINNER: tl.constexpr")
-	for i := range r.p.Inputs {
+	for i := range ins {
 		a = append(a, fmt.Sprintf("KIND%d: tl.constexpr", i))
 	}
 	b.WriteString("@triton.jit\n")
@@ -159,7 +186,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
     row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
     row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
 `)
-	for i := range r.p.Inputs {
+	for i := range ins {
 		if !reached[i] {
 			continue
 		}
@@ -238,8 +265,8 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		fmt.Fprintf(b, "%sif AMASK >> %d & 1:\n", indent, t)
 		fmt.Fprintf(b, "%s    %s = tl.max_contiguous(tl.multiple_of(%s, [1, ALIGN]), [1, ALIGN])\n", indent, name, name)
 	}
-	nIn := len(r.p.Inputs)
-	for i := range r.p.Inputs {
+	nIn := len(ins)
+	for i := range r.p.Inputs { // the GEMM bias' slot is read by no step: no offsets
 		fmt.Fprintf(b, "        base%d = %s\n", i, lead("s", i))
 		offset("        ", fmt.Sprintf("o%d", i), fmt.Sprintf("base%d + c * s%d_%d", i, i, r.rank-1), i)
 	}
@@ -249,7 +276,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		fmt.Fprintf(b, "        dy%d = tl.load(dout%d + od%d, mask=mask, other=0).to(tl.float32)\n", k, k, k)
 	}
 	b.Write(body.Bytes())
-	for i := range r.p.Inputs {
+	for i := range ins {
 		if !reached[i] {
 			continue
 		}
@@ -257,7 +284,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		last := strconv.Itoa(r.rank - 1)
 		b.WriteString("        if KIND" + I + " == 0:  # the main shape: stored as it is\n")
 		offset("            ", "gb", lead("u", i)+" + c * u"+I+"_"+last, nIn+nOut+i)
-		b.WriteString("            tl.store(gbuf" + I + " + gb, _cast(gx" + I + ", " + tlDtypes[r.p.Inputs[i].DType] + "), mask=mask)\n")
+		b.WriteString("            tl.store(gbuf" + I + " + gb, _cast(gx" + I + ", " + tlDtypes[ins[i].DType] + "), mask=mask)\n")
 		b.WriteString("        elif KIND" + I + " == 1 or KIND" + I + " == 2:  # the program's rows reduced (1: per column, 2: all)\n")
 		b.WriteString("            acc" + I + " += tl.where(mask, gx" + I + ", 0.0)  # summed once, after the loop\n")
 		b.WriteString("        elif KIND" + I + " == 3:  # columns reduced: each row's sum over the column block\n")
@@ -266,7 +293,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		b.WriteString("            gb = " + lead("u", i) + "\n")
 		b.WriteString("            tl.store(gbuf" + I + " + (gb + c * u" + I + "_" + last + "), gx" + I + ", mask=mask)\n")
 	}
-	for i := range r.p.Inputs {
+	for i := range ins {
 		if !reached[i] {
 			continue
 		}
@@ -333,6 +360,7 @@ func (r *renderer) backwardWrapper(g program.Grad, reached []bool) string {
 	fmt.Fprintf(&b, "GRAD_OUTPUTS = %s  # per output: it carries a gradient (float, computed from a float input)\n", bools(g.Outputs))
 	fmt.Fprintf(&b, "GRAD_REACHED = %s  # per input: a derivative reaches it (else its gradient is None, as eager's)\n", bools(reached))
 	fmt.Fprintf(&b, "GRAD_ALIAS = [%s]  # per input: the output gradient (k-th of those carried) that is its gradient exactly\n", strings.Join(al, ", "))
+	fmt.Fprintf(&b, "BWD_INPUTS = %d  # the backward kernel's input slots (fused_backward)\n", len(r.bwdInputs()))
 	b.WriteString(`# the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -456,8 +484,19 @@ def fused_backward(inputs, douts, needs=None):
     alone: the forward values are recomputed, none is saved. A broadcast input's gradient
     is reduced in the kernel into a small fp32 buffer that one torch sum finishes. The plan
     (_bwd_plan) is computed once per key: the arguments' dtypes, shapes, strides, device and
-    needs; a call with a known key allocates, launches and sums."""
-    needs = (True,) * len(inputs) if needs is None else tuple(needs)[:len(inputs)]
+    needs; a call with a known key allocates, launches and sums. The kernel has BWD_INPUTS
+    input slots: the program's inputs and, with a GEMM head's bias, the bias, whose gradient
+    it sums from the GEMM output's (GemmFunction passes it; a slot not passed is left
+    empty)."""
+    n = len(inputs)
+    needs = (True,) * n if needs is None else tuple(needs)[:n]
+    if n < BWD_INPUTS:  # an empty slot: no gradient asked of it, never read
+        inputs = tuple(inputs) + (inputs[0],) * (BWD_INPUTS - n)
+        needs = needs + (False,) * (BWD_INPUTS - n)
+    return _fused_backward(inputs, douts, needs)[:n]
+
+
+def _fused_backward(inputs, douts, needs):
     key = ("bwd", _key(inputs), _key(douts), needs, getattr(inputs[0], "device", None) if inputs else None)
     plan = _PLANS.get(key) or _remember(key, _bwd_plan(inputs, douts, needs))
     shape, want, carried, aliases, launch = plan
@@ -503,7 +542,7 @@ def _bwd_plan(inputs, douts, needs):
     when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
     partial-sum buffers (shape, members, and how one torch sum finishes them), the
     gradients the kernel stores whole, and num_warps."""
-    shape = _main_shape(inputs)
+    shape = _main_shape(inputs[:len(IN_DTYPES)])  # a GEMM bias' slot after them: [N], or empty
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
     numel = _prod(shape)
     if numel == 0 or not any(want):

@@ -255,7 +255,6 @@ func gemmBackward(g *program.GEMM) string {
 	case program.BMM:
 		b.WriteString("    ga = torch.bmm(g0, w.transpose(1, 2)) if needs[0] else None\n")
 		b.WriteString("    gw = torch.bmm(a.transpose(1, 2), g0) if needs[1] else None\n")
-		b.WriteString("    gb = None\n")
 		return b.String()
 	case program.Linear:
 		b.WriteString("    g2 = g0.reshape(-1, g0.shape[-1])\n")
@@ -265,11 +264,6 @@ func gemmBackward(g *program.GEMM) string {
 		b.WriteString("    g2 = g0.reshape(-1, g0.shape[-1])\n")
 		b.WriteString("    ga = (g2 @ w.t()).reshape(a.shape) if needs[0] else None\n")
 		b.WriteString("    gw = a.reshape(-1, a.shape[-1]).t() @ g2 if needs[1] else None\n")
-	}
-	if g.Bias != nil {
-		b.WriteString("    gb = g2.sum(0) if needs[2] else None\n")
-	} else {
-		b.WriteString("    gb = None\n")
 	}
 	return b.String()
 }
@@ -410,12 +404,12 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
 	}
 	b.WriteString(`
 
-def _gemm_backward(a, w, bias, g0, needs):
+def _gemm_backward(a, w, g0, needs):
     """The GEMM operands' gradients from its output's (g0), on cuBLAS (torch matmuls), as
-    eager's backward computes them."""
+    eager's backward computes them (the bias': fused_backward's, summed in its kernel)."""
 `)
 	b.WriteString(gemmBackward(g))
-	b.WriteString(`    return ga, gw, gb
+	b.WriteString(`    return ga, gw
 
 
 class GemmFunction(torch.autograd.Function):
@@ -436,12 +430,17 @@ class GemmFunction(torch.autograd.Function):
     def backward(ctx, *douts):
         a, w, bias, pre, *xs = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        grads = fused_backward((pre, *xs), douts, (any(needs[:3]),) + tuple(needs[3:]))
+        # the bias in the backward kernel's last slot: its gradient summed from the GEMM
+        # output's in the same pass (fused_backward's BWD_INPUTS)
+        slot = (bias,) if bias is not None else ()
+        grads = fused_backward((pre, *xs, *slot), douts,
+                               (needs[0] or needs[1],) + tuple(needs[3:]) + (needs[2],) * len(slot))
         g0 = grads[0]
-        if g0 is None:
+        if g0 is None and (needs[0] or needs[1]):
             g0 = torch.zeros_like(pre)
-        ga, gw, gb = _gemm_backward(a, w, bias, g0, needs[:3])
-        return (ga, gw, gb, *grads[1:])
+        ga, gw = _gemm_backward(a, w, g0, needs[:2])
+        gb = grads[-1] if slot else None
+        return (ga, gw, gb, *grads[1:1 + len(xs)])
 
 
 def gemm_autograd(a, w, bias, *xs):

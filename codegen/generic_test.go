@@ -191,7 +191,7 @@ func TestGenericBackwardAlias(t *testing.T) {
 	for _, c := range []struct{ example, want string }{
 		{"gelu_dropout_residual", "[None, 1]"},                           // y2 = dropout(gelu(x0)) + x1: x1's is y2's (the second output)
 		{"broadcast_mixed_sigmoid", "[None, None, None, None, 0, None]"}, // the residual x4
-		{"linear_gelu_scale_residual", "[None, 0]"},                      // x1 the residual; x0, the GEMM's output, through a GELU
+		{"linear_gelu_scale_residual", "[None, 0, None]"},                // x1 the residual; x0, the GEMM's output, through a GELU; the bias' slot
 		{"silu_scale", "[None]"},                                         // x0 read twice
 		{"table_fp32", "[None, None, None]"},                             // add(x, y, alpha=0.5): y's derivative 0.5
 	} {

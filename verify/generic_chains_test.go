@@ -178,7 +178,9 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"linear's weight untransposed", "linear_gelu_scale_residual", nil,
 			text("w3 = w.t().unsqueeze(0)", "w3 = w.unsqueeze(0)")},
 		{"GEMM bias gradient dropped", "linear_gelu_scale_residual", nil,
-			text("gb = g2.sum(0) if needs[2] else None", "gb = None")},
+			text("gb = grads[-1] if slot else None", "gb = None")},
+		{"GEMM bias gradient from the last program's rows only", "addmm_sigmoid_channel", nil,
+			textAll("        gx2 = gx0\n", "        gx2 = tl.where(pid == tl.num_programs(0) - 1, gx0, 0.0)\n")},
 		// a number compared with as traced, not as eager rounds it to the tensor's type (the
 		// verifier's planted case puts the rounded number and its neighbours in the inputs)
 		{"comparison with bfloat16's 0.1 unrounded", "linear_gt_gate", nil, textAll("0.10009765625", "0.1")},

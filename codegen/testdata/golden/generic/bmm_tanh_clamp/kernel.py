@@ -689,6 +689,7 @@ def _max_offset(dims, strides):
 GRAD_OUTPUTS = [True]  # per output: it carries a gradient (float, computed from a float input)
 GRAD_REACHED = [True]  # per input: a derivative reaches it (else its gradient is None, as eager's)
 GRAD_ALIAS = [None]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
+BWD_INPUTS = 1  # the backward kernel's input slots (fused_backward)
 # the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -812,8 +813,19 @@ def fused_backward(inputs, douts, needs=None):
     alone: the forward values are recomputed, none is saved. A broadcast input's gradient
     is reduced in the kernel into a small fp32 buffer that one torch sum finishes. The plan
     (_bwd_plan) is computed once per key: the arguments' dtypes, shapes, strides, device and
-    needs; a call with a known key allocates, launches and sums."""
-    needs = (True,) * len(inputs) if needs is None else tuple(needs)[:len(inputs)]
+    needs; a call with a known key allocates, launches and sums. The kernel has BWD_INPUTS
+    input slots: the program's inputs and, with a GEMM head's bias, the bias, whose gradient
+    it sums from the GEMM output's (GemmFunction passes it; a slot not passed is left
+    empty)."""
+    n = len(inputs)
+    needs = (True,) * n if needs is None else tuple(needs)[:n]
+    if n < BWD_INPUTS:  # an empty slot: no gradient asked of it, never read
+        inputs = tuple(inputs) + (inputs[0],) * (BWD_INPUTS - n)
+        needs = needs + (False,) * (BWD_INPUTS - n)
+    return _fused_backward(inputs, douts, needs)[:n]
+
+
+def _fused_backward(inputs, douts, needs):
     key = ("bwd", _key(inputs), _key(douts), needs, getattr(inputs[0], "device", None) if inputs else None)
     plan = _PLANS.get(key) or _remember(key, _bwd_plan(inputs, douts, needs))
     shape, want, carried, aliases, launch = plan
@@ -859,7 +871,7 @@ def _bwd_plan(inputs, douts, needs):
     when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
     partial-sum buffers (shape, members, and how one torch sum finishes them), the
     gradients the kernel stores whole, and num_warps."""
-    shape = _main_shape(inputs)
+    shape = _main_shape(inputs[:len(IN_DTYPES)])  # a GEMM bias' slot after them: [N], or empty
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
     numel = _prod(shape)
     if numel == 0 or not any(want):
@@ -1204,13 +1216,12 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     return tuple(out)
 
 
-def _gemm_backward(a, w, bias, g0, needs):
+def _gemm_backward(a, w, g0, needs):
     """The GEMM operands' gradients from its output's (g0), on cuBLAS (torch matmuls), as
-    eager's backward computes them."""
+    eager's backward computes them (the bias': fused_backward's, summed in its kernel)."""
     ga = torch.bmm(g0, w.transpose(1, 2)) if needs[0] else None
     gw = torch.bmm(a.transpose(1, 2), g0) if needs[1] else None
-    gb = None
-    return ga, gw, gb
+    return ga, gw
 
 
 class GemmFunction(torch.autograd.Function):
@@ -1231,12 +1242,17 @@ class GemmFunction(torch.autograd.Function):
     def backward(ctx, *douts):
         a, w, bias, pre, *xs = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        grads = fused_backward((pre, *xs), douts, (any(needs[:3]),) + tuple(needs[3:]))
+        # the bias in the backward kernel's last slot: its gradient summed from the GEMM
+        # output's in the same pass (fused_backward's BWD_INPUTS)
+        slot = (bias,) if bias is not None else ()
+        grads = fused_backward((pre, *xs, *slot), douts,
+                               (needs[0] or needs[1],) + tuple(needs[3:]) + (needs[2],) * len(slot))
         g0 = grads[0]
-        if g0 is None:
+        if g0 is None and (needs[0] or needs[1]):
             g0 = torch.zeros_like(pre)
-        ga, gw, gb = _gemm_backward(a, w, bias, g0, needs[:3])
-        return (ga, gw, gb, *grads[1:])
+        ga, gw = _gemm_backward(a, w, g0, needs[:2])
+        gb = grads[-1] if slot else None
+        return (ga, gw, gb, *grads[1:1 + len(xs)])
 
 
 def gemm_autograd(a, w, bias, *xs):

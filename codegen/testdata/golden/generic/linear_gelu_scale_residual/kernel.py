@@ -417,7 +417,7 @@ def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_
 
 
 @triton.jit
-def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, t0_0, t0_1, t0_2, u0_0, u0_1, u0_2, u1_0, u1_1, u1_2, ROWS_PER_PROG, MC, SC, MR1, SR1, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr):
+def _fused_bwd_kernel(in0, in1, in2, dout0, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0, s0_1, s0_2, s1_0, s1_1, s1_2, s2_0, s2_1, s2_2, t0_0, t0_1, t0_2, u0_0, u0_1, u0_2, u1_0, u1_1, u1_2, u2_0, u2_1, u2_2, ROWS_PER_PROG, MC, SC, MR1, SR1, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr):
     """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
@@ -452,6 +452,7 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
     row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
     acc0 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     acc1 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+    acc2 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     lo = row_start
     hi = row_end
     if FLAT:  # the rows' elements as one range (C a multiple of ALIGN: so are its ends)
@@ -516,7 +517,7 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
         v2 = v1 + x1 * 1.0
         v2 = _round(v2, tl.bfloat16)
         od0 = rr * 0 + i0 * t0_0 + i1 * t0_1 + c * t0_2
-        if AMASK >> 2 & 1:
+        if AMASK >> 3 & 1:
             od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
         dy0 = tl.load(dout0 + od0, mask=mask, other=0).to(tl.float32)
         g2 = dy0
@@ -524,9 +525,10 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
         g0 = g1 * (0.5)
         gx0 = g0 * (0.5 * (1.0 + tl.math.erf(x0 * 0.7071067811865476)) + x0 * 0.3989422804014327 * tl.exp(-0.5 * x0 * x0))
         gx1 = g2 * (1.0)
+        gx2 = gx0
         if KIND0 == 0:  # the main shape: stored as it is
             gb = rr * 0 + i0 * u0_0 + i1 * u0_1 + c * u0_2
-            if AMASK >> 3 & 1:
+            if AMASK >> 4 & 1:
                 gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
             tl.store(gbuf0 + gb, _cast(gx0, tl.bfloat16), mask=mask)
         elif KIND0 == 1 or KIND0 == 2:  # the program's rows reduced (1: per column, 2: all)
@@ -538,7 +540,7 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
             tl.store(gbuf0 + (gb + c * u0_2), gx0, mask=mask)
         if KIND1 == 0:  # the main shape: stored as it is
             gb = rr * 0 + i0 * u1_0 + i1 * u1_1 + c * u1_2
-            if AMASK >> 4 & 1:
+            if AMASK >> 5 & 1:
                 gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
             tl.store(gbuf1 + gb, _cast(gx1, tl.bfloat16), mask=mask)
         elif KIND1 == 1 or KIND1 == 2:  # the program's rows reduced (1: per column, 2: all)
@@ -548,6 +550,18 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
         elif KIND1 == 4:  # none fits: the fp32 values, summed on the host
             gb = rr * 0 + i0 * u1_0 + i1 * u1_1
             tl.store(gbuf1 + (gb + c * u1_2), gx1, mask=mask)
+        if KIND2 == 0:  # the main shape: stored as it is
+            gb = rr * 0 + i0 * u2_0 + i1 * u2_1 + c * u2_2
+            if AMASK >> 6 & 1:
+                gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
+            tl.store(gbuf2 + gb, _cast(gx2, tl.bfloat16), mask=mask)
+        elif KIND2 == 1 or KIND2 == 2:  # the program's rows reduced (1: per column, 2: all)
+            acc2 += tl.where(mask, gx2, 0.0)  # summed once, after the loop
+        elif KIND2 == 3:  # columns reduced: each row's sum over the column block
+            tl.store(gbuf2 + (pc * R + rows), tl.sum(tl.where(mask, gx2, 0.0), axis=1), mask=rmask)
+        elif KIND2 == 4:  # none fits: the fp32 values, summed on the host
+            gb = rr * 0 + i0 * u2_0 + i1 * u2_1
+            tl.store(gbuf2 + (gb + c * u2_2), gx2, mask=mask)
     if KIND0 == 1:  # column sums
         tl.store(gbuf0 + (pg * C + cols), tl.sum(acc0, axis=0), mask=cmask)
     elif KIND0 == 2:  # one sum
@@ -556,6 +570,10 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
         tl.store(gbuf1 + (pg * C + cols), tl.sum(acc1, axis=0), mask=cmask)
     elif KIND1 == 2:  # one sum
         tl.store(gbuf1 + pid, tl.sum(tl.sum(acc1, axis=1), axis=0))
+    if KIND2 == 1:  # column sums
+        tl.store(gbuf2 + (pg * C + cols), tl.sum(acc2, axis=0), mask=cmask)
+    elif KIND2 == 2:  # one sum
+        tl.store(gbuf2 + pid, tl.sum(tl.sum(acc2, axis=1), axis=0))
 
 
 def _main_shape(inputs):
@@ -711,8 +729,9 @@ def _max_offset(dims, strides):
 
 
 GRAD_OUTPUTS = [True]  # per output: it carries a gradient (float, computed from a float input)
-GRAD_REACHED = [True, True]  # per input: a derivative reaches it (else its gradient is None, as eager's)
-GRAD_ALIAS = [None, 0]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
+GRAD_REACHED = [True, True, True]  # per input: a derivative reaches it (else its gradient is None, as eager's)
+GRAD_ALIAS = [None, 0, None]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
+BWD_INPUTS = 3  # the backward kernel's input slots (fused_backward)
 # the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -836,8 +855,19 @@ def fused_backward(inputs, douts, needs=None):
     alone: the forward values are recomputed, none is saved. A broadcast input's gradient
     is reduced in the kernel into a small fp32 buffer that one torch sum finishes. The plan
     (_bwd_plan) is computed once per key: the arguments' dtypes, shapes, strides, device and
-    needs; a call with a known key allocates, launches and sums."""
-    needs = (True,) * len(inputs) if needs is None else tuple(needs)[:len(inputs)]
+    needs; a call with a known key allocates, launches and sums. The kernel has BWD_INPUTS
+    input slots: the program's inputs and, with a GEMM head's bias, the bias, whose gradient
+    it sums from the GEMM output's (GemmFunction passes it; a slot not passed is left
+    empty)."""
+    n = len(inputs)
+    needs = (True,) * n if needs is None else tuple(needs)[:n]
+    if n < BWD_INPUTS:  # an empty slot: no gradient asked of it, never read
+        inputs = tuple(inputs) + (inputs[0],) * (BWD_INPUTS - n)
+        needs = needs + (False,) * (BWD_INPUTS - n)
+    return _fused_backward(inputs, douts, needs)[:n]
+
+
+def _fused_backward(inputs, douts, needs):
     key = ("bwd", _key(inputs), _key(douts), needs, getattr(inputs[0], "device", None) if inputs else None)
     plan = _PLANS.get(key) or _remember(key, _bwd_plan(inputs, douts, needs))
     shape, want, carried, aliases, launch = plan
@@ -883,7 +913,7 @@ def _bwd_plan(inputs, douts, needs):
     when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
     partial-sum buffers (shape, members, and how one torch sum finishes them), the
     gradients the kernel stores whole, and num_warps."""
-    shape = _main_shape(inputs)
+    shape = _main_shape(inputs[:len(IN_DTYPES)])  # a GEMM bias' slot after them: [N], or empty
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
     numel = _prod(shape)
     if numel == 0 or not any(want):
@@ -1232,14 +1262,13 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     return tuple(out)
 
 
-def _gemm_backward(a, w, bias, g0, needs):
+def _gemm_backward(a, w, g0, needs):
     """The GEMM operands' gradients from its output's (g0), on cuBLAS (torch matmuls), as
-    eager's backward computes them."""
+    eager's backward computes them (the bias': fused_backward's, summed in its kernel)."""
     g2 = g0.reshape(-1, g0.shape[-1])
     ga = (g2 @ w).reshape(a.shape) if needs[0] else None
     gw = g2.t() @ a.reshape(-1, a.shape[-1]) if needs[1] else None
-    gb = g2.sum(0) if needs[2] else None
-    return ga, gw, gb
+    return ga, gw
 
 
 class GemmFunction(torch.autograd.Function):
@@ -1260,12 +1289,17 @@ class GemmFunction(torch.autograd.Function):
     def backward(ctx, *douts):
         a, w, bias, pre, *xs = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        grads = fused_backward((pre, *xs), douts, (any(needs[:3]),) + tuple(needs[3:]))
+        # the bias in the backward kernel's last slot: its gradient summed from the GEMM
+        # output's in the same pass (fused_backward's BWD_INPUTS)
+        slot = (bias,) if bias is not None else ()
+        grads = fused_backward((pre, *xs, *slot), douts,
+                               (needs[0] or needs[1],) + tuple(needs[3:]) + (needs[2],) * len(slot))
         g0 = grads[0]
-        if g0 is None:
+        if g0 is None and (needs[0] or needs[1]):
             g0 = torch.zeros_like(pre)
-        ga, gw, gb = _gemm_backward(a, w, bias, g0, needs[:3])
-        return (ga, gw, gb, *grads[1:])
+        ga, gw = _gemm_backward(a, w, g0, needs[:2])
+        gb = grads[-1] if slot else None
+        return (ga, gw, gb, *grads[1:1 + len(xs)])
 
 
 def gemm_autograd(a, w, bias, *xs):

@@ -1022,6 +1022,7 @@ def _max_offset(dims, strides):
 GRAD_OUTPUTS = [True, True, True, True, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True]  # per output: it carries a gradient (float, computed from a float input)
 GRAD_REACHED = [True, True, False]  # per input: a derivative reaches it (else its gradient is None, as eager's)
 GRAD_ALIAS = [None, None, None]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
+BWD_INPUTS = 3  # the backward kernel's input slots (fused_backward)
 # the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -1145,8 +1146,19 @@ def fused_backward(inputs, douts, needs=None):
     alone: the forward values are recomputed, none is saved. A broadcast input's gradient
     is reduced in the kernel into a small fp32 buffer that one torch sum finishes. The plan
     (_bwd_plan) is computed once per key: the arguments' dtypes, shapes, strides, device and
-    needs; a call with a known key allocates, launches and sums."""
-    needs = (True,) * len(inputs) if needs is None else tuple(needs)[:len(inputs)]
+    needs; a call with a known key allocates, launches and sums. The kernel has BWD_INPUTS
+    input slots: the program's inputs and, with a GEMM head's bias, the bias, whose gradient
+    it sums from the GEMM output's (GemmFunction passes it; a slot not passed is left
+    empty)."""
+    n = len(inputs)
+    needs = (True,) * n if needs is None else tuple(needs)[:n]
+    if n < BWD_INPUTS:  # an empty slot: no gradient asked of it, never read
+        inputs = tuple(inputs) + (inputs[0],) * (BWD_INPUTS - n)
+        needs = needs + (False,) * (BWD_INPUTS - n)
+    return _fused_backward(inputs, douts, needs)[:n]
+
+
+def _fused_backward(inputs, douts, needs):
     key = ("bwd", _key(inputs), _key(douts), needs, getattr(inputs[0], "device", None) if inputs else None)
     plan = _PLANS.get(key) or _remember(key, _bwd_plan(inputs, douts, needs))
     shape, want, carried, aliases, launch = plan
@@ -1192,7 +1204,7 @@ def _bwd_plan(inputs, douts, needs):
     when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
     partial-sum buffers (shape, members, and how one torch sum finishes them), the
     gradients the kernel stores whole, and num_warps."""
-    shape = _main_shape(inputs)
+    shape = _main_shape(inputs[:len(IN_DTYPES)])  # a GEMM bias' slot after them: [N], or empty
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
     numel = _prod(shape)
     if numel == 0 or not any(want):

@@ -1,0 +1,79 @@
+"""Probe: does a GEMM folder's tuner keep the tile bench finds fastest? (GPU-only)
+
+A kernel with a GEMM (linear_gelu, layernorm_linear, a generic chain with a GEMM head) times
+its candidates once per bucket of M (templates/_common/shared.py, _gemm_tile: triton's
+do_bench, L2 zeroed before each call, median of 20 ms) and keeps the fastest, the library
+path (cuBLAS, then one pass) among them. bench times the kept one differently (a CUDA-graph
+replay, L2 flushed without dirty lines: fa_testing.gpu_time_us). On 2026-12-03 a generic
+chain's forward kept a Triton tile at 15.5 µs where its library form ran 12.7 µs
+(docs/benchmarks/h200-generic-gemm-2026-12-03.json). This probe makes the folder's first call
+(the tuner's choice), then forces every candidate in turn and times each both ways:
+
+  tuner     triton.testing.do_bench(gemm_fused), as the tuner does, median ms -> µs
+  bench     fa_testing.gpu_time_us of the call's CUDA-graph replay, median µs
+
+Usage: python3 bench/experiments/probe_gemm_tuner.py FOLDER...  (generic GEMM folders)
+"""
+import importlib.util
+import pathlib
+import sys
+
+import torch
+import triton
+
+
+def load(folder, name):
+    spec = importlib.util.spec_from_file_location(f"_t_{abs(hash(str(folder)))}_{name}", folder / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    for arg in sys.argv[1:]:
+        folder = pathlib.Path(arg).resolve()
+        sys.path.insert(0, str(folder))
+        fat = load(folder, "fa_testing")
+        case = load(folder, "case")
+        kernel = load(folder, "kernel")
+        adapter = load(folder, "adapter")
+        dt = fat.DTYPES[case.DTYPE]
+        inputs = adapter.make_inputs(case.SHAPES, dt, case.PARAMS, "cuda", 0)
+
+        def call():
+            return adapter.fused(kernel, inputs, case.PARAMS)
+
+        call()
+        torch.cuda.synchronize()
+        keys = list(kernel._GEMM_TUNED)
+        if len(keys) != 1:
+            print(f"{folder.name}: {len(keys)} tuned buckets, want 1")
+            continue
+        key = keys[0]
+        kept = kernel._GEMM_TUNED[key]
+        m = 1
+        for d in case.SHAPES[1][:-1]:
+            m *= d
+        bucket = 16 if m <= 16 else 1 << (m - 1).bit_length()
+        k = case.SHAPES[1][-1]
+        cands = kernel._gemm_candidates(bucket, k, torch.empty((), dtype=fat.DTYPES[case.GEMM["dtype"]]).element_size())
+        cands = cands + [kernel.GEMM_LIBRARY]
+        print(f"{folder.name}: M={m} bucket={bucket} kept {kept}")
+        for t in cands:
+            kernel._GEMM_TUNED[key] = t
+            try:
+                tuner = triton.testing.do_bench(call, warmup=5, rep=20, return_mode="median") * 1e3
+                replay = fat.graph_replay(call)
+                gpu = fat.gpu_time_us(replay)[0] if replay is not None else float("nan")
+            except Exception as e:  # noqa: BLE001 - a tile that does not compile here
+                print(f"  {str(t):28s} failed: {type(e).__name__}")
+                continue
+            mark = " <- kept" if t == kept else ""
+            print(f"  {str(t):28s} tuner {tuner:7.1f} µs  bench {gpu:7.1f} µs{mark}")
+        kernel._GEMM_TUNED[key] = kept
+        sys.path.remove(str(folder))
+
+
+if __name__ == "__main__":
+    main()
