@@ -443,7 +443,8 @@ const halfCheck = "check"
 // bwdSources are the training benchmarks read and, per file, the folders taken from it with
 // their family: the latest measurement of each folder whose kernels have not changed since
 // (h200-train-2026-12-02h: the norms' pipelined backwards, and swiglu as it is; h200-attention-2026-12-02b: the attention kernel as it is; h200-train-2026-12-03c:
-// the generic chains' backward with its flat walk). Left out: BERT's
+// the generic chains' backward with its flat walk; h200-train-2026-12-03k: dropout_add's
+// kept-form bias walk). Left out: BERT's
 // dropout_add and GPT-2's add_layernorm (the same [4096, 768] work as GPT-2's dropout_add and
 // BERT's add_layernorm, from the other half), -02's large dropout_add and gelu_pyops (their
 // partial sums are added up differently since).
@@ -453,7 +454,6 @@ var bwdSources = []struct {
 	half    string            // "": by family (bwdSplit)
 }{
 	{"h200-train-2026-12-02h.json", map[string]string{
-		"dropout_add-bf16-8x512x768-8571ad7e":     "gpt2",
 		"add_layernorm-bf16-16x256x2048-e2a9dd44": "mlp_blocks",
 		"add_layernorm-bf16-8192x4096-46eb2f6d":   "anchors",
 		"rmsnorm_pyops-bf16-8192x4096-f79bb692":   "anchors",
@@ -468,6 +468,13 @@ var bwdSources = []struct {
 	// pipelined walk, 512 programs); linear_gelu's forward with its library path (-03h)
 	{"h200-train-2026-12-03g.json", map[string]string{
 		"gelu_pyops-bf16-8192x16384-c3e3fa57": "anchors",
+	}, ""},
+	// dropout_add's bias walk in its kept form (the pipelined row loop, 512 programs)
+	{"h200-train-2026-12-03k.json", map[string]string{
+		"dropout_add-bf16-8192x4096-263468d2":   "anchors",
+		"dropout_add-bf16-8x512x768-8571ad7e":   "gpt2",
+		"dropout_add-bf16-16x256x2048-e698c8b5": "mlp_blocks",
+		"dropout_add-bf16-8x512x1024-a66c543a":  "encoder",
 	}, ""},
 	{"h200-train-2026-12-03i.json", map[string]string{
 		"gelu_pyops-bf16-8x512x3072-a5782f4b": "gpt2",
