@@ -572,9 +572,14 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 // recognisable; every kernel stores through it), of the helpers below, those that code
 // calls, directly or through another helper, in the helpers' order, and the shared launch
 // block (every kernel is launched through _launch: its compiled form cached per
-// specialization and launched directly).
+// specialization and launched directly), and with a backward the shared sumparts block (its
+// column sums added up and cast in one launch).
 func preamble(code string) string {
-	return sharedBlock("cast") + "\n\n\n" + helpersFor(code) + sharedBlock("launch") + "\n\n\n"
+	pre := sharedBlock("cast") + "\n\n\n" + helpersFor(code) + sharedBlock("launch") + "\n\n\n"
+	if strings.Contains(code, "_part_sums(") { // the backward's column sums, added up
+		pre += sharedBlock("sumparts") + "\n\n\n"
+	}
+	return pre
 }
 
 // helper is one @triton.jit function of helpers: its name and its source, with any comment

@@ -165,6 +165,57 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 # --- fa:end launch ---
 
 
+# --- fa:shared sumparts ---
+# Weight and bias gradients from per-program partial sums: a backward's programs each add up
+# their rows into one fp32 row per gradient, PART [G, K, N] ([G, N] for K = 1), and
+# _sum_parts adds up each gradient's G rows and writes it in the gradient's type: one launch
+# where part.sum(0) and a cast took two or three (4.2 vs 11.1 us for 512 x 2 x 768, L2-warm,
+# on the H200: bench/experiments/probe_add_layernorm_bwd.py).
+SUM_BLOCK_G = 128
+SUM_BLOCK_N = 16 if INTERPRET else 32
+
+
+# G (the number of groups) unspecialized: it follows the rows, which vary from call to call
+@triton.jit(do_not_specialize=["G"])
+def _sum_parts(PART, OUT0, OUT1, G, N, K, K0, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Program (j, i) adds up gradient K0 + i of PART [G, K, N] (fp32) over the G groups,
+    BLOCK_G at a time, for columns [j * BLOCK_N, (j + 1) * BLOCK_N), into OUT0 (i = 0) or OUT1
+    (i = 1) in its type."""
+    i = tl.program_id(1)
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cm = cols < N
+    gs = tl.arange(0, BLOCK_G)
+    acc = tl.full([BLOCK_G, BLOCK_N], 0, tl.float32)
+    g = 0
+    while g < G:
+        grp = g + gs
+        acc += tl.load(PART + ((grp * K + K0 + i) * N)[:, None] + cols[None, :],
+                       mask=(grp < G)[:, None] & cm[None, :], other=0.0)
+        g += BLOCK_G
+    total = tl.sum(acc, axis=0)
+    if i == 0:
+        tl.store(OUT0 + cols, _cast(total, OUT0.dtype.element_ty), mask=cm)
+    else:
+        tl.store(OUT1 + cols, _cast(total, OUT1.dtype.element_ty), mask=cm)
+
+
+def _part_sums(part, outs, k0=0):
+    """outs[i] = part[:, k0 + i].sum(0) written in outs[i]'s type, for one or two contiguous
+    1-D outs of N: part is fp32 [G, K, N] (or [G, N]), contiguous. One launch of _sum_parts."""
+    G, N = part.shape[0], part.shape[-1]
+    if G * N == 0:
+        for o in outs:
+            o.zero_()
+        return
+    block_g = SUM_BLOCK_G
+    if INTERPRET:  # the group loop runs in Python: two blocks of groups whatever G is (and a
+        block_g = max(2, 1 << (-(-G // 2) - 1).bit_length())  # skipped block still shows)
+    _launch(_sum_parts, (-(-N // SUM_BLOCK_N), len(outs)),
+            (part, outs[0], outs[-1], G, N, part.numel() // (G * N), k0),
+            num_warps=4, BLOCK_G=block_g, BLOCK_N=SUM_BLOCK_N)
+# --- fa:end sumparts ---
+
+
 @triton.jit
 def _fused_kernel(in0, in1, in2, out0, NUMEL, D0, D1, D2, D3, s0_0, s0_1, s0_2, s0_3, s1_0, s1_1, s1_2, s1_3, s2_0, s2_1, s2_2, s2_3, M1, M2, M3, S1, S2, S3, BLOCK: tl.constexpr, IDX64: tl.constexpr, INNER16: tl.constexpr, LEAD: tl.constexpr, DENSE0: tl.constexpr, DENSE1: tl.constexpr, DENSE2: tl.constexpr):
     pid = tl.program_id(0)
@@ -713,6 +764,16 @@ def _fused_backward(inputs, douts, needs):
     # the tensors themselves, read through the strides of their broadcast views (same data)
     _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=warps, num_stages=3, **consts)
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
+        if sdim == 2 and len(vshape) == 4 and vshape[1] == 1:
+            # column sums of programs over every row (a bias, the GEMM's): the shared
+            # _sum_parts adds up each member's and writes it in its type, one launch a
+            # member, where a torch sum and a cast took two launches and 5.7 µs of a 32 µs
+            # GEMM head's backward (H200, 2026-12-03)
+            parts = buf.view(vshape[0], vshape[2], vshape[3])
+            for j, (i, gshape, order, ishape, cast) in enumerate(outs):
+                grads[i] = torch.empty(ishape, dtype=cast or torch.float32, device=dev)
+                _part_sums(parts[j], [grads[i].view(-1)])
+            continue
         sums = buf.view(vshape)
         if sdim is not None:
             sums = sums.sum(sdim)
