@@ -228,12 +228,21 @@ func (r *renderer) tensorDType(s program.Step) program.DType {
 	return program.FP32
 }
 
-// tritonConsts are a step's constants in Triton code: as traced, but clamp's bounds rounded
-// to its input's type, as eager's clamp compares with them (its forward gives the same
-// result either way; its backward's mask, x >= min, differs at x = the rounded bound).
-// Hardtanh's backward compares in fp32 with the bounds as given: not rounded.
-func (r *renderer) tritonConsts(op *program.Op, s program.Step) []string {
+// tritonConsts are a step's constants in Triton code, in its forward expression or (deriv)
+// its derivatives: as traced, but rounded to its input's type where eager rounds them
+// (program.DType.Round): clamp's bounds, with which eager's clamp compares (its forward gives
+// the same result either way; its backward's mask, x >= min, differs at x = the rounded
+// bound), and pow's exponent in the forward (ATen's pow by a scalar: exp_scalar.to<scalar_t>,
+// so bfloat16's x ** 1.3 is x ** 1.296875; its backward, exponent * grad * x ** (exponent - 1),
+// multiplies by the exponent as given). Hardtanh's backward compares in fp32 with the bounds
+// as given: not rounded.
+func (r *renderer) tritonConsts(op *program.Op, s program.Step, deriv bool) []string {
 	switch s.Op {
+	case program.Pow:
+		if deriv {
+			break
+		}
+		fallthrough
 	case program.Clamp, program.ClampMin, program.ClampMax:
 		d := r.tensorDType(s)
 		rs := s
@@ -815,7 +824,7 @@ func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string
 		if op.Reduce != "" {
 			break
 		}
-		e := expand(op.Triton, r.operands(s, true), r.tritonConsts(op, s), "")
+		e := expand(op.Triton, r.operands(s, true), r.tritonConsts(op, s, false), "")
 		fmt.Fprintf(b, "%sv%d = %s\n", indent, i, e)
 		if s.DType == program.FP16 || s.DType == program.BF16 {
 			fmt.Fprintf(b, "%sv%d = _round(v%d, %s)\n", indent, i, i, tlDtypes[s.DType])

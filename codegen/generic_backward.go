@@ -52,7 +52,7 @@ func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) (re
 		gj := "g" + strconv.Itoa(j)
 		fmt.Fprintf(b, "%s%s = %s\n", indent, gj, strings.Join(steps[j], " + "))
 		args := r.operands(s, true)
-		consts := r.tritonConsts(op, s)
+		consts := r.tritonConsts(op, s, true)
 		for a, arg := range s.Args {
 			float := arg.In != nil && g.Inputs[*arg.In] || arg.Step != nil && g.Steps[*arg.Step]
 			if !float {

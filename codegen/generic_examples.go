@@ -103,6 +103,11 @@ var genericExamples = []struct{ name, dtype, prog string }{
 	{"clamp_band_fp16", "fp16", `{"dims":[16,40],"inputs":[{"dtype":"fp16","dims":[16,40]},{"dtype":"fp16","dims":[40]}],
 		"steps":[{"op":"clamp","args":[{"in":0}],"consts":[0.1,0.3],"dtype":"fp16"},
 		{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"fp16"}],"outputs":[1]}`},
+	// a fractional power of a bfloat16 tensor: eager's exponent is bfloat16's 1.3, 1.296875
+	{"abs_pow_bf16", "bf16", `{"dims":[16,40],"inputs":[{"dtype":"bf16","dims":[16,40]},{"dtype":"bf16","dims":[40]}],
+		"steps":[{"op":"abs","args":[{"in":0}],"dtype":"bf16"},
+		{"op":"pow","args":[{"step":0}],"consts":[1.3],"dtype":"bf16"},
+		{"op":"mul","args":[{"step":1},{"in":1}],"dtype":"bf16"}],"outputs":[2]}`},
 	// a bias-free x @ W of a 3-D x (matmul) -> SiLU -> scale by a 0-dim tensor
 	{"matmul_silu_scale", "bf16", `{"dims":[3,12,40],"inputs":[{"dtype":"bf16","dims":[3,12,40]},{"dtype":"bf16","dims":[]}],
 		"gemm":{"op":"matmul","x":[3,12,56],"w":[56,40],"dtype":"bf16"},
