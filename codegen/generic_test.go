@@ -273,3 +273,57 @@ func TestHelpersFor(t *testing.T) {
 		}
 	}
 }
+
+// TestGenericScalarRounding: a number eager rounds to a 16-bit tensor's type (a comparison's,
+// clamp's bounds, pow's exponent in its forward) is written rounded into the Triton code and
+// as traced into the eager reference; fp32 programs and the derivatives eager computes with
+// the number as given (hardtanh's mask, pow's factor) keep it.
+func TestGenericScalarRounding(t *testing.T) {
+	for _, c := range []struct {
+		name, dtype, step string
+		inTriton, notTriton []string
+		inRef               string
+	}{
+		{"gt bf16", "bf16", `{"op":"gt","args":[{"in":0},{"num":0.1}],"dtype":"bool"}`,
+			[]string{"x0 > 0.10009765625"}, []string{"x0 > 0.1,"}, "torch.gt(x0, 0.1)"},
+		{"le fp16", "fp16", `{"op":"le","args":[{"in":0},{"num":0.3}],"dtype":"bool"}`,
+			[]string{"x0 <= 0.300048828125"}, nil, "torch.le(x0, 0.3)"},
+		{"ge fp32", "fp32", `{"op":"ge","args":[{"in":0},{"num":0.1}],"dtype":"bool"}`,
+			[]string{"x0 >= 0.10000000149011612"}, nil, "torch.ge(x0, 0.1)"},
+		{"clamp_min fp16", "fp16", `{"op":"clamp_min","args":[{"in":0}],"consts":[0.1],"dtype":"fp16"}`,
+			[]string{"_clamp_min(x0, 0.0999755859375)", "x0 >= 0.0999755859375"}, nil, "torch.clamp_min(x0, 0.1)"},
+		{"hardtanh bf16: its backward's bounds as given", "bf16", `{"op":"hardtanh","args":[{"in":0}],"consts":[0.1,0.3],"dtype":"bf16"}`,
+			[]string{"(x0 > 0.1) & (x0 < 0.3)"}, nil, "hardtanh(x0, 0.1, 0.3)"},
+		{"pow bf16: the forward's exponent rounded, the derivative's not", "bf16", `{"op":"pow","args":[{"in":0}],"consts":[1.3],"dtype":"bf16"}`,
+			[]string{"_pow(x0, 1.296875)", "_dpow(x0, 1.3)"}, []string{"_pow(x0, 1.3)"}, "torch.pow(x0, 1.3)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := `{"dims":[4,8],"inputs":[{"dtype":"` + c.dtype + `","dims":[4,8]}],"steps":[` + c.step + `],"outputs":[0]}`
+			var p program.Program
+			if err := json.Unmarshal([]byte(prog), &p); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			files, err := RenderGeneric(GenericSpec{Program: &p, Dtype: c.dtype, Ops: p.Codes(), Source: Source{Trace: "t", Site: "s"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, ref := string(files["kernel.py"]), string(files["reference.py"])
+			for _, s := range c.inTriton {
+				if !strings.Contains(k, s) {
+					t.Errorf("kernel.py lacks %q", s)
+				}
+			}
+			for _, s := range c.notTriton {
+				if strings.Contains(k, s) {
+					t.Errorf("kernel.py has %q", s)
+				}
+			}
+			if !strings.Contains(ref, c.inRef) {
+				t.Errorf("reference.py lacks %q", c.inRef)
+			}
+		})
+	}
+}
