@@ -280,7 +280,7 @@ func TestHelpersFor(t *testing.T) {
 // the number as given (hardtanh's mask, pow's factor) keep it.
 func TestGenericScalarRounding(t *testing.T) {
 	for _, c := range []struct {
-		name, dtype, step string
+		name, dtype, step   string
 		inTriton, notTriton []string
 		inRef               string
 	}{
