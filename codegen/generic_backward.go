@@ -75,7 +75,10 @@ func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) (re
 	reached, alias = g.Reached, g.Alias
 	if r.biasGrad() {
 		// the GEMM bias' gradient: the GEMM output's, summed over the rows by the kernel
-		fmt.Fprintf(b, "%sgx%d = gx0\n", indent, len(r.p.Inputs))
+		// (none where no derivative reaches the GEMM's output: a chain that only compares it)
+		if reached[0] {
+			fmt.Fprintf(b, "%sgx%d = gx0\n", indent, len(r.p.Inputs))
+		}
 		reached = append(append([]bool(nil), reached...), reached[0])
 		alias = append(append([]int(nil), alias...), -1)
 	}

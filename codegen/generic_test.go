@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -323,6 +324,56 @@ func TestGenericScalarRounding(t *testing.T) {
 			}
 			if !strings.Contains(ref, c.inRef) {
 				t.Errorf("reference.py lacks %q", c.inRef)
+			}
+		})
+	}
+}
+
+// TestGenericGEMMBiasSlot: the backward kernel's GEMM-bias slot takes the GEMM output's
+// gradient where a derivative reaches that output, and is left unreached (no reference to
+// an undefined gx0) where the chain only compares it.
+func TestGenericGEMMBiasSlot(t *testing.T) {
+	for _, c := range []struct {
+		name, steps string
+		slot        bool
+	}{
+		{"multiplied", `{"op":"relu","args":[{"in":0}],"dtype":"bf16"},
+			{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"bf16"}`, true},
+		{"only compared", `{"op":"gt","args":[{"in":0},{"num":0}],"dtype":"bool"},
+			{"op":"cast","args":[{"step":0}],"dtype":"bf16"},
+			{"op":"mul","args":[{"step":1},{"in":1}],"dtype":"bf16"}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := `{"dims":[24,40],"inputs":[{"dtype":"bf16","dims":[24,40]},{"dtype":"bf16","dims":[24,40]}],
+				"gemm":{"op":"linear","x":[24,32],"w":[40,32],"bias":[40],"dtype":"bf16"},
+				"steps":[` + c.steps + `],"outputs":[` + strconv.Itoa(strings.Count(c.steps, `"op"`)-1) + `]}`
+			var p program.Program
+			if err := json.Unmarshal([]byte(prog), &p); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			files, err := RenderGeneric(GenericSpec{Program: &p, Dtype: "bf16", Ops: p.Codes(), Source: Source{Trace: "t", Site: "s"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := string(files["kernel.py"])
+			if !strings.Contains(k, "BWD_INPUTS = 3") {
+				t.Fatalf("kernel.py has no backward with the bias' slot")
+			}
+			if got := strings.Contains(k, "gx2 = gx0"); got != c.slot {
+				t.Errorf("the slot's gradient written: %v, want %v", got, c.slot)
+			}
+			if !c.slot && strings.Contains(k, "gx0") {
+				t.Errorf("kernel.py reads gx0, which no derivative defines")
+			}
+			reach := "GRAD_REACHED = [True, True, True]"
+			if !c.slot {
+				reach = "GRAD_REACHED = [False, True, False]"
+			}
+			if !strings.Contains(k, reach) {
+				t.Errorf("kernel.py lacks %q", reach)
 			}
 		})
 	}
