@@ -12,8 +12,14 @@ chain's forward kept a Triton tile at 15.5 µs where its library form ran 12.7 �
   tuner     triton.testing.do_bench(gemm_fused), as the tuner does, median ms -> µs
   bench     fa_testing.gpu_time_us of the call's CUDA-graph replay, median µs
 
-Usage: python3 bench/experiments/probe_gemm_tuner.py FOLDER...  (generic GEMM folders)
+Then (-kernels) the forward's kernels under torch.profiler, 10 calls after a warm-up, mean
+device µs a call: gemm_fused with the library path forced, against gemm_cublas (the same
+cuBLAS call and pointwise kernel, which bench times as the library op `cublas_pointwise`
+and which ran 4.5 µs faster on 2026-12-03, unexplained).
+
+Usage: python3 bench/experiments/probe_gemm_tuner.py [-kernels] FOLDER...  (generic GEMM folders)
 """
+import collections
 import importlib.util
 import pathlib
 import sys
@@ -30,8 +36,26 @@ def load(folder, name):
     return mod
 
 
+def kernels(call, calls=10):
+    """{kernel name: mean device µs a call} of call() under torch.profiler."""
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    us = collections.Counter()
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0:
+            us[e.name] += e.device_time / calls
+    return us
+
+
 def main():
-    for arg in sys.argv[1:]:
+    args = sys.argv[1:]
+    show_kernels = "-kernels" in args
+    for arg in [a for a in args if a != "-kernels"]:
         folder = pathlib.Path(arg).resolve()
         sys.path.insert(0, str(folder))
         fat = load(folder, "fa_testing")
@@ -71,6 +95,17 @@ def main():
                 continue
             mark = " <- kept" if t == kept else ""
             print(f"  {str(t):28s} tuner {tuner:7.1f} µs  bench {gpu:7.1f} µs{mark}")
+        if show_kernels:
+            kernel._GEMM_TUNED[key] = kernel.GEMM_LIBRARY
+            xs = [inputs[n] for n in adapter.NAMES]
+            if not case.GEMM["bias"]:
+                xs.insert(2, None)
+            for label, fn in (("gemm_fused (library path)", lambda: kernel.gemm_fused(*xs)),
+                              ("gemm_cublas", lambda: kernel.gemm_cublas(*xs))):
+                us = kernels(fn)
+                print(f"  {label}: {sum(us.values()):.1f} µs in {len(us)} kernels")
+                for name, t in us.most_common():
+                    print(f"    {t:7.1f}  {name[:100]}")
         kernel._GEMM_TUNED[key] = kept
         sys.path.remove(str(folder))
 
