@@ -93,7 +93,8 @@ func TestGenericChainsMutants(t *testing.T) {
 			return func() { op.Deriv[k] = old }
 		}
 	}
-	text := func(from, to string) func(dir string) error {
+	// replace returns an edit of kernel.py: from replaced by to, n times (-1: everywhere)
+	replace := func(from, to string, n int) func(dir string) error {
 		return func(dir string) error {
 			p := filepath.Join(dir, "kernel.py")
 			b, err := os.ReadFile(p)
@@ -103,22 +104,11 @@ func TestGenericChainsMutants(t *testing.T) {
 			if !strings.Contains(string(b), from) {
 				t.Fatalf("%s: %q not in kernel.py", dir, from)
 			}
-			return os.WriteFile(p, []byte(strings.Replace(string(b), from, to, 1)), 0o644)
+			return os.WriteFile(p, []byte(strings.Replace(string(b), from, to, n)), 0o644)
 		}
 	}
-	textAll := func(from, to string) func(dir string) error {
-		return func(dir string) error {
-			p := filepath.Join(dir, "kernel.py")
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(string(b), from) {
-				t.Fatalf("%s: %q not in kernel.py", dir, from)
-			}
-			return os.WriteFile(p, []byte(strings.ReplaceAll(string(b), from, to)), 0o644)
-		}
-	}
+	text := func(from, to string) func(dir string) error { return replace(from, to, 1) }
+	textAll := func(from, to string) func(dir string) error { return replace(from, to, -1) }
 	mutants := []struct {
 		name, example string
 		table         func() func() // swaps an op-table entry, returns the undo

@@ -9,7 +9,6 @@ Not L2-flushed: kernels of one call run back to back as in a step.
 Usage: python3 bench/experiments/probe_bwd_kernels.py [-mode backward|full] [-top N] FOLDER...
 """
 import argparse
-import collections
 import importlib.util
 import pathlib
 import sys
@@ -19,6 +18,7 @@ import torch
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import harness  # noqa: E402
+import probekit  # noqa: E402  (beside this file)
 
 CALLS = 10
 
@@ -28,21 +28,6 @@ def load(folder, name):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def kernels(call):
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(CALLS):
-            call()
-        torch.cuda.synchronize()
-    us = collections.Counter()
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0:
-            us[e.name] += e.device_time / CALLS
-    return us
 
 
 def main():
@@ -64,7 +49,7 @@ def main():
                 "eager": lambda inp: adapter.reference(ref, inp, params)}
         print(f"== {folder.name} ({a.mode})")
         for name, fwd in fwds.items():
-            us = kernels(harness.training_call(torch, fwd, inputs, names, a.mode))
+            us = probekit.device_times(harness.training_call(torch, fwd, inputs, names, a.mode), CALLS)
             print(f"   {name}: {sum(us.values()):.1f} us in {len(us)} kernels")
             for k, v in us.most_common(a.top):
                 print(f"      {v:8.1f}  {k[:110]}")

@@ -19,13 +19,14 @@ and which ran 4.5 µs faster on 2026-12-03, unexplained).
 
 Usage: python3 bench/experiments/probe_gemm_tuner.py [-kernels] FOLDER...  (generic GEMM folders)
 """
-import collections
 import importlib.util
 import pathlib
 import sys
 
 import torch
 import triton
+
+import probekit  # beside this file
 
 
 def load(folder, name):
@@ -34,22 +35,6 @@ def load(folder, name):
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod
-
-
-def kernels(call, calls=10):
-    """{kernel name: mean device µs a call} of call() under torch.profiler."""
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    us = collections.Counter()
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0:
-            us[e.name] += e.device_time / calls
-    return us
 
 
 def main():
@@ -102,7 +87,7 @@ def main():
                 xs.insert(2, None)
             for label, fn in (("gemm_fused (library path)", lambda: kernel.gemm_fused(*xs)),
                               ("gemm_cublas", lambda: kernel.gemm_cublas(*xs))):
-                us = kernels(fn)
+                us = probekit.device_times(fn)
                 print(f"  {label}: {sum(us.values()):.1f} µs in {len(us)} kernels")
                 for name, t in us.most_common():
                     print(f"    {t:7.1f}  {name[:100]}")

@@ -1,7 +1,8 @@
 """What the template probes share (probe_layernorm2d.py, probe_add_layernorm_bwd.py,
-probe_rmsnorm_bwd.py): the paths, --smoke's interpreter switch, a template's modules loaded
-from their folder, the two timers, the correctness test of a variant, and the table (or JSON
-lines) every probe prints.
+probe_rmsnorm_bwd.py; probe_bwd_kernels.py and probe_gemm_tuner.py take device_times): the
+paths, --smoke's interpreter switch, a template's modules loaded from their folder, the two
+timers, a call's kernels by device time, the correctness test of a variant, and the table
+(or JSON lines) every probe prints.
 
 Import it before torch: with --smoke on the command line it sets TRITON_INTERPRET=1, which
 Triton reads when it is first imported.
@@ -46,6 +47,28 @@ def arguments(doc, compile_=True, quick=False):
     ap.add_argument("--json", action="store_true", help="one JSON object per row instead of the table")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under TRITON_INTERPRET=1")
     return ap.parse_args()
+
+
+def device_times(call, calls=10):
+    """{kernel name: mean device µs a call} of call() under torch.profiler: three warm-up
+    calls, then `calls` calls back to back (not L2-flushed: a call's kernels as a step runs
+    them)."""
+    import collections
+
+    import torch
+
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    us = collections.Counter()
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0:
+            us[e.name] += e.device_time / calls
+    return us
 
 
 def gpu_timer(fn, flush=True):
