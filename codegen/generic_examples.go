@@ -103,6 +103,14 @@ var genericExamples = []struct{ name, dtype, prog string }{
 	{"clamp_band_fp16", "fp16", `{"dims":[16,40],"inputs":[{"dtype":"fp16","dims":[16,40]},{"dtype":"fp16","dims":[40]}],
 		"steps":[{"op":"clamp","args":[{"in":0}],"consts":[0.1,0.3],"dtype":"fp16"},
 		{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"fp16"}],"outputs":[1]}`},
+	// a bias-free batched GEMM gated by x < 0.1 in fp16 (0.0999755859375: below 0.1, so eager is
+	// false at x = that number, where a kernel comparing with 0.1 is true): the planted case
+	// reaches the GEMM's output through one-hot rows of a and w's first row
+	{"bmm_lt_gate", "fp16", `{"dims":[2,12,24],"inputs":[{"dtype":"fp16","dims":[2,12,24]}],
+		"gemm":{"op":"bmm","x":[2,12,16],"w":[2,16,24],"dtype":"fp16"},
+		"steps":[{"op":"lt","args":[{"in":0},{"num":0.1}],"dtype":"bool"},
+		{"op":"cast","args":[{"step":0}],"dtype":"fp16"},
+		{"op":"mul","args":[{"in":0},{"step":1}],"dtype":"fp16"}],"outputs":[2]}`},
 	// a fractional power of a bfloat16 tensor: eager's exponent is bfloat16's 1.3, 1.296875
 	{"abs_pow_bf16", "bf16", `{"dims":[16,40],"inputs":[{"dtype":"bf16","dims":[16,40]},{"dtype":"bf16","dims":[40]}],
 		"steps":[{"op":"abs","args":[{"in":0}],"dtype":"bf16"},

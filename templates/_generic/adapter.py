@@ -142,30 +142,49 @@ def _near(values, dtype):
     return out
 
 
+def _plant(t):
+    """t's elements, every other one (t contiguous), set to the program's numbers as t's type
+    holds them and their neighbours, in turn."""
+    vals = torch.tensor(_near(CONSTANTS, t.dtype), dtype=t.dtype, device=t.device)
+    flat = t.reshape(-1)[::2]
+    flat.copy_(vals.repeat(flat.numel() // vals.numel() + 1)[:flat.numel()])
+
+
 def planted(inputs):
     """The verifier's "planted" case: the program's numbers (case.CONSTANTS) as each float
     input's type holds them, and their neighbours in that type, written into every other
     element of it, so every comparison and clamp of an input runs at its boundary, where
     the kernel and eager disagree if they round the number differently (x > 0.1 on bfloat16
-    x compares with bfloat16's 0.1). With a GEMM head the GEMM's output takes them: every
-    other row of a is zero, so those rows of the output are the bias, which holds them.
-    Returns (inputs, the names of those changed)."""
+    x compares with bfloat16's 0.1). With a GEMM head the GEMM's output takes them, exactly:
+    every other row of a is zero, so those rows of the output are the bias, which holds them;
+    without a bias those rows of a are one-hot at k = 0 instead, so they are w's k = 0 row
+    (column for linear's [N, K] weight), which holds them. Returns (inputs, the names of
+    those changed)."""
     out, changed = dict(inputs), []
     if not CONSTANTS:
         return out, changed
-    names = [n for n, dt, _ in case.INPUTS if dt != "bool"]
-    if GEMM and GEMM["bias"]:
-        a = inputs["a"].clone()
-        a.view(-1, a.shape[-1])[::2] = 0
-        out["a"], changed = a, ["a"]
-        names.append("bias")
-    for n in names:
-        x = inputs[n].clone()
-        vals = torch.tensor(_near(CONSTANTS, x.dtype), dtype=x.dtype, device=x.device)
-        flat = x.view(-1)[::2]
-        flat.copy_(vals.repeat(flat.numel() // vals.numel() + 1)[:flat.numel()])
-        out[n] = x
+    for n in [n for n, dt, _ in case.INPUTS if dt != "bool"]:
+        out[n] = inputs[n].clone()
+        _plant(out[n])
         changed.append(n)
+    if GEMM:
+        a = inputs["a"].clone()
+        rows = a.view(-1, a.shape[-1])[::2]
+        rows.zero_()
+        if GEMM["bias"]:
+            out["bias"] = inputs["bias"].clone()
+            _plant(out["bias"])
+            changed += ["a", "bias"]
+        elif a.shape[-1] > 0:
+            rows[:, 0] = 1
+            w = inputs["w"].clone()
+            k0 = {"linear": w[..., 0], "bmm": w[:, 0, :]}.get(GEMM["op"], w[0])  # a view
+            vals = k0.contiguous()
+            _plant(vals)
+            k0.copy_(vals)
+            out["w"] = w
+            changed += ["a", "w"]
+        out["a"] = a
     return out, changed
 
 
