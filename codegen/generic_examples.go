@@ -111,6 +111,13 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		"steps":[{"op":"lt","args":[{"in":0},{"num":0.1}],"dtype":"bool"},
 		{"op":"cast","args":[{"step":0}],"dtype":"fp16"},
 		{"op":"mul","args":[{"in":0},{"step":1}],"dtype":"fp16"}],"outputs":[2]}`},
+	// the same through a bias-free linear's output (its weight [N, K]): x <= 0.1 on bfloat16,
+	// whose 0.1 lies above 0.1, so eager is true at x = that number
+	{"linear_le_gate", "bf16", `{"dims":[24,40],"inputs":[{"dtype":"bf16","dims":[24,40]}],
+		"gemm":{"op":"linear","x":[24,32],"w":[40,32],"dtype":"bf16"},
+		"steps":[{"op":"le","args":[{"in":0},{"num":0.1}],"dtype":"bool"},
+		{"op":"cast","args":[{"step":0}],"dtype":"bf16"},
+		{"op":"mul","args":[{"in":0},{"step":1}],"dtype":"bf16"}],"outputs":[2]}`},
 	// a fractional power of a bfloat16 tensor: eager's exponent is bfloat16's 1.3, 1.296875
 	{"abs_pow_bf16", "bf16", `{"dims":[16,40],"inputs":[{"dtype":"bf16","dims":[16,40]},{"dtype":"bf16","dims":[40]}],
 		"steps":[{"op":"abs","args":[{"in":0}],"dtype":"bf16"},

@@ -176,6 +176,7 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"comparison with bfloat16's 0.1 unrounded", "linear_gt_gate", nil, textAll("0.10009765625", "0.1")},
 		{"pow's exponent unrounded", "abs_pow_bf16", nil, textAll("_pow(v0, 1.296875)", "_pow(v0, 1.3)")},
 		{"a bias-free GEMM's comparison unrounded", "bmm_lt_gate", nil, textAll("0.0999755859375", "0.1")},
+		{"a bias-free linear's comparison unrounded", "linear_le_gate", nil, textAll("0.10009765625", "0.1")},
 		// (clamp_band_fp16's bounds unrounded are not here: its forward is the same either way,
 		// and its backward's mask at the unrounded bound is the fp32 chain's, which the
 		// gradient check's bound, eager's own error against that chain, admits)

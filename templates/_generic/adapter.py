@@ -178,7 +178,12 @@ def planted(inputs):
         elif a.shape[-1] > 0:
             rows[:, 0] = 1
             w = inputs["w"].clone()
-            k0 = {"linear": w[..., 0], "bmm": w[:, 0, :]}.get(GEMM["op"], w[0])  # a view
+            if GEMM["op"] == "linear":  # [N, K]: column 0 (a view)
+                k0 = w[:, 0]
+            elif GEMM["op"] == "bmm":  # [B, K, N]
+                k0 = w[:, 0, :]
+            else:  # [K, N]
+                k0 = w[0]
             vals = k0.contiguous()
             _plant(vals)
             k0.copy_(vals)
