@@ -273,7 +273,12 @@ func gemmBackward(g *program.GEMM) string {
 func (r *renderer) gemmWrapper(hasBackward bool) string {
 	g := r.p.GEMM
 	var b strings.Builder
-	fmt.Fprintf(&b, "GEMM_DTYPE = %s\nGEMM_X_RANK = %d\nGEMM_HAS_BIAS = %s\n\n\n", torchDtypes[g.DType], len(g.X), pyBool(g.Bias != nil))
+	fmt.Fprintf(&b, "GEMM_DTYPE = %s\nGEMM_X_RANK = %d\nGEMM_HAS_BIAS = %s\n", torchDtypes[g.DType], len(g.X), pyBool(g.Bias != nil))
+	// the library path's GEMM output may be the first output where that has its dtype (a GEMM
+	// head's program is elementwise, program.Validate: every output has the main shape)
+	first := r.p.Outputs[0]
+	inPlace := r.outKind(first) == "full" && r.p.Steps[first].DType == g.DType
+	fmt.Fprintf(&b, "GEMM_PRE_IN_OUT0 = %s  # the library path may write the GEMM's output into out[0]\n\n\n", pyBool(inPlace))
 	b.WriteString("def _gemm_views(a, w):\n")
 	b.WriteString(`    """a as [batch, M, K] and w as [batch, K, N] (views where the strides allow), as the traced
     GEMM multiplies them."""
@@ -368,14 +373,15 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
         return tuple(out)
     if k == 0:  # an empty sum: the GEMM's output is the bias (or 0)
         return gemm_cublas(a, w, bias, *xs)
-    a3, w3 = _gemm_views(a, w)
-    b_arg = bias if bias is not None else a3
+    fresh = out is None
     flags = (bias is not None, pre is not None, GEMM_DTYPE == torch.float32 or INTERPRET)
 
     def run(tile, outs, pre_t):  # the inputs read in place through their broadcast strides
         if tile is GEMM_LIBRARY:  # the library path: the traced GEMM on cuBLAS, then the
             library(outs, pre_t)  # program's pointwise kernel on its output
             return
+        a3, w3 = _gemm_views(a, w)  # (only here: views cost host time the library path spares)
+        b_arg = bias if bias is not None else a3  # not read without a bias
         g = _gemm_grid(m, n, tile)
         _gemm_launch(_gemm_epilogue_kernel, (g[0], nb, 1), (), (a3, w3, b_arg, *xs, *outs, pre_t, m, n, *ints),
                      tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
@@ -393,9 +399,12 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
         run(tile, *bufs)
 
     # the epilogue-fused GEMM's tiles and the library path timed together, the faster kept
-    tile = _gemm_tile(_gemm_epilogue_kernel, nb * m, n, k, a3, flags, scratch, True)
-    if tile is GEMM_LIBRARY and pre is None:  # the GEMM's output, which the library path writes
-        pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
+    tile = _gemm_tile(_gemm_epilogue_kernel, nb * m, n, k, a, flags, scratch, True)
+    if tile is GEMM_LIBRARY and pre is None:  # the GEMM's output, which the library path writes:
+        # into the first output where it has its shape and dtype and this call allocated it
+        # (the pointwise kernel then reads each element before it writes it, in place; a
+        # caller's out= may alias an input the kernel still reads)
+        pre = out[0] if GEMM_PRE_IN_OUT0 and fresh else torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
     run(tile, out, pre if pre is not None else out[0])
     return tuple(out)
 `)

@@ -378,3 +378,40 @@ func TestGenericGEMMBiasSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestGenericGEMMPreInOut0 says when the library path may write the GEMM's output into the
+// first output (the pointwise kernel then runs in place): where that output has the GEMM
+// output's dtype (a GEMM head's program is elementwise: Validate refuses a reduction).
+func TestGenericGEMMPreInOut0(t *testing.T) {
+	for _, c := range []struct {
+		name, steps, outputs string
+		inPlace              bool
+	}{
+		{"elementwise", `{"op":"relu","args":[{"in":0}],"dtype":"bf16"},
+			{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"bf16"}`, "1", true},
+		{"first output another dtype", `{"op":"relu","args":[{"in":0}],"dtype":"bf16"},
+			{"op":"cast","args":[{"step":0}],"dtype":"fp32"},
+			{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"bf16"}`, "1,2", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := `{"dims":[24,40],"inputs":[{"dtype":"bf16","dims":[24,40]},{"dtype":"bf16","dims":[24,40]}],
+				"gemm":{"op":"linear","x":[24,32],"w":[40,32],"bias":[40],"dtype":"bf16"},
+				"steps":[` + c.steps + `],"outputs":[` + c.outputs + `]}`
+			var p program.Program
+			if err := json.Unmarshal([]byte(prog), &p); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			files, err := RenderGeneric(GenericSpec{Program: &p, Dtype: "bf16", Ops: p.Codes(), Source: Source{Trace: "t", Site: "s"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "GEMM_PRE_IN_OUT0 = " + pyBool(c.inPlace)
+			if !strings.Contains(string(files["kernel.py"]), want) {
+				t.Errorf("kernel.py lacks %q", want)
+			}
+		})
+	}
+}

@@ -179,3 +179,30 @@ def test_launch_gpu_hooks_and_streams():
     torch.testing.assert_close(out, -big)
     for entry in shared._COMPILED.values():
         assert entry[-1] is not None, entry  # the kernel, alive as long as its entry
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_gemm_time_is_gpu_time():
+    """The GEMM tuner's timer measures the GPU's time, not the host's: a call that spends
+    1 ms on the host before one tiny kernel times below one that queues about 25 us of GPU
+    work at once (triton's do_bench, which timed the call itself, ranks them the other way);
+    the call runs on the current stream's inputs and leaves nothing pending."""
+    import time
+
+    x = torch.randn(1024, device="cuda")
+
+    def host_heavy():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 1e-3:
+            pass
+        x.mul_(1.0)
+
+    def gpu_heavy():
+        torch.cuda._sleep(50_000)  # about 25 us at the H200's clock
+        x.mul_(1.0)
+
+    fast, slow = shared._gemm_time_ms(host_heavy), shared._gemm_time_ms(gpu_heavy)
+    assert fast < 0.015 < slow < 1.0, (fast, slow)
+    import triton.testing
+    assert triton.testing.do_bench(host_heavy, warmup=2, rep=10) > triton.testing.do_bench(gpu_heavy, warmup=2, rep=10)

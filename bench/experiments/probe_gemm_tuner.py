@@ -1,21 +1,24 @@
 """Probe: does a GEMM folder's tuner keep the tile bench finds fastest? (GPU-only)
 
 A kernel with a GEMM (linear_gelu, layernorm_linear, a generic chain with a GEMM head) times
-its candidates once per bucket of M (templates/_common/shared.py, _gemm_tile: triton's
-do_bench, L2 zeroed before each call, median of 20 ms) and keeps the fastest, the library
-path (cuBLAS, then one pass) among them. bench times the kept one differently (a CUDA-graph
-replay, L2 flushed without dirty lines: fa_testing.gpu_time_us). On 2026-12-03 a generic
-chain's forward kept a Triton tile at 15.5 µs where its library form ran 12.7 µs
-(docs/benchmarks/h200-generic-gemm-2026-12-03.json). This probe makes the folder's first call
+its candidates once per bucket of M (templates/_common/shared.py, _gemm_tile) and keeps the
+fastest, the library path (cuBLAS, then one pass) among them. bench times the kept one by a
+CUDA-graph replay, L2 flushed without dirty lines (fa_testing.gpu_time_us). Until 2026-12-03
+the tuner timed with triton's do_bench (L2 zeroed before each call, the call itself timed),
+and a generic chain's forward kept a Triton tile at 15.5 µs where its library form ran 12.7
+(docs/benchmarks/h200-generic-gemm-2026-12-03.json); it now times a graph replay
+(_gemm_time_ms). This probe makes the folder's first call
 (the tuner's choice), then forces every candidate in turn and times each both ways:
 
-  tuner     triton.testing.do_bench(gemm_fused), as the tuner does, median ms -> µs
+  do_bench  triton.testing.do_bench(gemm_fused), as the tuner did until 2026-12-03 (median)
+  tuner     the tuner's timer now (_gemm_time_ms: a CUDA-graph replay after an L2 read sweep)
   bench     fa_testing.gpu_time_us of the call's CUDA-graph replay, median µs
 
 Then (-kernels) the forward's kernels under torch.profiler, 10 calls after a warm-up, mean
 device µs a call: gemm_fused with the library path forced, against gemm_cublas (the same
 cuBLAS call and pointwise kernel, which bench times as the library op `cublas_pointwise`
-and which ran 4.5 µs faster on 2026-12-03, unexplained).
+and which ran 4.5 µs faster on 2026-12-03, unexplained), and torch.compile of the traced chain
+(cuBLAS and one Inductor kernel).
 
 Usage: python3 bench/experiments/probe_gemm_tuner.py [-kernels] FOLDER...  (generic GEMM folders)
 """
@@ -72,21 +75,26 @@ def main():
         for t in cands:
             kernel._GEMM_TUNED[key] = t
             try:
-                tuner = triton.testing.do_bench(call, warmup=5, rep=20, return_mode="median") * 1e3
+                old = triton.testing.do_bench(call, warmup=5, rep=20, return_mode="median") * 1e3
+                tuner = kernel._gemm_time_ms(call) * 1e3
                 replay = fat.graph_replay(call)
                 gpu = fat.gpu_time_us(replay)[0] if replay is not None else float("nan")
             except Exception as e:  # noqa: BLE001 - a tile that does not compile here
                 print(f"  {str(t):28s} failed: {type(e).__name__}")
                 continue
             mark = " <- kept" if t == kept else ""
-            print(f"  {str(t):28s} tuner {tuner:7.1f} µs  bench {gpu:7.1f} µs{mark}")
+            print(f"  {str(t):28s} do_bench {old:7.1f} µs  tuner {tuner:7.1f} µs  bench {gpu:7.1f} µs{mark}")
         if show_kernels:
             kernel._GEMM_TUNED[key] = kernel.GEMM_LIBRARY
             xs = [inputs[n] for n in adapter.NAMES]
             if not case.GEMM["bias"]:
                 xs.insert(2, None)
+            ref = load(folder, "reference")
+            compiled = torch.compile(ref.chain)
+            gemm_args = [t for t in xs[:3] if t is not None]
             for label, fn in (("gemm_fused (library path)", lambda: kernel.gemm_fused(*xs)),
-                              ("gemm_cublas", lambda: kernel.gemm_cublas(*xs))):
+                              ("gemm_cublas", lambda: kernel.gemm_cublas(*xs)),
+                              ("torch.compile", lambda: compiled(*gemm_args, *xs[3:]))):
                 us = probekit.device_times(fn)
                 print(f"  {label}: {sum(us.values()):.1f} µs in {len(us)} kernels")
                 for name, t in us.most_common():

@@ -421,8 +421,8 @@ def test_bad_inputs_are_never_cached():
                                      "matmul_silu_scale"])
 def test_gemm_library_path(monkeypatch, example):
     """gemm_fused's library path (GEMM_LIBRARY: the traced GEMM on cuBLAS into the GEMM output's
-    buffer, then the program's pointwise kernel reading it) gives the eager chain's outputs, as
-    the epilogue-fused GEMM does, for each traced GEMM form; in training the stored GEMM
+    buffer, then the program's pointwise kernel reading it: the first output's buffer, in place,
+    where the call allocated it) gives the eager chain's outputs, as the epilogue-fused GEMM does, for each traced GEMM form; in training the stored GEMM
     output is the traced GEMM's, bit for bit, and the gradients agree with the tiles' path."""
     kernel, ref, case = module(example)
     g = torch.Generator().manual_seed(11)
@@ -441,6 +441,13 @@ def test_gemm_library_path(monkeypatch, example):
         outs = kernel.gemm_fused(a, w, bias, *xs)
         for o, e in zip(outs, want):
             torch.testing.assert_close(o.float(), e.float(), atol=tol, rtol=tol)
+        # the library path writes the GEMM's output into the first output it allocated
+        # (GEMM_PRE_IN_OUT0), never into a caller's out=, which here is the residual it reads
+        if example == "linear_gelu_scale_residual":
+            assert kernel.GEMM_PRE_IN_OUT0
+            r = xs[0].clone()
+            kernel.gemm_fused(a, w, bias, r, out=[r])
+            torch.testing.assert_close(r.float(), want[0].float(), atol=tol, rtol=tol)
         # a weight that requires grad, the plain call: ATen's out= would refuse it under grad mode
         wg = w.detach().clone().requires_grad_(True)
         for o, e in zip(kernel.gemm_fused(a, wg, bias, *xs), want):

@@ -237,8 +237,8 @@ def _part_sums(part, outs, k0=0):
 # @triton.autotune. A tile is (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). It is tuned
 # once per bucket: M rounded up to a power of two (at least 16, so that every decode M of 1-16
 # is one bucket), N, K, the dtype, the device and the kernel with its flags. Tuning times the
-# candidates with the caller's inputs (read only) and a scratch output, never the caller's
-# output; the winner is then launched directly (_gemm_launch, the compiled kernel as _launch
+# candidates' GPU time (_gemm_time_ms: a CUDA-graph replay, as bench times a call) with the
+# caller's inputs (read only) and a scratch output, never the caller's output; the winner is then launched directly (_gemm_launch, the compiled kernel as _launch
 # launches it). A bucket first met while the current stream captures a CUDA graph gets the
 # first candidate untimed (timing would synchronize the stream and break the capture); it is
 # tuned at its first call outside a capture. Under the interpreter: one small tile.
@@ -307,13 +307,54 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False):
     if len(cands) > 1:
         for t in cands:
             try:
-                ms = triton.testing.do_bench(lambda: run(t), warmup=5, rep=20, return_mode="median")
+                ms = _gemm_time_ms(lambda: run(t))
             except Exception:  # noqa: BLE001 - a tile that does not compile here (resources) is skipped
                 continue
             if ms < best_ms:
                 best, best_ms = t, ms
     _GEMM_TUNED[key] = best
     return best
+
+
+_GEMM_SWEEP_BYTES = 256 << 20  # the L2 sweep before each timed replay: over 4x the H200's L2
+_GEMM_REPLAYS = 20
+
+
+def _gemm_time_ms(fn):
+    """fn's GPU time in ms, as bench times a call: fn captured in a CUDA graph, the graph
+    replayed _GEMM_REPLAYS times, each after a read sweep of a buffer larger than L2 (L2 cold,
+    and no dirty line left whose write-back would land in the call), CUDA events around the
+    replay alone; the median. The host's work for fn stays out of the window: triton's
+    do_bench times the call itself, and the library path's host work (ATen's dispatch, two
+    launches) then counted as GPU time: 75-98 us for a chain whose graph replay took 17.2
+    (bench/experiments/probe_gemm_tuner.py on the H200), so the tuner kept Triton tiles 2-9 us
+    slower. Where fn cannot be captured (the capture raises), do_bench times it instead."""
+    cur = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(cur)
+    with torch.cuda.stream(side):  # the warm-up (a first launch compiles) off the capture
+        fn()
+    cur.wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            fn()
+    except Exception:  # noqa: BLE001 - not capturable here: the call itself, timed
+        torch.cuda.synchronize()
+        return triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median")
+    sweep = torch.empty(_GEMM_SWEEP_BYTES // 4, dtype=torch.float32, device=cur.device)
+    sink = torch.empty((), dtype=torch.float32, device=cur.device)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(_GEMM_REPLAYS)]
+    graph.replay()  # the replay's own first run (uploads the graph)
+    for start, end in events:
+        torch.sum(sweep, 0, out=sink)
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    ms = sorted(start.elapsed_time(end) for start, end in events)
+    return ms[len(ms) // 2]
 
 
 def _gemm_grid(M, N, tile):
@@ -1145,6 +1186,7 @@ def _gemm_epilogue_kernel(a, w, bias, out0, pre, M, N, D0, D1, D2, s_bias, sa_b,
 GEMM_DTYPE = torch.float16
 GEMM_X_RANK = 3
 GEMM_HAS_BIAS = False
+GEMM_PRE_IN_OUT0 = True  # the library path may write the GEMM's output into out[0]
 
 
 def _gemm_views(a, w):
@@ -1237,14 +1279,15 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
         return tuple(out)
     if k == 0:  # an empty sum: the GEMM's output is the bias (or 0)
         return gemm_cublas(a, w, bias, *xs)
-    a3, w3 = _gemm_views(a, w)
-    b_arg = bias if bias is not None else a3
+    fresh = out is None
     flags = (bias is not None, pre is not None, GEMM_DTYPE == torch.float32 or INTERPRET)
 
     def run(tile, outs, pre_t):  # the inputs read in place through their broadcast strides
         if tile is GEMM_LIBRARY:  # the library path: the traced GEMM on cuBLAS, then the
             library(outs, pre_t)  # program's pointwise kernel on its output
             return
+        a3, w3 = _gemm_views(a, w)  # (only here: views cost host time the library path spares)
+        b_arg = bias if bias is not None else a3  # not read without a bias
         g = _gemm_grid(m, n, tile)
         _gemm_launch(_gemm_epilogue_kernel, (g[0], nb, 1), (), (a3, w3, b_arg, *xs, *outs, pre_t, m, n, *ints),
                      tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
@@ -1262,9 +1305,12 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
         run(tile, *bufs)
 
     # the epilogue-fused GEMM's tiles and the library path timed together, the faster kept
-    tile = _gemm_tile(_gemm_epilogue_kernel, nb * m, n, k, a3, flags, scratch, True)
-    if tile is GEMM_LIBRARY and pre is None:  # the GEMM's output, which the library path writes
-        pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
+    tile = _gemm_tile(_gemm_epilogue_kernel, nb * m, n, k, a, flags, scratch, True)
+    if tile is GEMM_LIBRARY and pre is None:  # the GEMM's output, which the library path writes:
+        # into the first output where it has its shape and dtype and this call allocated it
+        # (the pointwise kernel then reads each element before it writes it, in place; a
+        # caller's out= may alias an input the kernel still reads)
+        pre = out[0] if GEMM_PRE_IN_OUT0 and fresh else torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
     run(tile, out, pre if pre is not None else out[0])
     return tuple(out)
 
