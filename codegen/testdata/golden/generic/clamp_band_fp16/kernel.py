@@ -194,7 +194,7 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 # on the H200: bench/experiments/probe_add_layernorm_bwd.py). Eight columns a program (one
 # 32-byte sector of each row, N / 8 programs): faster than 16, 32 and 64 at every G and N
 # of bench/experiments/probe_sum_parts.py on the H200 (2026-12-03; G = 1024, N = 512: 9.9 us
-# against 20.8 with 32, G = 512: 7.2 against 12.5)
+# against 21.0 with 32, G = 512: 7.2 against 12.5)
 SUM_BLOCK_G = 128
 SUM_BLOCK_N = 16 if INTERPRET else 8
 
