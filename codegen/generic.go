@@ -543,6 +543,16 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	fmt.Fprintf(&b, "IN_DTYPES = [%s]\n", strings.Join(ind, ", "))
 	fmt.Fprintf(&b, "OUT_DTYPES = [%s]\n", strings.Join(outd, ", "))
 	fmt.Fprintf(&b, "OUT_SHAPES = [%s]  # full: the main shape; row: one value a row (row_keep: last dim 1)\n", strings.Join(kinds, ", "))
+	// an output may be exactly an input (fused(out=...) in place) where the kernel reads each
+	// element before it writes it, in one program: the elementwise kernel; a row kernel's
+	// passes re-read the row after an earlier pass may have written it, so none there
+	var inPlace []string
+	if r.red == nil {
+		for i := range r.p.Inputs {
+			inPlace = append(inPlace, pyStr(fmt.Sprintf("input %d", i))+",")
+		}
+	}
+	fmt.Fprintf(&b, "IN_PLACE = (%s)  # the inputs an output of fused() may be exactly (in place)\n", strings.Join(inPlace, " "))
 	b.WriteString("BLOCK = 1024\nMAX_BLOCK_N = 4096\n\n")
 	head := b.Len()
 	var reached []bool
@@ -579,12 +589,13 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 // preamble is what a generic kernel carries before its kernels: the templates' shared cast
 // block (templates/_common/shared.py, the one source of _cast, with its markers so the copy is
 // recognisable; every kernel stores through it), of the helpers below, those that code
-// calls, directly or through another helper, in the helpers' order, and the shared launch
+// calls, directly or through another helper, in the helpers' order, the shared alias block
+// (fused's out= checked against its inputs), the shared launch
 // block (every kernel is launched through _launch: its compiled form cached per
 // specialization and launched directly), and with a backward the shared sumparts block (its
 // column sums added up and cast in one launch).
 func preamble(code string) string {
-	pre := sharedBlock("cast") + "\n\n\n" + helpersFor(code) + sharedBlock("launch") + "\n\n\n"
+	pre := sharedBlock("cast") + "\n\n\n" + helpersFor(code) + sharedBlock("alias") + "\n\n\n" + sharedBlock("launch") + "\n\n\n"
 	if strings.Contains(code, "_part_sums(") { // the backward's column sums, added up
 		pre += sharedBlock("sumparts") + "\n\n\n"
 	}
@@ -1076,27 +1087,45 @@ def _remember(key, plan):
     return plan
 
 
+def _fwd_planned(inputs):
+    """fused()'s plan for these inputs (_fwd_plan), looked up by their key."""
+    key = ("fwd", _key(inputs))
+    return _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
+
+
 def empty_outputs(*inputs):
     """The outputs of fused(*inputs), allocated (contiguous)."""
-    key = ("fwd", _key(inputs))
-    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
     dev = inputs[0].device
-    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(plan[0], OUT_DTYPES)]
+    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(_fwd_planned(inputs)[0], OUT_DTYPES)]
+
+
+def _check_out(fn, out, shapes):
+    """Refuses an out= that is not one contiguous tensor of each output's shape and dtype."""
+    if len(out) != len(OUT_DTYPES):
+        raise ValueError(f"{fn}: out: want {len(OUT_DTYPES)} tensors, got {len(out)}")
+    for o, dt, s in zip(out, OUT_DTYPES, shapes):
+        if not isinstance(o, torch.Tensor) or o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
+            raise ValueError(f"{fn}: out: want contiguous tensors of the outputs' shapes and dtypes")
 
 
 def fused(*inputs, out=None):
     """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
-    out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead."""
-    key = ("fwd", _key(inputs))
-    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
-    out_shapes, launch = plan
+    out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead; one
+    may be exactly an input IN_PLACE allows (each element read before it is written, in one
+    program), and no other may share memory with an input or another output."""
+    out_shapes, launch = _fwd_planned(inputs)
     if out is None:
         dev = inputs[0].device
         out = [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(out_shapes, OUT_DTYPES)]
     else:
-        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
-            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
-                raise ValueError("out: want contiguous tensors of empty_outputs' shapes and dtypes")
+        _check_out("fused", out, out_shapes)
+        _check_alias("fused", [(f"out[{k}]", o) for k, o in enumerate(out)],
+                     [(f"input {i}", t) for i, t in enumerate(inputs)], IN_PLACE)
+    return _fused_run(launch, inputs, out)
+
+
+def _fused_run(launch, inputs, out):
+    """fused()'s launch into out (checked, or allocated by the caller)."""
     if launch is None:  # an empty main shape
         return tuple(out)
     grid, args, consts = launch

@@ -44,9 +44,9 @@ func gemmTorchOut(g *program.GEMM) string {
 	switch g.Op {
 	case program.Linear:
 		if g.Bias != nil {
-			return "torch.addmm(bias, a.reshape(-1, a.shape[-1]), w.t(), out=x0.view(-1, x0.shape[-1]))"
+			return "torch.addmm(bias, a.flatten(0, -2), w.t(), out=x0.flatten(0, -2))"
 		}
-		return "torch.mm(a.reshape(-1, a.shape[-1]), w.t(), out=x0.view(-1, x0.shape[-1]))"
+		return "torch.mm(a.flatten(0, -2), w.t(), out=x0.flatten(0, -2))"
 	case program.Addmm:
 		return "torch.addmm(bias, a, w, out=x0)"
 	case program.MM:
@@ -239,9 +239,9 @@ func (r *renderer) gemmKernel(b *bytes.Buffer) {
 func gemmViews(g *program.GEMM) string {
 	switch g.Op {
 	case program.Linear:
-		return "    a3 = a.reshape(-1, a.shape[-1]).unsqueeze(0)\n    w3 = w.t().unsqueeze(0)  # nn.Linear's weight is [N, K]\n"
+		return "    a3 = a.flatten(0, -2).unsqueeze(0)\n    w3 = w.t().unsqueeze(0)  # nn.Linear's weight is [N, K]\n"
 	case program.Matmul:
-		return "    a3 = a.reshape(-1, a.shape[-1]).unsqueeze(0)\n    w3 = w.unsqueeze(0)\n"
+		return "    a3 = a.flatten(0, -2).unsqueeze(0)\n    w3 = w.unsqueeze(0)\n"
 	case program.BMM:
 		return "    a3, w3 = a, w\n"
 	}
@@ -257,13 +257,13 @@ func gemmBackward(g *program.GEMM) string {
 		b.WriteString("    gw = torch.bmm(a.transpose(1, 2), g0) if needs[1] else None\n")
 		return b.String()
 	case program.Linear:
-		b.WriteString("    g2 = g0.reshape(-1, g0.shape[-1])\n")
+		b.WriteString("    g2 = g0.flatten(0, -2)\n")
 		b.WriteString("    ga = (g2 @ w).reshape(a.shape) if needs[0] else None\n")
-		b.WriteString("    gw = g2.t() @ a.reshape(-1, a.shape[-1]) if needs[1] else None\n")
+		b.WriteString("    gw = g2.t() @ a.flatten(0, -2) if needs[1] else None\n")
 	default:
-		b.WriteString("    g2 = g0.reshape(-1, g0.shape[-1])\n")
+		b.WriteString("    g2 = g0.flatten(0, -2)\n")
 		b.WriteString("    ga = (g2 @ w.t()).reshape(a.shape) if needs[0] else None\n")
-		b.WriteString("    gw = a.reshape(-1, a.shape[-1]).t() @ g2 if needs[1] else None\n")
+		b.WriteString("    gw = a.flatten(0, -2).t() @ g2 if needs[1] else None\n")
 	}
 	return b.String()
 }
@@ -359,21 +359,37 @@ def _gemm_planned(a, w, bias, xs):
 def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     """The chain as one kernel: the GEMM of a and w (and bias), the steps in its epilogue; a
     tuple of the outputs. out: contiguous tensors of the outputs' shapes and dtypes to write
-    instead; pre: a contiguous tensor of the GEMM output's shape and dtype that receives it."""
+    instead, one of which may be exactly an input of the epilogue (xs: each element is read
+    before it is written, in one program); pre: a contiguous tensor of the GEMM output's shape
+    and dtype that receives it. Neither may otherwise share memory with an operand, an input
+    or each other (refused: the GEMM reads a and w across programs)."""
+    shape, out_shapes = _gemm_planned(a, w, bias, xs)[:2]
+    if out is not None:
+        _check_out("gemm_fused", out, out_shapes)
+    if pre is not None and (not isinstance(pre, torch.Tensor) or pre.dtype != GEMM_DTYPE
+                            or list(pre.shape) != shape or not pre.is_contiguous()):
+        raise ValueError("gemm_fused: pre: want a contiguous tensor of the GEMM output's shape and dtype")
+    if out is not None or pre is not None:
+        ins = [("a", a), ("w", w), ("bias", bias)] + [(f"input {i + 1}", t) for i, t in enumerate(xs)]
+        outs = [(f"out[{k}]", o) for k, o in enumerate(out or ())]
+        _check_alias("gemm_fused", outs, ins, IN_PLACE[1:])
+        _check_alias("gemm_fused", [("pre", pre)], ins + outs)  # never in place: stored before the inputs are read
+    return _gemm_fused(a, w, bias, xs, out, pre)
+
+
+def _gemm_fused(a, w, bias, xs, out, pre):
+    """gemm_fused with out and pre checked (or None)."""
     shape, out_shapes, (nb, m, n, k), ints = _gemm_planned(a, w, bias, xs)
-    if out is None:
+    fresh = out is None
+    if fresh:
         out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
-    else:
-        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
-            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
-                raise ValueError("out: want contiguous tensors of the outputs' shapes and dtypes")
-    if pre is not None and (pre.dtype != GEMM_DTYPE or list(pre.shape) != shape or not pre.is_contiguous()):
-        raise ValueError("pre: want a contiguous tensor of the GEMM output's shape and dtype")
     if nb * m * n == 0:
         return tuple(out)
-    if k == 0:  # an empty sum: the GEMM's output is the bias (or 0)
-        return gemm_cublas(a, w, bias, *xs)
-    fresh = out is None
+    if k == 0:  # an empty sum: the GEMM's output is the bias (or 0), then the pointwise kernel
+        x0 = gemm_only(a, w, bias).detach()
+        if pre is not None:
+            pre.copy_(x0)
+        return _fused_run(_fwd_planned((x0, *xs))[1], (x0, *xs), out)
     flags = (bias is not None, pre is not None, GEMM_DTYPE == torch.float32 or INTERPRET)
 
     def run(tile, outs, pre_t):  # the inputs read in place through their broadcast strides
@@ -389,7 +405,7 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     def library(outs, x0):
         with torch.no_grad():  # ATen's out= refuses operands that require grad (a weight)
             ` + gemmTorchOut(g) + `
-        fused(x0, *xs, out=outs)
+        _fused_run(_fwd_planned((x0, *xs))[1], (x0, *xs), outs)  # outs: the caller's, checked
 
     bufs = []
 
@@ -430,7 +446,7 @@ class GemmFunction(torch.autograd.Function):
     def forward(ctx, a, w, bias, *xs):
         shape = _gemm_planned(a, w, bias, xs)[0]
         pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
-        outs = gemm_fused(a, w, bias, *xs, pre=pre)
+        outs = _gemm_fused(a, w, bias, xs, None, pre)
         ctx.save_for_backward(a, w, bias, pre, *xs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs

@@ -463,3 +463,100 @@ def test_gemm_library_path(monkeypatch, example):
         got[path] = torch.autograd.grad([o.float().sum() for o in y if o.requires_grad], leaves)
     for x, y in zip(got["library"], got["tiles"]):
         torch.testing.assert_close(x.float(), y.float(), atol=10 * tol, rtol=10 * tol)
+
+
+def _poison(shape, dt):
+    return torch.full(shape, float("nan"), dtype=dt)
+
+
+def test_out_in_place_and_overlaps():
+    """fused(out=...) of an elementwise program: an output may be exactly an input of its dtype
+    (in place: the results are eager's on the input's values before the call); an output that
+    overlaps an input otherwise, or another output, is refused with the two names, before any
+    launch; so is an out= of the wrong count."""
+    kernel, ref, case = module("table_bf16")
+    main = case.SHAPES[0]
+    xs = inputs_for(case, main, seed=5)
+    want = ref.chain(*xs)
+    k = next(i for i, (_, dt, kind) in enumerate(case.OUTPUTS) if dt == "bf16" and kind == "full")
+    x0 = xs[0].clone()
+    out = [_poison(list(w.shape), w.dtype) for w in want]
+    out[k] = x0
+    got = kernel.fused(x0, *xs[1:], out=out)
+    assert got[k] is x0
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.float(), w.float(), atol=2e-2, rtol=2e-2, equal_nan=True)
+    buf = torch.zeros(main[0] * main[1] + 1, dtype=torch.bfloat16)
+    shifted_in, shifted_out = buf[:-1].view(main), buf[1:].view(main)
+    for name, args, outs in (
+            ("shifted", (shifted_in, *xs[1:]), {k: shifted_out}),
+            ("two outputs", xs, {k: x0, k + 1 if k + 1 < len(want) else k - 1: x0})):
+        out = [_poison(list(w.shape), w.dtype) for w in want]
+        for j, t in outs.items():
+            if t.dtype == out[j].dtype:
+                out[j] = t
+        rec = Recorder()
+        kernel._launch, saved = rec, kernel._launch
+        try:
+            with pytest.raises(ValueError, match="shares memory"):
+                kernel.fused(*args, out=out)
+        finally:
+            kernel._launch = saved
+        assert not rec.calls, name
+    with pytest.raises(ValueError, match="want .* tensors"):
+        kernel.fused(*xs, out=[_poison(list(want[0].shape), want[0].dtype)])
+
+
+def test_row_program_refuses_in_place():
+    """A row program's passes re-read the row, so fused(out=...) over its own input is refused."""
+    kernel, ref, case = module("table_softmax")
+    x = inputs_for(case, case.SHAPES[0], seed=2)[0]
+    assert kernel.IN_PLACE == ()
+    want = ref.chain(x)
+    out = [x if w.dtype == x.dtype else _poison(list(w.shape), w.dtype) for w in want]
+    with pytest.raises(ValueError, match="out\\[0\\] shares memory with input 0"):
+        kernel.fused(x, out=out)
+
+
+def test_gemm_out_overlaps_and_empty_k():
+    """gemm_fused refuses an out= over a GEMM operand (the GEMM reads a across programs) and a
+    pre= over an input; with K = 0 its outputs, out= and pre= are eager's (the GEMM's output is
+    the bias), on both paths."""
+    kernel, ref, case = module("linear_gelu_scale_residual")
+    g = torch.Generator().manual_seed(4)
+    dt = DTYPES[case.DTYPE]
+    main, xshape, wshape = case.SHAPES
+    a = (torch.randn(xshape, generator=g) * 0.5).to(dt)
+    w = (torch.randn(wshape, generator=g) * 0.2).to(dt)
+    bias = (torch.randn(main[-1], generator=g) * 0.5).to(dt)
+    xs = inputs_for(case, main, seed=3)
+    big = torch.zeros(max(a.numel(), 1) + main[-1] * 4, dtype=dt)
+    a_in_big = big[:a.numel()].view(a.shape)
+    out_over_a = [big[:_numel(main)].view(main) if _numel(main) <= big.numel() else None]
+    if out_over_a[0] is not None:
+        with pytest.raises(ValueError, match="out\\[0\\] shares memory with a"):
+            kernel.gemm_fused(a_in_big, w, bias, *xs, out=out_over_a)
+    with pytest.raises(ValueError, match="pre shares memory with input 1"):
+        kernel.gemm_fused(a, w, bias, *xs, pre=xs[0].view(main))
+    a0 = torch.zeros(list(xshape[:-1]) + [0], dtype=dt)
+    w0 = torch.zeros([wshape[0], 0], dtype=dt)
+    want = ref.chain(a0, w0, bias, *xs)
+    for tile in (kernel.GEMM_LIBRARY, kernel.GEMM_INTERP_TILE):
+        kernel._gemm_tile, saved = (lambda *args, t=tile, **kw: t), kernel._gemm_tile
+        try:
+            pre = _poison(main, dt)
+            out = [_poison(list(x.shape), x.dtype) for x in want]
+            got = kernel.gemm_fused(a0, w0, bias, *xs, out=out, pre=pre)
+        finally:
+            kernel._gemm_tile = saved
+        assert got[0] is out[0]
+        torch.testing.assert_close(pre, bias.expand(main))
+        for o, e in zip(got, want):
+            torch.testing.assert_close(o.float(), e.float(), atol=2e-2, rtol=2e-2)
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n

@@ -34,6 +34,7 @@ RANK = 3
 IN_DTYPES = [torch.float16]
 OUT_DTYPES = [torch.float16]
 OUT_SHAPES = ["full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
+IN_PLACE = ("input 0",)  # the inputs an output of fused() may be exactly (in place)
 BLOCK = 1024
 MAX_BLOCK_N = 4096
 
@@ -78,6 +79,43 @@ def _tanh(x):
 @triton.jit
 def _clamp(x, lo, hi):
     return tl.where(x != x, x, tl.minimum(tl.maximum(x, lo), hi))
+
+
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
 
 
 # --- fa:shared launch ---
@@ -688,27 +726,45 @@ def _remember(key, plan):
     return plan
 
 
+def _fwd_planned(inputs):
+    """fused()'s plan for these inputs (_fwd_plan), looked up by their key."""
+    key = ("fwd", _key(inputs))
+    return _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
+
+
 def empty_outputs(*inputs):
     """The outputs of fused(*inputs), allocated (contiguous)."""
-    key = ("fwd", _key(inputs))
-    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
     dev = inputs[0].device
-    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(plan[0], OUT_DTYPES)]
+    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(_fwd_planned(inputs)[0], OUT_DTYPES)]
+
+
+def _check_out(fn, out, shapes):
+    """Refuses an out= that is not one contiguous tensor of each output's shape and dtype."""
+    if len(out) != len(OUT_DTYPES):
+        raise ValueError(f"{fn}: out: want {len(OUT_DTYPES)} tensors, got {len(out)}")
+    for o, dt, s in zip(out, OUT_DTYPES, shapes):
+        if not isinstance(o, torch.Tensor) or o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
+            raise ValueError(f"{fn}: out: want contiguous tensors of the outputs' shapes and dtypes")
 
 
 def fused(*inputs, out=None):
     """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
-    out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead."""
-    key = ("fwd", _key(inputs))
-    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
-    out_shapes, launch = plan
+    out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead; one
+    may be exactly an input IN_PLACE allows (each element read before it is written, in one
+    program), and no other may share memory with an input or another output."""
+    out_shapes, launch = _fwd_planned(inputs)
     if out is None:
         dev = inputs[0].device
         out = [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(out_shapes, OUT_DTYPES)]
     else:
-        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
-            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
-                raise ValueError("out: want contiguous tensors of empty_outputs' shapes and dtypes")
+        _check_out("fused", out, out_shapes)
+        _check_alias("fused", [(f"out[{k}]", o) for k, o in enumerate(out)],
+                     [(f"input {i}", t) for i, t in enumerate(inputs)], IN_PLACE)
+    return _fused_run(launch, inputs, out)
+
+
+def _fused_run(launch, inputs, out):
+    """fused()'s launch into out (checked, or allocated by the caller)."""
     if launch is None:  # an empty main shape
         return tuple(out)
     grid, args, consts = launch
@@ -1276,21 +1332,37 @@ def _gemm_planned(a, w, bias, xs):
 def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     """The chain as one kernel: the GEMM of a and w (and bias), the steps in its epilogue; a
     tuple of the outputs. out: contiguous tensors of the outputs' shapes and dtypes to write
-    instead; pre: a contiguous tensor of the GEMM output's shape and dtype that receives it."""
+    instead, one of which may be exactly an input of the epilogue (xs: each element is read
+    before it is written, in one program); pre: a contiguous tensor of the GEMM output's shape
+    and dtype that receives it. Neither may otherwise share memory with an operand, an input
+    or each other (refused: the GEMM reads a and w across programs)."""
+    shape, out_shapes = _gemm_planned(a, w, bias, xs)[:2]
+    if out is not None:
+        _check_out("gemm_fused", out, out_shapes)
+    if pre is not None and (not isinstance(pre, torch.Tensor) or pre.dtype != GEMM_DTYPE
+                            or list(pre.shape) != shape or not pre.is_contiguous()):
+        raise ValueError("gemm_fused: pre: want a contiguous tensor of the GEMM output's shape and dtype")
+    if out is not None or pre is not None:
+        ins = [("a", a), ("w", w), ("bias", bias)] + [(f"input {i + 1}", t) for i, t in enumerate(xs)]
+        outs = [(f"out[{k}]", o) for k, o in enumerate(out or ())]
+        _check_alias("gemm_fused", outs, ins, IN_PLACE[1:])
+        _check_alias("gemm_fused", [("pre", pre)], ins + outs)  # never in place: stored before the inputs are read
+    return _gemm_fused(a, w, bias, xs, out, pre)
+
+
+def _gemm_fused(a, w, bias, xs, out, pre):
+    """gemm_fused with out and pre checked (or None)."""
     shape, out_shapes, (nb, m, n, k), ints = _gemm_planned(a, w, bias, xs)
-    if out is None:
+    fresh = out is None
+    if fresh:
         out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
-    else:
-        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
-            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
-                raise ValueError("out: want contiguous tensors of the outputs' shapes and dtypes")
-    if pre is not None and (pre.dtype != GEMM_DTYPE or list(pre.shape) != shape or not pre.is_contiguous()):
-        raise ValueError("pre: want a contiguous tensor of the GEMM output's shape and dtype")
     if nb * m * n == 0:
         return tuple(out)
-    if k == 0:  # an empty sum: the GEMM's output is the bias (or 0)
-        return gemm_cublas(a, w, bias, *xs)
-    fresh = out is None
+    if k == 0:  # an empty sum: the GEMM's output is the bias (or 0), then the pointwise kernel
+        x0 = gemm_only(a, w, bias).detach()
+        if pre is not None:
+            pre.copy_(x0)
+        return _fused_run(_fwd_planned((x0, *xs))[1], (x0, *xs), out)
     flags = (bias is not None, pre is not None, GEMM_DTYPE == torch.float32 or INTERPRET)
 
     def run(tile, outs, pre_t):  # the inputs read in place through their broadcast strides
@@ -1306,7 +1378,7 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     def library(outs, x0):
         with torch.no_grad():  # ATen's out= refuses operands that require grad (a weight)
             torch.bmm(a, w, out=x0)
-        fused(x0, *xs, out=outs)
+        _fused_run(_fwd_planned((x0, *xs))[1], (x0, *xs), outs)  # outs: the caller's, checked
 
     bufs = []
 
@@ -1343,7 +1415,7 @@ class GemmFunction(torch.autograd.Function):
     def forward(ctx, a, w, bias, *xs):
         shape = _gemm_planned(a, w, bias, xs)[0]
         pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
-        outs = gemm_fused(a, w, bias, *xs, pre=pre)
+        outs = _gemm_fused(a, w, bias, xs, None, pre)
         ctx.save_for_backward(a, w, bias, pre, *xs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs

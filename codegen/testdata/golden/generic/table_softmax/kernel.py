@@ -27,6 +27,7 @@ RANK = 3
 IN_DTYPES = [torch.float16]
 OUT_DTYPES = [torch.float16, torch.float32]
 OUT_SHAPES = ["full", "full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
+IN_PLACE = ()  # the inputs an output of fused() may be exactly (in place)
 BLOCK = 1024
 MAX_BLOCK_N = 4096
 
@@ -61,6 +62,43 @@ def _round(y, dtype: tl.constexpr):
         r = tl.where(a < 6.103515625e-05, (y + 0.75) - 0.75, r)
         r = tl.where(a >= 65520.0, y * float("inf"), r)
     return tl.where(y != y, y, r)
+
+
+# --- fa:shared alias ---
+def _span(t):
+    """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, s in zip(t.shape, t.stride()):
+        if n == 0:
+            return lo, lo
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+def _check_alias(fn, outs, ins, in_place=()):
+    """Refuses an output that shares memory with an input or with another output, unless it
+    is exactly an input named in ``in_place`` (same address, shape, strides and dtype): the
+    kernels that allow that read each element (or row) before they write it, in one program.
+    ``outs`` and ``ins`` are (name, tensor) pairs; None tensors are skipped."""
+    seen = [(n, t, _span(t)) for n, t in ins if t is not None]
+    for name, o in outs:
+        if o is None:
+            continue
+        lo, hi = _span(o)
+        for n, t, (a, b) in seen:
+            if a < hi and lo < b and t.device == o.device:
+                exact = (n in in_place and t.data_ptr() == o.data_ptr() and t.shape == o.shape
+                         and t.stride() == o.stride() and t.dtype == o.dtype)
+                if not exact:
+                    raise ValueError(f"{fn}: output {name} shares memory with {n}"
+                                     + (" (in place it must be exactly that tensor)" if n in in_place else "")
+                                     + "; pass a separate output tensor")
+        seen.append((name, o, (lo, hi)))
+# --- fa:end alias ---
 
 
 # --- fa:shared launch ---
@@ -295,27 +333,45 @@ def _remember(key, plan):
     return plan
 
 
+def _fwd_planned(inputs):
+    """fused()'s plan for these inputs (_fwd_plan), looked up by their key."""
+    key = ("fwd", _key(inputs))
+    return _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
+
+
 def empty_outputs(*inputs):
     """The outputs of fused(*inputs), allocated (contiguous)."""
-    key = ("fwd", _key(inputs))
-    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
     dev = inputs[0].device
-    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(plan[0], OUT_DTYPES)]
+    return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(_fwd_planned(inputs)[0], OUT_DTYPES)]
+
+
+def _check_out(fn, out, shapes):
+    """Refuses an out= that is not one contiguous tensor of each output's shape and dtype."""
+    if len(out) != len(OUT_DTYPES):
+        raise ValueError(f"{fn}: out: want {len(OUT_DTYPES)} tensors, got {len(out)}")
+    for o, dt, s in zip(out, OUT_DTYPES, shapes):
+        if not isinstance(o, torch.Tensor) or o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
+            raise ValueError(f"{fn}: out: want contiguous tensors of the outputs' shapes and dtypes")
 
 
 def fused(*inputs, out=None):
     """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
-    out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead."""
-    key = ("fwd", _key(inputs))
-    plan = _PLANS.get(key) or _remember(key, _fwd_plan(inputs))
-    out_shapes, launch = plan
+    out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead; one
+    may be exactly an input IN_PLACE allows (each element read before it is written, in one
+    program), and no other may share memory with an input or another output."""
+    out_shapes, launch = _fwd_planned(inputs)
     if out is None:
         dev = inputs[0].device
         out = [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(out_shapes, OUT_DTYPES)]
     else:
-        for o, dt, s in zip(out, OUT_DTYPES, out_shapes):
-            if o.dtype != dt or list(o.shape) != s or not o.is_contiguous():
-                raise ValueError("out: want contiguous tensors of empty_outputs' shapes and dtypes")
+        _check_out("fused", out, out_shapes)
+        _check_alias("fused", [(f"out[{k}]", o) for k, o in enumerate(out)],
+                     [(f"input {i}", t) for i, t in enumerate(inputs)], IN_PLACE)
+    return _fused_run(launch, inputs, out)
+
+
+def _fused_run(launch, inputs, out):
+    """fused()'s launch into out (checked, or allocated by the caller)."""
     if launch is None:  # an empty main shape
         return tuple(out)
     grid, args, consts = launch
