@@ -41,7 +41,7 @@ func contains(s []string, x string) bool {
 
 // TestGenericChainsVerify: every generic example's folder passes the verifier in Triton's
 // interpreter unchanged (traced, adversarial, strided, transposed, offset, large, small,
-// NaN/-inf and masked-row cases against its eager replay).
+// NaN/-inf, masked-row and in-place cases against its eager replay).
 func TestGenericChainsVerify(t *testing.T) {
 	py := venv(t)
 	dirs := writeGenericExamples(t)
@@ -55,7 +55,7 @@ func TestGenericChainsVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	n, inPlace := 0, map[string]bool{}
 	for _, f := range res.Folders {
 		if f.Error != "" {
 			t.Errorf("%s: %s", filepath.Base(f.Dir), f.Error)
@@ -65,10 +65,20 @@ func TestGenericChainsVerify(t *testing.T) {
 			if !c.Passed() {
 				t.Errorf("%s %s: %s %s", filepath.Base(f.Dir), c.ID, c.Status, c.Message)
 			}
+			if c.Name == "in-place" && c.Status == StatusPass {
+				inPlace[filepath.Base(f.Dir)] = true
+			}
 		}
 	}
 	if n < 10*len(dirs) {
 		t.Errorf("%d cases in %d folders: want at least 10 each", n, len(dirs))
+	}
+	// outputs written over an input (fused(out=...) in place): the elementwise examples with an
+	// input of an output's shape and dtype, GEMM heads' residuals among them
+	for _, want := range []string{"table_fp32", "gelu_dropout_residual", "linear_gelu_scale_residual"} {
+		if !inPlace[want] {
+			t.Errorf("%s: no in-place case ran (in place: %v)", want, inPlace)
+		}
 	}
 }
 
@@ -171,6 +181,13 @@ func TestGenericChainsMutants(t *testing.T) {
 			text("gb = grads[-1] if slot else None", "gb = None")},
 		{"GEMM bias gradient from the last program's rows only", "addmm_sigmoid_channel", nil,
 			textAll("        gx2 = gx0\n", "        gx2 = tl.where(pid == tl.num_programs(0) - 1, gx0, 0.0)\n")},
+		// outputs written over an input (the verifier's in-place cases): the library path's
+		// GEMM output written into a caller's out=, the residual it aliases, and an
+		// elementwise kernel that stores an output before it has read every input
+		{"library path's GEMM output over a caller's out=", "linear_gelu_scale_residual", nil,
+			text("GEMM_PRE_IN_OUT0 and fresh else", "GEMM_PRE_IN_OUT0 else")},
+		{"the GEMM output stored over the residual before it is read", "linear_gelu_scale_residual", nil,
+			text("_gemm_fused(a, w, bias, xs, out, pre)\n", "_gemm_fused(a, w, bias, xs, out, pre if pre is not None or out is None else out[0])\n")},
 		// a number compared with as traced, not as eager rounds it to the tensor's type (the
 		// verifier's planted case puts the rounded number and its neighbours in the inputs)
 		{"comparison with bfloat16's 0.1 unrounded", "linear_gt_gate", nil, textAll("0.10009765625", "0.1")},

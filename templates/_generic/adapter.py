@@ -197,7 +197,9 @@ def _grad_only(outs, kernel):
     return tuple(o for o, g in zip(outs, kernel.GRAD_OUTPUTS) if g)
 
 
-def fused(kernel, inputs, params, poison=False, autograd=False):
+def fused(kernel, inputs, params, poison=False, autograd=False, in_place=False):
+    """The folder's kernel on inputs; poison: into NaN-filled out= tensors; in_place: and the
+    outputs in_place_outputs pairs with an input written into that input itself."""
     xs = [inputs[n] for n in NAMES]
     if GEMM and not GEMM["bias"]:
         xs.insert(2, None)
@@ -207,15 +209,43 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     run = kernel.gemm_fused if GEMM else kernel.fused
     if not poison:
         return run(*xs)
-    if GEMM:
-        shape = list(inputs["a"].shape[:-1]) + [shapes_n(inputs)]
-        outs = [torch.empty(kernel._out_shape(shape, k), dtype=dt, device=inputs["a"].device)
-                for dt, k in zip(kernel.OUT_DTYPES, kernel.OUT_SHAPES)]
-    else:
-        outs = kernel.empty_outputs(*xs)
+    outs = [torch.empty(kernel._out_shape(_main_shape(inputs), k), dtype=dt, device=xs[0].device)
+            for dt, k in zip(kernel.OUT_DTYPES, kernel.OUT_SHAPES)]
     for o in outs:
         o.fill_(float("nan") if o.dtype.is_floating_point else True)
+    if in_place:
+        for k, name in in_place_outputs(inputs).items():
+            outs[k] = inputs[name]
     return run(*xs, out=outs)
+
+
+def _main_shape(inputs):
+    """The chain's main shape: the GEMM's output's, or the inputs' broadcast shape."""
+    if GEMM:
+        return list(inputs["a"].shape[:-1]) + [shapes_n(inputs)]
+    return list(torch.broadcast_shapes(*[inputs[n].shape for n in NAMES]))
+
+
+def in_place_outputs(inputs):
+    """{output index: input name}: where an output may be written into an input in place
+    (the verifier's in-place case), each output of the main shape takes the first input not
+    yet taken that the kernel allows (kernel.IN_PLACE) and that is a contiguous tensor of the
+    output's shape and dtype; {} where none is."""
+    kernel = _sibling_kernel()
+    off = 1 if GEMM else 0  # a GEMM head's program input 0 is the GEMM's output
+    main = _main_shape(inputs)
+    free = [n for i, (n, _, _) in enumerate(case.INPUTS) if f"input {i + off}" in kernel.IN_PLACE]
+    pairs = {}
+    for k, (dt, kind) in enumerate(zip(kernel.OUT_DTYPES, kernel.OUT_SHAPES)):
+        if kind != "full":
+            continue
+        for n in free:
+            t = inputs[n]
+            if list(t.shape) == main and t.dtype == dt and t.is_contiguous():
+                pairs[k] = n
+                free.remove(n)
+                break
+    return pairs
 
 
 def shapes_n(inputs):

@@ -215,9 +215,16 @@ def build_cases(f):
     for name, v in (("strided", "strided"), ("strided-vec", "strided_vec"), ("transposed", "transposed"),
                     ("offset", "offset"),
                     ("large", "large"), ("small", "small"), ("nan-inf", "specials"),
-                    ("masked-rows", "masked_rows"), ("planted", "planted")):
+                    ("masked-rows", "masked_rows"), ("planted", "planted"), ("in-place", "in_place")):
         if transform(v, probe)[1]:
             cases.append(Case(name, traced, base_dt, variant=v))
+    # in place at every adversarial shape of a GEMM head too: its buckets of M take the
+    # library path or the tiles in turn under the interpreter, and the library path writes
+    # the GEMM's output into an output buffer
+    if getattr(a, "GEMM", None):
+        for name, shapes in zip(names, adv):
+            if transform("in_place", a.make_inputs(shapes, DTYPES[base_dt], p, "cpu", 0))[1]:
+                cases.append(Case(f"in-place-{name}", shapes, base_dt, variant="in_place"))
     # the first adversarial shape (ragged, usually one block per row where the traced rows
     # need several) transposed and small: a row kernel's single-block path gets its strides
     # and eps checked too
@@ -356,6 +363,11 @@ def transform(variant, inputs):
             x[at(x.numel() - 1)] = float("-inf")
         out[k] = x
         return out, [k]
+    if variant == "in_place":
+        # outputs written into inputs in place (the generic adapter's in_place_outputs): the
+        # inputs as they are; the names are those the call will overwrite
+        fn = getattr(CURRENT_ADAPTER, "in_place_outputs", None)
+        return out, sorted(set(fn(out).values())) if callable(fn) else []
     if variant == "planted":
         # the adapter's numbers at which the chain decides (a comparison's, a clamp's bounds)
         # written into its inputs (the generic adapter's planted())
@@ -603,11 +615,14 @@ def run_forward(f, case, dt, seed, acc):
         return "n/a"
     case.changed = changed
     before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+    # in place: the inputs named in changed receive outputs; the reference reads their values
+    # from before the call, and they are not held to being unmodified
+    written = set(changed) if case.variant == "in_place" else set()
     guard = Guarded(f)
     with guard:
-        got = tuple(a.fused(f.kernel, inputs, f.params, poison=True))
+        got = tuple(a.fused(f.kernel, inputs, f.params, poison=True, **({"in_place": True} if written else {})))
     guard.check()
-    want = tuple(a.reference(f.reference, inputs, f.params))
+    want = tuple(a.reference(f.reference, {**inputs, **{k: before[k] for k in written}}, f.params))
     if len(got) != len(want):
         raise Mismatch(f"fused returned {len(got)} outputs, the reference {len(want)}")
     check_dropout_rate(inputs, f.params)
@@ -618,6 +633,8 @@ def run_forward(f, case, dt, seed, acc):
     for name, g, w in zip(names, got, want):
         ok &= acc.add(name, g, w, atol, rtol, seed)
     for k, v in before.items():
+        if k in written:
+            continue
         idx = unmodified(v, inputs[k])
         if idx is not None:
             raise Mismatch(f"input {k} was modified by the kernel (first at {idx}: "
