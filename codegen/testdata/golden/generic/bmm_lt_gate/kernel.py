@@ -279,10 +279,11 @@ def _part_sums(part, outs, k0=0):
 # once per bucket: M rounded up to a power of two (at least 16, so that every decode M of 1-16
 # is one bucket), N, K, the dtype, the device and the kernel with its flags. Tuning times the
 # candidates' GPU time (_gemm_time_ms: a CUDA-graph replay, as bench times a call) with the
-# caller's inputs (read only) and a scratch output, never the caller's output; the winner is then launched directly (_gemm_launch, the compiled kernel as _launch
-# launches it). A bucket first met while the current stream captures a CUDA graph gets the
-# first candidate untimed (timing would synchronize the stream and break the capture); it is
-# tuned at its first call outside a capture. Under the interpreter: one small tile.
+# caller's inputs (read only) and a scratch output, never the caller's output; the winner is
+# then launched directly (_gemm_launch, the compiled kernel as _launch launches it). A bucket
+# first met while the current stream captures a CUDA graph gets the first candidate untimed
+# (timing would synchronize the stream and break the capture); it is tuned at its first call
+# outside a capture. Under the interpreter: one small tile.
 # Candidates: the winners of the H200 probes (bench/experiments/probe_gemm.py,
 # probe_tiles_gemm.py), pruned by shared memory and K; decode-size M takes the small-M list,
 # whose narrow BLOCK_N tiles spread a weight-bound GEMM over more programs. The first
