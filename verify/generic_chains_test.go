@@ -187,7 +187,7 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"library path's GEMM output over a caller's out=", "linear_gelu_scale_residual", nil,
 			text("GEMM_PRE_IN_OUT0 and fresh else", "GEMM_PRE_IN_OUT0 else")},
 		{"the GEMM output stored over the residual before it is read", "linear_gelu_scale_residual", nil,
-			text("_gemm_fused(a, w, bias, xs, out, pre)\n", "_gemm_fused(a, w, bias, xs, out, pre if pre is not None or out is None else out[0])\n")},
+			text("_gemm_fused(a, w, bias, xs, out, pre, plan)\n", "_gemm_fused(a, w, bias, xs, out, pre if pre is not None or out is None else out[0], plan)\n")},
 		// a number compared with as traced, not as eager rounds it to the tensor's type (the
 		// verifier's planted case puts the rounded number and its neighbours in the inputs)
 		{"comparison with bfloat16's 0.1 unrounded", "linear_gt_gate", nil, textAll("0.10009765625", "0.1")},

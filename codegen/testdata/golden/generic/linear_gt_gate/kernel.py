@@ -1320,7 +1320,8 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     before it is written, in one program); pre: a contiguous tensor of the GEMM output's shape
     and dtype that receives it. Neither may otherwise share memory with an operand, an input
     or each other (refused: the GEMM reads a and w across programs)."""
-    shape, out_shapes = _gemm_planned(a, w, bias, xs)[:2]
+    plan = _gemm_planned(a, w, bias, xs)
+    shape, out_shapes = plan[:2]
     if out is not None:
         _check_out("gemm_fused", out, out_shapes)
     if pre is not None and (not isinstance(pre, torch.Tensor) or pre.dtype != GEMM_DTYPE
@@ -1331,12 +1332,12 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
         outs = [(f"out[{k}]", o) for k, o in enumerate(out or ())]
         _check_alias("gemm_fused", outs, ins, IN_PLACE[1:])
         _check_alias("gemm_fused", [("pre", pre)], ins + outs)  # never in place: stored before the inputs are read
-    return _gemm_fused(a, w, bias, xs, out, pre)
+    return _gemm_fused(a, w, bias, xs, out, pre, plan)
 
 
-def _gemm_fused(a, w, bias, xs, out, pre):
-    """gemm_fused with out and pre checked (or None)."""
-    shape, out_shapes, (nb, m, n, k), ints = _gemm_planned(a, w, bias, xs)
+def _gemm_fused(a, w, bias, xs, out, pre, plan):
+    """gemm_fused with out and pre checked (or None), and its plan (_gemm_planned)."""
+    shape, out_shapes, (nb, m, n, k), ints = plan
     fresh = out is None
     if fresh:
         out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
@@ -1360,8 +1361,11 @@ def _gemm_fused(a, w, bias, xs, out, pre):
                      tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
 
     def library(outs, x0):
-        with torch.no_grad():  # ATen's out= refuses operands that require grad (a weight)
-            torch.addmm(bias, a.flatten(0, -2), w.t(), out=x0.flatten(0, -2))
+        if torch.is_grad_enabled():  # ATen's out= refuses operands that require grad (a weight)
+            with torch.no_grad():
+                torch.addmm(bias, a, w.t(), out=x0)
+        else:  # (GemmFunction's forward, an inference call: no_grad's entry and exit spared)
+            torch.addmm(bias, a, w.t(), out=x0)
         _fused_run(_fwd_planned((x0, *xs))[1], (x0, *xs), outs)  # outs: the caller's, checked
 
     bufs = []
@@ -1398,9 +1402,9 @@ class GemmFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, w, bias, *xs):
-        shape = _gemm_planned(a, w, bias, xs)[0]
-        pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
-        outs = _gemm_fused(a, w, bias, xs, None, pre)
+        plan = _gemm_planned(a, w, bias, xs)
+        pre = torch.empty(plan[0], dtype=GEMM_DTYPE, device=a.device)
+        outs = _gemm_fused(a, w, bias, xs, None, pre, plan)
         ctx.save_for_backward(a, w, bias, pre, *xs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs
