@@ -228,6 +228,57 @@ func (r *renderer) tensorDType(s program.Step) program.DType {
 	return program.FP32
 }
 
+// exact says whether a 16-bit step's value needs no rounding to its dtype: an op that selects
+// or negates one of its values (relu, abs, neg, a clamp, where, masked_fill, a cast) when each
+// of those values already is of the step's dtype (a load of that dtype, a step rounded to it,
+// a number that type holds, a bool's 0 or 1), and a clamp's bounds are too (clamp's are
+// written rounded, tritonConsts; hardtanh's as traced). Such a step's _round would give its
+// value back: eight integer operations an element (the corpus' clamp chain at 4096x512 has
+// 251 PTX instructions a thread with its three, 115 without any: probe_generic_ptx).
+func (r *renderer) exact(s program.Step) bool {
+	var values []int // the operands the result is one of
+	switch s.Op {
+	case program.Relu, program.Abs, program.Neg, program.Clamp, program.ClampMin, program.ClampMax, program.Cast:
+		values = []int{0}
+	case program.Hardtanh:
+		for _, c := range s.Consts {
+			if s.DType.Round(float64(c)) != float64(c) {
+				return false
+			}
+		}
+		values = []int{0}
+	case program.Where:
+		values = []int{1, 2}
+	case program.MaskedFill:
+		values = []int{0, 2}
+	default:
+		return false
+	}
+	for _, k := range values {
+		a := s.Args[k]
+		var d program.DType
+		switch {
+		case a.In != nil:
+			d = r.p.Inputs[*a.In].DType
+		case a.Step != nil:
+			d = r.p.Steps[*a.Step].DType
+		default:
+			if s.DType.Round(float64(*a.Num)) != float64(*a.Num) {
+				return false
+			}
+			continue
+		}
+		if d != s.DType && d != program.Bool {
+			return false
+		}
+	}
+	switch s.Op {
+	case program.Clamp, program.ClampMin, program.ClampMax: // bounds rounded to the operand's dtype
+		return r.tensorDType(s) == s.DType
+	}
+	return true
+}
+
 // tritonConsts are a step's constants in Triton code, in its forward expression or (deriv)
 // its derivatives: as traced, but rounded to its input's type where eager rounds them
 // (program.DType.Round): clamp's bounds, with which eager's clamp compares (its forward gives
@@ -837,7 +888,7 @@ func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string
 		}
 		e := expand(op.Triton, r.operands(s, true), r.tritonConsts(op, s, false), "")
 		fmt.Fprintf(b, "%sv%d = %s\n", indent, i, e)
-		if s.DType == program.FP16 || s.DType == program.BF16 {
+		if (s.DType == program.FP16 || s.DType == program.BF16) && !r.exact(s) {
 			fmt.Fprintf(b, "%sv%d = _round(v%d, %s)\n", indent, i, i, tlDtypes[s.DType])
 		}
 	}

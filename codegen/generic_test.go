@@ -415,3 +415,41 @@ func TestGenericGEMMPreInOut0(t *testing.T) {
 		})
 	}
 }
+
+// TestGenericExactSteps says which 16-bit steps are written without a rounding to their
+// dtype: those whose value is one of their operands, each already of the step's dtype (or a
+// number that dtype holds); any other keeps its _round, as eager stores every step.
+func TestGenericExactSteps(t *testing.T) {
+	for _, c := range []struct {
+		name, inputs, step string
+		rounded            bool
+	}{
+		{"relu", `{"dtype":"bf16","dims":[8,32]}`, `{"op":"relu","args":[{"in":0}],"dtype":"bf16"}`, false},
+		{"clamp (bounds rounded)", `{"dtype":"bf16","dims":[8,32]}`, `{"op":"clamp","args":[{"in":0}],"consts":[-0.1,0.3],"dtype":"bf16"}`, false},
+		{"hardtanh held bounds", `{"dtype":"fp16","dims":[8,32]}`, `{"op":"hardtanh","args":[{"in":0}],"consts":[-1,0.5],"dtype":"fp16"}`, false},
+		{"hardtanh bound as traced", `{"dtype":"fp16","dims":[8,32]}`, `{"op":"hardtanh","args":[{"in":0}],"consts":[-1,0.1],"dtype":"fp16"}`, true},
+		{"masked_fill held number", `{"dtype":"bf16","dims":[8,32]},{"dtype":"bool","dims":[8,32]}`, `{"op":"masked_fill","args":[{"in":0},{"in":1},{"num":-0.5}],"dtype":"bf16"}`, false},
+		{"masked_fill unheld number", `{"dtype":"bf16","dims":[8,32]},{"dtype":"bool","dims":[8,32]}`, `{"op":"masked_fill","args":[{"in":0},{"in":1},{"num":0.1}],"dtype":"bf16"}`, true},
+		{"cast from fp32", `{"dtype":"fp32","dims":[8,32]}`, `{"op":"cast","args":[{"in":0}],"dtype":"bf16"}`, true},
+		{"neg", `{"dtype":"fp16","dims":[8,32]}`, `{"op":"neg","args":[{"in":0}],"dtype":"fp16"}`, false},
+		{"mul", `{"dtype":"bf16","dims":[8,32]}`, `{"op":"mul","args":[{"in":0},{"num":3}],"dtype":"bf16"}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := `{"dims":[8,32],"inputs":[` + c.inputs + `],"steps":[` + c.step + `],"outputs":[0]}`
+			var p program.Program
+			if err := json.Unmarshal([]byte(prog), &p); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			files, err := RenderGeneric(GenericSpec{Program: &p, Dtype: string(p.Steps[0].DType), Ops: p.Codes(), Source: Source{Trace: "t", Site: "s"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(files["kernel.py"]), "v0 = _round(v0, "); got != c.rounded {
+				t.Errorf("step rounded: %v, want %v", got, c.rounded)
+			}
+		})
+	}
+}

@@ -8,7 +8,8 @@ registers and spill bytes a thread. Static counts, not time: used on 2026-12-02 
 the innermost size is a multiple of 16, when no GPU was left to time it.
 
 With --backward, the launch fused_backward makes (_fused_bwd_kernel) instead: on 2026-12-03 the
-flat walk's alignment hints were checked this way before the H200 timed them.
+flat walk's alignment hints were checked this way before the H200 timed them. For a folder
+with a GEMM head: its pointwise kernel (the library path's pass) on the GEMM's output.
 
   python bench/experiments/probe_generic_ptx.py [--backward] FOLDER...
 """
@@ -51,6 +52,8 @@ def main():
         kernel = load(folder / "kernel.py", f"kernel{i}")
         main_shape = case.SHAPES[0]
         xs = []
+        if getattr(case, "GEMM", None):  # a GEMM head: its pointwise kernel (the library path's
+            xs.append(torch.empty(main_shape, dtype=DTYPES[case.GEMM["dtype"]]))  # pass), on the GEMM's output
         for _, dt, keep in case.INPUTS:  # CPU tensors: only dtypes, shapes and alignment matter
             shape = [n if k else 1 for n, k in zip(main_shape[len(main_shape) - len(keep):], keep)]
             xs.append(torch.empty(shape, dtype=DTYPES[dt]))

@@ -343,7 +343,6 @@ def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, M1, S1,
     x0 = tl.load(in0 + (offs if DENSE0 else i0 * s0_0 + i1 * s0_1), mask=mask, other=0).to(tl.float32)
     x1 = tl.load(in1 + (offs if DENSE1 else i0 * s1_0 + i1 * s1_1), mask=mask, other=0).to(tl.float32)
     v0 = tl.abs(x0)
-    v0 = _round(v0, tl.bfloat16)
     v1 = _pow(v0, 1.296875)
     v1 = _round(v1, tl.bfloat16)
     v2 = v1 * x1
@@ -432,7 +431,6 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
         x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
         x1 = tl.load(in1 + o1, mask=mask, other=0).to(tl.float32)
         v0 = tl.abs(x0)
-        v0 = _round(v0, tl.bfloat16)
         v1 = _pow(v0, 1.296875)
         v1 = _round(v1, tl.bfloat16)
         v2 = v1 * x1

@@ -537,7 +537,6 @@ def _fused_kernel(in0, out0, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, M1, M2, S1, S2
     x0 = tl.load(in0 + (offs if DENSE0 else i0 * s0_0 + i1 * s0_1 + i2 * s0_2), mask=mask, other=0).to(tl.float32)
     v0 = tl.where(x0 < 0.0999755859375, 1.0, 0.0)
     v1 = v0
-    v1 = _round(v1, tl.float16)
     v2 = x0 * v1
     v2 = _round(v2, tl.float16)
     tl.store(out0 + offs, _cast(v2, tl.float16), mask=mask)
@@ -632,7 +631,6 @@ def _fused_bwd_kernel(in0, dout0, gbuf0, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0,
         x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
         v0 = tl.where(x0 < 0.0999755859375, 1.0, 0.0)
         v1 = v0
-        v1 = _round(v1, tl.float16)
         v2 = x0 * v1
         v2 = _round(v2, tl.float16)
         od0 = rr * 0 + i0 * t0_0 + i1 * t0_1 + c * t0_2
@@ -1237,7 +1235,6 @@ def _gemm_epilogue_kernel(a, w, bias, out0, pre, M, N, D0, D1, D2, s_bias, sa_b,
         tl.store(pre + offs, _cast(x0, tl.float16), mask=mask)
     v0 = tl.where(x0 < 0.0999755859375, 1.0, 0.0)
     v1 = v0
-    v1 = _round(v1, tl.float16)
     v2 = x0 * v1
     v2 = _round(v2, tl.float16)
     tl.store(out0 + offs, _cast(v2, tl.float16), mask=mask)

@@ -548,7 +548,6 @@ def _fused_kernel(in0, out0, NUMEL, D0, D1, D2, s0_0, s0_1, s0_2, M1, M2, S1, S2
     v0 = _tanh(x0)
     v0 = _round(v0, tl.float16)
     v1 = _clamp(v0, (-0.5), 0.75)
-    v1 = _round(v1, tl.float16)
     tl.store(out0 + offs, _cast(v1, tl.float16), mask=mask)
 
 
@@ -642,7 +641,6 @@ def _fused_bwd_kernel(in0, dout0, gbuf0, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0,
         v0 = _tanh(x0)
         v0 = _round(v0, tl.float16)
         v1 = _clamp(v0, (-0.5), 0.75)
-        v1 = _round(v1, tl.float16)
         od0 = rr * 0 + i0 * t0_0 + i1 * t0_1 + c * t0_2
         if AMASK >> 1 & 1:
             od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
@@ -1247,7 +1245,6 @@ def _gemm_epilogue_kernel(a, w, bias, out0, pre, M, N, D0, D1, D2, s_bias, sa_b,
     v0 = _tanh(x0)
     v0 = _round(v0, tl.float16)
     v1 = _clamp(v0, (-0.5), 0.75)
-    v1 = _round(v1, tl.float16)
     tl.store(out0 + offs, _cast(v1, tl.float16), mask=mask)
 
 

@@ -305,7 +305,6 @@ def _fused_kernel(in0, in1, out0, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, M1, S1,
     x0 = tl.load(in0 + (offs if DENSE0 else i0 * s0_0 + i1 * s0_1), mask=mask, other=0).to(tl.float32)
     x1 = tl.load(in1 + (offs if DENSE1 else i0 * s1_0 + i1 * s1_1), mask=mask, other=0).to(tl.float32)
     v0 = _clamp(x0, 0.0999755859375, 0.300048828125)
-    v0 = _round(v0, tl.float16)
     v1 = v0 * x1
     v1 = _round(v1, tl.float16)
     tl.store(out0 + offs, _cast(v1, tl.float16), mask=mask)
@@ -392,7 +391,6 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
         x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
         x1 = tl.load(in1 + o1, mask=mask, other=0).to(tl.float32)
         v0 = _clamp(x0, 0.0999755859375, 0.300048828125)
-        v0 = _round(v0, tl.float16)
         v1 = v0 * x1
         v1 = _round(v1, tl.float16)
         od0 = rr * 0 + i0 * t0_0 + c * t0_1

@@ -524,7 +524,6 @@ def _fused_kernel(in0, out0, NUMEL, D0, D1, s0_0, s0_1, M1, S1, BLOCK: tl.conste
     x0 = tl.load(in0 + (offs if DENSE0 else i0 * s0_0 + i1 * s0_1), mask=mask, other=0).to(tl.float32)
     v0 = tl.where(x0 > 0.10009765625, 1.0, 0.0)
     v1 = v0
-    v1 = _round(v1, tl.bfloat16)
     v2 = x0 * v1
     v2 = _round(v2, tl.bfloat16)
     tl.store(out0 + offs, _cast(v2, tl.bfloat16), mask=mask)
@@ -607,7 +606,6 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
         x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
         v0 = tl.where(x0 > 0.10009765625, 1.0, 0.0)
         v1 = v0
-        v1 = _round(v1, tl.bfloat16)
         v2 = x0 * v1
         v2 = _round(v2, tl.bfloat16)
         od0 = rr * 0 + i0 * t0_0 + c * t0_1
@@ -1227,7 +1225,6 @@ def _gemm_epilogue_kernel(a, w, bias, out0, pre, M, N, D0, D1, s_bias, sa_b, sa_
         tl.store(pre + offs, _cast(x0, tl.bfloat16), mask=mask)
     v0 = tl.where(x0 > 0.10009765625, 1.0, 0.0)
     v1 = v0
-    v1 = _round(v1, tl.bfloat16)
     v2 = x0 * v1
     v2 = _round(v2, tl.bfloat16)
     tl.store(out0 + offs, _cast(v2, tl.bfloat16), mask=mask)
