@@ -442,7 +442,8 @@ const halfCheck = "check"
 
 // bwdSources are the training benchmarks read and, per file, the folders taken from it with
 // their family: the latest measurement of each folder whose kernels have not changed since
-// (h200-train-2026-12-02h: the norms' pipelined backwards, and swiglu as it is; h200-attention-2026-12-02b: the attention kernel as it is; h200-train-2026-12-03c:
+// (h200-train-2026-12-03l: the norms' pipelined backwards with _sum_parts' eight columns a
+// program; h200-train-2026-12-02h: swiglu as it is; h200-attention-2026-12-02b: the attention kernel as it is; h200-train-2026-12-03c:
 // the generic chains' backward with its flat walk; h200-train-2026-12-03k: dropout_add's
 // kept-form bias walk). Left out: BERT's
 // dropout_add and GPT-2's add_layernorm (the same [4096, 768] work as GPT-2's dropout_add and
@@ -453,7 +454,7 @@ var bwdSources = []struct {
 	folders map[string]string // case name -> family
 	half    string            // "": by family (bwdSplit)
 }{
-	{"h200-train-2026-12-02h.json", map[string]string{
+	{"h200-train-2026-12-03l.json", map[string]string{
 		"add_layernorm-bf16-16x256x2048-e2a9dd44": "mlp_blocks",
 		"add_layernorm-bf16-8192x4096-46eb2f6d":   "anchors",
 		"rmsnorm_pyops-bf16-8192x4096-f79bb692":   "anchors",

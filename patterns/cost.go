@@ -171,7 +171,7 @@ func DefaultCostModel() CostModel {
 		RowKernelUs:                0.4,
 		GraphGapUs:                 0.45,
 		AttentionEfficiency:        0.16,
-		RowBwdEfficiency:           0.873,
+		RowBwdEfficiency:           0.927,
 		GenericBwdEfficiency:       0.767,
 		AttentionBwdEfficiency:     0.367,
 		AttentionBwdByteEfficiency: 0.319,
