@@ -550,7 +550,7 @@ tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in 
 	if r.red == nil {
 		b.WriteString("One program per BLOCK elements of the main shape (flat index; inputs dense in it read at the\nflat offset, the others through per-dim indices: _fwd_plan's magic numbers or % and //).\n")
 	} else {
-		fmt.Fprintf(&b, "One program per row of the last dim: the chain, then %s over the row in tiles of BLOCK_N\n(a pass per dependent statistic, the chain recomputed in each).\n", r.red.Reduce)
+		fmt.Fprintf(&b, "One program per BLOCK_R rows of the last dim: the chain, then %s over each row in tiles of\nBLOCK_N (a pass per dependent statistic, the chain recomputed in each); short rows BLOCK_R to a\nprogram (_row_tile), a long row one.\n", r.red.Reduce)
 	}
 	grad, gerr := r.backward()
 	b.WriteString("\nfused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs.\n")
@@ -604,7 +604,14 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 		}
 	}
 	fmt.Fprintf(&b, "IN_PLACE = (%s)  # the inputs an output of fused() may be exactly (in place)\n", strings.Join(inPlace, " "))
-	b.WriteString("BLOCK = 1024\nMAX_BLOCK_N = 4096\n\n")
+	b.WriteString("BLOCK = 1024\nMAX_BLOCK_N = 4096\n")
+	if r.red != nil {
+		b.WriteString("ROW_TILE = 1024  # elements a row program's tile of short rows holds at most (BLOCK_R x BLOCK_N)\n")
+		b.WriteString("# programs a row kernel keeps at least (_row_tile); the interpreter's small shapes take\n")
+		b.WriteString("# several rows a program too, the last program's partly past the end\n")
+		b.WriteString("ROW_PROGRAMS = 1 if INTERPRET else 264\n")
+	}
+	b.WriteString("\n")
 	head := b.Len()
 	var reached []bool
 	if r.red == nil {
@@ -873,8 +880,10 @@ func (r *renderer) kernelArgs(first string) string {
 }
 
 // steps writes the loads and the elementwise steps (all but a final reduction) at indent,
-// with offs(i) the element offset expression of input i and mask the tile's mask.
-func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string) {
+// with offs(i) the element offset expression of input i and mask the tile's mask. forward:
+// the kernel stores the outputs and nothing else reads the steps' values (a backward kernel's
+// derivatives read them, rounded as eager stores them).
+func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string, forward bool) {
 	for i := range r.p.Inputs {
 		if i == 0 && r.epilogue {
 			continue
@@ -888,10 +897,24 @@ func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string
 		}
 		e := expand(op.Triton, r.operands(s, true), r.tritonConsts(op, s, false), "")
 		fmt.Fprintf(b, "%sv%d = %s\n", indent, i, e)
-		if (s.DType == program.FP16 || s.DType == program.BF16) && !r.exact(s) {
+		if (s.DType == program.FP16 || s.DType == program.BF16) && !r.exact(s) && !(forward && r.onlyStored(i)) {
 			fmt.Fprintf(b, "%sv%d = _round(v%d, %s)\n", indent, i, i, tlDtypes[s.DType])
 		}
 	}
+}
+
+// onlyStored says whether step i's value goes only to its output's store, which rounds it
+// to the step's dtype (_cast: to nearest even, as _round does, subnormals and overflow
+// included): no later step reads it, so its own _round would round it twice.
+func (r *renderer) onlyStored(i int) bool {
+	for _, s := range r.p.Steps[i+1:] {
+		for _, a := range s.Args {
+			if a.Step != nil && *a.Step == i {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // store writes output k (step o) at offs.
@@ -955,7 +978,7 @@ func (r *renderer) pointwiseKernel(b *bytes.Buffer) {
 			t = append(t, fmt.Sprintf("i%d * s%d_%d", d, i, d))
 		}
 		return fmt.Sprintf("(offs if DENSE%d else %s)", i, strings.Join(t, " + "))
-	})
+	}, true)
 	for k, o := range r.p.Outputs {
 		r.store(b, "    ", k, o, "v"+strconv.Itoa(o), "offs", "mask")
 	}
@@ -966,8 +989,9 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 	last := len(r.p.Steps) - 1
 	v := "v" + strconv.Itoa(*r.p.Steps[last].Args[0].Step) // the reduced value
 	b.WriteString("@triton.jit\n")
-	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):\n", r.kernelArgs("N"))
-	b.WriteString("    row = tl.program_id(0).to(tl.int64)\n")
+	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):\n", r.kernelArgs("R, N"))
+	b.WriteString("    row = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)  # this program's rows\n")
+	b.WriteString("    row_ok = row < R\n")
 	b.WriteString("    r = row\n")
 	for d := r.rank - 2; d > 0; d-- {
 		fmt.Fprintf(b, "    i%d = r %% D%d\n    r = r // D%d\n", d, d, d)
@@ -980,9 +1004,9 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 		for d := 0; d < r.rank-1; d++ {
 			t = append(t, fmt.Sprintf("i%d * s%d_%d", d, i, d))
 		}
-		fmt.Fprintf(b, "    base%d = %s\n", i, strings.Join(t, " + "))
+		fmt.Fprintf(b, "    base%d = (%s)[:, None]\n", i, strings.Join(t, " + "))
 	}
-	b.WriteString("    cols = tl.arange(0, BLOCK_N)\n")
+	b.WriteString("    cols = tl.arange(0, BLOCK_N)[None, :]\n")
 	body := func(T, B string, once bool) {
 		offs := func(i int) string { return fmt.Sprintf("(base%d + c * s%d_%d)", i, i, r.rank-1) }
 		// pass opens a loop over the row's tiles with the chain computed in it; with once (the
@@ -992,8 +1016,8 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 			if once {
 				if !computed {
 					b.WriteString(T + "c = cols\n")
-					b.WriteString(T + "mask = c < N\n")
-					r.steps(b, T, offs)
+					b.WriteString(T + "mask = row_ok[:, None] & (c < N)\n")
+					r.steps(b, T, offs, true)
 				}
 				computed = true
 				return
@@ -1002,14 +1026,14 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 			b.WriteString(T + "start = 0\n")
 			b.WriteString(T + "while start < N:\n")
 			b.WriteString(B + "c = start + cols\n")
-			b.WriteString(B + "mask = c < N\n")
+			b.WriteString(B + "mask = row_ok[:, None] & (c < N)\n")
 			b.WriteString(B + "start += BLOCK_N\n")
-			r.steps(b, B, offs)
+			r.steps(b, B, offs, true)
 		}
 		stores := func() { // the full-shape outputs but the last step, in the last pass
 			for k, o := range r.p.Outputs {
 				if o != last {
-					r.store(b, B, k, o, "v"+strconv.Itoa(o), "row * N + c", "mask")
+					r.store(b, B, k, o, "v"+strconv.Itoa(o), "row[:, None] * N + c", "mask")
 				}
 			}
 		}
@@ -1017,57 +1041,57 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 		dt := tlDtypes[r.p.Steps[last].DType]
 		switch r.red.Reduce {
 		case "sum", "mean":
-			b.WriteString(T + "acc = tl.zeros([BLOCK_N], tl.float32)\n")
+			b.WriteString(T + "acc = tl.zeros([BLOCK_R, BLOCK_N], tl.float32)\n")
 			pass()
 			stores()
 			fmt.Fprintf(b, B+"acc += tl.where(mask, %s, 0.0)\n", v)
-			b.WriteString(T + "res = tl.sum(acc, axis=0)\n")
+			b.WriteString(T + "res = tl.sum(acc, axis=1)\n")
 			if r.red.Reduce == "mean" {
 				b.WriteString(T + "res = res / N\n")
 			}
-			fmt.Fprintf(b, T+"tl.store(out%d + row, _cast(res, %s))\n", final, dt)
+			fmt.Fprintf(b, T+"tl.store(out%d + row, _cast(res, %s), mask=row_ok)\n", final, dt)
 		case "max", "min":
 			f, inf := "maximum", `float("-inf")`
 			if r.red.Reduce == "min" {
 				f, inf = "minimum", `float("inf")`
 			}
-			fmt.Fprintf(b, T+"acc = tl.full([BLOCK_N], %s, tl.float32)\n", inf)
-			b.WriteString(T + "nans = tl.zeros([BLOCK_N], tl.float32)\n")
+			fmt.Fprintf(b, T+"acc = tl.full([BLOCK_R, BLOCK_N], %s, tl.float32)\n", inf)
+			b.WriteString(T + "nans = tl.zeros([BLOCK_R, BLOCK_N], tl.float32)\n")
 			pass()
 			stores()
 			fmt.Fprintf(b, B+"acc = tl.%s(acc, tl.where(mask, %s, %s))\n", f, v, inf)
 			fmt.Fprintf(b, B+"nans += tl.where(mask & (%s != %s), 1.0, 0.0)\n", v, v)
-			fmt.Fprintf(b, T+"res = tl.%s(acc, axis=0)\n", map[string]string{"maximum": "max", "minimum": "min"}[f])
-			b.WriteString(T + "res = tl.where(tl.sum(nans, axis=0) > 0.0, float(\"nan\"), res)\n")
-			fmt.Fprintf(b, T+"tl.store(out%d + row, _cast(res, %s))\n", final, dt)
+			fmt.Fprintf(b, T+"res = tl.%s(acc, axis=1)\n", map[string]string{"maximum": "max", "minimum": "min"}[f])
+			b.WriteString(T + "res = tl.where(tl.sum(nans, axis=1) > 0.0, float(\"nan\"), res)\n")
+			fmt.Fprintf(b, T+"tl.store(out%d + row, _cast(res, %s), mask=row_ok)\n", final, dt)
 		case "logsumexp", "softmax", "log_softmax":
-			b.WriteString(T + "acc = tl.full([BLOCK_N], float(\"-inf\"), tl.float32)\n")
+			b.WriteString(T + "acc = tl.full([BLOCK_R, BLOCK_N], float(\"-inf\"), tl.float32)\n")
 			pass()
 			if r.red.Reduce == "logsumexp" {
 				stores()
 			}
 			fmt.Fprintf(b, B+"acc = tl.maximum(acc, tl.where(mask, %s, float(\"-inf\")))\n", v)
-			b.WriteString(T + "m = tl.max(acc, axis=0)\n")
+			b.WriteString(T + "m = tl.max(acc, axis=1)\n")
 			if r.red.Reduce == "logsumexp" {
 				b.WriteString(T + "m = tl.where(tl.abs(m) == float(\"inf\"), 0.0, m)\n")
 			}
-			b.WriteString(T + "acc = tl.zeros([BLOCK_N], tl.float32)\n")
+			b.WriteString(T + "acc = tl.zeros([BLOCK_R, BLOCK_N], tl.float32)\n")
 			pass()
-			fmt.Fprintf(b, B+"acc += tl.where(mask, tl.exp(%s - m), 0.0)\n", v)
-			b.WriteString(T + "s = tl.sum(acc, axis=0)\n")
+			fmt.Fprintf(b, B+"acc += tl.where(mask, tl.exp(%s - m[:, None]), 0.0)\n", v)
+			b.WriteString(T + "s = tl.sum(acc, axis=1)\n")
 			if r.red.Reduce == "logsumexp" {
-				fmt.Fprintf(b, T+"tl.store(out%d + row, _cast(tl.log(s) + m, %s))\n", final, dt)
+				fmt.Fprintf(b, T+"tl.store(out%d + row, _cast(tl.log(s) + m, %s), mask=row_ok)\n", final, dt)
 				break
 			}
 			b.WriteString(T + "log_s = tl.log(s)\n")
 			pass()
 			stores()
 			if r.red.Reduce == "softmax" {
-				fmt.Fprintf(b, B+"y = tl.exp(%s - m) / s\n", v)
+				fmt.Fprintf(b, B+"y = tl.exp(%s - m[:, None]) / s[:, None]\n", v)
 			} else {
-				fmt.Fprintf(b, B+"y = %s - m - log_s\n", v)
+				fmt.Fprintf(b, B+"y = %s - m[:, None] - log_s[:, None]\n", v)
 			}
-			fmt.Fprintf(b, B+"tl.store(out%d + row * N + c, _cast(y, %s), mask=mask)\n", final, dt)
+			fmt.Fprintf(b, B+"tl.store(out%d + row[:, None] * N + c, _cast(y, %s), mask=mask)\n", final, dt)
 		}
 	}
 	b.WriteString("    if ONE_TILE:  # the row is one tile: the chain computed once, its values kept\n")
@@ -1179,16 +1203,16 @@ def _fused_run(launch, inputs, out):
     """fused()'s launch into out (checked, or allocated by the caller)."""
     if launch is None:  # an empty main shape
         return tuple(out)
-    grid, args, consts = launch
+    grid, args, consts, warps = launch
     # the inputs themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=4, num_stages=3, **consts)
+    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=warps, num_stages=3, **consts)
     return tuple(out)
 
 
 def _fwd_plan(inputs):
     """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
-    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs;
-    None for an empty main shape). num_warps and num_stages are Triton's defaults."""
+    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs,
+    num_warps; None for an empty main shape)."""
     shape = _main_shape(inputs)
     out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
@@ -1214,7 +1238,7 @@ def _fwd_plan(inputs):
     consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
     for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
         consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
-    return out_shapes, ((-(-numel // BLOCK),), args, consts)
+    return out_shapes, ((-(-numel // BLOCK),), args, consts, 4)
 
 
 def _magic(d):
@@ -1233,9 +1257,27 @@ def _magic(d):
     dims, strides = _coalesce(shape[:-1], [v.stride()[:-1] for v in views])
     dims = dims[1:] + [n]
     strides = [st[1:] + [v.stride()[-1]] for st, v in zip(strides, views)]
+    rows = numel // n
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
-    args = (n, *dims, *[x for st in strides for x in st])
-    return out_shapes, ((numel // n,), args, {"BLOCK_N": block_n, "ONE_TILE": n <= block_n})
+    block_r, warps = _row_tile(rows, block_n, n <= block_n)
+    args = (rows, n, *dims, *[x for st in strides for x in st])
+    consts = {"BLOCK_R": block_r, "BLOCK_N": block_n, "ONE_TILE": n <= block_n}
+    return out_shapes, ((-(-rows // block_r),), args, consts, warps)
+
+
+def _row_tile(rows, block_n, one_tile):
+    """(BLOCK_R, num_warps) for rows of BLOCK_N columns a tile: a row that is one tile shares
+    its program with others, BLOCK_R rows (a power of 2) up to ROW_TILE elements a program
+    while ROW_PROGRAMS programs or more are left (an H200 has 132 SMs: fewer programs leave
+    some idle); a longer row has its program. num_warps: one a 256 elements of the tile (8 a
+    thread, as the Triton LayerNorm tutorial chooses), 1 to 16 (probe_row_tiles.py: rows of
+    1024 to 8192 ran fastest or within 0.6 µs of it so, and no faster with several rows a
+    program, on the H200)."""
+    block_r = 1
+    if one_tile:
+        while 2 * block_r * block_n <= ROW_TILE and -(-rows // (2 * block_r)) >= ROW_PROGRAMS:
+            block_r *= 2
+    return block_r, min(max(block_r * block_n // 256, 1), 16)
 `)
 	}
 	b.WriteString(`

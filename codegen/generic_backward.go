@@ -273,7 +273,7 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		fmt.Fprintf(b, "        base%d = %s\n", i, lead("s", i))
 		offset("        ", fmt.Sprintf("o%d", i), fmt.Sprintf("base%d + c * s%d_%d", i, i, r.rank-1), i)
 	}
-	r.steps(b, "        ", func(i int) string { return fmt.Sprintf("o%d", i) })
+	r.steps(b, "        ", func(i int) string { return fmt.Sprintf("o%d", i) }, false)
 	for k := 0; k < nOut; k++ {
 		offset("        ", fmt.Sprintf("od%d", k), fmt.Sprintf("%s + c * t%d_%d", lead("t", k), k, r.rank-1), nIn+k)
 		fmt.Fprintf(b, "        dy%d = tl.load(dout%d + od%d, mask=mask, other=0).to(tl.float32)\n", k, k, k)

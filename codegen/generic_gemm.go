@@ -230,7 +230,7 @@ func (r *renderer) gemmKernel(b *bytes.Buffer) {
 			t = append(t, fmt.Sprintf("i%d * s%d_%d", d, i, d))
 		}
 		return "(" + strings.Join(t, " + ") + ")"
-	})
+	}, true)
 	r.epilogue = false
 	for k, o := range r.p.Outputs {
 		r.store(b, "    ", k, o, "v"+strconv.Itoa(o), "offs", "mask")

@@ -435,21 +435,79 @@ func TestGenericExactSteps(t *testing.T) {
 		{"mul", `{"dtype":"bf16","dims":[8,32]}`, `{"op":"mul","args":[{"in":0},{"num":3}],"dtype":"bf16"}`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			prog := `{"dims":[8,32],"inputs":[` + c.inputs + `],"steps":[` + c.step + `],"outputs":[0]}`
-			var p program.Program
-			if err := json.Unmarshal([]byte(prog), &p); err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			files, err := RenderGeneric(GenericSpec{Program: &p, Dtype: string(p.Steps[0].DType), Ops: p.Codes(), Source: Source{Trace: "t", Site: "s"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.Contains(string(files["kernel.py"]), "v0 = _round(v0, "); got != c.rounded {
+			// a second step reads the first: its value is not only stored (onlyStored)
+			next := `{"op":"mul","args":[{"step":0},{"num":2}],"dtype":"fp32"}`
+			fwd := forwardKernel(t, `{"dims":[8,32],"inputs":[`+c.inputs+`],"steps":[`+c.step+`,`+next+`],"outputs":[1]}`)
+			if got := strings.Contains(fwd, "v0 = _round(v0, "); got != c.rounded {
 				t.Errorf("step rounded: %v, want %v", got, c.rounded)
 			}
 		})
 	}
+}
+
+// TestGenericStoredStepNotRounded: a 16-bit step whose value only goes to its output's store
+// is not rounded before the store's own conversion (which rounds it the same way) in the
+// forward kernel; one that a later step reads is, and the backward kernel, whose derivatives
+// read the forward's values, keeps every rounding.
+func TestGenericStoredStepNotRounded(t *testing.T) {
+	const in = `{"dtype":"bf16","dims":[8,32]}`
+	const mul = `{"op":"mul","args":[{"in":0},{"num":3}],"dtype":"bf16"}`
+	const add = `{"op":"add","args":[{"step":0},{"in":0}],"consts":[1],"dtype":"bf16"}`
+	for _, c := range []struct {
+		name, steps, outputs string
+		rounded              []string // the steps rounded in the forward kernel
+	}{
+		{"one step, stored", mul, "[0]", nil},
+		{"read by the next step", mul + "," + add, "[1]", []string{"v0"}},
+		{"read and stored", mul + "," + add, "[0,1]", []string{"v0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := `{"dims":[8,32],"inputs":[` + in + `],"steps":[` + c.steps + `],"outputs":` + c.outputs + `}`
+			fwd := forwardKernel(t, prog)
+			for _, v := range []string{"v0", "v1"} {
+				want := slices.Contains(c.rounded, v)
+				if got := strings.Contains(fwd, v+" = _round("+v+", "); got != want {
+					t.Errorf("%s rounded in the forward kernel: %v, want %v", v, got, want)
+				}
+			}
+			files := renderProgram(t, prog)
+			bwd := string(files["kernel.py"])
+			bwd = bwd[strings.Index(bwd, "def _fused_bwd_kernel("):]
+			if !strings.Contains(bwd, "v0 = _round(v0, ") {
+				t.Error("the backward kernel does not round v0")
+			}
+		})
+	}
+}
+
+// renderProgram renders the generic folder of a program given as JSON.
+func renderProgram(t *testing.T, prog string) map[string][]byte {
+	t.Helper()
+	var p program.Program
+	if err := json.Unmarshal([]byte(prog), &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	files, err := RenderGeneric(GenericSpec{Program: &p, Dtype: string(p.Steps[0].DType), Ops: p.Codes(), Source: Source{Trace: "t", Site: "s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// forwardKernel is the text of the forward kernel (_fused_kernel) of a program given as JSON.
+func forwardKernel(t *testing.T, prog string) string {
+	t.Helper()
+	k := string(renderProgram(t, prog)["kernel.py"])
+	i := strings.Index(k, "def _fused_kernel(")
+	if i < 0 {
+		t.Fatal("no _fused_kernel")
+	}
+	k = k[i:]
+	if j := strings.Index(k, "\n\n\n"); j >= 0 {
+		k = k[:j]
+	}
+	return k
 }

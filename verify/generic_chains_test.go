@@ -130,6 +130,11 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"masked lanes summed", "sub_exp_sum", nil, text("acc += tl.where(mask, v1, 0.0)", "acc += tl.where(mask, v1, 1.0)")},
 		{"bias indexed by row", "clamp_mul_bias", nil, text("i1 * s1_1", "i0 * s1_0")},
 		{"row max over the first tile only", "scale_channel_leaky_amax", nil, text("        start += BLOCK_N\n", "        start += N\n")},
+		// the row program's tile of BLOCK_R rows: programs' rows overlapping, a row sum stored
+		// past the last row (the interpreter takes several rows a program, ROW_PROGRAMS)
+		{"a program's rows one apart from the next program's", "sub_exp_sum", nil,
+			text("tl.program_id(0).to(tl.int64) * BLOCK_R", "tl.program_id(0).to(tl.int64)")},
+		{"row sums stored past the last row", "sub_exp_sum", nil, textAll(", mask=row_ok)", ")")},
 		// the forward's index math: a magic divisor's shift off by one, the division path's
 		// innermost size taken for the next one (the INNER16 case and the WIDE case run it)
 		{"magic division shifted one bit too far", "broadcast_affine_tanh", nil, text(">> S2)", ">> (S2 + 1))")},

@@ -682,16 +682,16 @@ def _fused_run(launch, inputs, out):
     """fused()'s launch into out (checked, or allocated by the caller)."""
     if launch is None:  # an empty main shape
         return tuple(out)
-    grid, args, consts = launch
+    grid, args, consts, warps = launch
     # the inputs themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=4, num_stages=3, **consts)
+    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=warps, num_stages=3, **consts)
     return tuple(out)
 
 
 def _fwd_plan(inputs):
     """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
-    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs;
-    None for an empty main shape). num_warps and num_stages are Triton's defaults."""
+    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs,
+    num_warps; None for an empty main shape)."""
     shape = _main_shape(inputs)
     out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
@@ -715,7 +715,7 @@ def _fwd_plan(inputs):
     consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
     for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
         consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
-    return out_shapes, ((-(-numel // BLOCK),), args, consts)
+    return out_shapes, ((-(-numel // BLOCK),), args, consts, 4)
 
 
 def _magic(d):

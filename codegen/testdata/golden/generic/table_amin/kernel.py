@@ -5,8 +5,9 @@ Triton expression) and validated numbers, nothing else from the trace. Every loa
 fp32, every step's value rounded to its traced dtype (as eager stores it), every output cast
 on store. Inputs broadcast to the main shape through their strides (a bias, a per-channel
 tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in place.
-One program per row of the last dim: the chain, then min over the row in tiles of BLOCK_N
-(a pass per dependent statistic, the chain recomputed in each).
+One program per BLOCK_R rows of the last dim: the chain, then min over each row in tiles of
+BLOCK_N (a pass per dependent statistic, the chain recomputed in each); short rows BLOCK_R to a
+program (_row_tile), a long row one.
 
 fused(*inputs, out=None) runs it; empty_outputs(*inputs) allocates its outputs.
 Forward only: no fused backward for a program ending in amin yet (the row kernel is forward only).
@@ -30,6 +31,10 @@ OUT_SHAPES = ["full", "row_keep"]  # full: the main shape; row: one value a row 
 IN_PLACE = ()  # the inputs an output of fused() may be exactly (in place)
 BLOCK = 1024
 MAX_BLOCK_N = 4096
+ROW_TILE = 1024  # elements a row program's tile of short rows holds at most (BLOCK_R x BLOCK_N)
+# programs a row kernel keeps at least (_row_tile); the interpreter's small shapes take
+# several rows a program too, the last program's partly past the end
+ROW_PROGRAMS = 1 if INTERPRET else 264
 
 # --- fa:shared cast ---
 # Triton 3.6's interpreter casts fp32 -> bf16 by truncation; the GPU rounds to nearest even.
@@ -213,45 +218,46 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 
 
 @triton.jit
-def _fused_kernel(in0, out0, out1, N, D0, D1, D2, s0_0, s0_1, s0_2, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def _fused_kernel(in0, out0, out1, R, N, D0, D1, D2, s0_0, s0_1, s0_2, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)  # this program's rows
+    row_ok = row < R
     r = row
     i1 = r % D1
     r = r // D1
     i0 = r
-    base0 = 0 + i0 * s0_0 + i1 * s0_1
-    cols = tl.arange(0, BLOCK_N)
+    base0 = (0 + i0 * s0_0 + i1 * s0_1)[:, None]
+    cols = tl.arange(0, BLOCK_N)[None, :]
     if ONE_TILE:  # the row is one tile: the chain computed once, its values kept
-        acc = tl.full([BLOCK_N], float("inf"), tl.float32)
-        nans = tl.zeros([BLOCK_N], tl.float32)
+        acc = tl.full([BLOCK_R, BLOCK_N], float("inf"), tl.float32)
+        nans = tl.zeros([BLOCK_R, BLOCK_N], tl.float32)
         c = cols
-        mask = c < N
+        mask = row_ok[:, None] & (c < N)
         x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
         v0 = x0 * 1.5
         v0 = _round(v0, tl.float16)
-        tl.store(out0 + row * N + c, _cast(v0, tl.float16), mask=mask)
+        tl.store(out0 + row[:, None] * N + c, _cast(v0, tl.float16), mask=mask)
         acc = tl.minimum(acc, tl.where(mask, v0, float("inf")))
         nans += tl.where(mask & (v0 != v0), 1.0, 0.0)
-        res = tl.min(acc, axis=0)
-        res = tl.where(tl.sum(nans, axis=0) > 0.0, float("nan"), res)
-        tl.store(out1 + row, _cast(res, tl.float16))
+        res = tl.min(acc, axis=1)
+        res = tl.where(tl.sum(nans, axis=1) > 0.0, float("nan"), res)
+        tl.store(out1 + row, _cast(res, tl.float16), mask=row_ok)
     else:
-        acc = tl.full([BLOCK_N], float("inf"), tl.float32)
-        nans = tl.zeros([BLOCK_N], tl.float32)
+        acc = tl.full([BLOCK_R, BLOCK_N], float("inf"), tl.float32)
+        nans = tl.zeros([BLOCK_R, BLOCK_N], tl.float32)
         start = 0
         while start < N:
             c = start + cols
-            mask = c < N
+            mask = row_ok[:, None] & (c < N)
             start += BLOCK_N
             x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
             v0 = x0 * 1.5
             v0 = _round(v0, tl.float16)
-            tl.store(out0 + row * N + c, _cast(v0, tl.float16), mask=mask)
+            tl.store(out0 + row[:, None] * N + c, _cast(v0, tl.float16), mask=mask)
             acc = tl.minimum(acc, tl.where(mask, v0, float("inf")))
             nans += tl.where(mask & (v0 != v0), 1.0, 0.0)
-        res = tl.min(acc, axis=0)
-        res = tl.where(tl.sum(nans, axis=0) > 0.0, float("nan"), res)
-        tl.store(out1 + row, _cast(res, tl.float16))
+        res = tl.min(acc, axis=1)
+        res = tl.where(tl.sum(nans, axis=1) > 0.0, float("nan"), res)
+        tl.store(out1 + row, _cast(res, tl.float16), mask=row_ok)
 
 
 def _main_shape(inputs):
@@ -354,16 +360,16 @@ def _fused_run(launch, inputs, out):
     """fused()'s launch into out (checked, or allocated by the caller)."""
     if launch is None:  # an empty main shape
         return tuple(out)
-    grid, args, consts = launch
+    grid, args, consts, warps = launch
     # the inputs themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=4, num_stages=3, **consts)
+    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=warps, num_stages=3, **consts)
     return tuple(out)
 
 
 def _fwd_plan(inputs):
     """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
-    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs;
-    None for an empty main shape). num_warps and num_stages are Triton's defaults."""
+    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs,
+    num_warps; None for an empty main shape)."""
     shape = _main_shape(inputs)
     out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
@@ -376,9 +382,27 @@ def _fwd_plan(inputs):
     dims, strides = _coalesce(shape[:-1], [v.stride()[:-1] for v in views])
     dims = dims[1:] + [n]
     strides = [st[1:] + [v.stride()[-1]] for st, v in zip(strides, views)]
+    rows = numel // n
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
-    args = (n, *dims, *[x for st in strides for x in st])
-    return out_shapes, ((numel // n,), args, {"BLOCK_N": block_n, "ONE_TILE": n <= block_n})
+    block_r, warps = _row_tile(rows, block_n, n <= block_n)
+    args = (rows, n, *dims, *[x for st in strides for x in st])
+    consts = {"BLOCK_R": block_r, "BLOCK_N": block_n, "ONE_TILE": n <= block_n}
+    return out_shapes, ((-(-rows // block_r),), args, consts, warps)
+
+
+def _row_tile(rows, block_n, one_tile):
+    """(BLOCK_R, num_warps) for rows of BLOCK_N columns a tile: a row that is one tile shares
+    its program with others, BLOCK_R rows (a power of 2) up to ROW_TILE elements a program
+    while ROW_PROGRAMS programs or more are left (an H200 has 132 SMs: fewer programs leave
+    some idle); a longer row has its program. num_warps: one a 256 elements of the tile (8 a
+    thread, as the Triton LayerNorm tutorial chooses), 1 to 16 (probe_row_tiles.py: rows of
+    1024 to 8192 ran fastest or within 0.6 µs of it so, and no faster with several rows a
+    program, on the H200)."""
+    block_r = 1
+    if one_tile:
+        while 2 * block_r * block_n <= ROW_TILE and -(-rows // (2 * block_r)) >= ROW_PROGRAMS:
+            block_r *= 2
+    return block_r, min(max(block_r * block_n // 256, 1), 16)
 
 
 def _coalesce(shape, strides):
