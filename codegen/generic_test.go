@@ -263,7 +263,7 @@ func TestHelpersFor(t *testing.T) {
 		{"y = _sigmoid(x)", []string{"_sigmoid"}},
 		{"y = _gelu_tanh(x)", []string{"_tanh", "_gelu_tanh"}},
 		{"d = _dpow(x, 2.0)", []string{"_pow", "_dpow"}},
-		{"d = _dmish(x) * _round(y, tl.bfloat16)", []string{"_round", "_sigmoid", "_tanh", "_softplus", "_dmish"}},
+		{"d = _dmish(x) * _round(y, tl.bfloat16)", []string{"_round", "_round_bits", "_sigmoid", "_tanh", "_softplus", "_dmish"}},
 	} {
 		var got []string
 		for _, m := range helperDef.FindAllStringSubmatch(helpersFor(c.code), -1) {

@@ -16,6 +16,8 @@ import sys
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "codegen" / "testdata" / "golden" / "generic"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -551,3 +553,36 @@ def test_gemm_out_overlaps_and_empty_k():
         torch.testing.assert_close(pre, bias.expand(main))
         for o, e in zip(got, want):
             torch.testing.assert_close(o.float(), e.float(), atol=2e-2, rtol=2e-2)
+
+
+@triton.jit
+def _round_all(x_ptr, out_ptr, n, fn: tl.constexpr, DT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, fn(tl.load(x_ptr + offs, mask=mask, other=0.0), DT), mask=mask)
+
+
+def test_round_bits_matches_eager():
+    """The interpreter's rounding of a 16-bit step (_round_bits, which _round is there) gives
+    eager's conversion, bit for bit, zero's sign included: every bf16 tie and its neighbours
+    (each high half with the low halves 0, 0x7FFF, 0x8000, 0x8001, 0xFFFF), fp16's subnormal
+    and overflow edges, and 2**20 random fp32 patterns. (On the GPU _round is PTX, checked
+    against this on every fp32 pattern: test_round_gpu.py.)"""
+    kernel, _, _ = module("table_bf16")
+    g = torch.Generator().manual_seed(0)
+    high = torch.arange(1 << 16, dtype=torch.int64) << 16
+    ties = (high[:, None] + torch.tensor([0, 0x7FFF, 0x8000, 0x8001, 0xFFFF])).flatten()
+    edges = torch.tensor([2.0 ** -24, 2.0 ** -25, 3 * 2.0 ** -26, 6.103515625e-05, 65504.0, 65519.99, 65520.0,
+                          1e-30, 5.96e-08]).view(torch.int32).to(torch.int64)
+    edges = torch.cat([edges, edges | (1 << 31)])
+    rand = torch.randint(0, 1 << 32, (1 << 20,), generator=g, dtype=torch.int64)
+    pattern = torch.cat([ties, edges, rand])
+    x = (pattern - (1 << 32) * (pattern >= (1 << 31))).to(torch.int32).view(torch.float32)
+    for dtype, dt in ((torch.bfloat16, tl.bfloat16), (torch.float16, tl.float16)):
+        got = torch.empty_like(x)
+        _round_all[(triton.cdiv(x.numel(), 1 << 16),)](x, got, x.numel(), kernel._round, DT=dt, BLOCK=1 << 16)
+        want = x.to(dtype).to(torch.float32)
+        nan = x.isnan()
+        assert torch.equal(got.isnan(), nan)
+        bad = (got.view(torch.int32) != want.view(torch.int32)) & ~nan
+        assert not bad.any(), (dtype, x[bad][:5].tolist(), got[bad][:5].tolist(), want[bad][:5].tolist())

@@ -55,18 +55,41 @@ def _cast(y, dtype: tl.constexpr):
 # --- fa:end cast ---
 
 
+# _round on the GPU: a conversion to the 16-bit type and back in PTX, two instructions where
+# the bits take about ten (a Triton .to() there and back is folded away by the compiler); the
+# interpreter runs no PTX and rounds on the bits (_round_bits: the same numbers for every fp32,
+# templates/_generic/test_round_gpu.py)
+_ROUND_PTX = tl.constexpr(not INTERPRET)
+
+
 @triton.jit
 def _round(y, dtype: tl.constexpr):
-    """y rounded to dtype (as eager stores a step's value), to nearest even, kept in fp32.
-    On the bits: a conversion there and back is folded away by the GPU compiler. fp16: the
-    normal range on the bits, its subnormals on a grid of 2**-24, inf from 65520 up."""
+    """y rounded to dtype (as eager stores a step's value), to nearest even, kept in fp32."""
+    if _ROUND_PTX:
+        if dtype == tl.bfloat16:
+            return tl.inline_asm_elementwise(
+                "{ .reg .b32 t; cvt.rn.bf16x2.f32 t, $1, $1; and.b32 $0, t, 0xFFFF0000; }",
+                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
+        else:
+            return tl.inline_asm_elementwise(
+                "{ .reg .b16 h; cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h; }",
+                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        return _round_bits(y, dtype)
+
+
+@triton.jit
+def _round_bits(y, dtype: tl.constexpr):
+    """_round on the bits. fp16: the normal range on the bits, its subnormals on a grid of
+    2**-24, inf from 65520 up."""
     bits = y.to(tl.uint32, bitcast=True)
     if dtype == tl.bfloat16:
         r = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
     else:
         r = (((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13).to(tl.float32, bitcast=True)
         a = tl.abs(y)
-        r = tl.where(a < 6.103515625e-05, (y + 0.75) - 0.75, r)
+        sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000)  # sign kept
+        r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)
         r = tl.where(a >= 65520.0, y * float("inf"), r)
     return tl.where(y != y, y, r)
 
