@@ -1012,9 +1012,12 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 	last := len(r.p.Steps) - 1
 	v := "v" + strconv.Itoa(*r.p.Steps[last].Args[0].Step) // the reduced value
 	b.WriteString("@triton.jit\n")
-	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):\n", r.kernelArgs("R, N"))
+	fmt.Fprintf(b, "def _fused_kernel(%s, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr, EVEN: tl.constexpr):\n", r.kernelArgs("R, N"))
 	b.WriteString("    row = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)  # this program's rows\n")
-	b.WriteString("    row_ok = row < R\n")
+	b.WriteString("    if EVEN:  # every program's rows and columns in range: no masks (loads unmasked)\n")
+	b.WriteString("        row_ok = tl.full([BLOCK_R], 1, tl.int1)\n")
+	b.WriteString("    else:\n")
+	b.WriteString("        row_ok = row < R\n")
 	b.WriteString("    r = row\n")
 	for d := r.rank - 2; d > 0; d-- {
 		fmt.Fprintf(b, "    i%d = r %% D%d\n    r = r // D%d\n", d, d, d)
@@ -1039,7 +1042,10 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 			if once {
 				if !computed {
 					b.WriteString(T + "c = cols\n")
-					b.WriteString(T + "mask = row_ok[:, None] & (c < N)\n")
+					b.WriteString(T + "if EVEN:\n")
+					b.WriteString(T + "    mask = tl.full([BLOCK_R, BLOCK_N], 1, tl.int1)\n")
+					b.WriteString(T + "else:\n")
+					b.WriteString(T + "    mask = row_ok[:, None] & (c < N)\n")
 					r.steps(b, T, offs, true)
 				}
 				computed = true
@@ -1284,21 +1290,23 @@ def _magic(d):
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
     block_r, warps = _row_tile(rows, block_n, n <= block_n)
     args = (rows, n, *dims, *[x for st in strides for x in st])
-    consts = {"BLOCK_R": block_r, "BLOCK_N": block_n, "ONE_TILE": n <= block_n}
+    # EVEN: the row is exactly one tile and the rows fill every program
+    consts = {"BLOCK_R": block_r, "BLOCK_N": block_n, "ONE_TILE": n <= block_n,
+              "EVEN": n == block_n and rows % block_r == 0}
     return out_shapes, ((-(-rows // block_r),), args, consts, warps)
 
 
 def _row_tile(rows, block_n, one_tile):
     """(BLOCK_R, num_warps) for rows of BLOCK_N columns a tile: a row that is one tile shares
-    its program with others, BLOCK_R rows (a power of 2) up to ROW_TILE elements a program
-    while ROW_PROGRAMS programs or more are left (an H200 has 132 SMs: fewer programs leave
-    some idle); a longer row has its program. num_warps: one a 256 elements of the tile (8 a
+    its program with others, BLOCK_R rows (a power of 2, at most the rows) up to ROW_TILE
+    elements a program while ROW_PROGRAMS programs or more are left (an H200 has 132 SMs:
+    fewer programs leave some idle); a longer row has its program. num_warps: one a 256 elements of the tile (8 a
     thread, as the Triton LayerNorm tutorial chooses), 1 to 16 (probe_row_tiles.py: rows of
     1024 to 8192 ran fastest or within 0.6 µs of it so, and no faster with several rows a
     program, on the H200)."""
     block_r = 1
     if one_tile:
-        while 2 * block_r * block_n <= ROW_TILE and -(-rows // (2 * block_r)) >= ROW_PROGRAMS:
+        while 2 * block_r * block_n <= ROW_TILE and 2 * block_r <= rows and -(-rows // (2 * block_r)) >= ROW_PROGRAMS:
             block_r *= 2
     return block_r, min(max(block_r * block_n // 256, 1), 16)
 `)

@@ -17,7 +17,8 @@ relative to the output's largest magnitude (a wrong kernel differs by far more).
 back to back) and Inductor's generated kernel. -variants: the kept config with kernel.py
 edited: the row index in 32 bits instead of 64, no _round of the 16-bit steps (the
 roundings eager's stores make, which Inductor does not), _round as a PTX conversion there and
-back instead of on the bits.
+back instead of on the bits (where _round is that already, the same kernel). Where the rows
+are one tile and fill every program (EVEN: no masks), the kept config with its masks too.
 
 Usage: python3 bench/experiments/probe_row_tiles.py [-kernels] [-variants] [-shape RxN]... FOLDER...
 """
@@ -91,7 +92,10 @@ def probe(folder, fat, kernel, adapter, ref, shapes, dt, params, show_kernels, v
         if block_r * consts["BLOCK_N"] > 16384 or (block_r > 1 and not consts["ONE_TILE"]):
             continue
         for w in (2, 4, 8, 16):
-            plan = ((-(-rows // block_r),), args, dict(consts, BLOCK_R=block_r), w)
+            c = dict(consts, BLOCK_R=block_r)
+            if "EVEN" in c:  # no masks where the rows are one tile and fill every program
+                c["EVEN"] = args[1] == c["BLOCK_N"] and rows % block_r == 0
+            plan = ((-(-rows // block_r),), args, c, w)
             try:
                 got = kernel._fused_run(plan, xs, out)
                 torch.cuda.synchronize()
@@ -104,6 +108,11 @@ def probe(folder, fat, kernel, adapter, ref, shapes, dt, params, show_kernels, v
             mark = " <- kept" if (block_r, w) == (consts["BLOCK_R"], warps) else ""
             note = f"  differs by {diff:.1e}" if diff else ""
             print(f"  BLOCK_R {block_r:3d} warps {w:2d}  {us:7.2f} µs{note}{mark}")
+    if consts.get("EVEN"):  # the kept config with its masks
+        plan = (grid, args, dict(consts, EVEN=False), warps)
+        kernel._fused_run(plan, xs, out)
+        replay = fat.graph_replay(lambda: kernel._fused_run(plan, xs, out))
+        print(f"  kept, with masks (EVEN off)    {fat.gpu_time_us(replay)[0]:7.2f} µs")
     for name in variants:
         k = variant(folder, VARIANTS[name])
         got = k._fused_run(launch, xs, out)

@@ -586,3 +586,22 @@ def test_round_bits_matches_eager():
         assert torch.equal(got.isnan(), nan)
         bad = (got.view(torch.int32) != want.view(torch.int32)) & ~nan
         assert not bad.any(), (dtype, x[bad][:5].tolist(), got[bad][:5].tolist(), want[bad][:5].tolist())
+
+
+def test_row_program_even_tiles():
+    """A row program whose rows are exactly one tile and fill every program runs without masks
+    (EVEN); the same call with the masks (EVEN off) gives the same bits, and one shape off
+    (a column or a row fewer) takes the masks. The rows a program never exceed the rows."""
+    kernel, ref, case = module("table_softmax")
+    for main, even in (([4, 8, 64], True), ([4, 8, 63], False), ([3, 5, 64], False), ([1, 1, 1], True)):
+        xs = inputs_for(case, main, seed=5)
+        _, (grid, args, consts, warps) = kernel._fwd_plan(xs)
+        rows = args[0]
+        assert consts["EVEN"] == even, (main, consts)
+        assert consts["BLOCK_R"] <= rows and grid[0] * consts["BLOCK_R"] >= rows, (main, consts)
+        got = kernel.fused(*xs)
+        masked = kernel._fused_run((grid, args, dict(consts, EVEN=False), warps), xs, kernel.empty_outputs(*xs))
+        for a, b in zip(got, masked):
+            assert torch.equal(a, b), main
+        for a, b in zip(got, ref.chain(*xs)):
+            torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)

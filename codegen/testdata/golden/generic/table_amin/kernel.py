@@ -241,9 +241,12 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
 
 
 @triton.jit
-def _fused_kernel(in0, out0, out1, R, N, D0, D1, D2, s0_0, s0_1, s0_2, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):
+def _fused_kernel(in0, out0, out1, R, N, D0, D1, D2, s0_0, s0_1, s0_2, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr, EVEN: tl.constexpr):
     row = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)  # this program's rows
-    row_ok = row < R
+    if EVEN:  # every program's rows and columns in range: no masks (loads unmasked)
+        row_ok = tl.full([BLOCK_R], 1, tl.int1)
+    else:
+        row_ok = row < R
     r = row
     i1 = r % D1
     r = r // D1
@@ -254,7 +257,10 @@ def _fused_kernel(in0, out0, out1, R, N, D0, D1, D2, s0_0, s0_1, s0_2, BLOCK_R: 
         acc = tl.full([BLOCK_R, BLOCK_N], float("inf"), tl.float32)
         nans = tl.zeros([BLOCK_R, BLOCK_N], tl.float32)
         c = cols
-        mask = row_ok[:, None] & (c < N)
+        if EVEN:
+            mask = tl.full([BLOCK_R, BLOCK_N], 1, tl.int1)
+        else:
+            mask = row_ok[:, None] & (c < N)
         x0 = tl.load(in0 + (base0 + c * s0_2), mask=mask, other=0).to(tl.float32)
         v0 = x0 * 1.5
         v0 = _round(v0, tl.float16)
@@ -409,21 +415,23 @@ def _fwd_plan(inputs):
     block_n = min(triton.next_power_of_2(n), MAX_BLOCK_N)
     block_r, warps = _row_tile(rows, block_n, n <= block_n)
     args = (rows, n, *dims, *[x for st in strides for x in st])
-    consts = {"BLOCK_R": block_r, "BLOCK_N": block_n, "ONE_TILE": n <= block_n}
+    # EVEN: the row is exactly one tile and the rows fill every program
+    consts = {"BLOCK_R": block_r, "BLOCK_N": block_n, "ONE_TILE": n <= block_n,
+              "EVEN": n == block_n and rows % block_r == 0}
     return out_shapes, ((-(-rows // block_r),), args, consts, warps)
 
 
 def _row_tile(rows, block_n, one_tile):
     """(BLOCK_R, num_warps) for rows of BLOCK_N columns a tile: a row that is one tile shares
-    its program with others, BLOCK_R rows (a power of 2) up to ROW_TILE elements a program
-    while ROW_PROGRAMS programs or more are left (an H200 has 132 SMs: fewer programs leave
-    some idle); a longer row has its program. num_warps: one a 256 elements of the tile (8 a
+    its program with others, BLOCK_R rows (a power of 2, at most the rows) up to ROW_TILE
+    elements a program while ROW_PROGRAMS programs or more are left (an H200 has 132 SMs:
+    fewer programs leave some idle); a longer row has its program. num_warps: one a 256 elements of the tile (8 a
     thread, as the Triton LayerNorm tutorial chooses), 1 to 16 (probe_row_tiles.py: rows of
     1024 to 8192 ran fastest or within 0.6 µs of it so, and no faster with several rows a
     program, on the H200)."""
     block_r = 1
     if one_tile:
-        while 2 * block_r * block_n <= ROW_TILE and -(-rows // (2 * block_r)) >= ROW_PROGRAMS:
+        while 2 * block_r * block_n <= ROW_TILE and 2 * block_r <= rows and -(-rows // (2 * block_r)) >= ROW_PROGRAMS:
             block_r *= 2
     return block_r, min(max(block_r * block_n // 256, 1), 16)
 
