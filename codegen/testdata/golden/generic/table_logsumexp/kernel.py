@@ -53,11 +53,11 @@ def _cast(y, dtype: tl.constexpr):
 # --- fa:end cast ---
 
 
-# _round on the GPU: a conversion to the 16-bit type and back in PTX, two instructions where
-# the bits take about ten (a Triton .to() there and back is folded away by the compiler); the
-# interpreter runs no PTX and rounds on the bits (_round_bits: the same numbers for every fp32,
-# templates/_generic/test_round_gpu.py)
-_ROUND_PTX = tl.constexpr(not INTERPRET)
+# _round on an NVIDIA GPU: a conversion to the 16-bit type and back in PTX, two instructions
+# where the bits take about ten (a Triton .to() there and back is folded away by the
+# compiler); the interpreter and ROCm run no PTX and round on the bits (_round_bits: the same
+# numbers for every fp32, templates/_generic/test_round_gpu.py)
+_ROUND_PTX = tl.constexpr(not INTERPRET and torch.version.hip is None)
 
 
 @triton.jit
