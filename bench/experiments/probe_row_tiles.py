@@ -16,8 +16,9 @@ relative to the output's largest magnitude (a wrong kernel differs by far more).
 -kernels: the kept config's kernels and compile's under torch.profiler (device µs a call,
 back to back) and Inductor's generated kernel. -variants: the kept config with kernel.py
 edited: the row index in 32 bits instead of 64, no _round of the 16-bit steps (the
-roundings eager's stores make, which Inductor does not), _round as a PTX conversion there and
-back instead of on the bits (where _round is that already, the same kernel). Where the rows
+roundings eager's stores make, which Inductor does not), _round on the bits (ten-odd integer
+operations; until 2026-12-03 its only form) instead of the PTX conversion there and back (the
+run of 2026-12-03 timed the other way round: the bit form kept, PTX the variant). Where the rows
 are one tile and fill every program (EVEN: no masks), the kept config with its masks too.
 
 Usage: python3 bench/experiments/probe_row_tiles.py [-kernels] [-variants] [-shape RxN]... FOLDER...
@@ -32,21 +33,10 @@ import torch
 
 import probekit  # beside this file
 
-# _round as two instructions: a conversion to the 16-bit type (to nearest even, overflow to
-# inf, subnormals kept) and back, where the bit form takes about ten
-ROUND_PTX = """    if dtype == tl.bfloat16:
-        return tl.inline_asm_elementwise(
-            "{ .reg .b32 t; cvt.rn.bf16x2.f32 t, $1, $1; and.b32 $0, t, 0xFFFF0000; }",
-            "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
-    return tl.inline_asm_elementwise(
-        "{ .reg .b16 h; cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h; }",
-        "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)"""
-
 VARIANTS = {
     "row index in 32 bits": [("tl.program_id(0).to(tl.int64) * BLOCK_R", "tl.program_id(0) * BLOCK_R")],
     "no _round": [(re.compile(r"\n *v\d+ = _round\(v\d+, tl\.\w+\)"), "")],
-    "_round by cvt (PTX)": [(re.compile(r"def _round\(y, dtype: tl.constexpr\):.*?return tl.where\(y != y, y, r\)", re.S),
-                             "def _round(y, dtype: tl.constexpr):\n" + ROUND_PTX)],
+    "_round on the bits": [(re.compile(r"^_ROUND_PTX = .*$", re.M), "_ROUND_PTX = tl.constexpr(False)")],
 }
 
 
