@@ -108,7 +108,7 @@ def main():
                 return call()
             rows.append((label, forced))
         rows.append(("gemm_cublas", lambda: kernel.gemm_cublas(*xs)))
-        shape, out_shapes, _, _ = kernel._gemm_planned(a, w, bias, rest)
+        shape, out_shapes = kernel._gemm_planned(a, w, bias, rest)[:2]
         x0 = torch.empty(shape, dtype=kernel.GEMM_DTYPE, device="cuda")
         outs = [torch.empty(s, dtype=d, device="cuda") for s, d in zip(out_shapes, kernel.OUT_DTYPES)]
         a2, wt, x02 = a.reshape(-1, a.shape[-1]), w.t(), x0.view(-1, x0.shape[-1])

@@ -459,6 +459,12 @@ def test_gemm_library_path(monkeypatch, example):
         kernel.gemm_fused(a, w, bias, *xs, pre=pre)
         if path == "library":
             assert torch.equal(pre, kernel.gemm_only(*gemm_args))
+            # the pointwise kernel's launch is planned once per GEMM plan: a second call
+            # (the GEMM output in another buffer, of the same layout) looks nothing up
+            with monkeypatch.context() as m:
+                m.setattr(kernel, "_fwd_planned", lambda *args: pytest.fail("the pointwise plan looked up again"))
+                for o, e in zip(kernel.gemm_fused(a, w, bias, *xs), want):
+                    torch.testing.assert_close(o.float(), e.float(), atol=tol, rtol=tol)
         leaves = [t.detach().clone().requires_grad_(True) for t in (a, w, bias, *xs) if t is not None and t.is_floating_point()]
         it = iter(leaves)
         args = [next(it) if t is not None and t.is_floating_point() else t for t in (a, w, bias, *xs)]

@@ -1311,7 +1311,9 @@ def _gemm_planned(a, w, bias, xs):
     first call, then looked up): the GEMM output's shape, the outputs' shapes, (batch, M, N, K)
     and the launch's integer arguments after M and N (the output's shape, the inputs'
     broadcast strides, the bias's stride, the operands' views' strides: _gemm_views makes
-    views of the same strides, or copies of the same strides, for every call of the key)."""
+    views of the same strides, or copies of the same strides, for every call of the key), and
+    a slot for the library path's pointwise launch (planned on its first use: the GEMM output
+    it reads is contiguous, of the plan's shape, whichever buffer holds it)."""
     key = ("gemm", _key((a, w, bias, *xs)))
     plan = _PLANS.get(key)
     if plan is None:
@@ -1321,7 +1323,7 @@ def _gemm_planned(a, w, bias, xs):
         strides = [x for t in xs for x in _bstrides(t, len(shape))]
         s_bias = bias.stride(0) if bias is not None else 0
         ints = (*shape, *strides, s_bias, *a3.stride(), *w3.stride())
-        plan = _remember(key, (shape, [_out_shape(shape, kd) for kd in OUT_SHAPES], (nb, m, n, k), ints))
+        plan = _remember(key, (shape, [_out_shape(shape, kd) for kd in OUT_SHAPES], (nb, m, n, k), ints, []))
     return plan
 
 
@@ -1349,7 +1351,7 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
 
 def _gemm_fused(a, w, bias, xs, out, pre, plan):
     """gemm_fused with out and pre checked (or None), and its plan (_gemm_planned)."""
-    shape, out_shapes, (nb, m, n, k), ints = plan
+    shape, out_shapes, (nb, m, n, k), ints, pointwise = plan
     fresh = out is None
     if fresh:
         out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
@@ -1378,7 +1380,9 @@ def _gemm_fused(a, w, bias, xs, out, pre, plan):
                 torch.addmm(bias, a, w, out=x0)
         else:  # (GemmFunction's forward, an inference call: no_grad's entry and exit spared)
             torch.addmm(bias, a, w, out=x0)
-        _fused_run(_fwd_planned((x0, *xs))[1], (x0, *xs), outs)  # outs: the caller's, checked
+        if not pointwise:  # (a plan lookup a call spared: ~1.6 us of host time)
+            pointwise.append(_fwd_planned((x0, *xs))[1])
+        _fused_run(pointwise[0], (x0, *xs), outs)  # outs: the caller's, checked
 
     bufs = []
 
