@@ -135,6 +135,8 @@ func TestGenericChainsMutants(t *testing.T) {
 		{"a program's rows one apart from the next program's", "sub_exp_sum", nil,
 			text("tl.program_id(0).to(tl.int64) * BLOCK_R", "tl.program_id(0).to(tl.int64)")},
 		{"row sums stored past the last row", "sub_exp_sum", nil, textAll(", mask=row_ok)", ")")},
+		{"rows taken as whole tiles where they are not (no masks)", "sub_exp_sum", nil,
+			text(`"EVEN": n == block_n and rows % block_r == 0`, `"EVEN": n <= block_n`)},
 		// the forward's index math: a magic divisor's shift off by one, the division path's
 		// innermost size taken for the next one (the INNER16 case and the WIDE case run it)
 		{"magic division shifted one bit too far", "broadcast_affine_tanh", nil, text(">> S2)", ">> (S2 + 1))")},
