@@ -1229,19 +1229,18 @@ def fused(*inputs, out=None):
 
 
 def _fused_run(launch, inputs, out):
-    """fused()'s launch into out (checked, or allocated by the caller)."""
-    if launch is None:  # an empty main shape
-        return tuple(out)
-    grid, args, consts, warps = launch
-    # the inputs themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=warps, num_stages=3, **consts)
+    """fused()'s launch (the plan's _Planned; None for an empty main shape) into out (checked,
+    or allocated by the caller)."""
+    if launch is not None:
+        # the inputs themselves, read through the strides of their broadcast views (same data)
+        launch.launch((*inputs, *out))
     return tuple(out)
 
 
 def _fwd_plan(inputs):
     """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
-    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs,
-    num_warps; None for an empty main shape)."""
+    outputs' shapes and the launch (a _Planned: grid, the arguments after the tensors, the
+    constexprs, num_warps; None for an empty main shape)."""
     shape = _main_shape(inputs)
     out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
@@ -1267,7 +1266,7 @@ def _fwd_plan(inputs):
     consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
     for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
         consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
-    return out_shapes, ((-(-numel // BLOCK),), args, consts, 4)
+    return out_shapes, _Planned(_fused_kernel, (-(-numel // BLOCK),), args, 4, 3, **consts)
 
 
 def _magic(d):
@@ -1293,7 +1292,7 @@ def _magic(d):
     # EVEN: the row is exactly one tile and the rows fill every program
     consts = {"BLOCK_R": block_r, "BLOCK_N": block_n, "ONE_TILE": n <= block_n,
               "EVEN": n == block_n and rows % block_r == 0}
-    return out_shapes, ((-(-rows // block_r),), args, consts, warps)
+    return out_shapes, _Planned(_fused_kernel, (-(-rows // block_r),), args, warps, 3, **consts)
 
 
 def _row_tile(rows, block_n, one_tile):

@@ -512,7 +512,7 @@ def _fused_backward(inputs, douts, needs):
         grads[i] = dys[k] if same else torch.broadcast_to(dys[k], shape).reshape(inputs[i].shape)
     if launch is None:
         return tuple(grads)
-    grid, args, consts, stacks, fulls, warps = launch
+    planned, stacks, fulls = launch
     bufs = [inputs[0]] * len(inputs)  # inputs[0] where not written
     stacked = []
     for bshape, members, _, _, _ in stacks:
@@ -523,7 +523,7 @@ def _fused_backward(inputs, douts, needs):
     for i, ishape, dt in fulls:
         bufs[i] = grads[i] = torch.empty(ishape, dtype=dt, device=dev)
     # the tensors themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=warps, num_stages=3, **consts)
+    planned.launch((*inputs, *dys, *bufs))
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
         if sdim == 2 and len(vshape) == 4 and vshape[1] == 1:
             # column sums of programs over every row (a bias, the GEMM's): the shared
@@ -552,9 +552,9 @@ def _bwd_plan(inputs, douts, needs):
     (checked here): (the main shape, the gradients wanted, the outputs' gradients the kernel
     reads (output index, the dtype of a zero one for a None), the inputs whose gradient is one
     of those (input, which, whether it has the input's shape), the launch). The launch, None
-    when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
-    partial-sum buffers (shape, members, and how one torch sum finishes them), the
-    gradients the kernel stores whole, and num_warps."""
+    when no kernel is needed: the kernel's _Planned launch (grid, the arguments after the
+    tensors, the constexprs, num_warps), the partial-sum buffers (shape, members, and how one
+    torch sum finishes them) and the gradients the kernel stores whole."""
     shape = _main_shape(inputs[:len(IN_DTYPES)])  # a GEMM bias' slot after them: [N], or empty
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
     numel = _prod(shape)
@@ -704,7 +704,7 @@ def _bwd_plan(inputs, douts, needs):
               "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
-    return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls, warps)
+    return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 
 class FusedFunction(torch.autograd.Function):

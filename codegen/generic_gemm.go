@@ -346,9 +346,12 @@ def _gemm_planned(a, w, bias, xs):
     first call, then looked up): the GEMM output's shape, the outputs' shapes, (batch, M, N, K)
     and the launch's integer arguments after M and N (the output's shape, the inputs'
     broadcast strides, the bias's stride, the operands' views' strides: _gemm_views makes
-    views of the same strides, or copies of the same strides, for every call of the key), and
-    a slot for the library path's pointwise launch (planned on its first use: the GEMM output
-    it reads is contiguous, of the plan's shape, whichever buffer holds it)."""
+    views of the same strides, or copies of the same strides, for every call of the key), a
+    slot for the library path's pointwise launch (planned on its first use: the GEMM output
+    it reads is contiguous, of the plan's shape, whichever buffer holds it), whether the views
+    are a and w's own memory (the kernel then takes a and w themselves: the same pointers,
+    read through the planned strides, without making the views each call), and the fused
+    GEMM's launches planned so far (_Planned, per tile and flags)."""
     key = ("gemm", _key((a, w, bias, *xs)))
     plan = _PLANS.get(key)
     if plan is None:
@@ -358,7 +361,9 @@ def _gemm_planned(a, w, bias, xs):
         strides = [x for t in xs for x in _bstrides(t, len(shape))]
         s_bias = bias.stride(0) if bias is not None else 0
         ints = (*shape, *strides, s_bias, *a3.stride(), *w3.stride())
-        plan = _remember(key, (shape, [_out_shape(shape, kd) for kd in OUT_SHAPES], (nb, m, n, k), ints, []))
+        direct = a3.data_ptr() == a.data_ptr() and w3.data_ptr() == w.data_ptr()
+        plan = _remember(key, (shape, [_out_shape(shape, kd) for kd in OUT_SHAPES], (nb, m, n, k), ints, [],
+                               direct, {}))
     return plan
 
 
@@ -386,7 +391,7 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
 
 def _gemm_fused(a, w, bias, xs, out, pre, plan):
     """gemm_fused with out and pre checked (or None), and its plan (_gemm_planned)."""
-    shape, out_shapes, (nb, m, n, k), ints, pointwise = plan
+    shape, out_shapes, (nb, m, n, k), ints, pointwise, direct, tiles = plan
     fresh = out is None
     if fresh:
         out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
@@ -403,18 +408,28 @@ def _gemm_fused(a, w, bias, xs, out, pre, plan):
         if tile is GEMM_LIBRARY:  # the library path: the traced GEMM on cuBLAS, then the
             library(outs, pre_t)  # program's pointwise kernel on its output
             return
-        a3, w3 = _gemm_views(a, w)  # (only here: views cost host time the library path spares)
-        b_arg = bias if bias is not None else a3  # not read without a bias
-        g = _gemm_grid(m, n, tile)
-        _gemm_launch(_gemm_epilogue_kernel, (g[0], nb, 1), (), (a3, w3, b_arg, *xs, *outs, pre_t, m, n, *ints),
-                     tile, K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2])
+        a3, w3 = (a, w) if direct else _gemm_views(a, w)  # copies where views cannot be made
+        launch = tiles.get((tile, flags))
+        if launch is None:
+            bm, bn, bk, stages, warps = tile
+            launch = tiles[tile, flags] = _Planned(
+                _gemm_epilogue_kernel, (_gemm_grid(m, n, tile)[0], nb, 1), (m, n, *ints), warps, stages,
+                K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2], BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                GROUP_M=_GEMM_GROUP_M)
+        launch.launch((a3, w3, bias if bias is not None else a3, *xs, *outs, pre_t))  # bias: not read without one
 
     def library(outs, x0):
-        if torch.is_grad_enabled():  # ATen's out= refuses operands that require grad (a weight)
-            with torch.no_grad():
-                ` + gemmTorchOut(g) + `
-        else:  # (GemmFunction's forward, an inference call: no_grad's entry and exit spared)
+        # ATen's out= refuses operands that require grad (a weight): grad mode off around the
+        # GEMM, set as torch.no_grad sets it (entering and leaving its context manager took
+        # 1.6 us of host time, these two calls 0.3, on a CPU core)
+        grad = torch.is_grad_enabled()
+        if grad:
+            torch._C._set_grad_enabled(False)
+        try:
             ` + gemmTorchOut(g) + `
+        finally:
+            if grad:
+                torch._C._set_grad_enabled(True)
         if not pointwise:  # (a plan lookup a call spared: ~1.6 us of host time)
             pointwise.append(_fwd_planned((x0, *xs))[1])
         _fused_run(pointwise[0], (x0, *xs), outs)  # outs: the caller's, checked

@@ -82,6 +82,19 @@ def test_launch_interpreter():
         shared._launch(_axpy, (4,), (x, y, 100, 2.0), NEG=True, BLOCK=32)
 
 
+@pytest.mark.skipif(not shared.INTERPRET, reason="needs TRITON_INTERPRET=1")
+def test_planned_interpreter():
+    """A _Planned launch computes what _launch does with its ints after the call's tensors, on
+    every call (its first too), and keeps the grid and constexprs it was planned with."""
+    p = shared._Planned(_axpy, (triton.cdiv(100, 32),), (100, 2.0), BLOCK=32, NEG=True)
+    assert p.grid == (4, 1, 1) and p.tail == (100, 2.0, 32, True)
+    for _ in range(2):
+        x = torch.randn(100)
+        y = torch.full_like(x, float("nan"))
+        p.launch((x, y))
+        torch.testing.assert_close(y, -2.0 * x)
+
+
 @pytest.mark.skipif(not shared.INTERPRET and not torch.cuda.is_available(), reason="needs TRITON_INTERPRET=1 or CUDA")
 @pytest.mark.parametrize("G,K,N,k0,dtypes", [
     (37, 1, 50, 0, (torch.float32,)),                 # [G, N]: groups and columns ragged against the blocks
@@ -139,6 +152,32 @@ def test_launch_gpu_specializations():
                         shared._launch(_axpy, (triton.cdiv(n, 256),), (x, y, n, 1.5), BLOCK=256, NEG=neg)
                         want = 1.5 * x.float() * (-1 if neg else 1)
                         torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs CUDA and TRITON_INTERPRET unset")
+def test_planned_gpu_specializations():
+    """A _Planned launch reuses a compiled kernel only for tensors Triton would compile the same
+    way (misaligned pointers, other dtypes: each its own entry) and shares _launch's cache
+    entries; each result right, before and after its entry exists."""
+    base = torch.randn(4096 + 8, device="cuda")
+    for n in (1, 17, 4096):
+        plans = {neg: shared._Planned(_axpy, (triton.cdiv(n, 256),), (n, 1.5), BLOCK=256, NEG=neg)
+                 for neg in (False, True)}
+        for _ in range(2):  # second round: every launch from the plans' entries
+            for off in (0, 1, 4):
+                for dt in (torch.float32, torch.float16):
+                    x = base[off:off + n].to(dt) if dt != torch.float32 else base[off:off + n]
+                    y = torch.full((n + 3,), float("nan"), device="cuda")[3:]  # misaligned output
+                    for neg, p in plans.items():
+                        p.launch((x, y))
+                        want = 1.5 * x.float() * (-1 if neg else 1)
+                        torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
+        for p in plans.values():
+            # x fp32 aligned (offset 0 or 4 elements) or not (1), fp16 (a copy: aligned); y misaligned
+            assert len(p.entries) == 3
+            for entry in p.entries.values():
+                assert entry in shared._COMPILED.values()
 
 
 @pytest.mark.gpu

@@ -222,7 +222,7 @@ def probe(args, f, fat, case, kernel, ref, adapter, params, shapes):
             xs = [inputs[n] for n in adapter.NAMES]
             plan = kernel._bwd_plan(xs, [None] * len(kernel.OUT_DTYPES), [True] * len(xs))
             launch = plan[-1]
-            cfg = "" if launch is None else f"grid {launch[0][0]} {launch[2]} parts {[s[0] for s in launch[3]]}"
+            cfg = "" if launch is None else f"grid {launch[0].grid[0]} {launch[0].constexprs} parts {[s[0] for s in launch[1]]}"
             us, got = timed(lambda d: adapter.train(kernel, d, params))
             diff = max(((a.float() - b.float()).abs().max().item() for a, b in zip(got, want)
                         if a is not None and b is not None), default=0.0)

@@ -68,7 +68,7 @@ def probe(folder, fat, kernel, adapter, ref, shapes, dt, params, show_kernels, v
     inputs = adapter.make_inputs(shapes, dt, params, "cuda", 0)
     xs = [inputs[n] for n in adapter.NAMES]
     out_shapes, launch = kernel._fwd_plan(xs)
-    grid, args, consts, warps = launch
+    grid, args, consts, warps = launch.grid, launch.ints, launch.constexprs, launch.num_warps
     rows = args[0]
     want = [t.clone() for t in kernel.fused(*xs)]
     print(f"{folder.name} at {shapes}: rows {rows} of {args[1]}, kept BLOCK_R {consts['BLOCK_R']} "
@@ -85,7 +85,7 @@ def probe(folder, fat, kernel, adapter, ref, shapes, dt, params, show_kernels, v
             c = dict(consts, BLOCK_R=block_r)
             if "EVEN" in c:  # no masks where the rows are one tile and fill every program
                 c["EVEN"] = args[1] == c["BLOCK_N"] and rows % block_r == 0
-            plan = ((-(-rows // block_r),), args, c, w)
+            plan = kernel._Planned(launch.kernel, (-(-rows // block_r),), args, w, launch.num_stages, **c)
             try:
                 got = kernel._fused_run(plan, xs, out)
                 torch.cuda.synchronize()
@@ -99,16 +99,17 @@ def probe(folder, fat, kernel, adapter, ref, shapes, dt, params, show_kernels, v
             note = f"  differs by {diff:.1e}" if diff else ""
             print(f"  BLOCK_R {block_r:3d} warps {w:2d}  {us:7.2f} µs{note}{mark}")
     if consts.get("EVEN"):  # the kept config with its masks
-        plan = (grid, args, dict(consts, EVEN=False), warps)
+        plan = kernel._Planned(launch.kernel, grid, args, warps, launch.num_stages, **dict(consts, EVEN=False))
         kernel._fused_run(plan, xs, out)
         replay = fat.graph_replay(lambda: kernel._fused_run(plan, xs, out))
         print(f"  kept, with masks (EVEN off)    {fat.gpu_time_us(replay)[0]:7.2f} µs")
     for name in variants:
         k = variant(folder, VARIANTS[name])
-        got = k._fused_run(launch, xs, out)
+        kl = k._fwd_plan(xs)[1]  # the variant's own kernel, planned as the kept one
+        got = k._fused_run(kl, xs, out)
         torch.cuda.synchronize()
         diff = rel_diff(got, want)
-        replay = fat.graph_replay(lambda: k._fused_run(launch, xs, out))
+        replay = fat.graph_replay(lambda: k._fused_run(kl, xs, out))
         note = f"  differs by {diff:.1e}" if diff else ""
         print(f"  kept, {name:22s} {fat.gpu_time_us(replay)[0]:7.2f} µs{note}")
     if show_kernels:

@@ -200,6 +200,43 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
         raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
     _COMPILED[key] = _compiled(
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs), kernel)
+
+
+class _Planned:
+    """A launch planned once for a wrapper's call key (kept in its plan): the kernel, grid, the
+    arguments after the tensors (``ints``: ints, floats, flags) and the constexprs fixed;
+    ``launch(tensors)`` launches it with a call's tensors (a tuple), as ``_launch(kernel, grid,
+    tensors + ints, ...)`` would, with the constant arguments' share of the specialization key
+    computed here once, not per call, and the compiled kernel looked up per device and tensor
+    specialization in the plan itself (bench/experiments/probe_gemm_host.py: _launch's key of
+    a GEMM head's 19 arguments took 3.6 us of host time a call, its 6 tensors' 2.0)."""
+
+    __slots__ = ("kernel", "grid", "ints", "num_warps", "num_stages", "constexprs", "tail", "ints_key",
+                 "entries")
+
+    def __init__(self, kernel, grid, ints, num_warps=4, num_stages=1, **constexprs):
+        self.kernel, self.num_warps, self.num_stages, self.constexprs = kernel, num_warps, num_stages, constexprs
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.ints = tuple(ints)
+        self.tail = self.ints + tuple(constexprs.values())  # what follows the tensors in a launch
+        self.ints_key = _spec_key(self.ints)
+        self.entries = {}  # (device, the tensors' _spec_key) -> the _COMPILED entry
+
+    def launch(self, tensors):
+        if INTERPRET or torch.compiler.is_compiling():
+            _launch(self.kernel, self.grid, tensors + self.ints, self.num_warps, self.num_stages,
+                    **self.constexprs)
+            return
+        device = torch._C._cuda_getDevice()
+        spec = _spec_key(tensors)
+        entry = self.entries.get((device, spec))
+        if entry is None:  # _launch compiles (or finds) it and keys it the same way
+            _launch(self.kernel, self.grid, tensors + self.ints, self.num_warps, self.num_stages,
+                    **self.constexprs)
+            self.entries[device, spec] = _COMPILED[(id(self.kernel), self.num_warps, self.num_stages,
+                                                    self.tail[len(self.ints):], device, spec + self.ints_key)]
+            return
+        _run(entry, self.grid, tensors + self.tail, device)
 # --- fa:end launch ---
 
 
@@ -585,19 +622,18 @@ def fused(*inputs, out=None):
 
 
 def _fused_run(launch, inputs, out):
-    """fused()'s launch into out (checked, or allocated by the caller)."""
-    if launch is None:  # an empty main shape
-        return tuple(out)
-    grid, args, consts, warps = launch
-    # the inputs themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=warps, num_stages=3, **consts)
+    """fused()'s launch (the plan's _Planned; None for an empty main shape) into out (checked,
+    or allocated by the caller)."""
+    if launch is not None:
+        # the inputs themselves, read through the strides of their broadcast views (same data)
+        launch.launch((*inputs, *out))
     return tuple(out)
 
 
 def _fwd_plan(inputs):
     """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
-    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs,
-    num_warps; None for an empty main shape)."""
+    outputs' shapes and the launch (a _Planned: grid, the arguments after the tensors, the
+    constexprs, num_warps; None for an empty main shape)."""
     shape = _main_shape(inputs)
     out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
@@ -621,7 +657,7 @@ def _fwd_plan(inputs):
     consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
     for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
         consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
-    return out_shapes, ((-(-numel // BLOCK),), args, consts, 4)
+    return out_shapes, _Planned(_fused_kernel, (-(-numel // BLOCK),), args, 4, 3, **consts)
 
 
 def _magic(d):
@@ -810,7 +846,7 @@ def _fused_backward(inputs, douts, needs):
         grads[i] = dys[k] if same else torch.broadcast_to(dys[k], shape).reshape(inputs[i].shape)
     if launch is None:
         return tuple(grads)
-    grid, args, consts, stacks, fulls, warps = launch
+    planned, stacks, fulls = launch
     bufs = [inputs[0]] * len(inputs)  # inputs[0] where not written
     stacked = []
     for bshape, members, _, _, _ in stacks:
@@ -821,7 +857,7 @@ def _fused_backward(inputs, douts, needs):
     for i, ishape, dt in fulls:
         bufs[i] = grads[i] = torch.empty(ishape, dtype=dt, device=dev)
     # the tensors themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_bwd_kernel, grid, (*inputs, *dys, *bufs, *args), num_warps=warps, num_stages=3, **consts)
+    planned.launch((*inputs, *dys, *bufs))
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
         if sdim == 2 and len(vshape) == 4 and vshape[1] == 1:
             # column sums of programs over every row (a bias, the GEMM's): the shared
@@ -850,9 +886,9 @@ def _bwd_plan(inputs, douts, needs):
     (checked here): (the main shape, the gradients wanted, the outputs' gradients the kernel
     reads (output index, the dtype of a zero one for a None), the inputs whose gradient is one
     of those (input, which, whether it has the input's shape), the launch). The launch, None
-    when no kernel is needed: the grid, the arguments after the tensors, the constexprs, the
-    partial-sum buffers (shape, members, and how one torch sum finishes them), the
-    gradients the kernel stores whole, and num_warps."""
+    when no kernel is needed: the kernel's _Planned launch (grid, the arguments after the
+    tensors, the constexprs, num_warps), the partial-sum buffers (shape, members, and how one
+    torch sum finishes them) and the gradients the kernel stores whole."""
     shape = _main_shape(inputs[:len(IN_DTYPES)])  # a GEMM bias' slot after them: [N], or empty
     want = [bool(n) and r and t.dtype.is_floating_point for n, r, t in zip(needs, GRAD_REACHED, inputs)]
     numel = _prod(shape)
@@ -1002,7 +1038,7 @@ def _bwd_plan(inputs, douts, needs):
               "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
-    return shape, want, carried, aliases, ((progs * n_cb,), args, consts, stacks, fulls, warps)
+    return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 
 class FusedFunction(torch.autograd.Function):

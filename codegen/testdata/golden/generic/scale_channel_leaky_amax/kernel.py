@@ -237,6 +237,43 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
         raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
     _COMPILED[key] = _compiled(
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs), kernel)
+
+
+class _Planned:
+    """A launch planned once for a wrapper's call key (kept in its plan): the kernel, grid, the
+    arguments after the tensors (``ints``: ints, floats, flags) and the constexprs fixed;
+    ``launch(tensors)`` launches it with a call's tensors (a tuple), as ``_launch(kernel, grid,
+    tensors + ints, ...)`` would, with the constant arguments' share of the specialization key
+    computed here once, not per call, and the compiled kernel looked up per device and tensor
+    specialization in the plan itself (bench/experiments/probe_gemm_host.py: _launch's key of
+    a GEMM head's 19 arguments took 3.6 us of host time a call, its 6 tensors' 2.0)."""
+
+    __slots__ = ("kernel", "grid", "ints", "num_warps", "num_stages", "constexprs", "tail", "ints_key",
+                 "entries")
+
+    def __init__(self, kernel, grid, ints, num_warps=4, num_stages=1, **constexprs):
+        self.kernel, self.num_warps, self.num_stages, self.constexprs = kernel, num_warps, num_stages, constexprs
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.ints = tuple(ints)
+        self.tail = self.ints + tuple(constexprs.values())  # what follows the tensors in a launch
+        self.ints_key = _spec_key(self.ints)
+        self.entries = {}  # (device, the tensors' _spec_key) -> the _COMPILED entry
+
+    def launch(self, tensors):
+        if INTERPRET or torch.compiler.is_compiling():
+            _launch(self.kernel, self.grid, tensors + self.ints, self.num_warps, self.num_stages,
+                    **self.constexprs)
+            return
+        device = torch._C._cuda_getDevice()
+        spec = _spec_key(tensors)
+        entry = self.entries.get((device, spec))
+        if entry is None:  # _launch compiles (or finds) it and keys it the same way
+            _launch(self.kernel, self.grid, tensors + self.ints, self.num_warps, self.num_stages,
+                    **self.constexprs)
+            self.entries[device, spec] = _COMPILED[(id(self.kernel), self.num_warps, self.num_stages,
+                                                    self.tail[len(self.ints):], device, spec + self.ints_key)]
+            return
+        _run(entry, self.grid, tensors + self.tail, device)
 # --- fa:end launch ---
 
 
@@ -402,19 +439,18 @@ def fused(*inputs, out=None):
 
 
 def _fused_run(launch, inputs, out):
-    """fused()'s launch into out (checked, or allocated by the caller)."""
-    if launch is None:  # an empty main shape
-        return tuple(out)
-    grid, args, consts, warps = launch
-    # the inputs themselves, read through the strides of their broadcast views (same data)
-    _launch(_fused_kernel, grid, (*inputs, *out, *args), num_warps=warps, num_stages=3, **consts)
+    """fused()'s launch (the plan's _Planned; None for an empty main shape) into out (checked,
+    or allocated by the caller)."""
+    if launch is not None:
+        # the inputs themselves, read through the strides of their broadcast views (same data)
+        launch.launch((*inputs, *out))
     return tuple(out)
 
 
 def _fwd_plan(inputs):
     """fused()'s plan for inputs of these dtypes, shapes and strides (checked here): the
-    outputs' shapes and the launch (grid, the arguments after the tensors, the constexprs,
-    num_warps; None for an empty main shape)."""
+    outputs' shapes and the launch (a _Planned: grid, the arguments after the tensors, the
+    constexprs, num_warps; None for an empty main shape)."""
     shape = _main_shape(inputs)
     out_shapes = [_out_shape(shape, k) for k in OUT_SHAPES]
     numel = 1
@@ -434,7 +470,7 @@ def _fwd_plan(inputs):
     # EVEN: the row is exactly one tile and the rows fill every program
     consts = {"BLOCK_R": block_r, "BLOCK_N": block_n, "ONE_TILE": n <= block_n,
               "EVEN": n == block_n and rows % block_r == 0}
-    return out_shapes, ((-(-rows // block_r),), args, consts, warps)
+    return out_shapes, _Planned(_fused_kernel, (-(-rows // block_r),), args, warps, 3, **consts)
 
 
 def _row_tile(rows, block_n, one_tile):
