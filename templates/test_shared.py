@@ -101,6 +101,7 @@ def test_planned_interpreter():
     (9, 2, 33, 0, (torch.bfloat16, torch.float16)),   # both gradients, each in its own type
     (9, 2, 33, 1, (torch.bfloat16,)),                 # the second gradient alone
     (300, 2, 17, 0, (torch.float32, torch.float32)),  # more groups than one block of the GPU's
+    (9, -2, 33, 0, (torch.bfloat16, torch.float32)),  # K < 0: the part stored [K, G, N], passed transposed
 ])
 def test_part_sums(G, K, N, k0, dtypes):
     """_part_sums writes part[:, k0 + i].sum(0) into each out in its type, as the fp32 sum and
@@ -108,7 +109,11 @@ def test_part_sums(G, K, N, k0, dtypes):
     nothing else is written (NaN canaries around)."""
     torch.manual_seed(0)
     device = "cpu" if shared.INTERPRET else "cuda"
-    part = torch.randn(G, K, N, device=device) if K > 1 else torch.randn(G, N, device=device)
+    if K < 0:  # each gradient's groups together (a generic backward's buffers): a strided view
+        K = -K
+        part = torch.randn(K, G, N, device=device).transpose(0, 1)
+    else:
+        part = torch.randn(G, K, N, device=device) if K > 1 else torch.randn(G, N, device=device)
     bufs = [torch.full((N + 2,), float("nan"), dtype=dt, device=device) for dt in dtypes]
     shared._part_sums(part, [b[1:-1] for b in bufs], k0)
     for i, b in enumerate(bufs):

@@ -108,8 +108,9 @@ def planned(kernel, monkeypatch):
 # recorder; on a GPU it makes fewer calls than _launch did)
 HOT = [
     # 6 inputs: per-channel, per-row, 0-dim, full; 61 since the bias' column sums are added up
-    # by _part_sums (a launch through _launch) in place of a torch sum and a cast (2026-12-03)
-    ("broadcast_affine_tanh", [2, 6, 5, 7], 20, 61),
+    # by _part_sums (a launch through _launch) in place of a torch sum and a cast, 67 since
+    # _part_sums takes two members' sums a launch (a transposed view, strides; 2026-12-03)
+    ("broadcast_affine_tanh", [2, 6, 5, 7], 20, 67),
     ("clamp_mul_bias", [64, 96], 15, 30),  # a bias: per-program column sums
     ("broadcast_mixed_sigmoid", [3, 4, 5, 8], 20, 50),
     ("gelu_dropout_residual", [4, 16, 32], 15, 25),  # a residual's gradient is the output's

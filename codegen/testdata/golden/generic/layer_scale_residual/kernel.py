@@ -255,10 +255,10 @@ SUM_BLOCK_N = 16 if INTERPRET else 8
 
 # G (the number of groups) unspecialized: it follows the rows, which vary from call to call
 @triton.jit(do_not_specialize=["G"])
-def _sum_parts(PART, OUT0, OUT1, G, N, K, K0, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Program (j, i) adds up gradient K0 + i of PART [G, K, N] (fp32) over the G groups,
-    BLOCK_G at a time, for columns [j * BLOCK_N, (j + 1) * BLOCK_N), into OUT0 (i = 0) or OUT1
-    (i = 1) in its type."""
+def _sum_parts(PART, OUT0, OUT1, G, N, SG, SK, K0, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Program (j, i) adds up gradient K0 + i of PART [G, K, N] (fp32; group and gradient
+    strides SG and SK, columns contiguous) over the G groups, BLOCK_G at a time, for columns
+    [j * BLOCK_N, (j + 1) * BLOCK_N), into OUT0 (i = 0) or OUT1 (i = 1) in its type."""
     i = tl.program_id(1)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     cm = cols < N
@@ -267,7 +267,7 @@ def _sum_parts(PART, OUT0, OUT1, G, N, K, K0, BLOCK_G: tl.constexpr, BLOCK_N: tl
     g = 0
     while g < G:
         grp = g + gs
-        acc += tl.load(PART + ((grp * K + K0 + i) * N)[:, None] + cols[None, :],
+        acc += tl.load(PART + (grp * SG + (K0 + i) * SK)[:, None] + cols[None, :],
                        mask=(grp < G)[:, None] & cm[None, :], other=0.0)
         g += BLOCK_G
     total = tl.sum(acc, axis=0)
@@ -279,8 +279,12 @@ def _sum_parts(PART, OUT0, OUT1, G, N, K, K0, BLOCK_G: tl.constexpr, BLOCK_N: tl
 
 def _part_sums(part, outs, k0=0):
     """outs[i] = part[:, k0 + i].sum(0) written in outs[i]'s type, for one or two contiguous
-    1-D outs of N: part is fp32 [G, K, N] (or [G, N]), contiguous. One launch of _sum_parts."""
+    1-D outs of N: part is fp32 [G, K, N] (or [G, N]), its last dim contiguous (a backward
+    whose partial sums lie gradient by gradient passes a transposed view). One launch of
+    _sum_parts."""
     G, N = part.shape[0], part.shape[-1]
+    if part.stride(-1) != 1:
+        raise ValueError("_part_sums: part's last dim must be contiguous")
     if G * N == 0:
         for o in outs:
             o.zero_()
@@ -289,7 +293,7 @@ def _part_sums(part, outs, k0=0):
     if INTERPRET:  # the group loop runs in Python: two blocks of groups whatever G is (and a
         block_g = max(2, 1 << (-(-G // 2) - 1).bit_length())  # skipped block still shows)
     _launch(_sum_parts, (-(-N // SUM_BLOCK_N), len(outs)),
-            (part, outs[0], outs[-1], G, N, part.numel() // (G * N), k0),
+            (part, outs[0], outs[-1], G, N, part.stride(0), part.stride(1) if part.dim() == 3 else 0, k0),
             num_warps=4, BLOCK_G=block_g, BLOCK_N=SUM_BLOCK_N)
 # --- fa:end sumparts ---
 
@@ -864,10 +868,14 @@ def _fused_backward(inputs, douts, needs):
             # _sum_parts adds up each member's and writes it in its type, one launch a
             # member, where a torch sum and a cast took two launches and 5.7 µs of a 32 µs
             # GEMM head's backward (H200, 2026-12-03)
-            parts = buf.view(vshape[0], vshape[2], vshape[3])
-            for j, (i, gshape, order, ishape, cast) in enumerate(outs):
-                grads[i] = torch.empty(ishape, dtype=cast or torch.float32, device=dev)
-                _part_sums(parts[j], [grads[i].view(-1)])
+            # (two members a launch: the buffer's [members, groups, N] read transposed)
+            parts = buf.view(vshape[0], vshape[2], vshape[3]).transpose(0, 1)
+            flat = []
+            for i, gshape, order, ishape, cast in outs:
+                grads[i] = g = torch.empty(ishape, dtype=cast or torch.float32, device=dev)
+                flat.append(g.view(-1))
+            for j in range(0, len(flat), 2):
+                _part_sums(parts, flat[j:j + 2], j)
             continue
         sums = buf.view(vshape)
         if sdim is not None:
