@@ -261,13 +261,18 @@ func gemmBackward(g *program.GEMM) string {
 		b.WriteString("    gw = torch.bmm(a.transpose(1, 2), g0) if needs[1] else None\n")
 		return b.String()
 	case program.Linear:
+		if len(g.X) == 2 { // x is [M, K]: no flatten or reshape (each a microsecond of host time)
+			b.WriteString("    ga = torch.mm(g0, w) if needs[0] else None\n")
+			b.WriteString("    gw = torch.mm(g0.t(), a) if needs[1] else None\n")
+			break
+		}
 		b.WriteString("    g2 = g0.flatten(0, -2)\n")
-		b.WriteString("    ga = (g2 @ w).reshape(a.shape) if needs[0] else None\n")
-		b.WriteString("    gw = g2.t() @ a.flatten(0, -2) if needs[1] else None\n")
+		b.WriteString("    ga = torch.mm(g2, w).reshape(a.shape) if needs[0] else None\n")
+		b.WriteString("    gw = torch.mm(g2.t(), a.flatten(0, -2)) if needs[1] else None\n")
 	default:
 		b.WriteString("    g2 = g0.flatten(0, -2)\n")
-		b.WriteString("    ga = (g2 @ w.t()).reshape(a.shape) if needs[0] else None\n")
-		b.WriteString("    gw = a.flatten(0, -2).t() @ g2 if needs[1] else None\n")
+		b.WriteString("    ga = torch.mm(g2, w.t()).reshape(a.shape) if needs[0] else None\n")
+		b.WriteString("    gw = torch.mm(a.flatten(0, -2).t(), g2) if needs[1] else None\n")
 	}
 	return b.String()
 }

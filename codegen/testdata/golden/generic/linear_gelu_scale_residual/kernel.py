@@ -1537,8 +1537,8 @@ def _gemm_backward(a, w, g0, needs):
     """The GEMM operands' gradients from its output's (g0), on cuBLAS (torch matmuls), as
     eager's backward computes them (the bias': fused_backward's, summed in its kernel)."""
     g2 = g0.flatten(0, -2)
-    ga = (g2 @ w).reshape(a.shape) if needs[0] else None
-    gw = g2.t() @ a.flatten(0, -2) if needs[1] else None
+    ga = torch.mm(g2, w).reshape(a.shape) if needs[0] else None
+    gw = torch.mm(g2.t(), a.flatten(0, -2)) if needs[1] else None
     return ga, gw
 
 
