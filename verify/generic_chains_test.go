@@ -192,7 +192,8 @@ func TestGenericChainsMutants(t *testing.T) {
 		// GEMM output written into a caller's out=, the residual it aliases, and an
 		// elementwise kernel that stores an output before it has read every input
 		{"library path's GEMM output over a caller's out=", "linear_gelu_scale_residual", nil,
-			text("GEMM_PRE_IN_OUT0 and fresh else", "GEMM_PRE_IN_OUT0 else")},
+			text("        pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)\n    run(tile",
+				"        pre = out[0] if GEMM_PRE_IN_OUT0 else torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)\n    run(tile")},
 		{"the GEMM output stored over the residual before it is read", "linear_gelu_scale_residual", nil,
 			text("_gemm_fused(a, w, bias, xs, out, pre, plan)\n", "_gemm_fused(a, w, bias, xs, out, pre if pre is not None or out is None else out[0], plan)\n")},
 		// a number compared with as traced, not as eager rounds it to the tensor's type (the

@@ -17,7 +17,9 @@ started on an idle GPU: the calls are queued, never waited for):
   torch.no_grad() entered and left
 
 then whether any of these synchronizes the host (torch.cuda.set_sync_debug_mode), and the
-top functions of a cProfile of 200 library-path calls by own time.
+top functions of a cProfile of 200 library-path calls by own time. With -rounds R, then the
+library path against gemm_cublas (the same GPU work) and its pieces assembled by hand, timed
+in R interleaved rounds (the medians): the H200 host drifts by tens of percent between runs.
 
 Usage: python3 bench/experiments/probe_gemm_host.py [-top N] FOLDER...  (generic GEMM folders)
 """
@@ -72,6 +74,11 @@ def syncs(fn):
 def main():
     args = sys.argv[1:]
     top = 16
+    rounds = 0
+    if "-rounds" in args:
+        i = args.index("-rounds")
+        rounds = int(args[i + 1])
+        del args[i:i + 2]
     if "-top" in args:
         i = args.index("-top")
         top = int(args[i + 1])
@@ -161,8 +168,50 @@ def main():
         for line in s.getvalue().splitlines():
             if line.strip() and ("{" in line or ".py" in line or "ncalls" in line):
                 print("   ", line[:150])
+        if rounds:
+            interleaved(kernel, key, call, xs, x0, outs, rest, rounds)
         kernel._GEMM_TUNED[key] = kept
         sys.path.remove(str(folder))
+
+
+def interleaved(kernel, key, call, xs, x0, outs, rest, rounds):
+    """The library path against gemm_cublas and hand-assembled variants, R interleaved rounds."""
+    a, w, bias = xs[:3]
+    a2, x02 = a.reshape(-1, a.shape[-1]), x0.view(-1, x0.shape[-1])
+    kernel._GEMM_TUNED[key] = kernel.GEMM_LIBRARY
+    call()
+    launch = kernel._fwd_planned((x0, *rest))[1]
+
+    def addmm_out():
+        if bias is None:
+            torch.mm(a2, w.t(), out=x02)
+        else:
+            torch.addmm(bias, a2, w.t(), out=x02)
+
+    def lib_by_hand():  # the GEMM output allocated, addmm(out=), the kernel in place
+        o = torch.empty_like(x0)
+        if bias is None:
+            torch.mm(a2, w.t(), out=o.view(-1, o.shape[-1]))
+        else:
+            torch.addmm(bias, a2, w.t(), out=o.view(-1, o.shape[-1]))
+        kernel._fused_run(launch, (o, *rest), [o])
+
+    def linear_in_place():  # F.linear allocates, the kernel in place on its result
+        o = kernel.gemm_only(a, w, bias)
+        kernel._fused_run(launch, (o, *rest), [o])
+
+    rows = [("gemm_fused (library)", call), ("gemm_cublas", lambda: kernel.gemm_cublas(*xs)),
+            ("addmm(out=)", addmm_out), ("F.linear", lambda: kernel.gemm_only(a, w, bias)),
+            ("empty+addmm(out=)+kernel", lib_by_hand), ("F.linear+kernel in place", linear_in_place),
+            ("kernel in place alone", lambda: kernel._fused_run(launch, (x0, *rest), [x0]))]
+    with torch.no_grad():
+        got = {label: [] for label, _ in rows}
+        for _ in range(rounds):
+            for label, fn in rows:
+                got[label].append(host_us(fn, bursts=20))
+    print(f"  interleaved, {rounds} rounds under no_grad (median host µs a call):")
+    for label, v in got.items():
+        print(f"    {label:28s} {statistics.median(v):7.1f}")
 
 
 if __name__ == "__main__":

@@ -459,6 +459,7 @@ def test_gemm_library_path(monkeypatch, example):
         wg = w.detach().clone().requires_grad_(True)
         for o, e in zip(kernel.gemm_fused(a, wg, bias, *xs), want):
             torch.testing.assert_close(o.float(), e.float(), atol=tol, rtol=tol)
+            assert not o.requires_grad  # no graph recorded (the library path's GEMM ran with grad off)
         assert torch.is_grad_enabled()  # grad mode back as it was
         # a whose leading dims do not merge into the GEMM's rows (no view of it as the kernel
         # reads it: a copy each call, where a and w are passed themselves otherwise)

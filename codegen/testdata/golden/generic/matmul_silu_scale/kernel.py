@@ -1449,7 +1449,7 @@ def _gemm_fused(a, w, bias, xs, out, pre, plan):
     """gemm_fused with out and pre checked (or None), and its plan (_gemm_planned)."""
     shape, out_shapes, (nb, m, n, k), ints, pointwise, direct, tiles = plan
     fresh = out is None
-    if fresh:
+    if fresh and (nb * m * n == 0 or k == 0):
         out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
     if nb * m * n == 0:
         return tuple(out)
@@ -1494,16 +1494,35 @@ def _gemm_fused(a, w, bias, xs, out, pre, plan):
 
     def scratch(tile):  # tuning runs write scratch outputs (allocated once), never the caller's
         if not bufs:
-            bufs.extend(([torch.empty_like(o) for o in out], torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)))
+            bufs.extend(([torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)],
+                         torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)))
         run(tile, *bufs)
 
     # the epilogue-fused GEMM's tiles and the library path timed together, the faster kept
     tile = _gemm_tile(_gemm_epilogue_kernel, nb * m, n, k, a, flags, scratch, True)
+    if fresh and tile is GEMM_LIBRARY and pre is None and GEMM_PRE_IN_OUT0:
+        # the traced GEMM allocates its output, as in eager (no torch.empty and out= GEMM of
+        # ours: 5.6-10 us of host time a call less on the H200, probe_gemm_host.py -rounds),
+        # and the pointwise kernel writes the first output over it, in place (it reads each
+        # element before it writes it, in one program)
+        grad = torch.is_grad_enabled()  # (off: the GEMM's output must not record a graph)
+        if grad:
+            torch._C._set_grad_enabled(False)
+        try:
+            x0 = gemm_only(a, w, bias)
+        finally:
+            if grad:
+                torch._C._set_grad_enabled(True)
+        if not pointwise:
+            pointwise.append(_fwd_planned((x0, *xs))[1])
+        out = [x0] + [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes[1:], OUT_DTYPES[1:])]
+        return _fused_run(pointwise[0], (x0, *xs), out)
+    if fresh:
+        out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
     if tile is GEMM_LIBRARY and pre is None:  # the GEMM's output, which the library path writes:
-        # into the first output where it has its shape and dtype and this call allocated it
-        # (the pointwise kernel then reads each element before it writes it, in place; a
-        # caller's out= may alias an input the kernel still reads)
-        pre = out[0] if GEMM_PRE_IN_OUT0 and fresh else torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
+        # a buffer of its own (a caller's out= may alias an input the kernel still reads; a
+        # first output of another dtype cannot hold it)
+        pre = torch.empty(shape, dtype=GEMM_DTYPE, device=a.device)
     run(tile, out, pre if pre is not None else out[0])
     return tuple(out)
 
