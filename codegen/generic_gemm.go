@@ -394,6 +394,19 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     return _gemm_fused(a, w, bias, xs, out, pre, plan)
 
 
+def _no_grad(fn):
+    """fn() with grad mode off, set as torch.no_grad sets it (entering and leaving its context
+    manager took 1.6 us of host time, these two calls 0.3, on a CPU core)."""
+    grad = torch.is_grad_enabled()
+    if grad:
+        torch._C._set_grad_enabled(False)
+    try:
+        return fn()
+    finally:
+        if grad:
+            torch._C._set_grad_enabled(True)
+
+
 def _gemm_fused(a, w, bias, xs, out, pre, plan):
     """gemm_fused with out and pre checked (or None), and its plan (_gemm_planned)."""
     shape, out_shapes, (nb, m, n, k), ints, pointwise, direct, tiles = plan
@@ -424,20 +437,13 @@ def _gemm_fused(a, w, bias, xs, out, pre, plan):
         launch.launch((a3, w3, bias if bias is not None else a3, *xs, *outs, pre_t))  # bias: not read without one
 
     def library(outs, x0):
-        # ATen's out= refuses operands that require grad (a weight): grad mode off around the
-        # GEMM, set as torch.no_grad sets it (entering and leaving its context manager took
-        # 1.6 us of host time, these two calls 0.3, on a CPU core)
-        grad = torch.is_grad_enabled()
-        if grad:
-            torch._C._set_grad_enabled(False)
-        try:
-            ` + gemmTorchOut(g) + `
-        finally:
-            if grad:
-                torch._C._set_grad_enabled(True)
+        _no_grad(lambda: ` + gemmTorchOut(g) + `)  # ATen's out= refuses a weight that requires grad
+        pointwise_over(x0, outs)  # outs: the caller's, checked
+
+    def pointwise_over(x0, outs):  # the program's pointwise kernel on the GEMM output x0
         if not pointwise:  # (a plan lookup a call spared: ~1.6 us of host time)
             pointwise.append(_fwd_planned((x0, *xs))[1])
-        _fused_run(pointwise[0], (x0, *xs), outs)  # outs: the caller's, checked
+        return _fused_run(pointwise[0], (x0, *xs), outs)
 
     bufs = []
 
@@ -453,19 +459,10 @@ def _gemm_fused(a, w, bias, xs, out, pre, plan):
         # the traced GEMM allocates its output, as in eager (no torch.empty and out= GEMM of
         # ours: 5.6-10 us of host time a call less on the H200, probe_gemm_host.py -rounds),
         # and the pointwise kernel writes the first output over it, in place (it reads each
-        # element before it writes it, in one program)
-        grad = torch.is_grad_enabled()  # (off: the GEMM's output must not record a graph)
-        if grad:
-            torch._C._set_grad_enabled(False)
-        try:
-            x0 = gemm_only(a, w, bias)
-        finally:
-            if grad:
-                torch._C._set_grad_enabled(True)
-        if not pointwise:
-            pointwise.append(_fwd_planned((x0, *xs))[1])
-        out = [x0] + [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes[1:], OUT_DTYPES[1:])]
-        return _fused_run(pointwise[0], (x0, *xs), out)
+        # element before it writes it, in one program); no graph recorded for the GEMM
+        x0 = _no_grad(lambda: gemm_only(a, w, bias))
+        return pointwise_over(x0, [x0] + [torch.empty(s, dtype=dt, device=a.device)
+                                          for s, dt in zip(out_shapes[1:], OUT_DTYPES[1:])])
     if fresh:
         out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
     if tile is GEMM_LIBRARY and pre is None:  # the GEMM's output, which the library path writes:

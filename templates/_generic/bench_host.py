@@ -25,7 +25,7 @@ import time
 
 import torch
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "bool": torch.bool}
 
 
 def load(folder, name):

@@ -216,16 +216,18 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
     parameters, passed in its order. After the first call of a specialization its compiled
     kernel is launched directly. Under the interpreter: the plain call. Under torch.compile:
     launched outside the graph, as without it (Dynamo would trace ``kernel[grid](...)`` into
-    its graph and give None for the compiled kernel cached below, and cannot trace the rest)."""
+    its graph and give None for the compiled kernel cached below, and cannot trace the rest).
+    Returns the _COMPILED entry it launched through (None under the interpreter or torch.compile)."""
     if torch.compiler.is_compiling():
-        return torch.compiler.disable(_launch)(kernel, grid, args, num_warps, num_stages, **constexprs)
+        torch.compiler.disable(_launch)(kernel, grid, args, num_warps, num_stages, **constexprs)
+        return None
     grid = tuple(grid) + (1,) * (3 - len(grid))
     if INTERPRET:
         names = kernel.arg_names[len(args):]
         if list(constexprs) != names:
             raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
-        return
+        return None
     consts = tuple(constexprs.values())
     device = torch._C._cuda_getDevice()
     # id(kernel): hashing a JITFunction costs ~2 us of host time per call
@@ -233,32 +235,31 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
     entry = _COMPILED.get(key)
     if entry is not None:
         _run(entry, grid, args + consts, device)
-        return
+        return entry
     names = kernel.arg_names[len(args):]
     if list(constexprs) != names:
         raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
-    _COMPILED[key] = _compiled(
+    entry = _COMPILED[key] = _compiled(
         kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs), kernel)
+    return entry
 
 
 class _Planned:
     """A launch planned once for a wrapper's call key (kept in its plan): the kernel, grid, the
     arguments after the tensors (``ints``: ints, floats, flags) and the constexprs fixed;
     ``launch(tensors)`` launches it with a call's tensors (a tuple), as ``_launch(kernel, grid,
-    tensors + ints, ...)`` would, with the constant arguments' share of the specialization key
-    computed here once, not per call, and the compiled kernel looked up per device and tensor
-    specialization in the plan itself (bench/experiments/probe_gemm_host.py: _launch's key of
-    a GEMM head's 19 arguments took 3.6 us of host time a call, its 6 tensors' 2.0)."""
+    tensors + ints, ...)`` would, the compiled kernel looked up in the plan itself by the
+    device and the tensors' specialization alone: the constant arguments are the plan's, never
+    keyed per call (_launch's key of a GEMM head's 19 arguments took 3.6 us of host time a call
+    on a CPU core, its 6 tensors' 2.0). A miss goes through _launch, which gives its entry."""
 
-    __slots__ = ("kernel", "grid", "ints", "num_warps", "num_stages", "constexprs", "tail", "ints_key",
-                 "entries")
+    __slots__ = ("kernel", "grid", "ints", "num_warps", "num_stages", "constexprs", "tail", "entries")
 
     def __init__(self, kernel, grid, ints, num_warps=4, num_stages=1, **constexprs):
         self.kernel, self.num_warps, self.num_stages, self.constexprs = kernel, num_warps, num_stages, constexprs
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.ints = tuple(ints)
         self.tail = self.ints + tuple(constexprs.values())  # what follows the tensors in a launch
-        self.ints_key = _spec_key(self.ints)
         self.entries = {}  # (device, the tensors' _spec_key) -> the _COMPILED entry
 
     def launch(self, tensors):
@@ -269,11 +270,9 @@ class _Planned:
         device = torch._C._cuda_getDevice()
         spec = _spec_key(tensors)
         entry = self.entries.get((device, spec))
-        if entry is None:  # _launch compiles (or finds) it and keys it the same way
-            _launch(self.kernel, self.grid, tensors + self.ints, self.num_warps, self.num_stages,
-                    **self.constexprs)
-            self.entries[device, spec] = _COMPILED[(id(self.kernel), self.num_warps, self.num_stages,
-                                                    self.tail[len(self.ints):], device, spec + self.ints_key)]
+        if entry is None:  # _launch compiles (or finds) it, launches and gives its entry
+            self.entries[device, spec] = _launch(self.kernel, self.grid, tensors + self.ints, self.num_warps,
+                                                 self.num_stages, **self.constexprs)
             return
         _run(entry, self.grid, tensors + self.tail, device)
 # --- fa:end launch ---
@@ -1413,6 +1412,19 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     return _gemm_fused(a, w, bias, xs, out, pre, plan)
 
 
+def _no_grad(fn):
+    """fn() with grad mode off, set as torch.no_grad sets it (entering and leaving its context
+    manager took 1.6 us of host time, these two calls 0.3, on a CPU core)."""
+    grad = torch.is_grad_enabled()
+    if grad:
+        torch._C._set_grad_enabled(False)
+    try:
+        return fn()
+    finally:
+        if grad:
+            torch._C._set_grad_enabled(True)
+
+
 def _gemm_fused(a, w, bias, xs, out, pre, plan):
     """gemm_fused with out and pre checked (or None), and its plan (_gemm_planned)."""
     shape, out_shapes, (nb, m, n, k), ints, pointwise, direct, tiles = plan
@@ -1443,20 +1455,13 @@ def _gemm_fused(a, w, bias, xs, out, pre, plan):
         launch.launch((a3, w3, bias if bias is not None else a3, *xs, *outs, pre_t))  # bias: not read without one
 
     def library(outs, x0):
-        # ATen's out= refuses operands that require grad (a weight): grad mode off around the
-        # GEMM, set as torch.no_grad sets it (entering and leaving its context manager took
-        # 1.6 us of host time, these two calls 0.3, on a CPU core)
-        grad = torch.is_grad_enabled()
-        if grad:
-            torch._C._set_grad_enabled(False)
-        try:
-            torch.bmm(a, w, out=x0)
-        finally:
-            if grad:
-                torch._C._set_grad_enabled(True)
+        _no_grad(lambda: torch.bmm(a, w, out=x0))  # ATen's out= refuses a weight that requires grad
+        pointwise_over(x0, outs)  # outs: the caller's, checked
+
+    def pointwise_over(x0, outs):  # the program's pointwise kernel on the GEMM output x0
         if not pointwise:  # (a plan lookup a call spared: ~1.6 us of host time)
             pointwise.append(_fwd_planned((x0, *xs))[1])
-        _fused_run(pointwise[0], (x0, *xs), outs)  # outs: the caller's, checked
+        return _fused_run(pointwise[0], (x0, *xs), outs)
 
     bufs = []
 
@@ -1472,19 +1477,10 @@ def _gemm_fused(a, w, bias, xs, out, pre, plan):
         # the traced GEMM allocates its output, as in eager (no torch.empty and out= GEMM of
         # ours: 5.6-10 us of host time a call less on the H200, probe_gemm_host.py -rounds),
         # and the pointwise kernel writes the first output over it, in place (it reads each
-        # element before it writes it, in one program)
-        grad = torch.is_grad_enabled()  # (off: the GEMM's output must not record a graph)
-        if grad:
-            torch._C._set_grad_enabled(False)
-        try:
-            x0 = gemm_only(a, w, bias)
-        finally:
-            if grad:
-                torch._C._set_grad_enabled(True)
-        if not pointwise:
-            pointwise.append(_fwd_planned((x0, *xs))[1])
-        out = [x0] + [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes[1:], OUT_DTYPES[1:])]
-        return _fused_run(pointwise[0], (x0, *xs), out)
+        # element before it writes it, in one program); no graph recorded for the GEMM
+        x0 = _no_grad(lambda: gemm_only(a, w, bias))
+        return pointwise_over(x0, [x0] + [torch.empty(s, dtype=dt, device=a.device)
+                                          for s, dt in zip(out_shapes[1:], OUT_DTYPES[1:])])
     if fresh:
         out = [torch.empty(s, dtype=dt, device=a.device) for s, dt in zip(out_shapes, OUT_DTYPES)]
     if tile is GEMM_LIBRARY and pre is None:  # the GEMM's output, which the library path writes:
