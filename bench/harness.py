@@ -39,9 +39,12 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
    the steady state of a decode loop).
    Per call (``<provider>_wall_us``, ``<provider>_host_us``): each provider also called as an
    eager model calls it, without a CUDA graph, by ``fa_testing.wall_time_us``: the wall time
-   per call of a loop of back-to-back calls (about ``--wall-ms`` long) with one synchronize
-   at the end, and the time one call takes to return (bursts of calls started on an idle
-   GPU). Medians over the repeats, the wall time's spread as its min..max. In the training
+   per call of a loop of back-to-back calls with one synchronize at the end, and the time one
+   call takes to return (bursts of calls started on an idle GPU). Each repeat runs
+   ``--wall-rounds`` loops of ``--wall-ms``/rounds per provider, the providers interleaved
+   round by round, their order turned each round: the host's speed drifts by tens of percent
+   over seconds, and one provider's loop after another's would credit that drift to one of
+   them. Medians over all rounds of all repeats, the wall time's spread as its min..max. In the training
    modes a call is ``--step-copies`` chains (``wall_copies``, default 8) on their own leaves
    with one torch.autograd.grad over all of them, its figures over that count (StepCall): a
    grad call's own engine cost (66-95 us on the H200 machine) is paid once per step in a
@@ -637,7 +640,8 @@ class Bench:
         res["timing"] = timing
         runs = {name: [] for name in providers}
         walls = {name: [] for name in providers}
-        for _ in range(self.args.repeats):
+        names, rounds, unwalled = list(providers), max(1, self.args.wall_rounds), set()
+        for rep in range(self.args.repeats):
             for name, fn in timed.items():
                 try:
                     runs[name].append(self.time(fn, graphed[name]))
@@ -645,10 +649,20 @@ class Bench:
                     log(f"{folder.name}: timing {name} (graph={graph}) failed: {e}; timing the plain call")
                     timing[name] = "call"
                     runs[name].append(self.time(providers[name], False))
-                try:  # per call, as an eager model calls it: the plain call, no graph
-                    walls[name].append(self.wall_time_us(providers[name]))
-                except Exception as e:
-                    log(f"{folder.name}: per-call timing of {name} failed: {e}")
+            # Per call, as an eager model calls it (the plain call, no graph), in rounds of
+            # shorter loops with the providers interleaved and their order turned each round:
+            # the host's speed drifts by tens of percent over seconds, and timing one provider
+            # after the other would hand that drift to whichever ran in the slow second.
+            for r in range(rounds):
+                k = (rep * rounds + r) % len(names)
+                for name in names[k:] + names[:k]:
+                    if name in unwalled:
+                        continue
+                    try:
+                        walls[name].append(self.wall_time_us(providers[name], self.args.wall_ms / rounds))
+                    except Exception as e:
+                        log(f"{folder.name}: per-call timing of {name} failed: {e}")
+                        unwalled.add(name)
         for name in providers:
             fields = provider_fields(name, runs[name], walls[name])
             peak = self.peak_bytes(providers[name]) if name in MAIN or name.startswith(LIB) else None
@@ -670,15 +684,16 @@ class Bench:
         if res.get("mode", "forward") != "forward" and self.args.step_copies > 1:
             res["wall_copies"] = self.args.step_copies
 
-    def wall_time_us(self, fn):
-        """Per-call wall and host time of provider fn (timing.wall_time_us): a training mode's
-        (a TrainingCall) as a chain's share of a step, --step-copies chains in one grad call
-        (StepCall), so that the autograd engine's cost per grad call counts once a step."""
+    def wall_time_us(self, fn, wall_ms):
+        """Per-call wall and host time of provider fn over a loop of about wall_ms
+        (timing.wall_time_us): a training mode's (a TrainingCall) as a chain's share of a step,
+        --step-copies chains in one grad call (StepCall), so that the autograd engine's cost
+        per grad call counts once a step."""
         k = self.args.step_copies
         if isinstance(fn, TrainingCall) and k > 1:
             step = StepCall(self.torch, fn.fwd, fn.inputs, fn.names, fn.mode, k)
-            return step_wall_time_us(self.timing, step, k, self.args.wall_ms)
-        return self.timing.wall_time_us(fn, self.args.wall_ms)
+            return step_wall_time_us(self.timing, step, k, wall_ms)
+        return self.timing.wall_time_us(fn, wall_ms)
 
     def peak_bytes(self, fn):
         """Bytes allocated at the peak of one call of fn beyond what was allocated before it
@@ -825,7 +840,10 @@ def main():
     ap.add_argument("--rep", type=float, default=100.0)
     ap.add_argument("--graph-below-us", type=float, default=30.0)
     ap.add_argument("--wall-ms", type=float, default=20.0,
-                    help="length of each per-call loop (wall time of back-to-back plain calls)")
+                    help="per-call timing a repeat: this long in loops of back-to-back plain calls")
+    ap.add_argument("--wall-rounds", type=int, default=5,
+                    help="per-call timing a repeat in this many loops of --wall-ms/N each, the "
+                         "providers interleaved (host drift lands on all of them alike)")
     ap.add_argument("--step-copies", type=int, default=8,
                     help="training modes' per-call figures: this many chains in one grad call, over it "
                          "(the autograd engine's cost per grad call counted once a step); 1: each chain alone")

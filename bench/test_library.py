@@ -93,7 +93,7 @@ def fake_bench(monkeypatch, gpu, wall, modes=("forward",), graph_replay=lambda f
     monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: {"fused": 100, "sdpa_efficient": 150}.get(fn(), 200))
     monkeypatch.setattr(sys, "path", list(sys.path))
     args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=1.0,
-                              wall_ms=20.0, modes=list(modes), step_copies=8)
+                              wall_ms=20.0, wall_rounds=2, modes=list(modes), step_copies=8)
     b = harness.Bench(args, timing)
     b.copy_bw = 1e12
     return b
@@ -211,7 +211,7 @@ def test_library_ops_train_through_autograd(tmp_path, monkeypatch, p):
         mod.make_inputs = lambda shapes, dt, params, device, seed: real_make(shapes, dt, params, "cpu", seed)
 
     args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=0.0,
-                              wall_ms=20.0, modes=["forward", "backward", "full"], step_copies=2)
+                              wall_ms=20.0, wall_rounds=2, modes=["forward", "backward", "full"], step_copies=2)
     b = harness.Bench(args, timing)
     b.copy_bw = 1e12
     mods, _ = b.load_folder(folder)

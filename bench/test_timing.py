@@ -231,7 +231,7 @@ def test_harness_case_json(tmp_path, monkeypatch, copy_bw, graph):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(harness.Bench, "launches", lambda self, fn: 1)
     monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: 12.5)
-    args = argparse.Namespace(max_autotune=False, repeats=3, warmup=25.0, rep=100.0, graph_below_us=30.0, wall_ms=20.0,
+    args = argparse.Namespace(max_autotune=False, repeats=3, warmup=25.0, rep=100.0, graph_below_us=30.0, wall_ms=20.0, wall_rounds=2,
                               modes=["forward"], step_copies=8)
     b = harness.Bench(args, timing)
     b.copy_bw = copy_bw
@@ -255,6 +255,49 @@ def test_harness_case_json(tmp_path, monkeypatch, copy_bw, graph):
     monkeypatch.setattr(harness.Bench, "launches", lambda self, fn: counted.append(fn()) or len(counted))
     assert b.count_launches(folder) == {"launch_counts": folder.name, "launches": 1, "eager_launches": 2}
     assert counted == ["fused", "eager"]
+
+
+@pytest.mark.parametrize("rounds,fair", [(1, False), (5, True)])
+def test_per_call_rounds_share_the_drift(tmp_path, monkeypatch, rounds, fair):
+    """Three providers doing the same work on a host that runs a third slower for the first
+    20 ms of the per-call timing (of 60 ms). Timed a loop each, one after the other (one
+    round), the first provider reads slower; in interleaved rounds with the order turned,
+    each provider has a minority of its loops in the slow stretch and their medians agree.
+    A harness that times providers one after the other fails the second case."""
+    import argparse
+    import types
+
+    import torch
+
+    folder = tmp_path / "fake-fp32-4x8"
+    folder.mkdir()
+    for name, text in FAKE_FOLDER.items():
+        (folder / name).write_text(text)
+    (folder / "fa_testing.py").write_text("DTYPES = {'fp32': None}\ndef run_case(*a):\n    pass\n")
+    clock, loops = [0.0], []
+
+    def wall_time_us(fn, ms):  # 10 us a call, 13.3 in the slow stretch
+        us = 10.0 * (4 / 3 if clock[0] < 20.0 else 1.0)
+        clock[0] += ms
+        loops.append(ms)
+        return {"wall_us": us, "host_us": us / 2, "calls": 100}
+
+    timing = types.SimpleNamespace(QUANTILES=fat.QUANTILES, graph_replay=lambda fn: fn,
+                                   gpu_time_us=lambda fn, w, r: [40.0, 39.0, 41.0], wall_time_us=wall_time_us)
+    monkeypatch.setattr(torch, "compile", lambda f, **kw: lambda inp: "compile")
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: 12.5)
+    monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: 100)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=30.0, wall_ms=20.0,
+                              wall_rounds=rounds, modes=["forward"], step_copies=8)
+    b = harness.Bench(args, timing)
+    b.copy_bw = 1e9
+    res = b.run_folder(folder)[0]
+    assert loops == [20.0 / rounds] * (3 * rounds)  # fused, eager, compile: one loop each a round
+    walls = {p: res[f"{p}_wall_us"] for p in ("fused", "eager", "compile")}
+    assert (len(set(walls.values())) == 1) == fair, walls
 
 
 FAKE_FOLDER = {
@@ -405,7 +448,7 @@ def test_harness_training_modes(tmp_path, monkeypatch):
     monkeypatch.setattr(harness.Bench, "copy_time", lambda self, nbytes, graph: None)
     monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: 7)
     args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=1.0,
-                              wall_ms=20.0, modes=["forward", "backward", "full"], step_copies=1)
+                              wall_ms=20.0, wall_rounds=2, modes=["forward", "backward", "full"], step_copies=1)
     b = harness.Bench(args, timing)
     b.copy_bw = 1e9
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -422,8 +465,8 @@ def test_harness_training_modes(tmp_path, monkeypatch):
     # backward mode: one forward when its call is built, then backwards only
     assert calls[:2] == ["forward", "backward"] and calls.count("forward") < calls.count("backward")
     # every provider's gradients are x * w's: d/dx = dy * w, d/dw = sum(dy * x)
-    got = grads[20.0]
-    assert len(got) == 6  # 3 providers x 2 modes
+    got = grads[10.0]  # --wall-ms 20 in 2 rounds
+    assert len(got) == 12  # 3 providers x 2 modes x 2 rounds
     for g in got[1:]:
         torch.testing.assert_close(g[0], got[0][0])
         torch.testing.assert_close(g[1], got[0][1])
@@ -489,7 +532,7 @@ def test_harness_training_floor(tmp_path, monkeypatch, gemm_rate, flops):
     monkeypatch.setattr(harness.Bench, "peak_bytes", lambda self, fn: 7)
     monkeypatch.setattr(harness.Bench, "gemm_rate", lambda self, dt: gemm_rate)
     args = argparse.Namespace(max_autotune=False, repeats=1, warmup=25.0, rep=100.0, graph_below_us=1.0,
-                              wall_ms=20.0, modes=["forward", "backward", "full"], step_copies=1)
+                              wall_ms=20.0, wall_rounds=2, modes=["forward", "backward", "full"], step_copies=1)
     b = harness.Bench(args, timing)
     b.copy_bw = 1e9  # bytes per second: 1 MiB is 1048.576 us
     monkeypatch.setattr(sys, "path", list(sys.path))
