@@ -148,7 +148,11 @@ def provider_fields(name, gpu_runs, wall_runs):
     """The JSON fields of provider name from its repeated runs. gpu_runs: [median, p20, p80]
     per repeat (microseconds); wall_runs: wall_time_us's result per repeat. The median is the
     median of the repeats' (the upper one of an even count), p20 and p80 come from the repeat
-    whose median is nearest it, spreads are min..max of the repeats' medians."""
+    whose median is nearest it, spreads are min..max of the repeats' medians; the per-call
+    spread is min..max of the rounds' figures (wall_runs: one per round of a repeat) up to four
+    of them, from five on their 20th..80th percentile (the second lowest to the second highest
+    of five to nine, ...): one round in ten slowed by the host (a collection, a tuning's
+    leftover) would otherwise make every difference "noise" (bench.Noise)."""
     key = KEYS.get(name, name)
     out = {}
     if gpu_runs:
@@ -166,7 +170,8 @@ def provider_fields(name, gpu_runs, wall_runs):
         out[f"{key}_wall_us"] = walls[len(walls) // 2]
         out[f"{key}_host_us"] = hosts[len(hosts) // 2]
         if name in MAIN or name.startswith(LIB):
-            out[f"{key}_wall_spread_us"] = [walls[0], walls[-1]]
+            cut = len(walls) // 5
+            out[f"{key}_wall_spread_us"] = [walls[cut], walls[-1 - cut]]
     return out
 
 

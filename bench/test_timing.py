@@ -175,6 +175,12 @@ def test_provider_fields():
     # secondary providers: medians only, under their JSON names
     assert harness.provider_fields("compile_max", gpu, wall) == {
         "compile_max_autotune_us": 11.0, "compile_max_autotune_wall_us": 30.0, "compile_max_autotune_host_us": 8.0}
+    # ten rounds, one slowed by the host: the per-call spread leaves the slowest and fastest
+    # out (20th..80th percentile), so that one slow round does not make a 30% gap noise
+    rounds = [{"wall_us": w, "host_us": w, "calls": 100} for w in (28.0, 27.5, 28.2, 47.7, 28.4, 28.1, 27.2,
+                                                                   28.3, 28.0, 28.6)]
+    f = harness.provider_fields("fused", gpu, rounds)
+    assert f["fused_wall_spread_us"] == [28.0, 28.4]  # the third lowest to the third highest
     # a provider whose per-call timing failed keeps its GPU time
     assert set(harness.provider_fields("eager", gpu, [])) == {"eager_us", "eager_p20_us", "eager_p80_us", "eager_spread_us"}
 

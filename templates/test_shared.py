@@ -225,6 +225,53 @@ def test_launch_gpu_hooks_and_streams():
         assert entry[-1] is not None, entry  # the kernel, alive as long as its entry
 
 
+@pytest.mark.parametrize("gpu_best, host, eager", [
+    # the library path fastest on the GPU, its host work a call twice a tile's: a tile in eager use
+    ("library", {"library": 50.0, "tile": 28.0}, "tile"),
+    # host work within a tenth: the GPU's choice everywhere
+    ("library", {"library": 30.0, "tile": 29.0}, "library"),
+    # GPU-bound (a tile's GPU time above both host figures): the GPU's choice
+    ("library", {"library": 50.0, "tile": 28.0, "tile_ms": 0.080}, "library"),
+    # a tile fastest on the GPU and cheapest a call: nothing kept apart
+    ("tile", {"library": 50.0, "tile": 28.0}, "tile"),
+])
+def test_gemm_eager_pick(monkeypatch, gpu_best, host, eager):
+    """A bucket with a library path keeps, for calls outside a CUDA graph capture and
+    torch.compile, the path of the other kind where max(host work, GPU time) a call is lower;
+    captures (and compiled code) keep the GPU's fastest; the host work is timed for the GPU's
+    fastest and the other kind's fastest only."""
+    tiles = shared._gemm_candidates(64, 256, 2)
+    lib = shared.GEMM_LIBRARY
+    tile_ms = host.get("tile_ms", 0.012)
+    gpu = {t: tile_ms + 0.001 * k for k, t in enumerate(tiles)}  # tiles[0] the fastest tile
+    gpu[lib] = 0.010 if gpu_best == "library" else 0.5
+    timed = []
+    monkeypatch.setattr(shared, "_GEMM_TUNE", True)
+    monkeypatch.setattr(shared, "_GEMM_HOST", True)
+    monkeypatch.setattr(shared, "_GEMM_TUNED", {})
+    monkeypatch.setattr(shared, "_GEMM_EAGER", {})
+    monkeypatch.setattr(shared, "_gemm_time_ms", lambda fn: fn())
+    monkeypatch.setattr(shared, "_gemm_host_us", lambda fns: (
+        timed.append(sorted(fns, key=str)) or {t: host["library" if t is lib else "tile"] for t in fns}))
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    x = torch.empty(8, 256, dtype=torch.float16)
+    pick = shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), gpu.get, library=True)
+    want_gpu, want_eager = (lib if gpu_best == "library" else tiles[0]), (lib if eager == "library" else tiles[0])
+    assert pick is want_eager  # the tuning call itself is made outside a capture
+    assert timed == [sorted([lib, tiles[0]], key=str)]  # two candidates' host work timed, once
+    again = shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), gpu.get, library=True)
+    assert again is want_eager
+    capturing[0] = True
+    assert shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), gpu.get, library=True) is want_gpu
+    # no library path: nothing timed but the GPU
+    timed.clear()
+    capturing[0] = False
+    shared._gemm_tile(shared._gemm_candidates, 64, 128, 256, x, (True,), gpu.get)
+    assert timed == []
+
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda(), reason="needs CUDA and TRITON_INTERPRET unset")
 def test_gemm_time_is_gpu_time():

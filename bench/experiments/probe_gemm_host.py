@@ -188,22 +188,23 @@ def interleaved(kernel, key, call, xs, x0, outs, rest, rounds):
         else:
             torch.addmm(bias, a2, w.t(), out=x02)
 
+    # the first output over the GEMM output, in place; any other output into outs' own
     def lib_by_hand():  # the GEMM output allocated, addmm(out=), the kernel in place
         o = torch.empty_like(x0)
         if bias is None:
             torch.mm(a2, w.t(), out=o.view(-1, o.shape[-1]))
         else:
             torch.addmm(bias, a2, w.t(), out=o.view(-1, o.shape[-1]))
-        kernel._fused_run(launch, (o, *rest), [o])
+        kernel._fused_run(launch, (o, *rest), [o, *outs[1:]])
 
     def linear_in_place():  # F.linear allocates, the kernel in place on its result
         o = kernel.gemm_only(a, w, bias)
-        kernel._fused_run(launch, (o, *rest), [o])
+        kernel._fused_run(launch, (o, *rest), [o, *outs[1:]])
 
     rows = [("gemm_fused (library)", call), ("gemm_cublas", lambda: kernel.gemm_cublas(*xs)),
             ("addmm(out=)", addmm_out), ("F.linear", lambda: kernel.gemm_only(a, w, bias)),
             ("empty+addmm(out=)+kernel", lib_by_hand), ("F.linear+kernel in place", linear_in_place),
-            ("kernel in place alone", lambda: kernel._fused_run(launch, (x0, *rest), [x0]))]
+            ("kernel in place alone", lambda: kernel._fused_run(launch, (x0, *rest), [x0, *outs[1:]]))]
     with torch.no_grad():
         got = {label: [] for label, _ in rows}
         for _ in range(rounds):

@@ -359,7 +359,15 @@ def _part_sums(part, outs, k0=0):
 # through ATen, then its epilogue as one pointwise pass: where the Triton GEMM loses to
 # cuBLAS by more than the pass costs) passes library=True: GEMM_LIBRARY joins the timed
 # candidates, and under the interpreter every other bucket takes it (buckets 32, 128, ...),
-# so that the verifier's cases run both paths.
+# so that the verifier's cases run both paths. A bucket whose fastest path on the GPU is of one
+# kind (a tile, or the library path) also times the host work a call of it and of the other
+# kind's fastest (_gemm_host_us); where the other costs less a call in eager use, max(host,
+# GPU) (calls back to back run at the slower of the two), by a tenth at least, it is kept for
+# calls made outside a CUDA graph capture and torch.compile (_GEMM_EAGER). On the H200 the
+# library path (ATen's dispatch of the GEMM, then a second launch) took 45-73 us a call in
+# eager use where a tile's one Triton launch took 28-34 (bench, 13 generic GEMM heads).
+import time  # noqa: E402
+
 import triton.testing  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
@@ -377,6 +385,10 @@ _GEMM_SMEM = 232448  # H100/H200 opt-in shared memory per block
 # GEMM_INTERP_TILE unless a test turns tuning on
 _GEMM_TUNE = not INTERPRET
 _GEMM_TUNED = {}
+# _GEMM_HOST: tuning also times host work a call (the GPU; a test may turn it on with its own
+# _gemm_host_us); _GEMM_EAGER: the buckets whose eager-use path differs from _GEMM_TUNED's
+_GEMM_HOST = not INTERPRET
+_GEMM_EAGER = {}
 # (host code here avoids triton.cdiv and triton.next_power_of_2, constexpr functions in
 # Triton 3.6 that cost microseconds per call, and keys on id(kernel): hashing a JITFunction
 # hashes its source)
@@ -407,23 +419,55 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False):
     key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
     if tile is not None:
+        if key in _GEMM_EAGER and not (torch.cuda.is_current_stream_capturing() or torch.compiler.is_compiling()):
+            return _GEMM_EAGER[key]
         return tile
     if not _GEMM_TUNE and INTERPRET:
         return GEMM_LIBRARY if library and bucket.bit_length() % 2 == 0 else GEMM_INTERP_TILE
     cands = _gemm_candidates(bucket, K, x.element_size()) + ([GEMM_LIBRARY] if library else [])
     if not _GEMM_TUNE or torch.cuda.is_current_stream_capturing():
         return cands[0]
-    best, best_ms = cands[0], float("inf")
+    best, best_ms, times = cands[0], float("inf"), {}
     if len(cands) > 1:
         for t in cands:
             try:
-                ms = _gemm_time_ms(lambda: run(t))
+                ms = times[t] = _gemm_time_ms(lambda: run(t))
             except Exception:  # noqa: BLE001 - a tile that does not compile here (resources) is skipped
                 continue
             if ms < best_ms:
                 best, best_ms = t, ms
     _GEMM_TUNED[key] = best
+    # eager use: the fastest of the other kind, where its call costs less, host and GPU together
+    other = [t for t in times if (t is GEMM_LIBRARY) != (best is GEMM_LIBRARY)]
+    if library and _GEMM_HOST and other:
+        alt = min(other, key=times.get)
+        host = _gemm_host_us({best: lambda: run(best), alt: lambda: run(alt)})
+        # (by a tenth at least: host figures are noisy, and the GPU's choice is the default)
+        if max(host[alt], 1e3 * times[alt]) < 0.9 * max(host[best], 1e3 * best_ms):
+            _GEMM_EAGER[key] = alt
+            return alt  # this call is one (tuning waits for no capture)
     return best
+
+
+_GEMM_HOST_ROUNDS = 5
+
+
+def _gemm_host_us(fns):
+    """Host work a call of each of fns (a dict: candidate -> call), in us: bursts of 10 calls
+    started on an idle GPU (the calls queued, never waited for), the candidates interleaved
+    round by round (the host's speed drifts by tens of percent over seconds); the medians."""
+    got = {t: [] for t in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(_GEMM_HOST_ROUNDS):
+        for t, fn in fns.items():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(10):
+                fn()
+            got[t].append((time.perf_counter() - start) * 1e5)  # / 10 calls, in us
+    torch.cuda.synchronize()
+    return {t: sorted(v)[len(v) // 2] for t, v in got.items()}
 
 
 _GEMM_SWEEP_BYTES = 256 << 20  # the L2 sweep before each timed replay: over 4x the H200's L2
