@@ -44,7 +44,8 @@ For each folder (kernel.py, reference.py, adapter.py, case.py, fa_testing.py):
    ``--wall-rounds`` loops of ``--wall-ms``/rounds per provider, the providers interleaved
    round by round, their order turned each round: the host's speed drifts by tens of percent
    over seconds, and one provider's loop after another's would credit that drift to one of
-   them. Medians over all rounds of all repeats, the wall time's spread as its min..max. In the training
+   them. Medians over all rounds of all repeats, the wall time's spread their 20th..80th
+   percentile (provider_fields). In the training
    modes a call is ``--step-copies`` chains (``wall_copies``, default 8) on their own leaves
    with one torch.autograd.grad over all of them, its figures over that count (StepCall): a
    grad call's own engine cost (66-95 us on the H200 machine) is paid once per step in a

@@ -271,6 +271,25 @@ def test_gemm_eager_pick(monkeypatch, gpu_best, host, eager):
     assert timed == []
 
 
+def test_gemm_eager_pick_host_timing_fails(monkeypatch):
+    """Host timing that raises (it runs inside a user's first call of the bucket) leaves the
+    GPU's choice, for every use, and keeps nothing apart."""
+    def broken(fns):
+        raise RuntimeError("host timing")
+
+    lib = shared.GEMM_LIBRARY
+    monkeypatch.setattr(shared, "_GEMM_TUNE", True)
+    monkeypatch.setattr(shared, "_GEMM_HOST", True)
+    monkeypatch.setattr(shared, "_GEMM_TUNED", {})
+    monkeypatch.setattr(shared, "_GEMM_EAGER", {})
+    monkeypatch.setattr(shared, "_gemm_time_ms", lambda fn: fn())
+    monkeypatch.setattr(shared, "_gemm_host_us", broken)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    x = torch.empty(8, 256, dtype=torch.float16)
+    gpu = lambda t: 0.010 if t is lib else 0.012  # noqa: E731
+    assert shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), gpu, library=True) is lib
+    assert shared._GEMM_EAGER == {}
+
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda(), reason="needs CUDA and TRITON_INTERPRET unset")

@@ -105,8 +105,11 @@ def main():
         torch.cuda.synchronize()
         key = list(kernel._GEMM_TUNED)[0]
         kept = kernel._GEMM_TUNED[key]
+        # the paths are forced through _GEMM_TUNED below: the eager-use choice would override
+        # them outside a capture, so it is reported and dropped ("fused kept": the GPU's choice)
+        eager = kernel._GEMM_EAGER.pop(key, None)
         first = [t for t in kernel._gemm_candidates(key[1], key[3], a.element_size())][0]
-        print(f"{folder.name}: kept {kept}", flush=True)
+        print(f"{folder.name}: kept {kept}, eager use {eager or kept}", flush=True)
         rows = [("eager", lambda: adapter.reference(ref, inputs, case.PARAMS))]
         rows.append(("fused kept", call))
         for label, tile in (("fused library", kernel.GEMM_LIBRARY), ("fused tile", first)):
