@@ -271,6 +271,54 @@ def test_gemm_eager_pick(monkeypatch, gpu_best, host, eager):
     assert timed == []
 
 
+@pytest.mark.parametrize("alt_host, want_alt", [(20.0, True), (27.0, False)])
+def test_gemm_eager_alternatives(monkeypatch, alt_host, want_alt):
+    """A caller's eager-use alternative to the fastest tile (the same tile on a kernel that is
+    cheaper to launch) is timed on the GPU and the host with it, and kept for calls outside a
+    capture where a call of it costs a tenth less; never the GPU-time choice. Untuned under
+    the interpreter, an M of M % 5 == 4 runs the alternative, the library's buckets the
+    library path."""
+    tiles = shared._gemm_candidates(64, 256, 2)
+    alt = tiles[0] + (1,)
+    gpu = {t: 0.012 + 0.001 * k for k, t in enumerate(tiles)}
+    gpu[alt] = 0.013
+    ran, timed = [], []
+    monkeypatch.setattr(shared, "_GEMM_TUNE", True)
+    monkeypatch.setattr(shared, "_GEMM_HOST", True)
+    monkeypatch.setattr(shared, "_GEMM_TUNED", {})
+    monkeypatch.setattr(shared, "_GEMM_EAGER", {})
+    monkeypatch.setattr(shared, "_gemm_time_ms", lambda fn: fn())
+    monkeypatch.setattr(shared, "_gemm_host_us", lambda fns: (
+        timed.append(sorted(fns, key=str)) or {t: alt_host if t == alt else 28.0 for t in fns}))
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    x = torch.empty(8, 256, dtype=torch.float16)
+
+    def run(t):
+        ran.append(t)
+        return gpu[t]
+
+    def alts(t):
+        return [t + (1,)]
+
+    pick = shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), run, alts=alts)
+    assert pick == (alt if want_alt else tiles[0])
+    assert alt in ran and timed == [sorted([tiles[0], alt], key=str)]
+    assert shared._GEMM_TUNED[next(iter(shared._GEMM_TUNED))] is tiles[0]  # the GPU's choice
+    capturing[0] = True
+    assert shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), run, alts=alts) == tiles[0]
+    # untuned under the interpreter
+    monkeypatch.setattr(shared, "_GEMM_TUNE", False)
+    monkeypatch.setattr(shared, "INTERPRET", True)
+    monkeypatch.setattr(shared, "_GEMM_TUNED", {})
+    it = shared.GEMM_INTERP_TILE
+    for m, library, want in ((9, False, it + (1,)), (8, False, it), (4, True, it + (1,)), (24, True, shared.GEMM_LIBRARY),
+                             (9, True, it + (1,))):
+        got = shared._gemm_tile(shared._gemm_time_ms, m, 128, 256, x, (True,), run, library, alts)
+        assert got == want, (m, library, got)
+    assert shared._gemm_tile(shared._gemm_time_ms, 9, 128, 256, x, (True,), run) == it  # no alternatives
+
+
 def test_gemm_eager_pick_host_timing_fails(monkeypatch):
     """Host timing that raises (it runs inside a user's first call of the bucket) leaves the
     GPU's choice, for every use, and keeps nothing apart."""
@@ -316,3 +364,98 @@ def test_gemm_time_is_gpu_time():
     assert fast < 0.015 < slow < 1.0, (fast, slow)
     import triton.testing
     assert triton.testing.do_bench(host_heavy, warmup=2, rep=10) > triton.testing.do_bench(gpu_heavy, warmup=2, rep=10)
+
+
+def _desc_wrapper(launcher, tensordesc_indices, tensordesc_meta):
+    """A launcher of the form Triton 3.6's wrap_handle_tensordesc makes (its closure's names)."""
+    def inner(*args):
+        return launcher, tensordesc_indices, tensordesc_meta
+    return inner
+
+
+def test_tma_direct_matches_triton(monkeypatch):
+    """The direct TMA launch hands the C launch function what Triton 3.6's wrapper would
+    (make_tensordesc_arg per descriptor, fp4's doubled last dim included), encodes a
+    descriptor once per base address, shape, strides and metadata (a new address or stride
+    is encoded again), and is refused for a launcher of another form."""
+    if not shared._TRITON_3_6:
+        pytest.skip("Triton 3.6's launcher layout")
+    from triton.backends.nvidia import driver as nvidia
+    calls = []
+
+    def fill(*args):
+        calls.append(args)
+        return ("map", len(calls))
+
+    monkeypatch.setattr(shared, "_TMA_ENCODE", [fill, nvidia.TMA_DTYPE_DEVICE_TO_HOST])
+    monkeypatch.setattr(shared, "_TMA_MAPS", {})
+    metas = [{"swizzle": 3, "elem_size": 2, "elem_type": 9, "block_size": [64, 32], "fp4_padded": False},
+             {"swizzle": 2, "elem_size": 1, "elem_type": 8, "block_size": [16, 64], "fp4_padded": True}]
+    c_launch = object()
+    entry = (_desc_wrapper(c_launch, {0, 1}, metas), (), None, None)
+    launch, tuples = shared._tma_direct(entry, 2)
+    assert launch is c_launch
+    a, b = torch.empty(100, 40, dtype=torch.bfloat16), torch.empty(30, 64, dtype=torch.uint8)
+    descs = [shared._desc(a, [100, 40], [40, 1], [64, 32]), shared._desc(b, [30, 64], [64, 1], [16, 64])]
+    got = [x for d, m in zip(descs, tuples) for x in shared._tma_map(d, m)]
+
+    class _Utils:
+        fill_tma_descriptor = staticmethod(fill)
+    monkeypatch.setattr(triton.runtime.driver, "_active", type("D", (), {"utils": _Utils()})(), raising=False)
+    monkeypatch.setattr(type(triton.runtime.driver), "active", property(lambda self: self._active), raising=False)
+    want = [x for d, m in zip(descs, metas) for x in nvidia.make_tensordesc_arg(d, m)]
+    assert [x for x in got if not isinstance(x, tuple)] == [x for x in want if not isinstance(x, tuple)]
+    assert calls[0] == calls[2] and calls[1] == calls[3], calls  # the same encoding as Triton's
+    assert calls[1][5] == [30, 128]  # fp4: the last dim doubled
+    n = len(calls)
+    shared._tma_map(descs[0], tuples[0])  # kept
+    assert len(calls) == n
+    shared._tma_map(shared._desc(a[1:], [99, 40], [40, 1], [64, 32]), tuples[0])  # another address
+    shared._tma_map(shared._desc(a, [100, 40], [48, 1], [64, 32]), tuples[0])  # another stride
+    assert len(calls) == n + 2
+    # other launchers: no direct path
+    assert shared._tma_direct(entry, 1) is None  # the descriptors are not the leading arguments
+    assert shared._tma_direct((_desc_wrapper(c_launch, {0, 1}, None), (), None, None), 2) is None
+    assert shared._tma_direct((lambda *args: None, (), None, None), 2) is None
+
+
+@triton.jit
+def _tma_copy(in_desc, out_desc, SCALE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    x = in_desc.load([pid_m * BLOCK_M, pid_n * BLOCK_N]).to(tl.float32)
+    out_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (x * SCALE).to(out_desc.dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda() or torch.cuda.get_device_capability()[0] < 9, reason="needs a TMA GPU")
+def test_gemm_launch_tma_direct_gpu():
+    """_gemm_launch's direct TMA path (kept encodings) is right call after call when the
+    tensors' addresses, shapes and strides change, on the current stream, and matches the
+    launch through Triton's own wrapper; a launch hook sends it through CompiledKernel[grid]."""
+    from triton import knobs
+    g = torch.Generator(device="cuda").manual_seed(3)
+    bm, bn = 32, 64
+    tile = (bm, bn, 16, 1, 4)
+    seen = []
+    for rows, cols, pad, off in ((64, 128, 0, 0), (96, 128, 0, 0), (64, 128, 64, 0), (64, 128, 0, 64),
+                                 (64, 128, 0, 0), (130, 200, 8, 8)):
+        base = torch.randn(rows * (cols + pad) + off, generator=g, device="cuda", dtype=torch.bfloat16)
+        x = base[off:].view(rows, cols + pad)[:, :cols]
+        y = torch.full((rows, cols), float("nan"), dtype=torch.bfloat16, device="cuda")
+        grid = ((rows + bm - 1) // bm, (cols + bn - 1) // bn, 1)
+        descs = (shared._desc(x, [rows, cols], [cols + pad, 1], [bm, bn]),
+                 shared._desc(y, [rows, cols], [cols, 1], [bm, bn]))
+        shared._gemm_launch(_tma_copy, grid, descs, (), tile, SCALE=2.0)
+        torch.testing.assert_close(y, 2.0 * x, rtol=0, atol=0)
+        seen.append(len(shared._TMA_MAPS))
+    assert shared._TMA_LAUNCH, "the direct path was not taken"
+    assert seen[-1] > seen[0]
+    hook = lambda metadata: None  # noqa: E731
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        y.fill_(float("nan"))
+        shared._gemm_launch(_tma_copy, grid, descs, (), tile, SCALE=2.0)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    torch.testing.assert_close(y, 2.0 * x, rtol=0, atol=0)

@@ -355,12 +355,16 @@ def _part_sums(part, outs, k0=0):
 # cuBLAS by more than the pass costs) passes library=True: GEMM_LIBRARY joins the timed
 # candidates, and under the interpreter every other bucket takes it (buckets 32, 128, ...),
 # so that the verifier's cases run both paths. A bucket whose fastest path on the GPU is of one
-# kind (a tile, or the library path) also times the host work a call of it and of the other
-# kind's fastest (_gemm_host_us); where the other costs less a call in eager use, max(host,
-# GPU) (calls back to back run at the slower of the two), by a tenth at least, it is kept for
-# calls made outside a CUDA graph capture and torch.compile (_GEMM_EAGER). On the H200 the
-# library path (ATen's dispatch of the GEMM, then a second launch) took 45-73 us a call in
-# eager use where a tile's one Triton launch took 28-34 (bench, 13 generic GEMM heads).
+# kind (a tile, or the library path) also times the host work a call of it, of the other
+# kind's fastest and of the caller's alternatives to the fastest tile (alts: the same tile on
+# a kernel that is cheaper to launch; _gemm_host_us); where one of these costs less a call in
+# eager use, max(host, GPU) (calls back to back run at the slower of the two), by a tenth at
+# least, it is kept for calls made outside a CUDA graph capture and torch.compile
+# (_GEMM_EAGER). On the H200 the library path (ATen's dispatch of the GEMM, then a second
+# launch) took 45-73 us a call in eager use where a tile's one Triton launch took 28-34
+# (bench, 13 generic GEMM heads); a TMA kernel's launch (three or four descriptors) 3.6-4.7
+# us more than the pointer kernel's of the same tile, and layernorm_linear's statistics pass
+# 17 (bench/experiments/probe_catalog_host.py).
 import time  # noqa: E402
 
 import triton.testing  # noqa: E402
@@ -403,13 +407,20 @@ def _gemm_candidates(bucket, K, elem_bytes):
     return kept or [(64, 64, 32, 2, 4)]
 
 
-def _gemm_tile(kernel, M, N, K, x, flags, run, library=False):
+def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None):
     """The tile for a launch of kernel on an [M, K] x [K, N] product of x's dtype and device,
     with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
     candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
     while the stream captures a CUDA graph, the first candidate, not kept. library: the
     caller has a library path, ``run(GEMM_LIBRARY)``, which competes with the tiles (and may
-    be returned); flags must then say whether it is open to the call."""
+    be returned); flags must then say whether it is open to the call. alts: the caller's
+    eager-use alternatives to a tile, ``alts(tile)`` -> candidates that compute what the tile
+    computes at a lower host cost a call (a tile tuple with a sixth element the caller's code
+    for how it runs: another kernel of the same tile), timed with the tile's kind's fastest
+    for eager use only (never chosen for GPU time). Under the interpreter (untuned), buckets
+    take GEMM_INTERP_TILE or the library path, and an M of M % 5 == 4 outside the library's
+    buckets the tile's first alternative (the verifier's 4- and 9-row cases among them), so
+    that the verifier's shapes run every path."""
     bucket = 16 if M <= 16 else 1 << (M - 1).bit_length()
     key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
@@ -418,32 +429,55 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False):
             return _GEMM_EAGER[key]
         return tile
     if not _GEMM_TUNE and INTERPRET:
-        return GEMM_LIBRARY if library and bucket.bit_length() % 2 == 0 else GEMM_INTERP_TILE
+        if library and bucket.bit_length() % 2 == 0:
+            return GEMM_LIBRARY
+        if alts is not None and M % 5 == 4:
+            return (alts(GEMM_INTERP_TILE) or [GEMM_INTERP_TILE])[0]
+        return GEMM_INTERP_TILE
     cands = _gemm_candidates(bucket, K, x.element_size()) + ([GEMM_LIBRARY] if library else [])
     if not _GEMM_TUNE or torch.cuda.is_current_stream_capturing():
         return cands[0]
     best, best_ms, times = cands[0], float("inf"), {}
+
+    def timed(t):
+        try:
+            times[t] = _gemm_time_ms(lambda: run(t))
+        except Exception:  # noqa: BLE001 - a tile that does not compile here (resources) is skipped
+            return None
+        return times[t]
+
     if len(cands) > 1:
         for t in cands:
-            try:
-                ms = times[t] = _gemm_time_ms(lambda: run(t))
-            except Exception:  # noqa: BLE001 - a tile that does not compile here (resources) is skipped
-                continue
-            if ms < best_ms:
+            ms = timed(t)
+            if ms is not None and ms < best_ms:
                 best, best_ms = t, ms
+    if best_ms == float("inf"):
+        times[best] = 0.0  # one candidate, untimed: its cost a call is its host work
     _GEMM_TUNED[key] = best
-    # eager use: the fastest of the other kind, where its call costs less, host and GPU together
+    # eager use: the fastest of the other kind and the tiles' alternatives, where a call of one
+    # costs less, host and GPU together
+    if not _GEMM_HOST:
+        return best
     other = [t for t in times if (t is GEMM_LIBRARY) != (best is GEMM_LIBRARY)]
-    if library and _GEMM_HOST and other:
-        alt = min(other, key=times.get)
-        try:
-            host = _gemm_host_us({best: lambda: run(best), alt: lambda: run(alt)})
-        except Exception:  # noqa: BLE001 - the GPU's choice stands (this is the caller's call)
-            host = None
-        # (by a tenth at least: host figures are noisy, and the GPU's choice is the default)
-        if host and max(host[alt], 1e3 * times[alt]) < 0.9 * max(host[best], 1e3 * best_ms):
-            _GEMM_EAGER[key] = alt
-            return alt  # this call is one (tuning waits for no capture)
+    contenders = [min(other, key=times.get)] if library and other else []
+    tiles = [t for t in times if t is not GEMM_LIBRARY]
+    if alts is not None and tiles:
+        contenders += [t for t in alts(min(tiles, key=times.get)) if timed(t) is not None]
+    if not contenders:
+        return best
+    try:
+        host = _gemm_host_us({t: (lambda t=t: run(t)) for t in [best] + contenders})
+    except Exception:  # noqa: BLE001 - the GPU's choice stands (this is the caller's call)
+        return best
+
+    def cost(t):  # calls back to back run at the slower of the host and the GPU
+        return max(host[t], 1e3 * times[t])
+
+    alt = min(contenders, key=cost)
+    # (by a tenth at least: host figures are noisy, and the GPU's choice is the default)
+    if cost(alt) < 0.9 * cost(best):
+        _GEMM_EAGER[key] = alt
+        return alt  # this call is one (tuning waits for no capture)
     return best
 
 
@@ -582,14 +616,81 @@ def _gemm_launch(kernel, grid, descs, args, tile, **constexprs):
            *[(d.base.dtype, *d.block_shape) for d in descs])
     entry = _COMPILED.get(key)
     if entry is not None:
-        _run(entry, grid, (*descs, *args, *consts, bm, bn, bk, _GEMM_GROUP_M), device)
+        direct = _TMA_LAUNCH.get(key) if descs else None
+        if direct is None or _HOOKS is None or _HOOKS[0].calls or _HOOKS[1].calls:
+            _run(entry, grid, (*descs, *args, *consts, bm, bn, bk, _GEMM_GROUP_M), device)
+            return
+        launch, metas = direct
+        maps = []
+        for d, meta in zip(descs, metas):
+            maps += _tma_map(d, meta)
+        launch(grid[0], grid[1], grid[2], torch._C._cuda_getCurrentRawStream(device), *entry[1], *maps,
+               *args, *consts, bm, bn, bk, _GEMM_GROUP_M)
         return
     consts = dict(constexprs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=_GEMM_GROUP_M)
     names = kernel.arg_names[len(descs) + len(args):]
     if list(consts) != names:
         raise TypeError(f"_gemm_launch: constexprs {list(consts)}, want {names}")
-    _COMPILED[key] = _compiled(
+    entry = _COMPILED[key] = _compiled(
         kernel[grid](*descs, *args, num_warps=warps, num_stages=stages, **consts), kernel)
+    direct = _tma_direct(entry, len(descs)) if descs else None
+    if direct is not None:
+        _TMA_LAUNCH[key] = direct
+
+
+# Host TMA descriptors, launched without Triton's per-launch encoding. Triton 3.6 wraps the C
+# launch function of a kernel that takes descriptors in a Python loop over every argument
+# that encodes each descriptor (cuTensorMapEncodeTiled through fill_tma_descriptor) at every
+# launch. _gemm_launch calls the C function itself with the encoded descriptors (each a
+# CUtensorMap and the shape and strides that follow it), which _tma_map keeps per base
+# address, shape, strides and the kernel's descriptor metadata: a pure function of these, so
+# a kept one is the encoding a new one would be (activations from PyTorch's caching allocator
+# come back at the same addresses call after call).
+_TMA_LAUNCH = {}  # _gemm_launch's _COMPILED key -> _tma_direct's (C launch, metadata)
+_TMA_MAPS = {}
+_TMA_MAPS_MAX = 4096
+_TMA_ENCODE = []  # (fill_tma_descriptor, Triton's device-to-host dtype codes), found once
+
+
+def _tma_direct(entry, ndesc):
+    """(C launch function, per descriptor its metadata as a tuple) of a _compiled entry whose
+    launcher is Triton 3.6's descriptor-encoding wrapper around the C function, its
+    descriptors the kernel's first ndesc arguments; None where the launcher is anything else
+    (another Triton: the entry's own launch encodes them)."""
+    inner = entry[0]
+    if not _TRITON_3_6 or getattr(inner, "__name__", None) != "inner" or not inner.__closure__:
+        return None
+    cells = dict(zip(inner.__code__.co_freevars, (c.cell_contents for c in inner.__closure__)))
+    metas, where, launch = cells.get("tensordesc_meta"), cells.get("tensordesc_indices"), cells.get("launcher")
+    if launch is None or where != set(range(ndesc)) or not metas or len(metas) != ndesc or None in metas:
+        return None
+    if not _TMA_ENCODE:
+        from triton.backends.nvidia import driver as nvidia
+        _TMA_ENCODE.extend((triton.runtime.driver.active.utils.fill_tma_descriptor,
+                            nvidia.TMA_DTYPE_DEVICE_TO_HOST))
+    return launch, tuple((m["swizzle"], m["elem_size"], m["elem_type"], tuple(m["block_size"]), m["fp4_padded"])
+                         for m in metas)
+
+
+def _tma_map(d, meta):
+    """The launch arguments of descriptor d for a kernel whose metadata for it is meta (a
+    tuple, _tma_direct's): its CUtensorMap, shape and strides, as Triton 3.6's launcher makes
+    them (make_tensordesc_arg), encoded once per base address, shape, strides and meta."""
+    ptr = d.base.data_ptr()
+    key = (ptr, *d.shape, *d.strides, d.padding, meta)
+    got = _TMA_MAPS.get(key)
+    if got is None:
+        swizzle, elem_size, elem_type, block, fp4 = meta
+        shape = list(d.shape)
+        if fp4:
+            shape[-1] *= 2
+        fill, codes = _TMA_ENCODE
+        got = (fill(ptr, swizzle, elem_size, codes[elem_type], list(block), shape, list(d.strides),
+                    1 if d.padding == "nan" else 0), *shape, *d.strides)
+        if len(_TMA_MAPS) >= _TMA_MAPS_MAX:
+            _TMA_MAPS.clear()
+        _TMA_MAPS[key] = got
+    return got
 
 
 @triton.jit
