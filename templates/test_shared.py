@@ -319,6 +319,54 @@ def test_gemm_eager_alternatives(monkeypatch, alt_host, want_alt):
     assert shared._gemm_tile(shared._gemm_time_ms, 9, 128, 256, x, (True,), run) == it  # no alternatives
 
 
+def test_gemm_eager_pick_times_whole_calls(monkeypatch):
+    """With the caller's whole call (call), the host work a candidate costs is timed on a
+    whole call in which every _gemm_tile lookup gives that candidate (the wrapper's own work
+    counts): a path whose launches cost more host work but whose GPU time is lower keeps
+    losing to a one-launch alternative once the wrapper's common work is in both."""
+    tiles = shared._gemm_candidates(64, 256, 2)
+    alt = tiles[0] + (2,)
+    gpu = {t: 0.020 for t in tiles}
+    gpu[tiles[0]], gpu[alt] = 0.018, 0.034  # the alternative: one launch, slower on the GPU
+    monkeypatch.setattr(shared, "_GEMM_TUNE", True)
+    monkeypatch.setattr(shared, "_GEMM_HOST", True)
+    monkeypatch.setattr(shared, "_GEMM_TUNED", {})
+    monkeypatch.setattr(shared, "_GEMM_EAGER", {})
+    monkeypatch.setattr(shared, "_gemm_time_ms", lambda fn: fn())
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    x = torch.empty(8, 256, dtype=torch.float16)
+    launches_us = {tiles[0]: 27.0, alt: 10.0}  # two launches against one
+    wrapper_us = 25.0  # the wrapper's own work, the same for both
+    seen = []
+
+    def call(t):  # the wrapper: its own lookup gives the forced candidate
+        got = shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), run, False, alts, call)
+        seen.append((t, got))
+        return wrapper_us + launches_us[got]
+
+    def timing(fns):  # what _gemm_host_us would measure: the host work of each fns entry
+        out = {}
+        for t, fn in fns.items():
+            seen.clear()
+            fn()
+            out[t] = wrapper_us + launches_us[t] if seen else launches_us[t]
+        return out
+
+    def run(t):
+        return gpu[t]
+
+    def alts(t):
+        return [t + (2,)]
+
+    monkeypatch.setattr(shared, "_gemm_host_us", timing)
+    assert shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), run, False, alts, call) == alt
+    assert all(t == got for t, got in seen) and shared._GEMM_FORCED == []
+    # timed on the launches alone, the two-launch path looks cheaper: max(27, 18) < max(10, 34)
+    monkeypatch.setattr(shared, "_GEMM_TUNED", {})
+    monkeypatch.setattr(shared, "_GEMM_EAGER", {})
+    assert shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), run, False, alts) == tiles[0]
+
+
 def test_gemm_eager_pick_host_timing_fails(monkeypatch):
     """Host timing that raises (it runs inside a user's first call of the bucket) leaves the
     GPU's choice, for every use, and keeps nothing apart."""

@@ -379,7 +379,8 @@ var mutations = func() []mutation {
 	// fp32 operands; normalize on load: every folder checks it too, the adapter's test mode),
 	// the TMA GEMM (aligned fp16/bf16), the fold's epilogue, the 64-bit offsets (FAR), the
 	// refused outputs (ALIAS) and constant rows through shared statistics (CONSTANT)
-	stats := "def _ln_stats_kernel("
+	stats := "def _row_stats(" // the rows' statistics: the statistics kernel's and the one-launch GEMM's
+	statsKernel := "def _ln_stats_kernel("
 	shifted := "def _shifted("
 	fwd = "def _ln_linear_kernel("
 	tma := "def _fold_tma_kernel("
@@ -389,7 +390,7 @@ var mutations = func() []mutation {
 	fold := "def _fold_kernel("
 	ms = append(ms, []mutation{
 		{"layernorm_linear", "stats-mask-le", classMaskLE, shifted, "(cols < K)[None, :]", "(cols <= K)[None, :]"},
-		{"layernorm_linear", "stats-rows-store-unmasked", classTailMask, stats, "tl.store(RSTD + rows, rstd, mask=rmask)", "tl.store(RSTD + rows, rstd)"},
+		{"layernorm_linear", "stats-rows-store-unmasked", classTailMask, statsKernel, "tl.store(RSTD + rows, rstd, mask=rmask)", "tl.store(RSTD + rows, rstd)"},
 		{"layernorm_linear", "var-unmasked", classLoadMask, stats,
 			"d = tl.where((cols < K)[None, :], xs - mean[:, None], 0.0)", "d = xs - mean[:, None]"},
 		{"layernorm_linear", "chunked-var-unmasked", classLoadMask, stats,
@@ -398,19 +399,29 @@ var mutations = func() []mutation {
 		{"layernorm_linear", "mean-over-block", classReduce, stats, "mean = tl.sum(xs, axis=1) / K", "mean = tl.sum(xs, axis=1) / BLOCK_K"},
 		{"layernorm_linear", "mean-as-max", classReduce, stats, "mean = tl.sum(acc, axis=1) / K", "mean = tl.max(acc, axis=1)"},
 		{"layernorm_linear", "var-wrong-axis", classReduce, stats, "var = tl.sum(d * d, axis=1) / K", "var = tl.sum(d * d, axis=0) / K"},
-		{"layernorm_linear", "shift-not-added-back", classFormula, stats, "tl.store(MEAN + rows, tl.sum(x0, axis=1) + mean, mask=rmask)", "tl.store(MEAN + rows, mean, mask=rmask)"},
-		{"layernorm_linear", "eps-dropped", classEps, stats, "rstd = 1.0 / tl.sqrt(var + eps)", "rstd = 1.0 / tl.sqrt(var)"},
+		{"layernorm_linear", "shift-not-added-back", classFormula, stats, "return tl.sum(x0, axis=1) + mean, _rstd(var, eps)", "return mean, _rstd(var, eps)"},
+		{"layernorm_linear", "eps-dropped", classEps, "def _rstd(", "rstd = 1.0 / tl.sqrt(var + eps)", "rstd = 1.0 / tl.sqrt(var)"},
 		{"layernorm_linear", "eps-hardcoded", classEps, "def _stats(", "float(eps)),", "1e-6),"},
-		{"layernorm_linear", "flat-guard-dropped", classFormula, stats, "rstd = tl.where(var == 0.0, 0.0, rstd)", "rstd = rstd"},
-		{"layernorm_linear", "stats-row-stride-k", classStride, stats, "X += rows.to(tl.int64)[:, None] * sxm", "X += rows.to(tl.int64)[:, None] * K"},
+		{"layernorm_linear", "flat-guard-dropped", classFormula, "def _rstd(", "rstd = tl.where(var == 0.0, 0.0, rstd)", "rstd = rstd"},
+		{"layernorm_linear", "stats-row-stride-k", classStride, statsKernel, "X + rows.to(tl.int64)[:, None] * sxm", "X + rows.to(tl.int64)[:, None] * K"},
 		{"layernorm_linear", "stats-col-stride-1", classStride, shifted, "cols.to(tl.int64)[None, :] * sxk", "cols.to(tl.int64)[None, :]"},
 		{"layernorm_linear", "stats-last-chunk-dropped", classRowLoop, stats,
 			"        while start < K:\n            acc += _shifted(", "        while start < K - BLOCK_K:\n            acc += _shifted("},
-		{"layernorm_linear", "stats-row-int32", index32, stats, "X += rows.to(tl.int64)[:, None] * sxm", "X += rows[:, None] * sxm"},
+		{"layernorm_linear", "stats-row-int32", index32, statsKernel, "X + rows.to(tl.int64)[:, None] * sxm", "X + rows[:, None] * sxm"},
 		{"layernorm_linear", "stats-col-int32", index32, shifted, "cols.to(tl.int64)[None, :] * sxk", "cols[None, :] * sxk"},
 		{"layernorm_linear", "no-rstd", classScale, epi, "y = rstd[:, None] * (acc - mean[:, None] * s[None, :])", "y = acc - mean[:, None] * s[None, :]"},
-		{"layernorm_linear", "colsum-by-row", classBiasIndex, epi, "s = tl.load(S + rn, mask=rn < N, other=0.0)", "s = tl.load(S + rm, mask=rm < N, other=0.0)"},
-		{"layernorm_linear", "bias-by-row", classBiasIndex, epi, "tl.load(BF + rn, mask=rn < N,", "tl.load(BF + rm, mask=rm < N,"},
+		{"layernorm_linear", "colsum-misindexed", classBiasIndex, epi, "s = tl.load(S + rn, mask=rn < N, other=0.0)", "s = tl.load(S + rn // 2, mask=rn < N, other=0.0)"},
+		{"layernorm_linear", "bias-misindexed", classBiasIndex, epi, "tl.load(BF + rn, mask=rn < N,", "tl.load(BF + rn // 2, mask=rn < N,"},
+		// the fold's one-launch path (eager use: the statistics gathered in the GEMM's K loop;
+		// under the interpreter an M of M % 5 == 4, ALIAS's 9 rows and SMALL's 14 among them)
+		{"layernorm_linear", "gemm-stats-shift-not-added-back", classFormula, fwd, "mean = x0 + mean", "mean = mean"},
+		{"layernorm_linear", "gemm-stats-eps-hardcoded", classEps, fwd, "rstd = _rstd(m2 / K, eps)", "rstd = _rstd(m2 / K, 1e-6)"},
+		{"layernorm_linear", "gemm-stats-over-block", classReduce, fwd, "rstd = _rstd(m2 / K, eps)", "rstd = _rstd(m2 / BLOCK_K, eps)"},
+		{"layernorm_linear", "gemm-stats-not-computed", classFormula, "def layernorm_linear(", "STATS=in_kernel,", "STATS=False,"},
+		{"layernorm_linear", "chunk-tail-unmasked", classLoadMask, "def _stats_step(", "e = tl.where(kmask[None, :], e, 0.0)", "e = e"},
+		{"layernorm_linear", "chunk-count-block", classRowLoop, "def _stats_step(", "kc = tl.minimum(K - k0, BLOCK_K) * 1.0", "kc = BLOCK_K * 1.0"},
+		{"layernorm_linear", "chunk-merge-term-dropped", classFormula, "def _stats_step(", " + delta * delta * (n * kc / tot)", ""},
+		{"layernorm_linear", "chunk-mean-weight", classFormula, "def _stats_step(", "mean = mean + delta * (kc / tot)", "mean = mean + delta"},
 		{"layernorm_linear", "k-mask-le", classMaskLE, fwd, "kmask = kk < K", "kmask = kk <= K"},
 		{"layernorm_linear", "store-unmasked", classTailMask, fwd, "y, mask=mask)", "y)"},
 		{"layernorm_linear", "bf16-dot", classUpcast, fwd, "tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=_F32_DOT)", "tl.dot(a, b, acc, input_precision=_F32_DOT)"},

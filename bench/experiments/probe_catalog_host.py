@@ -11,9 +11,10 @@ host µs a call (bursts of 10 calls started on an idle GPU, never waited for) of
   fused            adapter.fused as bench calls it (the tuner's eager-use choice)
   fused, wrapper   the same, TMA kernels launched through Triton's own launcher wrapper
                    (each descriptor encoded per launch) instead of _gemm_launch's direct path
-  tma / pointer / library
-                   the bucket's path forced: the GPU-fastest tile on the TMA kernel, the same
-                   tile on the pointer kernel, the library path (cuBLAS)
+  tma / pointer / one launch / library
+                   the bucket's path forced: the GPU-fastest tile (on the TMA kernel where the
+                   operands allow), the same tile on the pointer kernel, layernorm_linear's
+                   one launch (the statistics in the GEMM kernel), the library path (cuBLAS)
 
 and their GPU time (the tuner's _gemm_time_ms: CUDA-graph replays after an L2 sweep); then
 pieces (layernorm_linear's statistics pass alone, the GEMM with statistics given, an output's
@@ -91,28 +92,24 @@ def probe(folder, rounds, top):
     print(f"{folder.name}: tuned {list(tuned.values())}, eager use {list(eager_use.values())}, "
           f"direct TMA launches {len(kernel._TMA_LAUNCH)}", flush=True)
     direct = dict(kernel._TMA_LAUNCH)
-    real_layout = kernel._tma_layout
     (key, best), = [(k, t) for k, t in tuned.items()]
     tile = best if best is not kernel.GEMM_LIBRARY else kernel._gemm_candidates(key[1], key[3], dt.itemsize)[0]
+    forced = {"tma": tile, "pointer": tile + (1,), "one launch": tile + (2,), "library": kernel.GEMM_LIBRARY}
 
     def state(path):
-        """Force a path: None (as tuned), "wrapper", "tma", "pointer", "library"."""
+        """Force a path: None (as tuned, eager use as picked), "wrapper" (the same, through
+        Triton's launcher wrapper), or one of forced's (for every use)."""
         kernel._TMA_LAUNCH = {} if path == "wrapper" else direct
-        kernel._tma_layout = (lambda *a: False) if path == "pointer" else real_layout
-        kernel._PLANS.clear()
         kernel._GEMM_EAGER.clear()
-        kernel._GEMM_EAGER.update(eager_use if path in (None, "wrapper") else {})
-        if path in ("tma", "pointer", "library"):
-            fused()  # the pointer kernel's bucket tuned (its own key)
-            for k in list(kernel._GEMM_TUNED):
-                kernel._GEMM_TUNED[k] = kernel.GEMM_LIBRARY if path == "library" else tile
-            kernel._GEMM_EAGER.clear()
+        if path in forced:
+            kernel._GEMM_TUNED[key] = forced[path]
         else:
-            kernel._GEMM_TUNED.clear()
-            kernel._GEMM_TUNED.update(tuned)
+            kernel._GEMM_TUNED[key] = best
+            kernel._GEMM_EAGER.update(eager_use)
 
-    rows = [("eager", None), ("fused", None), ("fused, wrapper", "wrapper"), ("tma", "tma"),
-            ("pointer", "pointer"), ("library", "library")]
+    rows = [("eager", None), ("fused", None), ("fused, wrapper", "wrapper")] + [(p, p) for p in forced]
+    if not hasattr(kernel, "ln_stats"):
+        rows.remove(("one launch", "one launch"))
     host = {label: [] for label, _ in rows}
     gpu = {}
     for r in range(rounds):

@@ -47,6 +47,10 @@ OTHER = {"fold": "normalize", "normalize": "fold"}
 FAR = [[[3, 40], [5, 40]]]
 ALIAS = [[[9, 40], [24, 40]]]
 CONSTANT = [[[4, 1024], [24, 1024]], [[4, 100], [24, 100]]]
+# rows of magnitude 1e-3 (variance ~2.5e-7, well under eps) at an M of the one-launch path
+# (14 rows: the interpreter's untuned choice for M % 5 == 4, _gemm_tile): the statistics the
+# GEMM kernel computes itself must use the caller's eps
+SMALL = [[[14, 40], [24, 40]]]
 # FAR's strides (row, column): row 2 starts past 2**31 elements in x and y; x's column 31 and
 # its K step of 32 columns (the interpreter's BLOCK_K) pass 2**31, and y's column 4
 X_STRIDES = (2**30 + 64, 70_000_000)
@@ -60,7 +64,7 @@ def adversarial(params):
     # past a block (32), rows longer than a stats block (128); the last two meet TMA's 16-byte
     # alignment in fp16/bf16 (K and N multiples of 8), so the TMA kernel runs on ragged tiles
     # (M 33, K 72 = 2 blocks + 8, N 48)
-    return [[[33, 70], [45, 70]]] + FAR + ALIAS + CONSTANT + [
+    return [[[33, 70], [45, 70]]] + FAR + ALIAS + CONSTANT + SMALL + [
         [[1, 2], [1, 2]],
         [[1, 33], [17, 33]],
         [[2, 9, 64], [40, 64]],
@@ -126,6 +130,8 @@ def make_inputs(shapes, dtype, params, device, seed):
         x[0] = 1000.0
         x[2] = 1000.0
         inputs["shared_stats"] = True
+    elif shapes in SMALL:
+        x.mul_(1e-3)
     return inputs
 
 

@@ -40,6 +40,14 @@ matters.
   columns in one block; longer rows one per program, in chunks), the tile chosen from K
   (``_stats_config``, no autotuner), launched through ``_launch``: for ConvNeXt's K = 96 a
   tile of 16 rows took the statistics from 62.2 to 7.1 us (one row per program) on the H200.
+- One launch a call in eager use (the fold): the GEMM kernel gathers its rows' statistics
+  from the A tiles its K loop loads (``_stats_step``: each row shifted by its first element,
+  the K chunks merged by Chan's formula; ``STATS``), no statistics pass. A bucket keeps it for
+  calls outside a CUDA graph capture and torch.compile where a call of it, host work and GPU
+  time together, costs a tenth less than the GPU-fastest path (``_gemm_tile``'s eager-use
+  alternatives): the statistics pass's launch took 17 us of host work a call on the H200, as
+  much as eager's LayerNorm. Not where the caller gives the statistics (``stats=``) or asks
+  for them (``return_stats``: the training forward).
 - A library path competes with the tiles (either variant): the normalized input written once
   from the statistics (the backward's normalizing pass, ``_ln_bwd_kernel`` with ``HAS_XN``),
   then cuBLAS (ATen's ``addmm``) with the unfolded weight and bias. Where the Triton GEMM
@@ -338,7 +346,7 @@ def _gemm_candidates(bucket, K, elem_bytes):
     return kept or [(64, 64, 32, 2, 4)]
 
 
-def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None):
+def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None, call=None):
     """The tile for a launch of kernel on an [M, K] x [K, N] product of x's dtype and device,
     with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
     candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
@@ -351,7 +359,14 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None):
     for eager use only (never chosen for GPU time). Under the interpreter (untuned), buckets
     take GEMM_INTERP_TILE or the library path, and an M of M % 5 == 4 outside the library's
     buckets the tile's first alternative (the verifier's 4- and 9-row cases among them), so
-    that the verifier's shapes run every path."""
+    that the verifier's shapes run every path. call: ``call(t)``, a whole call of the
+    caller's public function with candidate t (on fresh outputs, the caller's inputs): where
+    given, the host work a call is timed on it, so that the wrapper's own work (its checks,
+    plan and allocations, the same for every path) counts as a call pays it: the GPU time of
+    a path weighs against the host work of a whole call, not of its launches alone. Inside
+    ``call``, _GEMM_FORCED gives t."""
+    if _GEMM_FORCED:
+        return _GEMM_FORCED[-1]
     bucket = 16 if M <= 16 else 1 << (M - 1).bit_length()
     key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
@@ -397,7 +412,8 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None):
     if not contenders:
         return best
     try:
-        host = _gemm_host_us({t: (lambda t=t: run(t)) for t in [best] + contenders})
+        host = _gemm_host_us({t: (lambda t=t: _gemm_forced(call, t)) if call is not None else (lambda t=t: run(t))
+                              for t in [best] + contenders})
     except Exception:  # noqa: BLE001 - the GPU's choice stands (this is the caller's call)
         return best
 
@@ -410,6 +426,18 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None):
         _GEMM_EAGER[key] = alt
         return alt  # this call is one (tuning waits for no capture)
     return best
+
+
+_GEMM_FORCED = []  # the candidate a whole call timed by _gemm_tile's call runs (a stack)
+
+
+def _gemm_forced(call, t):
+    """call(t) with every _gemm_tile lookup inside it giving t."""
+    _GEMM_FORCED.append(t)
+    try:
+        call(t)
+    finally:
+        _GEMM_FORCED.pop()
 
 
 _GEMM_HOST_ROUNDS = 5
@@ -650,14 +678,12 @@ def _shifted(X, x0, rmask, cols, K, sxk):
 
 
 @triton.jit
-def _ln_stats_kernel(X, MEAN, RSTD, M, K, sxm, sxk, eps,
-                     ROWS: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE: tl.constexpr):
-    """mean and rstd in fp32 of ROWS rows per program, two-pass (the mean, then the variance
-    of x - mean) on each row shifted by its first element: a row of equal values has a
-    variance of exactly 0 and stores rstd = 0 (the fold's epilogue then returns b')."""
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    rmask = rows < M
-    X += rows.to(tl.int64)[:, None] * sxm  # [ROWS, 1] row starts (int64: row * stride)
+def _row_stats(X, rmask, K, sxk, eps, ROWS: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE: tl.constexpr):
+    """mean and rstd in fp32 of the rows X points at (a [ROWS, 1] block of row starts; rmask:
+    the rows that exist), two-pass (the mean, then the variance of x - mean) on each row
+    shifted by its first element: a row of equal values has a variance of exactly 0 and gets
+    rstd = 0 (the fold's epilogue then returns b'). SINGLE: the row in one BLOCK_K block, x
+    read once; else in chunks of BLOCK_K, read twice."""
     x0 = tl.load(X, mask=rmask[:, None], other=0.0).to(tl.float32)
     if SINGLE:  # the whole row in registers: x read once
         cols = tl.arange(0, BLOCK_K)
@@ -680,19 +706,60 @@ def _ln_stats_kernel(X, MEAN, RSTD, M, K, sxm, sxk, eps,
             acc += d * d
             start += BLOCK_K
         var = tl.sum(acc, axis=1) / K
+    return tl.sum(x0, axis=1) + mean, _rstd(var, eps)
+
+
+@triton.jit
+def _rstd(var, eps):
+    """1 / sqrt(var + eps), and 0 where var is exactly 0: a row of equal values (x - mean is 0
+    exactly: eager's rstd multiplies zeros), whose fold epilogue must not amplify
+    acc - mean * s by 1/sqrt(eps)."""
     rstd = 1.0 / tl.sqrt(var + eps)
-    # equal values: x - mean is 0 exactly (eager's rstd multiplies zeros), and the fold's
-    # epilogue must not amplify acc - mean * s by 1/sqrt(eps)
     rstd = tl.where(var == 0.0, 0.0, rstd)
-    tl.store(MEAN + rows, tl.sum(x0, axis=1) + mean, mask=rmask)
+    return rstd
+
+
+@triton.jit
+def _stats_step(a, x0, mean, m2, k0, kmask, K: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The one-launch GEMM's statistics: the K chunk at k0 of its A tile (raw x, [BLOCK_M,
+    BLOCK_K]; kmask: the chunk's columns < K) merged into its rows' running mean and sum of
+    squared deviations m2 of x - x0 over the k0 columns before it (x0: each row's first
+    element, so a row of equal values gives exactly 0), by Chan's formula: the chunk's own
+    mean and deviations first, then delta = chunk mean - mean, mean += delta * kc / n,
+    m2 += chunk m2 + delta**2 * k0 * kc / n (n = k0 + kc). Stable like the statistics
+    kernel's two passes, in one pass over the tiles the GEMM loads anyway."""
+    d = a.to(tl.float32) - x0[:, None]
+    if K % BLOCK_K != 0:
+        d = tl.where(kmask[None, :], d, 0.0)
+    kc = tl.minimum(K - k0, BLOCK_K) * 1.0
+    c_mean = tl.sum(d, axis=1) / kc
+    e = d - c_mean[:, None]
+    if K % BLOCK_K != 0:
+        e = tl.where(kmask[None, :], e, 0.0)
+    n = k0 * 1.0
+    tot = n + kc
+    delta = c_mean - mean
+    mean = mean + delta * (kc / tot)
+    m2 = m2 + tl.sum(e * e, axis=1) + delta * delta * (n * kc / tot)
+    return mean, m2
+
+
+@triton.jit
+def _ln_stats_kernel(X, MEAN, RSTD, M, K, sxm, sxk, eps,
+                     ROWS: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE: tl.constexpr):
+    """mean and rstd (_row_stats) of ROWS rows per program, stored in fp32."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < M
+    # [ROWS, 1] row starts (int64: row * stride)
+    mean, rstd = _row_stats(X + rows.to(tl.int64)[:, None] * sxm, rmask, K, sxk, eps, ROWS, BLOCK_K, SINGLE)
+    tl.store(MEAN + rows, mean, mask=rmask)
     tl.store(RSTD + rows, rstd, mask=rmask)
 
 
 @triton.jit
-def _fold_epilogue(acc, rm, rn, M, N, MEAN, RSTD, S, BF, HAS_BIAS: tl.constexpr):
-    """sum_k LN(x)_ik W_jk + b_j = rstd_i * (sum_k x_ik W'_jk - mean_i * s_j) + b'_j (fp32)."""
-    mean = tl.load(MEAN + rm, mask=rm < M, other=0.0)
-    rstd = tl.load(RSTD + rm, mask=rm < M, other=0.0)
+def _fold_epilogue(acc, mean, rstd, rn, N, S, BF, HAS_BIAS: tl.constexpr):
+    """sum_k LN(x)_ik W_jk + b_j = rstd_i * (sum_k x_ik W'_jk - mean_i * s_j) + b'_j (fp32);
+    mean, rstd: the tile's rows'."""
     s = tl.load(S + rn, mask=rn < N, other=0.0)
     y = rstd[:, None] * (acc - mean[:, None] * s[None, :])
     if HAS_BIAS:
@@ -720,30 +787,40 @@ def _fold_tma_kernel(a_desc, w_desc, y_desc, MEAN, RSTD, S, BF, M, N,
             acc = tl.dot(a, w.T, acc)
     rm = off_m + tl.arange(0, BLOCK_M)
     rn = off_n + tl.arange(0, BLOCK_N)
-    y = _fold_epilogue(acc, rm, rn, M, N, MEAN, RSTD, S, BF, HAS_BIAS)
+    mean = tl.load(MEAN + rm, mask=rm < M, other=0.0)
+    rstd = tl.load(RSTD + rm, mask=rm < M, other=0.0)
+    y = _fold_epilogue(acc, mean, rstd, rn, N, S, BF, HAS_BIAS)
     y_desc.store([off_m, off_n], _cast(y, y_desc.dtype))
 
 
 @triton.jit
-def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, swk, sym, syn,
+def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, swk, sym, syn, eps,
                       K: tl.constexpr, FOLD: tl.constexpr, HAS_G: tl.constexpr, HAS_BETA: tl.constexpr,
-                      HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
+                      HAS_BIAS: tl.constexpr, STATS: tl.constexpr, DOT_F32: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr):
     """Pointer-based GEMM for both variants (any strides, fp32 operands). FOLD: W is W', the
     A tiles go to tl.dot as loaded and the fold epilogue applies (G = s, BIAS = b'); else the
-    A tiles are normalised on load."""
+    A tiles are normalised on load. STATS (FOLD only): the tile's rows' statistics gathered
+    from the A tiles the K loop loads (_stats_step, eps) instead of read from MEAN and RSTD:
+    one launch a call, no statistics pass."""
+    tl.static_assert(FOLD or not STATS)
     pid_m, pid_n = _tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
-    mean = tl.load(MEAN + rm % M)
-    rstd = tl.load(RSTD + rm % M)
     # rows/cols past M/N wrap around (their results are never stored), so only K needs a mask,
     # and none at all when BLOCK_K divides K (as in the Triton matmul tutorial); offsets are
     # int64, the K steps too (BLOCK_K * a column stride of a transposed x can pass 2**31)
     ra = (rm % M).to(tl.int64)
     rb = (rn % N).to(tl.int64)
+    if STATS:
+        x0 = tl.load(A + ra * sam).to(tl.float32)  # each row's first element
+        mean = tl.zeros([BLOCK_M], tl.float32)
+        m2 = tl.zeros([BLOCK_M], tl.float32)
+    else:
+        mean = tl.load(MEAN + rm % M)
+        rstd = tl.load(RSTD + rm % M)
     rk64 = rk.to(tl.int64)
     a_ptr = A + ra[:, None] * sam + rk64[None, :] * sak
     w_ptr = W + rb[None, :] * swn + rk64[:, None] * swk  # the [BLOCK_K, BLOCK_N] tile of W^T
@@ -759,6 +836,8 @@ def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, s
         else:
             a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)
             b = tl.load(w_ptr, mask=kmask[:, None], other=0.0)
+        if STATS:
+            mean, m2 = _stats_step(a, x0, mean, m2, k0, kmask, K, BLOCK_K)
         if not FOLD:
             # normalise on load: (x - mean) * rstd * gamma + beta, rounded like eager's LN output
             a = (a.to(tl.float32) - mean[:, None]) * rstd[:, None]
@@ -776,8 +855,11 @@ def _ln_linear_kernel(A, MEAN, RSTD, G, BETA, W, BIAS, Y, M, N, sam, sak, swn, s
         a_ptr += a_step
         w_ptr += w_step
 
+    if STATS:
+        rstd = _rstd(m2 / K, eps)
+        mean = x0 + mean
     if FOLD:
-        acc = _fold_epilogue(acc, rm, rn, M, N, MEAN, RSTD, G, BIAS, HAS_BIAS)
+        acc = _fold_epilogue(acc, mean, rstd, rn, N, G, BIAS, HAS_BIAS)
     elif HAS_BIAS:
         acc += tl.load(BIAS + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     y = _cast(acc, Y.dtype.element_ty)
@@ -1233,38 +1315,42 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
         if not return_stats:
             return out
         return out, (stats if stats is not None else _stats(a, eps, M, K, rs, cs, stats_cfg))
-    if stats is None:
-        mean, rstd = _stats(a, eps, M, K, rs, cs, stats_cfg)
+    got = [] if stats is None else [mean, rstd]
 
-    if not fold:
-        kernel = _ln_linear_kernel
-        flags = (False, ln_weight is not None, ln_bias is not None, bias is not None)
-        sw0, sw1 = weight.stride()
+    def stats_of():  # the statistics pass, run at most once a call, where a path reads it
+        if not got:
+            got.extend(_stats(a, eps, M, K, rs, cs, stats_cfg))
+        return got
 
-        def run(tile, y):
-            _gemm_launch(kernel, _gemm_grid(M, N, tile), (),
-                         (a, mean, rstd, ln_weight if flags[1] else a, ln_bias if flags[2] else a, weight,
-                          bias if flags[3] else weight, y, M, N, rs, cs, sw0, sw1, ys, ycs),
-                         tile, K=K, FOLD=False, HAS_G=flags[1], HAS_BETA=flags[2], HAS_BIAS=flags[3], DOT_F32=dot_f32)
-    elif tma and (a.data_ptr() | wf.data_ptr() | out.data_ptr()) % 16 == 0:
-        kernel = _fold_tma_kernel
-        flags = (True, bf is not None)
-        ash, ast, wsh, wst, ysh, yst = [M, K], [rs, 1], [N, K], [wf.stride(0), 1], [M, N], [ys, 1]
-
-        def run(tile, y):
-            bm, bn, bk = tile[:3]
-            _gemm_launch(kernel, _gemm_grid(M, N, tile),
-                         (_desc(a, ash, ast, [bm, bk]), _desc(wf, wsh, wst, [bn, bk]), _desc(y, ysh, yst, [bm, bn])),
-                         (mean, rstd, s, bf if flags[1] else s, M, N), tile, K=K, HAS_BIAS=flags[1], DOT_F32=dot_f32)
-    else:
-        kernel = _ln_linear_kernel
+    # the pointer kernel, for both variants; in_kernel: the rows' statistics computed in the
+    # GEMM kernel itself (one launch a call: eager use, where the statistics pass's launch, 17
+    # us of host work on the H200, costs more than the GPU time of reading the rows again)
+    if fold:
         flags = (True, bf is not None)
         sw0, sw1 = wf.stride()
+        vectors = (s, s, wf, bf if flags[1] else s)
+    else:
+        flags = (False, ln_weight is not None, ln_bias is not None, bias is not None)
+        sw0, sw1 = weight.stride()
+        vectors = (ln_weight if flags[1] else a, ln_bias if flags[2] else a, weight, bias if flags[3] else weight)
 
-        def run(tile, y):
-            _gemm_launch(kernel, _gemm_grid(M, N, tile), (),
-                         (a, mean, rstd, s, s, wf, bf if flags[1] else s, y, M, N, rs, cs, sw0, sw1, ys, ycs),
-                         tile, K=K, FOLD=True, HAS_G=False, HAS_BETA=False, HAS_BIAS=flags[1], DOT_F32=dot_f32)
+    def run_pointer(tile, y, in_kernel):
+        mean, rstd = (a, a) if in_kernel else stats_of()  # (a: a placeholder, never read)
+        _gemm_launch(_ln_linear_kernel, _gemm_grid(M, N, tile), (),
+                     (a, mean, rstd, *vectors, y, M, N, rs, cs, sw0, sw1, ys, ycs, float(eps)), tile[:5], K=K,
+                     FOLD=fold, HAS_G=not fold and flags[1], HAS_BETA=not fold and flags[2], HAS_BIAS=flags[-1],
+                     STATS=in_kernel, DOT_F32=dot_f32)
+
+    tma = fold and tma and (a.data_ptr() | wf.data_ptr() | out.data_ptr()) % 16 == 0
+    if tma:
+        ash, ast, wsh, wst, ysh, yst = [M, K], [rs, 1], [N, K], [wf.stride(0), 1], [M, N], [ys, 1]
+
+        def run_tma(tile, y):
+            bm, bn, bk = tile[:3]
+            mean, rstd = stats_of()
+            _gemm_launch(_fold_tma_kernel, _gemm_grid(M, N, tile),
+                         (_desc(a, ash, ast, [bm, bk]), _desc(wf, wsh, wst, [bn, bk]), _desc(y, ysh, yst, [bm, bn])),
+                         (mean, rstd, s, bf if flags[1] else s, M, N), tile, K=K, HAS_BIAS=flags[1], DOT_F32=dot_f32)
 
     # the library path: the normalized input written once (the backward's normalizing pass,
     # _ln_bwd_kernel with HAS_XN alone, from the statistics above), then cuBLAS (ATen's addmm)
@@ -1273,11 +1359,13 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
     # large for K: the MLP blocks' 16x256x2048->8192, 212.8 against eager's 207.7 us on the
     # H200). Open to contiguous outputs only (ATen's out= would copy into others)
     library = (ys, ycs) == (N, 1)
-    run_tiles = run  # the Triton GEMM's launch, chosen above
 
     def run(tile, y):
-        if tile is not GEMM_LIBRARY:
-            return run_tiles(tile, y)
+        if tile is not GEMM_LIBRARY:  # a sixth element: an eager-use alternative (below)
+            if len(tile) == 6:
+                return run_pointer(tile, y, tile[5] == 2)
+            return run_tma(tile, y) if tma else run_pointer(tile, y, False)
+        mean, rstd = stats_of()
         a2 = a.as_strided((M, K), (rs, cs))
         xn = _ln_backward(a2, a2, _vector(ln_weight), _vector(ln_bias), mean, rstd, eps, (False, True, False, False))[1]
         with torch.no_grad():  # ATen's out= refuses operands that require grad (a Linear's weight)
@@ -1286,11 +1374,28 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
             else:
                 torch.addmm(bias, xn, weight.t(), out=y.view(M, N))
 
-    # tuned once per bucket of M, on a scratch output (the caller's out is written once, below)
-    tile = _gemm_tile(kernel, M, N, K, x, flags + (library,),
-                      lambda t: run(t, torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device)), library)
+    # eager-use alternatives to a tile (_gemm_tile's alts): the fold with the statistics in the
+    # GEMM kernel, one launch (code 2; not where the caller gives or wants the statistics),
+    # and for a TMA tile the same tile on the pointer kernel (code 1: 3.6-4.7 us less host
+    # work a launch)
+    one = fold and stats is None and not return_stats
+    codes = ((2,) if one else ()) + ((1,) if tma else ())
+    def tuning(t):  # a timed run: a scratch output, and the statistics pass again where the
+        if stats is None:  # path reads it (its host work and GPU time are the path's)
+            got.clear()
+        run(t, torch.empty_strided((M, N), (ys, ycs), dtype=x.dtype, device=x.device))
+
+    # tuned once per bucket of M (the caller's out is written once, below)
+    def whole(t):  # a whole call (the host work a call of t pays), fresh output, no out=
+        layernorm_linear(x, ln_weight, ln_bias, weight, bias, eps, stats=stats, variant=variant, folded=folded,
+                         return_stats=return_stats)
+
+    tile = _gemm_tile(_fold_tma_kernel if tma else _ln_linear_kernel, M, N, K, x, flags + (library, one), tuning,
+                      library, (lambda t: [t + (c,) for c in codes]) if codes else None, whole)
     run(tile, out)
-    return (out, (mean, rstd)) if return_stats else out
+    if not return_stats:
+        return out
+    return out, tuple(stats_of())
 
 
 # The backward's row groups (_ln_bwd_kernel): about BWD_GROUPS programs of at least

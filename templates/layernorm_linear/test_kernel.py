@@ -54,6 +54,48 @@ class Spy:
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_statistics_in_the_gemm_kernel(device, monkeypatch):
+    """The one-launch path of the fold (eager use: _gemm_tile's alternative code 2): the GEMM
+    kernel gathers its rows' statistics from the A tiles it loads, no statistics pass; right
+    for rows of one chunk and of several (K below and above BLOCK_K, ragged and whole),
+    rows past M in the last tile, constant rows (rstd 0, y = b' exactly as eager's), a large
+    mean, fp32 and bf16, with and without a bias. Under the interpreter the untuned tile of
+    an M of M % 5 == 4 is this path; the statistics a caller gives or asks for keep the
+    statistics pass."""
+    variant = "fold"
+    calls = []
+    for name in ("_fold_tma_kernel", "_ln_linear_kernel", "_ln_stats_kernel"):
+        monkeypatch.setattr(kernel, name, Spy(getattr(kernel, name), name, calls))
+    if device == "cuda":  # the GPU's untuned choice is a tile: the first alternative instead
+        monkeypatch.setattr(kernel, "_gemm_tile", lambda *args: (args[8] or (lambda t: [t]))((64, 64, 32, 2, 4))[0])
+    g = fat.gen(21)
+    for dtype in (torch.float32, torch.bfloat16):
+        for m, k, has_bias in ((9, 24, True), (9, 72, False), (4, 100, True), (14, 64, True), (9, 96, False)):
+            x = fat.randn([m, k], dtype, device, g, mean=-40.0, std=0.5)
+            x[1] = 1000.0  # a constant row
+            lw, lb = fat.randn([k], dtype, device, g, mean=1.0, std=0.2), fat.randn([k], dtype, device, g)
+            w = fat.randn([24, k], dtype, device, g, std=k ** -0.5)
+            b = fat.randn([24], dtype, device, g) if has_bias else None
+            folded = kernel.fold_weights(lw, lb, w, b) if variant == "fold" else None
+            calls.clear()
+            kernel._COMPILED.clear()  # a cached launch bypasses kernel[grid], and so the spy
+            got = kernel.layernorm_linear(x, lw, lb, w, b, variant=variant, folded=folded)
+            assert calls == ["_ln_linear_kernel"], (dtype, m, k, calls)
+            # eager's chain on the CPU: CUDA's LayerNorm gives a row of equal values a variance
+            # above 0 at some K (adapter.reference), the CPU's and the kernels' are exact
+            want = ref.layernorm_linear(*[None if t is None else t.cpu() for t in (x, lw, lb, w, b)], 1e-5)
+            fat.assert_close(got, want.to(device), *fat.tol("gemm", dtype), name=f"{dtype} {m}x{k}")
+            if variant == "fold":  # the constant row: b' (or 0), exactly
+                bf = folded[1]
+                torch.testing.assert_close(got[1].float(), (torch.zeros(24, device=device) if bf is None else bf)
+                                           .to(dtype).float(), rtol=0, atol=0)
+            calls.clear()
+            kernel._COMPILED.clear()
+            _, stats = kernel.layernorm_linear(x, lw, lb, w, b, variant=variant, folded=folded, return_stats=True)
+            assert calls[0] == "_ln_stats_kernel" and stats[0].shape == (m,), calls
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_fold_takes_tma_when_aligned(device, monkeypatch):
     """The fold's TMA kernel runs for aligned fp16/bf16 operands, the pointer kernel otherwise
     (a kernel that is never launched by the tests would go unchecked)."""
@@ -562,7 +604,9 @@ def test_library_path(monkeypatch, device, variant, has_bias):
 
     dy = fat.randn([3, 13, N], dt, device, g)
     y, got = train()
-    assert list(kernel._GEMM_TUNED.values()) == [kernel.GEMM_LIBRARY]
+    # (the fold's training forward, which keeps the statistics, tunes a bucket of its own:
+    # the statistics computed in the GEMM kernel are no alternative there)
+    assert list(kernel._GEMM_TUNED.values()) == [kernel.GEMM_LIBRARY] * (2 if variant == "fold" else 1)
     fat.assert_close(y, want, *fat.tol("gemm", dt))
     monkeypatch.setattr(kernel, "_GEMM_TUNED", {kernel_key: kernel.GEMM_INTERP_TILE for kernel_key in kernel._GEMM_TUNED})
     _, tiles = train()

@@ -407,7 +407,7 @@ def _gemm_candidates(bucket, K, elem_bytes):
     return kept or [(64, 64, 32, 2, 4)]
 
 
-def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None):
+def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None, call=None):
     """The tile for a launch of kernel on an [M, K] x [K, N] product of x's dtype and device,
     with the kernel's flags (a tuple): the bucket's tuned tile; on the bucket's first call, the
     candidates timed with ``run(tile)`` (one launch on a scratch output) and the fastest kept;
@@ -420,7 +420,14 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None):
     for eager use only (never chosen for GPU time). Under the interpreter (untuned), buckets
     take GEMM_INTERP_TILE or the library path, and an M of M % 5 == 4 outside the library's
     buckets the tile's first alternative (the verifier's 4- and 9-row cases among them), so
-    that the verifier's shapes run every path."""
+    that the verifier's shapes run every path. call: ``call(t)``, a whole call of the
+    caller's public function with candidate t (on fresh outputs, the caller's inputs): where
+    given, the host work a call is timed on it, so that the wrapper's own work (its checks,
+    plan and allocations, the same for every path) counts as a call pays it: the GPU time of
+    a path weighs against the host work of a whole call, not of its launches alone. Inside
+    ``call``, _GEMM_FORCED gives t."""
+    if _GEMM_FORCED:
+        return _GEMM_FORCED[-1]
     bucket = 16 if M <= 16 else 1 << (M - 1).bit_length()
     key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
@@ -466,7 +473,8 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None):
     if not contenders:
         return best
     try:
-        host = _gemm_host_us({t: (lambda t=t: run(t)) for t in [best] + contenders})
+        host = _gemm_host_us({t: (lambda t=t: _gemm_forced(call, t)) if call is not None else (lambda t=t: run(t))
+                              for t in [best] + contenders})
     except Exception:  # noqa: BLE001 - the GPU's choice stands (this is the caller's call)
         return best
 
@@ -479,6 +487,18 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None):
         _GEMM_EAGER[key] = alt
         return alt  # this call is one (tuning waits for no capture)
     return best
+
+
+_GEMM_FORCED = []  # the candidate a whole call timed by _gemm_tile's call runs (a stack)
+
+
+def _gemm_forced(call, t):
+    """call(t) with every _gemm_tile lookup inside it giving t."""
+    _GEMM_FORCED.append(t)
+    try:
+        call(t)
+    finally:
+        _GEMM_FORCED.pop()
 
 
 _GEMM_HOST_ROUNDS = 5
