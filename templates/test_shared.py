@@ -360,7 +360,19 @@ def test_gemm_eager_pick_times_whole_calls(monkeypatch):
 
     monkeypatch.setattr(shared, "_gemm_host_us", timing)
     assert shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), run, False, alts, call) == alt
-    assert all(t == got for t, got in seen) and shared._GEMM_FORCED == []
+    assert all(t == got for t, got in seen) and shared._GEMM_FORCED.t == []
+    # another thread's lookup meanwhile is not forced
+    import threading
+    other = []
+    shared._GEMM_FORCED.t.append(tiles[1])  # this thread: forced to another tile
+    try:
+        th = threading.Thread(target=lambda: other.append(
+            shared._gemm_tile(shared._gemm_time_ms, 64, 128, 256, x, (True,), run, False, alts, call)))
+        th.start()
+        th.join()
+    finally:
+        shared._GEMM_FORCED.t.pop()
+    assert other == [alt]  # the bucket's eager-use choice, not a forced one
     # timed on the launches alone, the two-launch path looks cheaper: max(27, 18) < max(10, 34)
     monkeypatch.setattr(shared, "_GEMM_TUNED", {})
     monkeypatch.setattr(shared, "_GEMM_EAGER", {})

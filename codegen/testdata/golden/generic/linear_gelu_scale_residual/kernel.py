@@ -370,6 +370,7 @@ def _part_sums(part, outs, k0=0):
 # (bench, 13 generic GEMM heads); a TMA kernel's launch (three or four descriptors) 3.6-4.7
 # us more than the pointer kernel's of the same tile, and layernorm_linear's statistics pass
 # 17 (bench/experiments/probe_catalog_host.py).
+import threading  # noqa: E402
 import time  # noqa: E402
 
 import triton.testing  # noqa: E402
@@ -430,9 +431,10 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None, call=No
     given, the host work a call is timed on it, so that the wrapper's own work (its checks,
     plan and allocations, the same for every path) counts as a call pays it: the GPU time of
     a path weighs against the host work of a whole call, not of its launches alone. Inside
-    ``call``, _GEMM_FORCED gives t."""
-    if _GEMM_FORCED:
-        return _GEMM_FORCED[-1]
+    ``call``, _GEMM_FORCED gives t (this thread's calls only)."""
+    forced = _GEMM_FORCED.__dict__.get("t")
+    if forced:
+        return forced[-1]
     bucket = 16 if M <= 16 else 1 << (M - 1).bit_length()
     key = (id(kernel), bucket, N, K, x.dtype, x.get_device(), flags)  # id: hashing a JITFunction costs more
     tile = _GEMM_TUNED.get(key)
@@ -494,16 +496,20 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None, call=No
     return best
 
 
-_GEMM_FORCED = []  # the candidate a whole call timed by _gemm_tile's call runs (a stack)
+# the candidate a whole call timed by _gemm_tile's call runs: a stack per thread (another
+# thread's calls meanwhile keep their own paths: a forced library path would not fit a call
+# whose output is not contiguous rows)
+_GEMM_FORCED = threading.local()
 
 
 def _gemm_forced(call, t):
-    """call(t) with every _gemm_tile lookup inside it giving t."""
-    _GEMM_FORCED.append(t)
+    """call(t) with every _gemm_tile lookup inside it, in this thread, giving t."""
+    stack = _GEMM_FORCED.__dict__.setdefault("t", [])
+    stack.append(t)
     try:
         call(t)
     finally:
-        _GEMM_FORCED.pop()
+        stack.pop()
 
 
 _GEMM_HOST_ROUNDS = 5
