@@ -14,8 +14,9 @@ with the kernel launches replaced so that nothing runs:
 
 Also the number of kernel launches a call makes. Each row is the min and median over
 repeats of timeit's per-call mean (the machine may be loaded: take the min).
-The GEMM tile of each shape's bucket is primed once (tuning with a stub timer: a cached
-lookup afterwards, as after the first call on the GPU).
+Each bucket takes its first candidate tile, untimed (``_GEMM_TUNE`` and ``_GEMM_HOST`` off:
+nothing to time on a CPU), so the lookup is the untuned one (on the GPU, after the first call
+of a bucket, a dict lookup).
 
 Usage: python3 bench/experiments/probe_wrapper_host_gemm.py [--number N] [--repeat R]
 """
@@ -49,14 +50,17 @@ def _noop(*args, **kwargs):
     return None
 
 
+_STUB_CK = _StubCK()
+
+
 class _AllCompiled(dict):
-    """_COMPILED where every specialization is already compiled (to the stub)."""
+    """_COMPILED where every specialization is already compiled: each key gives an entry (the
+    launch path's form: launch, head, compiled kernel, kernel) whose launch does nothing."""
+
+    ENTRY = (_noop, (), _STUB_CK, None)
 
     def get(self, key, default=None):
-        return _STUB_CK
-
-
-_STUB_CK = _StubCK()
+        return self.ENTRY
 
 
 class _Counter:
@@ -91,7 +95,9 @@ def _cases():
         x = r(1, 16, 4096, dtype=dt)
         g_, be = r(4096, dtype=dt), r(4096, dtype=dt)
         w, b = r(4096, 4096, dtype=dt), r(4096, dtype=dt)
+        launch, ll._launch = ll._launch, _noop  # fold_weights' one launch: nothing to run here
         folded = ll.fold_weights(g_, be, w, b)
+        ll._launch = launch
         cases.append((ll, "layernorm_linear", f"{tag} 1x16x4096 -> 4096, fold, folded=",
                       lambda x=x, g_=g_, be=be, w=w, b=b, f=folded: ll.layernorm_linear(x, g_, be, w, b, folded=f)))
         cases.append((ll, "layernorm_linear", f"{tag} 1x16x4096 -> 4096, normalize",
@@ -118,21 +124,21 @@ def main():
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    torch._C._cuda_getDevice = lambda: 0  # (CPU: no device or stream to ask; the launch path
+    torch._C._cuda_getCurrentRawStream = lambda device: 0  # keys on the one, launches on the other)
     cases = _cases()
+    for mod in {id(m): m for m, *_ in cases}.values():
+        mod._GEMM_TUNE = False  # every bucket its first candidate, untimed (nothing to time on a CPU)
+        mod._GEMM_HOST = False
     mods = {id(m): m for m, *_ in cases}
     saved = {k: (m._launch, m._gemm_launch, m._COMPILED) for k, m in mods.items()}
     rows = []
     for mod, name, desc, fn in cases:
         launch, gemm_launch, compiled = saved[id(mod)]
-        # launches per call, and the bucket's tile primed (timing fails on the CPU: first candidate)
+        # launches per call (each bucket takes its first candidate, untimed: _GEMM_TUNE off)
         counter = _Counter()
         mod._launch, mod._gemm_launch = counter, counter
-        capturing, bench = torch.cuda.is_current_stream_capturing, mod.triton.testing.do_bench
-        torch.cuda.is_current_stream_capturing, mod.triton.testing.do_bench = (lambda: False), (lambda *a, **k: 1.0)
-        try:
-            fn()
-        finally:
-            torch.cuda.is_current_stream_capturing, mod.triton.testing.do_bench = capturing, bench
+        fn()
         counter.n = 0
         fn()
         launches = counter.n
