@@ -41,6 +41,25 @@ def test_forward(device, dtype, has_bias):
         fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, i)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_forward_one_launch(device, dtype, monkeypatch):
+    """Every adversarial case with the fold's one-launch path wherever a call offers it (the
+    statistics gathered in the GEMM kernel; eager use picks it where it is cheaper a call):
+    the offsets past 2**31, rows of magnitude 1e-3 (variance under eps), the refused outputs;
+    the calls that give or want the statistics keep the statistics pass."""
+    tile = kernel.GEMM_INTERP_TILE if kernel.INTERPRET else (64, 64, 32, 2, 4)
+
+    def pick(*args):
+        alts = args[8] if len(args) > 8 else None
+        return next((t for t in (alts(tile) if alts else []) if t[5] == 2), tile)
+
+    monkeypatch.setattr(kernel, "_gemm_tile", pick)
+    params = {"eps": 1e-5, "has_bias": True}
+    for i, shapes in enumerate(adapter.adversarial(params)):
+        fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, i)
+
+
 class Spy:
     """Records the kernels launched (by name) and forwards to the real one."""
 
