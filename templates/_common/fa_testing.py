@@ -507,7 +507,7 @@ QUACK_ULPS = 16.0
 QUACK_SUM_ULPS = 2.0
 
 
-def quack_dtype(adapter, dtype):
+def quack_dtype(adapter, dtype, inputs=None):
     """The dtype of the quack check's reference for the adapter's gradients at dtype, or None
     where they are held to assert_close (adapters without QUACK_GRAD): fp32 for fp16/bf16
     folders, fp64 for fp32 ones. In fp32 eager would be its own reference (its error 0, the
@@ -517,9 +517,16 @@ def quack_dtype(adapter, dtype):
     elements of about 0.25, sums that nearly cancel, were 2.8e-4 from eager's on the H200
     while both were right to the sums' rounding. An adapter whose chain means something else
     in fp64 sets QUACK_GRAD_FP32 = False (attention: a "min" mask fill is the dtype's
-    finfo.min, which an fp64 bias pushes to -inf, so a row masked everywhere turns NaN)."""
+    finfo.min, which an fp64 bias pushes to -inf, so a row masked everywhere turns NaN). An
+    adapter whose cases need fp64 at every dtype has ``quack_fp64(inputs)`` say which (inputs:
+    the case's): layernorm_linear's rows of equal values at BERT's eps of 1e-12, whose
+    gradient, 1/sqrt(eps) = 1e6 times a difference of O(1), fp32's chain on the CPU gave as 0
+    (its LayerNorm backward cancels there) where fp64 gives 4.5e6."""
     if not getattr(adapter, "QUACK_GRAD", False):
         return None
+    wants64 = getattr(adapter, "quack_fp64", None)
+    if inputs is not None and wants64 is not None and wants64(inputs):
+        return torch.float64
     if dtype == torch.float32:
         return torch.float64 if getattr(adapter, "QUACK_GRAD_FP32", True) else None
     return torch.float32
@@ -529,7 +536,7 @@ def quack_grads(adapter, reference, inputs, names, dys, params, dtype):
     """The gradients of the reference chain w.r.t. inputs[names] for the upstream gradients
     dys, every floating input and dy upcast to quack_dtype (None where the adapter's
     gradients are held to assert_close). inputs: the eager leaves (only their values are read)."""
-    hp = quack_dtype(adapter, dtype)
+    hp = quack_dtype(adapter, dtype, inputs)
     if hp is None:
         return None
     c = {k: (v.detach().to(hp).requires_grad_(k in names) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
@@ -558,7 +565,7 @@ def quack_scales(adapter, reference, inputs, names, dys, params, dtype):
     8.0e-6 from the fp64 one and eager's 3.5e-6, both right to the sum's rounding, against a
     bound of 7.6e-6 taken from the result (0.075) alone (H200, 2026-12-02). None where the
     gradients are held to assert_close."""
-    hp = quack_dtype(adapter, dtype)
+    hp = quack_dtype(adapter, dtype, inputs)
     if hp is None:
         return None
     floats = {k for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}

@@ -465,6 +465,17 @@ def _fused_grad_case(shapes, dtype, params, device, seed):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_grad_constant_rows_tiny_eps(device):
+    """Rows of equal values at BERT's eps of 1e-12: their gradient is 1e6 times a difference of
+    O(1), which eager's fp32 LayerNorm backward on the CPU gives as 0 (it cancels there); the
+    check's reference is the chain in fp64 (adapter.quack_fp64), which the kernels match. It
+    failed against the fp32 chain (got 1.7e6 where that gave 0)."""
+    params = {"eps": 1e-12, "has_bias": True}
+    for i, shapes in enumerate(adapter.CONSTANT):
+        fat.run_grad_case(kernel, ref, adapter, shapes, "bf16", params, device, 40 + i)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype,has_bias", [("fp32", True), ("bf16", True), ("bf16", False), ("fp16", True)])
 def test_grad(device, dtype, has_bias):
     """Gradients of x, both LayerNorm parameters, W and b (the adapter's autograd mode), on

@@ -272,6 +272,11 @@ def test_quack_reference_dtype():
     assert fat.quack_dtype(a, torch.float32) is None
     assert fat.quack_dtype(a, torch.float16) == torch.float32
     assert fat.quack_dtype(types.SimpleNamespace(), torch.float16) is None
+    # an adapter's own cases in fp64 at every dtype (layernorm_linear's rows of equal values)
+    b = types.SimpleNamespace(QUACK_GRAD=True, quack_fp64=lambda inputs: bool(inputs.get("flat")))
+    assert fat.quack_dtype(b, torch.bfloat16, {"flat": True}) == torch.float64
+    assert fat.quack_dtype(b, torch.bfloat16, {}) == torch.float32
+    assert fat.quack_dtype(b, torch.bfloat16) == torch.float32
 
 
 def test_dropout_rate():
