@@ -79,9 +79,8 @@ def test_statistics_in_the_gemm_kernel(device, monkeypatch):
     for rows of one chunk and of several (K below and above BLOCK_K, ragged and whole),
     rows past M in the last tile, constant rows (rstd 0, y = b' exactly as eager's), a large
     mean, fp32 and bf16, with and without a bias. Under the interpreter the untuned tile of
-    an M of M % 5 == 4 is this path; the statistics a caller gives or asks for keep the
-    statistics pass."""
-    variant = "fold"
+    an M of M % 5 == 4 is this path; a call that asks for the statistics (return_stats: the
+    training forward) keeps the statistics pass."""
     calls = []
     for name in ("_fold_tma_kernel", "_ln_linear_kernel", "_ln_stats_kernel"):
         monkeypatch.setattr(kernel, name, Spy(getattr(kernel, name), name, calls))
@@ -95,22 +94,21 @@ def test_statistics_in_the_gemm_kernel(device, monkeypatch):
             lw, lb = fat.randn([k], dtype, device, g, mean=1.0, std=0.2), fat.randn([k], dtype, device, g)
             w = fat.randn([24, k], dtype, device, g, std=k ** -0.5)
             b = fat.randn([24], dtype, device, g) if has_bias else None
-            folded = kernel.fold_weights(lw, lb, w, b) if variant == "fold" else None
+            folded = kernel.fold_weights(lw, lb, w, b)
             calls.clear()
             kernel._COMPILED.clear()  # a cached launch bypasses kernel[grid], and so the spy
-            got = kernel.layernorm_linear(x, lw, lb, w, b, variant=variant, folded=folded)
+            got = kernel.layernorm_linear(x, lw, lb, w, b, folded=folded)
             assert calls == ["_ln_linear_kernel"], (dtype, m, k, calls)
             # eager's chain on the CPU: CUDA's LayerNorm gives a row of equal values a variance
             # above 0 at some K (adapter.reference), the CPU's and the kernels' are exact
             want = ref.layernorm_linear(*[None if t is None else t.cpu() for t in (x, lw, lb, w, b)], 1e-5)
             fat.assert_close(got, want.to(device), *fat.tol("gemm", dtype), name=f"{dtype} {m}x{k}")
-            if variant == "fold":  # the constant row: b' (or 0), exactly
-                bf = folded[1]
-                torch.testing.assert_close(got[1].float(), (torch.zeros(24, device=device) if bf is None else bf)
-                                           .to(dtype).float(), rtol=0, atol=0)
+            bf = folded[1]  # the constant row: b' (or 0), exactly
+            torch.testing.assert_close(got[1].float(), (torch.zeros(24, device=device) if bf is None else bf)
+                                       .to(dtype).float(), rtol=0, atol=0)
             calls.clear()
             kernel._COMPILED.clear()
-            _, stats = kernel.layernorm_linear(x, lw, lb, w, b, variant=variant, folded=folded, return_stats=True)
+            _, stats = kernel.layernorm_linear(x, lw, lb, w, b, folded=folded, return_stats=True)
             assert calls[0] == "_ln_stats_kernel" and stats[0].shape == (m,), calls
 
 

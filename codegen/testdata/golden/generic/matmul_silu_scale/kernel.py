@@ -425,8 +425,8 @@ def _gemm_tile(kernel, M, N, K, x, flags, run, library=False, alts=None, call=No
     for how it runs: another kernel of the same tile), timed with the tile's kind's fastest
     for eager use only (never chosen for GPU time). Under the interpreter (untuned), buckets
     take GEMM_INTERP_TILE or the library path, and an M of M % 5 == 4 outside the library's
-    buckets the tile's first alternative (the verifier's 4- and 9-row cases among them), so
-    that the verifier's shapes run every path. call: ``call(t)``, a whole call of the
+    buckets the tile's first alternative (the verifier's 4-, 9- and 14-row cases among them),
+    so that the verifier's shapes run every path. call: ``call(t)``, a whole call of the
     caller's public function with candidate t (on fresh outputs, the caller's inputs): where
     given, the host work a call is timed on it, so that the wrapper's own work (its checks,
     plan and allocations, the same for every path) counts as a call pays it: the GPU time of
