@@ -389,6 +389,10 @@ func (r *renderer) casePy(dtype string) []byte {
 		if i == 0 && g != nil {
 			continue // the GEMM's output
 		}
+		if in.Number {
+			fmt.Fprintf(&b, "    (%s, \"number\", []),  # a number the trace does not record: the caller passes it\n", pyStr(r.inputName(i)))
+			continue
+		}
 		off := len(r.p.Dims) - len(in.Dims)
 		var keep []string
 		for j, d := range in.Dims {
@@ -599,11 +603,14 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	// passes re-read the row after an earlier pass may have written it, so none there
 	var inPlace []string
 	if r.red == nil {
-		for i := range r.p.Inputs {
-			inPlace = append(inPlace, pyStr(fmt.Sprintf("input %d", i))+",")
+		for i, in := range r.p.Inputs {
+			if !in.Number {
+				inPlace = append(inPlace, pyStr(fmt.Sprintf("input %d", i))+",")
+			}
 		}
 	}
 	fmt.Fprintf(&b, "IN_PLACE = (%s)  # the inputs an output of fused() may be exactly (in place)\n", strings.Join(inPlace, " "))
+	b.WriteString(r.numbersBlock())
 	b.WriteString("BLOCK = 1024\nMAX_BLOCK_N = 4096\n")
 	if r.red != nil {
 		b.WriteString("ROW_TILE = 1024  # elements a row program's tile of short rows holds at most (BLOCK_R x BLOCK_N)\n")
@@ -622,15 +629,33 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	} else {
 		r.rowKernel(&b)
 	}
-	b.WriteString(r.wrapper())
+	b.WriteString(r.numbers(r.wrapper(), numbersIn{
+		{"    program), and no other may share memory with an input or another output.\"\"\"\n", // fused's docstring's end
+			"    inputs = _numbers(inputs, 0, getattr(inputs[0], \"device\", None))\n"},
+		{"    \"\"\"The outputs of fused(*inputs), allocated (contiguous).\"\"\"\n", "    inputs = _numbers(inputs, 0, getattr(inputs[0], \"device\", None))\n"},
+	}))
 	if gerr == nil {
 		b.WriteString("\n\n")
-		b.WriteString(r.backwardWrapper(grad, reached))
+		b.WriteString(r.numbers(r.backwardWrapper(grad, reached), numbersIn{
+			{"    def forward(ctx, *inputs):\n", "        inputs = _numbers(inputs, 0, getattr(inputs[0], \"device\", None))\n"},
+		}))
 	}
 	if r.p.GEMM != nil {
 		b.WriteString("\n\n")
 		r.gemmKernel(&b)
-		b.WriteString(r.gemmWrapper(gerr == nil))
+		conv := "    xs = _numbers(xs, 1, a.device)\n"
+		cublas := "    program's pointwise kernel (fused) on its output.\"\"\"\n" // gemm_cublas's docstring's end
+		if gerr == nil {
+			cublas = "    backward), autograd through the GEMM (cuBLAS).\"\"\"\n"
+		}
+		fix := numbersIn{
+			{cublas, conv},
+			{"    or each other (refused: the GEMM reads a and w across programs).\"\"\"\n", conv}, // gemm_fused's
+		}
+		if gerr == nil {
+			fix = append(fix, numbersIn{{"    def forward(ctx, a, w, bias, *xs):\n", "    " + conv}}...)
+		}
+		b.WriteString(r.numbers(r.gemmWrapper(gerr == nil), fix))
 	}
 	// The preamble goes between the header and the kernels: the cast block and the helpers the
 	// rendered code calls.
@@ -642,6 +667,87 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	}
 	b.Write(body)
 	return b.Bytes()
+}
+
+// numbersIn are the places of a rendered function where a program with number inputs
+// (program.Input.Number) converts them: after the line anchor, the line conv.
+type numbersIn []struct{ anchor, conv string }
+
+// numbers returns src with, for a program with number inputs, each conversion inserted after
+// its anchor (which must occur in src exactly once: a renderer defect otherwise); src as it
+// is for a program without.
+func (r *renderer) numbers(src string, at numbersIn) string {
+	if len(r.p.Numbers()) == 0 {
+		return src
+	}
+	for _, a := range at {
+		if strings.Count(src, a.anchor) != 1 {
+			panic(fmt.Sprintf("codegen: the numbers' anchor %q occurs %d times", a.anchor, strings.Count(src, a.anchor)))
+		}
+		src = strings.Replace(src, a.anchor, a.anchor+a.conv, 1)
+	}
+	return src
+}
+
+// numbersBlock is kernel.py's NUMBERS and _numbers for a program with number inputs: the
+// caller passes each such input as a Python number (or a 0-dim fp32 tensor), which the
+// kernels read as a 0-dim fp32 tensor, kept per value and device.
+func (r *renderer) numbersBlock() string {
+	ns := r.p.Numbers()
+	if len(ns) == 0 {
+		return ""
+	}
+	var idx []string
+	for _, i := range ns {
+		idx = append(idx, strconv.Itoa(i)+",")
+	}
+	return "NUMBERS = (" + strings.Join(idx, " ") + ")  # the inputs that are numbers the trace does not record (x * 0.5): pass the number\n" +
+		`_NUMBER_TENSORS = {}
+_NUMBER_TENSORS_MAX = 256
+
+
+def _numbers(ts, first, device):
+    """ts, the inputs from input first on, with each number input (NUMBERS) given as a Python
+    number replaced by a 0-dim float32 tensor on device holding it: the value eager computes
+    with (a Python float's float32), read by the kernels as any 0-dim input. The tensor is kept
+    per value and device, so a call with numbers seen before makes none and copies nothing to
+    the device (a dict lookup a number); one made while a CUDA graph captures is not kept (it
+    belongs to the graph's memory)."""
+    ts = list(ts)
+    for i in NUMBERS:
+        j = i - first
+        try:
+            v = ts[j]
+        except IndexError:  # too few inputs: refused by the checks that follow
+            break
+        if type(v) is float and v != 0.0:  # the usual case: one lookup
+            t = _NUMBER_TENSORS.get((v, device))
+            if t is not None:
+                ts[j] = t
+                continue
+        ts[j] = _number_tensor(i, v, device)
+    return ts
+
+
+def _number_tensor(i, v, device):
+    """Input i's number v as a 0-dim float32 tensor on device, made and kept where new (v as it
+    is where it is a tensor already, or there is no device: the checks that follow refuse what
+    is wrong)."""
+    if isinstance(v, torch.Tensor) or device is None:
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"input {i}: want a number (a Python float) or a 0-dim torch.float32 tensor")
+    v = float(v)
+    key = (v, device) if v != 0.0 else (v.hex(), device)  # -0.0 apart from 0.0
+    t = _NUMBER_TENSORS.get(key)
+    if t is None:
+        t = torch.full((), v, dtype=torch.float32, device=device)
+        if not (t.is_cuda and torch.cuda.is_current_stream_capturing()):
+            if len(_NUMBER_TENSORS) >= _NUMBER_TENSORS_MAX:
+                _NUMBER_TENSORS.clear()
+            _NUMBER_TENSORS[key] = t
+    return t
+`
 }
 
 // preamble is what a generic kernel carries before its kernels: the templates' shared cast
@@ -909,6 +1015,10 @@ func (r *renderer) kernelArgs(first string) string {
 func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string, forward bool) {
 	for i := range r.p.Inputs {
 		if i == 0 && r.epilogue {
+			continue
+		}
+		if r.p.Inputs[i].Number { // one value: one load, no index math (only an arithmetic op's operand 1)
+			fmt.Fprintf(b, "%sx%d = tl.load(in%d).to(tl.float32)\n", indent, i, i)
 			continue
 		}
 		fmt.Fprintf(b, "%sx%d = tl.load(in%d + %s, mask=mask, other=0).to(tl.float32)\n", indent, i, i, offs(i))
@@ -1353,6 +1463,7 @@ func genericReadme(s GenericSpec, name, module string) []byte {
 	b.WriteString("    python -m pytest -q -m gpu .                # on a GPU, the traced shapes too\n")
 	b.WriteString("    python bench.py                             # GPU: fused vs eager vs torch.compile, JSON\n\n")
 	b.WriteString("## Swap it in\n\n")
+	b.WriteString(numbersReadme(s.Program))
 	if s.Program.GEMM != nil {
 		b.WriteString(gemmReadme(s, module))
 		return b.Bytes()
@@ -1377,6 +1488,26 @@ func genericReadme(s GenericSpec, name, module string) []byte {
 	}
 	b.WriteString(genericSource(s))
 	return b.Bytes()
+}
+
+// numbersReadme is the README's note on a program's number inputs ("" without any).
+func numbersReadme(p *program.Program) string {
+	ns := p.Numbers()
+	if len(ns) == 0 {
+		return ""
+	}
+	r := newRenderer(p)
+	var names []string
+	for _, i := range ns {
+		names = append(names, "`"+r.inputName(i)+"`")
+	}
+	which := "Input " + names[0] + " (\"number\" in `case.py`'s INPUTS) is a number"
+	if len(names) > 1 {
+		which = "Inputs " + strings.Join(names, ", ") + " (\"number\" in `case.py`'s INPUTS) are numbers"
+	}
+	return which + " your code passes, such as the 0.5\nof `x * 0.5`: the trace records that a Python float was passed, not its value. Pass the same\n" +
+		"number (a Python float, or a 0-dim float32 tensor) at that place; the kernel computes with it as\n" +
+		"eager on CUDA does (its float32).\n\n"
 }
 
 // genericSource is the README's source section: the trace's text, JSON-escaped, and the

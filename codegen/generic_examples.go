@@ -128,6 +128,21 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		"gemm":{"op":"matmul","x":[3,12,56],"w":[56,40],"dtype":"bf16"},
 		"steps":[{"op":"silu","args":[{"in":0}],"dtype":"bf16"},
 		{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"bf16"}],"outputs":[1]}`},
+	// numbers the model passes and the trace does not record (x + eps, x * scale with Python
+	// floats: program.Input.Number), taken at run time: |x| + n -> sqrt -> / n on bf16, and a
+	// bias-free linear's output - n -> * n -> residual add on fp16 (the GEMM head's forms)
+	{"abs_add_sqrt_div_number", "bf16", `{"dims":[16,40],"inputs":[{"dtype":"bf16","dims":[16,40]},{"dtype":"fp32","dims":[],"number":true},
+		{"dtype":"fp32","dims":[],"number":true}],
+		"steps":[{"op":"abs","args":[{"in":0}],"dtype":"bf16"},
+		{"op":"add","args":[{"step":0},{"in":1}],"consts":[1],"dtype":"bf16"},
+		{"op":"sqrt","args":[{"step":1}],"dtype":"bf16"},
+		{"op":"div","args":[{"step":2},{"in":2}],"dtype":"bf16"}],"outputs":[3]}`},
+	{"linear_sub_mul_number_residual", "fp16", `{"dims":[24,40],"inputs":[{"dtype":"fp16","dims":[24,40]},{"dtype":"fp32","dims":[],"number":true},
+		{"dtype":"fp32","dims":[],"number":true},{"dtype":"fp16","dims":[24,40]}],
+		"gemm":{"op":"linear","x":[24,32],"w":[40,32],"dtype":"fp16"},
+		"steps":[{"op":"sub","args":[{"in":0},{"in":1}],"consts":[1],"dtype":"fp16"},
+		{"op":"mul","args":[{"step":0},{"in":2}],"dtype":"fp16"},
+		{"op":"add","args":[{"step":1},{"in":3}],"consts":[1],"dtype":"fp16"}],"outputs":[2]}`},
 }
 
 // GenericExamples returns the examples, their programs validated: genericExamples, then

@@ -501,12 +501,26 @@ func (g *graph) missingScalar(b int32) string {
 		default:
 			continue // tensors (a 0-dim one included), None, dtypes, devices
 		}
-		if in.Concrete != "" {
+		if in.Concrete != "" || g.runtimeNumber(b, i) {
 			continue
 		}
 		return fmt.Sprintf("%s: argument %d (%s) is not recorded in Concrete Inputs", stripInplace(g.name[b]), i, in.Type)
 	}
 	return ""
+}
+
+// runtimeNumber reports whether argument pos of node b is a number the model passes that the
+// trace does not record, which the generated kernel takes at run time (program's
+// Input.Number): a Python float as operand 1 of add, sub, rsub, mul or div (x * 0.5), which
+// ATen receives as a wrapped 0-dim double tensor: Kineto records its type ("double") and no
+// value, the execution trace a CPU tensor and no value.
+func (g *graph) runtimeNumber(b int32, pos int) bool {
+	ins := g.ins(b)
+	if pos != 1 || pos >= len(ins) || !program.NumberOps[program.Code(stripInplace(g.name[b]))] {
+		return false
+	}
+	in := ins[pos]
+	return in.Type == "double" && len(in.Dims) == 0 && in.Concrete == ""
 }
 
 // claimedOps is the set of OpIDs the instances contain.

@@ -13,7 +13,9 @@ import (
 )
 
 // TestGenericChainsSynthetic: a SiLU written out (x * 1.702 -> sigmoid -> * x) twice, a cast
-// then a bias add, and a chain whose scale is a Python float the trace does not record.
+// then a bias add, a chain whose scale is a Python float the trace does not record (a number
+// the generated kernel takes at run time), and a comparison with such a float (eager
+// compares with it rounded to the tensor's type: not generated).
 func TestGenericChainsSynthetic(t *testing.T) {
 	silu := []op{
 		{name: "linear", in: []string{"f32:8x32", "f32:64x32", "f32:64"}},
@@ -31,6 +33,8 @@ func TestGenericChainsSynthetic(t *testing.T) {
 		op{name: "linear", in: []string{"f32:4x32", "f32:48x32", "f32:48"}},
 		op{name: "mul", in: []string{"f32:4x48", "#"}},
 		op{name: "relu", in: []string{"f32:4x48"}},
+		op{name: "abs", in: []string{"f32:6x40"}},
+		op{name: "gt", in: []string{"f32:6x40", "#"}},
 	)
 	r, err := Analyze([]*trace.Trace{synth(ops...)}, Options{})
 	if err != nil {
@@ -47,8 +51,9 @@ func TestGenericChainsSynthetic(t *testing.T) {
 	want := []row{
 		// the linear each chain starts at is its program's head: its kernel counted in
 		{"mul,sigmoid,mul", "[8 64]", 2, 8, 40, true, ""},
+		{"mul,relu", "[4 48]", 1, 3, 15, true, ""},
 		{"to,add", "[16 128]", 1, 3, 15, true, ""},
-		{"mul,relu", "[4 48]", 1, 2, 10, false, "mul: argument 1 (double) is not recorded in Concrete Inputs"},
+		{"abs,gt", "[6 40]", 1, 2, 10, false, "gt: argument 1 (double) is not recorded in Concrete Inputs"},
 	}
 	if len(r.GenericChains) != len(want) {
 		t.Fatalf("%d generic chains, want %d: %+v", len(r.GenericChains), len(want), r.GenericChains)
@@ -60,6 +65,15 @@ func TestGenericChainsSynthetic(t *testing.T) {
 		}
 		if c.DType != FP32 {
 			t.Errorf("chain %d: dtype %s", i, c.DType)
+		}
+		if c.Program != nil {
+			want := "[]"
+			if got.ops == "mul,relu" { // the GEMM's output, then the number
+				want = "[1]"
+			}
+			if n := fmt.Sprint(c.Program.Numbers()); n != want {
+				t.Errorf("chain %d: number inputs %s, want %s", i, n, want)
+			}
 		}
 		// the synthetic trace's ops take 5 us of kernel each and calibrate no bandwidth
 		// beyond the device table's: a program's fused kernel is estimated, and saves time

@@ -358,6 +358,10 @@ func (pb *progBuilder) operand(b int32, pos int) (program.Arg, string) {
 		}
 		return pb.input(b, pos, in)
 	}
+	if g.runtimeNumber(b, pos) { // a number of its own, passed by the caller
+		pb.p.Inputs = append(pb.p.Inputs, program.Input{DType: program.FP32, Dims: []int64{}, Number: true})
+		return program.InArg(len(pb.p.Inputs) - 1), ""
+	}
 	switch in.Type {
 	case "Scalar", "int", "double":
 		v, ok := concreteFloat(ins, pos)

@@ -38,7 +38,7 @@ func (p *Program) Backward() (Grad, error) {
 	}
 	g.Inputs = make([]bool, len(p.Inputs))
 	for i, in := range p.Inputs {
-		g.Inputs[i] = in.DType.IsFloat()
+		g.Inputs[i] = in.DType.IsFloat() && !in.Number // a number input carries no gradient
 	}
 	// needs[i]: step i's value depends on a float input through float operands
 	needs := make([]bool, len(p.Steps))
@@ -51,7 +51,7 @@ func (p *Program) Backward() (Grad, error) {
 			continue
 		}
 		for k, a := range s.Args {
-			float := a.In != nil && p.Inputs[*a.In].DType.IsFloat() || a.Step != nil && needs[*a.Step]
+			float := a.In != nil && g.Inputs[*a.In] || a.Step != nil && needs[*a.Step]
 			if !float {
 				continue
 			}

@@ -104,9 +104,33 @@ type Program struct {
 // Input is a tensor the chain reads from outside: its dtype and traced shape, which
 // broadcasts to the main shape (right-aligned; each dim equal to the main one or 1; rank 0
 // is a 0-dim tensor).
+//
+// Number marks a number the model passes that the trace does not record: a Python float
+// operand (`x * 0.5`), which ATen receives as a wrapped 0-dim double tensor whose value
+// neither Concrete Inputs nor the execution trace holds. The generated kernel takes it at
+// run time (the caller passes the number; the kernel reads it as a 0-dim fp32 tensor, the
+// value eager computes with: float32 of the double), so nothing is guessed. A number input
+// has rank 0 and dtype fp32, carries no gradient, and is operand 1 of an arithmetic op
+// only (NumberOps), never a comparison's, where eager compares with the number rounded to
+// the other operand's type.
 type Input struct {
-	DType DType   `json:"dtype"`
-	Dims  []int64 `json:"dims"`
+	DType  DType   `json:"dtype"`
+	Dims   []int64 `json:"dims"`
+	Number bool    `json:"number,omitempty"`
+}
+
+// NumberOps are the ops a number input (Input.Number) may be operand 1 of.
+var NumberOps = map[Code]bool{Add: true, Sub: true, Rsub: true, Mul: true, Div: true}
+
+// Numbers lists the indices of the program's number inputs (Input.Number), in order.
+func (p *Program) Numbers() []int {
+	var out []int
+	for i, in := range p.Inputs {
+		if in.Number {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // Step is one op of the chain: a table code, its operands, its constant parameters (in the
@@ -206,6 +230,9 @@ func (p *Program) Validate() error {
 		if len(in.Dims) > len(p.Dims) {
 			return fmt.Errorf("program: input %d: rank %d above the main shape's %d", i, len(in.Dims), len(p.Dims))
 		}
+		if in.Number && (len(in.Dims) != 0 || in.DType != FP32 || i == 0) {
+			return fmt.Errorf("program: input %d: a number input has rank 0 and dtype fp32, and is not input 0", i)
+		}
 		off := len(p.Dims) - len(in.Dims)
 		for j, d := range in.Dims {
 			if d != 1 && d != p.Dims[off+j] {
@@ -264,6 +291,9 @@ func (p *Program) checkStep(i int, s Step, used []bool) error {
 				return fmt.Errorf("operand %d: input %d out of range", k, *a.In)
 			}
 			used[*a.In] = true
+			if p.Inputs[*a.In].Number && (k != 1 || !NumberOps[s.Op]) {
+				return fmt.Errorf("operand %d: input %d is a number the trace does not record: operand 1 of add, sub, rsub, mul or div only", k, *a.In)
+			}
 			tensors++
 		}
 		if a.Step != nil {

@@ -316,3 +316,55 @@ func TestRound(t *testing.T) {
 		}
 	}
 }
+
+// TestNumberInput: a number the trace does not record (Input.Number) is a rank-0 fp32 input,
+// operand 1 of an arithmetic op only, and carries no gradient.
+func TestNumberInput(t *testing.T) {
+	x, n := InArg(0), InArg(1)
+	num := Input{DType: FP32, Dims: []int64{}, Number: true}
+	full := Input{DType: BF16, Dims: []int64{4, 8}}
+	cases := []struct {
+		name   string
+		inputs []Input
+		steps  []Step
+		err    string
+	}{
+		{"x * n", []Input{full, num}, []Step{{Op: Mul, Args: []Arg{x, n}, DType: BF16}}, ""},
+		{"sqrt(x + n) / n", []Input{full, num}, []Step{{Op: Add, Args: []Arg{x, n}, Consts: []Num{1}, DType: BF16},
+			{Op: Sqrt, Args: []Arg{StepArg(0)}, DType: BF16}, {Op: Div, Args: []Arg{StepArg(1), n}, DType: BF16}}, ""},
+		{"a comparison", []Input{full, num}, []Step{{Op: Gt, Args: []Arg{x, n}, DType: Bool}}, "operand 1 of add, sub, rsub, mul or div only"},
+		{"operand 0", []Input{full, num}, []Step{{Op: Mul, Args: []Arg{n, x}, DType: BF16}}, "operand 1 of add"},
+		{"where's branch", []Input{{DType: Bool, Dims: []int64{4, 8}}, num, full},
+			[]Step{{Op: Where, Args: []Arg{x, n, InArg(2)}, DType: BF16}}, "operand 1 of add"},
+		{"rank 1", []Input{full, {DType: FP32, Dims: []int64{8}, Number: true}}, []Step{{Op: Mul, Args: []Arg{x, n}, DType: BF16}}, "rank 0 and dtype fp32"},
+		{"bf16", []Input{full, {DType: BF16, Dims: []int64{}, Number: true}}, []Step{{Op: Mul, Args: []Arg{x, n}, DType: BF16}}, "rank 0 and dtype fp32"},
+		{"input 0", []Input{num, full}, []Step{{Op: Mul, Args: []Arg{x, n}, DType: BF16}}, "not input 0"},
+	}
+	for _, c := range cases {
+		p := &Program{Dims: []int64{4, 8}, Inputs: c.inputs, Steps: c.steps, Outputs: []int{len(c.steps) - 1}}
+		err := p.Validate()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %v, want an error with %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := fmt.Sprint(p.Numbers()); got != "[1]" {
+			t.Errorf("%s: Numbers %s, want [1]", c.name, got)
+		}
+		g, err := p.Backward()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if g.Inputs[1] || g.Reached[1] || !g.Inputs[0] || !g.Reached[0] {
+			t.Errorf("%s: gradients of (x, n): inputs %v reached %v, want x's only", c.name, g.Inputs, g.Reached)
+		}
+		b, _ := json.Marshal(p)
+		if !strings.Contains(string(b), `"number":true`) {
+			t.Errorf("%s: JSON %s does not mark the number input", c.name, b)
+		}
+	}
+}

@@ -51,7 +51,9 @@ def inputs_for(case, main, seed=0):
     for _, dt, keep in case.INPUTS:
         off = len(main) - len(keep)
         shape = [main[off + j] if k else 1 for j, k in enumerate(keep)]
-        if dt == "bool":
+        if dt == "number":  # a Python number the caller passes
+            xs.append(0.75)
+        elif dt == "bool":
             xs.append(torch.rand(shape, generator=g) < 0.5)
         else:
             xs.append((torch.randn(shape, generator=g) * 0.5).to(DTYPES[dt]))
@@ -115,6 +117,8 @@ HOT = [
     ("broadcast_mixed_sigmoid", [3, 4, 5, 8], 20, 50),
     ("gelu_dropout_residual", [4, 16, 32], 15, 25),  # a residual's gradient is the output's
     ("table_softmax", [3, 5, 70], 15, None),  # a row kernel, forward only
+    # two numbers the caller passes (Python floats: _numbers looks their tensors up)
+    ("abs_add_sqrt_div_number", [16, 40], 22, 25),  # measured 19 and 21
 ]
 
 
@@ -135,6 +139,8 @@ def test_second_call_only_looks_up(example, main, fwd_budget, bwd_budget, monkey
     if bwd_budget is None:
         return
     douts = [torch.randn_like(o) if g else None for o, g in zip(outs, kernel.GRAD_OUTPUTS)]
+    if hasattr(kernel, "_numbers"):  # the backward is given the saved tensors: the numbers' too
+        xs = kernel._numbers(xs, 0, xs[0].device)
     kernel.fused_backward(xs, douts)
     first = rec.calls[2:]
     assert count["bwd"] == 1
@@ -624,3 +630,52 @@ def test_row_program_even_tiles():
             assert torch.equal(a, b), main
         for a, b in zip(got, ref.chain(*xs)):
             torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
+
+
+def test_number_inputs():
+    """Numbers the trace does not record (case.INPUTS' "number": x + eps, x * scale with
+    Python floats) are passed at run time: as Python numbers or 0-dim float32 tensors, the
+    result eager's with the same numbers, forward and backward (the numbers carry no
+    gradient), on the pointwise kernel and a GEMM head's forms; each number's tensor made
+    once per value (-0.0 apart from 0.0), anything else refused."""
+    kernel, ref, case = module("abs_add_sqrt_div_number")
+    assert [dt for _, dt, _ in case.INPUTS] == ["bf16", "number", "number"] and kernel.NUMBERS == (1, 2)
+    x = inputs_for(case, [16, 40])[0]
+    for eps, scale in ((0.5, -1.25), (3, 2), (torch.tensor(0.25), torch.tensor(-4.0))):
+        got = kernel.fused(x, eps, scale)[0]
+        want = ref.chain(x, eps.item() if isinstance(eps, torch.Tensor) else eps,
+                         scale.item() if isinstance(scale, torch.Tensor) else scale)[0]
+        torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+    kernel._NUMBER_TENSORS.clear()
+    kernel.fused(x, 0.5, 2.0)
+    kept = dict(kernel._NUMBER_TENSORS)
+    assert len(kept) == 2
+    kernel.fused(x, 0.5, 2.0)  # the same numbers: the same tensors, none made
+    assert all(kernel._NUMBER_TENSORS[k] is t for k, t in kept.items()) and len(kernel._NUMBER_TENSORS) == 2
+    pos, neg = kernel.fused(x, 0.5, 0.0)[0], kernel.fused(x, 0.5, -0.0)[0]
+    assert bool((pos == float("inf")).all()) and bool((neg == float("-inf")).all())
+    for bad in ("0.5", True, None, [0.5]):
+        with pytest.raises(TypeError, match="input 1: want a number"):
+            kernel.fused(x, bad, 2.0)
+    with pytest.raises(TypeError, match="input 2"):
+        kernel.fused(x, 0.5, torch.tensor(2.0, dtype=torch.bfloat16))  # a tensor: of the kernel's dtype
+    # training: the input's gradient as eager's, none for the numbers
+    xg, xe = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    kernel.fused_autograd(xg, 0.5, -1.25)[0].float().sum().backward()
+    ref.chain(xe, 0.5, -1.25)[0].float().sum().backward()
+    torch.testing.assert_close(xg.grad.float(), xe.grad.float(), rtol=2e-2, atol=2e-2)
+
+    kernel, ref, case = module("linear_sub_mul_number_residual")
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(24, 32, generator=g).half()
+    w = (torch.randn(40, 32, generator=g) / 6).half()
+    r = torch.randn(24, 40, generator=g).half()
+    want = ref.chain(a, w, 0.25, -3.0, r)[0]  # a bias-free GEMM: no bias parameter
+    for run in (kernel.gemm_fused, kernel.gemm_cublas, kernel.gemm_autograd):
+        torch.testing.assert_close(run(a, w, None, 0.25, -3.0, r)[0].float(), want.float(), rtol=1e-2, atol=1e-2)
+    ag, ae = a.clone().requires_grad_(True), a.clone().requires_grad_(True)
+    kernel.gemm_autograd(ag, w, None, 0.25, -3.0, r)[0].float().sum().backward()
+    ref.chain(ae, w, 0.25, -3.0, r)[0].float().sum().backward()
+    torch.testing.assert_close(ag.grad.float(), ae.grad.float(), rtol=2e-2, atol=2e-2)
+    with pytest.raises(TypeError, match="input 2: want a number"):
+        kernel.gemm_fused(a, w, None, 0.25, "x", r)
