@@ -514,16 +514,18 @@ func (r *renderer) reference() []byte {
 import torch
 
 
-def chain(`)
+`)
 	var params []string
 	for i := range r.p.Inputs {
 		params = append(params, "x"+strconv.Itoa(i))
 	}
 	head := ""
 	if r.p.GEMM != nil {
-		params, head = r.gemmReferenceHead()
+		var gemm string
+		params, head, gemm = r.gemmReferenceHead()
+		b.WriteString(gemm)
 	}
-	b.WriteString(strings.Join(params, ", ") + "):\n")
+	b.WriteString("def chain(" + strings.Join(params, ", ") + "):\n")
 	b.WriteString(head)
 	for i, s := range r.p.Steps {
 		op, _ := program.Lookup(s.Op)

@@ -144,12 +144,17 @@ func (r *renderer) gemmCase(b *bytes.Buffer) {
 
 // gemmReference is reference.py's chain for a GEMM head: the GEMM replayed as traced, its
 // output as x0, then the steps.
-func (r *renderer) gemmReferenceHead() (params []string, head string) {
-	params = gemmParams(r.p.GEMM)
+func (r *renderer) gemmReferenceHead() (params []string, head, gemm string) {
+	ops := gemmParams(r.p.GEMM)
+	params = append([]string{}, ops...)
 	for i := 1; i < len(r.p.Inputs); i++ {
 		params = append(params, "x"+strconv.Itoa(i))
 	}
-	return params, "    x0 = " + gemmTorch(r.p.GEMM) + "\n"
+	gemm = "def gemm(" + strings.Join(ops, ", ") + "):\n" +
+		"    \"\"\"The chain's GEMM as traced (chain's gemm=: another form of it, adapter.reference).\"\"\"\n" +
+		"    return " + gemmTorch(r.p.GEMM) + "\n\n\n"
+	params = append(params, "gemm=gemm")
+	return params, "    x0 = gemm(" + strings.Join(ops, ", ") + ")\n", gemm
 }
 
 // gemmKernel writes _gemm_epilogue_kernel: grouped output tiles (the gemm block's _tile),

@@ -167,6 +167,9 @@ func (p *Program) BackwardBytes(g Grad) (bytes, writes int64) {
 		}
 	}
 	for i, in := range p.Inputs {
+		if in.Number { // the caller's number: no bytes of the chain's (Bytes)
+			continue
+		}
 		n := numelOf(in.Dims)
 		al := g.Alias[i]
 		if al < 0 {

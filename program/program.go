@@ -419,10 +419,14 @@ func (p *Program) Numel() int64 {
 	return n
 }
 
-// Bytes is the fewest bytes one fused kernel moves: each input read once, each output
-// written once; writes is the part written.
+// Bytes is the fewest bytes one fused kernel moves: each input read once (a number input
+// not counted: the caller's number, as the adapter's count has it), each output written once;
+// writes is the part written.
 func (p *Program) Bytes() (bytes, writes int64) {
 	for _, in := range p.Inputs {
+		if in.Number {
+			continue
+		}
 		n := int64(1)
 		for _, d := range in.Dims {
 			n *= d

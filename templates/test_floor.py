@@ -185,3 +185,34 @@ def test_bwd_flops():
     # Sq > Sk: the first Sq - Sk rows keep nothing, the others 1..Sk keys
     assert at._kept_pairs(5, 3, True) == 0 + 0 + 1 + 2 + 3
     assert at._kept_pairs(3, 5, True) == 3 + 4 + 5
+
+
+@pytest.mark.parametrize("name", ["linear_sub_mul_number_residual", "linear_gelu_scale_residual", "addmm_sigmoid_channel"])
+def test_generic_reference_gemm_rounds_once_on_the_cpu(tmp_path, name):
+    """The generic adapter's reference computes a 16-bit GEMM head on the CPU in fp32 and
+    rounds it once (as cuBLAS and the kernel do; the CPU's own bfloat16 linear does not always
+    round the exact product); an fp32 head, a GPU's, and the quack check's upcast copy take
+    the traced GEMM (chain's default) as it is."""
+    adapter, ref = generic_folder(tmp_path, name)
+    shapes = adapter.interp_shapes(adapter.case.SHAPES)
+    dt = fat.DTYPES[adapter.case.DTYPE]
+    inputs = adapter.make_inputs(shapes, dt, {}, "cpu", 3)
+    seen = []
+    real = ref.gemm
+    ref.gemm = lambda *ops: (seen.append(ops[0].dtype), real(*ops))[1]
+    try:
+        adapter.reference(ref, dict(inputs), {})
+        up = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in inputs.items()}
+        adapter.reference(ref, up, {})
+    finally:
+        ref.gemm = real
+    gemm16 = adapter.GEMM["dtype"] in ("bf16", "fp16")
+    # the override (through the module's gemm) on the CPU's 16-bit call only; the others run
+    # chain's default, the traced GEMM
+    assert seen == ([torch.float32] if gemm16 else []), seen
+    if gemm16:  # the outputs: the chain on the fp32 product rounded once
+        ops = [inputs[n] for n in adapter.NAMES[:3 if adapter.GEMM["bias"] else 2]]
+        x0 = real(*[t.float() for t in ops]).to(inputs["a"].dtype)
+        want = ref.chain(*[inputs[n] for n in adapter.NAMES], gemm=lambda *o: x0)
+        for g, w in zip(adapter.reference(ref, dict(inputs), {}), want):
+            torch.testing.assert_close(g, w, rtol=0, atol=0)

@@ -20,7 +20,9 @@ import (
 	"github.com/fuseadvise/fuseadvise/internal/shared"
 )
 
-var genericFlag = flag.Bool("generic", false, "TestGenericMutants: run the generic textual mutants on the folders generated from three shared training traces (opt-in, 12-23 min on 2 cores)")
+var genericFlag = flag.Bool("generic", false, "TestGenericMutants: run the generic textual mutants on the folders generated from three shared training traces (opt-in; past 45 min on 2 cores: shard it with -generic.pattern)")
+
+var genericPattern = flag.String("generic.pattern", "", "TestGenericMutants: mutate only these patterns' kernels (comma-separated; their folders' baseline only)")
 
 // genericTraces are the shared training traces whose generated folders TestGenericMutants
 // mutates (relative to the shared folder).
@@ -311,6 +313,16 @@ func TestGenericMutants(t *testing.T) {
 		dirs = append(dirs, strings.Fields(string(out))...)
 	}
 	sort.Strings(dirs)
+	if *genericPattern != "" { // a shard: these patterns' folders only
+		want := strings.Split(*genericPattern, ",")
+		dirs = slices.DeleteFunc(dirs, func(d string) bool {
+			p, _, _ := strings.Cut(filepath.Base(d), "-")
+			return !slices.Contains(want, p)
+		})
+		if len(dirs) == 0 {
+			t.Fatalf("-generic.pattern %s: no folder of these patterns", *genericPattern)
+		}
+	}
 	// the folders of each distinct kernel.py (sorted by path)
 	type kernel struct {
 		pattern, src string

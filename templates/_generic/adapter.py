@@ -41,11 +41,6 @@ DTYPES = [case.DTYPE]
 GEMM = getattr(case, "GEMM", None)
 NAMES = (["a", "w"] + (["bias"] if GEMM["bias"] else []) if GEMM else []) + [name for name, _, _ in case.INPUTS]
 GRAD_INPUTS = list(getattr(case, "GRAD_INPUTS", []))
-# the verifier's forward check: an element past the tolerance passes where the kernel is no
-# farther than eager from the chain in a higher precision (verify's runner, _nearer): eager on
-# the CPU rounds a 16-bit GEMM's output less closely than the kernel at times, and a residual
-# add that cancels then shows eager's rounding, not the kernel's
-NEAREST_FORWARD = True
 QUACK_GRAD = True  # the quack check (fa_testing, the verifier): 16-bit folders vs fp32, fp32
 # folders vs fp64 (a broadcast input's gradient, a bias or a per-channel scale, is summed over
 # up to millions of elements in another order than eager's)
@@ -283,7 +278,18 @@ def _function(kernel):
 
 
 def reference(ref, inputs, params):
-    outs = tuple(ref.chain(*[inputs[n] for n in NAMES]))
+    """The traced chain (reference.chain) on inputs; with a 16-bit GEMM head on the CPU (the
+    interpreter's reference) its GEMM computed in fp32 and rounded once to its dtype, as
+    cuBLAS computes it on the GPU and the kernel does: the CPU's bfloat16 linear does not
+    always give the exact product rounded (2.875 where the exact 2.88423 rounds to 2.890625),
+    and a residual add that cancels after it then put the reference one rounding of terms
+    near 4 (0.031) from the kernel, past the tolerance (a corpus chain, mish(y) * s + x)."""
+    kw = {}
+    if GEMM and GEMM["dtype"] in ("bf16", "fp16") and inputs["a"].device.type == "cpu":
+        dt = fat.DTYPES[GEMM["dtype"]]
+        if inputs["a"].dtype == dt:  # not the quack check's upcast copy
+            kw["gemm"] = lambda *ops: ref.gemm(*[t.float() if isinstance(t, torch.Tensor) else t for t in ops]).to(dt)
+    outs = tuple(ref.chain(*[inputs[n] for n in NAMES], **kw))
     grad = inputs.get("_grad_outputs")
     return outs if grad is None else tuple(o for o, g in zip(outs, grad) if g)
 

@@ -407,14 +407,11 @@ class Mismatch(Exception):
     pass
 
 
-def compare(got, want, atol, rtol, nearer=None):
+def compare(got, want, atol, rtol):
     """Compares in float64. Returns (max_abs, max_rel, n_bad, first) where first is
     (index, got, want) of the first mismatching element or None. NaN / inf must match in
     position (and sign for inf): a NaN where a number is wanted makes max_abs NaN, an inf
-    where a finite value is wanted (or the other way) makes it inf. nearer: None, or a
-    function giving the output computed by the chain in a higher precision: an element past
-    the tolerance is then not counted where got is no farther from that value than eager is
-    (eager's own rounding put it past the tolerance, not the kernel's)."""
+    where a finite value is wanted (or the other way) makes it inf."""
     g = got.detach().to("cpu", torch.float64)
     w = want.detach().to("cpu", torch.float64)
     gnan, wnan = torch.isnan(g), torch.isnan(w)
@@ -424,11 +421,7 @@ def compare(got, want, atol, rtol, nearer=None):
     infbad = ~nanbad & ((ginf != winf) | (ginf & winf & (torch.sign(g) != torch.sign(w))))
     diff = torch.zeros_like(g)
     diff[finite] = (g[finite] - w[finite]).abs()
-    past = finite & (diff > atol + rtol * w.abs())
-    if nearer is not None and bool(past.any()):
-        r = nearer().detach().to("cpu", torch.float64)
-        past &= ~(torch.isfinite(r) & ((g - r).abs() <= (w - r).abs()))
-    bad = nanbad | infbad | past
+    bad = nanbad | infbad | (finite & (diff > atol + rtol * w.abs()))
     max_abs = float(diff.max()) if diff.numel() else 0.0
     relmask = finite & (w.abs() > atol)
     max_rel = float((diff[relmask] / w[relmask].abs()).max()) if bool(relmask.any()) else 0.0
@@ -460,10 +453,10 @@ class Acc:
         self.atol = self.rtol = None
         self.fail = None  # dict: output, index, got, want, count, numel, seed
 
-    def add(self, name, got, want, atol, rtol, seed, quack=None, nearer=None):
+    def add(self, name, got, want, atol, rtol, seed, quack=None):
         """quack: None, or (check, ref, terms, term_scale): the quack check (fa_testing.quack_check
         of the folder) against ref, the chain in a higher precision; the errors recorded are
-        then against ref. nearer: compare's."""
+        then against ref."""
         if tuple(got.shape) != tuple(want.shape):
             raise Mismatch(f"{name}: shape {tuple(got.shape)}, want {tuple(want.shape)}")
         if got.dtype != want.dtype:
@@ -471,7 +464,7 @@ class Acc:
         self.atol, self.rtol = atol, rtol
         note = None
         if quack is None:
-            ma, mr, n, first = compare(got, want, atol, rtol, nearer)
+            ma, mr, n, first = compare(got, want, atol, rtol)
         else:
             check, ref, terms, term_scale = quack
             ma, mr, _, _ = compare(got, ref, atol, rtol)
@@ -637,8 +630,8 @@ def run_forward(f, case, dt, seed, acc):
     names = list(getattr(a, "OUTPUTS", [])) or [f"out{i}" for i in range(len(want))]
     names += [f"out{i}" for i in range(len(names), len(want))]
     ok = True
-    for k, (name, g, w) in enumerate(zip(names, got, want)):
-        ok &= acc.add(name, g, w, atol, rtol, seed, nearer=_nearer(a, f, inputs, before, written, dt, k))
+    for name, g, w in zip(names, got, want):
+        ok &= acc.add(name, g, w, atol, rtol, seed)
     for k, v in before.items():
         if k in written:
             continue
@@ -647,29 +640,6 @@ def run_forward(f, case, dt, seed, acc):
             raise Mismatch(f"input {k} was modified by the kernel (first at {idx}: "
                            f"was {_fmt(float(v[tuple(idx)]))}, now {_fmt(float(inputs[k][tuple(idx)]))})")
     return ok
-
-
-def _nearer(a, f, inputs, before, written, dt, k):
-    """compare's nearer for output k, for adapters with NEAREST_FORWARD (generic chains): the
-    chain on the case's float inputs upcast to fa_testing.quack_dtype (fp32 for 16-bit cases,
-    fp64 for fp32 ones), computed on the first need. Eager on the CPU, the interpreter's
-    reference, may round farther from the chain than the kernel: its bfloat16 linear gave a
-    GEMM output 2.203125 where the exact 2.21499 rounds to 2.21875, and a residual add then
-    cancelled to -0.234 where the kernel gave -0.203 and the chain is -0.2095 (a corpus chain's
-    strided case, 2026-12-04). None for other adapters: their forward is held to the
-    tolerance alone."""
-    if not getattr(a, "NEAREST_FORWARD", False):
-        return None
-    hp = a.fat.quack_dtype(a, dt)
-    if hp is None:
-        return None
-
-    def ref():
-        vals = {**inputs, **{n: before[n] for n in written}}
-        up = {n: (v.detach().to(hp) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-              for n, v in vals.items()}
-        return tuple(a.reference(f.reference, up, f.params))[k]
-    return ref
 
 
 def check_dropout_rate(inputs, params):

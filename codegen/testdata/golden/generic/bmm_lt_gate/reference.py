@@ -4,8 +4,13 @@
 import torch
 
 
-def chain(a, w):
-    x0 = torch.bmm(a, w)
+def gemm(a, w):
+    """The chain's GEMM as traced (chain's gemm=: another form of it, adapter.reference)."""
+    return torch.bmm(a, w)
+
+
+def chain(a, w, gemm=gemm):
+    x0 = gemm(a, w)
     v0 = torch.lt(x0, 0.1)
     v1 = v0.to(torch.float16)
     v2 = torch.mul(x0, v1)
