@@ -737,7 +737,9 @@ def _number_tensor(i, v, device):
     is wrong)."""
     if isinstance(v, torch.Tensor) or device is None:
         return v
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    import numbers  # the slow path only: a number not seen before (numpy's scalars are Reals too)
+
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise TypeError(f"input {i}: want a number (a Python float) or a 0-dim torch.float32 tensor")
     v = float(v)
     key = (v, device) if v != 0.0 else (v.hex(), device)  # -0.0 apart from 0.0

@@ -641,10 +641,12 @@ def test_number_inputs():
     kernel, ref, case = module("abs_add_sqrt_div_number")
     assert [dt for _, dt, _ in case.INPUTS] == ["bf16", "number", "number"] and kernel.NUMBERS == (1, 2)
     x = inputs_for(case, [16, 40])[0]
-    for eps, scale in ((0.5, -1.25), (3, 2), (torch.tensor(0.25), torch.tensor(-4.0))):
+    import numpy as np
+
+    for eps, scale in ((0.5, -1.25), (3, 2), (torch.tensor(0.25), torch.tensor(-4.0)), (np.float32(0.75), np.float64(2.0))):
         got = kernel.fused(x, eps, scale)[0]
-        want = ref.chain(x, eps.item() if isinstance(eps, torch.Tensor) else eps,
-                         scale.item() if isinstance(scale, torch.Tensor) else scale)[0]
+        want = ref.chain(x, eps.item() if isinstance(eps, torch.Tensor) else float(eps),
+                         scale.item() if isinstance(scale, torch.Tensor) else float(scale))[0]
         torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
     kernel._NUMBER_TENSORS.clear()
     kernel.fused(x, 0.5, 2.0)
@@ -654,7 +656,7 @@ def test_number_inputs():
     assert all(kernel._NUMBER_TENSORS[k] is t for k, t in kept.items()) and len(kernel._NUMBER_TENSORS) == 2
     pos, neg = kernel.fused(x, 0.5, 0.0)[0], kernel.fused(x, 0.5, -0.0)[0]
     assert bool((pos == float("inf")).all()) and bool((neg == float("-inf")).all())
-    for bad in ("0.5", True, None, [0.5]):
+    for bad in ("0.5", True, np.bool_(True), None, [0.5], 1j):
         with pytest.raises(TypeError, match="input 1: want a number"):
             kernel.fused(x, bad, 2.0)
     with pytest.raises(TypeError, match="input 2"):
