@@ -751,6 +751,8 @@ def _number_tensor(i, v, device):
                 _NUMBER_TENSORS.clear()
             _NUMBER_TENSORS[key] = t
     return t
+
+
 `
 }
 

@@ -83,6 +83,8 @@ def _number_tensor(i, v, device):
                 _NUMBER_TENSORS.clear()
             _NUMBER_TENSORS[key] = t
     return t
+
+
 BLOCK = 1024
 MAX_BLOCK_N = 4096
 
