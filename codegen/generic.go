@@ -631,37 +631,19 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	} else {
 		r.rowKernel(&b)
 	}
-	b.WriteString(r.numbers(r.wrapper(), numbersIn{
-		{"    program), and no other may share memory with an input or another output.\"\"\"\n", // fused's docstring's end
-			"    inputs = _numbers(inputs, 0, getattr(inputs[0], \"device\", None))\n"},
-		{"    \"\"\"The outputs of fused(*inputs), allocated (contiguous).\"\"\"\n", "    inputs = _numbers(inputs, 0, getattr(inputs[0], \"device\", None))\n"},
-	}))
+	b.WriteString(r.wrapper())
 	if gerr == nil {
 		b.WriteString("\n\n")
-		b.WriteString(r.numbers(r.backwardWrapper(grad, reached), numbersIn{
-			{"    def forward(ctx, *inputs):\n", "        inputs = _numbers(inputs, 0, getattr(inputs[0], \"device\", None))\n"},
-		}))
+		b.WriteString(r.backwardWrapper(grad, reached))
 	}
 	if r.p.GEMM != nil {
 		b.WriteString("\n\n")
 		r.gemmKernel(&b)
-		conv := "    xs = _numbers(xs, 1, a.device)\n"
-		cublas := "    program's pointwise kernel (fused) on its output.\"\"\"\n" // gemm_cublas's docstring's end
-		if gerr == nil {
-			cublas = "    backward), autograd through the GEMM (cuBLAS).\"\"\"\n"
-		}
-		fix := numbersIn{
-			{cublas, conv},
-			{"    or each other (refused: the GEMM reads a and w across programs).\"\"\"\n", conv}, // gemm_fused's
-		}
-		if gerr == nil {
-			fix = append(fix, numbersIn{{"    def forward(ctx, a, w, bias, *xs):\n", "    " + conv}}...)
-		}
-		b.WriteString(r.numbers(r.gemmWrapper(gerr == nil), fix))
+		b.WriteString(r.gemmWrapper(gerr == nil))
 	}
 	// The preamble goes between the header and the kernels: the cast block and the helpers the
 	// rendered code calls.
-	body := append([]byte(nil), b.Bytes()[head:]...)
+	body := r.numbers(append([]byte(nil), b.Bytes()[head:]...))
 	b.Truncate(head)
 	b.WriteString(preamble(string(body)))
 	if r.p.GEMM != nil {
@@ -671,24 +653,19 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	return b.Bytes()
 }
 
-// numbersIn are the places of a rendered function where a program with number inputs
-// (program.Input.Number) converts them: after the line anchor, the line conv.
-type numbersIn []struct{ anchor, conv string }
+// numbersLine marks a line of the host code that converts a program's number inputs
+// (program.Input.Number): "#?numbers " and the line, written where the public functions take
+// their inputs (fused, empty_outputs, FusedFunction.forward, gemm_fused, gemm_cublas,
+// GemmFunction.forward). numbers keeps such lines, unmarked, for a program with number
+// inputs and drops them for one without, so its code is what it was before numbers existed.
+var numbersLine = regexp.MustCompile(`(?m)^( *)#\?numbers (.*\n)`)
 
-// numbers returns src with, for a program with number inputs, each conversion inserted after
-// its anchor (which must occur in src exactly once: a renderer defect otherwise); src as it
-// is for a program without.
-func (r *renderer) numbers(src string, at numbersIn) string {
+// numbers returns the rendered code with its numbersLine marks resolved for the program.
+func (r *renderer) numbers(code []byte) []byte {
 	if len(r.p.Numbers()) == 0 {
-		return src
+		return numbersLine.ReplaceAll(code, nil)
 	}
-	for _, a := range at {
-		if strings.Count(src, a.anchor) != 1 {
-			panic(fmt.Sprintf("codegen: the numbers' anchor %q occurs %d times", a.anchor, strings.Count(src, a.anchor)))
-		}
-		src = strings.Replace(src, a.anchor, a.anchor+a.conv, 1)
-	}
-	return src
+	return numbersLine.ReplaceAll(code, []byte("$1$2"))
 }
 
 // numbersBlock is kernel.py's NUMBERS and _numbers for a program with number inputs: the
@@ -1315,6 +1292,7 @@ def _fwd_planned(inputs):
 
 def empty_outputs(*inputs):
     """The outputs of fused(*inputs), allocated (contiguous)."""
+    #?numbers inputs = _numbers(inputs, 0, getattr(inputs[0], "device", None))
     dev = inputs[0].device
     return [torch.empty(s, dtype=dt, device=dev) for s, dt in zip(_fwd_planned(inputs)[0], OUT_DTYPES)]
 
@@ -1333,6 +1311,7 @@ def fused(*inputs, out=None):
     out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead; one
     may be exactly an input IN_PLACE allows (each element read before it is written, in one
     program), and no other may share memory with an input or another output."""
+    #?numbers inputs = _numbers(inputs, 0, getattr(inputs[0], "device", None))
     out_shapes, launch = _fwd_planned(inputs)
     if out is None:
         dev = inputs[0].device

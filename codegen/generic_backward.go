@@ -716,6 +716,7 @@ class FusedFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, *inputs):
+        #?numbers inputs = _numbers(inputs, 0, getattr(inputs[0], "device", None))
         outs = fused(*inputs)
         ctx.save_for_backward(*inputs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])

@@ -307,6 +307,7 @@ func (r *renderer) gemmWrapper(hasBackward bool) string {
 	if hasBackward {
 		b.WriteString(`; under autograd the kernel's FusedFunction (its fused
     backward), autograd through the GEMM (cuBLAS)."""
+    #?numbers xs = _numbers(xs, 1, a.device)
     x0 = gemm_only(a, w, bias)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (x0, *xs)):
         return FusedFunction.apply(x0, *xs)
@@ -314,6 +315,7 @@ func (r *renderer) gemmWrapper(hasBackward bool) string {
 `)
 	} else {
 		b.WriteString(`."""
+    #?numbers xs = _numbers(xs, 1, a.device)
     return fused(gemm_only(a, w, bias), *xs)
 `)
 	}
@@ -384,6 +386,7 @@ def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     before it is written, in one program); pre: a contiguous tensor of the GEMM output's shape
     and dtype that receives it. Neither may otherwise share memory with an operand, an input
     or each other (refused: the GEMM reads a and w across programs)."""
+    #?numbers xs = _numbers(xs, 1, a.device)
     plan = _gemm_planned(a, w, bias, xs)
     shape, out_shapes = plan[:2]
     if out is not None:
@@ -497,6 +500,7 @@ class GemmFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, w, bias, *xs):
+        #?numbers xs = _numbers(xs, 1, a.device)
         plan = _gemm_planned(a, w, bias, xs)
         pre = torch.empty(plan[0], dtype=GEMM_DTYPE, device=a.device)
         outs = _gemm_fused(a, w, bias, xs, None, pre, plan)

@@ -134,10 +134,10 @@ def _number(g):
     never used makes a residual add cancel larger terms, and eager's own bfloat16 rounding on
     the CPU (its linear's output is not always the exact one rounded) then exceeds the
     tolerance (mish(y) * 1.59 + x: 0.469 eager, 0.500 the kernel, 0.477 the chain in fp32).
-    Held exactly: eager on the
-    CPU (the interpreter's reference) rounds the number of an add, sub or rsub to a 16-bit
-    tensor's type, eager on CUDA computes with its float32, as the kernels do
-    (bench/experiments/probe_scalar_round.py); a number both hold is the same for both."""
+    Held exactly: eager on the CPU (the interpreter's reference) rounds the number of an add,
+    sub or rsub to a 16-bit tensor's type, eager on CUDA computes with its float32, as the
+    kernels do (bench/experiments/probe_scalar_round.py); a number both hold is the same for
+    both."""
     v = 0.5 + 0.5 * torch.rand((), generator=g, dtype=torch.float64).item()
     return torch.tensor(v).to(torch.bfloat16).item()
 
