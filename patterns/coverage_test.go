@@ -268,23 +268,23 @@ func TestUnclaimed(t *testing.T) {
 			Parent: -1, Children: []int32{child}, Bwd: -1, Fwd: -1, Py: -1, Step: -1, ExternalID: -1, RecordFunctionID: -1, EvIdx: -1, Seq: -1, FwdThreadID: -1})
 		tr.Ops[child].Parent = parent
 	}
-	var muls []int32
+	var pows []int32
 	for i := range tr.Ops {
 		if tr.Ops[i].Name == "aten::pow" {
-			muls = append(muls, int32(i))
+			pows = append(pows, int32(i))
 		}
 	}
-	wrap(muls[0], "autograd::engine::evaluate_function: PowBackward0")
-	wrap(muls[1], "Optimizer.step#AdamW.step")
-	if got := unclaimedLabel(tr, muls[1]); got != "optimizer step (AdamW)" {
+	wrap(pows[0], "autograd::engine::evaluate_function: PowBackward0")
+	wrap(pows[1], "Optimizer.step#AdamW.step")
+	if got := unclaimedLabel(tr, pows[1]); got != "optimizer step (AdamW)" {
 		t.Errorf("a foreach step's kernel: %q", got)
 	}
-	tr.Ops[muls[1]].Name = "aten::_fused_adamw_"
-	if got := unclaimedLabel(tr, muls[1]); got != "optimizer step (AdamW, fused)" {
+	tr.Ops[pows[1]].Name = "aten::_fused_adamw_"
+	if got := unclaimedLabel(tr, pows[1]); got != "optimizer step (AdamW, fused)" {
 		t.Errorf("a fused step's kernel: %q", got)
 	}
-	tr.Ops[muls[1]].Name = "aten::pow"
-	tr.Acts[tr.Ops[muls[1]].Acts[0]].Dur = 20_000 // the optimizer's kernel the longest
+	tr.Ops[pows[1]].Name = "aten::pow"
+	tr.Acts[tr.Ops[pows[1]].Acts[0]].Dur = 20_000 // the optimizer's kernel the longest
 	r, err := Analyze([]*trace.Trace{tr}, Options{})
 	if err != nil {
 		t.Fatal(err)
