@@ -299,16 +299,45 @@ def tril_chain(q, k, v):
     return s.masked_fill(~keep, float("-inf")).softmax(dim=-1).matmul(v)
 
 
+class _Lowered(Exception):
+    """Raised where Inductor would generate code, after its graph passes (the rewrite's)."""
+
+
 @pytest.mark.parametrize("chain,want", [(sdpa_chain, True), (tril_chain, False)])
-def test_compile_rewrote_to_sdpa(chain, want):
+def test_compile_rewrote_to_sdpa(chain, want, monkeypatch):
     """Inductor's rewrite of the eager chain to SDPA is seen (on the CPU: the same joint-graph
     patterns run there), and a chain it leaves alone is not mistaken for one; a second compile
-    of the same chain, which Inductor's caches would answer without matching, still counts."""
+    of the same chain, which Inductor's caches would answer without matching, still counts.
+    The chain left alone compiles once and stops where Inductor would generate and build its
+    C++ kernels (about 20 s on the CPU), after the pattern passes that would count a rewrite."""
     q, k, v = (torch.randn(2, 4, 16, 64) for _ in range(3))
-    for _ in range(2):
-        torch._dynamo.reset()
-        comp = torch.compile(chain)
-        assert harness.compile_rewrote_to_sdpa(torch, lambda: comp(q, k, v)) is want
+    if want:
+        for _ in range(2):
+            torch._dynamo.reset()
+            comp = torch.compile(chain)
+            assert harness.compile_rewrote_to_sdpa(torch, lambda: comp(q, k, v)) is True
+        return
+    from torch._inductor.graph import GraphLowering
+
+    class Lowered(Exception):
+        pass
+
+    def lowered(self, *args, **kwargs):
+        raise Lowered()
+
+    monkeypatch.setattr(GraphLowering, "compile_to_module", lowered)
+
+    def first_call():
+        with pytest.raises(Exception) as e:
+            comp(q, k, v)
+        cause = e.value
+        while cause is not None and not isinstance(cause, Lowered):
+            cause = cause.__cause__ or cause.__context__
+        assert cause is not None, f"the compile failed before Inductor's lowering: {e.value!r}"
+
+    torch._dynamo.reset()
+    comp = torch.compile(chain)
+    assert harness.compile_rewrote_to_sdpa(torch, first_call) is False
 
 
 def test_backward_forward_on_capture_stream(monkeypatch):

@@ -6,7 +6,9 @@ the launch around it has, and the numpy dtype table is built once. These tests r
 with nested helpers both ways (the replaced pieces put back for the second run) and compare
 bits, check that a launch still leaves ``triton.language`` as it found it, that a helper
 seeing a language module the launch did not patch still patches it, and that the dtype table
-answers as 3.6's for every type.
+answers as 3.6's for every type; and that templates' kernels (forward and backward:
+dots, reductions, broadcasts, casts, masks, dropout) give the same bits as in a process whose
+interpreter is Triton's own throughout (``FUSEADVISE_PLAIN_INTERPRETER=1``).
 """
 
 import pathlib
@@ -148,3 +150,61 @@ def test_dtype_table_as_triton_builds_it():
     types += [tl.block_type(tl.pointer_type(tl.float16), [16])]
     for t in types:
         assert interpreter._get_np_dtype(t) == own(t), t
+
+
+# Runs templates' kernels forward and backward at small shapes and saves every result; run by
+# test_same_bits_as_a_plain_interpreter in two fresh processes, one with Triton's own interpreter
+_TEMPLATES = """
+import pathlib, sys
+sys.path[:0] = [{common!r}]
+import torch
+import fa_testing as fat
+from triton.runtime import interpreter
+
+here = pathlib.Path({here!r})
+k = {{p: fat.load_sibling(here / p / "kernel.py", "kernel") for p in
+     ("attention", "layernorm_linear", "mask_softmax", "add_layernorm")}}
+g = torch.Generator().manual_seed(0)
+def rnd(*shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=g).to(dtype).requires_grad_()
+out = {{"lighter": bool(getattr(interpreter, "_fa_lighter", False))}}
+def keep(name, y, *xs):
+    y = y if isinstance(y, (tuple, list)) else (y,)
+    y = [t for t in y if t is not None]
+    grads = torch.autograd.grad(sum((t.float() * (i + 1)).sum() for i, t in enumerate(y)), xs, allow_unused=True)
+    out[name] = [t.detach() for t in y] + [t for t in grads if t is not None]
+
+q, kk, v = (rnd(1, 2, 33, 32, dtype=torch.float16) for _ in range(3))
+keep("attention", k["attention"].attention(q, kk, v, scale=0.125, mask_kind="causal", p=0.1, seed=3), q, kk, v)
+x, w, b = rnd(3, 40, 48, dtype=torch.bfloat16), rnd(48), rnd(48)
+lw, lb = rnd(24, 48, dtype=torch.bfloat16), rnd(24, dtype=torch.bfloat16)
+keep("layernorm_linear", k["layernorm_linear"].layernorm_linear_train(x, w, b, lw, lb), x, w, b, lw, lb)
+s, m = rnd(2, 3, 9, 129, dtype=torch.float16), torch.rand(2, 1, 1, 129, generator=g) < 0.3
+keep("mask_softmax", k["mask_softmax"].MaskSoftmaxFunction.apply(s, m, 0.5, "bool", float("-inf"), 0.1, 5), s)
+a, r, w2, b2 = rnd(5, 300), rnd(5, 300), rnd(300), rnd(300)
+keep("add_layernorm", k["add_layernorm"].add_layer_norm_train(a, r, w2, b2), a, r, w2, b2)
+torch.save(out, sys.argv[1])
+"""
+
+
+def test_same_bits_as_a_plain_interpreter(tmp_path):
+    import os
+    import subprocess
+
+    here = pathlib.Path(__file__).resolve().parent
+    script = _TEMPLATES.format(here=str(here), common=str(here / "_common"))
+    got = {}
+    for plain in (False, True):
+        env = dict(os.environ, FUSEADVISE_PLAIN_INTERPRETER="1" if plain else "0")
+        path = tmp_path / f"{plain}.pt"
+        subprocess.run([sys.executable, "-c", script, str(path)], env=env, check=True)
+        got[plain] = torch.load(path)
+    assert got[False].pop("lighter") and not got[True].pop("lighter")
+    assert got[False].keys() == got[True].keys() == {"attention", "layernorm_linear", "mask_softmax", "add_layernorm"}
+    for name, ts in got[False].items():
+        want = got[True][name]
+        assert len(ts) == len(want) > 1, name
+        for i, (a, b) in enumerate(zip(ts, want)):
+            assert a.dtype == b.dtype and a.shape == b.shape, (name, i)
+            bits = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[a.element_size()]
+            assert torch.equal(a.view(bits), b.view(bits)), (name, i)

@@ -36,15 +36,17 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def _lighter_interpreter():
-    """Takes two costs of Triton 3.6's interpreter that change nothing it computes: every call
+    """Takes three costs of Triton 3.6's interpreter that change nothing it computes: every call
     of a nested ``@triton.jit`` function patches ``triton.language`` again (``inspect.getmembers``
     over ``tl``, ``tl.tensor`` and ``tl.math``: about a fifth of a test's time) although the
-    launch around it has patched it already, and ``_get_np_dtype`` builds its dtype table on
-    every call. A nested call skips the patch only where every language module it sees is
-    patched (the patched functions are the same whoever patched them). Other Triton versions
-    are left as they are (the replaced code is 3.6's). Applied once a process, on import under
-    ``TRITON_INTERPRET=1``; ``interpreter._fa_lighter`` says it is, ``interpreter._fa_original``
-    keeps what it replaced (templates/test_interpreter.py runs both)."""
+    launch around it has patched it already; ``_get_np_dtype`` builds its dtype table on
+    every call; and the front end's type objects are built eagerly (``_lighter_types``). A
+    nested call skips the patch only where every language module it sees is patched (the
+    patched functions are the same whoever patched them). Other Triton versions are left as
+    they are (the replaced code is 3.6's). Applied once a process, on import under
+    ``TRITON_INTERPRET=1`` unless ``FUSEADVISE_PLAIN_INTERPRETER=1``; ``interpreter._fa_lighter``
+    says it is, ``interpreter._fa_original`` keeps the first two pieces it replaced
+    (templates/test_interpreter.py runs both ways, and against a plain process)."""
     import triton
 
     if not triton.__version__.startswith("3.6."):
@@ -95,10 +97,130 @@ def _lighter_interpreter():
     interpreter._fa_original = (interpreter._get_np_dtype, interpreter.InterpretedFunction.__call__)
     interpreter._get_np_dtype = get_np_dtype
     interpreter.InterpretedFunction.__call__ = call
+    _lighter_types(tl, interpreter)
     interpreter._fa_lighter = True
 
 
-if INTERPRET:
+def _lighter_types(tl, interpreter):
+    """The interpreter runs each ``tl`` operation through Triton's front end, which builds
+    type objects eagerly: every ``tl.tuple`` its type (a string of its members' types), every
+    ``tl.tensor`` its shape as a tuple of constexprs, every ``tl.block_type`` its name, and
+    the same block types again and again (``get_block_ty``, ``with_element_ty``) — about 40% of
+    an interpreted kernel's time. These are computed here when first read (from the same
+    values, so what is read is what 3.6 stores: a tuple's values change only through its
+    ``_setitem``, which sets the type again), and the builder's and ``with_element_ty``'s block
+    types are kept per (element type, shape) object (block types are never changed after
+    construction). Nothing the kernels compute changes (templates/test_interpreter.py compares
+    bits against a process that runs without it: ``FUSEADVISE_PLAIN_INTERPRETER=1``)."""
+    import builtins
+    import math
+
+    from triton._utils import validate_block_shape
+
+    core = tl.core
+    constexpr, tup, tuple_type = core.constexpr, core.tuple, core.tuple_type
+    type_of, unwrap_shape = core._type_for_tuple_values, core._unwrap_shape
+
+    # tl.tuple: its type when first read
+    def tuple_init(self, args, type=None):
+        self.values = [i for i in args]
+        if isinstance(type, tuple_type):
+            self._fa_type = type
+        elif type is not None:
+            self._fa_type = tuple_type(type)
+        else:
+            self._fa_type = None
+
+    def tuple_type_get(self):
+        t = self.__dict__.get("_fa_type")
+        if t is None:
+            t = self._fa_type = type_of(self.values)
+        return t
+
+    def tuple_type_set(self, t):
+        self._fa_type = t
+
+    # tl.tensor: its shape and numel when first read
+    def tensor_init(self, handle, type):
+        self.handle = handle
+        self.type = type
+        self.dtype = type.scalar
+
+    def dims(t):
+        return t.type.shape if t.type.is_block() else ()
+
+    def tensor_shape_get(self):
+        s = self.__dict__.get("_fa_shape")
+        if s is None:
+            s = self._fa_shape = tup([constexpr(d) for d in dims(self)])
+        return s
+
+    def tensor_shape_set(self, s):
+        self._fa_shape = s
+
+    def tensor_numel_get(self):
+        n = self.__dict__.get("_fa_numel")
+        if n is None:
+            n = self._fa_numel = constexpr(math.prod(dims(self)))
+        return n
+
+    def tensor_numel_set(self, n):
+        self._fa_numel = n
+
+    # tl.block_type: a list of ints taken as it is, the name when first read
+    def block_init(self, element_ty, shape):
+        self.element_ty = element_ty
+        assert isinstance(shape, (list, tup))
+        if not (builtins.type(shape) is list and all(builtins.type(d) is int for d in shape)):
+            shape = unwrap_shape(shape)
+        self.shape = tup(shape)
+        if not shape:
+            raise TypeError("0d block_type is forbidden")
+        self.numel = validate_block_shape(shape)
+
+    def block_name_get(self):
+        n = self.__dict__.get("_fa_name")
+        if n is None:
+            n = self._fa_name = f"<{self.shape}, {self.element_ty}>"
+        return n
+
+    def block_name_set(self, n):
+        self._fa_name = n
+
+    # the same block type per (element type object, shape): kept with the element type, so that
+    # an id is never reused for another
+    blocks = {}
+
+    def get_block_ty(self, dtype, shape):
+        key = (id(dtype), builtins.tuple(shape))
+        hit = blocks.get(key)
+        if hit is None or hit[0] is not dtype:
+            hit = blocks[key] = (dtype, tl.block_type(dtype, shape))
+        return hit[1]
+
+    with_element_ty = core.block_type.with_element_ty
+
+    def with_element_ty_kept(self, scalar_ty):
+        kept = self.__dict__.get("_fa_with")
+        if kept is None:
+            kept = self._fa_with = {}
+        hit = kept.get(id(scalar_ty))
+        if hit is None or hit[0] is not scalar_ty:
+            hit = kept[id(scalar_ty)] = (scalar_ty, with_element_ty(self, scalar_ty))
+        return hit[1]
+
+    core.tuple.__init__ = tuple_init
+    core.tuple.type = property(tuple_type_get, tuple_type_set)
+    core.tensor.__init__ = tensor_init
+    core.tensor.shape = property(tensor_shape_get, tensor_shape_set)
+    core.tensor.numel = property(tensor_numel_get, tensor_numel_set)
+    core.block_type.__init__ = block_init
+    core.block_type.name = property(block_name_get, block_name_set)
+    core.block_type.with_element_ty = with_element_ty_kept
+    interpreter.InterpreterBuilder.get_block_ty = get_block_ty
+
+
+if INTERPRET and os.environ.get("FUSEADVISE_PLAIN_INTERPRETER") != "1":
     _lighter_interpreter()
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
