@@ -605,6 +605,7 @@ def test_library_path(monkeypatch, device, variant, has_bias):
         return 0.0 if len(timed) % n_cands == 0 else 1.0  # each round's last candidate, the library path, wins
 
     monkeypatch.setattr(kernel, "_GEMM_TUNE", True)
+    monkeypatch.setattr(kernel, "_GEMM_HOST", False)  # the GPU-time choice only (no eager-use timings)
     monkeypatch.setattr(kernel, "_GEMM_TUNED", {})
     monkeypatch.setattr(kernel, "_gemm_time_ms", fake_bench)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
