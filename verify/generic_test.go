@@ -357,7 +357,22 @@ func TestGenericMutants(t *testing.T) {
 		byHash[h] = k
 		kernels = append(kernels, k)
 	}
-	t.Logf("%d folders from %d traces, %d distinct kernels", len(dirs), len(traces), len(kernels))
+	// then the mutation suite's folders (specs and variants) that carry one of these kernels:
+	// code a trace's folders never run (a causal mask, a learned bias's gradient, dropout) runs
+	// in one of them, so a mutant there is tried where its code runs
+	nTrace := len(dirs)
+	suite := genFolders(t)
+	for _, key := range slices.Sorted(maps.Keys(suite)) {
+		b, err := os.ReadFile(filepath.Join(suite[key], "kernel.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := byHash[sha256.Sum256(b)]; k != nil {
+			k.dirs = append(k.dirs, suite[key])
+			dirs = append(dirs, suite[key])
+		}
+	}
+	t.Logf("%d folders from %d traces and %d of the mutation suite's, %d distinct kernels", nTrace, len(traces), len(dirs)-nTrace, len(kernels))
 
 	// baseline: each folder's cases, and those it fails (skipped for its mutants)
 	res, err := Run(context.Background(), dirs, Options{Python: py, Trials: 2, Jobs: runtime.GOMAXPROCS(0)})

@@ -37,6 +37,9 @@ var variants = map[string]codegen.Spec{
 	// checked), no scaling, and a bool padding mask filled with finfo.min
 	"attention+bias": {Pattern: "attention", Dtype: "fp32", Shapes: [][]int64{{2, 2, 40, 64}, {2, 2, 40, 64}, {2, 2, 40, 64}, {2, 1, 1, 40}, {1, 2, 40, 40}},
 		Params: codegen.Params{MaskKind: "bool", MaskFill: "min", Scale: 1, BiasKind: "additive"}},
+	// ConvNeXt's LayerNorm2d (timm) under autocast: channels-first [B, C, H, W], C normalized,
+	// fp32; its backward reads dy in batches of positions (the kernels' *_BATCHED paths)
+	"add_layernorm+cf": {Pattern: "add_layernorm", Dtype: "fp32", Shapes: [][]int64{{2, 96, 7, 7}}, Params: codegen.Params{NormDim: "1"}},
 	// BLOOM / MPT: ALiBi slopes [H] under a causal mask with a -inf fill
 	"attention+alibi": {Pattern: "attention", Dtype: "fp16", Shapes: [][]int64{{1, 2, 40, 64}, {1, 2, 40, 64}, {1, 2, 40, 64}, {2}},
 		Params: codegen.Params{MaskKind: "causal", MaskFill: "-inf", Scale: 0.125, BiasKind: "alibi"}},
