@@ -223,8 +223,8 @@ var genericEquivalent = map[string]string{
 	"layernorm_linear/_row_stats lt-le: while start < K: @2":                                                              eqLoop,
 	"layernorm_linear/_row_stats sum-max: return tl.sum(x0, axis=1) + mean, _rstd(var, eps)":                              "x0 is [ROWS, 1] (each row's first element): the sum and the max of one element are equal",
 	"layernorm_linear/_fold_kernel lt-le: while start < K:":                                                               eqLoop,
-	"layernorm_linear/_ln_bwd_kernel lt-le: while r < end:":                                                               "one more tile only when r == end (the interpreter's loop; the GPU's is a tl.range): every row of it is masked (rm < end) in _ln_bwd_tile, so nothing is loaded, stored or summed",
-	"layernorm_linear/_sum_parts lt-le: while g < G:":                                                                     "one more block only when g == G: every group of it is masked (grp < G), loads give 0",
+	"layernorm_linear/_ln_bwd_kernel lt-le: while r < end:":                                                               eqTileLoop,
+	"layernorm_linear/_sum_parts lt-le: while g < G:":                                                                     eqSumParts,
 	"layernorm_linear/_fold_tma_kernel lt-le: mean = tl.load(MEAN + rm, mask=rm < M, other=0.0)":                          eqLoadPast,
 	"layernorm_linear/_fold_tma_kernel lt-le: rstd = tl.load(RSTD + rm, mask=rm < M, other=0.0)":                          eqLoadPast,
 	"layernorm_linear/_fold_epilogue lt-le: s = tl.load(S + rn, mask=rn < N, other=0.0)":                                  eqLoadPast,
@@ -245,6 +245,17 @@ var genericEquivalent = map[string]string{
 	"rmsnorm_pyops/_rmsnorm_fwd lt-le: while start < N: @2":                                                               eqLoop,
 	"rmsnorm_pyops/_rmsnorm_bwd_dx lt-le: while start < N: @1":                                                            eqLoop,
 	"rmsnorm_pyops/_rmsnorm_bwd_dx lt-le: while start < N: @2":                                                            eqLoop,
+	"rmsnorm_pyops/_rmsnorm_bwd lt-le: while r < end:":                                                                    eqTileLoop,
+	"rmsnorm_pyops/_rmsnorm_bwd_tile lt-le: rstd = tl.load(RSTD + rm, mask=rm < end, other=0.0)":                          eqLoadPast,
+	"rmsnorm_pyops/_sum_parts lt-le: while g < G:":                                                                        eqSumParts,
+	"dropout_add/_dropout_add_bwd lt-le: while r < end:":                                                                  eqTileLoop,
+	"dropout_add/_sum_parts lt-le: while g < G:":                                                                          eqSumParts,
+	"linear_gelu/_gelu_bwd_kernel lt-le: while r < end:":                                                                  eqTileLoop,
+	"linear_gelu/_sum_parts lt-le: while g < G:":                                                                          eqSumParts,
+	"gelu_pyops/_new_gelu_bwd lt-le: while r < end:":                                                                      eqTileLoop,
+	"gelu_pyops/_new_gelu_bwd_tile lt-le: b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)":                     eqLoadPast,
+	"gelu_pyops/_sum_parts lt-le: while g < G:":                                                                           eqSumParts,
+	"add_layernorm/_sum_parts lt-le: while g < G:":                                                                        eqSumParts,
 }
 
 // genericBelowPrecision lists survivors that are not equivalent but change the result by less
@@ -258,6 +269,8 @@ const (
 	eqLoop     = "one more iteration only when start == N, with every lane masked: loads give other (0, or -inf scores), sums and running maxima are unchanged, stores are masked"
 	eqLoadPast = "the element read one past the end reaches only the output row/column that the store masks (the interpreter does not fault on the read)"
 	eqSafe     = "differs only for a fully masked row (mx = -inf), which is NaN either way, as in eager"
+	eqTileLoop = "one more tile only when r == end (the interpreter's loop; the GPU's is a tl.range): every row of it is masked (rows < end) in the tile function, which returns 0 there, so nothing is loaded, stored or summed"
+	eqSumParts = "one more block only when g == G: every group of it is masked (grp < G), loads give 0"
 	eqTol      = "within the GEMM patterns' fp32 tolerance (atol = rtol = 1e-4) for every x (numpy over [-12, 12]: max |dy| "
 )
 
