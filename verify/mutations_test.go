@@ -494,6 +494,9 @@ var mutations = func() []mutation {
 		{"attention", "causal-top-left", classFormula, scores, "s = tl.where(cols > rows + (Sk - Sq), fill, s)", "s = tl.where(cols > rows, fill, s)"},
 		{"attention", "sk-tail-unmasked", classTailMask, scores, `s = tl.where(cols < Sk, s, float("-inf"))`, "s = s"},
 		{"attention", "no-rescale-acc", classFormula, block, "acc = _mm(_cast(pr, DT), v, acc * alpha[:, None])", "acc = _mm(_cast(pr, DT), v, acc)"},
+		// a row whose first key blocks are all -inf (left padding as -inf: attention+additive's
+		// second mask row) gets exp(-inf - -inf) = NaN without the running max's guard
+		{"attention", "running-max-guard-dropped", classFormula, block, `m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)`, "m_safe = m_new"},
 		{"attention", "no-rescale-sum", classFormula, block, "l_i = l_i * alpha + tl.sum(pr, axis=1)", "l_i = l_i + tl.sum(pr, axis=1)"},
 		{"attention", "max-as-sum", classReduce, block, "m_new = tl.maximum(m_i, tl.max(s, axis=1))", "m_new = tl.maximum(m_i, tl.sum(s, axis=1))"},
 		{"attention", "sum-wrong-axis", classReduce, block, "l_i = l_i * alpha + tl.sum(pr, axis=1)", "l_i = l_i * alpha + tl.sum(pr, axis=0)"},

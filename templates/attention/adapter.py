@@ -13,7 +13,9 @@ mask about 30% of positions, never key 0 with a -inf fill (a row masked everywhe
 NaN in eager, and so are eager's gradients of every key of its head: the verifier's
 masked_rows variant covers the forward of such rows); with a finite fill or an additive mask
 the first mask row is masked everywhere (finfo.min for additive masks, as HF masks padding):
-eager gives it uniform weights. In test mode (poison=True or autograd=True) with p > 0,
+eager gives it uniform weights; an additive mask's second row is left padding written as -inf
+over its first half of the keys (rows whose first key blocks are all -inf: the running max's
+guard in the forward, which would otherwise give exp(-inf - -inf)). In test mode (poison=True or autograd=True) with p > 0,
 fused() stores the kernel's dropout mask in inputs["keep"] for the reference.
 
 The gradient cases (fused(autograd=True)) check the backward with dropout and without in every
@@ -199,7 +201,10 @@ def make_inputs(shapes, dtype, params, device, seed):
         else:
             mdt = fat.DTYPES[params.get("mask_dtype") or fat.name(dtype)]
             add = (torch.randn(list(mshape), generator=g) * 0.5).masked_fill(masked, torch.finfo(mdt).min)
-            add.view(-1, mshape[-1])[0] = torch.finfo(mdt).min  # a padding row: uniform in eager
+            rows = add.view(-1, mshape[-1])
+            rows[0] = torch.finfo(mdt).min  # a padding row: uniform in eager
+            if len(rows) > 1:  # left padding written as -inf: the first keys' blocks all -inf
+                rows[1, :mshape[-1] // 2] = float("-inf")
             mask = add.to(device=device, dtype=mdt)
     if bias_kind == "additive":
         bias = fat.randn(rest.pop(0), dtype, device, g)
