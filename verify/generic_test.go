@@ -264,6 +264,7 @@ var genericEquivalent = map[string]string{
 	"attention/_attn_fwd lt-le: while n0 < hi:":                                                                                  eqKeyBlock,
 	"attention/_dkdv_block const-x1.001: inv_l = 1.0 / tl.load(STATS + Sq + rows, mask=rows < Sq, other=1.0) #2":                 eqPastSq,
 	"attention/_dkdv_block lt-le: m = tl.load(STATS + rows, mask=rows < Sq, other=0.0)":                                          eqPastSq + " (row Sq reads its head's first row sum, at least 1: P stays finite)",
+	"attention/_dkdv_block lt-le: tl.atomic_add(DS + rows * Sk + cols, ds, mask=(rows < Sq) & (cols < Sk)) #1":                   eqPastSq + " (the atomic adds row Sq's dS, 0, at row Sq: checked also with a per-key bias [1, H, 1, Sk] that trains, whose gradient sums dS over the rows)",
 	"attention/_attn_bwd_dkdv lt-le: while m0 < Sq:":                                                                             "one more query block only when m0 == Sq: " + eqPastSq,
 	"add_layernorm/_sum_parts lt-le: while g < G:":                                                                               eqSumParts,
 }
