@@ -299,10 +299,6 @@ def tril_chain(q, k, v):
     return s.masked_fill(~keep, float("-inf")).softmax(dim=-1).matmul(v)
 
 
-class _Lowered(Exception):
-    """Raised where Inductor would generate code, after its graph passes (the rewrite's)."""
-
-
 @pytest.mark.parametrize("chain,want", [(sdpa_chain, True), (tril_chain, False)])
 def test_compile_rewrote_to_sdpa(chain, want, monkeypatch):
     """Inductor's rewrite of the eager chain to SDPA is seen (on the CPU: the same joint-graph
@@ -320,7 +316,7 @@ def test_compile_rewrote_to_sdpa(chain, want, monkeypatch):
     from torch._inductor.graph import GraphLowering
 
     class Lowered(Exception):
-        pass
+        """Raised where Inductor would generate code, after its graph passes (the rewrite's)."""
 
     def lowered(self, *args, **kwargs):
         raise Lowered()

@@ -176,9 +176,9 @@ def keep(name, y, *xs):
 
 q, kk, v = (rnd(1, 2, 33, 32, dtype=torch.float16) for _ in range(3))
 keep("attention", k["attention"].attention(q, kk, v, scale=0.125, mask_kind="causal", p=0.1, seed=3), q, kk, v)
-x, w, b = rnd(3, 40, 48, dtype=torch.bfloat16), rnd(48), rnd(48)
-lw, lb = rnd(24, 48, dtype=torch.bfloat16), rnd(24, dtype=torch.bfloat16)
-keep("layernorm_linear", k["layernorm_linear"].layernorm_linear_train(x, w, b, lw, lb), x, w, b, lw, lb)
+x, ln_w, ln_b = rnd(3, 40, 48, dtype=torch.bfloat16), rnd(48), rnd(48)
+w, b = rnd(24, 48, dtype=torch.bfloat16), rnd(24, dtype=torch.bfloat16)
+keep("layernorm_linear", k["layernorm_linear"].layernorm_linear_train(x, ln_w, ln_b, w, b), x, ln_w, ln_b, w, b)
 s, m = rnd(2, 3, 9, 129, dtype=torch.float16), torch.rand(2, 1, 1, 129, generator=g) < 0.3
 keep("mask_softmax", k["mask_softmax"].MaskSoftmaxFunction.apply(s, m, 0.5, "bool", float("-inf"), 0.1, 5), s)
 a, r, w2, b2 = rnd(5, 300), rnd(5, 300), rnd(300), rnd(300)
