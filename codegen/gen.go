@@ -107,7 +107,7 @@ func GenericItems(rep *patterns.Report) (items []Item, skipped []string, err err
 		}
 		dt := string(c.DType)
 		if _, ok := dtypes[dt]; !ok {
-			dt = "fp32" // a chain whose largest value is bool: its program fixes every dtype
+			dt = "fp32" // a chain whose largest value is bool or int64: its program fixes every dtype
 		}
 		s := GenericSpec{Program: c.Program, Dtype: dt, Ops: c.Ops, EstSavingUs: c.EstSavingUs, EstFusedUs: c.EstFusedUs,
 			EstBackwardSavingUs: c.EstBackwardSavingUs, Instances: c.Instances, GPUTimeUs: c.GPUTimeUs,

@@ -150,9 +150,20 @@ func newRenderer(p *program.Program) *renderer {
 	return &renderer{p: p, rank: len(p.Dims), red: p.Reduction()}
 }
 
-var tlDtypes = map[program.DType]string{program.FP32: "tl.float32", program.FP16: "tl.float16", program.BF16: "tl.bfloat16"}
+var tlDtypes = map[program.DType]string{program.FP32: "tl.float32", program.FP16: "tl.float16", program.BF16: "tl.bfloat16",
+	program.I64: "tl.int64"}
 var torchDtypes = map[program.DType]string{program.FP32: "torch.float32", program.FP16: "torch.float16",
-	program.BF16: "torch.bfloat16", program.Bool: "torch.bool"}
+	program.BF16: "torch.bfloat16", program.Bool: "torch.bool", program.I64: "torch.int64"}
+
+// pyInt writes a validated integral number (program: an int64 step's numbers and constants,
+// integers within 2**53) as a Python int literal.
+func pyInt(v float64) string {
+	s := strconv.FormatInt(int64(v), 10)
+	if v < 0 {
+		return "(" + s + ")"
+	}
+	return s
+}
 
 // pyNum writes a validated number (finite or +-inf) as a Python expression.
 func pyNum(v float64) string {
@@ -196,9 +207,16 @@ func expand(tmpl string, args, consts []string, dt string) string {
 
 // operands names a step's operands in Triton (inside) or eager (outside) code. Eager code
 // writes a number as traced; in Triton a comparison's number is the one eager compares with,
-// rounded to the type of the tensor beside it (program.DType.Round).
+// rounded to the type of the tensor beside it (program.DType.Round). An int64 step's numbers
+// are written as integers in both (program checked that they are). Inside, each operand is
+// converted to the type the step computes in (computeType), as eager's type promotion does:
+// an int64 value into a float step as eager casts it (to float32, then rounded to a 16-bit
+// step's type: c10 converts an integer to half or bfloat16 through float), a number input as
+// eager's wrapped scalar (to float32 only); a bool (0.0 / 1.0 inside) or a float (a cast's
+// operand: truncated toward zero) into an int64 step as int64.
 func (r *renderer) operands(s program.Step, triton bool) []string {
 	op, _ := program.Lookup(s.Op)
+	ct := r.computeType(s)
 	out := make([]string, len(s.Args))
 	for k, a := range s.Args {
 		switch {
@@ -206,13 +224,65 @@ func (r *renderer) operands(s program.Step, triton bool) []string {
 			out[k] = "x" + strconv.Itoa(*a.In)
 		case a.Step != nil:
 			out[k] = "v" + strconv.Itoa(*a.Step)
+		case ct == program.I64 || !triton && (s.DType == program.I64 || a.Int):
+			out[k] = pyInt(float64(*a.Num))
 		case triton && op.Compare:
 			out[k] = pyNum(r.tensorDType(s).Round(float64(*a.Num)))
 		default:
 			out[k] = pyNum(float64(*a.Num))
 		}
+		if !triton || a.Num != nil {
+			continue
+		}
+		d := r.p.ArgDType(a)
+		cond := s.Op == program.Where && k == 0 || s.Op == program.MaskedFill && k == 1 // a bool tested != 0
+		switch {
+		case ct == program.I64 && d != program.I64 && !cond:
+			out[k] = out[k] + ".to(tl.int64)"
+		case ct != program.I64 && d == program.I64:
+			out[k] = out[k] + ".to(tl.float32)"
+			if (ct == program.FP16 || ct == program.BF16) && !(a.In != nil && r.p.Inputs[*a.In].Number) {
+				out[k] = "_round(" + out[k] + ", " + tlDtypes[ct] + ")"
+			}
+		}
 	}
 	return out
+}
+
+// computeType is the type a step computes in: its own dtype, but for a comparison the type
+// eager compares in: int64 where no operand is a float tensor or a Python float and one is
+// int64, else the promotion of its float tensors' types (fp16 with bf16 is fp32; FP32 where
+// there are none: an int64 tensor and a Python float, bools as 0.0 / 1.0, a bool and a
+// number).
+func (r *renderer) computeType(s program.Step) program.DType {
+	op, _ := program.Lookup(s.Op)
+	if !op.Compare {
+		return s.DType
+	}
+	var f program.DType
+	hasInt, floatNum := false, false
+	for _, a := range s.Args {
+		switch d := r.p.ArgDType(a); {
+		case a.Num != nil:
+			floatNum = floatNum || !a.Int
+		case d == program.I64:
+			hasInt = true
+		case d.IsFloat():
+			switch {
+			case f == "" || f == d:
+				f = d
+			default:
+				f = program.FP32
+			}
+		}
+	}
+	switch {
+	case f != "":
+		return f
+	case hasInt && !floatNum:
+		return program.I64
+	}
+	return program.FP32
 }
 
 // tensorDType is the type of a step's first tensor operand (FP32 where it has none).
@@ -268,6 +338,10 @@ func (r *renderer) exact(s program.Step) bool {
 			}
 			continue
 		}
+		number := a.In != nil && r.p.Inputs[*a.In].Number
+		if d == program.I64 && !number {
+			continue // converted and rounded to the step's type as operands reads it
+		}
 		if d != s.DType && d != program.Bool {
 			return false
 		}
@@ -309,9 +383,12 @@ func (r *renderer) tritonConsts(op *program.Op, s program.Step, deriv bool) []st
 func constsOf(op *program.Op, s program.Step) []string {
 	out := make([]string, len(s.Consts))
 	for k, c := range s.Consts {
-		if op.Consts[k] == program.ConstBool {
+		switch {
+		case op.Consts[k] == program.ConstBool:
 			out[k] = pyBool(c == 1)
-		} else {
+		case s.DType == program.I64: // integral (program checked): alpha=1, not 1.0, on int64
+			out[k] = pyInt(float64(c))
+		default:
 			out[k] = pyNum(float64(c))
 		}
 	}
@@ -390,7 +467,11 @@ func (r *renderer) casePy(dtype string) []byte {
 			continue // the GEMM's output
 		}
 		if in.Number {
-			fmt.Fprintf(&b, "    (%s, \"number\", []),  # a number the trace does not record: the caller passes it\n", pyStr(r.inputName(i)))
+			kind := "number"
+			if in.DType == program.I64 {
+				kind = "number_int64" // a Python int
+			}
+			fmt.Fprintf(&b, "    (%s, %s, []),  # a number the trace does not record: the caller passes it\n", pyStr(r.inputName(i)), pyStr(kind))
 			continue
 		}
 		off := len(r.p.Dims) - len(in.Dims)
@@ -553,6 +634,9 @@ fp32, every step's value rounded to its traced dtype (as eager stores it), every
 on store. Inputs broadcast to the main shape through their strides (a bias, a per-channel
 tensor, a 0-dim scale: stride 0 where they broadcast), so any layout is read in place.
 `, codes)
+	if r.p.HasInt() {
+		b.WriteString("int64 values stay int64 (loaded, computed and stored exactly, as eager's integer ops), and are\nconverted as eager promotes them where a float step or comparison reads them.\n")
+	}
 	if r.red == nil {
 		b.WriteString("One program per BLOCK elements of the main shape (flat index; inputs dense in it read at the\nflat offset, the others through per-dim indices: _fwd_plan's magic numbers or % and //).\n")
 	} else {
@@ -680,18 +764,19 @@ func (r *renderer) numbersBlock() string {
 	for _, i := range ns {
 		idx = append(idx, strconv.Itoa(i)+",")
 	}
-	return "NUMBERS = (" + strings.Join(idx, " ") + ")  # the inputs that are numbers the trace does not record (x * 0.5): pass the number\n" +
+	return "NUMBERS = (" + strings.Join(idx, " ") + ")  # the inputs that are numbers the trace does not record (x * 0.5, n - 1): pass the number\n" +
 		`_NUMBER_TENSORS = {}
 _NUMBER_TENSORS_MAX = 256
 
 
 def _numbers(ts, first, device):
     """ts, the inputs from input first on, with each number input (NUMBERS) given as a Python
-    number replaced by a 0-dim float32 tensor on device holding it: the value eager computes
-    with (a Python float's float32), read by the kernels as any 0-dim input. The tensor is kept
-    per value and device, so a call with numbers seen before makes none and copies nothing to
-    the device (a dict lookup a number); one made while a CUDA graph captures is not kept (it
-    belongs to the graph's memory)."""
+    number replaced by a 0-dim tensor on device holding it: float32 for a Python float (the
+    value eager computes with, a float's float32), int64 for a Python int (IN_DTYPES says
+    which), read by the kernels as any 0-dim input. The tensor is kept per value and device,
+    so a call with numbers seen before makes none and copies nothing to the device (a dict
+    lookup a number); one made while a CUDA graph captures is not kept (it belongs to the
+    graph's memory)."""
     ts = list(ts)
     for i in NUMBERS:
         j = i - first
@@ -704,25 +789,37 @@ def _numbers(ts, first, device):
             if t is not None:
                 ts[j] = t
                 continue
+        elif type(v) is int:
+            t = _NUMBER_TENSORS.get(("int", v, device))
+            if t is not None and IN_DTYPES[i] == torch.int64:
+                ts[j] = t
+                continue
         ts[j] = _number_tensor(i, v, device)
     return ts
 
 
 def _number_tensor(i, v, device):
-    """Input i's number v as a 0-dim float32 tensor on device, made and kept where new (v as it
-    is where it is a tensor already, or there is no device: the checks that follow refuse what
-    is wrong)."""
+    """Input i's number v as a 0-dim tensor of its type (IN_DTYPES) on device, made and kept
+    where new (v as it is where it is a tensor already, or there is no device: the checks that
+    follow refuse what is wrong). An int64 input takes a Python int only: a float there would
+    change what the model computes."""
     if isinstance(v, torch.Tensor) or device is None:
         return v
     import numbers  # the slow path only: a number not seen before (numpy's scalars are Reals too)
 
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise TypeError(f"input {i}: want a number (a Python float) or a 0-dim torch.float32 tensor")
-    v = float(v)
-    key = (v, device) if v != 0.0 else (v.hex(), device)  # -0.0 apart from 0.0
+    if IN_DTYPES[i] == torch.int64:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"input {i}: want an int (a Python int) or a 0-dim torch.int64 tensor")
+        v = int(v)
+        key = ("int", v, device)
+    else:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"input {i}: want a number (a Python float) or a 0-dim torch.float32 tensor")
+        v = float(v)
+        key = (v, device) if v != 0.0 else (v.hex(), device)  # -0.0 apart from 0.0
     t = _NUMBER_TENSORS.get(key)
     if t is None:
-        t = torch.full((), v, dtype=torch.float32, device=device)
+        t = torch.full((), v, dtype=IN_DTYPES[i], device=device)
         if not (t.is_cuda and torch.cuda.is_current_stream_capturing()):
             if len(_NUMBER_TENSORS) >= _NUMBER_TENSORS_MAX:
                 _NUMBER_TENSORS.clear()
@@ -735,14 +832,18 @@ def _number_tensor(i, v, device):
 
 // preamble is what a generic kernel carries before its kernels: the templates' shared cast
 // block (templates/_common/shared.py, the one source of _cast, with its markers so the copy is
-// recognisable; every kernel stores through it), of the helpers below, those that code
+// recognisable; every kernel's float and bool outputs are stored through it), of the helpers below, those that code
 // calls, directly or through another helper, in the helpers' order, the shared alias block
 // (fused's out= checked against its inputs), the shared launch
 // block (every kernel is launched through _launch: its compiled form cached per
 // specialization and launched directly), and with a backward the shared sumparts block (its
 // column sums added up and cast in one launch).
 func preamble(code string) string {
-	pre := sharedBlock("cast") + "\n\n\n" + helpersFor(code) + sharedBlock("alias") + "\n\n\n" + sharedBlock("launch") + "\n\n\n"
+	pre := ""
+	if strings.Contains(code, "_cast(") { // not where every output is int64, stored as it is
+		pre = sharedBlock("cast") + "\n\n\n"
+	}
+	pre += helpersFor(code) + sharedBlock("alias") + "\n\n\n" + sharedBlock("launch") + "\n\n\n"
 	if strings.Contains(code, "_part_sums(") { // the backward's column sums, added up
 		pre += sharedBlock("sumparts") + "\n\n\n"
 	}
@@ -1000,11 +1101,15 @@ func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string
 		if i == 0 && r.epilogue {
 			continue
 		}
+		up := ".to(tl.float32)" // every float (and bool: 0.0 / 1.0) load upcast; int64 kept exact
+		if r.p.Inputs[i].DType == program.I64 {
+			up = ""
+		}
 		if r.p.Inputs[i].Number { // one value: one load, no index math (only an arithmetic op's operand 1)
-			fmt.Fprintf(b, "%sx%d = tl.load(in%d).to(tl.float32)\n", indent, i, i)
+			fmt.Fprintf(b, "%sx%d = tl.load(in%d)%s\n", indent, i, i, up)
 			continue
 		}
-		fmt.Fprintf(b, "%sx%d = tl.load(in%d + %s, mask=mask, other=0).to(tl.float32)\n", indent, i, i, offs(i))
+		fmt.Fprintf(b, "%sx%d = tl.load(in%d + %s, mask=mask, other=0)%s\n", indent, i, i, offs(i), up)
 	}
 	for i, s := range r.p.Steps {
 		op, _ := program.Lookup(s.Op)
@@ -1036,8 +1141,12 @@ func (r *renderer) onlyStored(i int) bool {
 // store writes output k (step o) at offs.
 func (r *renderer) store(b *bytes.Buffer, indent string, k, o int, val, offs, mask string) {
 	d := r.p.Steps[o].DType
-	if d == program.Bool {
+	switch d {
+	case program.Bool:
 		fmt.Fprintf(b, "%stl.store(out%d + %s, %s != 0.0, mask=%s)\n", indent, k, offs, val, mask)
+		return
+	case program.I64:
+		fmt.Fprintf(b, "%stl.store(out%d + %s, %s, mask=%s)\n", indent, k, offs, val, mask)
 		return
 	}
 	fmt.Fprintf(b, "%stl.store(out%d + %s, _cast(%s, %s), mask=%s)\n", indent, k, offs, val, tlDtypes[d], mask)

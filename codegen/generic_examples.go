@@ -25,7 +25,8 @@ type GenericExample struct {
 // fp32 values; a 0-dim scale summed over several tiles a program; a gradient that is the
 // output's own), ConvNeXt's layer scale and residual on bf16 activations (a per-channel
 // gradient alone: the backward's flat walk), and a 0-dim scale, per-channel bias and leaky
-// ReLU ending in a row max.
+// ReLU ending in a row max; then GEMM heads, numbers a 16-bit type cannot hold, numbers the
+// trace does not record and int64 values (below).
 var genericExamples = []struct{ name, dtype, prog string }{
 	{"silu_scale", "fp32", `{"dims":[8,64],"inputs":[{"dtype":"fp32","dims":[8,64]}],
 		"steps":[{"op":"sigmoid","args":[{"in":0}],"dtype":"fp32"},
@@ -143,6 +144,28 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		"steps":[{"op":"sub","args":[{"in":0},{"in":1}],"consts":[1],"dtype":"fp16"},
 		{"op":"mul","args":[{"step":0},{"in":2}],"dtype":"fp16"},
 		{"op":"add","args":[{"step":1},{"in":3}],"consts":[1],"dtype":"fp16"}],"outputs":[2]}`},
+	// int64 values (program.I64): OPT's decode positions, (cumsum * mask - n).long() + m with
+	// Python ints n and m the trace does not record; and T5's relative-position buckets, an
+	// int64 chain of arithmetic, comparisons with a Python int (in int64) and a Python float
+	// (in float32), selections and a conversion to fp16 (through float32, as c10 converts:
+	// its large ints round twice, past 65504 to inf)
+	{"positions_int_number", "fp32", `{"dims":[4,40],"inputs":[{"dtype":"fp32","dims":[4,40]},{"dtype":"fp32","dims":[4,40]},
+		{"dtype":"int64","dims":[],"number":true},{"dtype":"int64","dims":[],"number":true}],
+		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp32"},
+		{"op":"sub","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp32"},
+		{"op":"cast","args":[{"step":1}],"dtype":"int64"},
+		{"op":"add","args":[{"step":2},{"in":3}],"consts":[1],"dtype":"int64"}],"outputs":[3]}`},
+	{"relative_buckets_int", "fp16", `{"dims":[24,40],"inputs":[{"dtype":"int64","dims":[24,1]},{"dtype":"int64","dims":[1,40]},{"dtype":"bool","dims":[24,40]}],
+		"steps":[{"op":"sub","args":[{"in":1},{"in":0}],"consts":[1],"dtype":"int64"},
+		{"op":"gt","args":[{"step":0},{"num":0,"int":true}],"dtype":"bool"},
+		{"op":"cast","args":[{"step":1}],"dtype":"int64"},
+		{"op":"mul","args":[{"step":2},{"num":16}],"dtype":"int64"},
+		{"op":"abs","args":[{"step":0}],"dtype":"int64"},
+		{"op":"lt","args":[{"step":4},{"num":7.5}],"dtype":"bool"},
+		{"op":"where","args":[{"step":5},{"step":4},{"step":3}],"dtype":"int64"},
+		{"op":"masked_fill","args":[{"step":6},{"in":2},{"num":-1}],"dtype":"int64"},
+		{"op":"cast","args":[{"step":4}],"dtype":"fp16"},
+		{"op":"mul","args":[{"step":8},{"num":0.5}],"dtype":"fp16"}],"outputs":[7,9]}`},
 }
 
 // GenericExamples returns the examples, their programs validated: genericExamples, then

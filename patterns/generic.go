@@ -501,7 +501,7 @@ func (g *graph) missingScalar(b int32) string {
 		default:
 			continue // tensors (a 0-dim one included), None, dtypes, devices
 		}
-		if in.Concrete != "" || g.runtimeNumber(b, i) {
+		if _, num := g.runtimeNumber(b, i); in.Concrete != "" || num {
 			continue
 		}
 		return fmt.Sprintf("%s: argument %d (%s) is not recorded in Concrete Inputs", stripInplace(g.name[b]), i, in.Type)
@@ -511,16 +511,28 @@ func (g *graph) missingScalar(b int32) string {
 
 // runtimeNumber reports whether argument pos of node b is a number the model passes that the
 // trace does not record, which the generated kernel takes at run time (program's
-// Input.Number): a Python float as operand 1 of add, sub, rsub, mul or div (x * 0.5), which
-// ATen receives as a wrapped 0-dim double tensor: Kineto records its type ("double") and no
-// value, the execution trace a CPU tensor and no value.
-func (g *graph) runtimeNumber(b int32, pos int) bool {
+// Input.Number), and its dtype: a Python float as operand 1 of add, sub, rsub, mul or div
+// (x * 0.5), which ATen receives as a wrapped 0-dim double tensor: Kineto records its type
+// ("double") and no value, the execution trace a CPU tensor and no value (fp32: the value
+// eager computes with); a Python int there (positions - 1), a wrapped 0-dim int64 tensor
+// ("long int") that no op of the trace made (int64; a 0-dim int64 tensor that is not a
+// number reads the same way, and the caller may pass it as it is).
+func (g *graph) runtimeNumber(b int32, pos int) (program.DType, bool) {
 	ins := g.ins(b)
 	if pos != 1 || pos >= len(ins) || !program.NumberOps[program.Code(stripInplace(g.name[b]))] {
-		return false
+		return "", false
 	}
 	in := ins[pos]
-	return in.Type == "double" && len(in.Dims) == 0 && in.Concrete == ""
+	if len(in.Dims) != 0 || in.Concrete != "" {
+		return "", false
+	}
+	switch {
+	case in.Type == "double":
+		return program.FP32, true
+	case parseDType(in.Type) == Int64 && (pos >= len(g.in[b]) || g.in[b][pos] < 0):
+		return program.I64, true
+	}
+	return "", false
 }
 
 // claimedOps is the set of OpIDs the instances contain.

@@ -158,6 +158,23 @@ var programCases = []struct {
 		{name: "mul", in: []string{"i64:4x96", "=3"}},
 		{name: "add", in: []string{"i64:4x96", "=1", "=1"}},
 	}},
+	// an int64 tensor compared with a Python int (in int64: "int": true) or a Python float (in
+	// float32), as Kineto prints them; a number printed as neither is refused
+	{"int64 compared with an int", []op{
+		{name: "cumsum", in: []string{"i64:4x96", "=1", ""}},
+		{name: "mul", in: []string{"i64:4x96", "=3"}},
+		{name: "gt", in: []string{"i64:4x96", "=0"}},
+	}},
+	{"int64 compared with a float", []op{
+		{name: "cumsum", in: []string{"i64:4x96", "=1", ""}},
+		{name: "mul", in: []string{"i64:4x96", "=3"}},
+		{name: "lt", in: []string{"i64:4x96", "=7.5"}},
+	}},
+	{"int64 compared with a number printed as neither", []op{
+		{name: "cumsum", in: []string{"i64:4x96", "=1", ""}},
+		{name: "mul", in: []string{"i64:4x96", "=3"}},
+		{name: "gt", in: []string{"i64:4x96", "=inf"}},
+	}},
 	{"injection: op names and scalars carry code", []op{
 		{name: "mm", in: []string{"f32:64x32", "f32:32x96"}},
 		{name: "mul", in: []string{"f32:64x96", "=__import__('os').system('x')"}},

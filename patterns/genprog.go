@@ -3,6 +3,7 @@ package patterns
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -17,13 +18,15 @@ import (
 // tensor) gives a reason instead of a program: nothing is guessed.
 
 // progDType maps a value's dtype to a program dtype; ok is false for dtypes the kernels do
-// not handle (integers, fp64, unknown).
+// not handle (int8 to int32, fp64, unknown).
 func progDType(d DType) (program.DType, bool) {
 	switch d {
 	case FP32, FP16, BF16:
 		return program.DType(d), true
 	case Bool:
 		return program.Bool, true
+	case Int64:
+		return program.I64, true
 	}
 	return "", false
 }
@@ -71,7 +74,7 @@ func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.P
 		}
 		dt, ok := progDType(v.dtype)
 		if !ok {
-			return nil, fmt.Sprintf("%s: %s values are not generated (fp32, fp16, bf16 and bool are)", name, dtypeName(v.dtype))
+			return nil, fmt.Sprintf("%s: %s values are not generated (fp32, fp16, bf16, bool and int64 are)", name, dtypeName(v.dtype))
 		}
 		s, why := pb.stepOf(b, name)
 		if why != "" {
@@ -190,6 +193,9 @@ func (pb *progBuilder) stepOf(b int32, name string) (program.Step, string) {
 			return s, why
 		}
 		s.Op = program.Code(name)
+		if op, _ := program.Lookup(s.Op); op.Compare {
+			return s, pb.markInts(s, ins)
+		}
 		return s, ""
 	case "where":
 		if why := args(0, 1, 2); why != "" {
@@ -338,6 +344,35 @@ func (pb *progBuilder) stepOf(b int32, name string) (program.Step, string) {
 
 // operand resolves input position pos of node b: an earlier step of the region, an external
 // input (one per producer, shape and dtype), or a number from Concrete Inputs.
+// markInts marks the numbers of comparison s (its operands are its arguments 0 and 1) that
+// are Python ints (program.Arg.Int) where a tensor operand is int64: eager compares such a
+// tensor with an int in int64 and with a float in float32. Kineto prints an int Scalar
+// without a point and a float one with it ("0", "0.", "-0.5", "3.4e+38"); a number printed
+// otherwise is refused.
+func (pb *progBuilder) markInts(s program.Step, ins []trace.Input) string {
+	hasInt := false
+	for _, a := range s.Args {
+		hasInt = hasInt || pb.p.ArgDType(a) == program.I64
+	}
+	if !hasInt {
+		return ""
+	}
+	for k, a := range s.Args {
+		if a.Num == nil {
+			continue
+		}
+		switch t := strings.TrimSpace(ins[k].Concrete); {
+		case intLiteral.MatchString(t):
+			s.Args[k].Int = true
+		case !strings.ContainsAny(t, ".eE"):
+			return fmt.Sprintf("argument %d (%q): an int64 tensor compared with a number that is neither an int nor a float as Kineto prints them", k, t)
+		}
+	}
+	return ""
+}
+
+var intLiteral = regexp.MustCompile(`^-?[0-9]+$`)
+
 func (pb *progBuilder) operand(b int32, pos int) (program.Arg, string) {
 	g := pb.g
 	ins := g.ins(b)
@@ -358,8 +393,8 @@ func (pb *progBuilder) operand(b int32, pos int) (program.Arg, string) {
 		}
 		return pb.input(b, pos, in)
 	}
-	if g.runtimeNumber(b, pos) { // a number of its own, passed by the caller
-		pb.p.Inputs = append(pb.p.Inputs, program.Input{DType: program.FP32, Dims: []int64{}, Number: true})
+	if dt, ok := g.runtimeNumber(b, pos); ok { // a number of its own, passed by the caller
+		pb.p.Inputs = append(pb.p.Inputs, program.Input{DType: dt, Dims: []int64{}, Number: true})
 		return program.InArg(len(pb.p.Inputs) - 1), ""
 	}
 	switch in.Type {

@@ -36,6 +36,9 @@ func (p *Program) Backward() (Grad, error) {
 	if r := p.Reduction(); r != nil {
 		return g, fmt.Errorf("no fused backward for a program ending in %s yet (the row kernel is forward only)", r.Code)
 	}
+	if p.HasInt() {
+		return g, fmt.Errorf("no fused backward for a program with int64 values yet")
+	}
 	g.Inputs = make([]bool, len(p.Inputs))
 	for i, in := range p.Inputs {
 		g.Inputs[i] = in.DType.IsFloat() && !in.Number // a number input carries no gradient

@@ -30,6 +30,7 @@ const (
 	FP16 DType = "fp16"
 	BF16 DType = "bf16"
 	Bool DType = "bool"
+	I64  DType = "int64"
 )
 
 // IsFloat reports whether d is a floating type (fp32, fp16, bf16).
@@ -44,11 +45,20 @@ func (d DType) Size() int64 {
 		return 2
 	case Bool:
 		return 1
+	case I64:
+		return 8
 	}
 	return 0
 }
 
-func (d DType) valid() bool { return d.IsFloat() || d == Bool }
+func (d DType) valid() bool { return d.IsFloat() || d == Bool || d == I64 }
+
+// MaxExactInt bounds the integers a program writes for its int64 steps (numbers, constants):
+// every integer up to it in magnitude is exact in the float64 the program holds it in.
+const MaxExactInt = 1 << 53
+
+// integral reports whether v is an integer within MaxExactInt.
+func integral(v float64) bool { return v == math.Trunc(v) && math.Abs(v) <= MaxExactInt }
 
 // Round is v as eager PyTorch converts a Python scalar to a tensor of type d (c10's
 // Scalar::to: the double to float, then to half or bfloat16, rounding to nearest even each
@@ -112,7 +122,8 @@ type Program struct {
 // value eager computes with: float32 of the double), so nothing is guessed. A number input
 // has rank 0 and dtype fp32, carries no gradient, and is operand 1 of an arithmetic op
 // only (NumberOps), never a comparison's, where eager compares with the number rounded to
-// the other operand's type.
+// the other operand's type. A Python int operand (`positions - 1`), which ATen receives as a
+// wrapped 0-dim int64 tensor, is a number input of dtype int64: the caller passes the int.
 type Input struct {
 	DType  DType   `json:"dtype"`
 	Dims   []int64 `json:"dims"`
@@ -143,10 +154,16 @@ type Step struct {
 }
 
 // Arg is one operand: exactly one of an input, an earlier step, or a number.
+//
+// Int marks a number that is a Python int (Kineto prints an int Scalar without a point, a
+// float one with it: "0" against "0."), where that decides what eager computes: a comparison
+// of an int64 tensor with an int compares in int64, with a float in float32. Only an integer
+// number within 2**53 may be marked.
 type Arg struct {
 	In   *int `json:"in,omitempty"`
 	Step *int `json:"step,omitempty"`
 	Num  *Num `json:"num,omitempty"`
+	Int  bool `json:"int,omitempty"`
 }
 
 // InArg, StepArg and NumArg build operands.
@@ -230,8 +247,8 @@ func (p *Program) Validate() error {
 		if len(in.Dims) > len(p.Dims) {
 			return fmt.Errorf("program: input %d: rank %d above the main shape's %d", i, len(in.Dims), len(p.Dims))
 		}
-		if in.Number && (len(in.Dims) != 0 || in.DType != FP32 || i == 0) {
-			return fmt.Errorf("program: input %d: a number input has rank 0 and dtype fp32, and is not input 0", i)
+		if in.Number && (len(in.Dims) != 0 || in.DType != FP32 && in.DType != I64 || i == 0) {
+			return fmt.Errorf("program: input %d: a number input has rank 0 and dtype fp32 or int64, and is not input 0", i)
 		}
 		off := len(p.Dims) - len(in.Dims)
 		for j, d := range in.Dims {
@@ -257,6 +274,9 @@ func (p *Program) Validate() error {
 	if p.GEMM != nil {
 		if err := p.GEMM.validate(p); err != nil {
 			return fmt.Errorf("program: GEMM head: %v", err)
+		}
+		if p.HasInt() {
+			return errors.New("program: int64 values beside a GEMM head are not generated")
 		}
 	}
 	last := len(p.Steps) - 1
@@ -315,6 +335,9 @@ func (p *Program) checkStep(i int, s Step, used []bool) error {
 				return errors.New("operand 0 must be a tensor")
 			}
 		}
+		if a.Int && (a.Num == nil || !integral(float64(*a.Num))) {
+			return fmt.Errorf("operand %d: marked a Python int but not an integer within 2**53", k)
+		}
 		if n != 1 {
 			return fmt.Errorf("operand %d: want exactly one of in, step, num", k)
 		}
@@ -346,13 +369,73 @@ func (p *Program) checkStep(i int, s Step, used []bool) error {
 		return fmt.Errorf("unknown dtype %s", strconv.Quote(string(s.DType)))
 	case op.Compare && s.DType != Bool:
 		return errors.New("a comparison gives bool")
-	case !op.Compare && !s.DType.IsFloat():
-		return fmt.Errorf("dtype %s: want a float", s.DType)
+	case s.DType == I64 && !op.Int:
+		return errors.New("dtype int64: the op computes floats only")
+	case !op.Compare && !s.DType.IsFloat() && s.DType != I64:
+		return fmt.Errorf("dtype %s: want a float or int64", s.DType)
+	}
+	if err := p.checkInt(s, op); err != nil {
+		return err
 	}
 	if op.Reduce != "" && i != len(p.Steps)-1 {
 		return errors.New("a reduction must be the last step")
 	}
 	return nil
+}
+
+// checkInt checks a step's int64 values: an int64 step reads int64 and bool values and
+// integers only (eager promotes a float operand to a float result), a cast's operand aside;
+// a reduction reads floats only. (A comparison of an int64 tensor with a number compares
+// in int64 where the number is marked a Python int, Arg.Int, else in float32.)
+func (p *Program) checkInt(s Step, op *Op) error {
+	for k, a := range s.Args {
+		switch d := p.ArgDType(a); {
+		case a.Num != nil:
+			if s.DType == I64 && !integral(float64(*a.Num)) {
+				return fmt.Errorf("operand %d: %v is not an integer within 2**53 (an int64 step's number)", k, float64(*a.Num))
+			}
+		case d == I64:
+			if op.Reduce != "" {
+				return errors.New("reduces int64 values")
+			}
+		case d.IsFloat() && s.DType == I64 && s.Op != Cast:
+			return fmt.Errorf("operand %d: a %s value in an int64 step", k, d)
+		}
+	}
+	if s.DType == I64 {
+		for k, c := range s.Consts {
+			if op.Consts[k] == ConstFloat && !integral(float64(c)) {
+				return fmt.Errorf("constant %d: %v is not an integer within 2**53 (an int64 step's constant)", k, float64(c))
+			}
+		}
+	}
+	return nil
+}
+
+// ArgDType is an operand's dtype: its input's or step's; "" for a number.
+func (p *Program) ArgDType(a Arg) DType {
+	switch {
+	case a.In != nil && *a.In >= 0 && *a.In < len(p.Inputs):
+		return p.Inputs[*a.In].DType
+	case a.Step != nil && *a.Step >= 0 && *a.Step < len(p.Steps):
+		return p.Steps[*a.Step].DType
+	}
+	return ""
+}
+
+// HasInt reports whether any input or step of the program is int64.
+func (p *Program) HasInt() bool {
+	for _, in := range p.Inputs {
+		if in.DType == I64 {
+			return true
+		}
+	}
+	for _, s := range p.Steps {
+		if s.DType == I64 {
+			return true
+		}
+	}
+	return false
 }
 
 func checkDims(d []int64) error {

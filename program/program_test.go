@@ -85,7 +85,7 @@ func TestValidate(t *testing.T) {
 		{"later step", `{"step":0}`, `{"step":1}`, "not an earlier step"},
 		{"input out of range", `{"in":1}`, `{"in":2}`, "out of range"},
 		{"two kinds in one operand", `{"in":1}`, `{"in":1,"num":2}`, "exactly one"},
-		{"bad dtype", `"dtype":"bool","dims":[8]`, `"dtype":"int64","dims":[8]`, "unknown dtype"},
+		{"bad dtype", `"dtype":"bool","dims":[8]`, `"dtype":"int32","dims":[8]`, "unknown dtype"},
 		{"no broadcast", `"dims":[8]}`, `"dims":[3]}`, "does not broadcast"},
 		{"rank above main", `"dims":[8]}`, `"dims":[1,1,8]}`, "rank"},
 		{"outputs miss the last", `"outputs":[1]`, `"outputs":[0]`, "end with the last step"},
@@ -365,6 +365,71 @@ func TestNumberInput(t *testing.T) {
 		b, _ := json.Marshal(p)
 		if !strings.Contains(string(b), `"number":true`) {
 			t.Errorf("%s: JSON %s does not mark the number input", c.name, b)
+		}
+	}
+}
+
+// TestValidateInt: int64 values where eager computes them exactly (arithmetic, selection,
+// casts, comparisons with a tensor or a number), and the refusals: a float op or a float
+// operand in an int64 step, a number or constant that is not an integer there or marked an
+// int, a reduction of int64 values; no fused backward.
+func TestValidateInt(t *testing.T) {
+	// OPT's decode positions: (cumsum * mask - 1).long() + 2; a causal mask from two
+	// position tensors: where(q >= k, 0, -inf)
+	ok := `{"dims":[4,8],"inputs":[{"dtype":"fp32","dims":[4,8]},{"dtype":"fp32","dims":[4,8]},{"dtype":"int64","dims":[],"number":true},{"dtype":"int64","dims":[4,1]},{"dtype":"int64","dims":[8]}],
+		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp32"},
+		{"op":"sub","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp32"},
+		{"op":"cast","args":[{"step":1}],"dtype":"int64"},
+		{"op":"add","args":[{"step":2},{"num":2}],"consts":[1],"dtype":"int64"},
+		{"op":"ge","args":[{"in":3},{"in":4}],"dtype":"bool"},
+		{"op":"where","args":[{"step":4},{"num":0},{"num":"-inf"}],"dtype":"fp32"},
+		{"op":"add","args":[{"step":3},{"in":3}],"consts":[1],"dtype":"int64"}],"outputs":[5,6]}`
+	tests := []struct{ name, from, to, err string }{
+		{"valid", "", "", ""},
+		{"a float op on int64", `{"op":"add","args":[{"step":2},{"num":2}],"consts":[1],"dtype":"int64"}`, `{"op":"exp","args":[{"step":2}],"dtype":"int64"}`, "computes floats only"},
+		{"a float operand", `{"op":"add","args":[{"step":3},{"in":3}]`, `{"op":"add","args":[{"step":3},{"in":0}]`, "a fp32 value in an int64 step"},
+		{"a fractional number", `{"num":2}`, `{"num":2.5}`, "not an integer"},
+		{"a huge number", `{"num":2}`, `{"num":1e17}`, "not an integer"},
+		{"a fractional alpha", `{"op":"add","args":[{"step":2},{"num":2}],"consts":[1]`, `{"op":"add","args":[{"step":2},{"num":2}],"consts":[0.5]`, "constant 0"},
+		{"compared with an int", `{"op":"ge","args":[{"in":3},{"in":4}]`, `{"op":"ge","args":[{"in":4},{"num":3,"int":true}]`, ""},
+		{"compared with a float", `{"op":"ge","args":[{"in":3},{"in":4}]`, `{"op":"ge","args":[{"in":4},{"num":3.5}]`, ""},
+		{"a fraction marked int", `{"op":"ge","args":[{"in":3},{"in":4}]`, `{"op":"ge","args":[{"in":3},{"num":3.5,"int":true}]`, "marked a Python int"},
+		{"a reduction of int64", `"outputs":[5,6]`, `"outputs":[5,6,7]`, ""},
+	}
+	for _, tc := range tests {
+		js := ok
+		if tc.from != "" {
+			if !strings.Contains(js, tc.from) {
+				t.Fatalf("%s: %q not in the program", tc.name, tc.from)
+			}
+			js = strings.Replace(js, tc.from, tc.to, 1)
+		}
+		var p Program
+		if err := json.Unmarshal([]byte(js), &p); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if tc.name == "a reduction of int64" {
+			p.Steps = append(p.Steps, Step{Op: Sum, Args: []Arg{StepArg(6)}, Consts: []Num{0}, DType: FP32})
+			p.Outputs = []int{5, 7}
+			tc.err = "reduces int64 values"
+		}
+		err := p.Validate()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.err)
+		}
+		if tc.name == "valid" {
+			if !p.HasInt() {
+				t.Error("HasInt: false")
+			}
+			if _, err := p.Backward(); err == nil || !strings.Contains(err.Error(), "int64") {
+				t.Errorf("Backward: %v, want a refusal naming int64", err)
+			}
+			if b, _ := p.Bytes(); b != (2*32*4)+4*8+8*8+32*4+32*8 {
+				t.Errorf("Bytes: %d", b)
+			}
 		}
 	}
 }

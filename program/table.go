@@ -65,7 +65,11 @@ type Op struct {
 	Reduce string
 	// FullShape: the reduction's result has the main shape (softmax), not one value a row.
 	FullShape bool
-	check     func(Step) error
+	// Int: the op also computes an int64 result from int64 (or bool) operands, exactly as
+	// eager does (the same Triton and Torch expressions, its numbers and constants written
+	// as integers): arithmetic, selection and casts, not the float functions.
+	Int   bool
+	check func(Step) error
 }
 
 var (
@@ -76,10 +80,10 @@ var (
 
 // Table is the op table, in the order docs/patterns.md lists it.
 var Table = []*Op{
-	{Code: Add, Arity: 2, Consts: f1, Triton: "{0} + {1} * {c0}", Torch: "torch.add({0}, {1}, alpha={c0})", Deriv: []string{"1.0", "{c0}"}},
-	{Code: Sub, Arity: 2, Consts: f1, Triton: "{0} - {1} * {c0}", Torch: "torch.sub({0}, {1}, alpha={c0})", Deriv: []string{"1.0", "-{c0}"}},
-	{Code: Rsub, Arity: 2, Consts: f1, Triton: "{1} - {0} * {c0}", Torch: "torch.rsub({0}, {1}, alpha={c0})", Deriv: []string{"-{c0}", "1.0"}},
-	{Code: Mul, Arity: 2, Triton: "{0} * {1}", Torch: "torch.mul({0}, {1})", Deriv: []string{"{1}", "{0}"}},
+	{Code: Add, Int: true, Arity: 2, Consts: f1, Triton: "{0} + {1} * {c0}", Torch: "torch.add({0}, {1}, alpha={c0})", Deriv: []string{"1.0", "{c0}"}},
+	{Code: Sub, Int: true, Arity: 2, Consts: f1, Triton: "{0} - {1} * {c0}", Torch: "torch.sub({0}, {1}, alpha={c0})", Deriv: []string{"1.0", "-{c0}"}},
+	{Code: Rsub, Int: true, Arity: 2, Consts: f1, Triton: "{1} - {0} * {c0}", Torch: "torch.rsub({0}, {1}, alpha={c0})", Deriv: []string{"-{c0}", "1.0"}},
+	{Code: Mul, Int: true, Arity: 2, Triton: "{0} * {1}", Torch: "torch.mul({0}, {1})", Deriv: []string{"{1}", "{0}"}},
 	{Code: Div, Arity: 2, Triton: "{0} / {1}", Torch: "torch.div({0}, {1})", Deriv: []string{"1.0 / {1}", "-({0} / {1}) / {1}"}},
 	{Code: Eq, Arity: 2, Compare: true, Triton: "tl.where({0} == {1}, 1.0, 0.0)", Torch: "torch.eq({0}, {1})"},
 	{Code: Ne, Arity: 2, Compare: true, Triton: "tl.where({0} != {1}, 1.0, 0.0)", Torch: "torch.ne({0}, {1})"},
@@ -87,11 +91,11 @@ var Table = []*Op{
 	{Code: Le, Arity: 2, Compare: true, Triton: "tl.where({0} <= {1}, 1.0, 0.0)", Torch: "torch.le({0}, {1})"},
 	{Code: Gt, Arity: 2, Compare: true, Triton: "tl.where({0} > {1}, 1.0, 0.0)", Torch: "torch.gt({0}, {1})"},
 	{Code: Ge, Arity: 2, Compare: true, Triton: "tl.where({0} >= {1}, 1.0, 0.0)", Torch: "torch.ge({0}, {1})"},
-	{Code: Where, Arity: 3, Triton: "tl.where({0} != 0.0, {1}, {2})", Torch: "torch.where({0}, {1}, {2})",
+	{Code: Where, Int: true, Arity: 3, Triton: "tl.where({0} != 0.0, {1}, {2})", Torch: "torch.where({0}, {1}, {2})",
 		Deriv: []string{"", "tl.where({0} != 0.0, 1.0, 0.0)", "tl.where({0} != 0.0, 0.0, 1.0)"}},
-	{Code: MaskedFill, Arity: 3, Triton: "tl.where({1} != 0.0, {2}, {0})", Torch: "torch.masked_fill({0}, {1}, {2})",
+	{Code: MaskedFill, Int: true, Arity: 3, Triton: "tl.where({1} != 0.0, {2}, {0})", Torch: "torch.masked_fill({0}, {1}, {2})",
 		Deriv: []string{"tl.where({1} != 0.0, 0.0, 1.0)", "", "tl.where({1} != 0.0, 1.0, 0.0)"}},
-	{Code: Cast, Arity: 1, Triton: "{0}", Torch: "{0}.to({dt})", Deriv: []string{"1.0"}},
+	{Code: Cast, Int: true, Arity: 1, Triton: "{0}", Torch: "{0}.to({dt})", Deriv: []string{"1.0"}},
 	// dropout that draws no mask: p == 0, or not training (check); the identity
 	{Code: Dropout, Arity: 1, Consts: []ConstKind{ConstFloat, ConstBool}, Triton: "{0}", Torch: "torch.dropout({0}, {c0}, {c1})",
 		Deriv: []string{"1.0"}, check: checkDropout},
@@ -133,8 +137,8 @@ var Table = []*Op{
 	{Code: Rsqrt, Arity: 1, Triton: "1.0 / tl.sqrt({0})", Torch: "torch.rsqrt({0})", Deriv: []string{"-0.5 * {y} * {y} * {y}"}},
 	{Code: Pow, Arity: 1, Consts: f1, Triton: "_pow({0}, {c0})", Torch: "torch.pow({0}, {c0})", Deriv: []string{"_dpow({0}, {c0})"},
 		check: checkPow},
-	{Code: Abs, Arity: 1, Triton: "tl.abs({0})", Torch: "torch.abs({0})", Deriv: []string{"tl.where({0} > 0.0, 1.0, tl.where({0} < 0.0, -1.0, 0.0))"}},
-	{Code: Neg, Arity: 1, Triton: "-{0}", Torch: "torch.neg({0})", Deriv: []string{"-1.0"}},
+	{Code: Abs, Int: true, Arity: 1, Triton: "tl.abs({0})", Torch: "torch.abs({0})", Deriv: []string{"tl.where({0} > 0.0, 1.0, tl.where({0} < 0.0, -1.0, 0.0))"}},
+	{Code: Neg, Int: true, Arity: 1, Triton: "-{0}", Torch: "torch.neg({0})", Deriv: []string{"-1.0"}},
 	{Code: Reciprocal, Arity: 1, Triton: "1.0 / {0}", Torch: "torch.reciprocal({0})", Deriv: []string{"-{y} * {y}"}},
 	// reductions over the last dim (a program's last step); the constant is keepdim
 	{Code: Sum, Arity: 1, Consts: b1, Reduce: "sum", Torch: "torch.sum({0}, -1, keepdim={c0}, dtype={dt})"},

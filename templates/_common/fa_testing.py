@@ -223,6 +223,41 @@ def _lighter_types(tl, interpreter):
 if INTERPRET and os.environ.get("FUSEADVISE_PLAIN_INTERPRETER") != "1":
     _lighter_interpreter()
 
+
+def programs_reversed(on):
+    """Runs the interpreter's programs of every launch in reverse launch order (the last
+    program id first) while ``on`` is true; returns the previous setting. A GPU runs a launch's
+    programs in no set order, and the interpreter runs them one after another from program 0:
+    a kernel whose result depends on which of two programs writes a location last (a store
+    past a tile's rows that lands in a row another program owns) gives the right answer in one
+    order only. The verifier alternates the order over a case's trials. Every program still
+    runs once (the grid is walked in reverse through ``set_grid_idx``). The setting lives on
+    the interpreter (one per process, whichever folder's copy of this file set it).
+    Interpreter only: False and a no-op without ``TRITON_INTERPRET=1`` or on a Triton whose
+    interpreter has no ``InterpreterBuilder``."""
+    if not INTERPRET:
+        return False
+    from triton.runtime import interpreter
+
+    b = getattr(interpreter, "InterpreterBuilder", None)
+    if b is None:
+        return False
+    if not getattr(b, "_fa_order", False):
+        set_idx = b.set_grid_idx
+
+        def set_grid_idx(self, x, y, z):
+            if type(self)._fa_reversed:
+                nx, ny, nz = self.grid_dim
+                x, y, z = nx - 1 - x, ny - 1 - y, nz - 1 - z
+            set_idx(self, x, y, z)
+
+        b.set_grid_idx = set_grid_idx
+        b._fa_reversed = False
+        b._fa_order = True
+    was = b._fa_reversed
+    b._fa_reversed = bool(on)
+    return was
+
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 # (atol, rtol) per kind of kernel and dtype, from the kernel conventions: elementwise / norm /
@@ -478,11 +513,20 @@ def poison(shape, dtype, device):
 def assert_close(got, want, atol, rtol, name="output", show=5):
     """Fails where |got-want| > atol + rtol*|want| or where NaN / +-inf differ.
 
-    Compares in float64; reports the number of mismatches and the first ``show`` of them
-    with their index, the value got and the value wanted.
+    Compares in float64 (integers and bools exactly, whatever the tolerance); reports the
+    number of mismatches and the first ``show`` of them with their index, the value got and
+    the value wanted.
     """
     if got.shape != want.shape:
         raise AssertionError(f"{name}: shape {tuple(got.shape)}, want {tuple(want.shape)}")
+    if not (got.dtype.is_floating_point or want.dtype.is_floating_point):  # integers, bools: exact
+        bad = got.detach().cpu() != want.detach().cpu()
+        n = int(bad.sum())
+        if n:
+            idx = bad.nonzero()[:show].tolist()
+            lines = [f"  at {tuple(i)}: got {got[tuple(i)].item()!r}, want {want[tuple(i)].item()!r}" for i in idx]
+            raise AssertionError(f"{name}: {n} of {got.numel()} elements differ (exact); first:\n" + "\n".join(lines))
+        return
     g = got.detach().to("cpu", torch.float64)
     w = want.detach().to("cpu", torch.float64)
     gnan, wnan = torch.isnan(g), torch.isnan(w)

@@ -113,16 +113,32 @@ def make_inputs(shapes, dtype, params, device, seed):
         shape = input_shape(shapes[0], keep)
         if dt == "number":
             inputs[name] = _number(g)
+        elif dt == "number_int64":
+            inputs[name] = int(torch.randint(1, 5, (), generator=g))  # a Python int: 1 to 4
+        elif dt == "int64":
+            inputs[name] = _ints(shape, g).to(device)
         elif dt == "bool":
             t = torch.rand(shape, generator=g) < 0.5
             inputs[name] = t.to(device)
         else:
             inputs[name] = fat.randn(shape, fat.DTYPES[dt], device, g, std=2.0)
     if shapes[-1] == WIDE:
-        full = [n for n, dt, keep in case.INPUTS if all(keep) and len(keep) == len(shapes[0]) and dt != "bool"]
+        full = [n for n, dt, keep in case.INPUTS if all(keep) and len(keep) == len(shapes[0]) and dt in fat.DTYPES]
         if full:
             inputs[full[0]] = fat.wide_outer(inputs[full[0]])
     return inputs
+
+
+def _ints(shape, g):
+    """An int64 input's values: mostly small (-8 to 8: position ids, offsets and mask bounds
+    meet, so comparisons decide on equal values), every fifth one large (to 2**20: past 2048
+    and 256, where converting to float16 and bfloat16 rounds, and eager's conversion through
+    float32 must be the kernel's)."""
+    t = torch.randint(-8, 9, shape, generator=g, dtype=torch.int64)
+    big = torch.randint(-2**20, 2**20 + 1, shape, generator=g, dtype=torch.int64)
+    flat, bflat = t.view(-1), big.view(-1)
+    flat[::5] = bflat[::5]
+    return t
 
 
 def _number(g):
@@ -182,7 +198,7 @@ def planted(inputs):
     out, changed = dict(inputs), []
     if not CONSTANTS:
         return out, changed
-    for n in [n for n, dt, _ in case.INPUTS if dt not in ("bool", "number")]:
+    for n in [n for n, dt, _ in case.INPUTS if dt not in ("bool", "number", "number_int64", "int64")]:
         out[n] = inputs[n].clone()
         _plant(out[n])
         changed.append(n)
@@ -230,8 +246,8 @@ def fused(kernel, inputs, params, poison=False, autograd=False, in_place=False):
         return run(*xs)
     outs = [torch.empty(kernel._out_shape(_main_shape(inputs), k), dtype=dt, device=xs[0].device)
             for dt, k in zip(kernel.OUT_DTYPES, kernel.OUT_SHAPES)]
-    for o in outs:
-        o.fill_(float("nan") if o.dtype.is_floating_point else True)
+    for o in outs:  # NaN, True, or for int64 an integer no chain of small values reaches
+        o.fill_(float("nan") if o.dtype.is_floating_point else (True if o.dtype == torch.bool else -(2**62)))
     if in_place:
         for k, name in in_place_outputs(inputs).items():
             outs[k] = inputs[name]
@@ -375,9 +391,11 @@ def _sibling_kernel():
 
 
 def _size(dt):
-    if dt == "number":  # passed by the caller: no bytes of the chain's
+    if dt in ("number", "number_int64"):  # passed by the caller: no bytes of the chain's
         return 0
-    return 1 if dt == "bool" else torch.tensor([], dtype=fat.DTYPES[dt]).element_size()
+    if dt in ("bool", "int64"):
+        return {"bool": 1, "int64": 8}[dt]
+    return torch.tensor([], dtype=fat.DTYPES[dt]).element_size()
 
 
 if GEMM:

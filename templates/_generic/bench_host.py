@@ -100,7 +100,13 @@ def main():
         xs = []
         for _, dt, keep in case.INPUTS:
             off = len(main) - len(keep)
-            xs.append(torch.randn([main[off + j] if k else 1 for j, k in enumerate(keep)], generator=g).to(DTYPES[dt]).to(a.device))
+            shape = [main[off + j] if k else 1 for j, k in enumerate(keep)]
+            if dt in ("number", "number_int64"):  # a Python number the caller passes
+                xs.append(1 if dt == "number_int64" else 0.75)
+            elif dt == "int64":
+                xs.append(torch.randint(-8, 9, shape, generator=g).to(a.device))
+            else:
+                xs.append(torch.randn(shape, generator=g).to(DTYPES[dt]).to(a.device))
         outs = kernel.fused(*xs)
         fwd = per_call_us(lambda: kernel.fused(*xs), a.n, a.repeats)
         line = f"{folder.name} {'x'.join(map(str, main))} ({a.device}): forward {fwd:.1f} us"

@@ -53,6 +53,10 @@ def inputs_for(case, main, seed=0):
         shape = [main[off + j] if k else 1 for j, k in enumerate(keep)]
         if dt == "number":  # a Python number the caller passes
             xs.append(0.75)
+        elif dt == "number_int64":
+            xs.append(1)
+        elif dt == "int64":
+            xs.append(torch.randint(-8, 9, shape, generator=g))
         elif dt == "bool":
             xs.append(torch.rand(shape, generator=g) < 0.5)
         else:

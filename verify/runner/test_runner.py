@@ -286,3 +286,62 @@ def test_dropout_rate():
     with pytest.raises(runner.Mismatch, match="dropout keeps 0.9000 .* want 1-p = 0.5000"):
         runner.check_dropout_rate({"keep": keep}, {"p": 0.5})
     runner.check_dropout_rate({"keep": keep[:10]}, {"p": 0.5})  # too few elements to judge
+
+
+# A kernel whose programs race: each doubles its BLOCK rows of X into OUT, and with the bug
+# its store mask reaches one row past its block, writing -1 into the first row of the next
+# program's block. Launched in order (program 0 first, as the interpreter runs them) the
+# owner of that row writes it last and the output is right; in reverse order it is wrong.
+try:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _racy_kernel(X, OUT, N, BUG: tl.constexpr, BLOCK: tl.constexpr):
+        i = tl.arange(0, 2 * BLOCK)
+        r = tl.program_id(0) * BLOCK + i
+        x = tl.load(X + r, mask=r < N, other=0.0)
+        mine = i < BLOCK
+        y = tl.where(mine, x * 2.0, -1.0)
+        tl.store(OUT + r, y, mask=(r < N) & (mine | ((i == BLOCK) & BUG)))
+except ImportError:  # the Go side runs these tests with the venv; by hand without Triton
+    triton = None
+
+
+def _racy_folder(bug):
+    def fused(kernel, inp, params, poison=False):
+        x = inp["x"]
+        out = torch.empty_like(x)
+        _racy_kernel[(triton.cdiv(x.numel(), 8),)](x, out, x.numel(), BUG=bug, BLOCK=8)
+        return (out,)
+
+    a = types.SimpleNamespace(
+        fat=fat, make_inputs=lambda shapes, dtype, params, device, seed: {
+            "x": torch.randn(shapes[0], generator=torch.Generator().manual_seed(seed)).to(dtype)},
+        tolerance=lambda *a, **k: (1e-5, 1e-5), fused=fused,
+        reference=lambda ref, inp, params: (inp["x"] * 2.0,))
+    return types.SimpleNamespace(adapter=a, kernel=None, reference=None, params={}, pattern="racy")
+
+
+@pytest.mark.skipif(triton is None or not fat.INTERPRET, reason="needs Triton's interpreter (TRITON_INTERPRET=1)")
+def test_programs_reversed_catches_a_race():
+    # the interpreter's launch order, then reversed, then restored
+    assert fat.programs_reversed(True) is False
+    assert fat.programs_reversed(False) is True
+    saved = runner.ARGS
+    runner.ARGS = runner.parse_args(["--device", "cpu", "--trials", "3"])
+    try:
+        case = runner.Case("traced", [[40]], "fp32")
+        assert [runner.programs_reversed(case, t) for t in range(3)] in ([False, True, False], [True, False, True])
+        assert runner.run_case(_racy_folder(False), case)["status"] == "pass"
+        res = runner.run_case(_racy_folder(True), runner.Case("traced", [[40]], "fp32"))
+        assert res["status"] == "fail", res
+        assert "ran each launch's programs in reverse order" in res["message"]
+        assert fat.programs_reversed(False) is False  # restored after the case
+        # in launch order only (as before), the race goes unseen
+        runner.ARGS = runner.parse_args(["--device", "cpu", "--trials", "1"])
+        case = runner.Case("traced", [[40]], "fp32")
+        if not runner.programs_reversed(case, 0):
+            assert runner.run_case(_racy_folder(True), case)["status"] == "pass"
+    finally:
+        runner.ARGS = saved

@@ -35,18 +35,19 @@ IN_DTYPES = [torch.bfloat16, torch.float32, torch.float32]
 OUT_DTYPES = [torch.bfloat16]
 OUT_SHAPES = ["full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
 IN_PLACE = ("input 0",)  # the inputs an output of fused() may be exactly (in place)
-NUMBERS = (1, 2,)  # the inputs that are numbers the trace does not record (x * 0.5): pass the number
+NUMBERS = (1, 2,)  # the inputs that are numbers the trace does not record (x * 0.5, n - 1): pass the number
 _NUMBER_TENSORS = {}
 _NUMBER_TENSORS_MAX = 256
 
 
 def _numbers(ts, first, device):
     """ts, the inputs from input first on, with each number input (NUMBERS) given as a Python
-    number replaced by a 0-dim float32 tensor on device holding it: the value eager computes
-    with (a Python float's float32), read by the kernels as any 0-dim input. The tensor is kept
-    per value and device, so a call with numbers seen before makes none and copies nothing to
-    the device (a dict lookup a number); one made while a CUDA graph captures is not kept (it
-    belongs to the graph's memory)."""
+    number replaced by a 0-dim tensor on device holding it: float32 for a Python float (the
+    value eager computes with, a float's float32), int64 for a Python int (IN_DTYPES says
+    which), read by the kernels as any 0-dim input. The tensor is kept per value and device,
+    so a call with numbers seen before makes none and copies nothing to the device (a dict
+    lookup a number); one made while a CUDA graph captures is not kept (it belongs to the
+    graph's memory)."""
     ts = list(ts)
     for i in NUMBERS:
         j = i - first
@@ -59,25 +60,37 @@ def _numbers(ts, first, device):
             if t is not None:
                 ts[j] = t
                 continue
+        elif type(v) is int:
+            t = _NUMBER_TENSORS.get(("int", v, device))
+            if t is not None and IN_DTYPES[i] == torch.int64:
+                ts[j] = t
+                continue
         ts[j] = _number_tensor(i, v, device)
     return ts
 
 
 def _number_tensor(i, v, device):
-    """Input i's number v as a 0-dim float32 tensor on device, made and kept where new (v as it
-    is where it is a tensor already, or there is no device: the checks that follow refuse what
-    is wrong)."""
+    """Input i's number v as a 0-dim tensor of its type (IN_DTYPES) on device, made and kept
+    where new (v as it is where it is a tensor already, or there is no device: the checks that
+    follow refuse what is wrong). An int64 input takes a Python int only: a float there would
+    change what the model computes."""
     if isinstance(v, torch.Tensor) or device is None:
         return v
     import numbers  # the slow path only: a number not seen before (numpy's scalars are Reals too)
 
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise TypeError(f"input {i}: want a number (a Python float) or a 0-dim torch.float32 tensor")
-    v = float(v)
-    key = (v, device) if v != 0.0 else (v.hex(), device)  # -0.0 apart from 0.0
+    if IN_DTYPES[i] == torch.int64:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"input {i}: want an int (a Python int) or a 0-dim torch.int64 tensor")
+        v = int(v)
+        key = ("int", v, device)
+    else:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"input {i}: want a number (a Python float) or a 0-dim torch.float32 tensor")
+        v = float(v)
+        key = (v, device) if v != 0.0 else (v.hex(), device)  # -0.0 apart from 0.0
     t = _NUMBER_TENSORS.get(key)
     if t is None:
-        t = torch.full((), v, dtype=torch.float32, device=device)
+        t = torch.full((), v, dtype=IN_DTYPES[i], device=device)
         if not (t.is_cuda and torch.cuda.is_current_stream_capturing()):
             if len(_NUMBER_TENSORS) >= _NUMBER_TENSORS_MAX:
                 _NUMBER_TENSORS.clear()
