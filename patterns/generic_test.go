@@ -379,3 +379,26 @@ func TestGenericChainIsConvex(t *testing.T) {
 		t.Errorf("no chain: %v", got)
 	}
 }
+
+// TestBroadcastsTo: a chain op may read another's value through a view that only adds or
+// drops leading 1s or expands dims of 1 (the value as right-aligned broadcasting places it);
+// any other view (a transposed placement, a slice, a reshape) is refused.
+func TestBroadcastsTo(t *testing.T) {
+	for _, c := range []struct {
+		v, in []int64
+		want  bool
+	}{
+		{[]int64{128}, []int64{1, 1, 1, 128}, true},
+		{[]int64{1, 1, 128}, []int64{128}, true},
+		{[]int64{1, 1, 512, 512}, []int64{4, 1, 512, 512}, true},
+		{[]int64{128}, []int64{1, 1, 128, 1}, false},
+		{[]int64{4, 129}, []int64{4, 1}, false},
+		{[]int64{16, 16, 559, 64}, []int64{16, 16, 559, 32}, false},
+		{[]int64{128, 197, 768}, []int64{196, 128, 768}, false},
+		{[]int64{4, 1, 512}, []int64{1, 512}, false},
+	} {
+		if got := broadcastsTo(c.v, c.in); got != c.want {
+			t.Errorf("broadcastsTo(%v, %v) = %v, want %v", c.v, c.in, got, c.want)
+		}
+	}
+}

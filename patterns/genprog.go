@@ -373,6 +373,21 @@ func (pb *progBuilder) markInts(s program.Step, ins []trace.Input) string {
 
 var intLiteral = regexp.MustCompile(`^-?[0-9]+$`)
 
+// broadcastsTo reports whether a value of dims v read as dims in is v broadcast (right-aligned)
+// to in, leading 1s of either aside.
+func broadcastsTo(v, in []int64) bool {
+	bc, ok := broadcast(v, in)
+	return ok && eqDims(trimOnes(bc), trimOnes(in))
+}
+
+// trimOnes is d without its leading 1s.
+func trimOnes(d []int64) []int64 {
+	for len(d) > 0 && d[0] == 1 {
+		d = d[1:]
+	}
+	return d
+}
+
 func (pb *progBuilder) operand(b int32, pos int) (program.Arg, string) {
 	g := pb.g
 	ins := g.ins(b)
@@ -386,8 +401,11 @@ func (pb *progBuilder) operand(b int32, pos int) (program.Arg, string) {
 			if !ok {
 				return program.Arg{}, "reads a later op of the chain"
 			}
-			if v, _ := g.val0(p); !eqDims(v.dims, in.Dims) {
-				return program.Arg{}, "a view inside the chain changes a value's shape"
+			// a view that only adds or drops leading 1s ([S] read as [1, 1, 1, S]: the causal
+			// mask's positions) or expands dims of 1 ([1, 1, S, S] read as [B, 1, S, S]) keeps
+			// every element where right-aligned broadcasting puts it, as the step computes it
+			if v, _ := g.val0(p); !broadcastsTo(v.dims, in.Dims) {
+				return program.Arg{}, fmt.Sprintf("a view inside the chain changes a value's shape (%v read as %v)", v.dims, in.Dims)
 			}
 			return program.StepArg(i), ""
 		}
