@@ -35,7 +35,8 @@ IN_DTYPES = [torch.float16]
 OUT_DTYPES = [torch.float16]
 OUT_SHAPES = ["full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
 IN_PLACE = ("input 0",)  # the inputs an output of fused() may be exactly (in place)
-BLOCK = 1024
+BLOCK = 1024  # elements a program of the elementwise kernel takes at most (_block)
+BLOCK_NUMEL = (2**11, 2**16) if INTERPRET else (2**17, 2**22)  # up to these, 256 and 512 (_block)
 MAX_BLOCK_N = 4096
 
 # --- fa:shared cast ---
@@ -1011,7 +1012,8 @@ def _fwd_plan(inputs):
         return out_shapes, None
     views = [torch.broadcast_to(t, shape) for t in inputs]
     dims, strides = _coalesce(shape, [v.stride() for v in views])
-    idx64 = numel >= 2**31 - BLOCK or any(_max_offset(dims, st) >= 2**31 for st in strides)
+    block = _block(numel)
+    idx64 = numel >= 2**31 - block or any(_max_offset(dims, st) >= 2**31 for st in strides)
     magic = [_magic(d) for d in dims[1:]]
     args = (numel, *dims, *[x for st in strides for x in st], *[m for m, _ in magic], *[s for _, s in magic])
     flat = [0] * RANK  # the strides of a tensor dense in the main shape
@@ -1022,10 +1024,24 @@ def _fwd_plan(inputs):
     # LEAD: how many of the (padded) dims lead with size 1; the first dim past them is what
     # is left of an element's index after the inner divisions (one division fewer)
     lead = next((d for d, n in enumerate(dims) if n > 1), RANK - 1)
-    consts = {"BLOCK": BLOCK, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
+    consts = {"BLOCK": block, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
     for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
         consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
-    return out_shapes, _Planned(_fused_kernel, (-(-numel // BLOCK),), args, 4, 3, **consts)
+    return out_shapes, _Planned(_fused_kernel, (-(-numel // block),), args, 4, 3, **consts)
+
+
+def _block(numel):
+    """Elements a program of the elementwise kernel takes: BLOCK (two 16-byte loads a thread and
+    operand with 4 warps) from 4M elements on, 512 from 128K, else 256: below 4M elements
+    BLOCK a program leaves too few programs to keep loads in flight on every SM
+    (bench/experiments/probe_generic_small.py on the H200: 5K-64K elements 1.6-2.0 -> 1.2-1.6
+    us with 256, at torch.compile's time; 0.5M-2.4M 2.5-4.6 -> 2.2-4.2 with 512). The
+    interpreter's thresholds are 64x lower (BLOCK_NUMEL): its small shapes run all three."""
+    if numel <= BLOCK_NUMEL[0]:
+        return 256
+    if numel <= BLOCK_NUMEL[1]:
+        return 512
+    return BLOCK
 
 
 def _magic(d):

@@ -29,7 +29,7 @@ IN_DTYPES = [torch.float32, torch.float32]
 OUT_DTYPES = [torch.float32]
 OUT_SHAPES = ["row"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
 IN_PLACE = ()  # the inputs an output of fused() may be exactly (in place)
-BLOCK = 1024
+BLOCK = 1024  # elements a program of the elementwise kernel takes at most (_block)
 MAX_BLOCK_N = 4096
 ROW_TILE = 1024  # elements a row program's tile of short rows holds at most (BLOCK_R x BLOCK_N)
 # programs a row kernel keeps at least (_row_tile); the interpreter's small shapes take
