@@ -8,7 +8,6 @@ do), and run in the interpreter where the results are checked against the eager 
   cd templates && TRITON_INTERPRET=1 python -m pytest -q _generic/test_host.py
 """
 
-import importlib.util
 import math
 import os
 import pathlib
@@ -19,18 +18,13 @@ import torch
 import triton
 import triton.language as tl
 
-GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "codegen" / "testdata" / "golden" / "generic"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # generic_golden
+from generic_golden import load  # noqa: E402
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="runs the kernels in Triton's interpreter (TRITON_INTERPRET=1)")
-
-
-def load(example, name):
-    spec = importlib.util.spec_from_file_location(f"_generic_{example}_{name}", GOLDEN / example / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 _MODULES = {}
@@ -685,3 +679,31 @@ def test_number_inputs():
     torch.testing.assert_close(ag.grad.float(), ae.grad.float(), rtol=2e-2, atol=2e-2)
     with pytest.raises(TypeError, match="input 2: want a number"):
         kernel.gemm_fused(a, w, None, 0.25, "x", r)
+
+
+def test_int64_number_inputs():
+    """int64 values and Python ints the trace does not record (case.INPUTS' "number_int64":
+    OPT's (cumsum * mask - n).long() + m): passed as Python ints or 0-dim int64 tensors, the
+    result eager's exactly; each int's tensor made once per value (apart from a float number's
+    of the same value); a float, a bool or a float tensor for an int refused."""
+    kernel, ref, case = module("positions_int_number")
+    assert [dt for _, dt, _ in case.INPUTS] == ["fp32", "fp32", "number_int64", "number_int64"]
+    assert kernel.NUMBERS == (2, 3) and kernel.OUT_DTYPES == [torch.int64]
+    g = torch.Generator().manual_seed(3)
+    cum = torch.randint(0, 9, (4, 40), generator=g).float()
+    mask = (torch.rand(4, 40, generator=g) < 0.7).float()
+    for n, m in ((1, 2), (0, -7), (torch.tensor(3), torch.tensor(2**40))):
+        got = kernel.fused(cum, mask, n, m)[0]
+        want = ref.chain(cum, mask, int(n), int(m))[0]
+        assert got.dtype == torch.int64 and torch.equal(got, want), (n, m)
+    kernel._NUMBER_TENSORS.clear()
+    kernel.fused(cum, mask, 1, 2)
+    kept = dict(kernel._NUMBER_TENSORS)
+    assert set(kept) == {("int", 1, cum.device), ("int", 2, cum.device)}
+    kernel.fused(cum, mask, 1, 2)
+    assert all(kernel._NUMBER_TENSORS[k] is t for k, t in kept.items()) and len(kernel._NUMBER_TENSORS) == 2
+    for bad in (1.0, 0.5, True, "1", None):
+        with pytest.raises(TypeError, match="input 2: want an int"):
+            kernel.fused(cum, mask, bad, 2)
+    with pytest.raises(TypeError, match="input 3"):
+        kernel.fused(cum, mask, 1, torch.tensor(2.0))  # a tensor: of the input's dtype, int64

@@ -8,27 +8,20 @@ with the numbers it was captured with. Runs the golden example abs_add_sqrt_div_
   cd templates && python -m pytest -q -m gpu _generic/test_numbers_gpu.py
 """
 
-import importlib.util
-import os
 import pathlib
+import sys
 
 import pytest
 import torch
 
-GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "codegen" / "testdata" / "golden" / "generic"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # generic_golden
+from generic_golden import GPU_ONLY, load  # noqa: E402
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
-                       reason="needs CUDA and TRITON_INTERPRET unset"),
-]
+pytestmark = GPU_ONLY
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(f"_numbers_gpu_{name}", GOLDEN / "abs_add_sqrt_div_number" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("abs_add_sqrt_div_number", name)
 
 
 def test_numbers_eager_and_graph():

@@ -10,26 +10,20 @@ in every generic kernel that rounds).
   cd templates && python -m pytest -q -m gpu _generic/test_round_gpu.py
 """
 
-import importlib.util
-import os
 import pathlib
+import sys
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "codegen" / "testdata" / "golden" / "generic"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # generic_golden
+from generic_golden import GPU_ONLY, load  # noqa: E402
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
-                       reason="needs CUDA and TRITON_INTERPRET unset"),
-]
+pytestmark = GPU_ONLY
 
-_spec = importlib.util.spec_from_file_location("_round_gpu_table_bf16", GOLDEN / "table_bf16" / "kernel.py")
-K = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(K)
+K = load("table_bf16", "kernel")
 _round, _round_bits = K._round, K._round_bits
 
 
