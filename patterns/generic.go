@@ -138,6 +138,12 @@ func genericRegions(g *graph, claimed map[int32]bool) [][]int32 {
 			if p < 0 || red[p] || readers[p] > GenericFanOutMax { // a reduction ends its chain
 				continue
 			}
+			if v, ok := g.val0(p); ok && pos < len(g.ins(int32(b))) && !broadcastsTo(v.dims, g.ins(int32(b))[pos].Dims) {
+				// b reads p's value through a view that moves its elements (a position vector
+				// [S] read as [S, 1], a slice): one elementwise kernel cannot hold both, so the
+				// chain ends at the view and the parts on either side are chains of their own
+				continue
+			}
 			if g.readsAround(int32(b), pos, p) {
 				// b's other operand is computed from p by ops outside the chain (a residual
 				// add x + f(norm(x)) on x's add): one kernel cannot hold both, f runs between
