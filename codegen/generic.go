@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -395,9 +396,13 @@ func constsOf(op *program.Op, s program.Step) []string {
 	return out
 }
 
-// outKind is an output's shape: "full" (the main shape), "row" or "row_keep" (one value a
-// row, the last dim dropped or kept as 1).
+// outKind is an output's shape: "full" (the main shape), "full_dropK" (the main shape without
+// its K leading dims, which are 1: program.OutDrop), "row" or "row_keep" (one value a row,
+// the last dim dropped or kept as 1).
 func (r *renderer) outKind(o int) string {
+	if k := slices.Index(r.p.Outputs, o); k >= 0 && k < len(r.p.OutDrop) && r.p.OutDrop[k] > 0 {
+		return "full_drop" + strconv.Itoa(r.p.OutDrop[k]) // the main shape without its leading 1s
+	}
 	if r.red == nil || o != len(r.p.Steps)-1 || r.red.FullShape {
 		return "full"
 	}
@@ -614,11 +619,40 @@ import torch
 		fmt.Fprintf(&b, "    v%d = %s\n", i, e)
 	}
 	var outs []string
-	for _, o := range r.p.Outputs {
-		outs = append(outs, "v"+strconv.Itoa(o))
+	rank := r.naturalRanks()
+	for k, o := range r.p.Outputs {
+		v := "v" + strconv.Itoa(o)
+		want := len(r.p.Dims)
+		if k < len(r.p.OutDrop) {
+			want -= r.p.OutDrop[k]
+		}
+		if r.outKind(o) != "row" && r.outKind(o) != "row_keep" && rank[o] < want {
+			// the traced chain read this value through a view that added leading 1s (which
+			// the replay, op by op, does not see): its output has them
+			v += "[" + strings.Repeat("None, ", want-rank[o]) + "...]"
+		}
+		outs = append(outs, v)
 	}
 	b.WriteString("    return (" + strings.Join(outs, ", ") + ",)\n")
 	return b.Bytes()
+}
+
+// naturalRanks is, per step, the rank eager's replay gives its value: the largest rank among
+// its operands (inputs as traced, numbers 0, earlier steps theirs), which a view inside the
+// traced chain may have raised by leading 1s (program.OutDrop counts from the main shape).
+func (r *renderer) naturalRanks() []int {
+	rank := make([]int, len(r.p.Steps))
+	for i, s := range r.p.Steps {
+		for _, a := range s.Args {
+			switch {
+			case a.In != nil:
+				rank[i] = max(rank[i], len(r.p.Inputs[*a.In].Dims))
+			case a.Step != nil:
+				rank[i] = max(rank[i], rank[*a.Step])
+			}
+		}
+	}
+	return rank
 }
 
 // ---- kernel.py ----
@@ -1369,6 +1403,12 @@ def _broadcast_shape(inputs):
 def _out_shape(shape, kind):
     if kind == "full":
         return list(shape)
+    if kind.startswith("full_drop"):  # a value the chain read with more dims than it leaves with
+        k = int(kind[9:])
+        if any(d != 1 for d in shape[:k]):
+            raise ValueError(f"inputs broadcast to {list(shape)}: an output leaves without its {k} leading dims, "
+                             "which must be 1 (as traced)")
+        return list(shape[k:])
     return list(shape[:-1]) + ([1] if kind == "row_keep" else [])
 
 

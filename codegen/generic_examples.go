@@ -166,6 +166,11 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		{"op":"masked_fill","args":[{"step":6},{"in":2},{"num":-1}],"dtype":"int64"},
 		{"op":"cast","args":[{"step":4}],"dtype":"fp16"},
 		{"op":"mul","args":[{"step":8},{"num":0.5}],"dtype":"fp16"}],"outputs":[7,9]}`},
+	// a value that leaves the chain with fewer dims than the chain goes on with (program.OutDrop):
+	// Llama's cache position, positions + n out as [S], cast on as [1, 1, S]
+	{"cache_position_drop", "fp32", `{"dims":[1,1,40],"inputs":[{"dtype":"int64","dims":[40]},{"dtype":"int64","dims":[],"number":true}],
+		"steps":[{"op":"add","args":[{"in":0},{"in":1}],"consts":[1],"dtype":"int64"},
+		{"op":"cast","args":[{"step":0}],"dtype":"fp32"}],"outputs":[0,1],"out_drop":[2,0]}`},
 }
 
 // GenericExamples returns the examples, their programs validated: genericExamples, then

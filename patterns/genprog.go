@@ -55,7 +55,7 @@ func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.P
 	}
 	var main []int64
 	for _, b := range nodes {
-		if v, ok := g.val0(b); ok && (main == nil || numel(v.dims) > numel(main)) {
+		if v, ok := g.val0(b); ok && (main == nil || wider(v.dims, main)) {
 			main = v.dims
 		}
 	}
@@ -113,12 +113,21 @@ func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.P
 		if !out {
 			continue
 		}
-		if i != last {
-			if v, _ := g.val0(b); !eqDims(v.dims, main) {
+		drop := 0
+		if op, _ := program.Lookup(pb.p.Steps[i].Op); op.Reduce != "" {
+			// the reduction's result: its own shape (codegen's row outputs)
+		} else if v, _ := g.val0(b); !eqDims(v.dims, main) {
+			// the main shape's leading 1s that the value leaves without ([S] beside [1, 1, S])
+			if !eqDims(trimOnes(v.dims), trimOnes(main)) || len(v.dims) > len(main) {
 				return nil, stripInplace(g.name[b]) + ": a value read outside the chain is smaller than the chain's shape"
 			}
+			drop = len(main) - len(v.dims)
 		}
 		pb.p.Outputs = append(pb.p.Outputs, i)
+		pb.p.OutDrop = append(pb.p.OutDrop, drop)
+	}
+	if !pb.p.Drops() {
+		pb.p.OutDrop = nil
 	}
 	if err := pb.p.Validate(); err != nil {
 		return nil, err.Error()
@@ -378,6 +387,13 @@ var intLiteral = regexp.MustCompile(`^-?[0-9]+$`)
 func broadcastsTo(v, in []int64) bool {
 	bc, ok := broadcast(v, in)
 	return ok && eqDims(trimOnes(bc), trimOnes(in))
+}
+
+// wider orders a chain's values for its main shape: more elements, then (as many) a higher
+// rank, to which the others broadcast ([S] and [1, 1, S]: the latter).
+func wider(a, b []int64) bool {
+	na, nb := numel(a), numel(b)
+	return na > nb || na == nb && len(a) > len(b)
 }
 
 // trimOnes is d without its leading 1s.

@@ -39,6 +39,9 @@ func (p *Program) Backward() (Grad, error) {
 	if p.HasInt() {
 		return g, fmt.Errorf("no fused backward for a program with int64 values yet")
 	}
+	if p.Drops() {
+		return g, fmt.Errorf("no fused backward for a program with an output of fewer dims than the chain's yet")
+	}
 	g.Inputs = make([]bool, len(p.Inputs))
 	for i, in := range p.Inputs {
 		g.Inputs[i] = in.DType.IsFloat() && !in.Number // a number input carries no gradient

@@ -106,6 +106,10 @@ type Program struct {
 	// Outputs are the steps whose values the fused kernel writes: the last step and those
 	// read outside the chain, in increasing order.
 	Outputs []int `json:"outputs"`
+	// OutDrop gives, per entry of Outputs, how many leading dims of the main shape (all 1)
+	// that output does not have: a value the chain goes on to read with more dims than it
+	// leaves with (a cache position [S] cast on as [1, 1, S]: 2). Empty: none drops any.
+	OutDrop []int `json:"out_drop,omitempty"`
 	// GEMM, when set, is the chain's head: input 0 is its output, computed in the fused
 	// kernel's tiles with the steps as its epilogue (gemm.go).
 	GEMM *GEMM `json:"gemm,omitempty"`
@@ -283,6 +287,22 @@ func (p *Program) Validate() error {
 	if len(p.Outputs) == 0 || p.Outputs[len(p.Outputs)-1] != last {
 		return fmt.Errorf("program: the outputs must end with the last step (%d)", last)
 	}
+	if len(p.OutDrop) != 0 && len(p.OutDrop) != len(p.Outputs) {
+		return fmt.Errorf("program: out_drop: %d entries for %d outputs", len(p.OutDrop), len(p.Outputs))
+	}
+	for k, d := range p.OutDrop {
+		switch {
+		case d < 0 || d >= len(p.Dims):
+			return fmt.Errorf("program: out_drop %d of output %d: want 0..%d", d, k, len(p.Dims)-1)
+		case d > 0 && (p.GEMM != nil || p.Reduction() != nil && p.Outputs[k] == last):
+			return fmt.Errorf("program: output %d drops leading dims beside a GEMM head or as the reduction's result", k)
+		}
+		for _, x := range p.Dims[:d] {
+			if x != 1 {
+				return fmt.Errorf("program: output %d drops %d leading dims of %v, not all 1", k, d, p.Dims)
+			}
+		}
+	}
 	for k, o := range p.Outputs {
 		if o < 0 || o > last || k > 0 && o <= p.Outputs[k-1] {
 			return fmt.Errorf("program: outputs %v: want increasing step indices", p.Outputs)
@@ -421,6 +441,16 @@ func (p *Program) ArgDType(a Arg) DType {
 		return p.Steps[*a.Step].DType
 	}
 	return ""
+}
+
+// Drops reports whether an output has fewer dims than the main shape (OutDrop).
+func (p *Program) Drops() bool {
+	for _, d := range p.OutDrop {
+		if d > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // HasInt reports whether any input or step of the program is int64.

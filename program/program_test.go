@@ -433,3 +433,36 @@ func TestValidateInt(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateOutDrop: an output may leave without leading dims of the main shape that are 1
+// (program.OutDrop), one entry per output; not dims other than 1, not the reduction's result;
+// such a program has no fused backward.
+func TestValidateOutDrop(t *testing.T) {
+	ok := `{"dims":[1,1,40],"inputs":[{"dtype":"fp32","dims":[40]}],
+		"steps":[{"op":"mul","args":[{"in":0},{"num":2}],"dtype":"fp32"},
+		{"op":"cast","args":[{"step":0}],"dtype":"bf16"}],"outputs":[0,1],"out_drop":[2,0]}`
+	for _, tc := range []struct{ name, from, to, err string }{
+		{"valid", "", "", ""},
+		{"one entry for two outputs", `"out_drop":[2,0]`, `"out_drop":[2]`, "1 entries for 2 outputs"},
+		{"every dim", `"out_drop":[2,0]`, `"out_drop":[3,0]`, "want 0..2"},
+		{"a dim that is not 1", `"dims":[1,1,40],`, `"dims":[2,1,40],`, "not all 1"},
+	} {
+		js := strings.Replace(ok, tc.from, tc.to, 1)
+		var p Program
+		if err := json.Unmarshal([]byte(js), &p); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		err := p.Validate()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.err)
+		}
+		if tc.name == "valid" {
+			if _, err := p.Backward(); err == nil || !strings.Contains(err.Error(), "fewer dims") {
+				t.Errorf("Backward: %v, want a refusal naming the output's fewer dims", err)
+			}
+		}
+	}
+}

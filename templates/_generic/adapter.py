@@ -244,7 +244,9 @@ def fused(kernel, inputs, params, poison=False, autograd=False, in_place=False):
     run = kernel.gemm_fused if GEMM else kernel.fused
     if not poison:
         return run(*xs)
-    outs = [torch.empty(kernel._out_shape(_main_shape(inputs), k), dtype=dt, device=xs[0].device)
+    main = _main_shape(inputs)
+    main = [1] * (getattr(kernel, "RANK", len(main)) - len(main)) + main  # padded as the kernel's
+    outs = [torch.empty(kernel._out_shape(main, k), dtype=dt, device=xs[0].device)
             for dt, k in zip(kernel.OUT_DTYPES, kernel.OUT_SHAPES)]
     for o in outs:  # NaN, True, or for int64 an integer no chain of small values reaches
         o.fill_(float("nan") if o.dtype.is_floating_point else (True if o.dtype == torch.bool else -(2**62)))

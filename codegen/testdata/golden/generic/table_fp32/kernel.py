@@ -1053,6 +1053,12 @@ def _broadcast_shape(inputs):
 def _out_shape(shape, kind):
     if kind == "full":
         return list(shape)
+    if kind.startswith("full_drop"):  # a value the chain read with more dims than it leaves with
+        k = int(kind[9:])
+        if any(d != 1 for d in shape[:k]):
+            raise ValueError(f"inputs broadcast to {list(shape)}: an output leaves without its {k} leading dims, "
+                             "which must be 1 (as traced)")
+        return list(shape[k:])
     return list(shape[:-1]) + ([1] if kind == "row_keep" else [])
 
 
