@@ -245,7 +245,7 @@ func tableExamples() []struct {
 		step(program.Softplus, []program.Arg{x}, f(2), f(3))
 		for _, code := range []program.Code{program.Relu, program.Gelu, program.GeluTanh, program.Silu, program.Mish,
 			program.Sigmoid, program.Tanh, program.Hardswish, program.Hardsigmoid, program.Exp, program.Abs,
-			program.Neg, program.Reciprocal} {
+			program.Neg, program.Reciprocal, program.Cos, program.Sin} {
 			step(code, []program.Arg{x})
 		}
 		// log, sqrt, rsqrt and fractional powers read |x|: a NaN of a negative base would

@@ -61,7 +61,7 @@ var genericOps = map[string]bool{
 	"clamp": true, "clamp_min": true, "clamp_max": true, "hardtanh": true,
 	"relu": true, "leaky_relu": true, "elu": true, "gelu": true, "silu": true, "mish": true,
 	"sigmoid": true, "tanh": true, "softplus": true, "hardswish": true, "hardsigmoid": true,
-	"exp": true, "log": true, "sqrt": true, "rsqrt": true, "pow": true,
+	"exp": true, "log": true, "sqrt": true, "rsqrt": true, "pow": true, "cos": true, "sin": true,
 	"abs": true, "neg": true, "reciprocal": true,
 	"dropout": true, "native_dropout": true,
 }

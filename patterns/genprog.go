@@ -277,7 +277,7 @@ func (pb *progBuilder) stepOf(b int32, name string) (program.Step, string) {
 			return s, why
 		}
 		return withConsts(program.Hardtanh, [2]float64{1, -1}, [2]float64{2, 1})
-	case "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "reciprocal",
+	case "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "reciprocal", "cos", "sin",
 		"silu", "mish", "hardswish", "hardsigmoid":
 		if why := args(0); why != "" {
 			return s, why

@@ -18,6 +18,7 @@ const (
 	Silu, Mish, Sigmoid, Tanh, Softplus  Code = "silu", "mish", "sigmoid", "tanh", "softplus"
 	Hardswish, Hardsigmoid               Code = "hardswish", "hardsigmoid"
 	Exp, Log, Sqrt, Rsqrt, Pow           Code = "exp", "log", "sqrt", "rsqrt", "pow"
+	Cos, Sin                             Code = "cos", "sin"
 	Abs, Neg, Reciprocal                 Code = "abs", "neg", "reciprocal"
 	Sum, Mean, Amax, Amin, Logsumexp     Code = "sum", "mean", "amax", "amin", "logsumexp"
 	Softmax, LogSoftmax                  Code = "softmax", "log_softmax"
@@ -135,6 +136,9 @@ var Table = []*Op{
 	{Code: Log, Arity: 1, Triton: "tl.log({0})", Torch: "torch.log({0})", Deriv: []string{"1.0 / {0}"}},
 	{Code: Sqrt, Arity: 1, Triton: "tl.sqrt({0})", Torch: "torch.sqrt({0})", Deriv: []string{"0.5 / {y}"}},
 	{Code: Rsqrt, Arity: 1, Triton: "1.0 / tl.sqrt({0})", Torch: "torch.rsqrt({0})", Deriv: []string{"-0.5 * {y} * {y} * {y}"}},
+	// rotary tables (emb.cos(), emb.sin()); tl.cos / tl.sin as builtins
+	{Code: Cos, Arity: 1, Triton: "tl.cos({0})", Torch: "torch.cos({0})", Deriv: []string{"-tl.sin({0})"}},
+	{Code: Sin, Arity: 1, Triton: "tl.sin({0})", Torch: "torch.sin({0})", Deriv: []string{"tl.cos({0})"}},
 	{Code: Pow, Arity: 1, Consts: f1, Triton: "_pow({0}, {c0})", Torch: "torch.pow({0}, {c0})", Deriv: []string{"_dpow({0}, {c0})"},
 		check: checkPow},
 	{Code: Abs, Int: true, Arity: 1, Triton: "tl.abs({0})", Torch: "torch.abs({0})", Deriv: []string{"tl.where({0} > 0.0, 1.0, tl.where({0} < 0.0, -1.0, 0.0))"}},

@@ -50,7 +50,8 @@ type Options struct {
 	Trials int
 	// Seed is the base of the per-trial seeds (each case's seeds are in its result).
 	Seed int64
-	// Jobs is the number of runner processes run in parallel (0: GOMAXPROCS).
+	// Jobs is the number of runner processes run in parallel (0: GOMAXPROCS, with GPU at most
+	// DefaultGPUJobs).
 	Jobs int
 	// FailFast stops each folder at its first case that does not pass.
 	FailFast bool
@@ -116,12 +117,7 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 	if o.MaxElems < 0 || o.GPU {
 		o.MaxElems = 0
 	}
-	if o.Jobs <= 0 {
-		o.Jobs = runtime.GOMAXPROCS(0)
-	}
-	if o.Jobs > len(abs) {
-		o.Jobs = len(abs)
-	}
+	o.Jobs = jobs(o, len(abs))
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
@@ -565,4 +561,22 @@ func truncate(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// DefaultGPUJobs caps the runner processes that share one GPU when Options.Jobs is 0: each
+// case's inputs live on the device, and a generic folder's case of offsets past 2**31 takes
+// 16 GiB (eight runners of 16 CPUs at once ran an H200's 140 GiB out of memory).
+const DefaultGPUJobs = 4
+
+// jobs is the number of runner processes for n folders: Options.Jobs, or GOMAXPROCS (at
+// most DefaultGPUJobs with GPU), and never more than the folders.
+func jobs(o Options, n int) int {
+	j := o.Jobs
+	if j <= 0 {
+		j = runtime.GOMAXPROCS(0)
+		if o.GPU {
+			j = min(j, DefaultGPUJobs)
+		}
+	}
+	return max(min(j, n), 1)
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -553,6 +554,27 @@ func TestFailedSemantics(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.r.Failed(); got != tt.want {
 			t.Errorf("%s: Failed() = %v", tt.name, got)
+		}
+	}
+}
+
+// TestJobs: runner processes by default one a CPU, at most DefaultGPUJobs on a GPU (their
+// inputs share its memory), as asked when asked, never more than the folders.
+func TestJobs(t *testing.T) {
+	cpus := runtime.GOMAXPROCS(0)
+	for _, c := range []struct {
+		o    Options
+		n    int
+		want int
+	}{
+		{Options{}, 1000, cpus},
+		{Options{GPU: true}, 1000, min(cpus, DefaultGPUJobs)},
+		{Options{GPU: true, Jobs: 12}, 1000, 12},
+		{Options{Jobs: 3}, 2, 2},
+		{Options{}, 0, 1},
+	} {
+		if got := jobs(c.o, c.n); got != c.want {
+			t.Errorf("jobs(%+v, %d) = %d, want %d", c.o, c.n, got, c.want)
 		}
 	}
 }
