@@ -244,8 +244,8 @@ func tableExamples() []struct {
 		step(program.Elu, []program.Arg{x}, f(1.3), f(1.05), f(0.9))
 		step(program.Softplus, []program.Arg{x}, f(2), f(3))
 		for _, code := range []program.Code{program.Relu, program.Gelu, program.GeluTanh, program.Silu, program.Mish,
-			program.Sigmoid, program.Tanh, program.Hardswish, program.Hardsigmoid, program.Exp, program.Abs,
-			program.Neg, program.Reciprocal, program.Cos, program.Sin} {
+			program.Sigmoid, program.Tanh, program.Hardswish, program.Hardsigmoid, program.Exp, program.Cos,
+			program.Sin, program.Abs, program.Neg, program.Reciprocal} { // abs third from the end: read below
 			step(code, []program.Arg{x})
 		}
 		// log, sqrt, rsqrt and fractional powers read |x|: a NaN of a negative base would
