@@ -243,14 +243,18 @@ func tableExamples() []struct {
 		step(program.LeakyRelu, []program.Arg{x}, f(0.1))
 		step(program.Elu, []program.Arg{x}, f(1.3), f(1.05), f(0.9))
 		step(program.Softplus, []program.Arg{x}, f(2), f(3))
+		absStep := -1
 		for _, code := range []program.Code{program.Relu, program.Gelu, program.GeluTanh, program.Silu, program.Mish,
 			program.Sigmoid, program.Tanh, program.Hardswish, program.Hardsigmoid, program.Exp, program.Cos,
-			program.Sin, program.Abs, program.Neg, program.Reciprocal} { // abs third from the end: read below
+			program.Sin, program.Abs, program.Neg, program.Reciprocal} {
+			if code == program.Abs {
+				absStep = len(p.Steps)
+			}
 			step(code, []program.Arg{x})
 		}
 		// log, sqrt, rsqrt and fractional powers read |x|: a NaN of a negative base would
 		// hide every other derivative's error in x's gradient, where they all add up
-		abs := program.StepArg(len(p.Steps) - 3)
+		abs := program.StepArg(absStep)
 		for _, code := range []program.Code{program.Log, program.Sqrt, program.Rsqrt} {
 			step(code, []program.Arg{abs})
 		}
