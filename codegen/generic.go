@@ -1645,22 +1645,32 @@ func genericReadme(s GenericSpec, name, module string) []byte {
 
 // numbersReadme is the README's note on a program's number inputs ("" without any).
 func numbersReadme(p *program.Program) string {
-	ns := p.Numbers()
-	if len(ns) == 0 {
-		return ""
-	}
 	r := newRenderer(p)
-	var names []string
-	for _, i := range ns {
-		names = append(names, "`"+r.inputName(i)+"`")
+	var floats, ints []string
+	for _, i := range p.Numbers() {
+		if p.Inputs[i].DType == program.I64 {
+			ints = append(ints, "`"+r.inputName(i)+"`")
+		} else {
+			floats = append(floats, "`"+r.inputName(i)+"`")
+		}
 	}
-	which := "Input " + names[0] + " (\"number\" in `case.py`'s INPUTS) is a number"
-	if len(names) > 1 {
-		which = "Inputs " + strings.Join(names, ", ") + " (\"number\" in `case.py`'s INPUTS) are numbers"
+	which := func(names []string, kind string) string {
+		if len(names) == 1 {
+			return "Input " + names[0] + " (\"" + kind + "\" in `case.py`'s INPUTS) is a number"
+		}
+		return "Inputs " + strings.Join(names, ", ") + " (\"" + kind + "\" in `case.py`'s INPUTS) are numbers"
 	}
-	return which + " your code passes, such as the 0.5\nof `x * 0.5`: the trace records that a Python float was passed, not its value. Pass the same\n" +
-		"number (a Python float, or a 0-dim float32 tensor) at that place; the kernel computes with it as\n" +
-		"eager on CUDA does (its float32).\n\n"
+	var b strings.Builder
+	if len(floats) > 0 {
+		b.WriteString(which(floats, "number") + " your code passes, such as the 0.5\nof `x * 0.5`: the trace records that a Python float was passed, not its value. Pass the same\n" +
+			"number (a Python float, or a 0-dim float32 tensor) at that place; the kernel computes with it as\n" +
+			"eager on CUDA does (its float32).\n\n")
+	}
+	if len(ints) > 0 {
+		b.WriteString(which(ints, "number_int64") + " your code passes, such as the 1\nof `positions - 1`: the trace records that a Python int was passed, not its value. Pass the same\n" +
+			"int (a Python int, or a 0-dim int64 tensor) at that place.\n\n")
+	}
+	return b.String()
 }
 
 // genericSource is the README's source section: the trace's text, JSON-escaped, and the

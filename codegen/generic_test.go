@@ -511,3 +511,40 @@ func forwardKernel(t *testing.T, prog string) string {
 	}
 	return k
 }
+
+// TestNumbersReadme: a folder's README says how to pass each number the trace does not record:
+// a Python float for a "number", a Python int for a "number_int64"; none without them.
+func TestNumbersReadme(t *testing.T) {
+	for _, c := range []struct {
+		example    string
+		want, miss []string
+	}{
+		{"abs_add_sqrt_div_number", []string{"Inputs `x1`, `x2` (\"number\"", "a Python float"}, []string{"Python int"}},
+		{"positions_int_number", []string{"Inputs `x2`, `x3` (\"number_int64\"", "a Python int, or a 0-dim int64 tensor"}, []string{"Python float"}},
+		{"silu_scale", nil, []string{"Python float", "Python int"}},
+	} {
+		var readme string
+		for _, e := range GenericExamples() {
+			if e.Name == c.example {
+				files, err := RenderGeneric(e.Spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				readme = string(files["README.md"])
+			}
+		}
+		if readme == "" {
+			t.Fatalf("%s: no such example", c.example)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(readme, w) {
+				t.Errorf("%s: README lacks %q", c.example, w)
+			}
+		}
+		for _, m := range c.miss {
+			if strings.Contains(readme, m) {
+				t.Errorf("%s: README says %q", c.example, m)
+			}
+		}
+	}
+}
