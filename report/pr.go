@@ -39,7 +39,7 @@ const (
 // PR.md holds the evidence per kernel (trace, call site, this shape's instances and time,
 // estimated and measured numbers, verification, how to swap it in) and, under "Not worth
 // it", the other kernels with the numbers that rule them out. PR.md names no absolute local
-// path. The folder appears complete or not at all; an existing dir is refused unless force.
+// path, nor do the kernel folders' README.md and manifest.json (scrubFolder). The folder appears complete or not at all; an existing dir is refused unless force.
 //
 // The folders' manifests are taken from in.Generated when it has them (same path), else
 // read from the folders.
@@ -83,6 +83,9 @@ func WritePR(dir string, in Inputs, folders []string, force bool) error {
 			}
 			offered++
 			if err := copyTree(it.g.Dir, filepath.Join(tmp, KernelsDir, it.g.Name)); err != nil {
+				return err
+			}
+			if err := scrubFolder(filepath.Join(tmp, KernelsDir, it.g.Name)); err != nil {
 				return err
 			}
 			if it.hasKernel {
@@ -701,6 +704,28 @@ func verifyErrors(v *verify.Result, g GenFolder) string {
 		return ""
 	}
 	return mdText(fmt.Sprintf(", max abs err %s, max rel err %s", fmtSci(abs), fmtSci(rel)))
+}
+
+// scrubFolder rewrites a kernel folder's copy so that its README.md and manifest.json, which
+// carry the trace's path as the command line gave it, name no absolute local path either
+// (scrubPaths).
+func scrubFolder(dir string) error {
+	for _, name := range []string{"README.md", "manifest.json"} {
+		p := filepath.Join(dir, name)
+		b, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if s := scrubPaths(string(b)); s != string(b) {
+			if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // absPath matches an absolute local path where one starts (the start of the text, or after

@@ -248,9 +248,35 @@ func TestPRNoAbsolutePaths(t *testing.T) {
 	in := Inputs{Analysis: rep, Generated: []GenFolder{g, bad}, Bench: &bench.Result{GPU: "H200", Cases: []bench.Case{
 		{Name: "swiglu-y", Pattern: "swiglu", Dtype: "bf16", Shape: []int64{8, 512, 768}, Error: `/tmp/fa-123/swiglu-y/kernel.py:12: out of memory, see C:\Users\alice\fa\log.txt`},
 	}}}
-	pr, _ := writePR(t, in)
+	if err := os.WriteFile(filepath.Join(g.Dir, "README.md"), []byte("## Source\n\n    {\"trace\":\"/home/alice/runs/gpt2 train.json.gz\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "pr")
+	if err := WritePR(out, in, []string{g.Dir, bad.Dir}, false); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, PRFile))
+	pr := string(b)
 	if m := absoluteRE.FindAllString(pr, -1); len(m) > 0 {
 		t.Errorf("PR.md names absolute paths %q:\n%s", m, pr)
+	}
+	// nor do the kernel folders' README and manifest, which hold the trace's path as given
+	checked := 0
+	for _, f := range []string{"bias_gelu-x/README.md", "bias_gelu-x/manifest.json", "swiglu-y/manifest.json"} {
+		b, err := os.ReadFile(filepath.Join(out, KernelsDir, f))
+		if err != nil {
+			continue // a kernel not offered is not copied
+		}
+		checked++
+		if m := absoluteRE.FindAllString(string(b), -1); len(m) > 0 {
+			t.Errorf("%s names absolute paths %q:\n%s", f, m, b)
+		}
+		if !strings.Contains(string(b), "json") {
+			t.Errorf("%s lost the trace's name:\n%s", f, b)
+		}
+	}
+	if checked < 2 {
+		t.Errorf("%d of the kernel folders' files copied: want bias_gelu-x's README and manifest at least", checked)
 	}
 	for _, want := range []string{"transformers/models/gpt2/modeling_gpt2.py(120): forward", "model.py(7)", "gpt2.json.gz", "kernel.py:12: out of memory", "log.txt"} {
 		if !strings.Contains(pr, want) {
