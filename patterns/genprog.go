@@ -119,7 +119,11 @@ func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.P
 		} else if v, _ := g.val0(b); !eqDims(v.dims, main) {
 			// the main shape's leading 1s that the value leaves without ([S] beside [1, 1, S])
 			if !eqDims(trimOnes(v.dims), trimOnes(main)) || len(v.dims) > len(main) {
-				return nil, stripInplace(g.name[b]) + ": a value read outside the chain is smaller than the chain's shape"
+				what := "a value read outside the chain"
+				if i == last {
+					what = "the chain's last value"
+				}
+				return nil, stripInplace(g.name[b]) + ": " + what + " is smaller than the chain's shape"
 			}
 			drop = len(main) - len(v.dims)
 		}

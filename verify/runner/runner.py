@@ -719,7 +719,7 @@ def run_backward(f, case, dt, seed, acc):
     return ok
 
 
-def programs_reversed(case, trial):
+def trial_reversed(case, trial):
     """Whether trial runs the interpreter's programs in reverse launch order: every other
     trial, starting with the first or the second by the case's id, so that a case of several
     trials (the traced and gradient ones) runs both orders and the single-trial cases of a
@@ -766,7 +766,7 @@ def run_case(f, case):
         for trial in range(trials):
             seed = case_seed(case, trial)
             res["seeds"].append(seed)
-            reverse = programs_reversed(case, trial)
+            reverse = trial_reversed(case, trial)
             with torch.random.fork_rng(devices=[]), program_order(f, reverse), \
                     (f.kernel.forced_tiles(case.tiles) if case.tiles is not None else contextlib.nullcontext()):
                 torch.manual_seed(seed)
