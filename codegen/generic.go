@@ -718,6 +718,15 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 	fmt.Fprintf(&b, "IN_DTYPES = [%s]\n", strings.Join(ind, ", "))
 	fmt.Fprintf(&b, "OUT_DTYPES = [%s]\n", strings.Join(outd, ", "))
 	fmt.Fprintf(&b, "OUT_SHAPES = [%s]  # full: the main shape; row: one value a row (row_keep: last dim 1)\n", strings.Join(kinds, ", "))
+	var deps []string
+	for _, d := range r.outDeps() {
+		t := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(d)), ", "), "[]")
+		if len(d) == 1 {
+			t += ","
+		}
+		deps = append(deps, "("+t+")")
+	}
+	fmt.Fprintf(&b, "OUT_DEPS = [%s]  # per output: the tensor inputs it is computed from (_main_shape)\n", strings.Join(deps, ", "))
 	// an output may be exactly an input (fused(out=...) in place) where the kernel reads each
 	// element before it writes it, in one program: the elementwise kernel; a row kernel's
 	// passes re-read the row after an earlier pass may have written it, so none there
@@ -1135,8 +1144,14 @@ func (r *renderer) kernelArgs(first string) string {
 // the kernel stores the outputs and nothing else reads the steps' values (a backward kernel's
 // derivatives read them, rounded as eager stores them).
 func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string, forward bool) {
+	r.stepsOf(b, indent, offs, forward, nil, nil)
+}
+
+// stepsOf writes steps as steps does, but only the inputs and steps that needIn and needStep
+// mark (nil: all of them).
+func (r *renderer) stepsOf(b *bytes.Buffer, indent string, offs func(i int) string, forward bool, needIn, needStep []bool) {
 	for i := range r.p.Inputs {
-		if i == 0 && r.epilogue {
+		if i == 0 && r.epilogue || needIn != nil && !needIn[i] {
 			continue
 		}
 		up := ".to(tl.float32)" // every float (and bool: 0.0 / 1.0) load upcast; int64 kept exact
@@ -1153,6 +1168,9 @@ func (r *renderer) steps(b *bytes.Buffer, indent string, offs func(i int) string
 		op, _ := program.Lookup(s.Op)
 		if op.Reduce != "" {
 			break
+		}
+		if needStep != nil && !needStep[i] {
+			continue
 		}
 		e := expand(op.Triton, r.operands(s, true), r.tritonConsts(op, s, false), "")
 		fmt.Fprintf(b, "%sv%d = %s\n", indent, i, e)
@@ -1370,9 +1388,44 @@ func (r *renderer) rowKernel(b *bytes.Buffer) {
 	b.WriteString("\n\n")
 }
 
+// outDeps reports, per output, the tensor inputs (not numbers) its value is computed from,
+// in order.
+func (r *renderer) outDeps() [][]int {
+	var out [][]int
+	for _, o := range r.p.Outputs {
+		in := make([]bool, len(r.p.Inputs))
+		step := make([]bool, len(r.p.Steps))
+		step[o] = true
+		for j := o; j >= 0; j-- {
+			if !step[j] {
+				continue
+			}
+			for _, a := range r.p.Steps[j].Args {
+				switch {
+				case a.In != nil:
+					in[*a.In] = true
+				case a.Step != nil:
+					step[*a.Step] = true
+				}
+			}
+		}
+		d := []int{}
+		for i, x := range in {
+			if x && !r.p.Inputs[i].Number {
+				d = append(d, i)
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
 func (r *renderer) wrapper() string {
 	var b strings.Builder
 	b.WriteString(`def _main_shape(inputs):
+    """The shape the inputs broadcast to, padded to RANK. Refuses inputs whose broadcast would
+    give an output another shape in eager (an output computed from inputs that all broadcast
+    along a dim: eager's is smaller there, where this kernel writes every output at this shape)."""
     if len(inputs) != len(IN_DTYPES):
         raise TypeError(f"fused() takes {len(IN_DTYPES)} tensors, got {len(inputs)}")
     for i, (t, dt) in enumerate(zip(inputs, IN_DTYPES)):
@@ -1381,7 +1434,14 @@ func (r *renderer) wrapper() string {
     shape = _broadcast_shape(inputs)
     if len(shape) > RANK:
         raise ValueError(f"inputs broadcast to rank {len(shape)}, the kernel takes rank {RANK}")
-    return [1] * (RANK - len(shape)) + shape
+    shape = [1] * (RANK - len(shape)) + shape
+    for k, deps in enumerate(OUT_DEPS):
+        own = _broadcast_shape([inputs[i] for i in deps]) if deps else shape
+        if [1] * (RANK - len(own)) + own != shape:
+            raise ValueError(f"output {k} is computed from inputs {list(deps)} alone, which broadcast to "
+                             f"{own}, not {shape}: eager's would be of that shape, this kernel writes it "
+                             f"at {shape} (pass them expanded to it)")
+    return shape
 
 
 def _broadcast_shape(inputs):

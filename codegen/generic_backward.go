@@ -3,6 +3,8 @@ package codegen
 import (
 	"bytes"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -189,35 +191,44 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
     row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
     row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
 `)
+	// the flat walk (FLAT) takes per-program sums alone: code only where a slot can broadcast
+	kinds := r.bwdKinds(reached)
+	flat := false
+	for _, k := range kinds {
+		flat = flat || len(k) > 1
+	}
 	for i := range ins {
-		if !reached[i] {
+		if !reached[i] || !slices.Contains(kinds[i], 1) {
 			continue
 		}
 		fmt.Fprintf(b, "    acc%d = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)\n", i)
 	}
-	b.WriteString(`    lo = row_start
-    hi = row_end
-    if FLAT:  # the rows' elements as one range (C a multiple of ALIGN: so are its ends)
+	b.WriteString("    lo = row_start\n    hi = row_end\n")
+	if flat {
+		b.WriteString(`    if FLAT:  # the rows' elements as one range (C a multiple of ALIGN: so are its ends)
         lo = row_start * C
         hi = row_end * C
         if ALIGN > 1:
             lo = tl.multiple_of(lo, ALIGN)
             hi = tl.multiple_of(hi, ALIGN)
 `)
-	// the flat walk's row dims: the block's (the NINNER innermost) from the row's place in its
-	// block, the magic numbers dividing all but the outermost of them; the others from the
-	// program's block number, once a program
-	if r.rank > 1 {
-		b.WriteString("        ob = blk\n")
-	}
-	for d := r.rank - 2; d >= 0; d-- {
-		k := r.rank - 2 - d // row dims inside this one
-		fmt.Fprintf(b, "        if NINNER <= %d:  # outside the block\n", k)
-		fmt.Fprintf(b, "            f%d = ob %% D%d\n            ob = ob // D%d\n", d, d, d)
+		// the flat walk's row dims: the block's (the NINNER innermost) from the row's place in its
+		// block, the magic numbers dividing all but the outermost of them; the others from the
+		// program's block number, once a program
+		if r.rank > 1 {
+			b.WriteString("        ob = blk\n")
+		}
+		for d := r.rank - 2; d >= 0; d-- {
+			k := r.rank - 2 - d // row dims inside this one
+			fmt.Fprintf(b, "        if NINNER <= %d:  # outside the block\n", k)
+			fmt.Fprintf(b, "            f%d = ob %% D%d\n            ob = ob // D%d\n", d, d, d)
+		}
 	}
 	b.WriteString(`    r0 = lo
     while r0 < hi:  # a while loop: the interpreter cannot range() over a runtime int
-        if FLAT:  # a tile of BLOCK_C consecutive elements: row and column by the magic numbers
+`)
+	if flat {
+		b.WriteString(`        if FLAT:  # a tile of BLOCK_C consecutive elements: row and column by the magic numbers
             kk = r0 + tl.arange(0, BLOCK_C)[None, :]
             r0 += BLOCK_C
             mask = kk < hi
@@ -225,20 +236,22 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
             c = kk - rr * C
             q = rr - blk * J  # the row's place in its block
 `)
-	for d := r.rank - 2; d >= 0; d-- {
-		k := r.rank - 2 - d
-		if d > 0 {
-			fmt.Fprintf(b, "            if NINNER > %d:  # in the block, more of its dims outside\n", k+1)
-			fmt.Fprintf(b, "                p = tl.where(D%d == 1, q, (tl.umulhi(q.to(tl.uint32), MR%d.to(tl.uint32)) >> SR%d).to(tl.int32))\n", d, d, d)
-			fmt.Fprintf(b, "                i%d = q - p * D%d\n                q = p\n", d, d)
-			fmt.Fprintf(b, "            elif NINNER == %d:  # the block's outermost dim\n", k+1)
-		} else {
-			fmt.Fprintf(b, "            if NINNER == %d:  # the block's outermost dim\n", k+1)
+		for d := r.rank - 2; d >= 0; d-- {
+			k := r.rank - 2 - d
+			if d > 0 {
+				fmt.Fprintf(b, "            if NINNER > %d:  # in the block, more of its dims outside\n", k+1)
+				fmt.Fprintf(b, "                p = tl.where(D%d == 1, q, (tl.umulhi(q.to(tl.uint32), MR%d.to(tl.uint32)) >> SR%d).to(tl.int32))\n", d, d, d)
+				fmt.Fprintf(b, "                i%d = q - p * D%d\n                q = p\n", d, d)
+				fmt.Fprintf(b, "            elif NINNER == %d:  # the block's outermost dim\n", k+1)
+			} else {
+				fmt.Fprintf(b, "            if NINNER == %d:  # the block's outermost dim\n", k+1)
+			}
+			fmt.Fprintf(b, "                i%d = q\n            else:\n                i%d = f%d\n", d, d, d)
 		}
-		fmt.Fprintf(b, "                i%d = q\n            else:\n                i%d = f%d\n", d, d, d)
+		b.WriteString("        else:  # a tile of BLOCK_R rows of the column block\n")
 	}
-	b.WriteString(`        else:  # a tile of BLOCK_R rows of the column block
-            rows = r0 + tl.arange(0, BLOCK_R)
+	var tile bytes.Buffer // the 2D tile's index math, inside the flat walk's else (12 spaces)
+	tile.WriteString(`            rows = r0 + tl.arange(0, BLOCK_R)
             rmask = rows < hi
             r0 += BLOCK_R
             mask = rmask[:, None] & cmask[None, :]
@@ -247,10 +260,15 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
             q = rr
 `)
 	for d := r.rank - 2; d > 0; d-- {
-		fmt.Fprintf(b, "            i%d = q %% D%d\n            q = q // D%d\n", d, d, d)
+		fmt.Fprintf(&tile, "            i%d = q %% D%d\n            q = q // D%d\n", d, d, d)
 	}
 	if r.rank > 1 {
-		b.WriteString("            i0 = q\n")
+		tile.WriteString("            i0 = q\n")
+	}
+	if flat {
+		b.Write(tile.Bytes())
+	} else {
+		b.WriteString(strings.ReplaceAll(tile.String(), "\n            ", "\n        ")[4:])
 	}
 	lead := func(prefix string, i int) string {
 		t := []string{"rr * 0"}
@@ -269,11 +287,15 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		fmt.Fprintf(b, "%s    %s = tl.max_contiguous(tl.multiple_of(%s, [1, ALIGN]), [1, ALIGN])\n", indent, name, name)
 	}
 	nIn := len(ins)
+	needIn, needStep := r.bwdReads(body.String())
 	for i := range r.p.Inputs { // the GEMM bias' slot is read by no step: no offsets
+		if !needIn[i] || r.p.Inputs[i].Number {
+			continue
+		}
 		fmt.Fprintf(b, "        base%d = %s\n", i, lead("s", i))
 		offset("        ", fmt.Sprintf("o%d", i), fmt.Sprintf("base%d + c * s%d_%d", i, i, r.rank-1), i)
 	}
-	r.steps(b, "        ", func(i int) string { return fmt.Sprintf("o%d", i) }, false)
+	r.stepsOf(b, "        ", func(i int) string { return fmt.Sprintf("o%d", i) }, false, needIn, needStep)
 	for k := 0; k < nOut; k++ {
 		offset("        ", fmt.Sprintf("od%d", k), fmt.Sprintf("%s + c * t%d_%d", lead("t", k), k, r.rank-1), nIn+k)
 		fmt.Fprintf(b, "        dy%d = tl.load(dout%d + od%d, mask=mask, other=0).to(tl.float32)\n", k, k, k)
@@ -285,19 +307,32 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		}
 		I := strconv.Itoa(i)
 		last := strconv.Itoa(r.rank - 1)
-		b.WriteString("        if KIND" + I + " == 0:  # the main shape: stored as it is\n")
-		offset("            ", "gb", lead("u", i)+" + c * u"+I+"_"+last, nIn+nOut+i)
-		b.WriteString("            tl.store(gbuf" + I + " + gb, _cast(gx" + I + ", " + tlDtypes[ins[i].DType] + "), mask=mask)\n")
-		b.WriteString("        elif KIND" + I + " == 1 or KIND" + I + " == 2:  # the program's rows reduced (1: per column, 2: all)\n")
-		b.WriteString("            acc" + I + " += tl.where(mask, gx" + I + ", 0.0)  # summed once, after the loop\n")
-		b.WriteString("        elif KIND" + I + " == 3:  # columns reduced: each row's sum over the column block\n")
-		b.WriteString("            tl.store(gbuf" + I + " + (pc * R + rows), tl.sum(tl.where(mask, gx" + I + ", 0.0), axis=1), mask=rmask)\n")
-		b.WriteString("        elif KIND" + I + " == 4:  # none fits: the fp32 values, summed on the host\n")
-		b.WriteString("            gb = " + lead("u", i) + "\n")
-		b.WriteString("            tl.store(gbuf" + I + " + (gb + c * u" + I + "_" + last + "), gx" + I + ", mask=mask)\n")
+		kw := "if"
+		branch := func(k int, cond, comment string) bool {
+			if !slices.Contains(kinds[i], k) {
+				return false
+			}
+			b.WriteString("        " + kw + " " + cond + ":  # " + comment + "\n")
+			kw = "elif"
+			return true
+		}
+		if branch(0, "KIND"+I+" == 0", "the main shape: stored as it is") {
+			offset("            ", "gb", lead("u", i)+" + c * u"+I+"_"+last, nIn+nOut+i)
+			b.WriteString("            tl.store(gbuf" + I + " + gb, _cast(gx" + I + ", " + tlDtypes[ins[i].DType] + "), mask=mask)\n")
+		}
+		if branch(1, "KIND"+I+" == 1 or KIND"+I+" == 2", "the program's rows reduced (1: per column, 2: all)") {
+			b.WriteString("            acc" + I + " += tl.where(mask, gx" + I + ", 0.0)  # summed once, after the loop\n")
+		}
+		if branch(3, "KIND"+I+" == 3", "columns reduced: each row's sum over the column block") {
+			b.WriteString("            tl.store(gbuf" + I + " + (pc * R + rows), tl.sum(tl.where(mask, gx" + I + ", 0.0), axis=1), mask=rmask)\n")
+		}
+		if branch(4, "KIND"+I+" == 4", "none fits: the fp32 values, summed on the host") {
+			b.WriteString("            gb = " + lead("u", i) + "\n")
+			b.WriteString("            tl.store(gbuf" + I + " + (gb + c * u" + I + "_" + last + "), gx" + I + ", mask=mask)\n")
+		}
 	}
 	for i := range ins {
-		if !reached[i] {
+		if !reached[i] || !slices.Contains(kinds[i], 1) {
 			continue
 		}
 		I := strconv.Itoa(i)
@@ -308,6 +343,93 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 	}
 	b.WriteString("\n\n")
 	return reached
+}
+
+// bwdKinds reports, per backward input slot, the gradient layouts (_bwd_kinds' KIND: 0 the
+// main shape, 1 column sums, 2 one sum, 3 row sums, 4 the fp32 values) some input of the
+// program's ranks can take, so that the kernel carries code for those alone (the host
+// refuses a plan outside them: BWD_KINDS). A slot that cannot broadcast, the GEMM head's
+// output, the program's one tensor or an output's only one, is always the main shape; the GEMM bias keeps the
+// columns or, where N is 1, nothing. One dim (the columns alone)
+// has no row to keep: only a 0-dim gradient, one sum. The fp32 values (4) take two slots
+// that broadcast in conflicting row dims, so two row dims besides the columns. Kinds 1 and 2
+// share their code (the per-program sums), so 1 stands for both.
+func (r *renderer) bwdKinds(reached []bool) [][]int {
+	ins := r.bwdInputs()
+	tensors := 0
+	for _, in := range ins {
+		if !in.Number {
+			tensors++
+		}
+	}
+	// an input that is some output's only tensor cannot broadcast: that output would shrink
+	// with it (_main_shape refuses it)
+	alone := make([]bool, len(ins))
+	for _, d := range r.outDeps() {
+		if len(d) == 1 {
+			alone[d[0]] = true
+		}
+	}
+	canBroadcast := func(i int) bool {
+		return reached[i] && !ins[i].Number && tensors >= 2 && !(i == 0 && r.p.GEMM != nil) && !alone[i]
+	}
+	nb := 0 // the slots that can keep a row dim (not the GEMM bias)
+	for i := range r.p.Inputs {
+		if canBroadcast(i) {
+			nb++
+		}
+	}
+	out := make([][]int, len(ins))
+	for i := range ins {
+		switch {
+		case !canBroadcast(i):
+			out[i] = []int{0}
+		case i == len(r.p.Inputs): // the GEMM bias, [N]: column sums, or one sum where N is 1
+			out[i] = []int{0, 1, 2}
+		case r.rank == 1:
+			out[i] = []int{0, 1, 2}
+		case r.rank == 2 || nb < 2:
+			out[i] = []int{0, 1, 2, 3}
+		default:
+			out[i] = []int{0, 1, 2, 3, 4}
+		}
+	}
+	return out
+}
+
+// valueRef matches a forward value in generated Triton code: an input's (x<i>) or a step's (v<j>).
+var valueRef = regexp.MustCompile(`\b([xv])(\d+)\b`)
+
+// bwdReads reports which inputs and steps the backward kernel must load and recompute: those
+// the derivatives in body (gradTerms' sweep) read, and what they are computed from. The
+// others are neither loaded nor recomputed: an input that enters the chain by addition alone
+// (a residual) is not read at all, so the kernel moves the bytes the cost model counts
+// (program.BackwardBytes), and no line of the kernel computes a value nothing uses.
+func (r *renderer) bwdReads(body string) (needIn, needStep []bool) {
+	needIn = make([]bool, len(r.p.Inputs))
+	needStep = make([]bool, len(r.p.Steps))
+	for _, m := range valueRef.FindAllStringSubmatch(body, -1) {
+		k, _ := strconv.Atoi(m[2])
+		if m[1] == "x" && k < len(needIn) {
+			needIn[k] = true
+		} else if m[1] == "v" && k < len(needStep) {
+			needStep[k] = true
+		}
+	}
+	for j := len(r.p.Steps) - 1; j >= 0; j-- {
+		if !needStep[j] {
+			continue
+		}
+		for _, a := range r.p.Steps[j].Args {
+			switch {
+			case a.In != nil:
+				needIn[*a.In] = true
+			case a.Step != nil:
+				needStep[*a.Step] = true
+			}
+		}
+	}
+	return needIn, needStep
 }
 
 // bwdTile is the backward kernel's tile on a GPU (elements, 4 warps) for a program with
@@ -364,6 +486,15 @@ func (r *renderer) backwardWrapper(g program.Grad, reached []bool) string {
 	fmt.Fprintf(&b, "GRAD_REACHED = %s  # per input: a derivative reaches it (else its gradient is None, as eager's)\n", bools(reached))
 	fmt.Fprintf(&b, "GRAD_ALIAS = [%s]  # per input: the output gradient (k-th of those carried) that is its gradient exactly\n", strings.Join(al, ", "))
 	fmt.Fprintf(&b, "BWD_INPUTS = %d  # the backward kernel's input slots (fused_backward)\n", len(r.bwdInputs()))
+	ks := make([]string, 0, len(reached))
+	for _, k := range r.bwdKinds(reached) {
+		t := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(k)), ", "), "[]")
+		if len(k) == 1 {
+			t += ","
+		}
+		ks = append(ks, "("+t+")")
+	}
+	fmt.Fprintf(&b, "BWD_KINDS = [%s]  # per slot: the gradient layouts (KIND) the backward kernel has code for\n", strings.Join(ks, ", "))
 	b.WriteString(`# the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -525,21 +656,7 @@ def _fused_backward(inputs, douts, needs):
     # the tensors themselves, read through the strides of their broadcast views (same data)
     planned.launch((*inputs, *dys, *bufs))
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
-        if sdim == 2 and len(vshape) == 4 and vshape[1] == 1:
-            # column sums of programs over every row (a bias, the GEMM's): the shared
-            # _sum_parts adds up each member's and writes it in its type, one launch a
-            # member, where a torch sum and a cast took two launches and 5.7 µs of a 32 µs
-            # GEMM head's backward (H200, 2026-12-03)
-            # (two members a launch: the buffer's [members, groups, N] read transposed)
-            parts = buf.view(vshape[0], vshape[2], vshape[3]).transpose(0, 1)
-            flat = []
-            for i, gshape, order, ishape, cast in outs:
-                grads[i] = g = torch.empty(ishape, dtype=cast or torch.float32, device=dev)
-                flat.append(g.view(-1))
-            for j in range(0, len(flat), 2):
-                _part_sums(parts, flat[j:j + 2], j)
-            continue
-        sums = buf.view(vshape)
+` + partSumsBranch + `        sums = buf.view(vshape)
         if sdim is not None:
             sums = sums.sum(sdim)
         for j, (i, gshape, order, ishape, cast) in enumerate(outs):
@@ -708,6 +825,9 @@ def _bwd_plan(inputs, douts, needs):
               "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
+        if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
+            raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
+                               f"those the kernel was generated for {BWD_KINDS[i]}")
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 
@@ -731,5 +851,29 @@ def fused_autograd(*inputs):
     """The chain as a training step calls it: fused() with the fused backward."""
     return FusedFunction.apply(*inputs)
 `)
-	return b.String()
+	out := b.String()
+	if !slices.ContainsFunc(r.bwdKinds(reached), func(k []int) bool { return slices.Contains(k, 1) }) {
+		// no slot broadcasts: no partial sums to add up, so no _sum_parts in the folder
+		i := strings.Index(out, partSumsBranch)
+		out = out[:i] + out[i+len(partSumsBranch):]
+	}
+	return out
 }
+
+// partSumsBranch is the wrapper's column sums through _sum_parts, cut where no slot can
+// take per-program column sums.
+const partSumsBranch = `        if sdim == 2 and len(vshape) == 4 and vshape[1] == 1:
+            # column sums of programs over every row (a bias, the GEMM's): the shared
+            # _sum_parts adds up each member's and writes it in its type, one launch a
+            # member, where a torch sum and a cast took two launches and 5.7 µs of a 32 µs
+            # GEMM head's backward (H200, 2026-12-03)
+            # (two members a launch: the buffer's [members, groups, N] read transposed)
+            parts = buf.view(vshape[0], vshape[2], vshape[3]).transpose(0, 1)
+            flat = []
+            for i, gshape, order, ishape, cast in outs:
+                grads[i] = g = torch.empty(ishape, dtype=cast or torch.float32, device=dev)
+                flat.append(g.view(-1))
+            for j in range(0, len(flat), 2):
+                _part_sums(parts, flat[j:j + 2], j)
+            continue
+`

@@ -44,6 +44,9 @@ GRAD_INPUTS = list(getattr(case, "GRAD_INPUTS", []))
 QUACK_GRAD = True  # the quack check (fa_testing, the verifier): 16-bit folders vs fp32, fp32
 # folders vs fp64 (a broadcast input's gradient, a bias or a per-channel scale, is summed over
 # up to millions of elements in another order than eager's)
+# an fp32 chain's 16-bit steps (a cast to bfloat16 and back): eager and the reference round
+# the gradient there, the fused backward keeps fp32, so they differ by that rounding
+QUACK_ROUNDING = fat.DTYPES[case.TOL_DTYPE]
 
 
 # The memory case (a marker in place of a second shape, as the catalog's adapters): WIDE, the
@@ -79,6 +82,83 @@ def grad_shapes(params):
     return [] if small == fat.shrink(main) else [[small]]
 
 
+# The broadcast cases (a marker after the shapes, then one list per input of case.INPUTS: for a
+# tensor, a 0/1 flag per main dim, 0 where it broadcasts; empty for a number): the chain with
+# its inputs broadcast otherwise than traced. The kernels take any broadcast the caller's
+# tensors have, and the backward reduces a broadcast input's gradient in one of several ways
+# by its layout (kernel.BWD_KINDS): each of those is checked where it runs.
+BROADCAST = [-2]
+_FLOAT = ("fp32", "fp16", "bf16")
+
+
+def broadcast_cases(params):
+    """Gradient cases (name, shapes, variant) in which each float input in turn broadcasts
+    otherwise than traced, the other tensors of the main shape: as a bias (the last dim alone:
+    column sums), a per-row tensor (all but the last: row sums), a 0-dim scale (one sum, in
+    the flat walk where the columns are 7) and again with the others transposed and 16
+    columns (one sum in the 2D tile, over rows that no longer merge); with two row dims and
+    another float input, that one keeping the first row dim (and the columns) while this one
+    is a bias (its column sums over three row blocks' programs: _sum_parts over a count of
+    groups its blocks do not divide) or keeps the second (the rows' order cannot suit both:
+    the fp32 values). With a GEMM head's bias, one output column (the bias' gradient one sum).
+    kernel.BWD_KINDS lists the layouts the backward has code for; test_host.py's
+    test_broadcast_cases_reach_every_reduction checks that these cases reach each of them."""
+    if not has_backward(params):
+        return []
+    tensors = [i for i, (_, dt, _) in enumerate(case.INPUTS) if not dt.startswith("number")]
+    floats = [i for i in tensors if case.INPUTS[i][1] in _FLOAT and case.INPUTS[i][0] in GRAD_INPUTS]
+    if len(tensors) + (1 if GEMM else 0) < 2:
+        floats = []
+    rank = GEMM["x_rank"] if GEMM else len(case.SHAPES[0])
+
+    def shapes(last):
+        main = ([3, 2, 2] * rank)[:rank - 1] + [last]
+        return gemm_shapes(main[:-1], main[-1], 5) if GEMM else [main]
+
+    full, bias, row, scalar = [1] * rank, [0] * (rank - 1) + [1], [1] * (rank - 1) + [0], [0] * rank
+    first = [1] + [0] * (rank - 2) + [1]  # the first row dim and the columns
+    second = [0, 1] + [0] * (rank - 3) + [1]  # the second
+
+    def keeps(roles):
+        return [BROADCAST] + [[] if case.INPUTS[j][1].startswith("number") else roles.get(j, full)
+                              for j in range(len(case.INPUTS))]
+
+    # each output keeps the main shape (eager's is the broadcast of the inputs it is computed
+    # from: kernel._main_shape refuses the others)
+    off = 1 if GEMM else 0  # a GEMM head's program input 0 is its output, of the main shape
+    deps = [[case.INPUTS[d - off][0] for d in ds if d >= off] + (["gemm"] if ds and ds[0] < off else [])
+            for ds in _sibling_kernel().OUT_DEPS]
+
+    def covers(roles):
+        names = {case.INPUTS[j][0]: k for j, k in roles.items()}
+        return all(not ds or all(any(names.get(n, full)[d] for n in ds) for d in range(rank)) for ds in deps)
+
+    out = []
+    for i in floats:
+        name = case.INPUTS[i][0]
+        others = [j for j in floats if j != i]
+        cases = [("scalar", 7, {i: scalar}, None)]
+        if rank > 1:
+            cases += [("bias", 7, {i: bias}, None), ("row", 7, {i: row}, None),
+                      ("scalar-tiled", 16, {i: scalar}, "transposed")]
+        if others and rank > 2:
+            cases += [("bias-beside-outer", 7, {i: bias, others[0]: first}, None),
+                      ("crossed", 7, {i: second, others[0]: first}, None)]
+        out += [(f"bcast-{name}-{role}", shapes(last) + keeps(roles), variant)
+                for role, last, roles, variant in cases if covers(roles)]
+    if GEMM and GEMM["bias"] and "bias" in GRAD_INPUTS:  # one output column: the bias' gradient is one sum
+        out.append(("bcast-bias-n1", shapes(1) + keeps({}), None))
+    return out
+
+
+def _split_broadcast(shapes):
+    """shapes without a BROADCAST tail, and that tail's keep flags (None without one)."""
+    if BROADCAST in shapes:
+        at = shapes.index(BROADCAST)
+        return shapes[:at], [[bool(x) for x in k] for k in shapes[at + 1:]]
+    return shapes, None
+
+
 def interp_shapes(shapes):
     if not GEMM:
         return [fat.shrink(shapes[0])]
@@ -100,6 +180,7 @@ def input_shape(main, keep):
 
 
 def make_inputs(shapes, dtype, params, device, seed):
+    shapes, bkeeps = _split_broadcast(shapes)
     g = fat.gen(seed)
     inputs = {}
     if GEMM:
@@ -109,8 +190,8 @@ def make_inputs(shapes, dtype, params, device, seed):
         inputs["w"] = fat.randn(shapes[2], gdt, device, g, std=1.0 / math.sqrt(max(k, 1)))
         if GEMM["bias"]:
             inputs["bias"] = fat.randn([shapes[0][-1]], gdt, device, g)
-    for name, dt, keep in case.INPUTS:
-        shape = input_shape(shapes[0], keep)
+    for j, (name, dt, keep) in enumerate(case.INPUTS):
+        shape = input_shape(shapes[0], keep if bkeeps is None else bkeeps[j])
         if dt == "number":
             inputs[name] = _number(g)
         elif dt == "number_int64":
@@ -261,6 +342,13 @@ def _main_shape(inputs):
     if GEMM:
         return list(inputs["a"].shape[:-1]) + [shapes_n(inputs)]
     return list(torch.broadcast_shapes(*[inputs[n].shape for n in NAMES if isinstance(inputs[n], torch.Tensor)]))
+
+
+def quack_shape(inputs):
+    """The shape a broadcast input's gradient terms live at (fa_testing.quack_scales): the main
+    shape, the GEMM head's output where there is one (a bias, an epilogue's scale: their terms
+    are the output's, which x and w do not broadcast to)."""
+    return _main_shape(inputs)
 
 
 def in_place_outputs(inputs):

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # generic_golden
-from generic_golden import load  # noqa: E402
+from generic_golden import GOLDEN, load  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -707,3 +707,111 @@ def test_int64_number_inputs():
             kernel.fused(cum, mask, bad, 2)
     with pytest.raises(TypeError, match="input 3"):
         kernel.fused(cum, mask, 1, torch.tensor(2.0))  # a tensor: of the input's dtype, int64
+
+
+def _adapter_for(example, tmp_path):
+    """The folder's adapter (templates/_generic/adapter.py) over a golden example's case and
+    kernel, in a folder of its own under tmp_path, with the kernel it loads."""
+    import importlib.util
+    import shutil
+    here = pathlib.Path(__file__).resolve().parent
+    d = tmp_path / example
+    d.mkdir()
+    for n in ("case", "kernel", "reference"):
+        shutil.copy(GOLDEN / example / f"{n}.py", d / f"{n}.py")
+    shutil.copy(here / "adapter.py", d / "adapter.py")
+    shutil.copy(here.parent / "_common" / "fa_testing.py", d / "fa_testing.py")
+    sys.path.insert(0, str(d))
+    try:
+        spec = importlib.util.spec_from_file_location(f"_bcast_adapter_{example}", d / "adapter.py")
+        adapter = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(adapter)
+        return adapter, adapter.fat.load_sibling(str(d / "adapter.py"), "kernel")
+    finally:
+        sys.path.remove(str(d))
+
+
+def _transposed(t):  # the verifier's transposed variant: the last two dims stored column-major
+    if not isinstance(t, torch.Tensor) or t.dim() < 2:
+        return t
+    return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
+def _bwd_slots(adapter, kernel, inputs, main):
+    """The backward kernel's input slots for a case's inputs: the GEMM head's output first (of
+    the main shape) and its bias last where the chain has them, a number as a 0-dim tensor."""
+    xs = [torch.randn(main).to(kernel.IN_DTYPES[0])] if adapter.GEMM else []
+    for name, _, _ in adapter.case.INPUTS:
+        v = inputs[name]
+        xs.append(v if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=torch.float32))
+    if adapter.GEMM and adapter.GEMM["bias"]:
+        xs.append(inputs["bias"])
+    return xs
+
+
+BACKWARD_EXAMPLES = [p.name for p in sorted(GOLDEN.iterdir())
+                     if (p / "case.py").exists() and "BACKWARD = True" in (p / "case.py").read_text()]
+
+
+@pytest.mark.parametrize("example", BACKWARD_EXAMPLES)
+def test_broadcast_cases_reach_every_reduction(example, tmp_path):
+    """The verifier's broadcast cases (adapter.broadcast_cases) take every input slot through
+    every gradient layout its backward kernel has code for (kernel.BWD_KINDS): column sums,
+    one sum, row sums, the fp32 values; the flat walk and the 2D tile for one sum (whose last
+    reduction, over the tile's rows, needs more than one row); and _sum_parts over a count of
+    groups its blocks do not divide. Plans only, nothing runs: a layout no case reaches is code
+    the verifier never checks."""
+    adapter, kernel = _adapter_for(example, tmp_path)
+    seen = {i: set() for i in range(kernel.BWD_INPUTS)}
+    flat, tiled_sum, ragged = set(), False, False
+    traced = ("grad", adapter.interp_shapes(adapter.case.SHAPES), None)  # the folder's own gradient case
+    for name, shapes, variant in [traced] + adapter.broadcast_cases({}):
+        inputs = adapter.make_inputs(shapes, None, {}, "cpu", 0)
+        if variant == "transposed":
+            inputs = {k: _transposed(v) for k, v in inputs.items()}
+        else:
+            assert variant is None, variant
+        xs = _bwd_slots(adapter, kernel, inputs, adapter._split_broadcast(shapes)[0][0])
+        shape = kernel._main_shape(xs[:len(kernel.IN_DTYPES)])
+        douts = [torch.empty(shape, dtype=dt) for dt in kernel.OUT_DTYPES]
+        launch = kernel._bwd_plan(xs, douts, (True,) * len(xs))[-1]
+        assert launch is not None, name
+        planned, stacks, _ = launch
+        c = planned.constexprs
+        for i in seen:
+            seen[i].add(c[f"KIND{i}"])
+        flat.add(c["FLAT"])
+        tiled_sum |= not c["FLAT"] and c["BLOCK_R"] > 1 and 2 in [c[f"KIND{i}"] for i in seen]
+        for _, _, vshape, sdim, _ in stacks:
+            if sdim == 2 and len(vshape) == 4 and vshape[1] == 1 and vshape[2] % 2:
+                ragged = True
+    missing = [(i, k) for i, ks in enumerate(kernel.BWD_KINDS) for k in ks if k != 0 and k not in seen[i]]
+    assert not missing, f"(slot, KIND) no broadcast case reaches: {missing} (seen {seen})"
+    slots = kernel.BWD_KINDS[:len(kernel.IN_DTYPES)]  # the program's inputs' (no GEMM bias)
+    # one sum over more than one row: the 0-dim input's layout must keep rows apart, which a
+    # transposed input of the main shape does; a GEMM head's output, dense, cannot, so there
+    # it takes a second input that broadcasts
+    if any(2 in ks for ks in slots) and (not adapter.GEMM or sum(len(ks) > 1 for ks in slots) > 1):
+        assert flat == {True, False} and tiled_sum, (flat, tiled_sum)
+    # a ragged count of groups needs three row blocks: two row dims, and a third tensor to keep
+    # the one the bias and its partner reduce (the interpreter splits a block over two programs)
+    tensors = sum(1 for _, dt, _ in adapter.case.INPUTS if not dt.startswith("number")) + (1 if adapter.GEMM else 0)
+    if any(1 in ks for ks in slots) and len(adapter.case.SHAPES[0]) > 2 and tensors > 2:
+        assert ragged
+
+
+def test_an_output_eager_would_shrink_is_refused():
+    """An output computed from inputs that all broadcast along a dim is smaller there in eager;
+    the kernel writes every output at the inputs' common shape, so it refuses such inputs (one
+    line naming the output) rather than return another shape. gelu_dropout_residual's first
+    output is computed from x0 alone."""
+    kernel, _, case = module("gelu_dropout_residual")
+    assert kernel.OUT_DEPS[0] == (0,)
+    x0, x1 = inputs_for(case, [2, 3, 8])
+    kernel.fused(x0, x1)  # as traced
+    with pytest.raises(ValueError, match=r"output 0 is computed from inputs \[0\] alone"):
+        kernel.fused(x0[:1], x1)
+    # an output computed from several inputs keeps the shape while one of them has it
+    assert kernel.OUT_DEPS[1] == (0, 1)
+    with pytest.raises(ValueError, match="output 0"):
+        kernel._main_shape([x0[:, :1], x1])

@@ -19,6 +19,7 @@ Non-finite numbers are sent as the strings "nan", "inf", "-inf" (JSON has no NaN
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -244,6 +245,11 @@ def build_cases(f):
         extra = extra(p) if callable(extra) else []
         for s in extra:
             cases.append(Case("grad-" + _shape_name(s), s, base_dt, grad=True))
+        # the inputs broadcast otherwise than traced (an adapter's broadcast_cases): the
+        # backward's other reductions of a broadcast input's gradient, each where it runs
+        bcast = getattr(a, "broadcast_cases", None)
+        for name, s, variant in (bcast(p) if callable(bcast) else []):
+            cases.append(Case("grad-" + name, s, base_dt, variant=variant, grad=True))
         if base_dt != "fp32" and "fp32" in supported:
             cases.append(Case("grad", traced, "fp32", grad=True))
         # a backward's masks at the boundaries (clamp's x >= min) where the planted case applies
@@ -708,13 +714,14 @@ def run_backward(f, case, dt, seed, acc):
     scales = fat.quack_scales(a, f.reference, ib, names, dys, f.params, dt) or [0.0] * len(names)
     atol, rtol = a.tolerance(dt, case.shapes, f.params, grad=True)
     everything = list(ib.values()) + list(want)
+    check = functools.partial(fat.quack_check, rounding=getattr(a, "QUACK_ROUNDING", None))
     ok = True
     for n, x, y, r, sc in zip(names, gg, gw, gref, scales):
         if y is None:
             continue
         if x is None:
             raise Mismatch(f"grad {n}: missing (the reference has one)")
-        quack = None if r is None else (fat.quack_check, r, fat.quack_terms(x, everything), sc)
+        quack = None if r is None else (check, r, fat.quack_terms(x, everything), sc)
         ok &= acc.add(f"grad {n}", x, y, atol, rtol, seed, quack=quack)
     return ok
 

@@ -34,6 +34,7 @@ RANK = 3
 IN_DTYPES = [torch.float16]
 OUT_DTYPES = [torch.float16]
 OUT_SHAPES = ["full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
+OUT_DEPS = [(0,)]  # per output: the tensor inputs it is computed from (_main_shape)
 IN_PLACE = ("input 0",)  # the inputs an output of fused() may be exactly (in place)
 BLOCK = 1024  # elements a program of the elementwise kernel takes at most (_block)
 BLOCK_NUMEL = (2**11, 2**16) if INTERPRET else (2**17, 2**22)  # up to these, 256 and 512 (_block)
@@ -277,64 +278,6 @@ class _Planned:
             return
         _run(entry, self.grid, tensors + self.tail, device)
 # --- fa:end launch ---
-
-
-# --- fa:shared sumparts ---
-# Weight and bias gradients from per-program partial sums: a backward's programs each add up
-# their rows into one fp32 row per gradient, PART [G, K, N] ([G, N] for K = 1), and
-# _sum_parts adds up each gradient's G rows and writes it in the gradient's type: one launch
-# where part.sum(0) and a cast took two or three (4.2 vs 11.1 us for 512 x 2 x 768, L2-warm,
-# on the H200: bench/experiments/probe_add_layernorm_bwd.py). Eight columns a program (one
-# 32-byte sector of each row, N / 8 programs): faster than 16, 32 and 64 at every G and N
-# of bench/experiments/probe_sum_parts.py on the H200 (2026-12-03; G = 1024, N = 512: 9.9 us
-# against 21.0 with 32, G = 512: 7.2 against 12.5)
-SUM_BLOCK_G = 128
-SUM_BLOCK_N = 16 if INTERPRET else 8
-
-
-# G (the number of groups) unspecialized: it follows the rows, which vary from call to call
-@triton.jit(do_not_specialize=["G"])
-def _sum_parts(PART, OUT0, OUT1, G, N, SG, SK, K0, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Program (j, i) adds up gradient K0 + i of PART [G, K, N] (fp32; group and gradient
-    strides SG and SK, columns contiguous) over the G groups, BLOCK_G at a time, for columns
-    [j * BLOCK_N, (j + 1) * BLOCK_N), into OUT0 (i = 0) or OUT1 (i = 1) in its type."""
-    i = tl.program_id(1)
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    cm = cols < N
-    gs = tl.arange(0, BLOCK_G)
-    acc = tl.full([BLOCK_G, BLOCK_N], 0, tl.float32)
-    g = 0
-    while g < G:
-        grp = g + gs
-        acc += tl.load(PART + (grp * SG + (K0 + i) * SK)[:, None] + cols[None, :],
-                       mask=(grp < G)[:, None] & cm[None, :], other=0.0)
-        g += BLOCK_G
-    total = tl.sum(acc, axis=0)
-    if i == 0:
-        tl.store(OUT0 + cols, _cast(total, OUT0.dtype.element_ty), mask=cm)
-    else:
-        tl.store(OUT1 + cols, _cast(total, OUT1.dtype.element_ty), mask=cm)
-
-
-def _part_sums(part, outs, k0=0):
-    """outs[i] = part[:, k0 + i].sum(0) written in outs[i]'s type, for one or two contiguous
-    1-D outs of N: part is fp32 [G, K, N] (or [G, N]), its last dim contiguous (a backward
-    whose partial sums lie gradient by gradient passes a transposed view). One launch of
-    _sum_parts."""
-    G, N = part.shape[0], part.shape[-1]
-    if part.stride(-1) != 1:
-        raise ValueError("_part_sums: part's last dim must be contiguous")
-    if G * N == 0:
-        for o in outs:
-            o.zero_()
-        return
-    block_g = SUM_BLOCK_G
-    if INTERPRET:  # the group loop runs in Python: two blocks of groups whatever G is (and a
-        block_g = max(2, 1 << (-(-G // 2) - 1).bit_length())  # skipped block still shows)
-    _launch(_sum_parts, (-(-N // SUM_BLOCK_N), len(outs)),
-            (part, outs[0], outs[-1], G, N, part.stride(0), part.stride(1) if part.dim() == 3 else 0, k0),
-            num_warps=4, BLOCK_G=block_g, BLOCK_N=SUM_BLOCK_N)
-# --- fa:end sumparts ---
 
 
 # --- fa:shared gemm ---
@@ -813,54 +756,20 @@ def _fused_bwd_kernel(in0, dout0, gbuf0, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0,
     blk = pg // SPLITS
     row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
     row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
-    acc0 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     lo = row_start
     hi = row_end
-    if FLAT:  # the rows' elements as one range (C a multiple of ALIGN: so are its ends)
-        lo = row_start * C
-        hi = row_end * C
-        if ALIGN > 1:
-            lo = tl.multiple_of(lo, ALIGN)
-            hi = tl.multiple_of(hi, ALIGN)
-        ob = blk
-        if NINNER <= 0:  # outside the block
-            f1 = ob % D1
-            ob = ob // D1
-        if NINNER <= 1:  # outside the block
-            f0 = ob % D0
-            ob = ob // D0
     r0 = lo
     while r0 < hi:  # a while loop: the interpreter cannot range() over a runtime int
-        if FLAT:  # a tile of BLOCK_C consecutive elements: row and column by the magic numbers
-            kk = r0 + tl.arange(0, BLOCK_C)[None, :]
-            r0 += BLOCK_C
-            mask = kk < hi
-            rr = tl.where(C == 1, kk, (tl.umulhi(kk.to(tl.uint32), MC.to(tl.uint32)) >> SC).to(tl.int32))
-            c = kk - rr * C
-            q = rr - blk * J  # the row's place in its block
-            if NINNER > 1:  # in the block, more of its dims outside
-                p = tl.where(D1 == 1, q, (tl.umulhi(q.to(tl.uint32), MR1.to(tl.uint32)) >> SR1).to(tl.int32))
-                i1 = q - p * D1
-                q = p
-            elif NINNER == 1:  # the block's outermost dim
-                i1 = q
-            else:
-                i1 = f1
-            if NINNER == 2:  # the block's outermost dim
-                i0 = q
-            else:
-                i0 = f0
-        else:  # a tile of BLOCK_R rows of the column block
-            rows = r0 + tl.arange(0, BLOCK_R)
-            rmask = rows < hi
-            r0 += BLOCK_R
-            mask = rmask[:, None] & cmask[None, :]
-            rr = rows[:, None]
-            c = cols[None, :]
-            q = rr
-            i1 = q % D1
-            q = q // D1
-            i0 = q
+        rows = r0 + tl.arange(0, BLOCK_R)
+        rmask = rows < hi
+        r0 += BLOCK_R
+        mask = rmask[:, None] & cmask[None, :]
+        rr = rows[:, None]
+        c = cols[None, :]
+        q = rr
+        i1 = q % D1
+        q = q // D1
+        i0 = q
         base0 = rr * 0 + i0 * s0_0 + i1 * s0_1
         o0 = base0 + c * s0_2
         if AMASK >> 0 & 1:
@@ -868,8 +777,6 @@ def _fused_bwd_kernel(in0, dout0, gbuf0, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0,
         x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
         v0 = tl.where(x0 < 0.0999755859375, 1.0, 0.0)
         v1 = v0
-        v2 = x0 * v1
-        v2 = _round(v2, tl.float16)
         od0 = rr * 0 + i0 * t0_0 + i1 * t0_1 + c * t0_2
         if AMASK >> 1 & 1:
             od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
@@ -881,20 +788,12 @@ def _fused_bwd_kernel(in0, dout0, gbuf0, R, C, J, SPLITS, NCB, D0, D1, D2, s0_0,
             if AMASK >> 2 & 1:
                 gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
             tl.store(gbuf0 + gb, _cast(gx0, tl.float16), mask=mask)
-        elif KIND0 == 1 or KIND0 == 2:  # the program's rows reduced (1: per column, 2: all)
-            acc0 += tl.where(mask, gx0, 0.0)  # summed once, after the loop
-        elif KIND0 == 3:  # columns reduced: each row's sum over the column block
-            tl.store(gbuf0 + (pc * R + rows), tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
-        elif KIND0 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rr * 0 + i0 * u0_0 + i1 * u0_1
-            tl.store(gbuf0 + (gb + c * u0_2), gx0, mask=mask)
-    if KIND0 == 1:  # column sums
-        tl.store(gbuf0 + (pg * C + cols), tl.sum(acc0, axis=0), mask=cmask)
-    elif KIND0 == 2:  # one sum
-        tl.store(gbuf0 + pid, tl.sum(tl.sum(acc0, axis=1), axis=0))
 
 
 def _main_shape(inputs):
+    """The shape the inputs broadcast to, padded to RANK. Refuses inputs whose broadcast would
+    give an output another shape in eager (an output computed from inputs that all broadcast
+    along a dim: eager's is smaller there, where this kernel writes every output at this shape)."""
     if len(inputs) != len(IN_DTYPES):
         raise TypeError(f"fused() takes {len(IN_DTYPES)} tensors, got {len(inputs)}")
     for i, (t, dt) in enumerate(zip(inputs, IN_DTYPES)):
@@ -903,7 +802,14 @@ def _main_shape(inputs):
     shape = _broadcast_shape(inputs)
     if len(shape) > RANK:
         raise ValueError(f"inputs broadcast to rank {len(shape)}, the kernel takes rank {RANK}")
-    return [1] * (RANK - len(shape)) + shape
+    shape = [1] * (RANK - len(shape)) + shape
+    for k, deps in enumerate(OUT_DEPS):
+        own = _broadcast_shape([inputs[i] for i in deps]) if deps else shape
+        if [1] * (RANK - len(own)) + own != shape:
+            raise ValueError(f"output {k} is computed from inputs {list(deps)} alone, which broadcast to "
+                             f"{own}, not {shape}: eager's would be of that shape, this kernel writes it "
+                             f"at {shape} (pass them expanded to it)")
+    return shape
 
 
 def _broadcast_shape(inputs):
@@ -1088,6 +994,7 @@ GRAD_OUTPUTS = [True]  # per output: it carries a gradient (float, computed from
 GRAD_REACHED = [True]  # per input: a derivative reaches it (else its gradient is None, as eager's)
 GRAD_ALIAS = [None]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
 BWD_INPUTS = 1  # the backward kernel's input slots (fused_backward)
+BWD_KINDS = [(0,)]  # per slot: the gradient layouts (KIND) the backward kernel has code for
 # the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -1249,20 +1156,6 @@ def _fused_backward(inputs, douts, needs):
     # the tensors themselves, read through the strides of their broadcast views (same data)
     planned.launch((*inputs, *dys, *bufs))
     for buf, (_, members, vshape, sdim, outs) in zip(stacked, stacks):
-        if sdim == 2 and len(vshape) == 4 and vshape[1] == 1:
-            # column sums of programs over every row (a bias, the GEMM's): the shared
-            # _sum_parts adds up each member's and writes it in its type, one launch a
-            # member, where a torch sum and a cast took two launches and 5.7 µs of a 32 µs
-            # GEMM head's backward (H200, 2026-12-03)
-            # (two members a launch: the buffer's [members, groups, N] read transposed)
-            parts = buf.view(vshape[0], vshape[2], vshape[3]).transpose(0, 1)
-            flat = []
-            for i, gshape, order, ishape, cast in outs:
-                grads[i] = g = torch.empty(ishape, dtype=cast or torch.float32, device=dev)
-                flat.append(g.view(-1))
-            for j in range(0, len(flat), 2):
-                _part_sums(parts, flat[j:j + 2], j)
-            continue
         sums = buf.view(vshape)
         if sdim is not None:
             sums = sums.sum(sdim)
@@ -1432,6 +1325,9 @@ def _bwd_plan(inputs, douts, needs):
               "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
+        if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
+            raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
+                               f"those the kernel was generated for {BWD_KINDS[i]}")
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 

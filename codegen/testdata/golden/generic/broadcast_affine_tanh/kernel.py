@@ -34,6 +34,7 @@ RANK = 4
 IN_DTYPES = [torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32]
 OUT_DTYPES = [torch.float32, torch.float32]
 OUT_SHAPES = ["full", "full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
+OUT_DEPS = [(0, 1, 2, 3), (0, 1, 2, 3, 4, 5)]  # per output: the tensor inputs it is computed from (_main_shape)
 IN_PLACE = ("input 0", "input 1", "input 2", "input 3", "input 4", "input 5",)  # the inputs an output of fused() may be exactly (in place)
 BLOCK = 1024  # elements a program of the elementwise kernel takes at most (_block)
 BLOCK_NUMEL = (2**11, 2**16) if INTERPRET else (2**17, 2**22)  # up to these, 256 and 512 (_block)
@@ -489,22 +490,16 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, 
         o4 = base4 + c * s4_3
         if AMASK >> 4 & 1:
             o4 = tl.max_contiguous(tl.multiple_of(o4, [1, ALIGN]), [1, ALIGN])
-        base5 = rr * 0 + i0 * s5_0 + i1 * s5_1 + i2 * s5_2
-        o5 = base5 + c * s5_3
-        if AMASK >> 5 & 1:
-            o5 = tl.max_contiguous(tl.multiple_of(o5, [1, ALIGN]), [1, ALIGN])
         x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
         x1 = tl.load(in1 + o1, mask=mask, other=0).to(tl.float32)
         x2 = tl.load(in2 + o2, mask=mask, other=0).to(tl.float32)
         x3 = tl.load(in3 + o3, mask=mask, other=0).to(tl.float32)
         x4 = tl.load(in4 + o4, mask=mask, other=0).to(tl.float32)
-        x5 = tl.load(in5 + o5, mask=mask, other=0).to(tl.float32)
         v0 = x0 * x1
         v1 = v0 + x2 * 1.0
         v2 = v1 * x3
         v3 = v2 - x4 * 0.5
         v4 = _tanh(v3)
-        v5 = v4 + x5 * 1.0
         od0 = rr * 0 + i0 * t0_0 + i1 * t0_1 + i2 * t0_2 + c * t0_3
         if AMASK >> 6 & 1:
             od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
@@ -624,6 +619,9 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, 
 
 
 def _main_shape(inputs):
+    """The shape the inputs broadcast to, padded to RANK. Refuses inputs whose broadcast would
+    give an output another shape in eager (an output computed from inputs that all broadcast
+    along a dim: eager's is smaller there, where this kernel writes every output at this shape)."""
     if len(inputs) != len(IN_DTYPES):
         raise TypeError(f"fused() takes {len(IN_DTYPES)} tensors, got {len(inputs)}")
     for i, (t, dt) in enumerate(zip(inputs, IN_DTYPES)):
@@ -632,7 +630,14 @@ def _main_shape(inputs):
     shape = _broadcast_shape(inputs)
     if len(shape) > RANK:
         raise ValueError(f"inputs broadcast to rank {len(shape)}, the kernel takes rank {RANK}")
-    return [1] * (RANK - len(shape)) + shape
+    shape = [1] * (RANK - len(shape)) + shape
+    for k, deps in enumerate(OUT_DEPS):
+        own = _broadcast_shape([inputs[i] for i in deps]) if deps else shape
+        if [1] * (RANK - len(own)) + own != shape:
+            raise ValueError(f"output {k} is computed from inputs {list(deps)} alone, which broadcast to "
+                             f"{own}, not {shape}: eager's would be of that shape, this kernel writes it "
+                             f"at {shape} (pass them expanded to it)")
+    return shape
 
 
 def _broadcast_shape(inputs):
@@ -817,6 +822,7 @@ GRAD_OUTPUTS = [True, True]  # per output: it carries a gradient (float, compute
 GRAD_REACHED = [True, True, True, True, True, True]  # per input: a derivative reaches it (else its gradient is None, as eager's)
 GRAD_ALIAS = [None, None, None, None, None, 1]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
 BWD_INPUTS = 6  # the backward kernel's input slots (fused_backward)
+BWD_KINDS = [(0, 1, 2, 3, 4), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4)]  # per slot: the gradient layouts (KIND) the backward kernel has code for
 # the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -1161,6 +1167,9 @@ def _bwd_plan(inputs, douts, needs):
               "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
+        if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
+            raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
+                               f"those the kernel was generated for {BWD_KINDS[i]}")
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 

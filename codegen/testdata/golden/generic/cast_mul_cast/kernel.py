@@ -34,6 +34,7 @@ RANK = 2
 IN_DTYPES = [torch.float32, torch.bfloat16]
 OUT_DTYPES = [torch.float32]
 OUT_SHAPES = ["full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
+OUT_DEPS = [(0, 1)]  # per output: the tensor inputs it is computed from (_main_shape)
 IN_PLACE = ("input 0", "input 1",)  # the inputs an output of fused() may be exactly (in place)
 BLOCK = 1024  # elements a program of the elementwise kernel takes at most (_block)
 BLOCK_NUMEL = (2**11, 2**16) if INTERPRET else (2**17, 2**22)  # up to these, 256 and 512 (_block)
@@ -453,9 +454,6 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
         x1 = tl.load(in1 + o1, mask=mask, other=0).to(tl.float32)
         v0 = x0
         v0 = _round(v0, tl.bfloat16)
-        v1 = v0 * x1
-        v1 = _round(v1, tl.bfloat16)
-        v2 = v1
         od0 = rr * 0 + i0 * t0_0 + c * t0_1
         if AMASK >> 2 & 1:
             od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
@@ -474,9 +472,6 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
             acc0 += tl.where(mask, gx0, 0.0)  # summed once, after the loop
         elif KIND0 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf0 + (pc * R + rows), tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
-        elif KIND0 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rr * 0 + i0 * u0_0
-            tl.store(gbuf0 + (gb + c * u0_1), gx0, mask=mask)
         if KIND1 == 0:  # the main shape: stored as it is
             gb = rr * 0 + i0 * u1_0 + c * u1_1
             if AMASK >> 4 & 1:
@@ -486,9 +481,6 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
             acc1 += tl.where(mask, gx1, 0.0)  # summed once, after the loop
         elif KIND1 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf1 + (pc * R + rows), tl.sum(tl.where(mask, gx1, 0.0), axis=1), mask=rmask)
-        elif KIND1 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rr * 0 + i0 * u1_0
-            tl.store(gbuf1 + (gb + c * u1_1), gx1, mask=mask)
     if KIND0 == 1:  # column sums
         tl.store(gbuf0 + (pg * C + cols), tl.sum(acc0, axis=0), mask=cmask)
     elif KIND0 == 2:  # one sum
@@ -500,6 +492,9 @@ def _fused_bwd_kernel(in0, in1, dout0, gbuf0, gbuf1, R, C, J, SPLITS, NCB, D0, D
 
 
 def _main_shape(inputs):
+    """The shape the inputs broadcast to, padded to RANK. Refuses inputs whose broadcast would
+    give an output another shape in eager (an output computed from inputs that all broadcast
+    along a dim: eager's is smaller there, where this kernel writes every output at this shape)."""
     if len(inputs) != len(IN_DTYPES):
         raise TypeError(f"fused() takes {len(IN_DTYPES)} tensors, got {len(inputs)}")
     for i, (t, dt) in enumerate(zip(inputs, IN_DTYPES)):
@@ -508,7 +503,14 @@ def _main_shape(inputs):
     shape = _broadcast_shape(inputs)
     if len(shape) > RANK:
         raise ValueError(f"inputs broadcast to rank {len(shape)}, the kernel takes rank {RANK}")
-    return [1] * (RANK - len(shape)) + shape
+    shape = [1] * (RANK - len(shape)) + shape
+    for k, deps in enumerate(OUT_DEPS):
+        own = _broadcast_shape([inputs[i] for i in deps]) if deps else shape
+        if [1] * (RANK - len(own)) + own != shape:
+            raise ValueError(f"output {k} is computed from inputs {list(deps)} alone, which broadcast to "
+                             f"{own}, not {shape}: eager's would be of that shape, this kernel writes it "
+                             f"at {shape} (pass them expanded to it)")
+    return shape
 
 
 def _broadcast_shape(inputs):
@@ -693,6 +695,7 @@ GRAD_OUTPUTS = [True]  # per output: it carries a gradient (float, computed from
 GRAD_REACHED = [True, True]  # per input: a derivative reaches it (else its gradient is None, as eager's)
 GRAD_ALIAS = [None, None]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
 BWD_INPUTS = 2  # the backward kernel's input slots (fused_backward)
+BWD_KINDS = [(0, 1, 2, 3), (0, 1, 2, 3)]  # per slot: the gradient layouts (KIND) the backward kernel has code for
 # the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -1037,6 +1040,9 @@ def _bwd_plan(inputs, douts, needs):
               "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
+        if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
+            raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
+                               f"those the kernel was generated for {BWD_KINDS[i]}")
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 

@@ -34,6 +34,7 @@ RANK = 4
 IN_DTYPES = [torch.bfloat16, torch.float32, torch.bfloat16]
 OUT_DTYPES = [torch.float32]
 OUT_SHAPES = ["full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
+OUT_DEPS = [(0, 1, 2)]  # per output: the tensor inputs it is computed from (_main_shape)
 IN_PLACE = ("input 0", "input 1", "input 2",)  # the inputs an output of fused() may be exactly (in place)
 BLOCK = 1024  # elements a program of the elementwise kernel takes at most (_block)
 BLOCK_NUMEL = (2**11, 2**16) if INTERPRET else (2**17, 2**22)  # up to these, 256 and 512 (_block)
@@ -461,15 +462,8 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS
         o1 = base1 + c * s1_3
         if AMASK >> 1 & 1:
             o1 = tl.max_contiguous(tl.multiple_of(o1, [1, ALIGN]), [1, ALIGN])
-        base2 = rr * 0 + i0 * s2_0 + i1 * s2_1 + i2 * s2_2
-        o2 = base2 + c * s2_3
-        if AMASK >> 2 & 1:
-            o2 = tl.max_contiguous(tl.multiple_of(o2, [1, ALIGN]), [1, ALIGN])
         x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
         x1 = tl.load(in1 + o1, mask=mask, other=0).to(tl.float32)
-        x2 = tl.load(in2 + o2, mask=mask, other=0).to(tl.float32)
-        v0 = x0 * x1
-        v1 = v0 + x2 * 1.0
         od0 = rr * 0 + i0 * t0_0 + i1 * t0_1 + i2 * t0_2 + c * t0_3
         if AMASK >> 3 & 1:
             od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
@@ -530,6 +524,9 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS
 
 
 def _main_shape(inputs):
+    """The shape the inputs broadcast to, padded to RANK. Refuses inputs whose broadcast would
+    give an output another shape in eager (an output computed from inputs that all broadcast
+    along a dim: eager's is smaller there, where this kernel writes every output at this shape)."""
     if len(inputs) != len(IN_DTYPES):
         raise TypeError(f"fused() takes {len(IN_DTYPES)} tensors, got {len(inputs)}")
     for i, (t, dt) in enumerate(zip(inputs, IN_DTYPES)):
@@ -538,7 +535,14 @@ def _main_shape(inputs):
     shape = _broadcast_shape(inputs)
     if len(shape) > RANK:
         raise ValueError(f"inputs broadcast to rank {len(shape)}, the kernel takes rank {RANK}")
-    return [1] * (RANK - len(shape)) + shape
+    shape = [1] * (RANK - len(shape)) + shape
+    for k, deps in enumerate(OUT_DEPS):
+        own = _broadcast_shape([inputs[i] for i in deps]) if deps else shape
+        if [1] * (RANK - len(own)) + own != shape:
+            raise ValueError(f"output {k} is computed from inputs {list(deps)} alone, which broadcast to "
+                             f"{own}, not {shape}: eager's would be of that shape, this kernel writes it "
+                             f"at {shape} (pass them expanded to it)")
+    return shape
 
 
 def _broadcast_shape(inputs):
@@ -723,6 +727,7 @@ GRAD_OUTPUTS = [True]  # per output: it carries a gradient (float, computed from
 GRAD_REACHED = [True, True, True]  # per input: a derivative reaches it (else its gradient is None, as eager's)
 GRAD_ALIAS = [None, None, 0]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
 BWD_INPUTS = 3  # the backward kernel's input slots (fused_backward)
+BWD_KINDS = [(0, 1, 2, 3, 4), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4)]  # per slot: the gradient layouts (KIND) the backward kernel has code for
 # the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -1067,6 +1072,9 @@ def _bwd_plan(inputs, douts, needs):
               "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
+        if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
+            raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
+                               f"those the kernel was generated for {BWD_KINDS[i]}")
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 

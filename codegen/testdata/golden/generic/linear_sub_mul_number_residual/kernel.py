@@ -34,6 +34,7 @@ RANK = 2
 IN_DTYPES = [torch.float16, torch.float32, torch.float32, torch.float16]
 OUT_DTYPES = [torch.float16]
 OUT_SHAPES = ["full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
+OUT_DEPS = [(0, 3)]  # per output: the tensor inputs it is computed from (_main_shape)
 IN_PLACE = ("input 0", "input 3",)  # the inputs an output of fused() may be exactly (in place)
 NUMBERS = (1, 2,)  # the inputs that are numbers the trace does not record (x * 0.5, n - 1): pass the number
 _NUMBER_TENSORS = {}
@@ -868,7 +869,6 @@ def _fused_bwd_kernel(in0, in1, in2, in3, dout0, gbuf0, gbuf1, gbuf2, gbuf3, R, 
     blk = pg // SPLITS
     row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
     row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
-    acc0 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     acc3 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     lo = row_start
     hi = row_end
@@ -904,32 +904,7 @@ def _fused_bwd_kernel(in0, in1, in2, in3, dout0, gbuf0, gbuf1, gbuf2, gbuf3, R, 
             c = cols[None, :]
             q = rr
             i0 = q
-        base0 = rr * 0 + i0 * s0_0
-        o0 = base0 + c * s0_1
-        if AMASK >> 0 & 1:
-            o0 = tl.max_contiguous(tl.multiple_of(o0, [1, ALIGN]), [1, ALIGN])
-        base1 = rr * 0 + i0 * s1_0
-        o1 = base1 + c * s1_1
-        if AMASK >> 1 & 1:
-            o1 = tl.max_contiguous(tl.multiple_of(o1, [1, ALIGN]), [1, ALIGN])
-        base2 = rr * 0 + i0 * s2_0
-        o2 = base2 + c * s2_1
-        if AMASK >> 2 & 1:
-            o2 = tl.max_contiguous(tl.multiple_of(o2, [1, ALIGN]), [1, ALIGN])
-        base3 = rr * 0 + i0 * s3_0
-        o3 = base3 + c * s3_1
-        if AMASK >> 3 & 1:
-            o3 = tl.max_contiguous(tl.multiple_of(o3, [1, ALIGN]), [1, ALIGN])
-        x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
-        x1 = tl.load(in1).to(tl.float32)
         x2 = tl.load(in2).to(tl.float32)
-        x3 = tl.load(in3 + o3, mask=mask, other=0).to(tl.float32)
-        v0 = x0 - x1 * 1.0
-        v0 = _round(v0, tl.float16)
-        v1 = v0 * x2
-        v1 = _round(v1, tl.float16)
-        v2 = v1 + x3 * 1.0
-        v2 = _round(v2, tl.float16)
         od0 = rr * 0 + i0 * t0_0 + c * t0_1
         if AMASK >> 4 & 1:
             od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
@@ -944,13 +919,6 @@ def _fused_bwd_kernel(in0, in1, in2, in3, dout0, gbuf0, gbuf1, gbuf2, gbuf3, R, 
             if AMASK >> 5 & 1:
                 gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
             tl.store(gbuf0 + gb, _cast(gx0, tl.float16), mask=mask)
-        elif KIND0 == 1 or KIND0 == 2:  # the program's rows reduced (1: per column, 2: all)
-            acc0 += tl.where(mask, gx0, 0.0)  # summed once, after the loop
-        elif KIND0 == 3:  # columns reduced: each row's sum over the column block
-            tl.store(gbuf0 + (pc * R + rows), tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
-        elif KIND0 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rr * 0 + i0 * u0_0
-            tl.store(gbuf0 + (gb + c * u0_1), gx0, mask=mask)
         if KIND3 == 0:  # the main shape: stored as it is
             gb = rr * 0 + i0 * u3_0 + c * u3_1
             if AMASK >> 8 & 1:
@@ -960,13 +928,6 @@ def _fused_bwd_kernel(in0, in1, in2, in3, dout0, gbuf0, gbuf1, gbuf2, gbuf3, R, 
             acc3 += tl.where(mask, gx3, 0.0)  # summed once, after the loop
         elif KIND3 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf3 + (pc * R + rows), tl.sum(tl.where(mask, gx3, 0.0), axis=1), mask=rmask)
-        elif KIND3 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rr * 0 + i0 * u3_0
-            tl.store(gbuf3 + (gb + c * u3_1), gx3, mask=mask)
-    if KIND0 == 1:  # column sums
-        tl.store(gbuf0 + (pg * C + cols), tl.sum(acc0, axis=0), mask=cmask)
-    elif KIND0 == 2:  # one sum
-        tl.store(gbuf0 + pid, tl.sum(tl.sum(acc0, axis=1), axis=0))
     if KIND3 == 1:  # column sums
         tl.store(gbuf3 + (pg * C + cols), tl.sum(acc3, axis=0), mask=cmask)
     elif KIND3 == 2:  # one sum
@@ -974,6 +935,9 @@ def _fused_bwd_kernel(in0, in1, in2, in3, dout0, gbuf0, gbuf1, gbuf2, gbuf3, R, 
 
 
 def _main_shape(inputs):
+    """The shape the inputs broadcast to, padded to RANK. Refuses inputs whose broadcast would
+    give an output another shape in eager (an output computed from inputs that all broadcast
+    along a dim: eager's is smaller there, where this kernel writes every output at this shape)."""
     if len(inputs) != len(IN_DTYPES):
         raise TypeError(f"fused() takes {len(IN_DTYPES)} tensors, got {len(inputs)}")
     for i, (t, dt) in enumerate(zip(inputs, IN_DTYPES)):
@@ -982,7 +946,14 @@ def _main_shape(inputs):
     shape = _broadcast_shape(inputs)
     if len(shape) > RANK:
         raise ValueError(f"inputs broadcast to rank {len(shape)}, the kernel takes rank {RANK}")
-    return [1] * (RANK - len(shape)) + shape
+    shape = [1] * (RANK - len(shape)) + shape
+    for k, deps in enumerate(OUT_DEPS):
+        own = _broadcast_shape([inputs[i] for i in deps]) if deps else shape
+        if [1] * (RANK - len(own)) + own != shape:
+            raise ValueError(f"output {k} is computed from inputs {list(deps)} alone, which broadcast to "
+                             f"{own}, not {shape}: eager's would be of that shape, this kernel writes it "
+                             f"at {shape} (pass them expanded to it)")
+    return shape
 
 
 def _broadcast_shape(inputs):
@@ -1169,6 +1140,7 @@ GRAD_OUTPUTS = [True]  # per output: it carries a gradient (float, computed from
 GRAD_REACHED = [True, False, False, True]  # per input: a derivative reaches it (else its gradient is None, as eager's)
 GRAD_ALIAS = [None, None, None, 0]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
 BWD_INPUTS = 4  # the backward kernel's input slots (fused_backward)
+BWD_KINDS = [(0,), (0,), (0,), (0, 1, 2, 3)]  # per slot: the gradient layouts (KIND) the backward kernel has code for
 # the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -1513,6 +1485,9 @@ def _bwd_plan(inputs, douts, needs):
               "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
+        if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
+            raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
+                               f"those the kernel was generated for {BWD_KINDS[i]}")
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 

@@ -28,6 +28,7 @@ RANK = 4
 IN_DTYPES = [torch.float16, torch.float16, torch.float16]
 OUT_DTYPES = [torch.float16, torch.float16]
 OUT_SHAPES = ["full", "row_keep"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
+OUT_DEPS = [(0, 1, 2), (0, 1, 2)]  # per output: the tensor inputs it is computed from (_main_shape)
 IN_PLACE = ()  # the inputs an output of fused() may be exactly (in place)
 BLOCK = 1024  # elements a program of the elementwise kernel takes at most (_block)
 MAX_BLOCK_N = 4096
@@ -342,6 +343,9 @@ def _fused_kernel(in0, in1, in2, out0, out1, R, N, D0, D1, D2, D3, s0_0, s0_1, s
 
 
 def _main_shape(inputs):
+    """The shape the inputs broadcast to, padded to RANK. Refuses inputs whose broadcast would
+    give an output another shape in eager (an output computed from inputs that all broadcast
+    along a dim: eager's is smaller there, where this kernel writes every output at this shape)."""
     if len(inputs) != len(IN_DTYPES):
         raise TypeError(f"fused() takes {len(IN_DTYPES)} tensors, got {len(inputs)}")
     for i, (t, dt) in enumerate(zip(inputs, IN_DTYPES)):
@@ -350,7 +354,14 @@ def _main_shape(inputs):
     shape = _broadcast_shape(inputs)
     if len(shape) > RANK:
         raise ValueError(f"inputs broadcast to rank {len(shape)}, the kernel takes rank {RANK}")
-    return [1] * (RANK - len(shape)) + shape
+    shape = [1] * (RANK - len(shape)) + shape
+    for k, deps in enumerate(OUT_DEPS):
+        own = _broadcast_shape([inputs[i] for i in deps]) if deps else shape
+        if [1] * (RANK - len(own)) + own != shape:
+            raise ValueError(f"output {k} is computed from inputs {list(deps)} alone, which broadcast to "
+                             f"{own}, not {shape}: eager's would be of that shape, this kernel writes it "
+                             f"at {shape} (pass them expanded to it)")
+    return shape
 
 
 def _broadcast_shape(inputs):

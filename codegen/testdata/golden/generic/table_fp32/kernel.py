@@ -34,6 +34,7 @@ RANK = 2
 IN_DTYPES = [torch.float32, torch.float32, torch.bool]
 OUT_DTYPES = [torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.bool, torch.bool, torch.bool, torch.bool, torch.bool, torch.bool, torch.bool, torch.bool, torch.bool, torch.bool, torch.bool, torch.bool, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.float32, torch.bfloat16]
 OUT_SHAPES = ["full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full", "full"]  # full: the main shape; row: one value a row (row_keep: last dim 1)
+OUT_DEPS = [(0, 1), (0,), (0, 1), (0,), (0, 1), (0,), (0, 1), (0,), (0, 1), (0,), (0, 1), (0,), (0, 1), (0,), (0, 1), (0,), (0, 1), (0,), (0, 1), (0,), (0, 1), (0,), (0, 1, 2), (0, 2), (0, 2), (0, 2), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,), (0,)]  # per output: the tensor inputs it is computed from (_main_shape)
 IN_PLACE = ("input 0", "input 1", "input 2",)  # the inputs an output of fused() may be exactly (in place)
 BLOCK = 1024  # elements a program of the elementwise kernel takes at most (_block)
 BLOCK_NUMEL = (2**11, 2**16) if INTERPRET else (2**17, 2**22)  # up to these, 256 and 512 (_block)
@@ -54,45 +55,6 @@ def _cast(y, dtype: tl.constexpr):
         y = tl.where(y != y, y, bits.to(tl.float32, bitcast=True))
     return y.to(dtype)
 # --- fa:end cast ---
-
-
-# _round on an NVIDIA GPU: a conversion to the 16-bit type and back in PTX, two instructions
-# where the bits take about ten (a Triton .to() there and back is folded away by the
-# compiler); the interpreter and ROCm run no PTX and round on the bits (_round_bits: the same
-# numbers for every fp32, templates/_generic/test_round_gpu.py)
-_ROUND_PTX = tl.constexpr(not INTERPRET and torch.version.hip is None)
-
-
-@triton.jit
-def _round(y, dtype: tl.constexpr):
-    """y rounded to dtype (as eager stores a step's value), to nearest even, kept in fp32."""
-    if _ROUND_PTX:
-        if dtype == tl.bfloat16:
-            return tl.inline_asm_elementwise(
-                "{ .reg .b32 t; cvt.rn.bf16x2.f32 t, $1, $1; and.b32 $0, t, 0xFFFF0000; }",
-                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
-        else:
-            return tl.inline_asm_elementwise(
-                "{ .reg .b16 h; cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h; }",
-                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
-    else:
-        return _round_bits(y, dtype)
-
-
-@triton.jit
-def _round_bits(y, dtype: tl.constexpr):
-    """_round on the bits. fp16: the normal range on the bits, its subnormals on a grid of
-    2**-24, inf from 65520 up."""
-    bits = y.to(tl.uint32, bitcast=True)
-    if dtype == tl.bfloat16:
-        r = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
-    else:
-        r = (((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13).to(tl.float32, bitcast=True)
-        a = tl.abs(y)
-        sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000)  # sign kept
-        r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)
-        r = tl.where(a >= 65520.0, y * float("inf"), r)
-    return tl.where(y != y, y, r)
 
 
 @triton.jit
@@ -626,7 +588,6 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
     blk = pg // SPLITS
     row_start = blk * J + (pg - blk * SPLITS) * ROWS_PER_PROG
     row_end = tl.minimum(row_start + ROWS_PER_PROG, blk * J + J)
-    acc0 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     acc1 = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
     lo = row_start
     hi = row_end
@@ -677,71 +638,14 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
         x0 = tl.load(in0 + o0, mask=mask, other=0).to(tl.float32)
         x1 = tl.load(in1 + o1, mask=mask, other=0).to(tl.float32)
         x2 = tl.load(in2 + o2, mask=mask, other=0).to(tl.float32)
-        v0 = x0 + x1 * 0.5
-        v1 = x0 + (-1.25) * 2.0
-        v2 = x0 - x1 * 0.5
-        v3 = x0 - (-1.25) * 2.0
-        v4 = x1 - x0 * 0.5
-        v5 = (-1.25) - x0 * 2.0
-        v6 = x0 * x1
-        v7 = x0 * 0.5
-        v8 = x0 / x1
-        v9 = x0 / 0.5
-        v10 = tl.where(x0 == x1, 1.0, 0.0)
-        v11 = tl.where(x0 == 0.5, 1.0, 0.0)
-        v12 = tl.where(x0 != x1, 1.0, 0.0)
-        v13 = tl.where(x0 != 0.5, 1.0, 0.0)
-        v14 = tl.where(x0 < x1, 1.0, 0.0)
-        v15 = tl.where(x0 < 0.5, 1.0, 0.0)
-        v16 = tl.where(x0 <= x1, 1.0, 0.0)
-        v17 = tl.where(x0 <= 0.5, 1.0, 0.0)
-        v18 = tl.where(x0 > x1, 1.0, 0.0)
-        v19 = tl.where(x0 > 0.5, 1.0, 0.0)
-        v20 = tl.where(x0 >= x1, 1.0, 0.0)
-        v21 = tl.where(x0 >= 0.5, 1.0, 0.0)
-        v22 = tl.where(x2 != 0.0, x0, x1)
-        v23 = tl.where(x2 != 0.0, 1.5, x0)
-        v24 = tl.where(x2 != 0.0, (-3.0), x0)
-        v25 = tl.where(x2 != 0.0, float("-inf"), x0)
-        v26 = x0
-        v27 = _clamp(x0, (-0.5), 1.5)
-        v28 = _clamp_min(x0, 0.25)
-        v29 = _clamp_max(x0, (-0.25))
-        v30 = _clamp(x0, (-2.0), 2.0)
-        v31 = tl.where(x0 > 0.0, x0, x0 * 0.1)
-        v32 = tl.where(x0 > 0.0, x0 * 1.05, (tl.exp(x0 * 0.9) - 1.0) * (1.3 * 1.05))
-        v33 = _softplus(x0, 2.0, 3.0)
         v34 = tl.where(x0 < 0.0, 0.0, x0)
-        v35 = _gelu_erf(x0)
-        v36 = _gelu_tanh(x0)
-        v37 = x0 * _sigmoid(x0)
-        v38 = x0 * _tanh(_softplus(x0, 1.0, 20.0))
         v39 = _sigmoid(x0)
         v40 = _tanh(x0)
-        v41 = x0 * _clamp(x0 + 3.0, 0.0, 6.0) / 6.0
-        v42 = _clamp(x0 + 3.0, 0.0, 6.0) / 6.0
         v43 = tl.exp(x0)
-        v44 = tl.cos(x0)
-        v45 = tl.sin(x0)
         v46 = tl.abs(x0)
-        v47 = -x0
         v48 = 1.0 / x0
-        v49 = tl.log(v46)
         v50 = tl.sqrt(v46)
         v51 = 1.0 / tl.sqrt(v46)
-        v52 = _pow(x0, 0.0)
-        v53 = _pow(x0, 1.0)
-        v54 = _pow(x0, 2.0)
-        v55 = _pow(x0, 3.0)
-        v56 = _pow(v46, 0.5)
-        v57 = _pow(x0, (-1.0))
-        v58 = _pow(x0, (-2.0))
-        v59 = _pow(v46, 2.5)
-        v60 = _pow(x0, 4.0)
-        v61 = _pow(x0, 5.0)
-        v62 = _pow(x0, (-3.0))
-        v63 = x0
-        v63 = _round(v63, tl.bfloat16)
         od0 = rr * 0 + i0 * t0_0 + c * t0_1
         if AMASK >> 3 & 1:
             od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])
@@ -1009,13 +913,6 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
             if AMASK >> 55 & 1:
                 gb = tl.max_contiguous(tl.multiple_of(gb, [1, ALIGN]), [1, ALIGN])
             tl.store(gbuf0 + gb, _cast(gx0, tl.float32), mask=mask)
-        elif KIND0 == 1 or KIND0 == 2:  # the program's rows reduced (1: per column, 2: all)
-            acc0 += tl.where(mask, gx0, 0.0)  # summed once, after the loop
-        elif KIND0 == 3:  # columns reduced: each row's sum over the column block
-            tl.store(gbuf0 + (pc * R + rows), tl.sum(tl.where(mask, gx0, 0.0), axis=1), mask=rmask)
-        elif KIND0 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rr * 0 + i0 * u0_0
-            tl.store(gbuf0 + (gb + c * u0_1), gx0, mask=mask)
         if KIND1 == 0:  # the main shape: stored as it is
             gb = rr * 0 + i0 * u1_0 + c * u1_1
             if AMASK >> 56 & 1:
@@ -1025,13 +922,6 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
             acc1 += tl.where(mask, gx1, 0.0)  # summed once, after the loop
         elif KIND1 == 3:  # columns reduced: each row's sum over the column block
             tl.store(gbuf1 + (pc * R + rows), tl.sum(tl.where(mask, gx1, 0.0), axis=1), mask=rmask)
-        elif KIND1 == 4:  # none fits: the fp32 values, summed on the host
-            gb = rr * 0 + i0 * u1_0
-            tl.store(gbuf1 + (gb + c * u1_1), gx1, mask=mask)
-    if KIND0 == 1:  # column sums
-        tl.store(gbuf0 + (pg * C + cols), tl.sum(acc0, axis=0), mask=cmask)
-    elif KIND0 == 2:  # one sum
-        tl.store(gbuf0 + pid, tl.sum(tl.sum(acc0, axis=1), axis=0))
     if KIND1 == 1:  # column sums
         tl.store(gbuf1 + (pg * C + cols), tl.sum(acc1, axis=0), mask=cmask)
     elif KIND1 == 2:  # one sum
@@ -1039,6 +929,9 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
 
 
 def _main_shape(inputs):
+    """The shape the inputs broadcast to, padded to RANK. Refuses inputs whose broadcast would
+    give an output another shape in eager (an output computed from inputs that all broadcast
+    along a dim: eager's is smaller there, where this kernel writes every output at this shape)."""
     if len(inputs) != len(IN_DTYPES):
         raise TypeError(f"fused() takes {len(IN_DTYPES)} tensors, got {len(inputs)}")
     for i, (t, dt) in enumerate(zip(inputs, IN_DTYPES)):
@@ -1047,7 +940,14 @@ def _main_shape(inputs):
     shape = _broadcast_shape(inputs)
     if len(shape) > RANK:
         raise ValueError(f"inputs broadcast to rank {len(shape)}, the kernel takes rank {RANK}")
-    return [1] * (RANK - len(shape)) + shape
+    shape = [1] * (RANK - len(shape)) + shape
+    for k, deps in enumerate(OUT_DEPS):
+        own = _broadcast_shape([inputs[i] for i in deps]) if deps else shape
+        if [1] * (RANK - len(own)) + own != shape:
+            raise ValueError(f"output {k} is computed from inputs {list(deps)} alone, which broadcast to "
+                             f"{own}, not {shape}: eager's would be of that shape, this kernel writes it "
+                             f"at {shape} (pass them expanded to it)")
+    return shape
 
 
 def _broadcast_shape(inputs):
@@ -1232,6 +1132,7 @@ GRAD_OUTPUTS = [True, True, True, True, True, True, True, True, True, True, Fals
 GRAD_REACHED = [True, True, False]  # per input: a derivative reaches it (else its gradient is None, as eager's)
 GRAD_ALIAS = [None, None, None]  # per input: the output gradient (k-th of those carried) that is its gradient exactly
 BWD_INPUTS = 3  # the backward kernel's input slots (fused_backward)
+BWD_KINDS = [(0,), (0, 1, 2, 3), (0,)]  # per slot: the gradient layouts (KIND) the backward kernel has code for
 # the backward's tiling: elements per tile, the narrowest column block, the fewest rows a
 # program sums into a column-sum buffer when rows are split, and the programs aimed at per
 # multiprocessor; the interpreter's are small, so its tests run several tiles per program,
@@ -1576,6 +1477,9 @@ def _bwd_plan(inputs, douts, needs):
               "AMASK": amask if flat and align > 1 else 0, "NINNER": tail if flat else 0}
     for i, (k, f) in enumerate(zip(kinds, full)):
         consts[f"KIND{i}"] = 0 if f else -1 if k is None else k
+        if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
+            raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
+                               f"those the kernel was generated for {BWD_KINDS[i]}")
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 
