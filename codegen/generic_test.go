@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"encoding/json"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -261,9 +262,9 @@ func TestHelpersFor(t *testing.T) {
 		{"", nil},
 		{"n = _pow2(x)", nil},
 		{"y = _sigmoid(x)", []string{"_sigmoid"}},
-		{"y = _gelu_tanh(x)", []string{"_tanh", "_gelu_tanh"}},
+		{"y = _gelu_tanh(x)", []string{"_tanh", "_tanh_formula", "_gelu_tanh"}},
 		{"d = _dpow(x, 2.0)", []string{"_pow", "_dpow"}},
-		{"d = _dmish(x) * _round(y, tl.bfloat16)", []string{"_round", "_round_bits", "_sigmoid", "_tanh", "_softplus", "_dmish"}},
+		{"d = _dmish(x) * _round(y, tl.bfloat16)", []string{"_round", "_round_bits", "_sigmoid", "_tanh", "_tanh_formula", "_softplus", "_dmish"}},
 	} {
 		var got []string
 		for _, m := range helperDef.FindAllStringSubmatch(helpersFor(c.code), -1) {
@@ -551,6 +552,22 @@ func TestNumbersReadme(t *testing.T) {
 			if strings.Contains(readme, m) {
 				t.Errorf("%s: README says %q", c.example, m)
 			}
+		}
+	}
+}
+
+var examplesOut = flag.String("examples.out", "", "TestWriteGenericExamples: write every generic example's folder under this directory (for a run on a GPU)")
+
+// TestWriteGenericExamples (with -examples.out DIR) writes every generic example's folder, as
+// gen writes a trace's, under DIR: `go test ./codegen -run TestWriteGenericExamples
+// -examples.out DIR`, then `fuseadvise verify -gpu DIR/*` where the GPU is.
+func TestWriteGenericExamples(t *testing.T) {
+	if *examplesOut == "" {
+		t.Skip("needs -examples.out DIR")
+	}
+	for _, e := range GenericExamples() {
+		if err := WriteGeneric(filepath.Join(*examplesOut, e.Name), e.Spec, true); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

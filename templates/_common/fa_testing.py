@@ -762,7 +762,8 @@ def quack_scales(adapter, reference, inputs, names, dys, params, dtype):
             t = torch.autograd.grad(outs, [c[n]], [d.to(hp) for d in dys], allow_unused=True)[0]
         except (RuntimeError, ValueError, TypeError, IndexError):  # the input's shape is the op's
             t = None
-        out.append(0.0 if t is None else float(t.pow(2).sum_to_size(v.shape).sqrt().max()))
+        s = 0.0 if t is None else float(t.pow(2).sum_to_size(v.shape).sqrt().max())
+        out.append(s if math.isfinite(s) else 0.0)  # a NaN in the reference's terms: the result's size alone
     return out
 
 

@@ -3,6 +3,8 @@ fp16 and back in PTX, gives for every one of the 2**32 fp32 bit patterns the num
 gives (the interpreter's form, which the verifier's interpreter runs check against eager), and
 that number is eager's own conversion (torch's .to(dtype), to nearest even, subnormals kept,
 overflow to inf). NaN: a NaN either way (its payload is not kept by the store's conversion).
+And their tanh: libdevice's on the GPU, the interpreter's formula there too, against torch's in
+fp64.
 
 Runs the helpers of a golden example's kernel (codegen/testdata/golden/generic; both forms are
 in every generic kernel that rounds).
@@ -10,6 +12,7 @@ in every generic kernel that rounds).
   cd templates && python -m pytest -q -m gpu _generic/test_round_gpu.py
 """
 
+import math
 import pathlib
 import sys
 
@@ -55,3 +58,33 @@ def test_round_every_fp32(dtype):
                 i = bad.nonzero()[0].item()
                 pytest.fail(f"{name}({x[i].item()!r} = {hex((lo + i) & 0xFFFFFFFF)}) to {dtype}: "
                             f"{got[i].item()!r}, eager {eager[i].item()!r}")
+
+
+TANH = load("broadcast_affine_tanh", "kernel")
+
+
+@triton.jit
+def _tanh_both(x_ptr, dev_ptr, formula_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(dev_ptr + offs, TANH._tanh(x), mask=mask)
+    tl.store(formula_ptr + offs, TANH._tanh_formula(x), mask=mask)
+
+
+def test_tanh_on_the_gpu():
+    """The kernels' tanh on the GPU (libdevice's) within 2 units in the last place of the true
+    value, relative, over 2**22 random fp32 values from 1e-30 to 30 and their negatives; the
+    interpreter's form (_tanh_formula) compiled for the GPU, whose exp and division are
+    approximate there, within 8 (it is the interpreter's, not the GPU's, form: 4 units there,
+    test_host.py)."""
+    g = torch.Generator().manual_seed(0)
+    mag = torch.exp(torch.empty(1 << 22, dtype=torch.float64).uniform_(math.log(1e-30), math.log(30.0), generator=g))
+    x = (mag * torch.where(torch.rand(mag.shape, generator=g) < 0.5, -1.0, 1.0)).float().cuda()
+    dev, formula = torch.empty_like(x), torch.empty_like(x)
+    _tanh_both[(triton.cdiv(x.numel(), 1024),)](x, dev, formula, x.numel(), BLOCK=1024)
+    want = torch.tanh(x.double())
+    ulp = torch.finfo(torch.float32).eps
+    for got, units in ((dev, 2), (formula, 8)):
+        rel = ((got.double() - want).abs() / want.abs())[want != 0]
+        assert float(rel.max()) <= units * ulp, (units, float(rel.max()))
