@@ -615,7 +615,15 @@ import torch
 	b.WriteString(head)
 	for i, s := range r.p.Steps {
 		op, _ := program.Lookup(s.Op)
-		e := expand(op.Torch, r.operands(s, false), constsOf(op, s), torchDtypes[s.DType])
+		args := r.operands(s, false)
+		if r.autocastUp(s) {
+			for k, a := range s.Args {
+				if a.Num == nil && r.p.ArgDType(a).IsFloat() && !(a.In != nil && r.p.Inputs[*a.In].Number) {
+					args[k] += ".to(torch.float32)"
+				}
+			}
+		}
+		e := expand(op.Torch, args, constsOf(op, s), torchDtypes[s.DType])
 		fmt.Fprintf(&b, "    v%d = %s\n", i, e)
 	}
 	var outs []string
@@ -635,6 +643,33 @@ import torch
 	}
 	b.WriteString("    return (" + strings.Join(outs, ", ") + ",)\n")
 	return b.Bytes()
+}
+
+// autocastUp reports whether step s computes in fp32 from 16-bit tensors of one type, as
+// autocast runs its fp32 ops (pow, exp, log, softmax, ...): the trace recorded an fp32 value
+// where eager's promotion alone gives the operands' type, so the replay casts its float
+// operands to fp32 first, as autocast does (the kernel computes every step in fp32 and
+// rounds to the step's type: nothing there).
+func (r *renderer) autocastUp(s program.Step) bool {
+	op, _ := program.Lookup(s.Op)
+	if s.DType != program.FP32 || s.Op == program.Cast || op.Compare || strings.Contains(op.Torch, "{dt}") {
+		return false // (an op given its dtype, softmax's and mean's dtype=, casts itself)
+	}
+	var d program.DType
+	for _, a := range s.Args {
+		if a.Num != nil || a.In != nil && r.p.Inputs[*a.In].Number {
+			continue
+		}
+		switch t := r.p.ArgDType(a); {
+		case !t.IsFloat():
+			return false
+		case d == "":
+			d = t
+		case d != t:
+			return false // mixed types: eager's promotion gives fp32 itself
+		}
+	}
+	return d == program.FP16 || d == program.BF16
 }
 
 // naturalRanks is, per step, the rank eager's replay gives its value: the largest rank among

@@ -571,3 +571,32 @@ func TestWriteGenericExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestGenericAutocastReference: a step the trace recorded in fp32 from 16-bit operands of one
+// type (autocast's fp32 ops: pow on ConvNet's fp16 LayerNorm2d) is replayed with its operands
+// cast to fp32, as autocast runs it (eager's promotion alone would give fp16, and every case
+// failed on the output's dtype); operands of two 16-bit types promote to fp32 themselves, and
+// a cast or an op given its dtype casts itself.
+func TestGenericAutocastReference(t *testing.T) {
+	for _, c := range []struct {
+		name, inputs, steps, want string
+	}{
+		{"pow upcast", `{"dtype":"fp16","dims":[8,32]},{"dtype":"fp16","dims":[8,32]}`,
+			`{"op":"sub","args":[{"in":0},{"in":1}],"consts":[1],"dtype":"fp16"},{"op":"pow","args":[{"step":0}],"consts":[2],"dtype":"fp32"}`,
+			"v1 = torch.pow(v0.to(torch.float32), 2.0)"},
+		{"mixed types promote", `{"dtype":"fp16","dims":[8,32]},{"dtype":"bf16","dims":[8,32]}`,
+			`{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp32"}`,
+			"v0 = torch.mul(x0, x1)"},
+		{"a cast", `{"dtype":"bf16","dims":[8,32]}`,
+			`{"op":"cast","args":[{"in":0}],"dtype":"fp32"}`,
+			"v0 = x0.to(torch.float32)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := renderProgram(t, `{"dims":[8,32],"inputs":[`+c.inputs+`],"steps":[`+c.steps+`],"outputs":[`+
+				strconv.Itoa(strings.Count(c.steps, `"op"`)-1)+`]}`)
+			if ref := string(files["reference.py"]); !strings.Contains(ref, c.want) {
+				t.Errorf("reference.py lacks %q:\n%s", c.want, ref)
+			}
+		})
+	}
+}

@@ -114,11 +114,11 @@ while True:
 func newForkRunner(t testing.TB, python string) Runner {
 	t.Helper()
 	dir := t.TempDir()
-	script := filepath.Join(dir, "runner.py")
-	zygote := filepath.Join(dir, "zygote.py")
-	if err := os.WriteFile(script, runnerPy, 0o644); err != nil {
+	script, err := writeRunner(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
+	zygote := filepath.Join(dir, "zygote.py")
 	if err := os.WriteFile(zygote, []byte(zygotePy), 0o644); err != nil {
 		t.Fatal(err)
 	}

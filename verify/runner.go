@@ -5,10 +5,14 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	tpl "github.com/fuseadvise/fuseadvise/templates"
 )
 
 //go:embed runner/runner.py
@@ -16,6 +20,21 @@ var runnerPy []byte
 
 // RunnerScript returns the Python runner that Run executes (written to a temporary file).
 func RunnerScript() []byte { return runnerPy }
+
+// writeRunner writes the runner script into dir and, beside it, the folders' checks in this
+// version (templates' _common/fa_testing.py: the runner compares with its compare, one source
+// with the folders' assert_close); it returns the script's path.
+func writeRunner(dir string) (string, error) {
+	fat, err := tpl.Read("_common/fa_testing.py")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fa_testing.py"), fat, 0o644); err != nil {
+		return "", err
+	}
+	script := filepath.Join(dir, "runner.py")
+	return script, os.WriteFile(script, runnerPy, 0o644)
+}
 
 // A Runner starts the Python side of verify: one long-lived process that reads requests (one
 // JSON object per line: {"dir": ..., "skip": [...]}) on Proc.Stdin and writes events (JSON

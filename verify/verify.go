@@ -136,8 +136,8 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("verify: %v", err)
 		}
 		defer os.RemoveAll(tmp)
-		script := filepath.Join(tmp, "runner.py")
-		if err := os.WriteFile(script, runnerPy, 0o644); err != nil {
+		script, err := writeRunner(tmp)
+		if err != nil {
 			return nil, fmt.Errorf("verify: %v", err)
 		}
 		o.Runner = &execRunner{python: py, script: script, stderr: o.Stderr}

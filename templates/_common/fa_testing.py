@@ -1,14 +1,16 @@
 """Shared test helpers for fuseadvise kernel templates and generated kernel folders.
 
-This file is copied verbatim into every generated folder (as ``fa_testing.py``), so it
-imports nothing but the standard library and torch.
+This file is copied verbatim into every generated folder (as ``fa_testing.py``), and beside
+the verifier's runner, which compares with its ``compare``; it imports nothing but the
+standard library and torch (triton inside the functions that use it).
 
 - ``load_sibling(test_file, name)`` imports ``<name>.py`` from the directory of
   ``test_file`` under a module name unique to that directory, so many template or generated
   folders (each with its own ``kernel.py``) can be collected by one pytest process.
 - ``assert_close(got, want, atol, rtol)`` fails where ``|got - want| > atol + rtol * |want|``,
-  and on NaN / +-inf mismatches, and reports the count and the first mismatches (index, got,
-  want).
+  and on NaN / +-inf mismatches (integers and bools exactly), and reports the count and the
+  first mismatches (index, got, want); ``compare`` gives the same judgement as numbers (the
+  verifier's), both from ``mismatches``.
 - ``TOL`` holds the per-dtype tolerances from the project's kernel conventions.
 - ``run_case`` and ``run_grad_case`` check one forward and one gradient trial; gradients
   whose rounding differs from eager's by design are held to the quack check
@@ -510,23 +512,17 @@ def poison(shape, dtype, device):
     return torch.full(shape, float("nan"), dtype=dtype, device=device)
 
 
-def assert_close(got, want, atol, rtol, name="output", show=5):
-    """Fails where |got-want| > atol + rtol*|want| or where NaN / +-inf differ.
-
-    Compares in float64 (integers and bools exactly, whatever the tolerance); reports the
-    number of mismatches and the first ``show`` of them with their index, the value got and
-    the value wanted.
-    """
-    if got.shape != want.shape:
-        raise AssertionError(f"{name}: shape {tuple(got.shape)}, want {tuple(want.shape)}")
-    if not (got.dtype.is_floating_point or want.dtype.is_floating_point):  # integers, bools: exact
-        bad = got.detach().cpu() != want.detach().cpu()
-        n = int(bad.sum())
-        if n:
-            idx = bad.nonzero()[:show].tolist()
-            lines = [f"  at {tuple(i)}: got {got[tuple(i)].item()!r}, want {want[tuple(i)].item()!r}" for i in idx]
-            raise AssertionError(f"{name}: {n} of {got.numel()} elements differ (exact); first:\n" + "\n".join(lines))
-        return
+def mismatches(got, want, atol, rtol):
+    """Where got differs from want: (bad, diff, g, w), bad a bool mask and diff |got - want|
+    (0 where either is NaN or +-inf), g and w on the CPU in float64. Floats: |got - want| >
+    atol + rtol*|want|, or NaN / +-inf not in the same places (an inf's sign included).
+    Integers and bools (neither a float): exactly, whatever the tolerance (an int64 position
+    off by one is wrong; float64 would not even hold every int64 apart), diff their distance."""
+    if not (got.dtype.is_floating_point or want.dtype.is_floating_point):
+        gi, wi = got.detach().cpu(), want.detach().cpu()
+        bad = gi != wi
+        g, w = gi.to(torch.float64), wi.to(torch.float64)
+        return bad, torch.where(bad, (g - w).abs(), torch.zeros_like(g)), g, w
     g = got.detach().to("cpu", torch.float64)
     w = want.detach().to("cpu", torch.float64)
     gnan, wnan = torch.isnan(g), torch.isnan(w)
@@ -536,14 +532,56 @@ def assert_close(got, want, atol, rtol, name="output", show=5):
     diff = torch.zeros_like(g)
     diff[finite] = (g[finite] - w[finite]).abs()
     bad |= finite & (diff > atol + rtol * w.abs())
+    return bad, diff, g, w
+
+
+def compare(got, want, atol, rtol):
+    """The verifier's comparison (its runner takes it from here): (max_abs, max_rel, n_bad,
+    first), first (index, got, want) of the first mismatching element or None (mismatches).
+    A NaN where a number is wanted (or none where one is) makes max_abs NaN, an inf where a
+    finite value is wanted (or the other way) inf; max_rel over the finite elements with
+    |want| > atol; integers and bools: max_abs their largest distance where they differ, max_rel 0."""
+    bad, diff, g, w = mismatches(got, want, atol, rtol)
+    exact = not (got.dtype.is_floating_point or want.dtype.is_floating_point)
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    max_rel = 0.0
+    if not exact:
+        gnan, wnan = torch.isnan(g), torch.isnan(w)
+        finite = ~(gnan | wnan | torch.isinf(g) | torch.isinf(w))
+        relmask = finite & (w.abs() > atol)
+        max_rel = float((diff[relmask] / w[relmask].abs()).max()) if bool(relmask.any()) else 0.0
+        if bool((gnan != wnan).any()):
+            max_abs = float("nan")
+        elif bool((bad & ~finite).any()):
+            max_abs = float("inf")
     n = int(bad.sum())
+    first = None
     if n:
-        idx = bad.nonzero()[:show].tolist()
-        lines = [f"  at {tuple(i)}: got {g[tuple(i)].item()!r}, want {w[tuple(i)].item()!r}" for i in idx]
-        worst = diff[finite].max().item() if finite.any() else float("nan")
-        raise AssertionError(
-            f"{name}: {n} of {g.numel()} elements differ (atol={atol}, rtol={rtol}, "
-            f"max finite |diff|={worst:.3g}); first:\n" + "\n".join(lines))
+        idx = tuple(int(i) for i in bad.nonzero()[0].tolist())
+        first = (list(idx), float(g[idx]), float(w[idx]))
+    return max_abs, max_rel, n, first
+
+
+def assert_close(got, want, atol, rtol, name="output", show=5):
+    """Fails where mismatches finds a difference (|got-want| > atol + rtol*|want|, NaN / +-inf
+    not in the same places; integers and bools exactly): reports the number of mismatches and
+    the first ``show`` of them with their index, the value got and the value wanted."""
+    if got.shape != want.shape:
+        raise AssertionError(f"{name}: shape {tuple(got.shape)}, want {tuple(want.shape)}")
+    bad, diff, g, w = mismatches(got, want, atol, rtol)
+    n = int(bad.sum())
+    if not n:
+        return
+    idx = bad.nonzero()[:show].tolist()
+    if not (got.dtype.is_floating_point or want.dtype.is_floating_point):
+        lines = [f"  at {tuple(i)}: got {got[tuple(i)].item()!r}, want {want[tuple(i)].item()!r}" for i in idx]
+        raise AssertionError(f"{name}: {n} of {got.numel()} elements differ (exact); first:\n" + "\n".join(lines))
+    lines = [f"  at {tuple(i)}: got {g[tuple(i)].item()!r}, want {w[tuple(i)].item()!r}" for i in idx]
+    finite = torch.isfinite(g) & torch.isfinite(w)
+    worst = diff[finite].max().item() if finite.any() else float("nan")
+    raise AssertionError(
+        f"{name}: {n} of {g.numel()} elements differ (atol={atol}, rtol={rtol}, "
+        f"max finite |diff|={worst:.3g}); first:\n" + "\n".join(lines))
 
 
 def assert_unmodified(before, after, name="input"):

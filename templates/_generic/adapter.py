@@ -359,6 +359,7 @@ def in_place_outputs(inputs):
     kernel = _sibling_kernel()
     off = 1 if GEMM else 0  # a GEMM head's program input 0 is the GEMM's output
     main = _main_shape(inputs)
+    main = [1] * (kernel.RANK - len(main)) + main  # the outputs' (an input of lower rank is not one)
     free = [n for i, (n, _, _) in enumerate(case.INPUTS) if f"input {i + off}" in kernel.IN_PLACE]
     pairs = {}
     for k, (dt, kind) in enumerate(zip(kernel.OUT_DTYPES, kernel.OUT_SHAPES)):
