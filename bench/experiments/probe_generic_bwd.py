@@ -219,7 +219,9 @@ def probe(args, f, fat, case, kernel, ref, adapter, params, shapes):
                 setattr(kernel, k, val)
         kernel._PLANS.clear()  # the plans are cached per layout: planned again with the knobs
         try:
-            xs = [inputs[n] for n in adapter.NAMES]
+            # (a number input as the 0-dim tensor the wrapper keeps for it)
+            xs = [inputs[n] if isinstance(inputs[n], torch.Tensor) else
+                  torch.tensor(inputs[n], dtype=kernel.IN_DTYPES[j], device="cuda") for j, n in enumerate(adapter.NAMES)]
             plan = kernel._bwd_plan(xs, [None] * len(kernel.OUT_DTYPES), [True] * len(xs))
             launch = plan[-1]
             cfg = "" if launch is None else f"grid {launch[0].grid[0]} {launch[0].constexprs} parts {[s[0] for s in launch[1]]}"

@@ -927,6 +927,22 @@ def _fused_backward(inputs, douts, needs):
     return tuple(grads)
 
 
+def _leading_sums(vshape, sdim):
+    """A buffer's view and summed dims, as [members, 1, G, N] and 2 where the dims summed
+    all come before the dims kept (dims of 1 aside): _fused_backward then adds it up with
+    _sum_parts, column sums of a [G, N] matrix a member, where a torch sum over dims that are
+    not the innermost picked a slow reduction: ConvNet's fp16 LayerNorm2d, a per-channel
+    weight's row sums [2, 25, 32, 128] over dims 1 and 2, took 26.0 µs of a 98.7 µs backward
+    on the H200 (bench/experiments/probe_generic_bwd.py --kernels, 2026-12-04). Else as given."""
+    summed = [sdim] if isinstance(sdim, int) else list(sdim)
+    dims = [d for d in range(1, len(vshape)) if vshape[d] != 1]
+    kept = [d for d in dims if d not in summed]
+    if not kept or not all(d < min(kept) for d in summed if vshape[d] != 1):
+        return vshape, sdim
+    g = _prod(vshape[d] for d in summed)
+    return [vshape[0], 1, g, _prod(vshape[d] for d in kept)], 2
+
+
 def _bwd_plan(inputs, douts, needs):
     """fused_backward's plan for arguments of these dtypes, shapes, strides, device and needs
     (checked here): (the main shape, the gradients wanted, the outputs' gradients the kernel
@@ -1057,6 +1073,8 @@ def _bwd_plan(inputs, douts, needs):
         # per member: its gradient's shape and, for a 16-bit input, the cast from the fp32 sums
         outs = [(i, gshape, order, inputs[i].shape, None if inputs[i].dtype == torch.float32 else inputs[i].dtype)
                 for i in members]
+        if order is None and sdim is not None:
+            vshape, sdim = _leading_sums(vshape, sdim)
         stacks.append(([n] + part[kind], members, vshape, sdim, outs))
     gst = [[0] * RANK for _ in inputs]
     for i, (kind, f) in enumerate(zip(kinds, full)):
