@@ -25,6 +25,8 @@ var genericFlag = flag.Bool("generic", false, "TestGenericMutants: run the gener
 
 var genericPattern = flag.String("generic.pattern", "", "TestGenericMutants: mutate only these patterns' kernels (comma-separated; their folders' baseline only)")
 
+var genericExamples = flag.String("generic.examples", "", "TestGenericMutants: also mutate these of codegen's generic examples (comma-separated names, or all), as folders of the generic pattern")
+
 // genericTraces are the shared training traces whose generated folders TestGenericMutants
 // mutates (relative to the shared folder).
 var genericTraces = []string{
@@ -359,6 +361,24 @@ func TestGenericMutants(t *testing.T) {
 			t.Fatalf("gen %s: %v", tr, err)
 		}
 		dirs = append(dirs, strings.Fields(string(out))...)
+	}
+	// -generic.examples: codegen's generic examples too (paths the traces' programs do not
+	// take: other op codes, GEMM heads, broadcast inputs of every kind), as generic folders
+	if *genericExamples != "" {
+		var names []string
+		if *genericExamples != "all" {
+			names = strings.Split(*genericExamples, ",")
+		}
+		for name, d := range writeGenericExamples(t, names...) {
+			g := filepath.Join(root, "examples", "generic-"+name)
+			if err := os.MkdirAll(filepath.Dir(g), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(d, g); err != nil {
+				t.Fatal(err)
+			}
+			dirs = append(dirs, g)
+		}
 	}
 	sort.Strings(dirs)
 	var shard []string // -generic.pattern: these patterns' folders only
