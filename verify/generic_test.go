@@ -220,7 +220,6 @@ var genericEquivalent = map[string]string{
 	"dropout_add/_keep const-x1.001: return u.to(tl.float32) >= p * 65536.0":                                                     "the keep threshold p*1.001 moves the keep rate by p/1000 (1e-4 at p = 0.1), far inside the rate check (6 sigma); forward, backward and dropout_mask agree",
 	"dropout_add/_dropout_add_fwd lt-le: b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)":                             eqLoadPast,
 	"gelu_pyops/_new_gelu_fwd lt-le: b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)":                                 eqLoadPast,
-	"gelu_pyops/_new_gelu_bwd lt-le: b = tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)":                                 eqLoadPast,
 	"layernorm_linear/_row_stats lt-le: while start < K: @1":                                                                     eqLoop,
 	"layernorm_linear/_row_stats lt-le: while start < K: @2":                                                                     eqLoop,
 	"layernorm_linear/_row_stats sum-max: return tl.sum(x0, axis=1) + mean, _rstd(var, eps)":                                     "x0 is [ROWS, 1] (each row's first element): the sum and the max of one element are equal",
