@@ -23,7 +23,9 @@ trace's shapes scaled down to interpreter size, plus adversarial cases (ragged 1
 a single element, one past a block, rows longer than a block, non-contiguous and offset
 inputs, broadcast and fully-masked rows, large magnitudes), in every dtype the pattern
 supports, with NaN-poisoned outputs, fresh random inputs per trial, NaN/inf parity, inputs
-checked unmodified, and gradients for patterns with a backward.
+checked unmodified, and gradients for patterns with a backward (for a generic chain also with
+each input broadcast otherwise than traced, so that every reduction of a broadcast input's
+gradient the kernel carries runs).
 
 Each case prints its max abs and rel error; a failing case says where the first mismatch is
 (index, got, want). Exit status 1 when any case fails, 2 for usage or environment errors.

@@ -758,10 +758,19 @@ def _adapter_for(example, tmp_path):
         sys.path.remove(str(d))
 
 
-def _transposed(t):  # the verifier's transposed variant: the last two dims stored column-major
-    if not isinstance(t, torch.Tensor) or t.dim() < 2:
-        return t
-    return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+_RUNNER = []
+
+
+def _verifier_transform(variant, inputs):
+    """The verifier's runner's transform of a case's inputs (verify/runner/runner.py, loaded
+    once), so that the plans below are those its cases run."""
+    if not _RUNNER:
+        import importlib.util
+        path = pathlib.Path(__file__).resolve().parents[2] / "verify" / "runner" / "runner.py"
+        spec = importlib.util.spec_from_file_location("fa_verify_runner_for_test_host", path)
+        _RUNNER.append(importlib.util.module_from_spec(spec))
+        spec.loader.exec_module(_RUNNER[0])
+    return _RUNNER[0].transform(variant, inputs)[0]
 
 
 def _bwd_slots(adapter, kernel, inputs, main):
@@ -794,10 +803,7 @@ def test_broadcast_cases_reach_every_reduction(example, tmp_path):
     traced = ("grad", adapter.interp_shapes(adapter.case.SHAPES), None)  # the folder's own gradient case
     for name, shapes, variant in [traced] + adapter.broadcast_cases({}):
         inputs = adapter.make_inputs(shapes, None, {}, "cpu", 0)
-        if variant == "transposed":
-            inputs = {k: _transposed(v) for k, v in inputs.items()}
-        else:
-            assert variant is None, variant
+        inputs = _verifier_transform(variant, inputs)
         xs = _bwd_slots(adapter, kernel, inputs, adapter._split_broadcast(shapes)[0][0])
         shape = kernel._main_shape(xs[:len(kernel.IN_DTYPES)])
         douts = [torch.empty(shape, dtype=dt) for dt in kernel.OUT_DTYPES]
