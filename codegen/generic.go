@@ -207,8 +207,13 @@ func expand(tmpl string, args, consts []string, dt string) string {
 }
 
 // operands names a step's operands in Triton (inside) or eager (outside) code. Eager code
-// writes a number as traced; in Triton a comparison's number is the one eager compares with,
-// rounded to the type of the tensor beside it (program.DType.Round). An int64 step's numbers
+// writes a number as traced, but a comparison's, which both write as the number eager
+// compares with, rounded to the type of the tensor beside it (program.DType.Round): eager at
+// the traced types compares the same, and the reference upcast for the quack check (fp32
+// for a 16-bit chain, fp64 for an fp32 one) decides as eager does where the tensor holds
+// that number exactly (x < 0.1 on float16 x = 0.0999755859375, float16's 0.1: false in
+// eager, true against the number as traced in fp32, where a kernel comparing with <= would
+// then have matched the upcast chain). An int64 step's numbers
 // are written as integers in both (program checked that they are). Inside, each operand is
 // converted to the type the step computes in (computeType), as eager's type promotion does:
 // an int64 value into a float step as eager casts it (to float32, then rounded to a 16-bit
@@ -227,7 +232,7 @@ func (r *renderer) operands(s program.Step, triton bool) []string {
 			out[k] = "v" + strconv.Itoa(*a.Step)
 		case ct == program.I64 || !triton && (s.DType == program.I64 || a.Int):
 			out[k] = pyInt(float64(*a.Num))
-		case triton && op.Compare:
+		case op.Compare:
 			out[k] = pyNum(r.tensorDType(s).Round(float64(*a.Num)))
 		default:
 			out[k] = pyNum(float64(*a.Num))

@@ -405,6 +405,53 @@ def reference(ref, inputs, params):
     return outs if grad is None else tuple(o for o, g in zip(outs, grad) if g)
 
 
+def band_outputs(kernel, ref, inputs, params):
+    """The chain's outputs with its GEMM's result anywhere within the GEMM's rounding
+    (fa_testing.output_bands takes the range of them): the exact product (in fp64), moved by
+    -1, -1/2, 0, 1/2 and 1 times a bound on a GEMM's error and rounded to the GEMM's dtype,
+    the rest of the chain eager's as the reference runs it. None without a GEMM head.
+
+    The bound, per output element, in fp32 units: the products' magnitudes summed (mag) times
+    2 + sqrt(K) where two or more terms are summed (the sum's rounding, in any order: the
+    kernel's tiles, cuBLAS's split); times 4 for fp32 operands through tf32x3 on the GPU (three
+    TF32 products: 2**-21 of each), once for fp32 products each rounded ("ieee", the
+    interpreter) unless the product is exact, none for 16-bit operands (their products are
+    exact in fp32); one rounding of the bias add where a product is summed. 0 where no term is
+    nonzero, and where one term is exact: the planted case's rows (zero, or one-hot on a
+    number) then decide a comparison exactly, as eager does."""
+    if not GEMM:
+        return None
+    dt = fat.DTYPES[GEMM["dtype"]]
+    a, w = inputs["a"], inputs["w"]
+    if a.numel() == 0 or w.numel() == 0:
+        return None
+    a64, w64 = a.detach().to(torch.float64), w.detach().to(torch.float64)
+    zero = torch.zeros(shapes_n(inputs), dtype=torch.float64, device=a.device)
+    bias = [zero] if GEMM["bias"] else []
+    prod = ref.gemm(a64, w64, *bias)
+    mag = ref.gemm(a64.abs(), w64.abs(), *bias)
+    nnz = ref.gemm((a64 != 0).to(torch.float64), (w64 != 0).to(torch.float64), *bias)
+    eps = torch.finfo(torch.float32).eps
+    k = a.shape[-1]
+    dot = getattr(getattr(kernel, "_F32_DOT", None), "value", "ieee")
+    if dt != torch.float32:
+        per_term = 0.0
+    else:
+        per_term = 4.0 if dot != "ieee" else 1.0
+    inexact = prod.to(torch.float32).to(torch.float64) != prod
+    one = torch.where(inexact | (per_term > 1.0), per_term, 0.0) if per_term else torch.zeros_like(mag)
+    delta = eps * mag * torch.where(nnz > 1, max(2.0 + math.sqrt(k), per_term), one)
+    exact = prod
+    if GEMM["bias"]:
+        exact = prod + inputs["bias"].detach().to(torch.float64)
+        delta = delta + eps * exact.abs() * (nnz > 0)
+    runs = []
+    for t in (-1.0, -0.5, 0.0, 0.5, 1.0):
+        pre = (exact + t * delta).to(dt)
+        runs.append(tuple(ref.chain(*[inputs[n] for n in NAMES], gemm=lambda *ops, pre=pre: pre)))
+    return runs
+
+
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes): the
     outputs that carry a gradient, through kernel.FusedFunction."""

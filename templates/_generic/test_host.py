@@ -851,3 +851,50 @@ def test_an_output_eager_would_shrink_is_refused():
     assert kernel.OUT_DEPS[1] == (0, 1)
     with pytest.raises(ValueError, match="output 0"):
         kernel._main_shape([x0[:, :1], x1])
+
+
+@pytest.mark.parametrize("example", ["linear_gt_gate", "bmm_lt_gate"])
+def test_gemm_band(example, tmp_path):
+    """A GEMM head's output is known to its rounding, not exactly (the H200 decided an fp32
+    ``x > 0.1`` after a linear differently from cuBLAS for 1 of 4M elements): the band
+    (adapter.band_outputs, fa_testing.output_bands) takes a comparison decided the other way
+    at a GEMM output within the rounding of its number, and nothing else: an element off by
+    more than the tolerance elsewhere still fails, and where the GEMM is exact (the planted
+    case's rows, zero or one-hot on the number) the band is eager's value alone."""
+    adapter, kernel = _adapter_for(example, tmp_path)
+    ref = adapter.fat.load_sibling(str(tmp_path / example / "adapter.py"), "reference")
+    fat, dt = adapter.fat, adapter.fat.DTYPES[adapter.case.DTYPE]
+    shapes = adapter.interp_shapes(adapter.case.SHAPES)
+    inputs = adapter.make_inputs(shapes, dt, {}, "cpu", 0)
+    # one output element a sum of two terms halfway between the number as the GEMM's dtype
+    # holds it and a neighbour of it in that dtype (above for gt, below for lt): the GEMM's
+    # rounding decides the comparison
+    gdt = inputs["a"].dtype
+    t = torch.tensor(0.1, dtype=gdt)
+    step = 1 if "gt" in example else -1
+    half = ((t.view(torch.int16) + step).view(gdt).double() - t.double()) / 2
+    first = (0,) * (inputs["a"].dim() - 1)
+    inputs["a"][first] = 0
+    inputs["a"][first + (0,)] = inputs["a"][first + (1,)] = 1
+    w = inputs["w"] if adapter.GEMM["op"] == "linear" else inputs["w"].transpose(-1, -2)  # [.., N, K]
+    w[first[:-1] + (0, 0)], w[first[:-1] + (0, 1)] = float(t), float(half)
+    if adapter.GEMM["bias"]:
+        inputs["bias"].zero_()
+    want = adapter.reference(ref, inputs, {})
+    (lo, hi), = fat.output_bands(adapter, kernel, ref, inputs, {}, want)
+    atol, rtol = adapter.tolerance(dt, shapes, {})
+    at = first + (0,)
+    assert float(lo[at]) == 0.0 and float(hi[at]) > 0.09, (float(lo[at]), float(hi[at]))
+    other = want[0].clone()
+    other[at] = float(hi[at]) if float(want[0][at]) == 0 else 0.0  # decided the other way
+    assert fat.mismatches(other, want[0], atol, rtol)[0][at]
+    assert not fat.mismatches(other, want[0], atol, rtol, (lo, hi))[0].any()
+    far = (1,) * want[0].dim()
+    other[far] += 0.5
+    assert fat.mismatches(other, want[0], atol, rtol, (lo, hi))[0].nonzero().tolist() == [list(far)]
+    # the planted case: rows where the GEMM's output is exactly a number of the program
+    planted, _ = adapter.planted(inputs)
+    want = adapter.reference(ref, planted, {})
+    (lo, hi), = fat.output_bands(adapter, kernel, ref, planted, {}, want)
+    rows = want[0].flatten(0, -2)[::2], lo.flatten(0, -2)[::2], hi.flatten(0, -2)[::2]
+    assert torch.equal(rows[1], rows[0].double()) and torch.equal(rows[2], rows[0].double())
