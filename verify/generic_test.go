@@ -292,35 +292,83 @@ var genericBelowPrecision = map[string]string{
 // bfloat16 example's precision, or code the example's cases cannot reach (a dtype branch it
 // never takes, a sum over one group under the interpreter's constants), which other folders
 // run and kill. Keyed as genericEquivalent; consulted only with -generic.examples (the
-// examples of 2026-12-04's run: layer_scale_residual, broadcast_mixed_sigmoid,
-// clamp_mul_bias, addmm_sigmoid_channel), and not checked for staleness (another set of
+// examples of 2026-12-04's runs: layer_scale_residual, broadcast_mixed_sigmoid,
+// clamp_mul_bias, addmm_sigmoid_channel; then the GEMM-headed ones, addmm_sigmoid_channel,
+// linear_gt_gate, bmm_lt_gate, matmul_silu_scale, linear_gelu_scale_residual, linear_le_gate,
+// linear_sub_mul_number_residual), and not checked for staleness (another set of
 // examples has other lines).
 var genericExampleSurvivors = map[string]string{
-	"generic/_fused_kernel const-x1.001: v0 = _clamp(x0, (-1.5), 2.0) #1":                                              exBF16Clamp,
-	"generic/_fused_kernel const-x1.001: v0 = _clamp(x0, (-1.5), 2.0) #2":                                              exBF16Clamp,
-	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (tl.where((x0 >= (-1.5)) & (x0 <= 2.0), 1.0, 0.0)) #1":         exBF16Clamp,
-	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (tl.where((x0 >= (-1.5)) & (x0 <= 2.0), 1.0, 0.0)) #2":         exBF16Clamp,
-	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (tl.where((x0 >= (-1.5)) & (x0 <= 2.0), 1.0, 0.0)) #3":         exBF16Grad,
-	"generic/_fused_kernel const-x1.001: v2 = v1 + x1 * 1.0":                                                           "clamp_mul_bias (bf16): 0.1% of a bfloat16 operand added moves the bfloat16 output by at most one unit, inside the folder's tolerance",
-	"generic/_fused_bwd_kernel const-x1.001: g0 = g1 * (3.0)":                                                          exBF16Grad,
-	"generic/_fused_bwd_kernel const-x1.001: g1 = g2 * (1.0)":                                                          exBF16Grad + " (broadcast_mixed_sigmoid's, which feeds fp32 gradients, is killed)",
-	"generic/_fused_bwd_kernel const-x1.001: gx1 = g2 * (1.0)":                                                         exBF16Grad,
-	"generic/_fused_bwd_kernel const-x1.001: gx2 = g1 * (1.0)":                                                         "layer_scale_residual's residual is bf16, so is its gradient: " + exBF16Grad,
-	"generic/_fused_bwd_kernel sum-max: tl.store(gbuf2 + pid, tl.sum(tl.sum(acc2, axis=1), axis=0)) #1":                "addmm_sigmoid_channel's GEMM bias: its one sum (one output column) is laid out as one row, so the sum over the tile's rows is that row; a 0-dim input's slot 2 in broadcast_mixed_sigmoid sums several rows and kills it",
-	"generic/_sum_parts lt-le: cm = cols < N":                                                                          exSumParts,
-	"generic/_sum_parts sum-max: total = tl.sum(acc, axis=0)":                                                          exSumParts,
-	"generic/_round_bits const-x1.001: sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000) #1": exFP16Branch,
-	"generic/_round_bits const-x1.001: sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000) #2": exFP16Branch,
-	"generic/_round_bits lt-le: r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)":                exFP16Branch,
-	"generic/_round_bits const-x1.001: r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)":         exFP16Branch,
-	"generic/_round_bits const-x1.001: r = tl.where(a >= 65520.0, y * float(\"inf\"), r)":                              exFP16Branch,
+	"generic/_fused_kernel const-x1.001: v0 = _clamp(x0, (-1.5), 2.0) #1":                                                                                           exBF16Clamp,
+	"generic/_fused_kernel const-x1.001: v0 = _clamp(x0, (-1.5), 2.0) #2":                                                                                           exBF16Clamp,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (tl.where((x0 >= (-1.5)) & (x0 <= 2.0), 1.0, 0.0)) #1":                                                      exBF16Clamp,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (tl.where((x0 >= (-1.5)) & (x0 <= 2.0), 1.0, 0.0)) #2":                                                      exBF16Clamp,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (tl.where((x0 >= (-1.5)) & (x0 <= 2.0), 1.0, 0.0)) #3":                                                      exBF16Grad,
+	"generic/_fused_kernel const-x1.001: v2 = v1 + x1 * 1.0":                                                                                                        "clamp_mul_bias (bf16): 0.1% of a bfloat16 operand added moves the bfloat16 output by at most one unit, inside the folder's tolerance",
+	"generic/_fused_bwd_kernel const-x1.001: g0 = g1 * (3.0)":                                                                                                       exBF16Grad,
+	"generic/_fused_bwd_kernel const-x1.001: g1 = g2 * (1.0)":                                                                                                       exBF16Grad + " (broadcast_mixed_sigmoid's, which feeds fp32 gradients, is killed)",
+	"generic/_fused_bwd_kernel const-x1.001: gx1 = g2 * (1.0)":                                                                                                      exBF16Grad,
+	"generic/_fused_bwd_kernel const-x1.001: gx2 = g1 * (1.0)":                                                                                                      "layer_scale_residual's residual is bf16, so is its gradient: " + exBF16Grad,
+	"generic/_fused_bwd_kernel sum-max: tl.store(gbuf2 + pid, tl.sum(tl.sum(acc2, axis=1), axis=0)) #1":                                                             exGEMMOneRow,
+	"generic/_fused_bwd_kernel sum-max: tl.store(gbuf1 + pid, tl.sum(tl.sum(acc1, axis=1), axis=0)) #1":                                                             exGEMMOneRow,
+	"generic/_fused_bwd_kernel sum-max: tl.store(gbuf3 + pid, tl.sum(tl.sum(acc3, axis=1), axis=0)) #1":                                                             exGEMMOneRow,
+	"generic/_sum_parts lt-le: mask=(grp < G)[:, None] & cm[None, :], other=0.0)":                                                                                   exSumParts,
+	"generic/_fused_kernel const-x1.001: v0 = tl.where(x0 < 0.0999755859375, 1.0, 0.0) #2":                                                                          exFP16Gate,
+	"generic/_fused_bwd_kernel const-x1.001: v0 = tl.where(x0 < 0.0999755859375, 1.0, 0.0) #2":                                                                      exFP16Gate,
+	"generic/_gemm_epilogue_kernel const-x1.001: v0 = tl.where(x0 < 0.0999755859375, 1.0, 0.0) #2":                                                                  exFP16Gate,
+	"generic/_fused_kernel const-x1.001: v0 = tl.where(x0 > 0.10009765625, 1.0, 0.0) #1":                                                                            exBF16Threshold,
+	"generic/_fused_bwd_kernel const-x1.001: v0 = tl.where(x0 > 0.10009765625, 1.0, 0.0) #1":                                                                        exBF16Threshold,
+	"generic/_gemm_epilogue_kernel const-x1.001: v0 = tl.where(x0 > 0.10009765625, 1.0, 0.0) #1":                                                                    exBF16Threshold,
+	"generic/_fused_kernel const-x1.001: v0 = tl.where(x0 <= 0.10009765625, 1.0, 0.0) #1":                                                                           exBF16Threshold,
+	"generic/_fused_bwd_kernel const-x1.001: v0 = tl.where(x0 <= 0.10009765625, 1.0, 0.0) #1":                                                                       exBF16Threshold,
+	"generic/_gemm_epilogue_kernel const-x1.001: v0 = tl.where(x0 <= 0.10009765625, 1.0, 0.0) #1":                                                                   exBF16Threshold,
+	"generic/_fused_kernel const-x1.001: v0 = tl.where(x0 > 0.10009765625, 1.0, 0.0) #2":                                                                            exBF16Gate,
+	"generic/_fused_bwd_kernel const-x1.001: v0 = tl.where(x0 > 0.10009765625, 1.0, 0.0) #2":                                                                        exBF16Gate,
+	"generic/_gemm_epilogue_kernel const-x1.001: v0 = tl.where(x0 > 0.10009765625, 1.0, 0.0) #2":                                                                    exBF16Gate,
+	"generic/_fused_kernel const-x1.001: v0 = tl.where(x0 <= 0.10009765625, 1.0, 0.0) #2":                                                                           exBF16Gate,
+	"generic/_fused_bwd_kernel const-x1.001: v0 = tl.where(x0 <= 0.10009765625, 1.0, 0.0) #2":                                                                       exBF16Gate,
+	"generic/_gemm_epilogue_kernel const-x1.001: v0 = tl.where(x0 <= 0.10009765625, 1.0, 0.0) #2":                                                                   exBF16Gate,
+	"generic/_gelu_erf const-x1.001: return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476)) #1":                                                               exBF16GELU,
+	"generic/_gelu_erf const-x1.001: return 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476)) #3":                                                               exBF16GELU,
+	"generic/_fused_kernel const-x1.001: v1 = v0 * 0.5":                                                                                                             exBF16GELU,
+	"generic/_gemm_epilogue_kernel const-x1.001: v1 = v0 * 0.5":                                                                                                     exBF16GELU,
+	"generic/_fused_bwd_kernel const-x1.001: g0 = g1 * (0.5)":                                                                                                       exBF16GELU,
+	"generic/_gemm_epilogue_kernel const-x1.001: v2 = v1 + x1 * 1.0":                                                                                                exBF16GELU,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (0.5 * (1.0 + tl.math.erf(x0 * 0.7071067811865476)) + x0 * 0.3989422804014327 * tl.exp(-0.5 * x0 * x0)) #1": exBF16GELU,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (0.5 * (1.0 + tl.math.erf(x0 * 0.7071067811865476)) + x0 * 0.3989422804014327 * tl.exp(-0.5 * x0 * x0)) #2": exBF16GELU,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (0.5 * (1.0 + tl.math.erf(x0 * 0.7071067811865476)) + x0 * 0.3989422804014327 * tl.exp(-0.5 * x0 * x0)) #3": exBF16GELU,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (0.5 * (1.0 + tl.math.erf(x0 * 0.7071067811865476)) + x0 * 0.3989422804014327 * tl.exp(-0.5 * x0 * x0)) #4": exBF16GELU,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (0.5 * (1.0 + tl.math.erf(x0 * 0.7071067811865476)) + x0 * 0.3989422804014327 * tl.exp(-0.5 * x0 * x0)) #5": exBF16GELU,
+	"generic/_fused_kernel const-x1.001: v0 = x0 - x1 * 1.0":                                                                                                        exFP16Alpha,
+	"generic/_gemm_epilogue_kernel const-x1.001: v0 = x0 - x1 * 1.0":                                                                                                exFP16Alpha,
+	"generic/_fused_kernel const-x1.001: v2 = v1 + x3 * 1.0":                                                                                                        exFP16Alpha,
+	"generic/_gemm_epilogue_kernel const-x1.001: v2 = v1 + x3 * 1.0":                                                                                                exFP16Alpha,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (1.0)":                                                                                                      exFP16Alpha,
+	"generic/_fused_bwd_kernel const-x1.001: gx3 = g2 * (1.0)":                                                                                                      exFP16Alpha,
+	"generic/_sigmoid const-x1.001: return 1.0 / (1.0 + tl.exp(-x)) #1":                                                                                             exBF16SiLU,
+	"generic/_sigmoid const-x1.001: return 1.0 / (1.0 + tl.exp(-x)) #2":                                                                                             exBF16SiLU,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (_sigmoid(x0) * (1.0 + x0 * (1.0 - _sigmoid(x0)))) #1":                                                      exBF16SiLU,
+	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (_sigmoid(x0) * (1.0 + x0 * (1.0 - _sigmoid(x0)))) #2":                                                      exBF16SiLU,
+	"generic/_sum_parts lt-le: cm = cols < N":                                                                                                                       exSumParts,
+	"generic/_sum_parts sum-max: total = tl.sum(acc, axis=0)":                                                                                                       exSumParts,
+	"generic/_round_bits const-x1.001: sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000) #1":                                              exFP16Branch,
+	"generic/_round_bits const-x1.001: sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000) #2":                                              exFP16Branch,
+	"generic/_round_bits lt-le: r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)":                                                             exFP16Branch,
+	"generic/_round_bits const-x1.001: r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)":                                                      exFP16Branch,
+	"generic/_round_bits const-x1.001: r = tl.where(a >= 65520.0, y * float(\"inf\"), r)":                                                                           exFP16Branch,
 }
 
 const (
-	exBF16Clamp  = "clamp_mul_bias (bf16): a clamp bound moved by 0.1% lies between two bfloat16 values (-1.5 and -1.508, 2.0 and 2.016), so no bfloat16 input tells it apart and the clamped value rounds back to the bound"
-	exBF16Grad   = "clamp_mul_bias (bf16): a derivative scaled by 1.001 changes bfloat16 gradients by 0.1%, inside their rounding (0.4%)"
-	exSumParts   = "clamp_mul_bias and addmm_sigmoid_channel are rank 2: under the interpreter's constants their bias gets one program a column block (one group) or columns that fill whole blocks (96), so neither the column mask nor the sum over groups can show; the rank-3 and rank-4 trace folders kill both"
-	exFP16Branch = "_round_bits' float16 branch in a bfloat16 example (clamp_mul_bias), which never takes it (the dtype is a constexpr); fp16 folders and test_round_bits_matches_eager run it"
+	exBF16Clamp     = "clamp_mul_bias (bf16): a clamp bound moved by 0.1% lies between two bfloat16 values (-1.5 and -1.508, 2.0 and 2.016), so no bfloat16 input tells it apart and the clamped value rounds back to the bound"
+	exBF16Grad      = "clamp_mul_bias (bf16): a derivative scaled by 1.001 changes bfloat16 gradients by 0.1%, inside their rounding (0.4%)"
+	exSumParts      = "clamp_mul_bias, addmm_sigmoid_channel and linear_gt_gate are rank 2: under the interpreter's constants their bias gets one program a column block (one group) or columns that fill whole blocks (96), so neither the column mask nor the sum over groups can show; the rank-3 and rank-4 trace folders, and the examples whose second input keeps a row dim (grad-bcast-*-row), kill both"
+	exGEMMOneRow    = "a GEMM head's output is dense, so a broadcast input's one sum (a 0-dim input, a GEMM bias of one output column) is laid out one row a tile: the sum over the tile's rows is that row (the examples without a GEMM, whose inputs the verifier transposes, sum several rows and kill it: broadcast_mixed_sigmoid's slot 2)"
+	exFP16Gate      = "bmm_lt_gate (fp16): the gate's 1.0 scaled by 1.001 moves a float16 output by 0.1%, inside the folder's tolerance (1e-2)"
+	exBF16Gate      = "linear_gt_gate, linear_le_gate (bf16): the gate's 1.0 scaled by 1.001 moves a bfloat16 output by 0.1%, inside its rounding (0.4%)"
+	exBF16Threshold = "linear_gt_gate, linear_le_gate (bf16): the threshold moved by 0.1% (0.10009765625 to 0.1001977) lies between two bfloat16 values (0.10009765625 and 0.1005859375), so no bfloat16 GEMM output tells the two comparisons apart; the planted case kills the lt-le mutant at the same line"
+	exBF16GELU      = "linear_gelu_scale_residual (bf16): a GELU constant, its derivative's, or a residual's 1.0 scaled by 1.001 moves a bfloat16 value by at most 0.1%, inside its rounding (0.4%)"
+	exFP16Alpha     = "linear_sub_mul_number_residual (fp16): an alpha of 1.0, or its derivative, scaled by 1.001 moves a float16 value by 0.1% of one operand, inside the folder's tolerance (1e-2)"
+	exBF16SiLU      = "matmul_silu_scale (bf16): a sigmoid constant or SiLU's derivative's scaled by 1.001 moves a bfloat16 value by at most 0.1%, inside its rounding (0.4%); addmm_sigmoid_channel (fp32) kills them"
+	exFP16Branch    = "_round_bits' float16 branch in a bfloat16 example (clamp_mul_bias), which never takes it (the dtype is a constexpr); fp16 folders and test_round_bits_matches_eager run it"
 )
 
 const (

@@ -156,9 +156,10 @@ class Folder:
 
 
 class Case:
-    def __init__(self, name, shapes, dtype, variant=None, grad=False, note="", tiles=None):
+    def __init__(self, name, shapes, dtype, variant=None, grad=False, note="", tiles=None, dy=None):
         self.name, self.shapes, self.dtype = name, [list(map(int, s)) for s in shapes], dtype
         self.variant, self.grad, self.note = variant, grad, note
+        self.dy = dy  # the output gradients' layout (output_grads), None: contiguous
         self.tiles = tiles  # the kernel's forced_tiles argument (adapter.tile_cases), or None
         self.changed = []  # the inputs the variant changed (set when run)
         self.id = f"{name}@{dtype}"
@@ -254,6 +255,10 @@ def build_cases(f):
         bcast = getattr(a, "broadcast_cases", None)
         for name, s, variant in (bcast(p) if callable(bcast) else []):
             cases.append(Case("grad-" + name, s, base_dt, variant=variant, grad=True))
+        # the output gradients as autograd hands them over: y.sum()'s, one value expanded
+        # (every stride 0), and a transposed one (a transpose downstream of the chain)
+        for dy in ("expanded", "transposed"):
+            cases.append(Case("grad-dy-" + dy, traced, base_dt, grad=True, dy=dy))
         if base_dt != "fp32" and "fp32" in supported:
             cases.append(Case("grad", traced, "fp32", grad=True))
         # a backward's masks at the boundaries (clamp's x >= min) where the planted case applies
@@ -525,7 +530,12 @@ def case_seed(case, trial):
 GUARD = 4096          # elements of guard band before and after every guarded buffer
 GUARD_VALUE = 4096.0  # exact in fp32, fp16 and bf16; the guard bands alternate it with
 GUARD_VALUE2 = -3072.0  # this one, so that an in-place map that keeps one (GELU, ReLU keep a
-# large positive value) rewriting the band past a buffer in place still changes it
+# large positive value) rewriting the band past a buffer in place still changes it; and each
+# guarded buffer after the first takes the next pair of GUARD_PAIRS, so that a map from one
+# buffer past its end into another's band does not write the value already there (a
+# pointwise pass one element past the end that keeps 4096, x * (x > 0.1) on the GEMM output
+# it reads, wrote 4096 where the output's band held 4096)
+GUARD_PAIRS = [(GUARD_VALUE, GUARD_VALUE2), (3584.0, -2560.0), (-2048.0, 3072.0), (2560.0, -3584.0)]
 GUARD_INT = 90        # guard value for integer buffers (keep-masks); their body is POISON_INT
 POISON_INT = 77
 
@@ -546,15 +556,25 @@ class Guarded:
         self.mod = getattr(f.adapter, "fat", None)
         self.bufs = []
         self.saved = []
+        self.orig_empty = torch.empty
+
+    def copy(self, t):
+        """t's values in a guarded buffer of its shape (contiguous), active or not."""
+        if not t.dtype.is_floating_point:
+            return t.clone()
+        out = self._alloc(t.shape, t.dtype, t.device, 0)
+        out.copy_(t)
+        return out
 
     def _alloc(self, shape, dtype, device, fill):
         n = 1
         for d in shape:
             n *= int(d)
         gv = self.orig_empty([GUARD], dtype=dtype, device=device)
-        gv.fill_(GUARD_VALUE if dtype.is_floating_point else GUARD_INT)
+        first, second = GUARD_PAIRS[len(self.bufs) % len(GUARD_PAIRS)]
+        gv.fill_(first if dtype.is_floating_point else GUARD_INT)
         if dtype.is_floating_point:
-            gv[1::2] = GUARD_VALUE2
+            gv[1::2] = second
         buf = self.orig_empty([n + 2 * GUARD], dtype=dtype, device=device)
         buf[:GUARD] = gv
         buf[GUARD:GUARD + n] = fill
@@ -686,8 +706,9 @@ def run_backward(f, case, dt, seed, acc):
     for k, v in ia.items():  # anything fused() left for the reference (a dropout mask)
         ib.setdefault(k, v)
     want = tuple(a.reference(f.reference, ib, f.params))
-    g = _gen(seed + 7)
-    dys = [(torch.randn(list(w.shape), generator=g, dtype=torch.float32)).to(w.device, w.dtype) for w in want]
+    dys = output_grads(want, _gen(seed + 7), case.dy, guard)
+    if dys is None:
+        return "n/a"
     with guard:
         gg = torch.autograd.grad(got, [ia[n] for n in names], dys, allow_unused=True)
     guard.check()
@@ -711,6 +732,27 @@ def run_backward(f, case, dt, seed, acc):
         quack = None if r is None else (check, r, fat.quack_terms(x, everything), sc)
         ok &= acc.add(f"grad {n}", x, y, atol, rtol, seed, quack=quack)
     return ok
+
+
+def output_grads(want, g, layout, guard):
+    """Random gradients of the outputs want, laid out as autograd may hand them to a
+    backward: contiguous between guard bands (layout None: a read past the end gets the
+    band's values, never 0 by luck), one value expanded ("expanded": y.sum()'s gradient,
+    every stride 0), or transposed ("transposed": last two dims column-major). None where
+    the layout changes no output (transposed outputs of fewer than two dims)."""
+    dys = []
+    for w in want:
+        v = torch.randn(list(w.shape), generator=g, dtype=torch.float32).to(w.device, w.dtype)
+        if layout == "expanded":
+            v = v.reshape(-1)[:1].reshape([1] * w.dim()).expand(w.shape) if w.numel() else v
+        elif layout == "transposed":
+            v = _transposed(v)
+        else:
+            v = guard.copy(v)
+        dys.append(v)
+    if layout == "transposed" and all(w.dim() < 2 or w.shape[-1] * w.shape[-2] <= 1 for w in want):
+        return None
+    return dys
 
 
 def trial_reversed(case, trial):

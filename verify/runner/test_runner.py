@@ -131,6 +131,24 @@ def test_guard_catches_writes_outside_and_poisons():
         guard.check()
 
 
+def test_guard_bands_differ_between_buffers():
+    """A pass that reads one element past one guarded buffer and writes what it read (or a
+    map keeping it) one past another changes the other's band: each buffer's band holds
+    other values."""
+    f = types.SimpleNamespace(adapter=types.SimpleNamespace(fat=None))
+    guard = runner.Guarded(f)
+    with guard:
+        x = torch.empty(5)
+        y = torch.empty(5)
+    x.fill_(1.0)
+    y.fill_(1.0)
+    guard.check()
+    past = lambda t: torch.as_strided(t, (t.numel() + 1,), (1,))  # noqa: E731
+    past(y)[5] = past(x)[5] * (past(x)[5] > 0.1)  # x * (x > 0.1), one element too far
+    with pytest.raises(runner.OutOfBounds, match=r"5-element float32 buffer.*\+1 past the end"):
+        guard.check()
+
+
 def test_quack_check():
     want32 = torch.tensor([1.0, 2.0, 3.0])
     eager = torch.tensor([1.01, 2.0, 3.0])
