@@ -156,6 +156,15 @@ var tlDtypes = map[program.DType]string{program.FP32: "tl.float32", program.FP16
 var torchDtypes = map[program.DType]string{program.FP32: "torch.float32", program.FP16: "torch.float16",
 	program.BF16: "torch.bfloat16", program.Bool: "torch.bool", program.I64: "torch.int64"}
 
+// roundCall is the Triton expression that rounds the fp32 value expr to the 16-bit type d as
+// eager stores it (kept in fp32): the helper of that type (_round_bf16, _round_fp16).
+func roundCall(expr string, d program.DType) string {
+	if d == program.BF16 {
+		return "_round_bf16(" + expr + ")"
+	}
+	return "_round_fp16(" + expr + ")"
+}
+
 // pyInt writes a validated integral number (program: an int64 step's numbers and constants,
 // integers within 2**53) as a Python int literal.
 func pyInt(v float64) string {
@@ -248,7 +257,7 @@ func (r *renderer) operands(s program.Step, triton bool) []string {
 		case ct != program.I64 && d == program.I64:
 			out[k] = out[k] + ".to(tl.float32)"
 			if (ct == program.FP16 || ct == program.BF16) && !(a.In != nil && r.p.Inputs[*a.In].Number) {
-				out[k] = "_round(" + out[k] + ", " + tlDtypes[ct] + ")"
+				out[k] = roundCall(out[k], ct)
 			}
 		}
 	}
@@ -956,7 +965,7 @@ func splitHelpers(src string) []helper {
 			lead += blk + "\n\n\n"
 			continue
 		}
-		out = append(out, helper{name: m[1], src: lead + blk + "\n\n\n"})
+		out = append(out, helper{name: helperName(m), src: lead + blk + "\n\n\n"})
 		lead = ""
 	}
 	if lead != "" {
@@ -965,17 +974,27 @@ func splitHelpers(src string) []helper {
 	return out
 }
 
-// helperDef finds a helper's name in its block; helperCall finds the names code calls.
+// helperDef finds a helper's name in its block: a function's, or a module constant's
+// (_ROUND_PTX, which the rounding helpers of both types read); helperCall finds the names
+// code calls or reads (a constant: capitals).
 var (
-	helperDef  = regexp.MustCompile(`(?m)^def (_\w+)\(`)
-	helperCall = regexp.MustCompile(`\b(_\w+)\(`)
+	helperDef  = regexp.MustCompile(`(?m)^(?:def (_\w+)\(|(_[A-Z][A-Z0-9_]*) = )`)
+	helperCall = regexp.MustCompile(`\b(_\w+)\(|\b(_[A-Z][A-Z0-9_]*)\b`)
 )
+
+// helperName is the name a helperDef or helperCall match gives.
+func helperName(m []string) string {
+	if m[1] != "" {
+		return m[1]
+	}
+	return m[2]
+}
 
 // helpersFor returns the helpers code calls, with those they call in turn, in helpers' order.
 func helpersFor(code string) string {
 	need := map[string]bool{}
 	for _, m := range helperCall.FindAllStringSubmatch(code, -1) {
-		need[m[1]] = true
+		need[helperName(m)] = true
 	}
 	for grew := true; grew; { // until no needed helper calls one not yet needed
 		grew = false
@@ -984,8 +1003,8 @@ func helpersFor(code string) string {
 				continue
 			}
 			for _, m := range helperCall.FindAllStringSubmatch(h.src, -1) {
-				if !need[m[1]] {
-					need[m[1]], grew = true, true
+				if n := helperName(m); !need[n] {
+					need[n], grew = true, true
 				}
 			}
 		}
@@ -1020,42 +1039,54 @@ func sharedBlock(name string) string {
 	return b
 }
 
-const helpers = `# _round on an NVIDIA GPU: a conversion to the 16-bit type and back in PTX, two instructions
-# where the bits take about ten (a Triton .to() there and back is folded away by the
-# compiler); the interpreter and ROCm run no PTX and round on the bits (_round_bits: the same
-# numbers for every fp32, templates/_generic/test_round_gpu.py)
+const helpers = `# _round_bf16 and _round_fp16 on an NVIDIA GPU: a conversion to the 16-bit type and back in
+# PTX, two instructions where the bits take about ten (a Triton .to() there and back is folded
+# away by the compiler); the interpreter and ROCm run no PTX and round on the bits
+# (_round_bits_*: the same numbers for every fp32, templates/_generic/test_round_gpu.py). One
+# function a type: a kernel carries the rounding of the types its steps round to, no other
 _ROUND_PTX = tl.constexpr(not INTERPRET and torch.version.hip is None)
 
 
 @triton.jit
-def _round(y, dtype: tl.constexpr):
-    """y rounded to dtype (as eager stores a step's value), to nearest even, kept in fp32."""
+def _round_bf16(y):
+    """y rounded to bfloat16 (as eager stores a step's value), to nearest even, kept in fp32."""
     if _ROUND_PTX:
-        if dtype == tl.bfloat16:
-            return tl.inline_asm_elementwise(
-                "{ .reg .b32 t; cvt.rn.bf16x2.f32 t, $1, $1; and.b32 $0, t, 0xFFFF0000; }",
-                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
-        else:
-            return tl.inline_asm_elementwise(
-                "{ .reg .b16 h; cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h; }",
-                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
+        return tl.inline_asm_elementwise(
+            "{ .reg .b32 t; cvt.rn.bf16x2.f32 t, $1, $1; and.b32 $0, t, 0xFFFF0000; }",
+            "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
     else:
-        return _round_bits(y, dtype)
+        return _round_bits_bf16(y)
 
 
 @triton.jit
-def _round_bits(y, dtype: tl.constexpr):
-    """_round on the bits. fp16: the normal range on the bits, its subnormals on a grid of
+def _round_bits_bf16(y):
+    """_round_bf16 on the bits."""
+    bits = y.to(tl.uint32, bitcast=True)
+    r = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
+    return tl.where(y != y, y, r)
+
+
+@triton.jit
+def _round_fp16(y):
+    """y rounded to float16 (as eager stores a step's value), to nearest even, kept in fp32."""
+    if _ROUND_PTX:
+        return tl.inline_asm_elementwise(
+            "{ .reg .b16 h; cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h; }",
+            "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        return _round_bits_fp16(y)
+
+
+@triton.jit
+def _round_bits_fp16(y):
+    """_round_fp16 on the bits: the normal range on the bits, its subnormals on a grid of
     2**-24, inf from 65520 up."""
     bits = y.to(tl.uint32, bitcast=True)
-    if dtype == tl.bfloat16:
-        r = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
-    else:
-        r = (((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13).to(tl.float32, bitcast=True)
-        a = tl.abs(y)
-        sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000)  # sign kept
-        r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)
-        r = tl.where(a >= 65520.0, y * float("inf"), r)
+    r = (((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13).to(tl.float32, bitcast=True)
+    a = tl.abs(y)
+    sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000)  # sign kept
+    r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)
+    r = tl.where(a >= 65520.0, y * float("inf"), r)
     return tl.where(y != y, y, r)
 
 
@@ -1244,7 +1275,7 @@ func (r *renderer) stepsOf(b *bytes.Buffer, indent string, offs func(i int) stri
 		e := expand(op.Triton, r.operands(s, true), r.tritonConsts(op, s, false), "")
 		fmt.Fprintf(b, "%sv%d = %s\n", indent, i, e)
 		if (s.DType == program.FP16 || s.DType == program.BF16) && !r.exact(s) && !(forward && r.onlyStored(i)) {
-			fmt.Fprintf(b, "%sv%d = _round(v%d, %s)\n", indent, i, i, tlDtypes[s.DType])
+			fmt.Fprintf(b, "%sv%d = %s\n", indent, i, roundCall("v"+strconv.Itoa(i), s.DType))
 		}
 	}
 }

@@ -215,7 +215,7 @@ func (r *renderer) gemmKernel(b *bytes.Buffer) {
 	if g.DType == program.FP32 {
 		b.WriteString("    x0 = acc\n")
 	} else {
-		fmt.Fprintf(b, "    x0 = _round(acc, %s)  # the GEMM's output as eager stores it\n", dt)
+		fmt.Fprintf(b, "    x0 = %s  # the GEMM's output as eager stores it\n", roundCall("acc", g.DType))
 	}
 	b.WriteString("    mask = m_ok[:, None] & n_ok[None, :]\n")
 	b.WriteString("    row = pb * M + rm  # the row of the main shape seen as [rows, N]\n")

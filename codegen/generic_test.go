@@ -252,8 +252,9 @@ func TestGenericHelpers(t *testing.T) {
 	}
 }
 
-// TestHelpersFor: a call pulls in its helper and the helpers that one calls, in the helpers'
-// order; a name that only begins like a helper's pulls in nothing.
+// TestHelpersFor: a call pulls in its helper and the helpers that one calls (and the module
+// constants they read), in the helpers' order; a name that only begins like a helper's pulls
+// in nothing. A kernel rounding to one 16-bit type carries that type's rounding alone.
 func TestHelpersFor(t *testing.T) {
 	for _, c := range []struct {
 		code string
@@ -262,13 +263,14 @@ func TestHelpersFor(t *testing.T) {
 		{"", nil},
 		{"n = _pow2(x)", nil},
 		{"y = _sigmoid(x)", []string{"_sigmoid"}},
-		{"y = _gelu_tanh(x)", []string{"_tanh", "_tanh_formula", "_gelu_tanh"}},
+		{"y = _gelu_tanh(x)", []string{"_TANH_LIBDEVICE", "_tanh", "_tanh_formula", "_gelu_tanh"}},
 		{"d = _dpow(x, 2.0)", []string{"_pow", "_dpow"}},
-		{"d = _dmish(x) * _round(y, tl.bfloat16)", []string{"_round", "_round_bits", "_sigmoid", "_tanh", "_tanh_formula", "_softplus", "_dmish"}},
+		{"d = _dmish(x) * _round_bf16(y)", []string{"_ROUND_PTX", "_round_bf16", "_round_bits_bf16", "_sigmoid", "_TANH_LIBDEVICE", "_tanh", "_tanh_formula", "_softplus", "_dmish"}},
+		{"y = _round_fp16(x)", []string{"_ROUND_PTX", "_round_fp16", "_round_bits_fp16"}},
 	} {
 		var got []string
 		for _, m := range helperDef.FindAllStringSubmatch(helpersFor(c.code), -1) {
-			got = append(got, m[1])
+			got = append(got, helperName(m))
 		}
 		if !slices.Equal(got, c.want) {
 			t.Errorf("helpersFor(%q) = %v, want %v", c.code, got, c.want)
@@ -440,7 +442,7 @@ func TestGenericExactSteps(t *testing.T) {
 			// a second step reads the first: its value is not only stored (onlyStored)
 			next := `{"op":"mul","args":[{"step":0},{"num":2}],"dtype":"fp32"}`
 			fwd := forwardKernel(t, `{"dims":[8,32],"inputs":[`+c.inputs+`],"steps":[`+c.step+`,`+next+`],"outputs":[1]}`)
-			if got := strings.Contains(fwd, "v0 = _round(v0, "); got != c.rounded {
+			if got := strings.Contains(fwd, "v0 = _round_"); got != c.rounded {
 				t.Errorf("step rounded: %v, want %v", got, c.rounded)
 			}
 		})
@@ -469,7 +471,7 @@ func TestGenericStoredStepNotRounded(t *testing.T) {
 			fwd := forwardKernel(t, prog)
 			for _, v := range []string{"v0", "v1"} {
 				want := slices.Contains(c.rounded, v)
-				if got := strings.Contains(fwd, v+" = _round("+v+", "); got != want {
+				if got := strings.Contains(fwd, v+" = _round_"); got != want {
 					t.Errorf("%s rounded in the forward kernel: %v, want %v", v, got, want)
 				}
 			}
@@ -481,7 +483,7 @@ func TestGenericStoredStepNotRounded(t *testing.T) {
 				if strings.Contains(bwd, "v0 = ") {
 					t.Error("the backward kernel recomputes v0, which no derivative reads")
 				}
-			} else if !strings.Contains(bwd, "v0 = _round(v0, ") {
+			} else if !strings.Contains(bwd, "v0 = _round_") {
 				t.Error("the backward kernel does not round v0")
 			}
 		})

@@ -350,11 +350,6 @@ var genericExampleSurvivors = map[string]string{
 	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (_sigmoid(x0) * (1.0 + x0 * (1.0 - _sigmoid(x0)))) #2":                                                      exBF16SiLU,
 	"generic/_sum_parts lt-le: cm = cols < N":                                                                                                                       exSumParts,
 	"generic/_sum_parts sum-max: total = tl.sum(acc, axis=0)":                                                                                                       exSumParts,
-	"generic/_round_bits const-x1.001: sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000) #1":                                              exFP16Branch,
-	"generic/_round_bits const-x1.001: sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000) #2":                                              exFP16Branch,
-	"generic/_round_bits lt-le: r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)":                                                             exFP16Branch,
-	"generic/_round_bits const-x1.001: r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)":                                                      exFP16Branch,
-	"generic/_round_bits const-x1.001: r = tl.where(a >= 65520.0, y * float(\"inf\"), r)":                                                                           exFP16Branch,
 }
 
 const (
@@ -368,7 +363,6 @@ const (
 	exBF16GELU      = "linear_gelu_scale_residual (bf16): a GELU constant, its derivative's, or a residual's 1.0 scaled by 1.001 moves a bfloat16 value by at most 0.1%, inside its rounding (0.4%)"
 	exFP16Alpha     = "linear_sub_mul_number_residual (fp16): an alpha of 1.0, or its derivative, scaled by 1.001 moves a float16 value by 0.1% of one operand, inside the folder's tolerance (1e-2)"
 	exBF16SiLU      = "matmul_silu_scale (bf16): a sigmoid constant or SiLU's derivative's scaled by 1.001 moves a bfloat16 value by at most 0.1%, inside its rounding (0.4%); addmm_sigmoid_channel (fp32) kills them"
-	exFP16Branch    = "_round_bits' float16 branch in a bfloat16 example (clamp_mul_bias), which never takes it (the dtype is a constexpr); fp16 folders and test_round_bits_matches_eager run it"
 )
 
 const (

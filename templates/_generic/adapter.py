@@ -55,6 +55,10 @@ QUACK_ROUNDING = fat.DTYPES[case.TOL_DTYPE]
 # (a 32-bit offset wraps onto a NaN decoy). Pointwise programs only.
 WIDE = [-1]
 
+# The verifier's "range" case: inputs of every magnitude a 16-bit step meets (float16's
+# subnormals and its overflow to inf among them), which the steps round as eager does.
+RANGE_CASE = True
+
 
 def adversarial(params):
     """case.ADVERSARIAL; for a pointwise program also a shape whose last dim is a multiple of

@@ -580,19 +580,24 @@ def test_gemm_out_overlaps_and_empty_k():
 
 
 @triton.jit
-def _round_all(x_ptr, out_ptr, n, fn: tl.constexpr, DT: tl.constexpr, BLOCK: tl.constexpr):
+def _round_all(x_ptr, out_ptr, n, fn: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(out_ptr + offs, fn(tl.load(x_ptr + offs, mask=mask, other=0.0), DT), mask=mask)
+    tl.store(out_ptr + offs, fn(tl.load(x_ptr + offs, mask=mask, other=0.0)), mask=mask)
+
+
+# a golden example whose kernel rounds to each 16-bit type (a kernel carries only the
+# rounding helpers of the types its steps round to)
+ROUNDING = {torch.bfloat16: ("table_bf16", "_round_bf16"), torch.float16: ("table_mean", "_round_fp16")}
 
 
 def test_round_bits_matches_eager():
-    """The interpreter's rounding of a 16-bit step (_round_bits, which _round is there) gives
-    eager's conversion, bit for bit, zero's sign included: every bf16 tie and its neighbours
-    (each high half with the low halves 0, 0x7FFF, 0x8000, 0x8001, 0xFFFF), fp16's subnormal
-    and overflow edges, and 2**20 random fp32 patterns. (On the GPU _round is PTX, checked
-    against this on every fp32 pattern: test_round_gpu.py.)"""
-    kernel, _, _ = module("table_bf16")
+    """The interpreter's rounding of a 16-bit step (_round_bits_bf16, _round_bits_fp16, which
+    _round_bf16 and _round_fp16 are there) gives eager's conversion, bit for bit, zero's sign
+    included: every bf16 tie and its neighbours (each high half with the low halves 0, 0x7FFF,
+    0x8000, 0x8001, 0xFFFF), fp16's subnormal and overflow edges, and 2**20 random fp32
+    patterns. (On the GPU they are PTX, checked against this on every fp32 pattern:
+    test_round_gpu.py.)"""
     g = torch.Generator().manual_seed(0)
     high = torch.arange(1 << 16, dtype=torch.int64) << 16
     ties = (high[:, None] + torch.tensor([0, 0x7FFF, 0x8000, 0x8001, 0xFFFF])).flatten()
@@ -602,9 +607,11 @@ def test_round_bits_matches_eager():
     rand = torch.randint(0, 1 << 32, (1 << 20,), generator=g, dtype=torch.int64)
     pattern = torch.cat([ties, edges, rand])
     x = (pattern - (1 << 32) * (pattern >= (1 << 31))).to(torch.int32).view(torch.float32)
-    for dtype, dt in ((torch.bfloat16, tl.bfloat16), (torch.float16, tl.float16)):
+    for dtype, (example, helper) in ROUNDING.items():
+        kernel, _, _ = module(example)
+        assert not hasattr(kernel, "_round_fp16" if dtype == torch.bfloat16 else "_round_bf16"), example
         got = torch.empty_like(x)
-        _round_all[(triton.cdiv(x.numel(), 1 << 16),)](x, got, x.numel(), kernel._round, DT=dt, BLOCK=1 << 16)
+        _round_all[(triton.cdiv(x.numel(), 1 << 16),)](x, got, x.numel(), getattr(kernel, helper), BLOCK=1 << 16)
         want = x.to(dtype).to(torch.float32)
         nan = x.isnan()
         assert torch.equal(got.isnan(), nan)

@@ -216,7 +216,7 @@ def build_cases(f):
     probe = a.make_inputs(traced, DTYPES[base_dt], p, "cpu", 0)
     for name, v in (("strided", "strided"), ("strided-vec", "strided_vec"), ("transposed", "transposed"),
                     ("offset", "offset"),
-                    ("large", "large"), ("small", "small"), ("nan-inf", "specials"),
+                    ("large", "large"), ("small", "small"), ("range", "range"), ("nan-inf", "specials"),
                     ("masked-rows", "masked_rows"), ("planted", "planted"), ("in-place", "in_place")):
         if transform(v, probe)[1]:
             cases.append(Case(name, traced, base_dt, variant=v))
@@ -361,6 +361,27 @@ def transform(variant, inputs):
                     out[name] = (v.float() * 64.0 + 1024.0).to(v.dtype)
                 else:
                     out[name] = v * 2.0 ** -10
+                changed.append(name)
+        return out, changed
+    if variant == "range":
+        # every magnitude a 16-bit step can meet: log-uniform from 2**-30 to 2**15.9, random
+        # signs, so float16 steps round subnormals and overflow to inf (and fp32 ones lose
+        # digits in sums); for adapters that ask for it (RANGE_CASE: the generic chains, whose
+        # steps round as eager's), to every floating input shaped like the first one
+        k = _first_float(inputs)
+        if k is None or not getattr(CURRENT_ADAPTER, "RANGE_CASE", False):
+            return out, []
+        shape = inputs[k].shape
+        changed = []
+        for name, v in inputs.items():
+            if _floating(v) and "mask" not in name and v.shape == shape and v.numel() > 0:
+                seed = int(v.detach().float().abs().nan_to_num().sum().item() * 1e3) % (2 ** 31)
+                g = _gen(seed)
+                mag = torch.exp2(-30.0 + 45.9 * torch.rand(tuple(v.shape), generator=g, dtype=torch.float64))
+                sign = torch.where(torch.rand(tuple(v.shape), generator=g) < 0.5, -1.0, 1.0).to(torch.float64)
+                nv = torch.empty_like(v)  # v's layout kept
+                nv.copy_((mag * sign).to(v.device))
+                out[name] = nv
                 changed.append(name)
         return out, changed
     if variant == "specials":

@@ -364,3 +364,21 @@ def test_programs_reversed_catches_a_race():
         assert runner.run_case(_racy_folder(True), case)["status"] == "pass"
     finally:
         runner.ARGS = saved
+
+
+def test_range_variant_spans_float16():
+    """The range case gives an adapter that asks for it (RANGE_CASE) inputs from float16's
+    subnormals to its largest values, signs mixed, layout kept; others get none."""
+    saved = runner.CURRENT_ADAPTER
+    try:
+        x = torch.randn(64, 64, dtype=torch.float16).t()  # a transposed layout, kept
+        runner.CURRENT_ADAPTER = types.SimpleNamespace(RANGE_CASE=True)
+        out, changed = runner.transform("range", {"x": x, "bias": torch.randn(64, dtype=torch.float16)})
+        y = out["x"].float().abs()
+        assert changed == ["x"] and out["x"].stride() == x.stride() and out["bias"] is not None
+        assert bool((y < 6.103515625e-05).any()) and bool((y > 2.0 ** 15).any()) and bool(torch.isfinite(y).all())
+        assert bool((out["x"] < 0).any()) and bool((out["x"] > 0).any())
+        runner.CURRENT_ADAPTER = types.SimpleNamespace()
+        assert runner.transform("range", {"x": x})[1] == []
+    finally:
+        runner.CURRENT_ADAPTER = saved

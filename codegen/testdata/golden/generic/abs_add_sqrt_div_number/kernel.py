@@ -121,42 +121,30 @@ def _cast(y, dtype: tl.constexpr):
 # --- fa:end cast ---
 
 
-# _round on an NVIDIA GPU: a conversion to the 16-bit type and back in PTX, two instructions
-# where the bits take about ten (a Triton .to() there and back is folded away by the
-# compiler); the interpreter and ROCm run no PTX and round on the bits (_round_bits: the same
-# numbers for every fp32, templates/_generic/test_round_gpu.py)
+# _round_bf16 and _round_fp16 on an NVIDIA GPU: a conversion to the 16-bit type and back in
+# PTX, two instructions where the bits take about ten (a Triton .to() there and back is folded
+# away by the compiler); the interpreter and ROCm run no PTX and round on the bits
+# (_round_bits_*: the same numbers for every fp32, templates/_generic/test_round_gpu.py). One
+# function a type: a kernel carries the rounding of the types its steps round to, no other
 _ROUND_PTX = tl.constexpr(not INTERPRET and torch.version.hip is None)
 
 
 @triton.jit
-def _round(y, dtype: tl.constexpr):
-    """y rounded to dtype (as eager stores a step's value), to nearest even, kept in fp32."""
+def _round_bf16(y):
+    """y rounded to bfloat16 (as eager stores a step's value), to nearest even, kept in fp32."""
     if _ROUND_PTX:
-        if dtype == tl.bfloat16:
-            return tl.inline_asm_elementwise(
-                "{ .reg .b32 t; cvt.rn.bf16x2.f32 t, $1, $1; and.b32 $0, t, 0xFFFF0000; }",
-                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
-        else:
-            return tl.inline_asm_elementwise(
-                "{ .reg .b16 h; cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h; }",
-                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
+        return tl.inline_asm_elementwise(
+            "{ .reg .b32 t; cvt.rn.bf16x2.f32 t, $1, $1; and.b32 $0, t, 0xFFFF0000; }",
+            "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
     else:
-        return _round_bits(y, dtype)
+        return _round_bits_bf16(y)
 
 
 @triton.jit
-def _round_bits(y, dtype: tl.constexpr):
-    """_round on the bits. fp16: the normal range on the bits, its subnormals on a grid of
-    2**-24, inf from 65520 up."""
+def _round_bits_bf16(y):
+    """_round_bf16 on the bits."""
     bits = y.to(tl.uint32, bitcast=True)
-    if dtype == tl.bfloat16:
-        r = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
-    else:
-        r = (((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13).to(tl.float32, bitcast=True)
-        a = tl.abs(y)
-        sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000)  # sign kept
-        r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)
-        r = tl.where(a >= 65520.0, y * float("inf"), r)
+    r = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
     return tl.where(y != y, y, r)
 
 
@@ -373,9 +361,9 @@ def _fused_kernel(in0, in1, in2, out0, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, s2
     x2 = tl.load(in2).to(tl.float32)
     v0 = tl.abs(x0)
     v1 = v0 + x1 * 1.0
-    v1 = _round(v1, tl.bfloat16)
+    v1 = _round_bf16(v1)
     v2 = tl.sqrt(v1)
-    v2 = _round(v2, tl.bfloat16)
+    v2 = _round_bf16(v2)
     v3 = v2 / x2
     tl.store(out0 + offs, _cast(v3, tl.bfloat16), mask=mask)
 
@@ -435,9 +423,9 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS
         x2 = tl.load(in2).to(tl.float32)
         v0 = tl.abs(x0)
         v1 = v0 + x1 * 1.0
-        v1 = _round(v1, tl.bfloat16)
+        v1 = _round_bf16(v1)
         v2 = tl.sqrt(v1)
-        v2 = _round(v2, tl.bfloat16)
+        v2 = _round_bf16(v2)
         od0 = rr * 0 + i0 * t0_0 + c * t0_1
         if AMASK >> 3 & 1:
             od0 = tl.max_contiguous(tl.multiple_of(od0, [1, ALIGN]), [1, ALIGN])

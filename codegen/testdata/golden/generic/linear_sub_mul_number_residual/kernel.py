@@ -121,42 +121,35 @@ def _cast(y, dtype: tl.constexpr):
 # --- fa:end cast ---
 
 
-# _round on an NVIDIA GPU: a conversion to the 16-bit type and back in PTX, two instructions
-# where the bits take about ten (a Triton .to() there and back is folded away by the
-# compiler); the interpreter and ROCm run no PTX and round on the bits (_round_bits: the same
-# numbers for every fp32, templates/_generic/test_round_gpu.py)
+# _round_bf16 and _round_fp16 on an NVIDIA GPU: a conversion to the 16-bit type and back in
+# PTX, two instructions where the bits take about ten (a Triton .to() there and back is folded
+# away by the compiler); the interpreter and ROCm run no PTX and round on the bits
+# (_round_bits_*: the same numbers for every fp32, templates/_generic/test_round_gpu.py). One
+# function a type: a kernel carries the rounding of the types its steps round to, no other
 _ROUND_PTX = tl.constexpr(not INTERPRET and torch.version.hip is None)
 
 
 @triton.jit
-def _round(y, dtype: tl.constexpr):
-    """y rounded to dtype (as eager stores a step's value), to nearest even, kept in fp32."""
+def _round_fp16(y):
+    """y rounded to float16 (as eager stores a step's value), to nearest even, kept in fp32."""
     if _ROUND_PTX:
-        if dtype == tl.bfloat16:
-            return tl.inline_asm_elementwise(
-                "{ .reg .b32 t; cvt.rn.bf16x2.f32 t, $1, $1; and.b32 $0, t, 0xFFFF0000; }",
-                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
-        else:
-            return tl.inline_asm_elementwise(
-                "{ .reg .b16 h; cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h; }",
-                "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
+        return tl.inline_asm_elementwise(
+            "{ .reg .b16 h; cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h; }",
+            "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
     else:
-        return _round_bits(y, dtype)
+        return _round_bits_fp16(y)
 
 
 @triton.jit
-def _round_bits(y, dtype: tl.constexpr):
-    """_round on the bits. fp16: the normal range on the bits, its subnormals on a grid of
+def _round_bits_fp16(y):
+    """_round_fp16 on the bits: the normal range on the bits, its subnormals on a grid of
     2**-24, inf from 65520 up."""
     bits = y.to(tl.uint32, bitcast=True)
-    if dtype == tl.bfloat16:
-        r = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
-    else:
-        r = (((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13).to(tl.float32, bitcast=True)
-        a = tl.abs(y)
-        sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000)  # sign kept
-        r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)
-        r = tl.where(a >= 65520.0, y * float("inf"), r)
+    r = (((bits + 0xFFF + ((bits >> 13) & 1)) >> 13) << 13).to(tl.float32, bitcast=True)
+    a = tl.abs(y)
+    sub = ((a + 0.75) - 0.75).to(tl.uint32, bitcast=True) | (bits & 0x80000000)  # sign kept
+    r = tl.where(a < 6.103515625e-05, sub.to(tl.float32, bitcast=True), r)
+    r = tl.where(a >= 65520.0, y * float("inf"), r)
     return tl.where(y != y, y, r)
 
 
@@ -829,9 +822,9 @@ def _fused_kernel(in0, in1, in2, in3, out0, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_
     x2 = tl.load(in2).to(tl.float32)
     x3 = tl.load(in3 + (offs if DENSE3 else i0 * s3_0 + i1 * s3_1), mask=mask, other=0).to(tl.float32)
     v0 = x0 - x1 * 1.0
-    v0 = _round(v0, tl.float16)
+    v0 = _round_fp16(v0)
     v1 = v0 * x2
-    v1 = _round(v1, tl.float16)
+    v1 = _round_fp16(v1)
     v2 = v1 + x3 * 1.0
     tl.store(out0 + offs, _cast(v2, tl.float16), mask=mask)
 
@@ -1559,7 +1552,7 @@ def _gemm_epilogue_kernel(a, w, bias, in1, in2, in3, out0, pre, M, N, D0, D1, s1
         w_ptrs += BLOCK_K * sw_k
     if HAS_BIAS:
         acc += tl.load(bias + rn * s_bias, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    x0 = _round(acc, tl.float16)  # the GEMM's output as eager stores it
+    x0 = _round_fp16(acc)  # the GEMM's output as eager stores it
     mask = m_ok[:, None] & n_ok[None, :]
     row = pb * M + rm  # the row of the main shape seen as [rows, N]
     r = row
@@ -1572,9 +1565,9 @@ def _gemm_epilogue_kernel(a, w, bias, in1, in2, in3, out0, pre, M, N, D0, D1, s1
     x2 = tl.load(in2).to(tl.float32)
     x3 = tl.load(in3 + (i0 * s3_0 + i1 * s3_1), mask=mask, other=0).to(tl.float32)
     v0 = x0 - x1 * 1.0
-    v0 = _round(v0, tl.float16)
+    v0 = _round_fp16(v0)
     v1 = v0 * x2
-    v1 = _round(v1, tl.float16)
+    v1 = _round_fp16(v1)
     v2 = v1 + x3 * 1.0
     tl.store(out0 + offs, _cast(v2, tl.float16), mask=mask)
 
