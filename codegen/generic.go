@@ -735,7 +735,8 @@ table's derivatives in reverse over the steps in fp32 and reduces a broadcast in
 in the same kernel, without atomics, into a small fp32 buffer of partial sums that one torch
 sum finishes (per program for a bias, a per-position tensor or a 0-dim scale, per row and
 column block for a per-channel or per-row one: _bwd_kinds); an input whose gradient is an
-output's gradient exactly gets that tensor.
+output's gradient exactly gets that tensor. Once differentiable: a double backward (create_graph)
+raises where it would read the fused backward's gradients, which carry no graph.
 `)
 	} else {
 		b.WriteString("Forward only: " + gerr.Error() + ".\n")
@@ -750,7 +751,11 @@ interpreter takes builtins that give the same numbers (checked on the GPU: test_
 import os
 
 import torch
-import triton
+`)
+	if gerr == nil { // FusedFunction's (and GemmFunction's) backward
+		b.WriteString("from torch.autograd.function import once_differentiable\n")
+	}
+	b.WriteString(`import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"

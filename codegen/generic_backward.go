@@ -861,6 +861,7 @@ class FusedFunction(torch.autograd.Function):
         return outs
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, *douts):
         return fused_backward(ctx.saved_tensors, douts, ctx.needs_input_grad)
 

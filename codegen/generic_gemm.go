@@ -509,6 +509,7 @@ class GemmFunction(torch.autograd.Function):
         return outs
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, *douts):
         a, w, bias, pre, *xs = ctx.saved_tensors
         needs = ctx.needs_input_grad

@@ -56,6 +56,7 @@ import functools
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -870,6 +871,7 @@ class AddLayerNormFunction(torch.autograd.Function):
         return s, y
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, ds, dy):
         s, weight, bias, mean, rstd = ctx.saved_tensors
         n = s.shape[-1]

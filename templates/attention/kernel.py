@@ -115,6 +115,7 @@ import os
 import warnings
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 import triton.testing
@@ -1373,6 +1374,7 @@ class AttentionFunction(torch.autograd.Function):
         return o
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, do):
         q, k, v, o, lse, mask, bias, tseed = ctx.saved_tensors
         plan = ctx.plan

@@ -46,6 +46,7 @@ import functools
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -488,6 +489,7 @@ class BiasGELUFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, dy):
         # no [rows, N] views where x and dy are contiguous (the common case: each view is an
         # ATen op of host time, and on a GPU the host time is what a training step pays here)

@@ -46,6 +46,7 @@ import functools
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -705,6 +706,7 @@ class DropoutAddFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, dy):
         xd, rd, bd = ctx.dtypes
         # the gradient of z = x + bias (and of its dropout) in z's type, as eager's chain rounds

@@ -35,6 +35,7 @@ import functools
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -552,6 +553,7 @@ class NewGELUFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, dy):
         x, bias = ctx.saved_tensors
         # the gradient of z = x + bias in z's type (x's, promoted with the bias'), as eager's

@@ -99,6 +99,7 @@ import math
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import torch.nn.functional as F
 import triton
 import triton.language as tl
@@ -1489,6 +1490,7 @@ class LayerNormLinearFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, dy):
         x, gamma, beta, weight, mean, rstd = ctx.saved_tensors
         N, K = weight.shape

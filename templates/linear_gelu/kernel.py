@@ -75,6 +75,7 @@ import math
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import torch.nn.functional as F
 import triton
 import triton.language as tl
@@ -1168,6 +1169,7 @@ class _LinearPreFunction(torch.autograd.Function):
         return pre, y
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, dz, _dy):
         x, weight = ctx.saved_tensors
         N, K = weight.shape
@@ -1198,6 +1200,7 @@ class _GELUNodeFunction(torch.autograd.Function):
         return y  # an input returned: autograd hands out a view of it, y's memory
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, dy):
         (pre,) = ctx.saved_tensors
         has_db = ctx.bias_dtype is not None and ctx.needs_input_grad[2]

@@ -69,6 +69,7 @@ import functools
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -722,6 +723,7 @@ class MaskSoftmaxFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, dy):
         if ctx.p > 0:
             probs, mask, tensor_seed = ctx.saved_tensors

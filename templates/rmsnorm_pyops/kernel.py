@@ -34,6 +34,7 @@ import functools
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -672,6 +673,7 @@ class RMSNormFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, dy):
         x, weight, rstd = ctx.saved_tensors
         N = x.shape[-1]

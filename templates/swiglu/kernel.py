@@ -27,6 +27,7 @@ import functools
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -442,6 +443,7 @@ class SwiGLUFunction(torch.autograd.Function):
         return swiglu(gate, up)
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, dy):
         gate, up = ctx.saved_tensors
         dg = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)

@@ -158,7 +158,7 @@ class Folder:
 class Case:
     def __init__(self, name, shapes, dtype, variant=None, grad=False, note="", tiles=None, dy=None):
         self.name, self.shapes, self.dtype = name, [list(map(int, s)) for s in shapes], dtype
-        self.variant, self.grad, self.note = variant, grad, note
+        self.variant, self.grad, self.note = variant, grad, note  # grad: False, True or "twice"
         self.dy = dy  # the output gradients' layout (output_grads), None: contiguous
         self.tiles = tiles  # the kernel's forced_tiles argument (adapter.tile_cases), or None
         self.changed = []  # the inputs the variant changed (set when run)
@@ -255,6 +255,8 @@ def build_cases(f):
         bcast = getattr(a, "broadcast_cases", None)
         for name, s, variant in (bcast(p) if callable(bcast) else []):
             cases.append(Case("grad-" + name, s, base_dt, variant=variant, grad=True))
+        # a second derivative (create_graph): eager's, or a clear refusal, never a part of it
+        cases.append(Case("grad-twice", traced, base_dt, grad="twice"))
         # the output gradients as autograd hands them over: y.sum()'s, one value expanded
         # (every stride 0), and a transposed one (a transpose downstream of the chain)
         for dy in ("expanded", "transposed"):
@@ -755,6 +757,64 @@ def run_backward(f, case, dt, seed, acc):
     return ok
 
 
+TWICE_REFUSED = ("once_differentiable", "does not require grad")
+
+
+def run_twice(f, case, dt, seed, acc):
+    """A second derivative through the fused backward, as a gradient penalty takes it: the
+    gradients of sum(y**2)/2 (so that the outputs' gradients carry a graph, as most losses'
+    do) w.r.t. adapter.GRAD_INPUTS with create_graph=True, then the sum of their squares'
+    backward(). Either eager's (within the gradients' tolerance, at least 1e-2) or an error
+    saying that the backward is not differentiable (once_differentiable, or no graph at all);
+    a result that silently lacks the terms of the gradients the fused backward computed
+    without a graph fails."""
+    a = f.adapter
+    inputs = a.make_inputs(case.shapes, dt, f.params, ARGS.device, seed)
+    names = [n for n in getattr(a, "GRAD_INPUTS", []) if inputs.get(n) is not None]
+    if not names:
+        return "n/a"
+
+    def leaves():
+        d = dict(inputs)
+        for n in names:
+            d[n] = inputs[n].detach().clone().requires_grad_(True)
+        return d
+
+    def second(outs, ls):
+        xs = [ls[n] for n in names]
+        loss = sum((o.float() ** 2).sum() for o in outs if o.requires_grad) / 2
+        gs = torch.autograd.grad(loss, xs, create_graph=True, allow_unused=True)
+        pen = sum((g.float() ** 2).sum() for g in gs if g is not None)
+        # as a training step takes it: backward() runs every node of the penalty's graph
+        # (autograd.grad with allow_unused would prune a refusing node that leads to no input)
+        pen.backward()
+        return [x.grad for x in xs]
+
+    guard = Guarded(f)
+    ia, ib = leaves(), leaves()
+    try:
+        with guard:
+            got = second(tuple(a.fused(f.kernel, ia, f.params, autograd=True)), ia)
+    except RuntimeError as e:
+        if any(s in str(e) for s in TWICE_REFUSED):
+            return True  # refused, clearly
+        raise
+    for k, v in ia.items():  # anything fused() left for the reference (a dropout mask)
+        ib.setdefault(k, v)
+    try:
+        want = second(tuple(a.reference(f.reference, ib, f.params)), ib)
+    except RuntimeError:  # eager has no second derivative either (hardsigmoid's)
+        return "n/a"
+    atol, rtol = a.tolerance(dt, case.shapes, f.params, grad=True)
+    ok = True
+    for n, x, y in zip(names, got, want):
+        if (x is None) != (y is None):
+            raise Mismatch(f"second derivative w.r.t. {n}: {'missing' if x is None else 'where eager has none'}")
+        if x is not None:
+            ok &= acc.add(f"second derivative {n}", x, y, max(atol, 1e-2), max(rtol, 1e-2), seed)
+    return ok
+
+
 def output_grads(want, g, layout, guard):
     """Random gradients of the outputs want, laid out as autograd may hand them to a
     backward: contiguous between guard bands (layout None: a read past the end gets the
@@ -827,7 +887,8 @@ def run_case(f, case):
             with torch.random.fork_rng(devices=[]), program_order(f, reverse), \
                     (f.kernel.forced_tiles(case.tiles) if case.tiles is not None else contextlib.nullcontext()):
                 torch.manual_seed(seed)
-                ok = (run_backward if case.grad else run_forward)(f, case, dt, seed, acc)
+                run = run_twice if case.grad == "twice" else run_backward if case.grad else run_forward
+                ok = run(f, case, dt, seed, acc)
             if ok == "n/a":
                 res.update(status="skipped", message="variant does not apply to this pattern's inputs", seeds=[])
                 return res

@@ -382,3 +382,48 @@ def test_range_variant_spans_float16():
         assert runner.transform("range", {"x": x})[1] == []
     finally:
         runner.CURRENT_ADAPTER = saved
+
+
+def _scale_add(once):
+    """y = 2x + r as a fused kernel's Function: its backward computes x's gradient without a
+    graph (as a kernel does) and hands r the output's gradient itself (an alias, which keeps
+    the output gradient's graph)."""
+
+    def backward(ctx, dy):
+        with torch.no_grad():
+            dx = dy * 2.0
+        return dx, dy
+
+    if once:
+        backward = torch.autograd.function.once_differentiable(backward)
+    return type("ScaleAdd", (torch.autograd.Function,), {
+        "forward": staticmethod(lambda ctx, x, r: 2.0 * x + r),
+        "backward": staticmethod(backward)})
+
+
+def _twice_folder(once):
+    fn = _scale_add(once)
+    a = types.SimpleNamespace(
+        fat=fat, GRAD_INPUTS=["x", "r"],
+        make_inputs=lambda shapes, dtype, params, device, seed: {
+            k: torch.randn(shapes[0], generator=torch.Generator().manual_seed(seed + i)).to(dtype)
+            for i, k in enumerate(("x", "r"))},
+        tolerance=lambda *a, **k: (1e-5, 1e-5),
+        fused=lambda kernel, inp, params, autograd=False, **kw: (fn.apply(inp["x"], inp["r"]),),
+        reference=lambda ref, inp, params: (2.0 * inp["x"] + inp["r"],))
+    return types.SimpleNamespace(adapter=a, kernel=None, reference=None, params={}, pattern="twice")
+
+
+def test_twice_catches_a_backward_without_graph():
+    """grad-twice: a backward whose gradients carry no graph, beside one that carries its
+    output gradient's, gives a gradient penalty's backward that silently lacks the first's
+    terms (fails); marked once_differentiable, it refuses in one line (passes)."""
+    saved = runner.ARGS
+    runner.ARGS = runner.parse_args(["--device", "cpu", "--trials", "1"])
+    try:
+        case = runner.Case("grad-twice", [[8, 8]], "fp32", grad="twice")
+        res = runner.run_case(_twice_folder(False), case)
+        assert res["status"] == "fail" and res["mismatch"]["output"] == "second derivative x", res
+        assert runner.run_case(_twice_folder(True), case)["status"] == "pass"
+    finally:
+        runner.ARGS = saved

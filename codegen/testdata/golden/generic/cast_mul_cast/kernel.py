@@ -16,7 +16,8 @@ table's derivatives in reverse over the steps in fp32 and reduces a broadcast in
 in the same kernel, without atomics, into a small fp32 buffer of partial sums that one torch
 sum finishes (per program for a bias, a per-position tensor or a 0-dim scale, per row and
 column block for a per-channel or per-row one: _bwd_kinds); an input whose gradient is an
-output's gradient exactly gets that tensor.
+output's gradient exactly gets that tensor. Once differentiable: a double backward (create_graph)
+raises where it would read the fused backward's gradients, which carry no graph.
 Host: a call's plan (the main shape, strides, grid, index width) is computed once per key (the
 tensors' dtypes, shapes and strides; _PLANS), and the kernels launch through the shared
 _launch (the compiled kernel cached per specialization, launched directly).
@@ -27,6 +28,7 @@ interpreter takes builtins that give the same numbers (checked on the GPU: test_
 import os
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -1064,6 +1066,7 @@ class FusedFunction(torch.autograd.Function):
         return outs
 
     @staticmethod
+    @once_differentiable  # a double backward raises, never drops terms silently
     def backward(ctx, *douts):
         return fused_backward(ctx.saved_tensors, douts, ctx.needs_input_grad)
 
