@@ -215,7 +215,7 @@ def build_cases(f):
     CURRENT_ADAPTER = a
     probe = a.make_inputs(traced, DTYPES[base_dt], p, "cpu", 0)
     for name, v in (("strided", "strided"), ("strided-vec", "strided_vec"), ("transposed", "transposed"),
-                    ("offset", "offset"),
+                    ("channels-last", "channels_last"), ("offset", "offset"),
                     ("large", "large"), ("small", "small"), ("range", "range"), ("nan-inf", "specials"),
                     ("masked-rows", "masked_rows"), ("planted", "planted"), ("in-place", "in_place")):
         if transform(v, probe)[1]:
@@ -236,7 +236,7 @@ def build_cases(f):
     # and eps checked too
     if adv:
         probe = a.make_inputs(adv[0], DTYPES[base_dt], p, "cpu", 0)
-        for name, v in (("transposed", "transposed"), ("small", "small")):
+        for name, v in (("transposed", "transposed"), ("channels-last", "channels_last"), ("small", "small")):
             if transform(v, probe)[1]:
                 cases.append(Case(f"{name}-{_shape_name(adv[0])}", adv[0], base_dt, variant=v))
     has_bwd = a.has_backward(p) if callable(getattr(a, "has_backward", None)) else False
@@ -269,10 +269,14 @@ def build_cases(f):
         # the gradients of inputs stored transposed, at the traced shape and the adapter's
         # gradient shapes (a backward whose index math or layout plan takes another path
         # there: the generic backward's row dims that do not merge)
+        # (and of NCHW inputs stored NHWC, a channels-last conv net's, whose per-channel
+        # gradients the backward sums over a permuted layout)
         for s in [traced] + extra:
-            if transform("transposed", a.make_inputs(s, DTYPES[base_dt], p, "cpu", 0))[1]:
-                name = "grad-transposed" + ("" if s is traced else "-" + _shape_name(s))
-                cases.append(Case(name, s, base_dt, variant="transposed", grad=True))
+            probe = a.make_inputs(s, DTYPES[base_dt], p, "cpu", 0)
+            for label, v in (("transposed", "transposed"), ("channels-last", "channels_last")):
+                if transform(v, probe)[1]:
+                    name = f"grad-{label}" + ("" if s is traced else "-" + _shape_name(s))
+                    cases.append(Case(name, s, base_dt, variant=v, grad=True))
     # every tile the GPU could pick where the kernel picks its tiles at run time (the interpreter
     # runs one otherwise), forced through kernel.forced_tiles, at shapes spanning several blocks
     tile_cases = getattr(a, "tile_cases", None)
@@ -317,10 +321,17 @@ def _offset(t):
 
 
 # variant -> (transform, applies to a tensor of this rank)
+def _channels_last(t):
+    """Same shape and values, NCHW stored NHWC (torch.channels_last: a conv net's activations
+    after model.to(memory_format=torch.channels_last))."""
+    return t.contiguous(memory_format=torch.channels_last)
+
+
 LAYOUTS = {
     "strided": (_strided, lambda r: r >= 2),      # activations: every other element of the last dim
     "strided_vec": (_strided, lambda r: r == 1),  # vectors (bias, weight): stride 2
     "transposed": (_transposed, lambda r: r >= 2),
+    "channels_last": (_channels_last, lambda r: r == 4),
     "offset": (_offset, lambda r: True),
 }
 
