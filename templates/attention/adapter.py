@@ -199,14 +199,15 @@ def make_inputs(shapes, dtype, params, device, seed):
         masked = torch.rand(list(mshape), generator=g) < 0.3
         masked[..., 0] = False  # key 0 open: no row masked everywhere by chance
         if kind == "bool":
-            if _finite_fill(params):
+            if _finite_fill(params) and masked.numel():
                 masked.view(-1, mshape[-1])[0] = True  # uniform in eager
             mask = masked.to(device)
         else:
             mdt = fat.DTYPES[params.get("mask_dtype") or fat.name(dtype)]
             add = (torch.randn(list(mshape), generator=g) * 0.5).masked_fill(masked, torch.finfo(mdt).min)
             rows = add.view(-1, mshape[-1])
-            rows[0] = torch.finfo(mdt).min  # a padding row: uniform in eager
+            if len(rows):  # (none in an empty batch)
+                rows[0] = torch.finfo(mdt).min  # a padding row: uniform in eager
             if len(rows) > 1:  # left padding written as -inf: the first keys' blocks all -inf
                 rows[1, :mshape[-1] // 2] = float("-inf")
             mask = add.to(device=device, dtype=mdt)

@@ -210,6 +210,12 @@ def build_cases(f):
     for d in adv_dts:
         for name, shapes in zip(names, adv):
             cases.append(Case(name, shapes, d))
+    # an empty batch (a mixture-of-experts expert that got no tokens): nothing to compute, the
+    # outputs empty, and the backward's gradients of the inputs' shapes (empty, or zero where
+    # an input does not have the batch: a weight's)
+    empty = empty_shapes(traced)
+    if empty is not None:
+        cases.append(Case("empty", empty, base_dt))
     # variants of the traced case that apply to this pattern's inputs (probed once on the CPU)
     global CURRENT_ADAPTER
     CURRENT_ADAPTER = a
@@ -261,6 +267,8 @@ def build_cases(f):
         # (every stride 0), and a transposed one (a transpose downstream of the chain)
         for dy in ("expanded", "transposed"):
             cases.append(Case("grad-dy-" + dy, traced, base_dt, grad=True, dy=dy))
+        if empty is not None:
+            cases.append(Case("grad-empty", empty, base_dt, grad=True))
         if base_dt != "fp32" and "fp32" in supported:
             cases.append(Case("grad", traced, "fp32", grad=True))
         # a backward's masks at the boundaries (clamp's x >= min) where the planted case applies
@@ -284,6 +292,17 @@ def build_cases(f):
         for name, shapes, tiles, grad in tile_cases(f.kernel, f.case.SHAPES, base_dt, p):
             cases.append(Case(name, shapes, base_dt, grad=grad, tiles=tiles))
     return cases
+
+
+def empty_shapes(shapes):
+    """shapes with the leading (batch) dim of the first shape 0, and of every other shape of
+    its rank that starts with the same dim (the operands that carry the batch: x and a
+    residual, q, k and v; not a weight); None for a first shape of rank below 2 or already
+    empty."""
+    if not shapes or len(shapes[0]) < 2 or shapes[0][0] == 0:
+        return None
+    lead, rank = shapes[0][0], len(shapes[0])
+    return [[0] + list(s[1:]) if len(s) == rank and s[0] == lead else list(s) for s in shapes]
 
 
 # Input transforms: the same values in a different memory layout, or different values.

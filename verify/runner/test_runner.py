@@ -427,3 +427,11 @@ def test_twice_catches_a_backward_without_graph():
         assert runner.run_case(_twice_folder(True), case)["status"] == "pass"
     finally:
         runner.ARGS = saved
+
+
+def test_empty_shapes():
+    """The empty-batch case: the batch dim of the operands that carry it, not a weight's."""
+    assert runner.empty_shapes([[24, 40], [24, 32], [40, 32]]) == [[0, 40], [0, 32], [40, 32]]
+    assert runner.empty_shapes([[2, 12, 24], [2, 12, 16], [2, 16, 24]]) == [[0, 12, 24], [0, 12, 16], [0, 16, 24]]
+    assert runner.empty_shapes([[2, 2, 45, 64], [1, 1, 45, 45]]) == [[0, 2, 45, 64], [1, 1, 45, 45]]
+    assert runner.empty_shapes([[40]]) is None and runner.empty_shapes([[0, 4]]) is None
