@@ -427,10 +427,23 @@ func (r *renderer) outKind(o int) string {
 }
 
 func (r *renderer) inputName(i int) string {
+	if r.p.Inputs[i].Keep { // a training dropout's keep mask, which the caller draws
+		return "keep" + strconv.Itoa(i)
+	}
 	if r.p.Inputs[i].DType == program.Bool {
 		return "mask" + strconv.Itoa(i)
 	}
 	return "x" + strconv.Itoa(i)
+}
+
+// keepP is the dropout probability of the step that reads keep mask input i.
+func (r *renderer) keepP(i int) float64 {
+	for _, s := range r.p.Steps {
+		if s.Op == program.DropoutKeep && s.Args[1].In != nil && *s.Args[1].In == i {
+			return float64(s.Consts[0])
+		}
+	}
+	return 0
 }
 
 func (r *renderer) casePy(dtype string) []byte {
@@ -492,6 +505,9 @@ func (r *renderer) casePy(dtype string) []byte {
 			}
 			fmt.Fprintf(&b, "    (%s, %s, []),  # a number the trace does not record: the caller passes it\n", pyStr(r.inputName(i)), pyStr(kind))
 			continue
+		}
+		if in.Keep {
+			fmt.Fprintf(&b, "    # a training dropout's keep mask (p = %s): the caller draws it, True with probability 1 - p\n", pyNum(r.keepP(i)))
 		}
 		off := len(r.p.Dims) - len(in.Dims)
 		var keep []string
@@ -1834,6 +1850,17 @@ func numbersReadme(p *program.Program) string {
 	if len(ints) > 0 {
 		b.WriteString(which(ints, "number_int64") + " your code passes, such as the 1\nof `positions - 1`: the trace records that a Python int was passed, not its value. Pass the same\n" +
 			"int (a Python int, or a 0-dim int64 tensor) at that place.\n\n")
+	}
+	for i, in := range p.Inputs {
+		if !in.Keep {
+			continue
+		}
+		fmt.Fprintf(&b, "Input `%s` is the keep mask of a dropout in training (p = %s), which eager draws inside\n"+
+			"`dropout`: draw it in your code and pass it, a bool tensor of the dropout's shape, True with\n"+
+			"probability 1 - p: `%s = torch.rand(shape, device=x.device) >= %s`, a new one each call. The\n"+
+			"kernel scales what it keeps by 1 / (1 - p), as eager's dropout in training does; in eval mode,\n"+
+			"where eager's dropout is the identity, keep the eager ops. The backward reads the same mask.\n\n",
+			r.inputName(i), pyNum(r.keepP(i)), r.inputName(i), pyNum(r.keepP(i)))
 	}
 	return b.String()
 }

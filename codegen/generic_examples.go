@@ -129,6 +129,17 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		"gemm":{"op":"matmul","x":[3,12,56],"w":[56,40],"dtype":"bf16"},
 		"steps":[{"op":"silu","args":[{"in":0}],"dtype":"bf16"},
 		{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"bf16"}],"outputs":[1]}`},
+	// dropout in training with the caller's keep mask (program.Input.Keep): T5's scaled
+	// hidden states (x * per-channel scale, then dropout, p = 0.1, bf16), and a GEMM head's
+	// relu then dropout (p = 0.25, fp32)
+	{"mul_dropout_keep", "bf16", `{"dims":[4,8,48],"inputs":[{"dtype":"bf16","dims":[4,8,48]},{"dtype":"bf16","dims":[48]},
+		{"dtype":"bool","dims":[4,8,48],"keep":true}],
+		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"bf16"},
+		{"op":"dropout_keep","args":[{"step":0},{"in":2}],"consts":[0.1,1.1111111111111112],"dtype":"bf16"}],"outputs":[1]}`},
+	{"linear_relu_dropout_keep", "fp32", `{"dims":[24,40],"inputs":[{"dtype":"fp32","dims":[24,40]},{"dtype":"bool","dims":[24,40],"keep":true}],
+		"gemm":{"op":"linear","x":[24,32],"w":[40,32],"bias":[40],"dtype":"fp32"},
+		"steps":[{"op":"relu","args":[{"in":0}],"dtype":"fp32"},
+		{"op":"dropout_keep","args":[{"step":0},{"in":1}],"consts":[0.25,1.3333333333333333],"dtype":"fp32"}],"outputs":[1]}`},
 	// numbers the model passes and the trace does not record (x + eps, x * scale with Python
 	// floats: program.Input.Number), taken at run time: |x| + n -> sqrt -> / n on bf16, and a
 	// bias-free linear's output - n -> * n -> residual add on fp16 (the GEMM head's forms)

@@ -523,7 +523,8 @@ func forwardKernel(t *testing.T, prog string) string {
 }
 
 // TestNumbersReadme: a folder's README says how to pass each number the trace does not record:
-// a Python float for a "number", a Python int for a "number_int64"; none without them.
+// a Python float for a "number", a Python int for a "number_int64"; none without them; and how
+// to draw a training dropout's keep mask.
 func TestNumbersReadme(t *testing.T) {
 	for _, c := range []struct {
 		example    string
@@ -531,7 +532,8 @@ func TestNumbersReadme(t *testing.T) {
 	}{
 		{"abs_add_sqrt_div_number", []string{"Inputs `x1`, `x2` (\"number\"", "a Python float"}, []string{"Python int"}},
 		{"positions_int_number", []string{"Inputs `x2`, `x3` (\"number_int64\"", "a Python int, or a 0-dim int64 tensor"}, []string{"Python float"}},
-		{"silu_scale", nil, []string{"Python float", "Python int"}},
+		{"silu_scale", nil, []string{"Python float", "Python int", "keep mask"}},
+		{"mul_dropout_keep", []string{"Input `keep2` is the keep mask of a dropout in training (p = 0.1)", "`keep2 = torch.rand(shape, device=x.device) >= 0.1`"}, nil},
 	} {
 		var readme string
 		for _, e := range GenericExamples() {

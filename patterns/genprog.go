@@ -245,7 +245,19 @@ func (pb *progBuilder) stepOf(b int32, name string) (program.Step, string) {
 			t = 1
 		}
 		if train && p > 0 {
-			return s, "a dropout that draws a random mask (p > 0 in training) is not replayed"
+			// eager draws the mask inside; the kernel takes it from the caller (a keep mask of
+			// the dropout's shape, program.Input.Keep), so both apply the same one
+			if p >= 1 {
+				return s, "a dropout of p = 1 (every element dropped) is not generated"
+			}
+			v, ok := pb.g.val0(b)
+			if !ok {
+				return s, "output shape not known"
+			}
+			pb.p.Inputs = append(pb.p.Inputs, program.Input{DType: program.Bool, Dims: dims(v.dims), Keep: true})
+			s.Args = append(s.Args, program.InArg(len(pb.p.Inputs)-1))
+			s.Op, s.Consts = program.DropoutKeep, []program.Num{program.Num(p), program.Num(program.DropoutScale(p))}
+			return s, ""
 		}
 		s.Op, s.Consts = program.Dropout, []program.Num{program.Num(p), program.Num(t)}
 		return s, ""

@@ -128,10 +128,17 @@ type Program struct {
 // only (NumberOps), never a comparison's, where eager compares with the number rounded to
 // the other operand's type. A Python int operand (`positions - 1`), which ATen receives as a
 // wrapped 0-dim int64 tensor, is a number input of dtype int64: the caller passes the int.
+//
+// Keep marks a training dropout's keep mask (a bool tensor of the dropout's shape, True with
+// probability 1 - p): eager's dropout draws it inside, the generated kernel takes it from the
+// caller, who draws it (torch.rand_like(x) >= p, or bernoulli_(1 - p) into a bool tensor),
+// so the kernel's result is the reference's for the same mask; its only reader is the
+// dropout's step (DropoutKeep, operand 1).
 type Input struct {
 	DType  DType   `json:"dtype"`
 	Dims   []int64 `json:"dims"`
 	Number bool    `json:"number,omitempty"`
+	Keep   bool    `json:"keep,omitempty"`
 }
 
 // NumberOps are the ops a number input (Input.Number) may be operand 1 of.
@@ -254,6 +261,9 @@ func (p *Program) Validate() error {
 		if in.Number && (len(in.Dims) != 0 || in.DType != FP32 && in.DType != I64 || i == 0) {
 			return fmt.Errorf("program: input %d: a number input has rank 0 and dtype fp32 or int64, and is not input 0", i)
 		}
+		if in.Keep && (in.DType != Bool || in.Number || i == 0) {
+			return fmt.Errorf("program: input %d: a dropout's keep mask is a bool tensor, not input 0", i)
+		}
 		off := len(p.Dims) - len(in.Dims)
 		for j, d := range in.Dims {
 			if d != 1 && d != p.Dims[off+j] {
@@ -333,6 +343,9 @@ func (p *Program) checkStep(i int, s Step, used []bool) error {
 			used[*a.In] = true
 			if p.Inputs[*a.In].Number && (k != 1 || !NumberOps[s.Op]) {
 				return fmt.Errorf("operand %d: input %d is a number the trace does not record: operand 1 of add, sub, rsub, mul or div only", k, *a.In)
+			}
+			if p.Inputs[*a.In].Keep != (s.Op == DropoutKeep && k == 1) {
+				return fmt.Errorf("operand %d: a dropout's keep mask is operand 1 of dropout_keep, and that operand is one", k)
 			}
 			tensors++
 		}

@@ -13,6 +13,7 @@ const (
 	Add, Sub, Rsub, Mul, Div             Code = "add", "sub", "rsub", "mul", "div"
 	Eq, Ne, Lt, Le, Gt, Ge               Code = "eq", "ne", "lt", "le", "gt", "ge"
 	Where, MaskedFill, Cast, Dropout     Code = "where", "masked_fill", "cast", "dropout"
+	DropoutKeep                          Code = "dropout_keep"
 	Clamp, ClampMin, ClampMax, Hardtanh  Code = "clamp", "clamp_min", "clamp_max", "hardtanh"
 	Relu, LeakyRelu, Elu, Gelu, GeluTanh Code = "relu", "leaky_relu", "elu", "gelu", "gelu_tanh"
 	Silu, Mish, Sigmoid, Tanh, Softplus  Code = "silu", "mish", "sigmoid", "tanh", "softplus"
@@ -100,6 +101,11 @@ var Table = []*Op{
 	// dropout that draws no mask: p == 0, or not training (check); the identity
 	{Code: Dropout, Arity: 1, Consts: []ConstKind{ConstFloat, ConstBool}, Triton: "{0}", Torch: "torch.dropout({0}, {c0}, {c1})",
 		Deriv: []string{"1.0"}, check: checkDropout},
+	// dropout in training, with the mask the caller draws: {1} a bool keep mask (an input,
+	// Input.Keep: True with probability 1 - p), {c0} p, {c1} the scale 1 / (1 - p) as ATen's
+	// dropout computes with it (kept elements times the scale, in fp32, rounded once)
+	{Code: DropoutKeep, Arity: 2, Consts: f2, Triton: "tl.where({1} != 0.0, {0} * {c1}, 0.0)",
+		Torch: "torch.where({1}, {0} * {c1}, 0.0)", Deriv: []string{"tl.where({1} != 0.0, {c1}, 0.0)", ""}, check: checkDropoutKeep},
 	{Code: Clamp, Arity: 1, Consts: f2, Triton: "_clamp({0}, {c0}, {c1})", Torch: "torch.clamp({0}, {c0}, {c1})",
 		Deriv: []string{"tl.where(({0} >= {c0}) & ({0} <= {c1}), 1.0, 0.0)"}},
 	{Code: ClampMin, Arity: 1, Consts: f1, Triton: "_clamp_min({0}, {c0})", Torch: "torch.clamp_min({0}, {c0})",
@@ -187,6 +193,21 @@ func checkDropout(s Step) error {
 	}
 	return nil
 }
+
+func checkDropoutKeep(s Step) error {
+	p, scale := float64(s.Consts[0]), float64(s.Consts[1])
+	if !(p > 0 && p < 1) {
+		return errors.New("a dropout with a keep mask has p in (0, 1)")
+	}
+	if scale != DropoutScale(p) {
+		return errors.New("a dropout's scale is not 1 / (1 - p)")
+	}
+	return nil
+}
+
+// DropoutScale is the scale ATen's dropout multiplies kept elements by: 1 / (1 - p), in
+// float64 (the kernels write it as a float literal, fp32 there as ATen's accscalar).
+func DropoutScale(p float64) float64 { return 1 / (1 - p) }
 
 func checkPow(s Step) error {
 	if c := float64(s.Consts[0]); math.IsInf(c, 0) || c > 1e6 || c < -1e6 {

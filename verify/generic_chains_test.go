@@ -177,6 +177,11 @@ func TestGenericChainsMutants(t *testing.T) {
 			text("q = rr - blk * J  #", "q = rr - blk * J + 1  #")},
 		{"flat walk: the channel of the next block", "layer_scale_residual", nil,
 			text("f1 = ob % D1", "f1 = (ob + 1) % D1")},
+		// a training dropout with the caller's keep mask: the scale left out, the mask read
+		// the other way round (in a GEMM's epilogue), the backward's mask left out
+		{"dropout without its scale", "mul_dropout_keep", table(program.DropoutKeep, "tl.where({1} != 0.0, {0}, 0.0)"), nil},
+		{"dropout's mask inverted", "linear_relu_dropout_keep", table(program.DropoutKeep, "tl.where({1} != 0.0, 0.0, {0} * {c1})"), nil},
+		{"dropout's derivative without the mask", "mul_dropout_keep", deriv(program.DropoutKeep, 0, "{c1}"), nil},
 		// a chain with a GEMM head: a wrong op in the epilogue, the bias left out of it, the
 		// weight multiplied untransposed, the bias's gradient dropped
 		{"epilogue tanh as a sigmoid", "bmm_tanh_clamp", table(program.Tanh, "_sigmoid({0})"), nil},

@@ -96,13 +96,15 @@ def make_inputs(shapes, dtype, params, device, seed):
     if kind in ("bool", "additive"):
         mshape = shapes[1] if len(shapes) > 1 else shapes[0]
         masked = torch.rand(list(mshape), generator=g) < 0.3
-        masked.view(-1, mshape[-1])[0, :] = True  # the first mask row: fully masked
+        if masked.numel():  # (an empty batch has no row)
+            masked.view(-1, mshape[-1])[0, :] = True  # the first mask row: fully masked
         if kind == "bool":
             mask = masked.to(device)
         else:
             add = torch.randn(list(mshape), generator=g)
             add = add.masked_fill(masked, torch.finfo(dtype).min)
-            add.view(-1, mshape[-1])[0, :] = float("-inf")
+            if add.numel():
+                add.view(-1, mshape[-1])[0, :] = float("-inf")
             mask = add.to(device=device, dtype=fat.DTYPES[params.get("mask_dtype") or fat.name(dtype)])
     inputs = {"x": x, "mask": mask, "seed": 77 + int(seed)}
     if shapes in FAR:
