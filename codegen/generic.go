@@ -1857,7 +1857,8 @@ func numbersReadme(p *program.Program) string {
 		}
 		fmt.Fprintf(&b, "Input `%s` is the keep mask of a dropout in training (p = %s), which eager draws inside\n"+
 			"`dropout`: draw it in your code and pass it, a bool tensor of the dropout's shape, True with\n"+
-			"probability 1 - p: `%s = torch.rand(shape, device=x.device) >= %s`, a new one each call. The\n"+
+			"probability 1 - p, a new one each call (one kernel writing a byte an element):\n"+
+			"`%s = torch.empty(shape, dtype=torch.bool, device=x.device).bernoulli_(1 - %s)`. The\n"+
 			"kernel scales what it keeps by 1 / (1 - p), as eager's dropout in training does; in eval mode,\n"+
 			"where eager's dropout is the identity, keep the eager ops. The backward reads the same mask.\n\n",
 			r.inputName(i), pyNum(r.keepP(i)), r.inputName(i), pyNum(r.keepP(i)))

@@ -533,7 +533,7 @@ func TestNumbersReadme(t *testing.T) {
 		{"abs_add_sqrt_div_number", []string{"Inputs `x1`, `x2` (\"number\"", "a Python float"}, []string{"Python int"}},
 		{"positions_int_number", []string{"Inputs `x2`, `x3` (\"number_int64\"", "a Python int, or a 0-dim int64 tensor"}, []string{"Python float"}},
 		{"silu_scale", nil, []string{"Python float", "Python int", "keep mask"}},
-		{"mul_dropout_keep", []string{"Input `keep2` is the keep mask of a dropout in training (p = 0.1)", "`keep2 = torch.rand(shape, device=x.device) >= 0.1`"}, nil},
+		{"mul_dropout_keep", []string{"Input `keep2` is the keep mask of a dropout in training (p = 0.1)", "`keep2 = torch.empty(shape, dtype=torch.bool, device=x.device).bernoulli_(1 - 0.1)`"}, nil},
 	} {
 		var readme string
 		for _, e := range GenericExamples() {

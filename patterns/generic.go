@@ -326,7 +326,8 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 
 // genericFusedUs is one fused kernel of p as the cost model times the catalog's memory-bound
 // kernels (CostModel.fused): a pointwise kernel over p's bytes (its inputs read once, its
-// outputs written once), or a row kernel over them when p ends in a reduction.
+// outputs written once), or a row kernel over them when p ends in a reduction; and the draw
+// of its keep masks (a training dropout's), which the caller makes.
 func genericFusedUs(m *CostModel, p *program.Program) (float64, bool) {
 	if m.BandwidthGBs <= 0 {
 		return 0, false
@@ -336,7 +337,13 @@ func genericFusedUs(m *CostModel, p *program.Program) (float64, bool) {
 		kind.Kind = KindRow
 	}
 	bytes, writes := p.Bytes()
-	return m.fused(kind, Shape{Bytes: bytes, WriteBytes: writes}), true
+	us := m.fused(kind, Shape{Bytes: bytes, WriteBytes: writes})
+	if n := p.KeepNumel(); n > 0 {
+		// a training dropout's keep mask, which the caller draws before the call (bernoulli_
+		// into a bool tensor: one more pointwise kernel writing a byte an element)
+		us += m.fused(&Pattern{Kind: KindPointwise}, Shape{Bytes: n, WriteBytes: n})
+	}
+	return us, true
 }
 
 // GenericFusedUs is one call of a generic chain's fused kernel (program p) on device as

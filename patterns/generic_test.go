@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fuseadvise/fuseadvise/internal/shared"
+	"github.com/fuseadvise/fuseadvise/program"
 	"github.com/fuseadvise/fuseadvise/trace"
 )
 
@@ -400,5 +401,34 @@ func TestBroadcastsTo(t *testing.T) {
 		if got := broadcastsTo(c.v, c.in); got != c.want {
 			t.Errorf("broadcastsTo(%v, %v) = %v, want %v", c.v, c.in, got, c.want)
 		}
+	}
+}
+
+// TestGenericFusedUsDrawsTheKeepMask: a training dropout's keep mask costs its draw too (one
+// more kernel writing a byte an element), which the caller makes before the fused call.
+func TestGenericFusedUsDrawsTheKeepMask(t *testing.T) {
+	var with, without program.Program
+	if err := json.Unmarshal([]byte(`{"dims":[64,1024],"inputs":[{"dtype":"bf16","dims":[64,1024]},{"dtype":"bool","dims":[64,1024],"keep":true}],
+		"steps":[{"op":"dropout_keep","args":[{"in":0},{"in":1}],"consts":[0.1,1.1111111111111112],"dtype":"bf16"}],"outputs":[0]}`), &with); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(`{"dims":[64,1024],"inputs":[{"dtype":"bf16","dims":[64,1024]},{"dtype":"bool","dims":[64,1024]}],
+		"steps":[{"op":"where","args":[{"in":1},{"in":0},{"num":0}],"dtype":"bf16"}],"outputs":[0]}`), &without); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*program.Program{&with, &without} {
+		if err := p.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if with.KeepNumel() != 64*1024 || without.KeepNumel() != 0 {
+		t.Fatalf("KeepNumel: %d, %d", with.KeepNumel(), without.KeepNumel())
+	}
+	m := DefaultCostModel()
+	m.BandwidthGBs, m.KernelOverheadUs = 4000, 2
+	a, _ := genericFusedUs(&m, &with)
+	b, _ := genericFusedUs(&m, &without)
+	if a < b+m.KernelOverheadUs {
+		t.Errorf("with a keep mask to draw %.2f us, without %.2f: want at least one more kernel", a, b)
 	}
 }

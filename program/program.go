@@ -548,6 +548,18 @@ func (p *Program) Numel() int64 {
 // Bytes is the fewest bytes one fused kernel moves: each input read once (a number input
 // not counted: the caller's number, as the adapter's count has it), each output written once;
 // writes is the part written.
+// KeepNumel is the elements of the program's keep mask inputs (Input.Keep): what the
+// caller's draw of them writes (one byte each, in one launch of its own).
+func (p *Program) KeepNumel() int64 {
+	var n int64
+	for _, in := range p.Inputs {
+		if in.Keep {
+			n += numelOf(in.Dims)
+		}
+	}
+	return n
+}
+
 func (p *Program) Bytes() (bytes, writes int64) {
 	for _, in := range p.Inputs {
 		if in.Number {
