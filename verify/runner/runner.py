@@ -220,7 +220,7 @@ def build_cases(f):
     global CURRENT_ADAPTER
     CURRENT_ADAPTER = a
     probe = a.make_inputs(traced, DTYPES[base_dt], p, "cpu", 0)
-    for name, v in (("strided", "strided"), ("strided-vec", "strided_vec"), ("transposed", "transposed"),
+    for name, v in (("strided", "strided"), ("strided-vec", "strided_vec"), ("expanded", "expanded"), ("transposed", "transposed"),
                     ("channels-last", "channels_last"), ("offset", "offset"),
                     ("large", "large"), ("small", "small"), ("range", "range"), ("nan-inf", "specials"),
                     ("masked-rows", "masked_rows"), ("planted", "planted"), ("in-place", "in_place")):
@@ -346,8 +346,17 @@ def _channels_last(t):
     return t.contiguous(memory_format=torch.channels_last)
 
 
+def _expanded(t):
+    """Same shape, the first index of the leading dim repeated over it: a stride-0 view
+    (a position table or a mask expanded over the batch: x.expand(B, ...))."""
+    if t.dim() < 2 or t.shape[0] < 2:
+        return t
+    return t[:1].expand(t.shape)
+
+
 LAYOUTS = {
     "strided": (_strided, lambda r: r >= 2),      # activations: every other element of the last dim
+    "expanded": (_expanded, lambda r: r >= 2),
     "strided_vec": (_strided, lambda r: r == 1),  # vectors (bias, weight): stride 2
     "transposed": (_transposed, lambda r: r >= 2),
     "channels_last": (_channels_last, lambda r: r == 4),
