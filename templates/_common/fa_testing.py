@@ -519,7 +519,7 @@ def mismatches(got, want, atol, rtol, band=None):
     Integers and bools (neither a float): exactly, whatever the tolerance (an int64 position
     off by one is wrong; float64 would not even hold every int64 apart), diff their distance.
     band: None, or (lo, hi), the range the output takes over the results its inputs do not
-    decide (gemm_band: a GEMM head's rounding); an element in [lo, hi] widened by the
+    decide (output_bands: a GEMM head's rounding); an element in [lo, hi] widened by the
     tolerance at each end (integers and bools: in [lo, hi]) is not a mismatch."""
     bad, diff, g, w = _mismatches(got, want, atol, rtol)
     if band is not None and bool(bad.any()):

@@ -339,7 +339,6 @@ def _offset(t):
     return v
 
 
-# variant -> (transform, applies to a tensor of this rank)
 def _channels_last(t):
     """Same shape and values, NCHW stored NHWC (torch.channels_last: a conv net's activations
     after model.to(memory_format=torch.channels_last))."""
@@ -354,6 +353,7 @@ def _expanded(t):
     return t[:1].expand(t.shape)
 
 
+# variant -> (transform, applies to a tensor of this rank)
 LAYOUTS = {
     "strided": (_strided, lambda r: r >= 2),      # activations: every other element of the last dim
     "expanded": (_expanded, lambda r: r >= 2),
