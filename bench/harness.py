@@ -518,15 +518,16 @@ class Bench:
         res["correct"] = True
 
         inputs = adapter.make_inputs(shapes, dt, params, "cuda", 0)
+        fused, eager = timed_calls(adapter)
         providers = {
-            "fused": lambda: adapter.fused(kernel, inputs, params),
-            "eager": lambda: adapter.reference(ref, inputs, params),
+            "fused": lambda: fused(kernel, inputs, params),
+            "eager": lambda: eager(ref, inputs, params),
         }
         torch._dynamo.reset()
-        comp = torch.compile(lambda inp: adapter.reference(ref, inp, params))
+        comp = torch.compile(lambda inp: eager(ref, inp, params))
         providers["compile"] = lambda: comp(inputs)
         if self.args.max_autotune:
-            compm = torch.compile(lambda inp: adapter.reference(ref, inp, params),
+            compm = torch.compile(lambda inp: eager(ref, inp, params),
                                   mode="max-autotune-no-cudagraphs")
             providers["compile_max"] = lambda: compm(inputs)
         if hasattr(adapter, "gemm_only"):
@@ -750,11 +751,12 @@ class Bench:
             return out
         inputs = adapter.make_inputs(shapes, dt, params, "cuda", 0)
         names = [n for n in adapter.GRAD_INPUTS if isinstance(inputs.get(n), torch.Tensor)]
+        _, eager = timed_calls(adapter)
         torch._dynamo.reset()
-        comp = torch.compile(lambda inp: adapter.reference(ref, inp, params))
+        comp = torch.compile(lambda inp: eager(ref, inp, params))
         forwards = {
             "fused": lambda inp: adapter.train(kernel, inp, params),
-            "eager": lambda inp: adapter.reference(ref, inp, params),
+            "eager": lambda inp: eager(ref, inp, params),
             "compile": comp,
         }
         # library ops train through autograd like the eager chain; the forward checked them
@@ -786,7 +788,7 @@ class Bench:
 
             if r["mode"] == "backward" or r is not out[0]:  # each mode its own compile: the full
                 torch._dynamo.reset()                        # mode's with donated buffers, as a training step
-                forwards["compile"] = torch.compile(lambda inp: adapter.reference(ref, inp, params))
+                forwards["compile"] = torch.compile(lambda inp: eager(ref, inp, params))
             providers = {}
             if ops or refused:
                 r["library"] = {name: {"refused": why} for name, why in refused.items()}
@@ -831,9 +833,19 @@ class Bench:
         kernel, ref, adapter = load(folder, "kernel"), load(folder, "reference"), load(folder, "adapter")
         params = case.PARAMS
         inputs = adapter.make_inputs(case.SHAPES, fat.DTYPES[case.DTYPE], params, "cuda", 0)
+        fused, eager = timed_calls(adapter)
         return {"launch_counts": folder.name,
-                "launches": self.launches(lambda: adapter.fused(kernel, inputs, params)),
-                "eager_launches": self.launches(lambda: adapter.reference(ref, inputs, params))}
+                "launches": self.launches(lambda: fused(kernel, inputs, params)),
+                "eager_launches": self.launches(lambda: eager(ref, inputs, params))}
+
+
+def timed_calls(adapter):
+    """(fused, eager): the calls bench times as the model makes them. An adapter's fused_drawn
+    and eager where it has them (a generic chain with a training dropout: the fused call with
+    its keep mask drawn in the call, as the README tells the caller to, and the eager chain
+    with its dropout drawing its own), else its fused and reference, whose checks apply one
+    mask to both."""
+    return getattr(adapter, "fused_drawn", adapter.fused), getattr(adapter, "eager", adapter.reference)
 
 
 def main():

@@ -527,6 +527,16 @@ func (r *renderer) casePy(dtype string) []byte {
 		b.WriteString("# the program's finite numbers, which the verifier plants into the inputs\n")
 		b.WriteString("CONSTANTS = [" + strings.Join(cs, ", ") + "]\n")
 	}
+	if r.p.KeepNumel() > 0 {
+		var kp []string
+		for i, in := range r.p.Inputs {
+			if in.Keep {
+				kp = append(kp, pyStr(r.inputName(i))+": "+pyNum(r.keepP(i)))
+			}
+		}
+		b.WriteString("# each training dropout's keep mask input and its p (the caller draws the mask)\n")
+		b.WriteString("KEEP_P = {" + strings.Join(kp, ", ") + "}\n")
+	}
 	if g != nil {
 		r.gemmCase(&b)
 		b.WriteString("ADVERSARIAL = GEMM_ADVERSARIAL\n")
@@ -641,7 +651,19 @@ import torch
 		params, head, gemm = r.gemmReferenceHead()
 		b.WriteString(gemm)
 	}
-	b.WriteString("def chain(" + strings.Join(params, ", ") + "):\n")
+	r.chainDef(&b, "chain", params, head, false)
+	if r.p.KeepNumel() > 0 {
+		b.WriteString("\n\n# The chain as the model ran it, each training dropout drawing its own mask (its keep mask\n" +
+			"# argument unused): what bench times as eager and compiles, where chain applies the caller's.\n")
+		r.chainDef(&b, "chain_traced", params, head, true)
+	}
+	return b.Bytes()
+}
+
+// chainDef writes reference.py's function name: the program's steps in eager PyTorch; traced,
+// a dropout_keep step as the traced dropout, which draws its own mask.
+func (r *renderer) chainDef(b *bytes.Buffer, name string, params []string, head string, traced bool) {
+	b.WriteString("def " + name + "(" + strings.Join(params, ", ") + "):\n")
 	b.WriteString(head)
 	for i, s := range r.p.Steps {
 		op, _ := program.Lookup(s.Op)
@@ -654,7 +676,10 @@ import torch
 			}
 		}
 		e := expand(op.Torch, args, constsOf(op, s), torchDtypes[s.DType])
-		fmt.Fprintf(&b, "    v%d = %s\n", i, e)
+		if traced && s.Op == program.DropoutKeep {
+			e = "torch.dropout(" + args[0] + ", " + pyNum(float64(s.Consts[0])) + ", True)"
+		}
+		fmt.Fprintf(b, "    v%d = %s\n", i, e)
 	}
 	var outs []string
 	rank := r.naturalRanks()
@@ -672,7 +697,6 @@ import torch
 		outs = append(outs, v)
 	}
 	b.WriteString("    return (" + strings.Join(outs, ", ") + ",)\n")
-	return b.Bytes()
 }
 
 // autocastUp reports whether step s computes in fp32 from 16-bit tensors of one type, as

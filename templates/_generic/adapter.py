@@ -393,7 +393,40 @@ def _function(kernel):
 
 
 def reference(ref, inputs, params):
-    """The traced chain (reference.chain) on inputs; with a 16-bit GEMM head on the CPU (the
+    """The traced chain (reference.chain) on inputs, each training dropout applying the
+    inputs' keep mask (_replay)."""
+    return _replay(ref.chain, ref, inputs)
+
+
+def eager(ref, inputs, params):
+    """The chain as the model ran it, for timing (bench's eager and torch.compile providers):
+    reference(), but each training dropout drawing its own mask (reference.chain_traced),
+    where reference.chain applies the inputs' keep masks."""
+    return _replay(getattr(ref, "chain_traced", ref.chain), ref, inputs)
+
+
+KEEP_P = dict(getattr(case, "KEEP_P", {}))
+
+
+def _drawn(inputs):
+    """inputs with each keep mask (KEEP_P) drawn anew as the README tells the caller to:
+    bernoulli_(1 - p) into a bool tensor of the mask's shape."""
+    if not KEEP_P:
+        return inputs
+    out = dict(inputs)
+    for name, p in KEEP_P.items():
+        t = inputs[name]
+        out[name] = torch.empty(t.shape, dtype=torch.bool, device=t.device).bernoulli_(1.0 - p)
+    return out
+
+
+def fused_drawn(kernel, inputs, params):
+    """fused() as the model calls it, for timing: each keep mask drawn first, in the call."""
+    return fused(kernel, _drawn(inputs), params)
+
+
+def _replay(chain, ref, inputs):
+    """chain on inputs; with a 16-bit GEMM head on the CPU (the
     interpreter's reference) its GEMM computed in fp32 and rounded once to its dtype, as
     cuBLAS computes it on the GPU and the kernel does: the CPU's bfloat16 linear does not
     always give the exact product rounded (2.875 where the exact 2.88423 rounds to 2.890625),
@@ -404,7 +437,7 @@ def reference(ref, inputs, params):
         dt = fat.DTYPES[GEMM["dtype"]]
         if inputs["a"].dtype == dt:  # not the quack check's upcast copy
             kw["gemm"] = lambda *ops: ref.gemm(*[t.float() if isinstance(t, torch.Tensor) else t for t in ops]).to(dt)
-    outs = tuple(ref.chain(*[inputs[n] for n in NAMES], **kw))
+    outs = tuple(chain(*[inputs[n] for n in NAMES], **kw))
     grad = inputs.get("_grad_outputs")
     return outs if grad is None else tuple(o for o, g in zip(outs, grad) if g)
 
@@ -458,9 +491,11 @@ def band_outputs(kernel, ref, inputs, params):
 
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes): the
-    outputs that carry a gradient, through kernel.FusedFunction."""
+    outputs that carry a gradient, through kernel.FusedFunction; each keep mask drawn first
+    (in the call), but in a check (inputs["_test"]), where the reference applies the inputs'."""
     inputs["_grad_outputs"] = kernel.GRAD_OUTPUTS
-    xs = [inputs[n] for n in NAMES]
+    drawn = inputs if inputs.get("_test") else _drawn(inputs)
+    xs = [drawn[n] for n in NAMES]
     if GEMM and not GEMM["bias"]:
         xs.insert(2, None)
     return _grad_only(_function(kernel).apply(*xs), kernel)

@@ -905,3 +905,29 @@ def test_gemm_band(example, tmp_path):
     (lo, hi), = fat.output_bands(adapter, kernel, ref, planted, {}, want)
     rows = want[0].flatten(0, -2)[::2], lo.flatten(0, -2)[::2], hi.flatten(0, -2)[::2]
     assert torch.equal(rows[1], rows[0].double()) and torch.equal(rows[2], rows[0].double())
+
+
+def test_keep_mask_drawn_for_timing(tmp_path):
+    """A training dropout's folder: fused_drawn (what bench times) draws each keep mask in
+    the call, at 1 - p (bernoulli_ into a bool tensor, as the README tells the caller), and
+    keeps the other elements exactly as the reference with that mask would; eager (bench's
+    eager and compile) runs the chain as traced, its dropout drawing its own mask; the checks'
+    train() (inputs["_test"]) applies the inputs' mask."""
+    adapter, kernel = _adapter_for("mul_dropout_keep", tmp_path)
+    ref = adapter.fat.load_sibling(str(tmp_path / "mul_dropout_keep" / "adapter.py"), "reference")
+    assert adapter.KEEP_P == {"keep2": 0.1}
+    inputs = adapter.make_inputs([[64, 8, 48]], None, {}, "cpu", 0)
+    y = adapter.fused_drawn(kernel, inputs, {})[0].float()
+    full = adapter.reference(ref, dict(inputs, keep2=torch.ones_like(inputs["keep2"])), {})[0].float()
+    n, p = y.numel(), 0.1
+    dropped = int((y == 0).sum())
+    assert abs(dropped - p * n) < 6 * math.sqrt(n * p * (1 - p)), dropped
+    kept = y != 0
+    assert torch.equal(y[kept], full[kept])
+    e = adapter.eager(ref, inputs, {})[0].float()
+    assert abs(int((e == 0).sum()) - p * n) < 6 * math.sqrt(n * p * (1 - p))
+    # the checks' training call: the inputs' mask, the reference's outputs
+    leaves = {k: (v.detach().clone().requires_grad_(True) if k in adapter.GRAD_INPUTS else v) for k, v in inputs.items()}
+    got = adapter.train(kernel, dict(leaves, _test=True), {})[0]
+    want = adapter.reference(ref, inputs, {})[0]
+    torch.testing.assert_close(got.detach().float(), want.float())

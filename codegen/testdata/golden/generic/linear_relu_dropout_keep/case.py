@@ -21,6 +21,8 @@ OUTPUTS = [
 ]
 # the program's finite numbers, which the verifier plants into the inputs
 CONSTANTS = [0.25, 1.3333333333333333]
+# each training dropout's keep mask input and its p (the caller draws the mask)
+KEEP_P = {"keep1": 0.25}
 # the GEMM head: its traced op, x's rank, a bias, the dtype of x, w and bias
 GEMM = {"op": "linear", "x_rank": 2, "bias": True, "dtype": "fp32", "n": 40, "k": 32}
 GEMM_ADVERSARIAL = [[[33, 45], [33, 70], [45, 70]], [[1, 1], [1, 1], [1, 1]], [[17, 33], [17, 33], [33, 33]], [[40, 40], [40, 40], [40, 40]]]
