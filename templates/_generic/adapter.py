@@ -506,6 +506,14 @@ def tolerance(dtype, shapes, params, grad=False):
     return fat.tol(KIND, fat.DTYPES[case.TOL_DTYPE])
 
 
+def output_tolerances(dtype, shapes, params):
+    """Per output, the tolerance of the least precise dtype of the steps it is computed from
+    (case.OUT_TOL_DTYPES): an output computed in fp32 alone is held to fp32's, whatever
+    another output rounds to. (Gradients: tolerance(), the whole program's.)"""
+    dts = getattr(case, "OUT_TOL_DTYPES", None) or [case.TOL_DTYPE] * len(OUTPUTS)
+    return [fat.tol(KIND, fat.DTYPES[d]) for d in dts]
+
+
 def nbytes(shapes, dtype, params):
     """Fewest bytes the fused chain moves: each input read once, each output written once (with
     a GEMM head: its operands instead of its output)."""

@@ -931,3 +931,19 @@ def test_keep_mask_drawn_for_timing(tmp_path):
     got = adapter.train(kernel, dict(leaves, _test=True), {})[0]
     want = adapter.reference(ref, inputs, {})[0]
     torch.testing.assert_close(got.detach().float(), want.float())
+
+
+def test_output_tolerances_follow_each_output(tmp_path):
+    """A generic folder holds each output to the tolerance of the steps it is computed from
+    (case.OUT_TOL_DTYPES), not the whole program's least precise one: table_fp32's hardsigmoid
+    is fp32 (1e-5) beside its bf16 cast (1e-2), so a hardsigmoid off by 5e-4 fails."""
+    adapter, _ = _adapter_for("table_fp32", tmp_path)
+    tols = adapter.output_tolerances(None, None, {})
+    ref = (GOLDEN / "table_fp32" / "reference.py").read_text()
+    names = [n for n, _, _ in adapter.case.OUTPUTS]
+    hs = names.index("y" + ref.split(" = torch.nn.functional.hardsigmoid(")[0].rsplit("v", 1)[1])
+    assert tols[hs] == adapter.fat.tol("pointwise", torch.float32), tols[hs]
+    assert adapter.case.TOL_DTYPE == "bf16" and adapter.fat.tol("pointwise", torch.bfloat16) in tols
+    g = torch.full((8,), 0.3972, dtype=torch.float32)
+    bad, *_ = adapter.fat.mismatches(g + 5e-4, g, *tols[hs])
+    assert bad.all()

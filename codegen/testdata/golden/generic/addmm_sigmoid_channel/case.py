@@ -7,6 +7,7 @@ SHAPES = [[40, 36], [40, 48], [48, 36]]  # the main shape (the GEMM's output), x
 PARAMS = {}
 KIND = "gemm"
 TOL_DTYPE = "fp32"
+OUT_TOL_DTYPES = ["fp32", "fp32"]  # per output: the least precise dtype of the steps it is computed from
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["a", "w", "bias", "x1"]  # the float inputs
 BWD_BYTES = 46896  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)

@@ -7,6 +7,7 @@ SHAPES = [[2, 12, 24], [2, 12, 16], [2, 16, 24]]  # the main shape (the GEMM's o
 PARAMS = {}
 KIND = "gemm"
 TOL_DTYPE = "fp16"
+OUT_TOL_DTYPES = ["fp16"]  # per output: the least precise dtype of the steps it is computed from
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["a", "w"]  # the float inputs
 BWD_BYTES = 6912  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)

@@ -7,6 +7,7 @@ SHAPES = [[32, 48]]
 PARAMS = {}
 KIND = "pointwise"
 TOL_DTYPE = "bf16"
+OUT_TOL_DTYPES = ["bf16"]  # per output: the least precise dtype of the steps it is computed from
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["x0", "x1"]  # the float inputs
 BWD_BYTES = 18624  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)

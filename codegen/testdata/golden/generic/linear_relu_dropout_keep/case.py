@@ -7,6 +7,7 @@ SHAPES = [[24, 40], [24, 32], [40, 32]]  # the main shape (the GEMM's output), x
 PARAMS = {}
 KIND = "gemm"
 TOL_DTYPE = "fp32"
+OUT_TOL_DTYPES = ["fp32"]  # per output: the least precise dtype of the steps it is computed from
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["a", "w", "bias"]  # the float inputs
 BWD_BYTES = 25184  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)

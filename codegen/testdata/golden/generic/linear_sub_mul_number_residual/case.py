@@ -7,6 +7,7 @@ SHAPES = [[24, 40], [24, 32], [40, 32]]  # the main shape (the GEMM's output), x
 PARAMS = {}
 KIND = "gemm"
 TOL_DTYPE = "fp16"
+OUT_TOL_DTYPES = ["fp16"]  # per output: the least precise dtype of the steps it is computed from
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["a", "w", "x3"]  # the float inputs
 BWD_BYTES = 12032  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)

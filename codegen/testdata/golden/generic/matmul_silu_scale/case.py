@@ -7,6 +7,7 @@ SHAPES = [[3, 12, 40], [3, 12, 56], [56, 40]]  # the main shape (the GEMM's outp
 PARAMS = {}
 KIND = "gemm"
 TOL_DTYPE = "bf16"
+OUT_TOL_DTYPES = ["bf16"]  # per output: the least precise dtype of the steps it is computed from
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["a", "w", "x1"]  # the float inputs
 BWD_BYTES = 22788  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)

@@ -7,6 +7,7 @@ SHAPES = [[4, 40]]
 PARAMS = {}
 KIND = "pointwise"
 TOL_DTYPE = "fp32"
+OUT_TOL_DTYPES = ["fp32"]  # per output: the least precise dtype of the steps it is computed from
 BACKWARD = False  # forward only: no fused backward for a program with int64 values yet
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [

@@ -7,6 +7,7 @@ SHAPES = [[24, 40]]
 PARAMS = {}
 KIND = "pointwise"
 TOL_DTYPE = "fp16"
+OUT_TOL_DTYPES = ["fp32", "fp16"]  # per output: the least precise dtype of the steps it is computed from
 BACKWARD = False  # forward only: no fused backward for a program with int64 values yet
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [

@@ -7,6 +7,7 @@ SHAPES = [[8, 16, 16]]
 PARAMS = {}
 KIND = "softmax"
 TOL_DTYPE = "fp32"
+OUT_TOL_DTYPES = ["fp32"]  # per output: the least precise dtype of the steps it is computed from
 BACKWARD = False  # forward only: no fused backward for a program ending in sum yet (the row kernel is forward only)
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
