@@ -592,14 +592,18 @@ func (r *renderer) constants() []string {
 // 16-bit input is exact in fp32.
 func (r *renderer) tolDtype(main string) program.DType {
 	best := program.FP32
-	rank := map[program.DType]int{program.FP32: 0, program.FP16: 1, program.BF16: 2}
-	see := func(d program.DType) {
-		if d.IsFloat() && rank[d] > rank[best] {
-			best = d
-		}
-	}
 	for _, s := range r.p.Steps {
-		see(s.DType)
+		best = lessPrecise(best, s.DType)
+	}
+	return best
+}
+
+// lessPrecise is the less precise of a float dtype and d (bf16 before fp16 before fp32); a
+// non-float d leaves it.
+func lessPrecise(best, d program.DType) program.DType {
+	rank := map[program.DType]int{program.FP32: 0, program.FP16: 1, program.BF16: 2}
+	if d.IsFloat() && rank[d] > rank[best] {
+		return d
 	}
 	return best
 }
@@ -610,12 +614,7 @@ func (r *renderer) tolDtype(main string) program.DType {
 // bf16 cast, had been held to bf16's 1e-2, so a 3.003 for its 3.0 passed).
 func (r *renderer) outTolDtype(o int) program.DType {
 	best := program.FP32
-	rank := map[program.DType]int{program.FP32: 0, program.FP16: 1, program.BF16: 2}
-	see := func(d program.DType) {
-		if d.IsFloat() && rank[d] > rank[best] {
-			best = d
-		}
-	}
+	see := func(d program.DType) { best = lessPrecise(best, d) }
 	seen := map[int]bool{}
 	var walk func(i int)
 	walk = func(i int) {
