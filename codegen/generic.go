@@ -825,6 +825,7 @@ Interpreter-safe: no bf16 arithmetic; where a GPU takes PTX (_round) or libdevic
 interpreter takes builtins that give the same numbers (checked on the GPU: test_round_gpu.py).
 """
 
+import functools
 import os
 
 import torch
@@ -1701,6 +1702,7 @@ def _check_out(fn, out, shapes):
             raise ValueError(f"{fn}: out: want contiguous tensors of the outputs' shapes and dtypes")
 
 
+@_on_their_device
 def fused(*inputs, out=None):
     """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
     out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead; one

@@ -612,6 +612,7 @@ def _bwd_kinds(rows, cols, keeps):
     return kinds, block
 
 
+@_on_their_device
 def fused_backward(inputs, douts, needs=None):
     """The inputs' gradients (None where not needed or not reached) for the outputs'
     gradients douts (one per output, None for one without), in one kernel from the inputs

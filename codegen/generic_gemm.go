@@ -379,6 +379,7 @@ def _gemm_planned(a, w, bias, xs):
     return plan
 
 
+@_on_their_device
 def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     """The chain as one kernel: the GEMM of a and w (and bias), the steps in its epilogue; a
     tuple of the outputs. out: contiguous tensors of the outputs' shapes and dtypes to write
@@ -499,6 +500,7 @@ class GemmFunction(torch.autograd.Function):
     then cuBLAS for the operands' (no fused GEMM backward)."""
 
     @staticmethod
+    @_on_their_device
     def forward(ctx, a, w, bias, *xs):
         #?numbers xs = _numbers(xs, 1, a.device)
         plan = _gemm_planned(a, w, bias, xs)

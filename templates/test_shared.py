@@ -1,6 +1,8 @@
 """Tests of the helpers every template carries (templates/_common/shared.py, copied into each
 kernel.py as generated blocks): the alias check and the launch path's argument checks."""
 
+import ast
+import functools
 import importlib.util
 import pathlib
 
@@ -519,3 +521,132 @@ def test_gemm_launch_tma_direct_gpu():
     finally:
         knobs.runtime.launch_enter_hook.remove(hook)
     torch.testing.assert_close(y, 2.0 * x, rtol=0, atol=0)
+
+
+class _OnGPU(torch.Tensor):
+    """A CPU tensor that says it lives on cuda:1 (for the device guard's test, on a CPU)."""
+
+    def get_device(self):
+        return 1
+
+
+def test_on_their_device(monkeypatch):
+    """A call whose tensors are on another GPU than the current one runs with theirs current
+    (the launches, their stream and the GEMM tuner all take the current device) and leaves the
+    current device as it was; a call on the current device, on the CPU, or under torch.compile
+    runs as it is. The device comes from the first tensor (also inside a tuple: fused_backward's
+    inputs), a keyword argument, or a CUDA device argument (dropout_mask's)."""
+    current, entered = [0], []
+
+    class Device:  # torch.cuda.device, on a machine without CUDA
+        def __init__(self, d):
+            self.d = d
+
+        def __enter__(self):
+            entered.append(self.d)
+            self.prev, current[0] = current[0], self.d
+
+        def __exit__(self, *exc):
+            current[0] = self.prev
+
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: current[0])
+    monkeypatch.setattr(torch.cuda, "device", Device)
+
+    @shared._on_their_device
+    def where(*args, **kwargs):
+        """Where it ran."""
+        return current[0]
+
+    assert where.__name__ == "where" and where.__doc__ == "Where it ran."
+    on1, cpu = torch.zeros(2).as_subclass(_OnGPU), torch.zeros(2)
+    cases = [  # (args, kwargs, the device the call runs on)
+        ((on1, cpu), {}, 1),
+        ((cpu, on1), {}, 0),            # the first tensor decides (the kernels refuse a mix)
+        ((7, "tanh", on1), {}, 1),
+        (((on1, cpu), [cpu]), {}, 1),   # fused_backward(inputs, douts)
+        ((), {"x": on1}, 1),
+        (((4, 8), 0.1, 5, "cuda:1"), {}, 1),
+        (((4, 8), 0.1, 5, torch.device("cuda", 1)), {}, 1),
+        (((4, 8), 0.1, 5, "cuda"), {}, 0),
+        (((4, 8), 0.1, 5, "cpu"), {}, 0),
+        ((cpu,), {}, 0),
+    ]
+    for args, kwargs, want in cases:
+        entered.clear()
+        assert where(*args, **kwargs) == want, (args, kwargs)
+        assert entered == ([want] if want else []), (args, kwargs)
+        assert current[0] == 0
+    current[0] = 1  # already current: no switch
+    assert where(on1) == 1 and entered == []
+    current[0] = 0
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert where(on1) == 0 and entered == []
+
+
+def _calls(fn):
+    """The names a function's body calls (nested closures and lambdas included): plain names,
+    and ``Cls.apply`` as ``Cls.forward``."""
+    out = set()
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name):
+            out.add(f.id)
+        elif isinstance(f, ast.Attribute):
+            if f.attr == "apply" and isinstance(f.value, ast.Name):
+                out.add(f.value.id + ".forward")
+            elif f.attr == "launch":  # a _Planned launch
+                out.add("_launch")
+    return out
+
+
+def _unguarded_launches(src):
+    """The public functions and modules' forwards of a kernel.py (its source) that reach a
+    kernel launch without passing through a function decorated with _on_their_device."""
+    tree = ast.parse(src)
+    funcs, guarded, public = {}, set(), []
+    for node in tree.body:
+        defs = [(node.name, node)] if isinstance(node, ast.FunctionDef) else []
+        if isinstance(node, ast.ClassDef):
+            defs = [(f"{node.name}.{m.name}", m) for m in node.body if isinstance(m, ast.FunctionDef)]
+            if not node.name.startswith("_") and any(m.name == "forward" for _, m in defs):
+                public.append(f"{node.name}.forward")
+        for name, fn in defs:
+            funcs[name] = fn
+            if any(isinstance(d, ast.Name) and d.id == "_on_their_device" for d in fn.decorator_list):
+                guarded.add(name)
+            if isinstance(node, ast.FunctionDef) and not name.startswith("_"):
+                public.append(name)
+
+    @functools.lru_cache(maxsize=None)
+    def bare(name):  # launches, somewhere below, outside a guarded function
+        if name in guarded:
+            return False
+        calls = _calls(funcs[name])
+        return "_launch" in calls or any(c in funcs and c != name and bare(c) for c in calls - {"_launch"})
+
+    return [name for name in public if name not in guarded and bare(name)]
+
+
+_KERNELS = sorted(pathlib.Path(__file__).resolve().parent.glob("*/kernel.py")) + sorted(
+    (pathlib.Path(__file__).resolve().parents[1] / "codegen" / "testdata" / "golden" / "generic").glob("*/kernel.py"))
+
+
+@pytest.mark.parametrize("path", _KERNELS, ids=lambda p: p.parent.name)
+def test_every_entry_is_on_their_device(path):
+    """Every public function of a kernel (catalog templates and the generic goldens) that
+    launches a kernel does so inside _on_their_device; so does every module's forward."""
+    assert _unguarded_launches(path.read_text()) == []
+
+
+def test_unguarded_launches_are_found():
+    src = ("def _k(): _launch(1)\n"
+           "@_on_their_device\ndef good(x): return _k()\n"
+           "def bad(x): return _k()\n"
+           "def via_good(x): return good(x)\n"
+           "class _F:\n    def forward(ctx, x): return _k()\n"
+           "def apply_bad(x): return _F.apply(x)\n"
+           "class M:\n    def forward(self, x): return _k()\n"
+           "def planned(p): p.launch((1,))\n")
+    assert _unguarded_launches(src) == ["bad", "apply_bad", "M.forward", "planned"]

@@ -4,6 +4,7 @@
 - test_adversarial: ragged / single-element / prime / one-past-a-block shapes for the pattern.
 - test_grad: gradients vs eager, for patterns (and params) with a backward.
 - test_traced_full (mark gpu): the traced shapes themselves, on CUDA only.
+- test_on_another_gpu (mark gpu, two GPUs): the scaled case on cuda:1 while cuda:0 is current.
 
 Run: ``TRITON_INTERPRET=1 python -m pytest -q <folder>`` on a CPU; ``python -m pytest -q -m gpu
 <folder>`` on a GPU.
@@ -16,6 +17,7 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 import fa_testing as fat  # noqa: E402
 
@@ -62,3 +64,14 @@ def test_grad(device):
 @pytest.mark.skipif(not fat.cuda_ok(), reason="needs CUDA and TRITON_INTERPRET unset")
 def test_traced_full():
     fat.run_case(kernel, ref, adapter, case.SHAPES, case.DTYPE, case.PARAMS, "cuda", 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fat.cuda_ok() or torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_on_another_gpu():
+    """A model split over GPUs (Hugging Face's device_map="auto") calls a layer on cuda:1 while
+    cuda:0 is current: the kernels run on the tensors' device, forward and gradients right."""
+    with torch.cuda.device(0):
+        fat.run_case(kernel, ref, adapter, interp_shapes(), case.DTYPE, case.PARAMS, "cuda:1", 0)
+        if adapter.has_backward(case.PARAMS):
+            fat.run_grad_case(kernel, ref, adapter, interp_shapes(), case.DTYPE, case.PARAMS, "cuda:1", 11)

@@ -667,6 +667,43 @@ class _Planned:
                                                  self.num_stages, **self.constexprs)
             return
         _run(entry, self.grid, tensors + self.tail, device)
+
+
+def _their_device(args, kwargs):
+    """The CUDA device index of a call's arguments (-1: none): the first tensor's (also the
+    first inside a tuple or list argument), else a CUDA device argument's."""
+    for a in (*args, *kwargs.values()):
+        if type(a) in (tuple, list):
+            a = next((t for t in a if isinstance(t, torch.Tensor)), None)
+        if isinstance(a, torch.Tensor):
+            return a.get_device()
+        if isinstance(a, (torch.device, str)) and str(a).startswith("cuda"):
+            d = torch.device(a).index
+            return -1 if d is None else d
+    return -1
+
+
+def _on_their_device(fn):
+    """fn, called with the CUDA device of its arguments current (_their_device). Kernels launch,
+    and the GEMM tiles are timed, on the current device and its stream, as Triton launches; a
+    model split over GPUs (Hugging Face's device_map="auto") calls a layer on cuda:1 while
+    cuda:0 is current, where a launch would run another device's code on memory it does not
+    own. Where the devices agree, on the CPU, or under torch.compile (which places the kernels
+    itself), the call as it is: a first tensor argument's device looked up, and on a GPU the
+    current one."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        a = args[0] if args else None
+        if type(a) is tuple or type(a) is list:  # fused_backward's inputs
+            a = a[0] if a else None
+        d = a.get_device() if type(a) is torch.Tensor else _their_device(args, kwargs)
+        if d < 0 or torch.compiler.is_compiling() or d == torch._C._cuda_getDevice():
+            return fn(*args, **kwargs)
+        with torch.cuda.device(d):
+            return fn(*args, **kwargs)
+
+    return call
 # --- fa:end launch ---
 
 
@@ -760,6 +797,7 @@ def _norm_dim(x, residual, dim):
     return 1
 
 
+@_on_their_device
 def add_layer_norm(x, residual, weight=None, bias=None, eps=1e-5, out=None, block_n=None, stats=False, dim=-1,
                    y_dtype=None):
     """Returns (s, y): s = x + residual, y = layer_norm(s, (N,), weight, bias, eps).
@@ -987,6 +1025,7 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     return dx, dr, dw, db, None, None
 
 
+@_on_their_device
 def add_layer_norm_train(x, residual, weight=None, bias=None, eps=1e-5, dim=-1, y_dtype=None):
     """(s, y) through AddLayerNormFunction (autograd); dim and y_dtype as in add_layer_norm:
     with dim=1 the function runs on the views with C moved last, and autograd moves the

@@ -110,6 +110,7 @@ Interpreter-safe: builtins only, ``tl.full``; the block loops are ``tl.range`` l
 (pipelined) and ``while`` loops under the interpreter (``_WHILE_LOOPS``).
 """
 
+import functools
 import math
 import os
 import warnings
@@ -854,6 +855,43 @@ class _Planned:
                                                  self.num_stages, **self.constexprs)
             return
         _run(entry, self.grid, tensors + self.tail, device)
+
+
+def _their_device(args, kwargs):
+    """The CUDA device index of a call's arguments (-1: none): the first tensor's (also the
+    first inside a tuple or list argument), else a CUDA device argument's."""
+    for a in (*args, *kwargs.values()):
+        if type(a) in (tuple, list):
+            a = next((t for t in a if isinstance(t, torch.Tensor)), None)
+        if isinstance(a, torch.Tensor):
+            return a.get_device()
+        if isinstance(a, (torch.device, str)) and str(a).startswith("cuda"):
+            d = torch.device(a).index
+            return -1 if d is None else d
+    return -1
+
+
+def _on_their_device(fn):
+    """fn, called with the CUDA device of its arguments current (_their_device). Kernels launch,
+    and the GEMM tiles are timed, on the current device and its stream, as Triton launches; a
+    model split over GPUs (Hugging Face's device_map="auto") calls a layer on cuda:1 while
+    cuda:0 is current, where a launch would run another device's code on memory it does not
+    own. Where the devices agree, on the CPU, or under torch.compile (which places the kernels
+    itself), the call as it is: a first tensor argument's device looked up, and on a GPU the
+    current one."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        a = args[0] if args else None
+        if type(a) is tuple or type(a) is list:  # fused_backward's inputs
+            a = a[0] if a else None
+        d = a.get_device() if type(a) is torch.Tensor else _their_device(args, kwargs)
+        if d < 0 or torch.compiler.is_compiling() or d == torch._C._cuda_getDevice():
+            return fn(*args, **kwargs)
+        with torch.cuda.device(d):
+            return fn(*args, **kwargs)
+
+    return call
 # --- fa:end launch ---
 
 
@@ -1361,6 +1399,7 @@ class AttentionFunction(torch.autograd.Function):
     dropout mask: the backward regenerates both). ``seed`` as for attention()."""
 
     @staticmethod
+    @_on_their_device
     def forward(ctx, q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p, seed):
         plan = _plan(q, k, v, mask, bias, scale, mask_kind, mask_fill, bias_kind, p)
         if p > 0 and seed is None:
@@ -1385,6 +1424,7 @@ class AttentionFunction(torch.autograd.Function):
         return dq, dk, dv, None, db, None, None, None, None, None, None
 
 
+@_on_their_device
 def attention(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none", mask_fill=float("-inf"),
               bias_kind="none", p=0.0, seed=None):
     """The eager chain of reference.py in one kernel (see the module docstring). ``seed`` (p > 0):
@@ -1402,6 +1442,7 @@ def attention(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none", mas
     return _forward(q, k, v, mask, bias, plan, seed, stats=False)[0]
 
 
+@_on_their_device
 def attention_lse(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none", mask_fill=float("-inf"),
                   bias_kind="none", p=0.0, seed=0):
     """(out, logsumexp [B, H, Sq] fp32, natural log) without autograd: for tests and callers
@@ -1412,6 +1453,7 @@ def attention_lse(q, k, v, mask=None, bias=None, *, scale=1.0, mask_kind="none",
     return o, (torch.where(m == float("-inf"), 0.0, m) + torch.log(l)).view(plan.B, plan.H, plan.Sq)
 
 
+@_on_their_device
 def dropout_mask(shape, p, seed, device):
     """The keep mask (bool [B, H, Sq, Sk]) attention applies for these sizes, p and seed (an int,
     or the seed tensor a call used: read on the device, as the kernels read it)."""

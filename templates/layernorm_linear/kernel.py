@@ -95,6 +95,7 @@ lengths; TMA descriptors are host-side ``TensorDescriptor`` objects, which the i
 """
 
 import contextlib
+import functools
 import math
 import os
 
@@ -273,6 +274,43 @@ class _Planned:
                                                  self.num_stages, **self.constexprs)
             return
         _run(entry, self.grid, tensors + self.tail, device)
+
+
+def _their_device(args, kwargs):
+    """The CUDA device index of a call's arguments (-1: none): the first tensor's (also the
+    first inside a tuple or list argument), else a CUDA device argument's."""
+    for a in (*args, *kwargs.values()):
+        if type(a) in (tuple, list):
+            a = next((t for t in a if isinstance(t, torch.Tensor)), None)
+        if isinstance(a, torch.Tensor):
+            return a.get_device()
+        if isinstance(a, (torch.device, str)) and str(a).startswith("cuda"):
+            d = torch.device(a).index
+            return -1 if d is None else d
+    return -1
+
+
+def _on_their_device(fn):
+    """fn, called with the CUDA device of its arguments current (_their_device). Kernels launch,
+    and the GEMM tiles are timed, on the current device and its stream, as Triton launches; a
+    model split over GPUs (Hugging Face's device_map="auto") calls a layer on cuda:1 while
+    cuda:0 is current, where a launch would run another device's code on memory it does not
+    own. Where the devices agree, on the CPU, or under torch.compile (which places the kernels
+    itself), the call as it is: a first tensor argument's device looked up, and on a GPU the
+    current one."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        a = args[0] if args else None
+        if type(a) is tuple or type(a) is list:  # fused_backward's inputs
+            a = a[0] if a else None
+        d = a.get_device() if type(a) is torch.Tensor else _their_device(args, kwargs)
+        if d < 0 or torch.compiler.is_compiling() or d == torch._C._cuda_getDevice():
+            return fn(*args, **kwargs)
+        with torch.cuda.device(d):
+            return fn(*args, **kwargs)
+
+    return call
 # --- fa:end launch ---
 
 
@@ -1167,6 +1205,7 @@ def _stats(x, eps, M, K, rs, cs, cfg):
     return mean, rstd
 
 
+@_on_their_device
 def ln_stats(x, eps=1e-5):
     """(mean, rstd) of each row of x over the last dim, fp32, shape [rows], for
     ``layernorm_linear(..., stats=...)``. A row of equal values gets rstd = 0 (its normalised
@@ -1176,6 +1215,7 @@ def ln_stats(x, eps=1e-5):
     return _stats(a, eps, M, K, a.stride(0), a.stride(1), _stats_config(M, K) if M and K else None)
 
 
+@_on_their_device
 def fold_weights(ln_weight, ln_bias, weight, bias=None):
     """The weights of variant="fold", computed once per weight (in training, once per
     optimizer step): ``(W', b', s)`` with ``W' = W diag(gamma)`` in W's dtype, ``b' = b + W
@@ -1262,6 +1302,7 @@ def _plan(x, ln_weight, ln_bias, weight, bias, variant, folded):
             INTERPRET or x.dtype == torch.float32, _stats_config(M, K) if M else None)
 
 
+@_on_their_device
 def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=None, out=None,
                      variant="fold", folded=None, return_stats=False):
     """y = linear(layer_norm(x, (K,), ln_weight, ln_bias, eps), weight, bias), no autograd
@@ -1504,6 +1545,7 @@ class LayerNormLinearFunction(torch.autograd.Function):
         return (None if dx is None else dx.view(x.shape)), dg, db, dw, dbias, None, None, None
 
 
+@_on_their_device
 def layernorm_linear_train(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, variant="fold", folded=None):
     """y = linear(layer_norm(x)) through LayerNormLinearFunction (autograd). For variant="fold"
     without ``folded`` the weights are folded in this call (as a training step must after

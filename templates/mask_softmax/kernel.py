@@ -493,6 +493,43 @@ class _Planned:
                                                  self.num_stages, **self.constexprs)
             return
         _run(entry, self.grid, tensors + self.tail, device)
+
+
+def _their_device(args, kwargs):
+    """The CUDA device index of a call's arguments (-1: none): the first tensor's (also the
+    first inside a tuple or list argument), else a CUDA device argument's."""
+    for a in (*args, *kwargs.values()):
+        if type(a) in (tuple, list):
+            a = next((t for t in a if isinstance(t, torch.Tensor)), None)
+        if isinstance(a, torch.Tensor):
+            return a.get_device()
+        if isinstance(a, (torch.device, str)) and str(a).startswith("cuda"):
+            d = torch.device(a).index
+            return -1 if d is None else d
+    return -1
+
+
+def _on_their_device(fn):
+    """fn, called with the CUDA device of its arguments current (_their_device). Kernels launch,
+    and the GEMM tiles are timed, on the current device and its stream, as Triton launches; a
+    model split over GPUs (Hugging Face's device_map="auto") calls a layer on cuda:1 while
+    cuda:0 is current, where a launch would run another device's code on memory it does not
+    own. Where the devices agree, on the CPU, or under torch.compile (which places the kernels
+    itself), the call as it is: a first tensor argument's device looked up, and on a GPU the
+    current one."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        a = args[0] if args else None
+        if type(a) is tuple or type(a) is list:  # fused_backward's inputs
+            a = a[0] if a else None
+        d = a.get_device() if type(a) is torch.Tensor else _their_device(args, kwargs)
+        if d < 0 or torch.compiler.is_compiling() or d == torch._C._cuda_getDevice():
+            return fn(*args, **kwargs)
+        with torch.cuda.device(d):
+            return fn(*args, **kwargs)
+
+    return call
 # --- fa:end launch ---
 
 
@@ -588,6 +625,7 @@ def _mask_arg(mask, kind, shape):
     return (mask.view(torch.int8) if kind == 1 else mask), sm
 
 
+@_on_their_device
 def mask_softmax(x, mask=None, scale=1.0, mask_kind="none", mask_fill=float("-inf"), p=0.0, seed=None,
                  out=None, block_n=None, dtype=None, probs=None):
     """y = dropout(softmax(mask(scale * x), dim=-1), p), in ``dtype`` (default: out_dtype(x, mask,
@@ -649,6 +687,7 @@ def _mask_softmax(x, mask, scale, mask_kind, mask_fill, p, seed, out, block_n, d
     return out
 
 
+@_on_their_device
 def dropout_mask(shape, p, seed, device):
     """The keep-mask (bool) mask_softmax applies for these scores' shape, p and seed (an int,
     or the seed tensor a call used: read on the device, as the kernels read it)."""
@@ -703,6 +742,7 @@ class MaskSoftmaxFunction(torch.autograd.Function):
     here, one per call)."""
 
     @staticmethod
+    @_on_their_device
     def forward(ctx, x, mask, scale, mask_kind, mask_fill, p, seed, dtype=None):
         ctx.scale, ctx.mask_kind, ctx.p, ctx.xdtype = scale, mask_kind, p, x.dtype
         fill_mask = mask if mask_kind == "bool" else None  # what masked_fill's backward needs

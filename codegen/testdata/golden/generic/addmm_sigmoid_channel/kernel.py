@@ -25,6 +25,7 @@ Interpreter-safe: no bf16 arithmetic; where a GPU takes PTX (_round) or libdevic
 interpreter takes builtins that give the same numbers (checked on the GPU: test_round_gpu.py).
 """
 
+import functools
 import os
 
 import torch
@@ -246,6 +247,43 @@ class _Planned:
                                                  self.num_stages, **self.constexprs)
             return
         _run(entry, self.grid, tensors + self.tail, device)
+
+
+def _their_device(args, kwargs):
+    """The CUDA device index of a call's arguments (-1: none): the first tensor's (also the
+    first inside a tuple or list argument), else a CUDA device argument's."""
+    for a in (*args, *kwargs.values()):
+        if type(a) in (tuple, list):
+            a = next((t for t in a if isinstance(t, torch.Tensor)), None)
+        if isinstance(a, torch.Tensor):
+            return a.get_device()
+        if isinstance(a, (torch.device, str)) and str(a).startswith("cuda"):
+            d = torch.device(a).index
+            return -1 if d is None else d
+    return -1
+
+
+def _on_their_device(fn):
+    """fn, called with the CUDA device of its arguments current (_their_device). Kernels launch,
+    and the GEMM tiles are timed, on the current device and its stream, as Triton launches; a
+    model split over GPUs (Hugging Face's device_map="auto") calls a layer on cuda:1 while
+    cuda:0 is current, where a launch would run another device's code on memory it does not
+    own. Where the devices agree, on the CPU, or under torch.compile (which places the kernels
+    itself), the call as it is: a first tensor argument's device looked up, and on a GPU the
+    current one."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        a = args[0] if args else None
+        if type(a) is tuple or type(a) is list:  # fused_backward's inputs
+            a = a[0] if a else None
+        d = a.get_device() if type(a) is torch.Tensor else _their_device(args, kwargs)
+        if d < 0 or torch.compiler.is_compiling() or d == torch._C._cuda_getDevice():
+            return fn(*args, **kwargs)
+        with torch.cuda.device(d):
+            return fn(*args, **kwargs)
+
+    return call
 # --- fa:end launch ---
 
 
@@ -958,6 +996,7 @@ def _check_out(fn, out, shapes):
             raise ValueError(f"{fn}: out: want contiguous tensors of the outputs' shapes and dtypes")
 
 
+@_on_their_device
 def fused(*inputs, out=None):
     """The chain on inputs (broadcast to one main shape), as one kernel: a tuple of its outputs.
     out: a list of contiguous tensors of empty_outputs' shapes and dtypes to write instead; one
@@ -1184,6 +1223,7 @@ def _bwd_kinds(rows, cols, keeps):
     return kinds, block
 
 
+@_on_their_device
 def fused_backward(inputs, douts, needs=None):
     """The inputs' gradients (None where not needed or not reached) for the outputs'
     gradients douts (one per output, None for one without), in one kernel from the inputs
@@ -1587,6 +1627,7 @@ def _gemm_planned(a, w, bias, xs):
     return plan
 
 
+@_on_their_device
 def gemm_fused(a, w, bias, *xs, out=None, pre=None):
     """The chain as one kernel: the GEMM of a and w (and bias), the steps in its epilogue; a
     tuple of the outputs. out: contiguous tensors of the outputs' shapes and dtypes to write
@@ -1703,6 +1744,7 @@ class GemmFunction(torch.autograd.Function):
     then cuBLAS for the operands' (no fused GEMM backward)."""
 
     @staticmethod
+    @_on_their_device
     def forward(ctx, a, w, bias, *xs):
         plan = _gemm_planned(a, w, bias, xs)
         pre = torch.empty(plan[0], dtype=GEMM_DTYPE, device=a.device)
