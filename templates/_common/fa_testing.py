@@ -848,7 +848,11 @@ def quack_scales(adapter, reference, inputs, names, dys, params, dtype):
         try:
             outs = adapter.reference(reference, c, params)
             outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
-            t = torch.autograd.grad(outs, [c[n]], [d.to(hp) for d in dys], allow_unused=True)[0]
+            # only the outputs computed from the input (autograd refuses one that is not: an
+            # input reaching the second output alone had its terms' size taken as 0)
+            pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
+            t = torch.autograd.grad([o for o, _ in pairs], [c[n]], [d.to(hp) for _, d in pairs],
+                                    allow_unused=True)[0] if pairs else None
         except (RuntimeError, ValueError, TypeError, IndexError):  # the input's shape is the op's
             t = None
         s = 0.0 if t is None else float(t.pow(2).sum_to_size(v.shape).sqrt().max())

@@ -265,7 +265,10 @@ def build_cases(f):
         cases.append(Case("grad-twice", traced, base_dt, grad="twice"))
         # the output gradients as autograd hands them over: y.sum()'s, one value expanded
         # (every stride 0), and a transposed one (a transpose downstream of the chain)
-        for dy in ("expanded", "transposed"):
+        # (and "each": every element's gradient from one output alone, in turn, so that an
+        # input's gradient at an element is one output's term, not the sum of all of theirs,
+        # under whose bound one term's error would hide)
+        for dy in ("expanded", "transposed", "each"):
             cases.append(Case("grad-dy-" + dy, traced, base_dt, grad=True, dy=dy))
         if empty is not None:
             cases.append(Case("grad-empty", empty, base_dt, grad=True))
@@ -792,9 +795,46 @@ def run_backward(f, case, dt, seed, acc):
             continue
         if x is None:
             raise Mismatch(f"grad {n}: missing (the reference has one)")
+        groups = each_output_groups(f, case, want, x) if rounding is not None else None
+        if groups:  # one output's elements at a time, each held to that output's precision
+            for k, own, dt_k in groups:
+                tol = fat.tol(a.KIND, dt_k)
+                quack = None if r is None else (
+                    functools.partial(fat.quack_check, rounding=dt_k), r[own], fat.quack_terms(x, everything), sc)
+                ok &= acc.add(f"grad {n} (output {k}'s elements)", x[own], y[own], *tol, seed, quack=quack)
+            continue
         quack = None if r is None else (check, r, fat.quack_terms(x, everything), sc)
         ok &= acc.add(f"grad {n}", x, y, atol, rtol, seed, quack=quack)
     return ok
+
+
+_LESS_PRECISE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+
+
+def each_output_groups(f, case, want, grad):
+    """For the "each" layout of the output gradients (output_grads), where every output and
+    the gradient have one shape and the folder says each output's precision
+    (case.OUT_TOL_DTYPES: the least precise dtype of the steps it is computed from): per output
+    k, (k, the elements whose gradient comes from output k alone, the less precise of that
+    dtype and the gradient's). None otherwise: the whole gradient at the folder's tolerance.
+    Held so, one term's error in a backward that sums the terms of many outputs shows at the
+    elements of its output, at that output's precision (an fp32 path beside a bfloat16 cast
+    is no longer held to bfloat16's)."""
+    dts = list(enumerate(getattr(f.case, "OUT_TOL_DTYPES", None) or []))
+    carried = getattr(f.kernel, "GRAD_OUTPUTS", None)  # the outputs autograd sees, in order
+    if carried is not None and len(carried) == len(dts) != len(want):
+        dts = [kd for kd, g in zip(dts, carried) if g]
+    if case.dy != "each" or not dts or len(dts) != len(want) or not hasattr(f.adapter, "KIND"):
+        return None
+    if any(tuple(w.shape) != tuple(grad.shape) for w in want) or grad.dtype not in _LESS_PRECISE:
+        return None
+    flat = torch.arange(grad.numel(), device=grad.device).reshape(grad.shape) % len(want)
+    out = []
+    for j, (k, d) in enumerate(dts):
+        dt = DTYPES[d]
+        dt = dt if _LESS_PRECISE[dt] >= _LESS_PRECISE[grad.dtype] else grad.dtype
+        out.append((k, flat == j, dt))
+    return out
 
 
 TWICE_REFUSED = ("once_differentiable", "does not require grad")
@@ -859,12 +899,19 @@ def output_grads(want, g, layout, guard):
     """Random gradients of the outputs want, laid out as autograd may hand them to a
     backward: contiguous between guard bands (layout None: a read past the end gets the
     band's values, never 0 by luck), one value expanded ("expanded": y.sum()'s gradient,
-    every stride 0), or transposed ("transposed": last two dims column-major). None where
-    the layout changes no output (transposed outputs of fewer than two dims)."""
+    every stride 0), transposed ("transposed": last two dims column-major), or one output's
+    at a time ("each": of n outputs, output k's gradient is zero except at the flat indices
+    i with i % n == k; contiguous between guard bands). None where the layout changes no
+    output (transposed outputs of fewer than two dims; "each" with one output)."""
+    if layout == "each" and len(want) < 2:
+        return None
     dys = []
-    for w in want:
+    for k, w in enumerate(want):
         v = torch.randn(list(w.shape), generator=g, dtype=torch.float32).to(w.device, w.dtype)
-        if layout == "expanded":
+        if layout == "each":
+            own = torch.arange(w.numel(), device=w.device).reshape(w.shape) % len(want) == k
+            v = guard.copy(torch.where(own, v, torch.zeros((), dtype=v.dtype, device=v.device)))
+        elif layout == "expanded":
             v = v.reshape(-1)[:1].reshape([1] * w.dim()).expand(w.shape) if w.numel() else v
         elif layout == "transposed":
             v = _transposed(v)
