@@ -478,6 +478,11 @@ func (r *renderer) casePy(dtype string) []byte {
 		outTol = append(outTol, pyStr(string(r.outTolDtype(o))))
 	}
 	b.WriteString("OUT_TOL_DTYPES = [" + strings.Join(outTol, ", ") + "]  # per output: the least precise dtype of the steps it is computed from\n")
+	var exact []string
+	for _, o := range r.p.Outputs {
+		exact = append(exact, pyBool(r.outEagerExact(o)))
+	}
+	b.WriteString("OUT_EAGER_EXACT = [" + strings.Join(exact, ", ") + "]  # per output: every step it is computed from rounds once as eager's (program.Code.EagerExact)\n")
 	if gr, err := r.backward(); err != nil {
 		b.WriteString("BACKWARD = False  # forward only: " + err.Error() + "\n")
 	} else {
@@ -634,6 +639,33 @@ func (r *renderer) outTolDtype(o int) program.DType {
 	}
 	walk(o)
 	return best
+}
+
+// outEagerExact reports whether every step output step o is computed from is one eager
+// computes as the kernel does, rounded once (program.Code.EagerExact), with no GEMM head:
+// its 16-bit values are then eager's but for a few elements (the verifier's eager_rounding).
+func (r *renderer) outEagerExact(o int) bool {
+	if r.p.GEMM != nil {
+		return false
+	}
+	seen := map[int]bool{}
+	var walk func(i int) bool
+	walk = func(i int) bool {
+		if seen[i] {
+			return true
+		}
+		seen[i] = true
+		if !r.p.Steps[i].Op.EagerExact() {
+			return false
+		}
+		for _, a := range r.p.Steps[i].Args {
+			if a.Step != nil && !walk(*a.Step) {
+				return false
+			}
+		}
+		return true
+	}
+	return walk(o)
 }
 
 // adversarialShapes are main shapes of rank r at interpreter size: ragged, all ones, primes,

@@ -25,6 +25,23 @@ const (
 	Softmax, LogSoftmax                  Code = "softmax", "log_softmax"
 )
 
+// eagerExact are the ops eager computes as one fp32 operation rounded once to the step's
+// dtype (arithmetic, comparisons, selection, casts, clamps, a maximum), as the kernel's
+// expression and its rounding do: a 16-bit result is eager's bit for bit but where the GPU's
+// division or square root differs from eager's in fp32's last place. Not the functions
+// (exp, erf, tanh, pow, their compositions) whose fp32 results eager computes otherwise, nor
+// sums, whose order differs.
+var eagerExact = map[Code]bool{
+	Add: true, Sub: true, Rsub: true, Mul: true, Div: true,
+	Eq: true, Ne: true, Lt: true, Le: true, Gt: true, Ge: true,
+	Where: true, MaskedFill: true, Cast: true, Dropout: true, DropoutKeep: true,
+	Clamp: true, ClampMin: true, ClampMax: true, Hardtanh: true, Relu: true, LeakyRelu: true,
+	Sqrt: true, Abs: true, Neg: true, Reciprocal: true, Amax: true, Amin: true,
+}
+
+// EagerExact reports whether eager computes op c as the kernel does, rounded once (eagerExact).
+func (c Code) EagerExact() bool { return eagerExact[c] }
+
 // ConstKind is how a constant parameter is written in Python.
 type ConstKind int
 

@@ -47,6 +47,12 @@ QUACK_GRAD = True  # the quack check (fa_testing, the verifier): 16-bit folders 
 # an fp32 chain's 16-bit steps (a cast to bfloat16 and back): eager and the reference round
 # the gradient there, the fused backward keeps fp32, so they differ by that rounding
 QUACK_ROUNDING = fat.DTYPES[case.TOL_DTYPE]
+# Per output: the kernel rounds each step to the dtype eager computes it in (_round_bf16,
+# _round_fp16), and where every step the output is computed from is one eager computes as the
+# kernel does, rounded once (case.OUT_EAGER_EXACT: arithmetic, comparisons, selection, casts,
+# clamps; no GEMM head), its 16-bit values are eager's to the last bit but for a few elements,
+# which the verifier holds it to (fa_testing.eager_rounding).
+EAGER_ROUNDING = list(getattr(case, "OUT_EAGER_EXACT", []))
 
 
 # The memory case (a marker in place of a second shape, as the catalog's adapters): WIDE, the

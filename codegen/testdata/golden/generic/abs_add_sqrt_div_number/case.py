@@ -8,6 +8,7 @@ PARAMS = {}
 KIND = "pointwise"
 TOL_DTYPE = "bf16"
 OUT_TOL_DTYPES = ["bf16"]  # per output: the least precise dtype of the steps it is computed from
+OUT_EAGER_EXACT = [True]  # per output: every step it is computed from rounds once as eager's (program.Code.EagerExact)
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["x0"]  # the float inputs
 BWD_BYTES = 3840  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)

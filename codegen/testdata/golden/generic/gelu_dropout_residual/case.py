@@ -8,6 +8,7 @@ PARAMS = {}
 KIND = "pointwise"
 TOL_DTYPE = "fp32"
 OUT_TOL_DTYPES = ["fp32", "fp32"]  # per output: the least precise dtype of the steps it is computed from
+OUT_EAGER_EXACT = [False, False]  # per output: every step it is computed from rounds once as eager's (program.Code.EagerExact)
 BACKWARD = True  # kernel.FusedFunction: the fused backward
 GRAD_INPUTS = ["x0", "x1"]  # the float inputs
 BWD_BYTES = 32768  # the fused backward's fewest bytes at SHAPES (program.BackwardBytes)

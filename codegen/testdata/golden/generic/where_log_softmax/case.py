@@ -8,6 +8,7 @@ PARAMS = {}
 KIND = "softmax"
 TOL_DTYPE = "fp32"
 OUT_TOL_DTYPES = ["fp32", "fp32"]  # per output: the least precise dtype of the steps it is computed from
+OUT_EAGER_EXACT = [True, False]  # per output: every step it is computed from rounds once as eager's (program.Code.EagerExact)
 BACKWARD = False  # forward only: no fused backward for a program ending in log_softmax yet (the row kernel is forward only)
 # name, dtype, one flag per trailing main dim (False: broadcast)
 INPUTS = [
