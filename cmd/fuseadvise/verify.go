@@ -24,11 +24,13 @@ a single element, one past a block, rows longer than a block, an empty batch, no
 transposed, channels-last, expanded and offset inputs, broadcast and fully-masked rows, large
 magnitudes), in every dtype the pattern supports, with NaN-poisoned outputs in guard bands,
 fresh random inputs per trial, NaN/inf parity, inputs checked unmodified, and gradients for
-patterns with a backward: output gradients contiguous, expanded (y.sum()'s) and transposed, a
-second derivative (eager's, or a clear refusal), and for a generic chain each input broadcast
-otherwise than traced, so that every reduction of a broadcast input's gradient the kernel
-carries runs. A generic chain's output is held to the precision of the steps it is computed
-from, and one after a GEMM to the range the GEMM's rounding allows.
+patterns with a backward: output gradients contiguous, expanded (y.sum()'s), transposed and
+one output's at a time, a second derivative (eager's, or a clear refusal), and for a generic
+chain each input broadcast otherwise than traced, so that every reduction of a broadcast
+input's gradient the kernel carries runs. A generic chain's output is held to the precision
+of the steps it is computed from (a 16-bit one whose steps eager rounds as the kernel does,
+to eager's bits but for 1% of its elements), and one after a GEMM to the range the GEMM's
+rounding allows.
 
 Each case prints its max abs and rel error; a failing case says where the first mismatch is
 (index, got, want). Exit status 1 when any case fails, 2 for usage or environment errors.
