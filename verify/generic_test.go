@@ -295,7 +295,8 @@ var genericBelowPrecision = map[string]string{
 // examples of 2026-12-04's runs: layer_scale_residual, broadcast_mixed_sigmoid,
 // clamp_mul_bias, addmm_sigmoid_channel; then the GEMM-headed ones, addmm_sigmoid_channel,
 // linear_gt_gate, bmm_lt_gate, matmul_silu_scale, linear_gelu_scale_residual, linear_le_gate,
-// linear_sub_mul_number_residual), and not checked for staleness (another set of
+// linear_sub_mul_number_residual; then table_bf16's exact steps, whose constants the
+// eager-rounding check could not tell apart), and not checked for staleness (another set of
 // examples has other lines).
 var genericExampleSurvivors = map[string]string{
 	"generic/_fused_kernel const-x1.001: v0 = _clamp(x0, (-1.5), 2.0) #1":                                                                                           exBF16Clamp,
@@ -350,6 +351,32 @@ var genericExampleSurvivors = map[string]string{
 	"generic/_fused_bwd_kernel const-x1.001: gx0 = g0 * (_sigmoid(x0) * (1.0 + x0 * (1.0 - _sigmoid(x0)))) #2":                                                      exBF16SiLU,
 	"generic/_sum_parts lt-le: cm = cols < N":                                                                                                                       exSumParts,
 	"generic/_sum_parts sum-max: total = tl.sum(acc, axis=0)":                                                                                                       exSumParts,
+	"generic/_fused_kernel const-x1.001: v7 = x0 * 0.5":                                                                                                             exBF16Value,
+	"generic/_fused_kernel const-x1.001: v9 = x0 / 0.5":                                                                                                             exBF16Value,
+	"generic/_fused_kernel const-x1.001: v10 = tl.where(x0 == x1, 1.0, 0.0)":                                                                                        exBF16Value,
+	"generic/_fused_kernel const-x1.001: v11 = tl.where(x0 == 0.5, 1.0, 0.0) #2":                                                                                    exBF16Value,
+	"generic/_fused_kernel const-x1.001: v12 = tl.where(x0 != x1, 1.0, 0.0)":                                                                                        exBF16Value,
+	"generic/_fused_kernel const-x1.001: v13 = tl.where(x0 != 0.5, 1.0, 0.0) #2":                                                                                    exBF16Value,
+	"generic/_fused_kernel const-x1.001: v14 = tl.where(x0 < x1, 1.0, 0.0)":                                                                                         exBF16Value,
+	"generic/_fused_kernel const-x1.001: v15 = tl.where(x0 < 0.5, 1.0, 0.0) #2":                                                                                     exBF16Value,
+	"generic/_fused_kernel const-x1.001: v16 = tl.where(x0 <= x1, 1.0, 0.0)":                                                                                        exBF16Value,
+	"generic/_fused_kernel const-x1.001: v17 = tl.where(x0 <= 0.5, 1.0, 0.0) #1":                                                                                    exBF16Bound,
+	"generic/_fused_kernel const-x1.001: v17 = tl.where(x0 <= 0.5, 1.0, 0.0) #2":                                                                                    exBF16Value,
+	"generic/_fused_kernel const-x1.001: v18 = tl.where(x0 > x1, 1.0, 0.0)":                                                                                         exBF16Value,
+	"generic/_fused_kernel const-x1.001: v19 = tl.where(x0 > 0.5, 1.0, 0.0) #1":                                                                                     exBF16Bound,
+	"generic/_fused_kernel const-x1.001: v19 = tl.where(x0 > 0.5, 1.0, 0.0) #2":                                                                                     exBF16Value,
+	"generic/_fused_kernel const-x1.001: v20 = tl.where(x0 >= x1, 1.0, 0.0)":                                                                                        exBF16Value,
+	"generic/_fused_kernel const-x1.001: v21 = tl.where(x0 >= 0.5, 1.0, 0.0) #2":                                                                                    exBF16Value,
+	"generic/_fused_kernel const-x1.001: v23 = tl.where(x2 != 0.0, 1.5, x0)":                                                                                        exBF16Value,
+	"generic/_fused_kernel const-x1.001: v24 = tl.where(x2 != 0.0, (-3.0), x0)":                                                                                     exBF16Value,
+	"generic/_fused_kernel const-x1.001: v27 = _clamp(x0, (-0.5), 1.5) #1":                                                                                          exBF16Bound,
+	"generic/_fused_kernel const-x1.001: v27 = _clamp(x0, (-0.5), 1.5) #2":                                                                                          exBF16Bound,
+	"generic/_fused_kernel const-x1.001: v28 = _clamp_min(x0, 0.25)":                                                                                                exBF16Bound,
+	"generic/_fused_kernel const-x1.001: v29 = _clamp_max(x0, (-0.25))":                                                                                             exBF16Bound,
+	"generic/_fused_kernel const-x1.001: v30 = _clamp(x0, (-2.0), 2.0) #1":                                                                                          exBF16Bound,
+	"generic/_fused_kernel const-x1.001: v30 = _clamp(x0, (-2.0), 2.0) #2":                                                                                          exBF16Bound,
+	"generic/_fused_kernel lt-le: v34 = tl.where(x0 < 0.0, 0.0, x0)":                                                                                                exRelu0,
+	"generic/_fused_bwd_kernel lt-le: v34 = tl.where(x0 < 0.0, 0.0, x0)":                                                                                            exRelu0,
 }
 
 const (
@@ -362,6 +389,9 @@ const (
 	exBF16Threshold = "linear_gt_gate, linear_le_gate (bf16): the threshold moved by 0.1% (0.10009765625 to 0.1001977) lies between two bfloat16 values (0.10009765625 and 0.1005859375), so no bfloat16 GEMM output tells the two comparisons apart; the planted case kills the lt-le mutant at the same line"
 	exBF16GELU      = "linear_gelu_scale_residual (bf16): a GELU constant, its derivative's, or a residual's 1.0 scaled by 1.001 moves a bfloat16 value by at most 0.1%, inside its rounding (0.4%)"
 	exFP16Alpha     = "linear_sub_mul_number_residual (fp16): an alpha of 1.0, or its derivative, scaled by 1.001 moves a float16 value by 0.1% of one operand, inside the folder's tolerance (1e-2)"
+	exBF16Value     = "table_bf16: a constant whose step's result is a bfloat16 value (x0 * 0.5, x0 / 0.5, a where's 1.5 or -3.0, a comparison's 1.0): scaled by 1.001 it moves the value by 0.1%, less than half a bfloat16 unit (0.39%), so it rounds back to the same value for every input: equivalent at bfloat16"
+	exBF16Bound     = "table_bf16: a clamp bound or a comparison's threshold (0.5, 0.25, 1.5, 2.0) scaled by 1.001 lies between two adjacent bfloat16 values, so no bfloat16 input falls between the two bounds: equivalent at bfloat16"
+	exRelu0         = "relu's tl.where(x0 < 0.0, 0.0, x0) as <= differs only at x0 = -0.0 (0.0 in place of -0.0), which compare equal; its derivative reads the result (y > 0), the same"
 	exBF16SiLU      = "matmul_silu_scale (bf16): a sigmoid constant or SiLU's derivative's scaled by 1.001 moves a bfloat16 value by at most 0.1%, inside its rounding (0.4%); addmm_sigmoid_channel (fp32) kills them"
 )
 

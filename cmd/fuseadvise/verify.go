@@ -22,7 +22,7 @@ is expanded) under TRITON_INTERPRET=1 on the CPU against its eager PyTorch refer
 trace's shapes scaled down to interpreter size, plus adversarial cases (ragged 129x127, primes,
 a single element, one past a block, rows longer than a block, an empty batch, non-contiguous,
 transposed, channels-last, expanded and offset inputs, broadcast and fully-masked rows, large
-magnitudes), in every dtype the pattern supports, with NaN-poisoned outputs in guard bands,
+positive and negative magnitudes), in every dtype the pattern supports, with NaN-poisoned outputs in guard bands,
 fresh random inputs per trial, NaN/inf parity, inputs checked unmodified, and gradients for
 patterns with a backward: output gradients contiguous, expanded (y.sum()'s), transposed and
 one output's at a time, a second derivative (eager's, or a clear refusal), and for a generic

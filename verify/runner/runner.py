@@ -222,7 +222,7 @@ def build_cases(f):
     probe = a.make_inputs(traced, DTYPES[base_dt], p, "cpu", 0)
     for name, v in (("strided", "strided"), ("strided-vec", "strided_vec"), ("expanded", "expanded"), ("transposed", "transposed"),
                     ("channels-last", "channels_last"), ("offset", "offset"),
-                    ("large", "large"), ("small", "small"), ("range", "range"), ("nan-inf", "specials"),
+                    ("large", "large"), ("small", "small"), ("negative", "negative"), ("range", "range"), ("nan-inf", "specials"),
                     ("masked-rows", "masked_rows"), ("planted", "planted"), ("in-place", "in_place")):
         if transform(v, probe)[1]:
             cases.append(Case(name, traced, base_dt, variant=v))
@@ -389,13 +389,17 @@ def transform(variant, inputs):
                     changed.append(k)
                 out[k] = nv
         return out, changed
-    if variant in ("large", "small"):
+    if variant in ("large", "small", "negative"):
         # large: x*64 + 1024, magnitudes far from 1 and a large common offset (max-subtraction, variance
         # as E[(x - mean)^2], overflow of intermediates); small: magnitudes around 1e-3, so a
-        # norm's eps matters (scaling by a power of two is exact). Applied to every floating
+        # norm's eps matters (scaling by a power of two is exact); negative: -(|x|*64 + 1024),
+        # every element far below zero, so that a row's maximum is negative and exp of a row
+        # not shifted by it underflows (a softmax's or a maximum's masked lanes filled with 0
+        # instead of -inf show; large's all-positive rows show a minimum's fill; an adapter
+        # whose norm cannot hold it sets NEGATIVE_CASE = False). Applied to every floating
         # input shaped like the first one (x and a residual, gate and up), not to vectors.
         k = _first_float(inputs)
-        if k is None:
+        if k is None or (variant == "negative" and not getattr(CURRENT_ADAPTER, "NEGATIVE_CASE", True)):
             return out, []
         shape = inputs[k].shape
         changed = []
@@ -403,6 +407,8 @@ def transform(variant, inputs):
             if _floating(v) and "mask" not in name and v.shape == shape:
                 if variant == "large":
                     out[name] = (v.float() * 64.0 + 1024.0).to(v.dtype)
+                elif variant == "negative":
+                    out[name] = (-(v.float().abs() * 64.0 + 1024.0)).to(v.dtype)
                 else:
                     out[name] = v * 2.0 ** -10
                 changed.append(name)
