@@ -808,7 +808,7 @@ def run_backward(f, case, dt, seed, acc):
             continue
         if x is None:
             raise Mismatch(f"grad {n}: missing (the reference has one)")
-        groups = each_output_groups(f, case, want, x) if rounding is not None else None
+        groups = each_output_groups(f, case, want, x)
         if groups:  # one output's elements at a time, each held to that output's precision
             for k, own, dt_k in groups:
                 tol = fat.tol(a.KIND, dt_k)
@@ -833,11 +833,13 @@ def each_output_groups(f, case, want, grad):
     Held so, one term's error in a backward that sums the terms of many outputs shows at the
     elements of its output, at that output's precision (an fp32 path beside a bfloat16 cast
     is no longer held to bfloat16's)."""
+    if case.dy != "each":
+        return None
     dts = list(enumerate(getattr(f.case, "OUT_TOL_DTYPES", None) or []))
     carried = getattr(f.kernel, "GRAD_OUTPUTS", None)  # the outputs autograd sees, in order
     if carried is not None and len(carried) == len(dts) != len(want):
         dts = [kd for kd, g in zip(dts, carried) if g]
-    if case.dy != "each" or not dts or len(dts) != len(want) or not hasattr(f.adapter, "KIND"):
+    if not dts or len(dts) != len(want) or not hasattr(f.adapter, "KIND"):
         return None
     if any(tuple(w.shape) != tuple(grad.shape) for w in want) or grad.dtype not in _LESS_PRECISE:
         return None

@@ -80,6 +80,13 @@ def test_values_variants():
     assert changed == ["x", "residual"] and float(out["x"][0, 0]) == 64.0 + 1024.0 and out["weight"] is w
     out, changed = runner.transform("small", {"x": x, "residual": r, "weight": w})
     assert float(out["residual"][0, 0]) == 2.0 ** -10
+    out, changed = runner.transform("negative", {"x": -x, "residual": r, "weight": w})
+    assert changed == ["x", "residual"] and float(out["x"].max()) == -(64.0 + 1024.0) and out["weight"] is w
+    runner.CURRENT_ADAPTER, was = types.SimpleNamespace(NEGATIVE_CASE=False), runner.CURRENT_ADAPTER
+    try:  # an adapter that opts out
+        assert runner.transform("negative", {"x": x})[1] == []
+    finally:
+        runner.CURRENT_ADAPTER = was
     out, changed = runner.transform("specials", {"x": x})
     assert changed == ["x"] and int(torch.isnan(out["x"]).sum()) == 1 and float(out["x"].view(-1)[-1]) == -math.inf
     m = torch.zeros(3, 5, dtype=torch.bool)
@@ -435,3 +442,57 @@ def test_empty_shapes():
     assert runner.empty_shapes([[2, 12, 24], [2, 12, 16], [2, 16, 24]]) == [[0, 12, 24], [0, 12, 16], [0, 16, 24]]
     assert runner.empty_shapes([[2, 2, 45, 64], [1, 1, 45, 45]]) == [[0, 2, 45, 64], [1, 1, 45, 45]]
     assert runner.empty_shapes([[40]]) is None and runner.empty_shapes([[0, 4]]) is None
+
+
+def test_quack_scales_from_the_outputs_an_input_reaches():
+    # x1 reaches the second output alone: autograd refuses the first output's gradient w.r.t.
+    # it, which had been read as "no terms summed" (scale 0, the bound from the result alone)
+    a = types.SimpleNamespace(QUACK_GRAD=True,
+                              reference=lambda ref, inp, params: (inp["x0"] * 2, inp["x0"] * inp["x1"]))
+    inp = {"x0": torch.tensor([[3.0, -4.0]]), "x1": torch.ones(1, 1)}
+    dys = [torch.ones(1, 2), torch.ones(1, 2)]
+    assert fat.quack_scales(a, None, inp, ["x1"], dys, {}, torch.float32) == [pytest.approx(5.0)]
+
+
+def test_output_grads_each_takes_one_output_per_element():
+    want = (torch.zeros(4, 5), torch.zeros(4, 5), torch.zeros(4, 5))
+    f = types.SimpleNamespace(adapter=types.SimpleNamespace(), kernel=None)
+    guard = runner.Guarded(f)
+    dys = runner.output_grads(want, runner._gen(1), "each", guard)
+    nonzero = torch.stack([d != 0 for d in dys])
+    assert bool((nonzero.sum(0) <= 1).all()) and int(nonzero.sum()) >= 18  # randn: no exact 0s, but be safe
+    flat = torch.arange(20).reshape(4, 5) % 3
+    for k, d in enumerate(dys):
+        assert bool((d[flat != k] == 0).all())
+    assert runner.output_grads(want[:1], runner._gen(1), "each", guard) is None
+
+
+def test_each_output_groups_hold_each_output_to_its_precision():
+    case = types.SimpleNamespace(dy="each")
+    f = types.SimpleNamespace(case=types.SimpleNamespace(OUT_TOL_DTYPES=["fp32", "bf16", "fp32"]),
+                              kernel=types.SimpleNamespace(GRAD_OUTPUTS=[True, False, True]),
+                              adapter=types.SimpleNamespace(KIND="pointwise"))
+    want = (torch.zeros(2, 3), torch.zeros(2, 3))  # the outputs that carry a gradient: 0 and 2
+    groups = runner.each_output_groups(f, case, want, torch.zeros(2, 3))
+    assert [(k, dt) for k, _, dt in groups] == [(0, torch.float32), (2, torch.float32)]
+    assert groups[0][1].flatten().tolist() == [True, False, True, False, True, False]
+    # a bfloat16 gradient: each group at least as coarse as it
+    groups = runner.each_output_groups(f, case, want, torch.zeros(2, 3, dtype=torch.bfloat16))
+    assert [dt for _, _, dt in groups] == [torch.bfloat16, torch.bfloat16]
+    # another layout, a broadcast gradient, or no per-output dtypes: the whole gradient at once
+    assert runner.each_output_groups(f, types.SimpleNamespace(dy=None), want, torch.zeros(2, 3)) is None
+    assert runner.each_output_groups(f, case, want, torch.zeros(3)) is None
+
+
+def test_eager_rounding():
+    a = types.SimpleNamespace(EAGER_ROUNDING=[True, False])
+    want = torch.randn(1000, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    got = want.clone()
+    got[:10] = got[:10] * 1.01  # 1% of them moved: allowed
+    assert fat.eager_rounding(a, 0, "y", got, want) is None
+    got[:20] = want[:20] * 1.01
+    msg = fat.eager_rounding(a, 0, "y", got, want)
+    assert msg and msg.startswith("y: 20 of 1000 elements differ from eager's"), msg
+    assert fat.eager_rounding(a, 1, "z", got, want) is None  # an output not computed as eager's
+    assert fat.eager_rounding(a, 0, "y", got.float(), want.float()) is None  # fp32: the tolerance's
+    assert fat.eager_rounding(types.SimpleNamespace(), 0, "y", got, want) is None
