@@ -563,9 +563,10 @@ func (r *renderer) casePy(dtype string) []byte {
 	return b.Bytes()
 }
 
-// constants are the program's finite numbers (operands and float constants), each once, in
-// the order the steps give them: the values at which a comparison or a clamp decides, which
-// the verifier's "planted" case writes into the inputs (as each input's type rounds them).
+// constants are the program's finite numbers (operands and float constants) and its ops'
+// kinks (program.Op.Kinks: hardswish's -3 and 3), each once, in the order the steps give
+// them: the values at which a comparison, a clamp or a derivative decides, which the
+// verifier's "planted" case writes into the inputs (as each input's type rounds them).
 func (r *renderer) constants() []string {
 	var out []string
 	seen := map[float64]bool{}
@@ -587,6 +588,9 @@ func (r *renderer) constants() []string {
 			if op.Consts[k] == program.ConstFloat {
 				add(float64(c))
 			}
+		}
+		for _, v := range op.Kinks() {
+			add(v)
 		}
 	}
 	return out

@@ -119,6 +119,14 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		"steps":[{"op":"le","args":[{"in":0},{"num":0.1}],"dtype":"bool"},
 		{"op":"cast","args":[{"step":0}],"dtype":"bf16"},
 		{"op":"mul","args":[{"in":0},{"step":1}],"dtype":"bf16"}],"outputs":[2]}`},
+	// a bias-free x @ W -> hardswish -> a scale, in bfloat16 (a corpus chain): hardswish's
+	// derivative jumps at -3 and 3 (ATen: 0 at -3, 1 at 3), numbers the planted case puts at
+	// the GEMM's output (program.Op.Kinks), and a GEMM output within its rounding of a
+	// bfloat16 midpoint beside 3 may round to either side of it (adapter.band_grads)
+	{"matmul_hardswish_div", "bf16", `{"dims":[24,40],"inputs":[{"dtype":"bf16","dims":[24,40]}],
+		"gemm":{"op":"matmul","x":[24,32],"w":[32,40],"dtype":"bf16"},
+		"steps":[{"op":"hardswish","args":[{"in":0}],"dtype":"bf16"},
+		{"op":"div","args":[{"step":0},{"num":0.25}],"dtype":"bf16"}],"outputs":[1]}`},
 	// a fractional power of a bfloat16 tensor: eager's exponent is bfloat16's 1.3, 1.296875
 	{"abs_pow_bf16", "bf16", `{"dims":[16,40],"inputs":[{"dtype":"bf16","dims":[16,40]},{"dtype":"bf16","dims":[40]}],
 		"steps":[{"op":"abs","args":[{"in":0}],"dtype":"bf16"},

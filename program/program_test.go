@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -49,6 +50,31 @@ func TestTable(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+func TestKinks(t *testing.T) {
+	for _, tt := range []struct {
+		code Code
+		want []float64
+	}{
+		{Hardswish, []float64{-3, 3}},
+		{Hardsigmoid, []float64{-3, 3}},
+		{Relu, []float64{0}},
+		{LeakyRelu, []float64{0}},
+		{Elu, []float64{0}},
+		{Abs, []float64{0}},
+		{Add, nil},
+		{Clamp, nil}, // its bounds are constants, planted as the program's numbers
+		{Softplus, nil},
+	} {
+		op, ok := Lookup(tt.code)
+		if !ok {
+			t.Fatalf("%s: not in the table", tt.code)
+		}
+		if got := op.Kinks(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: Kinks() = %v, want %v", tt.code, got, tt.want)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package program
 import (
 	"errors"
 	"math"
+	"regexp"
+	"strconv"
 )
 
 // Code is an op of the table.
@@ -152,7 +154,7 @@ var Table = []*Op{
 	{Code: Softplus, Arity: 1, Consts: f2, Triton: "_softplus({0}, {c0}, {c1})", Torch: "torch.nn.functional.softplus({0}, {c0}, {c1})",
 		Deriv: []string{"tl.where({0} * {c0} > {c1}, 1.0, _sigmoid({0} * {c0}))"}},
 	{Code: Hardswish, Arity: 1, Triton: "{0} * _clamp({0} + 3.0, 0.0, 6.0) / 6.0", Torch: "torch.nn.functional.hardswish({0})",
-		Deriv: []string{"tl.where({0} < -3.0, 0.0, tl.where({0} <= 3.0, {0} / 3.0 + 0.5, 1.0))"}},
+		Deriv: []string{"tl.where({0} <= -3.0, 0.0, tl.where({0} < 3.0, {0} / 3.0 + 0.5, 1.0))"}},
 	{Code: Hardsigmoid, Arity: 1, Triton: "_clamp({0} + 3.0, 0.0, 6.0) / 6.0", Torch: "torch.nn.functional.hardsigmoid({0})",
 		Deriv: []string{"tl.where(({0} > -3.0) & ({0} < 3.0), 1.0 / 6.0, 0.0)"}},
 	{Code: Exp, Arity: 1, Triton: "tl.exp({0})", Torch: "torch.exp({0})", Deriv: []string{"{y}"}},
@@ -189,6 +191,31 @@ var table = func() map[Code]*Op {
 func Lookup(code Code) (*Op, bool) {
 	op, ok := table[code]
 	return op, ok
+}
+
+// kinkRE matches an operand or the result compared with a literal number in an op's Triton
+// or derivative expression.
+var kinkRE = regexp.MustCompile(`\{[0-9y]\}\s*(?:<=|>=|==|!=|<|>)\s*(-?[0-9]+(?:\.[0-9]+)?)`)
+
+// Kinks are the values at which the op's result or its derivative switches branch, read from
+// its expressions (hardswish's -3 and 3, relu's 0): where a kernel's comparison there is not
+// eager's (hardswish's derivative at 3 is 1 in ATen, (3/3 + 0.5) = 1.5 with a <= 3), only an
+// input at the point itself tells, and random inputs never are. The verifier's planted case
+// writes them into the inputs beside the program's numbers (codegen's CONSTANTS).
+func (op *Op) Kinks() []float64 {
+	var out []float64
+	seen := map[float64]bool{}
+	for _, e := range append([]string{op.Triton}, op.Deriv...) {
+		for _, m := range kinkRE.FindAllStringSubmatch(e, -1) {
+			v, err := strconv.ParseFloat(m[1], 64)
+			if err != nil || seen[v] {
+				continue
+			}
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Codes lists the table's codes, in table order.

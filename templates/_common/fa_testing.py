@@ -724,6 +724,26 @@ def output_bands(adapter, kernel, reference, inputs, params, want):
     return out
 
 
+def grad_bands(adapter, kernel, reference, inputs, names, dys, params, want):
+    """Per gradient of inputs[names], None or (lo, hi): the range it takes over the results
+    its inputs do not decide (an adapter's ``band_grads``: a GEMM head's rounding, where the
+    product may sit on either side of a point at which the chain's derivative jumps) and
+    eager's own gradient (want, in names' order); the quack check holds the fused gradient
+    to its bound from that range instead of from the reference alone."""
+    fn = getattr(adapter, "band_grads", None)
+    bands = fn(kernel, reference, inputs, names, dys, params) if callable(fn) else None
+    if not bands:
+        return [None] * len(names)
+    out = []
+    for b, w in zip(bands, want):
+        if b is None or w is None or tuple(b[0].shape) != tuple(w.shape):
+            out.append(None)
+            continue
+        w64 = w.detach().to(b[0].device, torch.float64)
+        out.append((torch.minimum(b[0], w64), torch.maximum(b[1], w64)))
+    return out
+
+
 def run_grad_case(kernel, reference, adapter, shapes, dtype, params, device, seed):
     """Gradients of every output (random grad_output) w.r.t. adapter.GRAD_INPUTS, vs eager:
     through adapter.fused(..., autograd=True) (its test mode), and, where the adapter has one,
@@ -731,14 +751,14 @@ def run_grad_case(kernel, reference, adapter, shapes, dtype, params, device, see
     dt = DTYPES[dtype] if isinstance(dtype, str) else dtype
     inputs = adapter.make_inputs(shapes, dt, params, device, seed)
     _check_grads(lambda leaves: adapter.fused(kernel, leaves, params, autograd=True),
-                 reference, adapter, inputs, shapes, dt, params, device, seed, "")
+                 kernel, reference, adapter, inputs, shapes, dt, params, device, seed, "")
     if hasattr(adapter, "train"):
         # "_test": train() may leave what the reference needs (a dropout mask), as fused() does
         _check_grads(lambda leaves: adapter.train(kernel, leaves, params),
-                     reference, adapter, dict(inputs, _test=True), shapes, dt, params, device, seed + 1, " (train)")
+                     kernel, reference, adapter, dict(inputs, _test=True), shapes, dt, params, device, seed + 1, " (train)")
 
 
-def _check_grads(call, reference, adapter, inputs, shapes, dt, params, device, seed, what):
+def _check_grads(call, kernel, reference, adapter, inputs, shapes, dt, params, device, seed, what):
     names = [n for n in adapter.GRAD_INPUTS if inputs.get(n) is not None]
 
     def leaves():
@@ -764,6 +784,7 @@ def _check_grads(call, reference, adapter, inputs, shapes, dt, params, device, s
     atol, rtol = adapter.tolerance(dt, shapes, params, grad=True)
     gref = quack_grads(adapter, reference, b, names, dys, params, dt)
     scales = quack_scales(adapter, reference, b, names, dys, params, dt)
+    bands = grad_bands(adapter, kernel, reference, b, names, dys, params, gw)
     for i, (n, x, y) in enumerate(zip(names, gg, gw)):
         if y is None:
             continue
@@ -772,9 +793,9 @@ def _check_grads(call, reference, adapter, inputs, shapes, dt, params, device, s
         label = f"grad{what} {n} (shapes={shapes}, {dt}, seed={seed})"
         if gref is not None:
             assert_quack(x, y, gref[i], name=label, terms=quack_terms(x, list(b.values()) + list(want)),
-                         term_scale=scales[i], rounding=getattr(adapter, "QUACK_ROUNDING", None))
+                         term_scale=scales[i], rounding=getattr(adapter, "QUACK_ROUNDING", None), band=bands[i])
         else:
-            assert_close(x, y, atol, rtol, name=label)
+            assert_close(x, y, atol, rtol, name=label, band=bands[i])
 
 
 # The quack check (kernels.md (b)1), for gradients whose rounding differs from eager's by
@@ -906,15 +927,20 @@ def quack_bound(got_dtype, ref_abs_max, eager_err, terms=1, term_scale=0.0, roun
             + max(ref_abs_max, term_scale) * eps32 * QUACK_SUM_ULPS * math.sqrt(terms))
 
 
-def quack_check(got, want, ref, terms=1, term_scale=0.0, rounding=None):
+def quack_check(got, want, ref, terms=1, term_scale=0.0, rounding=None, band=None):
     """The quack check: max|got - ref| <= quack_bound(got.dtype, max|ref|, max|want - ref|,
     terms, term_scale, rounding), where want is eager and ref the chain in a higher precision. A NaN where ref has
-    none (or none where ref has one) fails. Returns (ok, note, first): first = (index, got,
-    ref) at the largest |got - ref| (None for an empty tensor)."""
+    none (or none where ref has one) fails. band: None, or (lo, hi) (grad_bands): an
+    element's distance is then to the range [lo, hi] widened to ref. Returns (ok, note,
+    first): first = (index, got, ref) at the largest distance (None for an empty tensor)."""
     g, w, r = (t.detach().to("cpu", torch.float64) for t in (got, want, ref))
     if g.numel() == 0:
         return True, "", None
     dg = (g - r).abs()
+    if band is not None:
+        lo, hi = (torch.minimum(t.detach().to("cpu", torch.float64), r) if i == 0 else
+                  torch.maximum(t.detach().to("cpu", torch.float64), r) for i, t in enumerate(band))
+        dg = torch.minimum(dg, torch.clamp(torch.maximum(lo - g, g - hi), min=0.0))
     dg = torch.where(torch.isnan(g) != torch.isnan(r), torch.full_like(dg, float("inf")), dg)
     dg = torch.nan_to_num(dg, nan=0.0)
     eg = float(dg.max())
@@ -930,9 +956,9 @@ def quack_check(got, want, ref, terms=1, term_scale=0.0, rounding=None):
     return ok, note, (list(idx), float(g[idx]), float(r[idx]))
 
 
-def assert_quack(got, want, ref, name="output", terms=1, term_scale=0.0, rounding=None):
+def assert_quack(got, want, ref, name="output", terms=1, term_scale=0.0, rounding=None, band=None):
     """Fails where quack_check does, with the index and the values at the worst element."""
-    ok, note, first = quack_check(got, want, ref, terms, term_scale, rounding)
+    ok, note, first = quack_check(got, want, ref, terms, term_scale, rounding, band)
     if not ok:
         i = tuple(first[0])
         w = want.detach().to("cpu", torch.float64)[i].item()

@@ -448,11 +448,10 @@ def _replay(chain, ref, inputs):
     return outs if grad is None else tuple(o for o, g in zip(outs, grad) if g)
 
 
-def band_outputs(kernel, ref, inputs, params):
-    """The chain's outputs with its GEMM's result anywhere within the GEMM's rounding
-    (fa_testing.output_bands takes the range of them): the exact product (in fp64), moved by
-    -1, -1/2, 0, 1/2 and 1 times a bound on a GEMM's error and rounded to the GEMM's dtype,
-    the rest of the chain eager's as the reference runs it. None without a GEMM head.
+def _band_products(kernel, ref, inputs):
+    """The GEMM's result anywhere within the GEMM's rounding: the exact product (in fp64),
+    moved by -1, -1/2, 0, 1/2 and 1 times a bound on a GEMM's error and rounded to the GEMM's
+    dtype (five tensors, the exact product's third). None without a GEMM head.
 
     The bound, per output element, in fp32 units: the products' magnitudes summed (mag) times
     2 + sqrt(K) where two or more terms are summed (the sum's rounding, in any order: the
@@ -488,11 +487,99 @@ def band_outputs(kernel, ref, inputs, params):
     if GEMM["bias"]:
         exact = prod + inputs["bias"].detach().to(torch.float64)
         delta = delta + eps * exact.abs() * (nnz > 0)
-    runs = []
-    for t in (-1.0, -0.5, 0.0, 0.5, 1.0):
-        pre = (exact + t * delta).to(dt)
-        runs.append(tuple(ref.chain(*[inputs[n] for n in NAMES], gemm=lambda *ops, pre=pre: pre)))
-    return runs
+    return [(exact + t * delta).to(dt) for t in (-1.0, -0.5, 0.0, 0.5, 1.0)]
+
+
+def band_outputs(kernel, ref, inputs, params):
+    """The chain's outputs with its GEMM's result anywhere within the GEMM's rounding
+    (fa_testing.output_bands takes the range of them): _band_products, the rest of the chain
+    eager's as the reference runs it. None without a GEMM head."""
+    pres = _band_products(kernel, ref, inputs)
+    if pres is None:
+        return None
+    return [tuple(ref.chain(*[inputs[n] for n in NAMES], gemm=lambda *ops, pre=pre: pre)) for pre in pres]
+
+
+def band_grads(kernel, ref, inputs, names, dys, params):
+    """Per input of names, None or (lo, hi) in float64: the range its gradient (for the
+    outputs' gradients dys) takes with the GEMM's result anywhere within the GEMM's rounding,
+    each element of that result free to sit anywhere in it independently of the others
+    (fa_testing.grad_bands adds eager's gradient). Where the result lies within its rounding
+    of a point at which the chain's derivative jumps (hardswish's at 3, relu's at 0, a
+    clamp's bounds; in bfloat16, of a midpoint beside one: 2.9921875 rounds to 2.984375,
+    where hardswish's derivative is 1.49, or to 3.0, where it is 1), the kernel's product and
+    cuBLAS's may take either side of it, and the gradients of a and w differ by the jump
+    times the other operand. Elsewhere the band is a rounding's width: where the product is
+    exact (3.0 in bfloat16), the other side is outside it. None without a GEMM head.
+
+    The chain's derivative w.r.t. the GEMM's result (dz) at each of _band_products, and
+    each epilogue input's per element (an input broadcast over the main shape expanded to
+    it); from the exact product's, the others' differences from it, per element their lowest
+    dmin (at most 0) and highest dmax (at least 0), bound a sum's range exactly: a's gradient
+    (dz @ w for a matmul) lies within (dmin @ w+ + dmax @ w-, dmax @ w+ + dmin @ w-) of the
+    exact product's (w+ and w- the positive and negative parts), w's likewise, and the
+    bias' and an epilogue input's within their dmin and dmax summed to its shape."""
+    pres = _band_products(kernel, ref, inputs)
+    if pres is None:
+        return None
+    f64 = torch.float64
+    main = _main_shape(inputs)
+    epi = [n for n in names if n not in ("a", "w", "bias")]
+    per = []  # per run: {name: the gradient's terms at the main shape}, with "z" the GEMM result's
+    for pre in pres:
+        z = pre.detach().clone().requires_grad_(True)
+        c = dict(inputs)
+        for n in epi:
+            try:
+                c[n] = inputs[n].detach().expand(main).clone().requires_grad_(True)
+            except RuntimeError:  # an input that is not the main shape's (an op's own shape)
+                return None
+        outs = tuple(ref.chain(*[c[n] for n in NAMES], gemm=lambda *ops, z=z: z))
+        keep = inputs.get("_grad_outputs")
+        if keep is not None:
+            outs = tuple(o for o, g in zip(outs, keep) if g)
+        pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
+        if not pairs:
+            return None
+        leaves = [z] + [c[n] for n in epi]
+        gs = torch.autograd.grad([o for o, _ in pairs], leaves, [d for _, d in pairs], allow_unused=True)
+        per.append({k: (torch.zeros(main, dtype=f64, device=z.device) if g is None else g.detach().to(f64))
+                    for k, g in zip(["z"] + epi, gs)})
+    base, rest = per[2], per[:2] + per[3:]  # the exact product's, and the others'
+    a64, w64 = inputs["a"].detach().to(f64), inputs["w"].detach().to(f64)
+    bias0 = [torch.zeros(shapes_n(inputs), dtype=f64, device=a64.device)] if GEMM["bias"] else []
+
+    def vjp(dz, a, w, which):  # the GEMM's gradient w.r.t. operand `which` for dz: bilinear
+        a, w = a.clone().requires_grad_(which == "a"), w.clone().requires_grad_(which == "w")
+        return torch.autograd.grad(ref.gemm(a, w, *bias0), [a if which == "a" else w], dz)[0]
+
+    def spread(key):  # per element, the lowest and highest difference from the exact product's
+        d = torch.stack([r[key] - base[key] for r in rest])
+        return d.amin(0).clamp(max=0), d.amax(0).clamp(min=0)
+
+    out = []
+    for n in names:
+        if n in ("a", "w"):
+            # a sum over the GEMM's output elements of D times the other operand, each element
+            # anywhere in its [dmin, dmax]: lowest with dmin where the operand is positive
+            args = (lambda dz, o: (dz, a64, o)) if n == "a" else (lambda dz, o: (dz, o, w64))
+            other = w64 if n == "a" else a64
+            pos, neg = other.clamp(min=0), other.clamp(max=0)
+            dmin, dmax = spread("z")
+            mid = vjp(*args(base["z"], other), n)
+            lo = mid + vjp(*args(dmin, pos), n) + vjp(*args(dmax, neg), n)
+            hi = mid + vjp(*args(dmax, pos), n) + vjp(*args(dmin, neg), n)
+        elif n == "bias" or n in epi:
+            key = "z" if n == "bias" else n
+            shape = inputs[n].shape
+            dmin, dmax = spread(key)
+            mid = base[key].sum_to_size(shape)
+            lo, hi = mid + dmin.sum_to_size(shape), mid + dmax.sum_to_size(shape)
+        else:
+            out.append(None)
+            continue
+        out.append((lo, hi))
+    return out
 
 
 def train(kernel, inputs, params):

@@ -909,6 +909,61 @@ def test_gemm_band(example, tmp_path):
     assert torch.equal(rows[1], rows[0].double()) and torch.equal(rows[2], rows[0].double())
 
 
+def test_gemm_grad_band(tmp_path):
+    """A GEMM head's output at a bfloat16 midpoint beside hardswish's kink at 3 (exactly
+    2.9921875, between 2.984375 and 3.0) rounds to either side within the GEMM's rounding,
+    and hardswish's derivative there is 1.49 or 1: the gradient band (adapter.band_grads,
+    fa_testing.grad_bands) takes a's and w's gradients computed from the other side, and
+    nothing else (an element off elsewhere still fails, in the comparison and in the quack
+    check); with the output one bfloat16 step from the kink the band is eager's alone."""
+    adapter, kernel = _adapter_for("matmul_hardswish_div", tmp_path)
+    ref = adapter.fat.load_sibling(str(tmp_path / "matmul_hardswish_div" / "adapter.py"), "reference")
+    fat, dt = adapter.fat, torch.bfloat16
+    shapes = adapter.interp_shapes(adapter.case.SHAPES)
+
+    def grads(inputs, pre=None):
+        leaves = {k: (v.detach().clone().requires_grad_(True) if k in ("a", "w") else v) for k, v in inputs.items()}
+        # the GEMM's output as pre where given, its gradient still flowing to a and w
+        kw = {} if pre is None else {"gemm": lambda x, y: ref.gemm(x, y) + (pre - ref.gemm(x, y)).detach()}
+        outs = ref.chain(*[leaves[n] for n in adapter.NAMES], **kw)
+        return torch.autograd.grad(outs, [leaves["a"], leaves["w"]], dys)
+
+    inputs = adapter.make_inputs(shapes, dt, {}, "cpu", 0)
+    a, w = inputs["a"], inputs["w"]  # [M, K], [K, N]
+    a[0] = 0
+    a[0, 0] = a[0, 1] = 1
+    w[0, 0], w[1, 0] = 3.0, -0.0078125  # the output at [0, 0]: 2.9921875, exactly
+    dys = [torch.ones(shapes[0], dtype=dt)]
+    want = grads(inputs)
+    bands = fat.grad_bands(adapter, kernel, ref, inputs, ["a", "w"], dys, {}, want)
+    # the other side of the midpoint: the GEMM's output at [0, 0] rounded the other way
+    z = (a.float() @ w.float()).to(dt)
+    other = z.clone()
+    other[0, 0] = 2.984375 if float(z[0, 0]) == 3.0 else 3.0
+    side = grads(inputs, other)
+    atol, rtol = adapter.tolerance(dt, shapes, {}, grad=True)
+    for name, g, w_, b in zip(("a", "w"), side, want, bands):
+        assert b is not None, name
+        assert fat.mismatches(g, w_, atol, rtol)[0].any(), f"{name}: the two sides do not differ"
+        assert not fat.mismatches(g, w_, atol, rtol, b)[0].any(), name
+        ok, note, _ = fat.quack_check(g, w_, w_.double(), band=b)
+        assert ok, (name, note)
+        far = (g.shape[0] - 1, g.shape[1] - 1)
+        bad = g.clone()
+        bad[far] += 0.5
+        assert fat.mismatches(bad, w_, atol, rtol, b)[0].nonzero().tolist() == [list(far)], name
+        assert not fat.quack_check(bad, w_, w_.double(), band=b)[0], name
+    # the output exactly 3.0 (half a bfloat16 step from either midpoint): the side is decided,
+    # and the band does not take the other one
+    w[1, 0] = 0.0
+    want = grads(inputs)
+    bands = fat.grad_bands(adapter, kernel, ref, inputs, ["a", "w"], dys, {}, want)
+    other = (a.float() @ w.float()).to(dt)
+    other[0, 0] = 2.984375
+    for name, g, w_, b in zip(("a", "w"), grads(inputs, other), want, bands):
+        assert fat.mismatches(g, w_, atol, rtol, b)[0].any(), name
+
+
 def test_keep_mask_drawn_for_timing(tmp_path):
     """A training dropout's folder: fused_drawn (what bench times) draws each keep mask in
     the call, at 1 - p (bernoulli_ into a bool tensor, as the README tells the caller), and

@@ -23,5 +23,5 @@ OUTPUTS = [
     ("y3", "bf16", "full"),
 ]
 # the program's finite numbers, which the verifier plants into the inputs
-CONSTANTS = [1.0]
+CONSTANTS = [0.0, 1.0]
 ADVERSARIAL = [[[3, 127]], [[1, 1]], [[31, 37]], [[2, 1025]], [[2, 4099]]]

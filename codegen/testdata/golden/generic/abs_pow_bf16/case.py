@@ -22,5 +22,5 @@ OUTPUTS = [
     ("y2", "bf16", "full"),
 ]
 # the program's finite numbers, which the verifier plants into the inputs
-CONSTANTS = [1.3]
+CONSTANTS = [0.0, 1.3]
 ADVERSARIAL = [[[3, 127]], [[1, 1]], [[31, 37]], [[2, 1025]], [[2, 4099]]]

@@ -22,7 +22,7 @@ OUTPUTS = [
     ("y1", "fp32", "full"),
 ]
 # the program's finite numbers, which the verifier plants into the inputs
-CONSTANTS = [0.25, 1.3333333333333333]
+CONSTANTS = [0.0, 0.25, 1.3333333333333333]
 # each training dropout's keep mask input and its p (the caller draws the mask)
 KEEP_P = {"keep1": 0.25}
 # the GEMM head: its traced op, x's rank, a bias, the dtype of x, w and bias

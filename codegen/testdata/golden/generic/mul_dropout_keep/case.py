@@ -24,7 +24,7 @@ OUTPUTS = [
     ("y1", "bf16", "full"),
 ]
 # the program's finite numbers, which the verifier plants into the inputs
-CONSTANTS = [0.1, 1.1111111111111112]
+CONSTANTS = [0.1, 1.1111111111111112, 0.0]
 # each training dropout's keep mask input and its p (the caller draws the mask)
 KEEP_P = {"keep2": 0.1}
 ADVERSARIAL = [[[3, 2, 127]], [[1, 1, 1]], [[31, 2, 37]], [[2, 2, 1025]], [[2, 1, 4099]]]

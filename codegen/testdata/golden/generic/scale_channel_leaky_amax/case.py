@@ -22,5 +22,5 @@ OUTPUTS = [
     ("y3", "fp16", "row_keep"),
 ]
 # the program's finite numbers, which the verifier plants into the inputs
-CONSTANTS = [1.0, 0.2]
+CONSTANTS = [1.0, 0.2, 0.0]
 ADVERSARIAL = [[[3, 2, 1, 127]], [[1, 1, 1, 1]], [[31, 2, 1, 37]], [[2, 2, 1, 1025]], [[2, 1, 1, 4099]]]

@@ -21,5 +21,5 @@ OUTPUTS = [
     ("y2", "fp32", "full"),
 ]
 # the program's finite numbers, which the verifier plants into the inputs
-CONSTANTS = [0.125]
+CONSTANTS = [0.125, 0.0]
 ADVERSARIAL = [[[3, 2, 127]], [[1, 1, 1]], [[31, 2, 37]], [[2, 2, 1025]], [[2, 1, 4099]]]
