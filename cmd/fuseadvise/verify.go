@@ -29,8 +29,10 @@ one output's at a time, a second derivative (eager's, or a clear refusal), and f
 chain each input broadcast otherwise than traced, so that every reduction of a broadcast
 input's gradient the kernel carries runs. A generic chain's output is held to the precision
 of the steps it is computed from (a 16-bit one whose steps eager rounds as the kernel does,
-to eager's bits but for 1% of its elements), and one after a GEMM to the range the GEMM's
-rounding allows.
+to eager's bits but for 1% of its elements; a 16-bit output or gradient to no more bias
+against the chain in fp32 than eager's), its inputs are planted with the program's numbers
+and its ops' kinks (hardswish's 3), and a GEMM head's outputs and gradients are held to the
+range the GEMM's rounding allows.
 
 Each case prints its max abs and rel error; a failing case says where the first mismatch is
 (index, got, want). Exit status 1 when any case fails, 2 for usage or environment errors.

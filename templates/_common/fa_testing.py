@@ -648,12 +648,13 @@ def run_case(kernel, reference, adapter, shapes, dtype, params, device, seed):
     want = adapter.reference(reference, inputs, params)
     bands = output_bands(adapter, kernel, reference, inputs, params, want)
     tols = output_tolerances(adapter, dt, shapes, params, len(want))
+    biased = bias_reference(adapter, reference, inputs, params)
     names = getattr(adapter, "OUTPUTS", [f"out{i}" for i in range(len(want))])
     for i, (name, g_, w_, b_, (atol, rtol)) in enumerate(zip(names, got, want, bands, tols)):
         if w_.dtype != g_.dtype:
             raise AssertionError(f"{name}: dtype {g_.dtype}, want {w_.dtype}")
         assert_close(g_, w_, atol, rtol, name=f"{name} (shapes={shapes}, {dt}, seed={seed})", band=b_)
-        bad = eager_rounding(adapter, i, name, g_, w_)
+        bad = eager_rounding(adapter, i, name, g_, w_) or bias_check(name, g_, w_, biased[i] if biased else None)
         if bad:
             raise AssertionError(f"{bad} (shapes={shapes}, {dt}, seed={seed})")
     for k, v in before.items():
@@ -687,6 +688,71 @@ def eager_rounding(adapter, i, name, got, want):
     return (f"{name}: {n} of {got.numel()} elements differ from eager's, where a kernel that rounds "
             f"each step as eager does may differ in {EAGER_SHARE:.0%} of them; first at {list(at)}: "
             f"got {float(got[at])!r}, eager {float(want[at])!r}")
+
+
+# The bias check: a 16-bit output's error against the chain in fp32, summed with the sign of
+# the reference and over the reference's magnitude (B = sum((got - ref) * sign(ref)) /
+# sum|ref|), is rounding noise about 0 for a kernel that computes the chain; a constant 0.1%
+# off (GELU's 0.5, an ELU's scale, a hardswish's 6.0) moves every element it touches by a
+# quarter of a bfloat16 unit, inside the tolerance and inside its rounding, but all the same
+# way, so that B is about 1e-3 times the share of the output it touches, tens of standard
+# deviations of the noise over a few thousand elements. A kernel fails where its |B| exceeds
+# eager's by more than BIAS_SIGMAS times its own noise's standard deviation
+# (sqrt(sum((got - ref)**2)) / sum|ref|, the elements' errors taken as independent) plus
+# BIAS_FLOOR units of the output's type (its eps); over the examples' cases on the CPU a right
+# kernel's excess stayed within 2.1 standard deviations. Outputs of fewer than BIAS_MIN_ELEMS
+# finite elements are not judged. The noise is taken per element: where errors are shared
+# (a row's statistic rounded once, in eager or a kernel) they are not independent, and the
+# bias of a few rows is noise; adapters ask for the check (BIAS_CHECK) where no value is
+# shared by a row (the generic pointwise and GEMM-headed programs, not the row programs).
+BIAS_SIGMAS = 6.0
+BIAS_FLOOR = 1.0 / 128
+BIAS_MIN_ELEMS = 64
+
+
+def _bias(got, ref):
+    g, r = got.detach().to("cpu", torch.float64).flatten(), ref.detach().to("cpu", torch.float64).flatten()
+    finite = torch.isfinite(g) & torch.isfinite(r)
+    g, r = g[finite], r[finite]
+    den = float(r.abs().sum())
+    if g.numel() < BIAS_MIN_ELEMS or den == 0.0:
+        return None
+    e = g - r
+    return float((e * torch.sign(r)).sum()) / den, float(e.pow(2).sum().sqrt()) / den
+
+
+def bias_reference(adapter, reference, inputs, params):
+    """The chain in fp32 on the inputs (16-bit ones upcast), for the bias check of an adapter
+    that asks for it (BIAS_CHECK); None otherwise."""
+    if not getattr(adapter, "BIAS_CHECK", False):
+        return None
+    up = {k: (v.detach().to(torch.float32) if isinstance(v, torch.Tensor) and v.dtype in (torch.float16, torch.bfloat16) else v)
+          for k, v in inputs.items()}
+    outs = adapter.reference(reference, up, params)
+    return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+
+
+def bias_check(name, got, want, ref):
+    """Where got is a 16-bit output and ref (bias_reference) its chain in fp32 (an output
+    whose dtype follows its inputs'): an error message when got's signed error is biased past
+    eager's (above), else None. Not for an output the chain computes in 16 bits whatever its
+    inputs: its fp32 chain is then eager's, rounding for rounding (log_softmax(x,
+    dtype=torch.bfloat16) of a row of near-equal values: eager's results all one bfloat16
+    value, a kernel's rounded each to its nearest)."""
+    if ref is None or got.dtype not in (torch.float16, torch.bfloat16) or tuple(got.shape) != tuple(ref.shape):
+        return None
+    if ref.dtype != torch.float32:  # the chain names the output's dtype itself (log_softmax(...,
+        return None                 # dtype=torch.bfloat16), so the fp32 inputs do not make it fp32
+    k, e = _bias(got, ref), _bias(want, ref)
+    if k is None or e is None:
+        return None
+    bound = abs(e[0]) + BIAS_SIGMAS * k[1] + BIAS_FLOOR * torch.finfo(got.dtype).eps
+    if abs(k[0]) <= bound:
+        return None
+    return (f"{name}: its error against the chain in fp32 is biased: {k[0]:+.3g} of the reference's "
+            f"magnitude (eager's {e[0]:+.3g}; bound {bound:.3g}: eager's, {BIAS_SIGMAS:g} standard "
+            f"deviations of the kernel's rounding noise {k[1]:.2g}, and {BIAS_FLOOR:g} of {name}'s eps): "
+            f"a constant or a step computed otherwise than the chain")
 
 
 def output_tolerances(adapter, dtype, shapes, params, n):
@@ -794,6 +860,9 @@ def _check_grads(call, kernel, reference, adapter, inputs, shapes, dt, params, d
         if gref is not None:
             assert_quack(x, y, gref[i], name=label, terms=quack_terms(x, list(b.values()) + list(want)),
                          term_scale=scales[i], rounding=getattr(adapter, "QUACK_ROUNDING", None), band=bands[i])
+            bad = bias_check(label, x, y, gref[i]) if getattr(adapter, "BIAS_CHECK", False) else None
+            if bad:
+                raise AssertionError(bad)
         else:
             assert_close(x, y, atol, rtol, name=label, band=bands[i])
 

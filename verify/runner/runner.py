@@ -744,6 +744,13 @@ def run_forward(f, case, dt, seed, acc):
             bad = CANONICAL.eager_rounding(a, i, name, g, w)
             if bad:
                 raise Mismatch(bad)
+    # and is not biased where eager is not (fa_testing.bias_check: a constant 0.1% off)
+    if ok and callable(getattr(CANONICAL, "bias_check", None)):
+        refs = CANONICAL.bias_reference(a, f.reference, ref_inputs, f.params)
+        for name, g, w, r in zip(names, got, want, refs or ()):
+            bad = CANONICAL.bias_check(name, g, w, r)
+            if bad:
+                raise Mismatch(bad)
     return ok
 
 
@@ -813,6 +820,12 @@ def run_backward(f, case, dt, seed, acc):
             kw["band"] = band
         return functools.partial(fat.quack_check, **kw) if kw else fat.quack_check
 
+    def biased(label, x, y, r):  # a 16-bit gradient no more biased than eager's (fa_testing.bias_check)
+        if getattr(a, "BIAS_CHECK", False) and r is not None and callable(getattr(CANONICAL, "bias_check", None)):
+            bad = CANONICAL.bias_check(label, x, y, r)
+            if bad:
+                raise Mismatch(bad)
+
     ok = True
     for n, x, y, r, sc, b in zip(names, gg, gw, gref, scales, bands):
         if y is None:
@@ -825,10 +838,13 @@ def run_backward(f, case, dt, seed, acc):
                 tol = fat.tol(a.KIND, dt_k)
                 bk = None if b is None else (b[0][own.to(b[0].device)], b[1][own.to(b[1].device)])
                 quack = None if r is None else (check_for(dt_k, bk), r[own], fat.quack_terms(x, everything), sc)
-                ok &= acc.add(f"grad {n} (output {k}'s elements)", x[own], y[own], *tol, seed, quack=quack, band=bk)
+                label = f"grad {n} (output {k}'s elements)"
+                ok &= acc.add(label, x[own], y[own], *tol, seed, quack=quack, band=bk)
+                biased(label, x[own], y[own], None if r is None else r[own])
             continue
         quack = None if r is None else (check_for(rounding, b), r, fat.quack_terms(x, everything), sc)
         ok &= acc.add(f"grad {n}", x, y, atol, rtol, seed, quack=quack, band=b)
+        biased(f"grad {n}", x, y, r)
     return ok
 
 

@@ -484,6 +484,32 @@ def test_each_output_groups_hold_each_output_to_its_precision():
     assert runner.each_output_groups(f, case, want, torch.zeros(3)) is None
 
 
+def test_bias_check():
+    """A 16-bit output rounded from the fp32 chain passes; one from a constant 0.1% off (every
+    element moved a quarter of a bfloat16 unit the same way, inside the tolerance) fails,
+    whatever eager's own noise; so does one biased on half its elements; an output whose
+    chain names its 16-bit dtype (the reference not fp32) and a short one are not judged."""
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(4000, generator=g) * 3
+    want = ref.to(torch.bfloat16)  # eager: the chain rounded once
+    assert fat.bias_check("y", (ref * (1 + 1e-6)).to(torch.bfloat16), want, ref) is None
+    msg = fat.bias_check("y", (ref * 1.001).to(torch.bfloat16), want, ref)
+    assert msg and msg.startswith("y: its error against the chain in fp32 is biased: +0.001"), msg
+    half = torch.where(ref > 0, ref * 1.001, ref)
+    assert fat.bias_check("y", half.to(torch.bfloat16), want, ref)
+    tight = fat.tol("pointwise", torch.bfloat16)
+    assert not fat.mismatches((ref * 1.001).to(torch.bfloat16), want, *tight)[0].any()  # the tolerance's blind spot
+    assert fat.bias_check("y", (ref * 1.001).to(torch.bfloat16), want, ref.to(torch.bfloat16)) is None
+    assert fat.bias_check("y", (ref[:32] * 1.001).to(torch.bfloat16), want[:32], ref[:32]) is None
+    assert fat.bias_check("y", ref * 1.001, ref, ref) is None  # fp32: the tolerance's
+    # eager as biased as the kernel: not the kernel's fault
+    assert fat.bias_check("y", (ref * 1.001).to(torch.bfloat16), (ref * 1.001).to(torch.bfloat16), ref) is None
+    a = types.SimpleNamespace(BIAS_CHECK=True, reference=lambda r, inputs, p: (inputs["x"] * 2,))
+    out, = fat.bias_reference(a, None, {"x": want, "n": 3}, {})
+    assert out.dtype == torch.float32
+    assert fat.bias_reference(types.SimpleNamespace(), None, {"x": want}, {}) is None
+
+
 def test_eager_rounding():
     a = types.SimpleNamespace(EAGER_ROUNDING=[True, False])
     want = torch.randn(1000, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
