@@ -1329,6 +1329,18 @@ def _dgelu_tanh(x):
 
 
 @triton.jit
+def _live(term, live: tl.constexpr):
+    """A backward term where some output whose gradient reaches it has one (live: DYMASK's
+    bits of those outputs), else zeros: an output no loss reaches adds nothing, as in eager,
+    which never visits its branch (its zero gradient times an infinite derivative, log's at 0,
+    would be NaN)."""
+    if live:
+        return term
+    else:
+        return tl.zeros_like(term)
+
+
+@triton.jit
 def _dmish(x):
     """d/dx of mish, as ATen's mish_backward writes it."""
     t = _tanh(_softplus(x, 1.0, 20.0))

@@ -38,13 +38,18 @@ func (r *renderer) backward() (program.Grad, error) { return r.p.Backward() }
 func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) (reached []bool, alias []int) {
 	steps := make([][]string, len(r.p.Steps))
 	ins := make([][]string, len(r.p.Inputs))
+	// per step, the outputs (bit k: the k-th of those carried) whose gradients reach it: with
+	// more than one, a term counts only where one of them has a gradient (DYMASK, _live)
+	reach := make([]int, len(r.p.Steps))
 	k := 0
 	for i, o := range r.p.Outputs {
 		if g.Outputs[i] {
 			steps[o] = append(steps[o], "dy"+strconv.Itoa(k))
+			reach[o] |= 1 << k
 			k++
 		}
 	}
+	multi := k > 1
 	for j := len(r.p.Steps) - 1; j >= 0; j-- {
 		if !g.Steps[j] || len(steps[j]) == 0 {
 			continue
@@ -62,10 +67,14 @@ func (r *renderer) gradTerms(b *bytes.Buffer, indent string, g program.Grad) (re
 			}
 			d := strings.ReplaceAll(op.Deriv[a], "{y}", "v"+strconv.Itoa(j))
 			term := gj + " * (" + expand(d, args, consts, "") + ")"
+			if multi {
+				term = fmt.Sprintf("_live(%s, DYMASK & %d)", term, reach[j])
+			}
 			if arg.In != nil {
 				ins[*arg.In] = append(ins[*arg.In], term)
 			} else {
 				steps[*arg.Step] = append(steps[*arg.Step], term)
+				reach[*arg.Step] |= reach[j]
 			}
 		}
 	}
@@ -155,6 +164,9 @@ func (r *renderer) backwardKernel(b *bytes.Buffer, g program.Grad) []bool {
 		"FLAT: tl.constexpr", "ALIGN: tl.constexpr", "AMASK: tl.constexpr", "NINNER: tl.constexpr")
 	for i := range ins {
 		a = append(a, fmt.Sprintf("KIND%d: tl.constexpr", i))
+	}
+	if nOut > 1 {
+		a = append(a, "DYMASK: tl.constexpr")
 	}
 	b.WriteString("@triton.jit\n")
 	fmt.Fprintf(b, "def _fused_bwd_kernel(%s):\n", strings.Join(a, ", "))
@@ -847,6 +859,8 @@ def _bwd_plan(inputs, douts, needs):
         if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
             raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
                                f"those the kernel was generated for {BWD_KINDS[i]}")
+    if len(carried) > 1:  # bit k: the k-th carried output has a gradient (None: no loss reaches it)
+        consts["DYMASK"] = sum(1 << k for k, (j, _) in enumerate(carried) if douts[j] is not None)
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 
@@ -857,6 +871,7 @@ class FusedFunction(torch.autograd.Function):
     def forward(ctx, *inputs):
         #?numbers inputs = _numbers(inputs, 0, getattr(inputs[0], "device", None))
         outs = fused(*inputs)
+        ctx.set_materialize_grads(False)  # an output no loss reaches: None in backward, not zeros
         ctx.save_for_backward(*inputs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs

@@ -924,7 +924,9 @@ def quack_grads(adapter, reference, inputs, names, dys, params, dtype):
          for k, v in inputs.items()}
     outs = adapter.reference(reference, c, params)
     outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
-    return list(torch.autograd.grad(outs, [c[n] for n in names], [d.to(hp) for d in dys], allow_unused=True))
+    pairs = [(o, d) for o, d in zip(outs, dys) if d is not None]  # None: an output no loss reaches
+    return list(torch.autograd.grad([o for o, _ in pairs], [c[n] for n in names], [d.to(hp) for _, d in pairs],
+                                    allow_unused=True))
 
 
 def quack_terms(grad, tensors):
@@ -972,7 +974,7 @@ def quack_scales(adapter, reference, inputs, names, dys, params, dtype):
             outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
             # only the outputs computed from the input (autograd refuses one that is not: an
             # input reaching the second output alone had its terms' size taken as 0)
-            pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
+            pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad and d is not None]
             t = torch.autograd.grad([o for o, _ in pairs], [c[n]], [d.to(hp) for _, d in pairs],
                                     allow_unused=True)[0] if pairs else None
         except (RuntimeError, ValueError, TypeError, IndexError):  # the input's shape is the op's

@@ -541,7 +541,7 @@ def band_grads(kernel, ref, inputs, names, dys, params):
         keep = inputs.get("_grad_outputs")
         if keep is not None:
             outs = tuple(o for o, g in zip(outs, keep) if g)
-        pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
+        pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad and d is not None]
         if not pairs:
             return None
         leaves = [z] + [c[n] for n in epi]

@@ -227,6 +227,32 @@ def test_backward_layouts_and_needs():
                 torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4, msg=f"{name}: input {i}")
 
 
+def test_an_unused_output_adds_nothing():
+    """An output no loss reaches (autograd passes None for it: set_materialize_grads(False))
+    adds no term to its inputs' gradients (DYMASK, _live): at x0 = 0, where table_fp32's
+    log(|x0|) and 1 / |x0| have infinite derivatives, eager, which never visits those branches,
+    gives y0's gradient alone; with zeros for the other outputs' gradients the kernel's sum
+    was NaN there (0 * inf). Given as zeros, they count as eager counts them: NaN."""
+    kernel, reference, case = module("table_fp32")
+    xs = inputs_for(case, [4, 40], seed=3)
+    xs[0].view(-1)[::7] = 0.0
+
+    def leaves():
+        return [x.detach().clone().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                else x for x in xs]
+
+    mine, theirs = leaves(), leaves()
+    outs = kernel.fused_autograd(*mine)
+    got, = torch.autograd.grad(outs[0], [mine[0]], torch.ones_like(outs[0]))
+    ref = reference.chain(*theirs)
+    want, = torch.autograd.grad(ref[0], [theirs[0]], torch.ones_like(ref[0]))
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, want)
+    dys = [torch.ones_like(outs[0])] + [torch.zeros_like(o) if o.is_floating_point() else None for o in outs[1:]]
+    zeros = kernel.fused_backward(xs, dys, (True, False, False))[0]
+    assert torch.isnan(zeros[0, 0]) and torch.isfinite(zeros[0, 1])
+
+
 def test_backward_reduction_kinds():
     """How a broadcast input's gradient is reduced, from its kept dims (_bwd_layout's rows
     and _bwd_kinds): a per-channel scale on NCHW runs channel-major and sums per program (2),

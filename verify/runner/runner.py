@@ -270,6 +270,11 @@ def build_cases(f):
         # under whose bound one term's error would hide)
         for dy in ("expanded", "transposed", "each"):
             cases.append(Case("grad-dy-" + dy, traced, base_dt, grad=True, dy=dy))
+        # (and outputs reached by no loss, over inputs with zeros, where an infinite derivative
+        # on their branches must add nothing, as eager never visits them: all but the first,
+        # and the first alone)
+        for dy in ("unused", "unused-first"):
+            cases.append(Case("grad-dy-" + dy, traced, base_dt, variant="zeros", grad=True, dy=dy))
         if empty is not None:
             cases.append(Case("grad-empty", empty, base_dt, grad=True))
         if base_dt != "fp32" and "fp32" in supported:
@@ -388,6 +393,16 @@ def transform(variant, inputs):
                 if nv is not v:
                     changed.append(k)
                 out[k] = nv
+        return out, changed
+    if variant == "zeros":
+        # every fifth element of each floating input exactly 0 (ReLU's outputs, padding): where
+        # log, a reciprocal, a square root or a negative power has an infinite derivative
+        changed = []
+        for name, v in inputs.items():
+            if _floating(v) and v.numel() > 0 and "mask" not in name:
+                every = torch.arange(v.numel(), device=v.device).reshape(v.shape) % 5 == 0
+                out[name] = v.clone().masked_fill_(every, 0)  # the input's own strides kept
+                changed.append(name)
         return out, changed
     if variant in ("large", "small", "negative"):
         # large: x*64 + 1024, magnitudes far from 1 and a large common offset (max-subtraction, variance
@@ -795,10 +810,14 @@ def run_backward(f, case, dt, seed, acc):
     dys = output_grads(want, _gen(seed + 7), case.dy, guard)
     if dys is None:
         return "n/a"
+    def grads(outs, leaves):  # the outputs a loss reaches (dy not None: the "unused" layout)
+        pairs = [(o, d) for o, d in zip(outs, dys) if d is not None]
+        return torch.autograd.grad([o for o, _ in pairs], leaves, [d for _, d in pairs], allow_unused=True)
+
     with guard:
-        gg = torch.autograd.grad(got, [ia[n] for n in names], dys, allow_unused=True)
+        gg = grads(got, [ia[n] for n in names])
     guard.check()
-    gw = torch.autograd.grad(want, [ib[n] for n in names], dys, allow_unused=True)
+    gw = grads(want, [ib[n] for n in names])
     # the quack check and its reference are the folder's fa_testing's (one source with the
     # folder's own tests and the benchmark's GPU gradient check)
     fat = a.fat
@@ -943,14 +962,19 @@ def output_grads(want, g, layout, guard):
     band's values, never 0 by luck), one value expanded ("expanded": y.sum()'s gradient,
     every stride 0), transposed ("transposed": last two dims column-major), or one output's
     at a time ("each": of n outputs, output k's gradient is zero except at the flat indices
-    i with i % n == k; contiguous between guard bands). None where the layout changes no
-    output (transposed outputs of fewer than two dims; "each" with one output)."""
-    if layout == "each" and len(want) < 2:
+    i with i % n == k; contiguous between guard bands), or None for outputs no loss reaches,
+    for which autograd passes the backward None and whose branches eager never visits: every
+    output's but the first's ("unused"), the first's alone ("unused-first"). None where the
+    layout changes no output (transposed outputs of fewer than two dims; "each" and the
+    unused layouts with one output)."""
+    if layout in ("each", "unused", "unused-first") and len(want) < 2:
         return None
     dys = []
     for k, w in enumerate(want):
         v = torch.randn(list(w.shape), generator=g, dtype=torch.float32).to(w.device, w.dtype)
-        if layout == "each":
+        if layout == "unused" and k > 0 or layout == "unused-first" and k == 0:
+            v = None  # (want: the outputs that carry a gradient)
+        elif layout == "each":
             own = torch.arange(w.numel(), device=w.device).reshape(w.shape) % len(want) == k
             v = guard.copy(torch.where(own, v, torch.zeros((), dtype=v.dtype, device=v.device)))
         elif layout == "expanded":

@@ -66,6 +66,18 @@ def _sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
 
 
+@triton.jit
+def _live(term, live: tl.constexpr):
+    """A backward term where some output whose gradient reaches it has one (live: DYMASK's
+    bits of those outputs), else zeros: an output no loss reaches adds nothing, as in eager,
+    which never visits its branch (its zero gradient times an infinite derivative, log's at 0,
+    would be NaN)."""
+    if live:
+        return term
+    else:
+        return tl.zeros_like(term)
+
+
 # --- fa:shared alias ---
 def _span(t):
     """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
@@ -776,7 +788,7 @@ def _fused_kernel(in0, in1, out0, out1, NUMEL, D0, D1, s0_0, s0_1, s1_0, s1_1, M
 
 
 @triton.jit
-def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS, NCB, D0, D1, s0_0, s0_1, s1_0, s1_1, s2_0, s2_1, t0_0, t0_1, t1_0, t1_1, u0_0, u0_1, u1_0, u1_1, u2_0, u2_1, ROWS_PER_PROG, MC, SC, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr):
+def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS, NCB, D0, D1, s0_0, s0_1, s1_0, s1_1, s2_0, s2_1, t0_0, t0_1, t1_0, t1_1, u0_0, u0_1, u1_0, u1_1, u2_0, u2_1, ROWS_PER_PROG, MC, SC, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr, DYMASK: tl.constexpr):
     """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
@@ -865,9 +877,9 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, gbuf0, gbuf1, gbuf2, R, C, J,
             od1 = tl.max_contiguous(tl.multiple_of(od1, [1, ALIGN]), [1, ALIGN])
         dy1 = tl.load(dout1 + od1, mask=mask, other=0).to(tl.float32)
         g1 = dy1
-        g0 = dy0 + g1 * (x1)
-        gx0 = g0 * (v0 * (1.0 - v0))
-        gx1 = g1 * (v0)
+        g0 = dy0 + _live(g1 * (x1), DYMASK & 2)
+        gx0 = _live(g0 * (v0 * (1.0 - v0)), DYMASK & 3)
+        gx1 = _live(g1 * (v0), DYMASK & 2)
         gx2 = gx0
         if KIND0 == 0:  # the main shape: stored as it is
             gb = rr * 0 + i0 * u0_0 + c * u0_1
@@ -1472,6 +1484,8 @@ def _bwd_plan(inputs, douts, needs):
         if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
             raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
                                f"those the kernel was generated for {BWD_KINDS[i]}")
+    if len(carried) > 1:  # bit k: the k-th carried output has a gradient (None: no loss reaches it)
+        consts["DYMASK"] = sum(1 << k for k, (j, _) in enumerate(carried) if douts[j] is not None)
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 
@@ -1481,6 +1495,7 @@ class FusedFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, *inputs):
         outs = fused(*inputs)
+        ctx.set_materialize_grads(False)  # an output no loss reaches: None in backward, not zeros
         ctx.save_for_backward(*inputs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs
@@ -1749,6 +1764,7 @@ class GemmFunction(torch.autograd.Function):
         plan = _gemm_planned(a, w, bias, xs)
         pre = torch.empty(plan[0], dtype=GEMM_DTYPE, device=a.device)
         outs = _gemm_fused(a, w, bias, xs, None, pre, plan)
+        ctx.set_materialize_grads(False)  # an output no loss reaches: None in backward, not zeros
         ctx.save_for_backward(a, w, bias, pre, *xs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs

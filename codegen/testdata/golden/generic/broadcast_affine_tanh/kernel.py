@@ -94,6 +94,18 @@ def _tanh_formula(x):
     return tl.where(x < 0, -t, t)
 
 
+@triton.jit
+def _live(term, live: tl.constexpr):
+    """A backward term where some output whose gradient reaches it has one (live: DYMASK's
+    bits of those outputs), else zeros: an output no loss reaches adds nothing, as in eager,
+    which never visits its branch (its zero gradient times an infinite derivative, log's at 0,
+    would be NaN)."""
+    if live:
+        return term
+    else:
+        return tl.zeros_like(term)
+
+
 # --- fa:shared alias ---
 def _span(t):
     """[lo, hi): the bytes t's elements occupy (lo == hi for an empty tensor)."""
@@ -440,7 +452,7 @@ def _fused_kernel(in0, in1, in2, in3, in4, in5, out0, out1, NUMEL, D0, D1, D2, D
 
 
 @triton.jit
-def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, gbuf2, gbuf3, gbuf4, gbuf5, R, C, J, SPLITS, NCB, D0, D1, D2, D3, s0_0, s0_1, s0_2, s0_3, s1_0, s1_1, s1_2, s1_3, s2_0, s2_1, s2_2, s2_3, s3_0, s3_1, s3_2, s3_3, s4_0, s4_1, s4_2, s4_3, s5_0, s5_1, s5_2, s5_3, t0_0, t0_1, t0_2, t0_3, t1_0, t1_1, t1_2, t1_3, u0_0, u0_1, u0_2, u0_3, u1_0, u1_1, u1_2, u1_3, u2_0, u2_1, u2_2, u2_3, u3_0, u3_1, u3_2, u3_3, u4_0, u4_1, u4_2, u4_3, u5_0, u5_1, u5_2, u5_3, ROWS_PER_PROG, MC, SC, MR1, SR1, MR2, SR2, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr, KIND3: tl.constexpr, KIND4: tl.constexpr, KIND5: tl.constexpr):
+def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, gbuf2, gbuf3, gbuf4, gbuf5, R, C, J, SPLITS, NCB, D0, D1, D2, D3, s0_0, s0_1, s0_2, s0_3, s1_0, s1_1, s1_2, s1_3, s2_0, s2_1, s2_2, s2_3, s3_0, s3_1, s3_2, s3_3, s4_0, s4_1, s4_2, s4_3, s5_0, s5_1, s5_2, s5_3, t0_0, t0_1, t0_2, t0_3, t1_0, t1_1, t1_2, t1_3, u0_0, u0_1, u0_2, u0_3, u1_0, u1_1, u1_2, u1_3, u2_0, u2_1, u2_2, u2_3, u3_0, u3_1, u3_2, u3_3, u4_0, u4_1, u4_2, u4_3, u5_0, u5_1, u5_2, u5_3, ROWS_PER_PROG, MC, SC, MR1, SR1, MR2, SR2, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr, KIND3: tl.constexpr, KIND4: tl.constexpr, KIND5: tl.constexpr, DYMASK: tl.constexpr):
     """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
@@ -578,17 +590,17 @@ def _fused_bwd_kernel(in0, in1, in2, in3, in4, in5, dout0, dout1, gbuf0, gbuf1, 
             od1 = tl.max_contiguous(tl.multiple_of(od1, [1, ALIGN]), [1, ALIGN])
         dy1 = tl.load(dout1 + od1, mask=mask, other=0).to(tl.float32)
         g5 = dy1
-        g4 = g5 * (1.0)
-        g3 = g4 * (1.0 - v4 * v4)
-        g2 = dy0 + g3 * (1.0)
-        g1 = g2 * (x3)
-        g0 = g1 * (1.0)
-        gx0 = g0 * (x1)
-        gx1 = g0 * (x0)
-        gx2 = g1 * (1.0)
-        gx3 = g2 * (v1)
-        gx4 = g3 * (-0.5)
-        gx5 = g5 * (1.0)
+        g4 = _live(g5 * (1.0), DYMASK & 2)
+        g3 = _live(g4 * (1.0 - v4 * v4), DYMASK & 2)
+        g2 = dy0 + _live(g3 * (1.0), DYMASK & 2)
+        g1 = _live(g2 * (x3), DYMASK & 3)
+        g0 = _live(g1 * (1.0), DYMASK & 3)
+        gx0 = _live(g0 * (x1), DYMASK & 3)
+        gx1 = _live(g0 * (x0), DYMASK & 3)
+        gx2 = _live(g1 * (1.0), DYMASK & 3)
+        gx3 = _live(g2 * (v1), DYMASK & 3)
+        gx4 = _live(g3 * (-0.5), DYMASK & 2)
+        gx5 = _live(g5 * (1.0), DYMASK & 2)
         if KIND0 == 0:  # the main shape: stored as it is
             gb = rr * 0 + i0 * u0_0 + i1 * u0_1 + i2 * u0_2 + c * u0_3
             if AMASK >> 8 & 1:
@@ -1259,6 +1271,8 @@ def _bwd_plan(inputs, douts, needs):
         if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
             raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
                                f"those the kernel was generated for {BWD_KINDS[i]}")
+    if len(carried) > 1:  # bit k: the k-th carried output has a gradient (None: no loss reaches it)
+        consts["DYMASK"] = sum(1 << k for k, (j, _) in enumerate(carried) if douts[j] is not None)
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 
@@ -1268,6 +1282,7 @@ class FusedFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, *inputs):
         outs = fused(*inputs)
+        ctx.set_materialize_grads(False)  # an output no loss reaches: None in backward, not zeros
         ctx.save_for_backward(*inputs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs

@@ -1447,6 +1447,8 @@ def _bwd_plan(inputs, douts, needs):
         if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
             raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
                                f"those the kernel was generated for {BWD_KINDS[i]}")
+    if len(carried) > 1:  # bit k: the k-th carried output has a gradient (None: no loss reaches it)
+        consts["DYMASK"] = sum(1 << k for k, (j, _) in enumerate(carried) if douts[j] is not None)
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 
@@ -1456,6 +1458,7 @@ class FusedFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, *inputs):
         outs = fused(*inputs)
+        ctx.set_materialize_grads(False)  # an output no loss reaches: None in backward, not zeros
         ctx.save_for_backward(*inputs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs
@@ -1722,6 +1725,7 @@ class GemmFunction(torch.autograd.Function):
         plan = _gemm_planned(a, w, bias, xs)
         pre = torch.empty(plan[0], dtype=GEMM_DTYPE, device=a.device)
         outs = _gemm_fused(a, w, bias, xs, None, pre, plan)
+        ctx.set_materialize_grads(False)  # an output no loss reaches: None in backward, not zeros
         ctx.save_for_backward(a, w, bias, pre, *xs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs

@@ -181,6 +181,18 @@ def _dgelu_tanh(x):
 
 
 @triton.jit
+def _live(term, live: tl.constexpr):
+    """A backward term where some output whose gradient reaches it has one (live: DYMASK's
+    bits of those outputs), else zeros: an output no loss reaches adds nothing, as in eager,
+    which never visits its branch (its zero gradient times an infinite derivative, log's at 0,
+    would be NaN)."""
+    if live:
+        return term
+    else:
+        return tl.zeros_like(term)
+
+
+@triton.jit
 def _dmish(x):
     """d/dx of mish, as ATen's mish_backward writes it."""
     t = _tanh(_softplus(x, 1.0, 20.0))
@@ -624,7 +636,7 @@ def _fused_kernel(in0, in1, in2, out0, out1, out2, out3, out4, out5, out6, out7,
 
 
 @triton.jit
-def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, dout6, dout7, dout8, dout9, dout10, dout11, dout12, dout13, dout14, dout15, dout16, dout17, dout18, dout19, dout20, dout21, dout22, dout23, dout24, dout25, dout26, dout27, dout28, dout29, dout30, dout31, dout32, dout33, dout34, dout35, dout36, dout37, dout38, dout39, dout40, dout41, dout42, dout43, dout44, dout45, dout46, dout47, dout48, dout49, dout50, dout51, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS, NCB, D0, D1, s0_0, s0_1, s1_0, s1_1, s2_0, s2_1, t0_0, t0_1, t1_0, t1_1, t2_0, t2_1, t3_0, t3_1, t4_0, t4_1, t5_0, t5_1, t6_0, t6_1, t7_0, t7_1, t8_0, t8_1, t9_0, t9_1, t10_0, t10_1, t11_0, t11_1, t12_0, t12_1, t13_0, t13_1, t14_0, t14_1, t15_0, t15_1, t16_0, t16_1, t17_0, t17_1, t18_0, t18_1, t19_0, t19_1, t20_0, t20_1, t21_0, t21_1, t22_0, t22_1, t23_0, t23_1, t24_0, t24_1, t25_0, t25_1, t26_0, t26_1, t27_0, t27_1, t28_0, t28_1, t29_0, t29_1, t30_0, t30_1, t31_0, t31_1, t32_0, t32_1, t33_0, t33_1, t34_0, t34_1, t35_0, t35_1, t36_0, t36_1, t37_0, t37_1, t38_0, t38_1, t39_0, t39_1, t40_0, t40_1, t41_0, t41_1, t42_0, t42_1, t43_0, t43_1, t44_0, t44_1, t45_0, t45_1, t46_0, t46_1, t47_0, t47_1, t48_0, t48_1, t49_0, t49_1, t50_0, t50_1, t51_0, t51_1, u0_0, u0_1, u1_0, u1_1, u2_0, u2_1, ROWS_PER_PROG, MC, SC, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr):
+def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, dout6, dout7, dout8, dout9, dout10, dout11, dout12, dout13, dout14, dout15, dout16, dout17, dout18, dout19, dout20, dout21, dout22, dout23, dout24, dout25, dout26, dout27, dout28, dout29, dout30, dout31, dout32, dout33, dout34, dout35, dout36, dout37, dout38, dout39, dout40, dout41, dout42, dout43, dout44, dout45, dout46, dout47, dout48, dout49, dout50, dout51, gbuf0, gbuf1, gbuf2, R, C, J, SPLITS, NCB, D0, D1, s0_0, s0_1, s1_0, s1_1, s2_0, s2_1, t0_0, t0_1, t1_0, t1_1, t2_0, t2_1, t3_0, t3_1, t4_0, t4_1, t5_0, t5_1, t6_0, t6_1, t7_0, t7_1, t8_0, t8_1, t9_0, t9_1, t10_0, t10_1, t11_0, t11_1, t12_0, t12_1, t13_0, t13_1, t14_0, t14_1, t15_0, t15_1, t16_0, t16_1, t17_0, t17_1, t18_0, t18_1, t19_0, t19_1, t20_0, t20_1, t21_0, t21_1, t22_0, t22_1, t23_0, t23_1, t24_0, t24_1, t25_0, t25_1, t26_0, t26_1, t27_0, t27_1, t28_0, t28_1, t29_0, t29_1, t30_0, t30_1, t31_0, t31_1, t32_0, t32_1, t33_0, t33_1, t34_0, t34_1, t35_0, t35_1, t36_0, t36_1, t37_0, t37_1, t38_0, t38_1, t39_0, t39_1, t40_0, t40_1, t41_0, t41_1, t42_0, t42_1, t43_0, t43_1, t44_0, t44_1, t45_0, t45_1, t46_0, t46_1, t47_0, t47_1, t48_0, t48_1, t49_0, t49_1, t50_0, t50_1, t51_0, t51_1, u0_0, u0_1, u1_0, u1_1, u2_0, u2_1, ROWS_PER_PROG, MC, SC, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr, ALIGN: tl.constexpr, AMASK: tl.constexpr, NINNER: tl.constexpr, KIND0: tl.constexpr, KIND1: tl.constexpr, KIND2: tl.constexpr, DYMASK: tl.constexpr):
     """Input gradients from the outputs' gradients, the forward recomputed from the inputs.
     The main shape as the host lays it out (_bwd_layout): R rows of C columns, dims D<d> (the
     last the columns), in blocks of J rows, each split over SPLITS programs of ROWS_PER_PROG
@@ -940,7 +952,7 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
         g49 = dy37
         g48 = dy36
         g47 = dy35
-        g46 = dy34 + g59 * (_dpow(v46, 2.5)) + g56 * (_dpow(v46, 0.5)) + g51 * (-0.5 * v51 * v51 * v51) + g50 * (0.5 / v50) + g49 * (1.0 / v46)
+        g46 = dy34 + _live(g59 * (_dpow(v46, 2.5)), DYMASK & 140737488355328) + _live(g56 * (_dpow(v46, 0.5)), DYMASK & 17592186044416) + _live(g51 * (-0.5 * v51 * v51 * v51), DYMASK & 549755813888) + _live(g50 * (0.5 / v50), DYMASK & 274877906944) + _live(g49 * (1.0 / v46), DYMASK & 137438953472)
         g45 = dy33
         g44 = dy32
         g43 = dy31
@@ -975,8 +987,8 @@ def _fused_bwd_kernel(in0, in1, in2, dout0, dout1, dout2, dout3, dout4, dout5, d
         g2 = dy2
         g1 = dy1
         g0 = dy0
-        gx0 = g63 * (1.0) + g62 * (_dpow(x0, (-3.0))) + g61 * (_dpow(x0, 5.0)) + g60 * (_dpow(x0, 4.0)) + g58 * (_dpow(x0, (-2.0))) + g57 * (_dpow(x0, (-1.0))) + g55 * (_dpow(x0, 3.0)) + g54 * (_dpow(x0, 2.0)) + g53 * (_dpow(x0, 1.0)) + g52 * (_dpow(x0, 0.0)) + g48 * (-v48 * v48) + g47 * (-1.0) + g46 * (tl.where(x0 > 0.0, 1.0, tl.where(x0 < 0.0, -1.0, 0.0))) + g45 * (tl.cos(x0)) + g44 * (-tl.sin(x0)) + g43 * (v43) + g42 * (tl.where((x0 > -3.0) & (x0 < 3.0), 1.0 / 6.0, 0.0)) + g41 * (tl.where(x0 <= -3.0, 0.0, tl.where(x0 < 3.0, x0 / 3.0 + 0.5, 1.0))) + g40 * (1.0 - v40 * v40) + g39 * (v39 * (1.0 - v39)) + g38 * (_dmish(x0)) + g37 * (_sigmoid(x0) * (1.0 + x0 * (1.0 - _sigmoid(x0)))) + g36 * (_dgelu_tanh(x0)) + g35 * (0.5 * (1.0 + tl.math.erf(x0 * 0.7071067811865476)) + x0 * 0.3989422804014327 * tl.exp(-0.5 * x0 * x0)) + g34 * (tl.where(v34 > 0.0, 1.0, 0.0)) + g33 * (tl.where(x0 * 2.0 > 3.0, 1.0, _sigmoid(x0 * 2.0))) + g32 * (tl.where(x0 > 0.0, 1.05, tl.exp(x0 * 0.9) * (1.3 * 1.05 * 0.9))) + g31 * (tl.where(x0 > 0.0, 1.0, 0.1)) + g30 * (tl.where((x0 > (-2.0)) & (x0 < 2.0), 1.0, 0.0)) + g29 * (tl.where(x0 <= (-0.25), 1.0, 0.0)) + g28 * (tl.where(x0 >= 0.25, 1.0, 0.0)) + g27 * (tl.where((x0 >= (-0.5)) & (x0 <= 1.5), 1.0, 0.0)) + g26 * (1.0) + g25 * (tl.where(x2 != 0.0, 0.0, 1.0)) + g24 * (tl.where(x2 != 0.0, 0.0, 1.0)) + g23 * (tl.where(x2 != 0.0, 0.0, 1.0)) + g22 * (tl.where(x2 != 0.0, 1.0, 0.0)) + g9 * (1.0 / 0.5) + g8 * (1.0 / x1) + g7 * (0.5) + g6 * (x1) + g5 * (-2.0) + g4 * (-0.5) + g3 * (1.0) + g2 * (1.0) + g1 * (1.0) + g0 * (1.0)
-        gx1 = g22 * (tl.where(x2 != 0.0, 0.0, 1.0)) + g8 * (-(x0 / x1) / x1) + g6 * (x0) + g4 * (1.0) + g2 * (-0.5) + g0 * (0.5)
+        gx0 = _live(g63 * (1.0), DYMASK & 2251799813685248) + _live(g62 * (_dpow(x0, (-3.0))), DYMASK & 1125899906842624) + _live(g61 * (_dpow(x0, 5.0)), DYMASK & 562949953421312) + _live(g60 * (_dpow(x0, 4.0)), DYMASK & 281474976710656) + _live(g58 * (_dpow(x0, (-2.0))), DYMASK & 70368744177664) + _live(g57 * (_dpow(x0, (-1.0))), DYMASK & 35184372088832) + _live(g55 * (_dpow(x0, 3.0)), DYMASK & 8796093022208) + _live(g54 * (_dpow(x0, 2.0)), DYMASK & 4398046511104) + _live(g53 * (_dpow(x0, 1.0)), DYMASK & 2199023255552) + _live(g52 * (_dpow(x0, 0.0)), DYMASK & 1099511627776) + _live(g48 * (-v48 * v48), DYMASK & 68719476736) + _live(g47 * (-1.0), DYMASK & 34359738368) + _live(g46 * (tl.where(x0 > 0.0, 1.0, tl.where(x0 < 0.0, -1.0, 0.0))), DYMASK & 159308926943232) + _live(g45 * (tl.cos(x0)), DYMASK & 8589934592) + _live(g44 * (-tl.sin(x0)), DYMASK & 4294967296) + _live(g43 * (v43), DYMASK & 2147483648) + _live(g42 * (tl.where((x0 > -3.0) & (x0 < 3.0), 1.0 / 6.0, 0.0)), DYMASK & 1073741824) + _live(g41 * (tl.where(x0 <= -3.0, 0.0, tl.where(x0 < 3.0, x0 / 3.0 + 0.5, 1.0))), DYMASK & 536870912) + _live(g40 * (1.0 - v40 * v40), DYMASK & 268435456) + _live(g39 * (v39 * (1.0 - v39)), DYMASK & 134217728) + _live(g38 * (_dmish(x0)), DYMASK & 67108864) + _live(g37 * (_sigmoid(x0) * (1.0 + x0 * (1.0 - _sigmoid(x0)))), DYMASK & 33554432) + _live(g36 * (_dgelu_tanh(x0)), DYMASK & 16777216) + _live(g35 * (0.5 * (1.0 + tl.math.erf(x0 * 0.7071067811865476)) + x0 * 0.3989422804014327 * tl.exp(-0.5 * x0 * x0)), DYMASK & 8388608) + _live(g34 * (tl.where(v34 > 0.0, 1.0, 0.0)), DYMASK & 4194304) + _live(g33 * (tl.where(x0 * 2.0 > 3.0, 1.0, _sigmoid(x0 * 2.0))), DYMASK & 2097152) + _live(g32 * (tl.where(x0 > 0.0, 1.05, tl.exp(x0 * 0.9) * (1.3 * 1.05 * 0.9))), DYMASK & 1048576) + _live(g31 * (tl.where(x0 > 0.0, 1.0, 0.1)), DYMASK & 524288) + _live(g30 * (tl.where((x0 > (-2.0)) & (x0 < 2.0), 1.0, 0.0)), DYMASK & 262144) + _live(g29 * (tl.where(x0 <= (-0.25), 1.0, 0.0)), DYMASK & 131072) + _live(g28 * (tl.where(x0 >= 0.25, 1.0, 0.0)), DYMASK & 65536) + _live(g27 * (tl.where((x0 >= (-0.5)) & (x0 <= 1.5), 1.0, 0.0)), DYMASK & 32768) + _live(g26 * (1.0), DYMASK & 16384) + _live(g25 * (tl.where(x2 != 0.0, 0.0, 1.0)), DYMASK & 8192) + _live(g24 * (tl.where(x2 != 0.0, 0.0, 1.0)), DYMASK & 4096) + _live(g23 * (tl.where(x2 != 0.0, 0.0, 1.0)), DYMASK & 2048) + _live(g22 * (tl.where(x2 != 0.0, 1.0, 0.0)), DYMASK & 1024) + _live(g9 * (1.0 / 0.5), DYMASK & 512) + _live(g8 * (1.0 / x1), DYMASK & 256) + _live(g7 * (0.5), DYMASK & 128) + _live(g6 * (x1), DYMASK & 64) + _live(g5 * (-2.0), DYMASK & 32) + _live(g4 * (-0.5), DYMASK & 16) + _live(g3 * (1.0), DYMASK & 8) + _live(g2 * (1.0), DYMASK & 4) + _live(g1 * (1.0), DYMASK & 2) + _live(g0 * (1.0), DYMASK & 1)
+        gx1 = _live(g22 * (tl.where(x2 != 0.0, 0.0, 1.0)), DYMASK & 1024) + _live(g8 * (-(x0 / x1) / x1), DYMASK & 256) + _live(g6 * (x0), DYMASK & 64) + _live(g4 * (1.0), DYMASK & 16) + _live(g2 * (-0.5), DYMASK & 4) + _live(g0 * (0.5), DYMASK & 1)
         if KIND0 == 0:  # the main shape: stored as it is
             gb = rr * 0 + i0 * u0_0 + c * u0_1
             if AMASK >> 55 & 1:
@@ -1569,6 +1581,8 @@ def _bwd_plan(inputs, douts, needs):
         if consts[f"KIND{i}"] >= 0 and consts[f"KIND{i}"] not in BWD_KINDS[i]:  # never: codegen's bwdKinds
             raise RuntimeError(f"fused_backward: input {i}'s gradient layout {consts[f'KIND{i}']} is not among "
                                f"those the kernel was generated for {BWD_KINDS[i]}")
+    if len(carried) > 1:  # bit k: the k-th carried output has a gradient (None: no loss reaches it)
+        consts["DYMASK"] = sum(1 << k for k, (j, _) in enumerate(carried) if douts[j] is not None)
     return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
 
 
@@ -1578,6 +1592,7 @@ class FusedFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, *inputs):
         outs = fused(*inputs)
+        ctx.set_materialize_grads(False)  # an output no loss reaches: None in backward, not zeros
         ctx.save_for_backward(*inputs)
         ctx.mark_non_differentiable(*[o for o, g in zip(outs, GRAD_OUTPUTS) if not g])
         return outs
