@@ -1008,9 +1008,9 @@ def quack_check(got, want, ref, terms=1, term_scale=0.0, rounding=None, band=Non
     if g.numel() == 0:
         return True, "", None
     dg = (g - r).abs()
-    if band is not None:
-        lo, hi = (torch.minimum(t.detach().to("cpu", torch.float64), r) if i == 0 else
-                  torch.maximum(t.detach().to("cpu", torch.float64), r) for i, t in enumerate(band))
+    if band is not None:  # the distance to [lo, hi] widened to ref, where that is nearer
+        lo = torch.minimum(band[0].detach().to("cpu", torch.float64), r)
+        hi = torch.maximum(band[1].detach().to("cpu", torch.float64), r)
         dg = torch.minimum(dg, torch.clamp(torch.maximum(lo - g, g - hi), min=0.0))
     dg = torch.where(torch.isnan(g) != torch.isnan(r), torch.full_like(dg, float("inf")), dg)
     dg = torch.nan_to_num(dg, nan=0.0)
