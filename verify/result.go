@@ -276,6 +276,11 @@ func (r *Result) WriteTable(w io.Writer, markdown bool) error {
 				failed = true
 			}
 			fmt.Fprintf(&b, "%s%s %s (%s %s): %s\n", bullet, labels[i], c.Name, fmtShapes(c.Shapes), c.Dtype, Describe(c))
+			if markdown {
+				fmt.Fprintf(&b, "  - again: `%s`\n", r.Rerun(f.Dir, c))
+			} else {
+				fmt.Fprintf(&b, "  again: %s\n", r.Rerun(f.Dir, c))
+			}
 		}
 	}
 	counts := r.Counts()
@@ -292,6 +297,22 @@ func (r *Result) WriteTable(w io.Writer, markdown bool) error {
 	fmt.Fprintf(&b, " (%s; torch %s, triton %s; up to %d trials per case)\n", r.Device, r.Torch, r.Triton, r.Trials)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Rerun is the command that runs case c of the folder dir again as this run did: the same
+// device, trials and base seed give the same inputs.
+func (r *Result) Rerun(dir string, c Case) string {
+	cmd := "fuseadvise verify"
+	if r.Device == "cuda" {
+		cmd += " -gpu"
+	}
+	if r.Trials != DefaultTrials {
+		cmd += fmt.Sprintf(" -trials %d", r.Trials)
+	}
+	if r.Seed != 0 {
+		cmd += fmt.Sprintf(" -seed %d", r.Seed)
+	}
+	return fmt.Sprintf("%s -case %s %s", cmd, c.ID, dir)
 }
 
 // Describe says why a case did not pass, in one line: the first mismatching element (output,

@@ -22,8 +22,11 @@ import (
 
 // Defaults for Options' zero values.
 const (
-	DefaultTimeout  = 2 * time.Minute
-	DefaultTrials   = 3
+	DefaultTimeout = 2 * time.Minute
+	DefaultTrials  = 3
+	// MaxSeed is the largest base seed: a case's seeds are Seed*1e6 plus its own part, and
+	// torch takes seeds below 2**64.
+	MaxSeed         = 1_000_000_000_000
 	DefaultMaxElems = 1 << 20
 )
 
@@ -60,6 +63,9 @@ type Options struct {
 	MaxElems int64
 	// Skip lists case ids (name@dtype) or names not to run in any folder.
 	Skip []string
+	// Only, when set, lists the case ids (name@dtype) or names to run; the others are not
+	// run. A folder with none of them gets an error naming its cases.
+	Only []string
 	// Stderr receives the runner processes' stderr (kernel prints, tracebacks of failed
 	// cases); nil keeps only the end of it for error messages.
 	Stderr io.Writer
@@ -110,6 +116,9 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 	}
 	if o.Trials <= 0 {
 		o.Trials = DefaultTrials
+	}
+	if o.Seed < 0 || o.Seed > MaxSeed {
+		return nil, fmt.Errorf("verify: seed %d out of range [0, %d]", o.Seed, MaxSeed)
 	}
 	if o.MaxElems == 0 {
 		o.MaxElems = DefaultMaxElems
@@ -450,7 +459,7 @@ func (w *worker) folder(ctx context.Context, dir string) (Folder, error) {
 			done = append(done, id)
 		}
 		sort.Strings(done)
-		req, _ := json.Marshal(map[string]any{"dir": dir, "skip": done})
+		req, _ := json.Marshal(map[string]any{"dir": dir, "skip": done, "only": w.o.Only})
 		if _, err := w.proc.Stdin.Write(append(req, '\n')); err != nil {
 			werr := w.kill()
 			if ctx.Err() != nil {
@@ -526,12 +535,28 @@ func (w *worker) folder(ctx context.Context, dir string) (Folder, error) {
 				record(c)
 				current = ""
 			case "done":
+				if len(w.o.Only) > 0 && len(results) == 0 && f.Error == "" {
+					f.Error = noneOf(w.o.Only, order, plan)
+				}
 				return finish(), nil
 			default:
 				// unknown events are ignored: newer runners may add some
 			}
 		}
 	}
+}
+
+// noneOf says that a folder has none of the cases asked for, and which it has.
+func noneOf(only, order []string, plan map[string]planCase) string {
+	var names []string
+	seen := map[string]bool{}
+	for _, id := range order {
+		if n := plan[id].Name; !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	return fmt.Sprintf("no case %s here (its cases: %s)", strings.Join(only, ", "), strings.Join(names, ", "))
 }
 
 // tainted reports whether a case of f may have corrupted the process that ran it.

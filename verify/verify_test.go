@@ -25,6 +25,7 @@ var update = flag.Bool("update", false, "update the golden files in testdata/gol
 type request struct {
 	Dir  string   `json:"dir"`
 	Skip []string `json:"skip"`
+	Only []string `json:"only"`
 }
 
 // step is what a fake runner process does for one request: print lines, then hang until
@@ -334,6 +335,52 @@ func TestFailFastAndSkip(t *testing.T) {
 	}
 	if d := Describe(f.Cases[0]); d != "y: 1 of 6 elements differ (atol=1e-05, rtol=1e-05); first at [2]: got 1.5, want 1.0 (seed 3)" {
 		t.Errorf("Describe = %q", d)
+	}
+}
+
+// TestOnlyAndSeed: -case's ids reach the runner in every request and -seed as --seed; a
+// failure's rerun line names the device, trials, seed, case and folder; a folder with none of
+// the cases asked for gets an error naming its cases.
+func TestOnlyAndSeed(t *testing.T) {
+	fr := &fakeRunner{serve: func(proc int, req request) step {
+		if strings.HasSuffix(req.Dir, "none") {
+			return step{lines: []string{plan3, done}}
+		}
+		return step{lines: []string{plan3, `{"ev": "start", "id": "b@fp32"}`, failB, done}}
+	}}
+	dirs := folders(t, "f", "none")
+	res, err := Run(context.Background(), dirs, Options{Runner: fr, Only: []string{"b@fp32"}, Seed: 7, Trials: 1, Jobs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(fr.args[0], " "), "--seed 7") {
+		t.Errorf("args = %v", fr.args[0])
+	}
+	for _, r := range fr.requests {
+		if got := strings.Join(r.Only, ","); got != "b@fp32" {
+			t.Errorf("%s: only = %q", r.Dir, got)
+		}
+	}
+	f := res.Folders[0]
+	if len(f.Cases) != 1 || f.Error != "" {
+		t.Fatalf("folder = %+v", f)
+	}
+	want := "fuseadvise verify -trials 1 -seed 7 -case b@fp32 " + dirs[0]
+	if got := res.Rerun(f.Dir, f.Cases[0]); got != want {
+		t.Errorf("Rerun = %q, want %q", got, want)
+	}
+	var b strings.Builder
+	if err := res.Write(&b, FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "  again: "+want+"\n") {
+		t.Errorf("table has no rerun line:\n%s", b.String())
+	}
+	if e := res.Folders[1].Error; e != "no case b@fp32 here (its cases: a, b, c)" {
+		t.Errorf("folder without the case: error %q", e)
+	}
+	if _, err := Run(context.Background(), dirs, Options{Runner: fr, Seed: -1}); err == nil {
+		t.Error("a negative seed ran")
 	}
 }
 

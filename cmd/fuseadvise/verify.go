@@ -15,7 +15,7 @@ import (
 
 var cmdVerify = &Command{
 	Name:      "verify",
-	UsageLine: "verify [-format table|json|markdown] [-o FILE] [-gpu] [-timeout D] [-trials N] [-failfast] [-python PATH] DIR...",
+	UsageLine: "verify [-format table|json|markdown] [-o FILE] [-gpu] [-timeout D] [-trials N] [-seed N] [-case ID,...] [-failfast] [-python PATH] DIR...",
 	Short:     "run the generated kernels in Triton's interpreter against the reference",
 	Long: `Verify runs each generated kernel folder (from 'fuseadvise gen'; a folder of such folders
 is expanded) under TRITON_INTERPRET=1 on the CPU against its eager PyTorch reference: the
@@ -35,7 +35,7 @@ and its ops' kinks (hardswish's 3), and a GEMM head's outputs and gradients are 
 range the GEMM's rounding allows.
 
 Each case prints its max abs and rel error; a failing case says where the first mismatch is
-(index, got, want). Exit status 1 when any case fails, 2 for usage or environment errors.
+(index, got, want) and the command that runs it again with the same inputs (-case, -seed). Exit status 1 when any case fails, 2 for usage or environment errors.
 -gpu runs the same cases compiled on a CUDA GPU instead.
 
 The Python environment is the pinned venv that scripts/setup-python.sh creates (torch 2.11.0,
@@ -48,6 +48,8 @@ triton 3.6.0), or -python, or $FUSEADVISE_PYTHON.`,
 		trials := fs.Int("trials", 0, "fresh random inputs per case (default 3)")
 		python := fs.String("python", "", "Python interpreter with torch and triton (default: $FUSEADVISE_PYTHON or the pinned venv)")
 		failFast := fs.Bool("failfast", false, "stop each folder at its first failing case")
+		seed := fs.Int64("seed", 0, "base of the cases' random seeds (a failure's rerun line names it)")
+		only := fs.String("case", "", "run only these cases: comma-separated `ids` (name@dtype, as a failure names them) or names")
 		return func(ctx context.Context, env *Env, args []string) error {
 			f, err := verify.ParseFormat(*format)
 			if err != nil {
@@ -62,6 +64,15 @@ triton 3.6.0), or -python, or $FUSEADVISE_PYTHON.`,
 			if *timeout < 0 {
 				return usagef("-timeout must be > 0 (0: the default)")
 			}
+			if *seed < 0 || *seed > verify.MaxSeed {
+				return usagef("-seed must be between 0 and %d", verify.MaxSeed)
+			}
+			var cases []string
+			for _, c := range strings.Split(*only, ",") {
+				if c = strings.TrimSpace(c); c != "" {
+					cases = append(cases, c)
+				}
+			}
 			if err := checkOutputs(nil, *out); err != nil {
 				return err
 			}
@@ -70,7 +81,7 @@ triton 3.6.0), or -python, or $FUSEADVISE_PYTHON.`,
 				return err
 			}
 			res, err := runVerify(ctx, env, dirs, verify.Options{Python: *python, GPU: *gpu, Timeout: *timeout,
-				Trials: *trials, FailFast: *failFast})
+				Trials: *trials, Seed: *seed, Only: cases, FailFast: *failFast})
 			if err != nil {
 				return err
 			}

@@ -1088,6 +1088,7 @@ def run_case(f, case):
 def serve(req):
     d = req.get("dir")
     skip = set(req.get("skip") or [])
+    only = set(req.get("only") or [])  # verify -case: these ids or names alone
     try:
         f = Folder(d)
         cases = build_cases(f)
@@ -1099,7 +1100,7 @@ def serve(req):
     emit("plan", dir=d, pattern=f.pattern, dtype=f.case.DTYPE, params=_finite(f.params),
          cases=[c.plan() for c in cases])
     for c in cases:
-        if c.id in skip or c.name in skip:
+        if c.id in skip or c.name in skip or (only and c.id not in only and c.name not in only):
             continue
         emit("start", id=c.id)
         res = run_case(f, c)
