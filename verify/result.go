@@ -45,8 +45,10 @@ type Folder struct {
 	Pattern string `json:"pattern"`
 	Dtype   string `json:"dtype"` // the traced dtype (case.py)
 	Error   string `json:"error,omitempty"`
-	Planned int    `json:"planned"` // cases the runner planned; fewer ran with FailFast
+	Planned int    `json:"planned"` // cases the runner planned; fewer ran with FailFast or Only
 	Cases   []Case `json:"cases"`
+
+	none string // with Options.Only and no case of it here: the cases the folder has
 }
 
 // Case is the outcome of one case: one set of shapes, one dtype, one input variant, run for

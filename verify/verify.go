@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -249,6 +250,9 @@ func Run(ctx context.Context, dirs []string, opts Options) (*Result, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("verify: %v", err)
+	}
+	if len(o.Only) > 0 && res.Folders[0].none != "" && slices.IndexFunc(res.Folders, func(f Folder) bool { return f.none == "" }) < 0 {
+		return res, fmt.Errorf("verify: %s: %s", res.Folders[0].Dir, res.Folders[0].none)
 	}
 	return res, nil
 }
@@ -536,7 +540,7 @@ func (w *worker) folder(ctx context.Context, dir string) (Folder, error) {
 				current = ""
 			case "done":
 				if len(w.o.Only) > 0 && len(results) == 0 && f.Error == "" {
-					f.Error = noneOf(w.o.Only, order, plan)
+					f.none = noneOf(w.o.Only, order, plan)
 				}
 				return finish(), nil
 			default:
@@ -556,7 +560,7 @@ func noneOf(only, order []string, plan map[string]planCase) string {
 			names = append(names, n)
 		}
 	}
-	return fmt.Sprintf("no case %s here (its cases: %s)", strings.Join(only, ", "), strings.Join(names, ", "))
+	return fmt.Sprintf("no case %s (its cases: %s)", strings.Join(only, ", "), strings.Join(names, ", "))
 }
 
 // tainted reports whether a case of f may have corrupted the process that ran it.

@@ -340,7 +340,8 @@ func TestFailFastAndSkip(t *testing.T) {
 
 // TestOnlyAndSeed: -case's ids reach the runner in every request and -seed as --seed; a
 // failure's rerun line names the device, trials, seed, case and folder; a folder with none of
-// the cases asked for gets an error naming its cases.
+// the cases asked for runs none, and a run with none of them anywhere is an error naming the
+// first folder's cases.
 func TestOnlyAndSeed(t *testing.T) {
 	fr := &fakeRunner{serve: func(proc int, req request) step {
 		if strings.HasSuffix(req.Dir, "none") {
@@ -376,8 +377,12 @@ func TestOnlyAndSeed(t *testing.T) {
 	if !strings.Contains(b.String(), "  again: "+want+"\n") {
 		t.Errorf("table has no rerun line:\n%s", b.String())
 	}
-	if e := res.Folders[1].Error; e != "no case b@fp32 here (its cases: a, b, c)" {
-		t.Errorf("folder without the case: error %q", e)
+	if f := res.Folders[1]; f.Error != "" || len(f.Cases) != 0 {
+		t.Errorf("folder without the case: %+v", f)
+	}
+	_, err = Run(context.Background(), dirs[1:], Options{Runner: fr, Only: []string{"b@fp32"}})
+	if want := dirs[1] + ": no case b@fp32 (its cases: a, b, c)"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("no folder with the case: error %v, want one ending %q", err, want)
 	}
 	if _, err := Run(context.Background(), dirs, Options{Runner: fr, Seed: -1}); err == nil {
 		t.Error("a negative seed ran")
