@@ -724,6 +724,13 @@ import torch
 		params, head, gemm = r.gemmReferenceHead()
 		b.WriteString(gemm)
 	}
+	if r.sumsTerms() {
+		b.WriteString("def reduce(op, x, *args, **kw):\n" +
+			"    \"\"\"The chain's last-dim sum or mean as traced (chain's reduce=: the verifier's band around it,\n" +
+			"    adapter.band_outputs).\"\"\"\n" +
+			"    return op(x, *args, **kw)\n\n\n")
+		params = append(params, "reduce=reduce")
+	}
 	r.chainDef(&b, "chain", params, head, false)
 	if r.p.KeepNumel() > 0 {
 		b.WriteString("\n\n# The chain as the model ran it, each training dropout drawing its own mask (its keep mask\n" +
@@ -749,6 +756,11 @@ func (r *renderer) chainDef(b *bytes.Buffer, name string, params []string, head 
 			}
 		}
 		e := expand(op.Torch, args, constsOf(op, s), torchDtypes[s.DType])
+		if sumsTerms(op) {
+			// torch.sum(v, ...) as reduce(torch.sum, v, ...): the verifier's hook
+			fn, rest, _ := strings.Cut(e, "(")
+			e = "reduce(" + fn + ", " + rest
+		}
 		if traced && s.Op == program.DropoutKeep {
 			e = "torch.dropout(" + args[0] + ", " + pyNum(float64(s.Consts[0])) + ", True)"
 		}
@@ -770,6 +782,22 @@ func (r *renderer) chainDef(b *bytes.Buffer, name string, params []string, head 
 		outs = append(outs, v)
 	}
 	b.WriteString("    return (" + strings.Join(outs, ", ") + ",)\n")
+}
+
+// sumsTerms reports whether op sums its operand's terms (a last-dim sum or mean): its result
+// may cancel to far less than its terms, and is then known to a few of the terms' units in
+// any summation order, not the result's. reference.py calls it through the chain's reduce=
+// hook, where the verifier puts that band (adapter.band_outputs).
+func sumsTerms(op *program.Op) bool { return op.Reduce == "sum" || op.Reduce == "mean" }
+
+// sumsTerms reports whether a step of the program sums its operand's terms.
+func (r *renderer) sumsTerms() bool {
+	for _, s := range r.p.Steps {
+		if op, _ := program.Lookup(s.Op); sumsTerms(op) {
+			return true
+		}
+	}
+	return false
 }
 
 // autocastUp reports whether step s computes in fp32 from 16-bit tensors of one type, as

@@ -698,7 +698,8 @@ def eager_rounding(adapter, i, name, got, want):
 # way, so that B is about 1e-3 times the share of the output it touches, tens of standard
 # deviations of the noise over a few thousand elements. A kernel fails where its |B| exceeds
 # eager's by more than BIAS_SIGMAS times its own noise's standard deviation
-# (sqrt(sum((got - ref)**2)) / sum|ref|, the elements' errors taken as independent) plus
+# (sqrt(sum((e - mean(e))**2)) / sum|ref|, e the signed errors (got - ref) * sign(ref), taken
+# as independent: about their mean, so that a bias does not widen its own bound) plus
 # BIAS_FLOOR units of the output's type (its eps); over the examples' cases on the CPU a right
 # kernel's excess stayed within 2.1 standard deviations. Outputs of fewer than BIAS_MIN_ELEMS
 # finite elements are not judged. The noise is taken per element: where errors are shared
@@ -717,8 +718,9 @@ def _bias(got, ref):
     den = float(r.abs().sum())
     if g.numel() < BIAS_MIN_ELEMS or den == 0.0:
         return None
-    e = g - r
-    return float((e * torch.sign(r)).sum()) / den, float(e.pow(2).sum().sqrt()) / den
+    e = (g - r) * torch.sign(r)
+    # the noise about the mean: a bias does not widen its own bound
+    return float(e.sum()) / den, float((e - e.mean()).pow(2).sum().sqrt()) / den
 
 
 def bias_reference(adapter, reference, inputs, params):

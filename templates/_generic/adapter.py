@@ -26,6 +26,7 @@ op "cublas_pointwise", timed and checked beside the fused kernel, and the report
 faster; gemm_only is the GEMM alone.
 """
 
+import inspect
 import math
 
 
@@ -178,6 +179,32 @@ def interp_shapes(shapes):
     main = fat.shrink(shapes[0], max_last=80)
     k = min(GEMM["k"], 72)
     return gemm_shapes(main[:-1], main[-1], k)
+
+
+# The verifier's "wide" cases: the elements each output has at least there (fa_testing's bias
+# check judges outputs of 64 elements or more, and a 0.1% bias in a bfloat16 value, a quarter
+# of its unit, passes its bound of six standard deviations of the mean's noise from about a
+# thousand), in the forward (every output has all of them) and in the backward's "each"
+# layout of the output gradients (each output's share of a gradient, WIDE_MAX at most)
+WIDE_PER_OUTPUT = 2048
+WIDE_MAX = 32768
+
+
+def wide_shapes(params, outputs=1):
+    """The interpreter's traced shape widened in its first dim until it has WIDE_PER_OUTPUT
+    elements for each of ``outputs`` (WIDE_MAX at most); None where it has them already, for a
+    GEMM head and for row programs (whose rows share a statistic's rounding: no bias check,
+    BIAS_CHECK), and where no output or input is 16-bit (the check judges 16-bit values; fp32
+    ones are held to fp32's tolerance already)."""
+    dts = [d for _, d, _ in case.OUTPUTS] + [d for _, d, *_ in case.INPUTS]
+    if GEMM or not BIAS_CHECK or not any(d in ("bf16", "fp16") for d in dts):
+        return None
+    main = interp_shapes(case.SHAPES)[0]
+    n = math.prod(main)
+    want = min(WIDE_PER_OUTPUT * max(1, outputs), WIDE_MAX)
+    if not main or n == 0 or n >= want:
+        return None
+    return [[-(-want * main[0] // n)] + list(main[1:])]
 
 
 def gemm_shapes(lead, n, k):
@@ -493,14 +520,39 @@ def _band_products(kernel, ref, inputs):
     return [(exact + t * delta).to(dt) for t in (-1.0, -0.5, 0.0, 0.5, 1.0)]
 
 
+def _band_sum(t):
+    """reference.chain's reduce= hook for band_outputs: the last-dim sum or mean moved by t
+    times a bound on its rounding in any order, (2 + sqrt(n)) fp32 units of the sum of its
+    terms' magnitudes (the GEMM's bound, _band_products: the kernel and eager both accumulate
+    in fp32, each in its own order). A sum that cancels to far less than its terms is known to
+    that, not to the tolerance of its result: the verifier's ``range`` case summed silu(x) * y
+    over terms of 6e5 to 49.71 (eager, and fp64) and 49.7134 (the kernel). Exact sums (integer
+    and bool terms) and non-finite magnitudes get no band."""
+    def reduce(op, x, *args, **kw):
+        s = op(x, *args, **kw)
+        if not x.dtype.is_floating_point or not s.dtype.is_floating_point:
+            return s
+        mag = op(x.detach().abs(), *args, **{**kw, "dtype": torch.float64})
+        n = x.shape[-1] if x.dim() else 1
+        delta = torch.finfo(torch.float32).eps * (2.0 + math.sqrt(n)) * mag
+        delta = torch.where(torch.isfinite(delta), delta, torch.zeros_like(delta))
+        return (s.detach().to(torch.float64) + t * delta).to(s.dtype)
+    return reduce
+
+
 def band_outputs(kernel, ref, inputs, params):
-    """The chain's outputs with its GEMM's result anywhere within the GEMM's rounding
-    (fa_testing.output_bands takes the range of them): _band_products, the rest of the chain
-    eager's as the reference runs it. None without a GEMM head."""
+    """The chain's outputs with the results its inputs do not decide anywhere in their
+    rounding (fa_testing.output_bands takes the range of them): a GEMM head's result within
+    the GEMM's rounding (_band_products), or a last-dim sum within its summation's
+    (_band_sum, through reference.chain's reduce= hook); the rest of the chain eager's as the
+    reference runs it. None where neither applies."""
+    args = [inputs[n] for n in NAMES]
     pres = _band_products(kernel, ref, inputs)
-    if pres is None:
-        return None
-    return [tuple(ref.chain(*[inputs[n] for n in NAMES], gemm=lambda *ops, pre=pre: pre)) for pre in pres]
+    if pres is not None:
+        return [tuple(ref.chain(*args, gemm=lambda *ops, pre=pre: pre)) for pre in pres]
+    if "reduce" in inspect.signature(ref.chain).parameters:
+        return [tuple(ref.chain(*args, reduce=_band_sum(t))) for t in (-1.0, -0.5, 0.5, 1.0)]
+    return None
 
 
 def band_grads(kernel, ref, inputs, names, dys, params):

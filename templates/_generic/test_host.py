@@ -888,6 +888,70 @@ def test_an_output_eager_would_shrink_is_refused():
         kernel._main_shape([x0[:, :1], x1])
 
 
+def test_wide_shapes(tmp_path):
+    """The verifier's wide cases: the traced shape widened in its first dim until every output
+    has WIDE_PER_OUTPUT elements (in the backward's "each" layout, every output's share of a
+    gradient, up to WIDE_MAX), so that the bias check can judge them (the tanh and sigmoid
+    derivatives' constants 0.1% off in table_bf16's backward are found there, not at the
+    traced shape's four elements an output); none for row programs, GEMM heads and chains with
+    no 16-bit value."""
+    adapter, _ = _adapter_for("table_bf16", tmp_path)
+    main = adapter.interp_shapes(adapter.case.SHAPES)[0]
+    one, = adapter.wide_shapes({})
+    each, = adapter.wide_shapes({}, len(adapter.OUTPUTS))
+    assert one[1:] == each[1:] == main[1:]
+    assert adapter.WIDE_PER_OUTPUT <= math.prod(one) < adapter.WIDE_PER_OUTPUT + math.prod(main[1:])
+    assert adapter.WIDE_MAX <= math.prod(each) < adapter.WIDE_MAX + math.prod(main[1:])
+    assert math.prod(main) * 10 < adapter.WIDE_MAX
+    for example in ("sub_exp_sum", "linear_gt_gate", "silu_scale"):
+        other, _ = _adapter_for(example, tmp_path)
+        assert other.wide_shapes({}) is None, example
+
+
+def test_sum_band(tmp_path):
+    """A last-dim sum is known to its summation's rounding of its terms' magnitudes, not of its
+    result (the range case: silu(x) * y over terms of 6e5 summed to 49.7109 in eager and fp64,
+    49.7134 in the kernel): band_outputs moves it through reference.chain's reduce= hook by
+    (2 + sqrt(n)) fp32 units of the summed magnitudes, and by nothing where the sum is exact
+    (integer terms) or the magnitudes overflow; the example's band holds eager's value."""
+    adapter, kernel = _adapter_for("sub_exp_sum", tmp_path)
+    ref = adapter.fat.load_sibling(str(tmp_path / "sub_exp_sum" / "adapter.py"), "reference")
+    fat = adapter.fat
+    eps = torch.finfo(torch.float32).eps
+    # a row that cancels: 6e5 - 6e5 + 49.71, in 64 terms
+    x = torch.zeros(2, 64)
+    x[0, 0], x[0, 1], x[0, 2] = 6e5, -6e5, 49.71
+    x[1] = torch.linspace(-1, 1, 64)
+    s = torch.sum(x, -1, dtype=torch.float32)
+    hi = adapter._band_sum(1.0)(torch.sum, x, -1, keepdim=False, dtype=torch.float32)
+    lo = adapter._band_sum(-1.0)(torch.sum, x, -1, keepdim=False, dtype=torch.float32)
+    assert hi.dtype == lo.dtype == torch.float32
+    width = eps * (2 + 8) * x.abs().double().sum(-1)
+    assert torch.allclose((hi.double() - s.double()), width.float().double(), rtol=1e-3)
+    assert torch.allclose((s.double() - lo.double()), width.float().double(), rtol=1e-3)
+    atol, rtol = fat.tol("softmax", torch.float32)
+    got = s.clone()
+    got[0] += 0.0025  # the kernel's order of the cancelling row
+    assert fat.mismatches(got, s, atol, rtol)[0][0]
+    assert not fat.mismatches(got, s, atol, rtol, (lo, hi))[0].any()
+    got[0] += 5.0  # a wrong sum stays wrong (the band: 1.4 about it)
+    assert fat.mismatches(got, s, atol, rtol, (lo, hi))[0].tolist() == [True, False]
+    # exact sums and overflowing magnitudes: no band
+    ints = torch.arange(10).reshape(2, 5)
+    assert torch.equal(adapter._band_sum(1.0)(torch.sum, ints, -1), ints.sum(-1))
+    big = torch.tensor([[float("inf"), 1.0], [1.0, 2.0]])
+    moved = adapter._band_sum(1.0)(torch.sum, big, -1, keepdim=False, dtype=torch.float32)
+    assert moved[0] == float("inf") and float(moved[1]) > 3.0
+    # the example: four runs through the hook, eager's value inside their range
+    shapes = adapter.interp_shapes(adapter.case.SHAPES)
+    inputs = adapter.make_inputs(shapes, torch.float32, {}, "cpu", 0)
+    want = adapter.reference(ref, inputs, {})
+    assert len(adapter.band_outputs(kernel, ref, inputs, {})) == 4
+    (blo, bhi), = fat.output_bands(adapter, kernel, ref, inputs, {}, want)
+    assert bool((blo <= want[0].double()).all() and (want[0].double() <= bhi).all())
+    assert bool((bhi > blo).any())
+
+
 @pytest.mark.parametrize("example", ["linear_gt_gate", "bmm_lt_gate"])
 def test_gemm_band(example, tmp_path):
     """A GEMM head's output is known to its rounding, not exactly (the H200 decided an fp32

@@ -156,8 +156,9 @@ class Folder:
 
 
 class Case:
-    def __init__(self, name, shapes, dtype, variant=None, grad=False, note="", tiles=None, dy=None):
+    def __init__(self, name, shapes, dtype, variant=None, grad=False, note="", tiles=None, dy=None, once=False):
         self.name, self.shapes, self.dtype = name, [list(map(int, s)) for s in shapes], dtype
+        self.once = once  # one trial whatever --trials (the wide cases: long in the interpreter)
         self.variant, self.grad, self.note = variant, grad, note  # grad: False, True or "twice"
         self.dy = dy  # the output gradients' layout (output_grads), None: contiguous
         self.tiles = tiles  # the kernel's forced_tiles argument (adapter.tile_cases), or None
@@ -226,6 +227,13 @@ def build_cases(f):
                     ("masked-rows", "masked_rows"), ("planted", "planted"), ("in-place", "in_place")):
         if transform(v, probe)[1]:
             cases.append(Case(name, traced, base_dt, variant=v))
+    # a shape wide enough that each output has elements enough for the bias check (an
+    # adapter's wide_shapes: a constant 0.1% off in a bfloat16 output, below its tolerance,
+    # shows in the mean of a few hundred elements, not of the traced case's few dozen)
+    wide = getattr(a, "wide_shapes", None)
+    wide = wide(p) if callable(wide) else None
+    if wide:
+        cases.append(Case("wide-" + _shape_name(wide), wide, base_dt, once=True))
     # in place at every adversarial shape of a GEMM head too: its buckets of M take the
     # library path or the tiles in turn under the interpreter, and the library path writes
     # the GEMM's output into an output buffer
@@ -275,6 +283,13 @@ def build_cases(f):
         # and the first alone)
         for dy in ("unused", "unused-first"):
             cases.append(Case("grad-dy-" + dy, traced, base_dt, variant="zeros", grad=True, dy=dy))
+        # (and at the wide shape: each output's terms alone where there are several, so that
+        # one output's term biased in the backward shows at its own elements)
+        outs = len(getattr(a, "OUTPUTS", []))
+        wide_each = a.wide_shapes(p, outs) if callable(getattr(a, "wide_shapes", None)) else None
+        if wide_each:
+            cases.append(Case(("grad-dy-each-" if outs > 1 else "grad-") + _shape_name(wide_each), wide_each,
+                              base_dt, grad=True, dy="each" if outs > 1 else None, once=True))
         if empty is not None:
             cases.append(Case("grad-empty", empty, base_dt, grad=True))
         if base_dt != "fp32" and "fp32" in supported:
@@ -1037,6 +1052,7 @@ def run_case(f, case):
         # two fewer, at least one; tile cases (one per tile, about indexing too) as few
         trials = ARGS.trials if (case.name.startswith("traced") or (case.grad and case.tiles is None)) \
             else max(1, ARGS.trials - 2)
+        trials = 1 if case.once else trials
         for trial in range(trials):
             seed = case_seed(case, trial)
             res["seeds"].append(seed)

@@ -504,6 +504,10 @@ def test_bias_check():
     assert fat.bias_check("y", ref * 1.001, ref, ref) is None  # fp32: the tolerance's
     # eager as biased as the kernel: not the kernel's fault
     assert fat.bias_check("y", (ref * 1.001).to(torch.bfloat16), (ref * 1.001).to(torch.bfloat16), ref) is None
+    # the noise is taken about the mean: a bias alone (every element 0.3% off, no noise) has none
+    # and does not widen its own bound (about zero it would be 0.003/sqrt(n))
+    signs = torch.where(torch.rand(300, generator=g) < 0.5, -1.0, 1.0)
+    assert fat._bias(signs * 1.003, signs) == pytest.approx((0.003, 0.0), abs=1e-7)
     a = types.SimpleNamespace(BIAS_CHECK=True, reference=lambda r, inputs, p: (inputs["x"] * 2,))
     out, = fat.bias_reference(a, None, {"x": want, "n": 3}, {})
     assert out.dtype == torch.float32
