@@ -1835,7 +1835,7 @@ def _fwd_plan(inputs):
     consts = {"BLOCK": block, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
     for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
         consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
-    return out_shapes, _Planned(_fused_kernel, (-(-numel // block),), args, 4, 3, **consts)
+    return out_shapes, _Planned(_fused_kernel, (-(-numel // block),), args, 4, 3, fp_fusion=False, **consts)
 
 
 def _block(numel):
@@ -1875,7 +1875,7 @@ def _magic(d):
     # EVEN: the row is exactly one tile and the rows fill every program
     consts = {"BLOCK_R": block_r, "BLOCK_N": block_n, "ONE_TILE": n <= block_n,
               "EVEN": n == block_n and rows % block_r == 0}
-    return out_shapes, _Planned(_fused_kernel, (-(-rows // block_r),), args, warps, 3, **consts)
+    return out_shapes, _Planned(_fused_kernel, (-(-rows // block_r),), args, warps, 3, fp_fusion=False, **consts)
 
 
 def _row_tile(rows, block_n, one_tile):

@@ -861,7 +861,7 @@ def _bwd_plan(inputs, douts, needs):
                                f"those the kernel was generated for {BWD_KINDS[i]}")
     if len(carried) > 1:  # bit k: the k-th carried output has a gradient (None: no loss reaches it)
         consts["DYMASK"] = sum(1 << k for k, (j, _) in enumerate(carried) if douts[j] is not None)
-    return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
+    return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, fp_fusion=False, **consts), stacks, fulls)
 
 
 class FusedFunction(torch.autograd.Function):

@@ -440,7 +440,7 @@ def _gemm_fused(a, w, bias, xs, out, pre, plan):
         if launch is None:
             bm, bn, bk, stages, warps = tile
             launch = tiles[tile, flags] = _Planned(
-                _gemm_epilogue_kernel, (_gemm_grid(m, n, tile)[0], nb, 1), (m, n, *ints), warps, stages,
+                _gemm_epilogue_kernel, (_gemm_grid(m, n, tile)[0], nb, 1), (m, n, *ints), warps, stages, False,
                 K=k, HAS_BIAS=flags[0], STORE_PRE=flags[1], F32=flags[2], BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                 GROUP_M=_GEMM_GROUP_M)
         launch.launch((a3, w3, bias if bias is not None else a3, *xs, *outs, pre_t))  # bias: not read without one

@@ -64,8 +64,9 @@ class Recorder:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
-        self.calls.append((kernel, tuple(grid), args, dict(constexprs, num_warps=num_warps, num_stages=num_stages)))
+    def __call__(self, kernel, grid, args, num_warps=4, num_stages=1, fp_fusion=True, **constexprs):
+        self.calls.append((kernel, tuple(grid), args, dict(constexprs, num_warps=num_warps, num_stages=num_stages,
+                                                           fp_fusion=fp_fusion)))
 
 
 def python_calls(fn):
@@ -133,6 +134,8 @@ def test_second_call_only_looks_up(example, main, fwd_budget, bwd_budget, monkey
     xs = inputs_for(case, main)
     outs = kernel.fused(*xs)
     assert count["fwd"] == 1 and len(rec.calls) == 1
+    # compiled without FMA contraction: each fp32 step rounded as eager's kernels round it
+    assert rec.calls[0][3]["fp_fusion"] is False
     n = python_calls(lambda: kernel.fused(*xs))
     assert count["fwd"] == 1, "a second call with the same key planned again"
     assert len(rec.calls) == 2 and _same_launch(rec.calls[0], rec.calls[1])
@@ -146,6 +149,8 @@ def test_second_call_only_looks_up(example, main, fwd_budget, bwd_budget, monkey
     kernel.fused_backward(xs, douts)
     first = rec.calls[2:]
     assert count["bwd"] == 1
+    bwd = [c for c in first if c[0] is kernel._fused_bwd_kernel]
+    assert bwd and all(c[3]["fp_fusion"] is False for c in bwd)
     n = python_calls(lambda: kernel.fused_backward(xs, douts))
     assert count["bwd"] == 1, "a second backward with the same key planned again"
     second = rec.calls[2 + len(first):]
@@ -684,7 +689,8 @@ def test_row_program_even_tiles():
         assert consts["EVEN"] == even, (main, consts)
         assert consts["BLOCK_R"] <= rows and p.grid[0] * consts["BLOCK_R"] >= rows, (main, consts)
         got = kernel.fused(*xs)
-        masked_launch = kernel._Planned(p.kernel, p.grid, p.ints, p.num_warps, p.num_stages, **dict(consts, EVEN=False))
+        masked_launch = kernel._Planned(p.kernel, p.grid, p.ints, p.num_warps, p.num_stages, p.fp_fusion,
+                                        **dict(consts, EVEN=False))
         masked = kernel._fused_run(masked_launch, xs, kernel.empty_outputs(*xs))
         for a, b in zip(got, masked):
             assert torch.equal(a, b), main

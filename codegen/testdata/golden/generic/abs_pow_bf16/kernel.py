@@ -248,27 +248,30 @@ def _spec(a):
     return _spec_key((a,))[0]
 
 
-def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
+def _launch(kernel, grid, args, num_warps=4, num_stages=1, fp_fusion=True, **constexprs):
     """``kernel[grid](*args, **constexprs)``; args a tuple, the constexprs the kernel's last
-    parameters, passed in its order. After the first call of a specialization its compiled
+    parameters, passed in its order; fp_fusion=False compiles it without contracting a product
+    and a sum into one rounding (Triton's enable_fp_fusion), so that each step is rounded as
+    eager's kernels round it. After the first call of a specialization its compiled
     kernel is launched directly. Under the interpreter: the plain call. Under torch.compile:
     launched outside the graph, as without it (Dynamo would trace ``kernel[grid](...)`` into
     its graph and give None for the compiled kernel cached below, and cannot trace the rest).
     Returns the _COMPILED entry it launched through (None under the interpreter or torch.compile)."""
     if torch.compiler.is_compiling():
-        torch.compiler.disable(_launch)(kernel, grid, args, num_warps, num_stages, **constexprs)
+        torch.compiler.disable(_launch)(kernel, grid, args, num_warps, num_stages, fp_fusion, **constexprs)
         return None
     grid = tuple(grid) + (1,) * (3 - len(grid))
+    options = {} if fp_fusion else {"enable_fp_fusion": False}
     if INTERPRET:
         names = kernel.arg_names[len(args):]
         if list(constexprs) != names:
             raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
-        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **options, **constexprs)
         return None
     consts = tuple(constexprs.values())
     device = torch._C._cuda_getDevice()
     # id(kernel): hashing a JITFunction costs ~2 us of host time per call
-    key = (id(kernel), num_warps, num_stages, consts, device, _spec_key(args))
+    key = (id(kernel), num_warps, num_stages, fp_fusion, consts, device, _spec_key(args))
     entry = _COMPILED.get(key)
     if entry is not None:
         _run(entry, grid, args + consts, device)
@@ -277,7 +280,7 @@ def _launch(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
     if list(constexprs) != names:
         raise TypeError(f"_launch: constexprs {list(constexprs)}, want {names}")
     entry = _COMPILED[key] = _compiled(
-        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs), kernel)
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **options, **constexprs), kernel)
     return entry
 
 
@@ -290,10 +293,11 @@ class _Planned:
     keyed per call (_launch's key of a GEMM head's 19 arguments took 3.6 us of host time a call
     on a CPU core, its 6 tensors' 2.0). A miss goes through _launch, which gives its entry."""
 
-    __slots__ = ("kernel", "grid", "ints", "num_warps", "num_stages", "constexprs", "tail", "entries")
+    __slots__ = ("kernel", "grid", "ints", "num_warps", "num_stages", "fp_fusion", "constexprs", "tail", "entries")
 
-    def __init__(self, kernel, grid, ints, num_warps=4, num_stages=1, **constexprs):
+    def __init__(self, kernel, grid, ints, num_warps=4, num_stages=1, fp_fusion=True, **constexprs):
         self.kernel, self.num_warps, self.num_stages, self.constexprs = kernel, num_warps, num_stages, constexprs
+        self.fp_fusion = fp_fusion
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.ints = tuple(ints)
         self.tail = self.ints + tuple(constexprs.values())  # what follows the tensors in a launch
@@ -302,14 +306,14 @@ class _Planned:
     def launch(self, tensors):
         if INTERPRET or torch.compiler.is_compiling():
             _launch(self.kernel, self.grid, tensors + self.ints, self.num_warps, self.num_stages,
-                    **self.constexprs)
+                    self.fp_fusion, **self.constexprs)
             return
         device = torch._C._cuda_getDevice()
         spec = _spec_key(tensors)
         entry = self.entries.get((device, spec))
         if entry is None:  # _launch compiles (or finds) it, launches and gives its entry
             self.entries[device, spec] = _launch(self.kernel, self.grid, tensors + self.ints, self.num_warps,
-                                                 self.num_stages, **self.constexprs)
+                                                 self.num_stages, self.fp_fusion, **self.constexprs)
             return
         _run(entry, self.grid, tensors + self.tail, device)
 
@@ -713,7 +717,7 @@ def _fwd_plan(inputs):
     consts = {"BLOCK": block, "IDX64": idx64, "INNER16": dims[-1] % 16 == 0, "LEAD": lead}
     for i, st in enumerate(strides):  # dense: read at the flat offset (vector loads, no index math)
         consts[f"DENSE{i}"] = all(s == f for s, f, n in zip(st, flat, dims) if n > 1)
-    return out_shapes, _Planned(_fused_kernel, (-(-numel // block),), args, 4, 3, **consts)
+    return out_shapes, _Planned(_fused_kernel, (-(-numel // block),), args, 4, 3, fp_fusion=False, **consts)
 
 
 def _block(numel):
@@ -1137,7 +1141,7 @@ def _bwd_plan(inputs, douts, needs):
                                f"those the kernel was generated for {BWD_KINDS[i]}")
     if len(carried) > 1:  # bit k: the k-th carried output has a gradient (None: no loss reaches it)
         consts["DYMASK"] = sum(1 << k for k, (j, _) in enumerate(carried) if douts[j] is not None)
-    return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, **consts), stacks, fulls)
+    return shape, want, carried, aliases, (_Planned(_fused_bwd_kernel, (progs * n_cb,), args, warps, 3, fp_fusion=False, **consts), stacks, fulls)
 
 
 class FusedFunction(torch.autograd.Function):
