@@ -303,3 +303,96 @@ func TestUnclaimed(t *testing.T) {
 		t.Errorf("unclaimed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAutocastCasts: autocast's casts into GEMMs that no chain claims are told apart by what
+// they cast: a linear's input (an activation), its weight and bias (weights), a cast whose dims
+// are both the input's and the weight's (the GEMM's first cast is the input's: autocast casts
+// the arguments in order), a matmul's operands (activations); forward, and each
+// ToCopyBackward0 by the forward cast it links to. A cast outside a GEMM, and its backward, is
+// not one.
+func TestAutocastCasts(t *testing.T) {
+	tr := synth(
+		op{name: "linear", in: []string{"bf16:8x128x768", "f32:3072x768", "f32:3072"}, kids: []op{
+			{name: "to", in: []string{"f32:8x128x768", "=15"}}, // the input
+			{name: "to", in: []string{"f32:3072x768", "=15"}},  // the weight
+			{name: "to", in: []string{"f32:3072", "=15"}},      // the bias
+		}},
+		op{name: "linear", in: []string{"f32:768x768", "f32:768x768"}, kids: []op{
+			{name: "to", in: []string{"f32:768x768", "=15"}}, // the input's: the first
+			{name: "to", in: []string{"f32:768x768", "=15"}}, // the weight's
+		}},
+		op{name: "matmul", in: []string{"f32:8x12x128x128", "bf16:8x12x128x64"}, kids: []op{
+			{name: "to", in: []string{"f32:8x12x128x128", "=15"}},
+		}},
+		op{name: "to", in: []string{"bf16:4096x8192", "=6"}}, // a loss' upcast: no GEMM's
+	)
+	casts := map[string]int32{}
+	for i := range tr.Ops {
+		o := &tr.Ops[i]
+		if o.Name == "aten::to" && o.Parent >= 0 {
+			casts[tr.Ops[o.Parent].Name+" "+fmt.Sprint(o.Inputs[0].Dims)+" "+fmt.Sprint(len(casts))] = int32(i)
+		} else if o.Name == "aten::to" {
+			casts["top"] = int32(i)
+		}
+	}
+	// ToCopyBackward0 nodes (as the engine records them) for three of the casts
+	end := tr.Steps[0].Dur
+	add := func(name string, parent int32) int32 {
+		id := int32(len(tr.Ops))
+		tr.Ops = append(tr.Ops, trace.Op{Name: name, Kind: trace.KindCPUOp, Start: end, Dur: 10_000, Parent: parent,
+			Bwd: -1, Fwd: -1, Py: -1, ExternalID: -1, RecordFunctionID: -1, EvIdx: -1, Seq: -1, FwdThreadID: -1, Step: -1})
+		if parent >= 0 {
+			tr.Ops[parent].Children = append(tr.Ops[parent].Children, id)
+		} else {
+			tr.Threads[0].Roots = append(tr.Threads[0].Roots, id)
+		}
+		end += 1_000
+		return id
+	}
+	backward := func(fwd int32) {
+		e := add(evaluateFunction+"ToCopyBackward0", -1)
+		n := add("ToCopyBackward0", e)
+		tr.Ops[n].Fwd, tr.Ops[fwd].Bwd = fwd, n
+		c := add("aten::to", n)
+		tr.Acts = append(tr.Acts, trace.Activity{Name: "copy_kernel", Start: end, Dur: 7_000, Op: c})
+		tr.Ops[c].Acts = []int32{int32(len(tr.Acts) - 1)}
+		end += 20_000
+	}
+	var weight, act int32 = -1, -1
+	for k, id := range casts {
+		switch {
+		case strings.HasPrefix(k, "aten::linear [3072 768]"):
+			weight = id
+		case strings.HasPrefix(k, "aten::matmul"):
+			act = id
+		}
+	}
+	backward(weight)
+	backward(act)
+	backward(casts["top"])
+	tr.Steps[0].Dur = end
+
+	for k, id := range casts {
+		ok, w := castOperand(tr, id)
+		want := strings.HasPrefix(k, "aten::linear [3072") || strings.HasPrefix(k, "aten::linear [768 768] 4")
+		if k == "top" {
+			if ok {
+				t.Errorf("%s: a cast outside a GEMM taken for autocast's", k)
+			}
+			continue
+		}
+		if !ok || w != want {
+			t.Errorf("%s: cast %v, weight %v; want a cast, weight %v", k, ok, w, want)
+		}
+	}
+	r, err := Analyze([]*trace.Trace{tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// forward: 3 activation casts and 3 weight casts of 5 µs; backward: one of each, 7 µs;
+	// memory-bound: the 7 casts and 3 backward casts (the GEMMs' own kernels are compute)
+	want := AutocastCasts{WeightsUs: 22, ActivationsUs: 22, ForwardUs: 30, BackwardUs: 14, Kernels: 8, Pct: 78.57}
+	if a := r.Coverage.Autocast; a == nil || *a != want {
+		t.Errorf("autocast casts %+v, want %+v", a, want)
+	}
+}

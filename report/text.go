@@ -161,6 +161,10 @@ func CoverageOf(a *patterns.Report) string {
 // unclaimedShown is how many of Coverage.Unclaimed the coverage line names.
 const unclaimedShown = 4
 
+// autocastShown is the share of the memory-bound time (%) from which the coverage line names
+// autocast's unclaimed casts into GEMMs.
+const autocastShown = 1.0
+
 // unclaimedOf names where the largest shares of the memory-bound time no chain claims go
 // (" Not claimed, the most: ..."), "" when the analysis has no such breakdown.
 func unclaimedOf(c *patterns.Coverage) string {
@@ -172,6 +176,12 @@ func unclaimedOf(c *patterns.Coverage) string {
 		parts = append(parts, fmt.Sprintf("%s %s µs (%s)", u.Op, fmtUs(u.Us), fmtPct(u.Pct)))
 	}
 	s := " Not claimed, the most: " + strings.Join(parts, ", ") + "."
+	if a := c.Autocast; a != nil && a.Pct >= autocastShown {
+		s += fmt.Sprintf(" Autocast's casts into GEMMs take %s µs of it (%s of the memory-bound time; weights %s µs, activations %s µs; %s µs of it"+
+			" ToCopyBackward0, the gradients cast back): torch.compile fuses an activation's casts into the kernels"+
+			" beside them; a weight's are autocast's cost of fp32 weights, once a step.",
+			fmtUs(a.WeightsUs+a.ActivationsUs), fmtPct(a.Pct), fmtUs(a.WeightsUs), fmtUs(a.ActivationsUs), fmtUs(a.BackwardUs))
+	}
 	for _, u := range c.Unclaimed[:min(len(c.Unclaimed), unclaimedShown)] {
 		if strings.HasPrefix(u.Op, "optimizer step (") && !strings.Contains(u.Op, ", fused") && !strings.Contains(u.Op, "Fused") { // FusedAdam: apex
 			s += " No chain holds an optimizer step: torch.optim's fused=True (Adam, AdamW, SGD) runs its updates in a few fused kernels."
