@@ -229,7 +229,7 @@ def build_cases(f):
             cases.append(Case(name, traced, base_dt, variant=v))
     # a shape wide enough that each output has elements enough for the bias check (an
     # adapter's wide_shapes: a constant 0.1% off in a bfloat16 output, below its tolerance,
-    # shows in the mean of a few hundred elements, not of the traced case's few dozen)
+    # shows in the mean of about a thousand elements, not of the traced case's few dozen)
     wide = getattr(a, "wide_shapes", None)
     wide = wide(p) if callable(wide) else None
     if wide:

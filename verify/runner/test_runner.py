@@ -514,6 +514,37 @@ def test_bias_check():
     assert fat.bias_reference(types.SimpleNamespace(), None, {"x": want}, {}) is None
 
 
+def test_bias_check_not_over_planted_inputs():
+    """A kernel 0.3% off in bf16 fails the traced case by the bias check alone (inside the
+    tolerance), and passes the planted case: inputs of a handful of repeated numbers, whose
+    rounding errors are not independent (a right GEMM-headed kernel's gradient looked biased
+    there on the H200), are not judged."""
+    def fused(kernel, inp, params, poison=False):
+        return ((inp["x"].float() * 2.006).to(inp["x"].dtype),)
+
+    def planted(inputs):
+        out = dict(inputs)
+        out["x"] = inputs["x"].clone()
+        out["x"][::2] = 0.1  # the number, in every other element
+        return out, ["x"]
+
+    a = types.SimpleNamespace(
+        fat=fat, BIAS_CHECK=True, planted=planted, fused=fused,
+        make_inputs=lambda shapes, dtype, params, device, seed: {
+            "x": (torch.randn(shapes[0], generator=torch.Generator().manual_seed(seed)) * 3).to(dtype)},
+        tolerance=lambda *a, **k: (1e-2, 1e-2), reference=lambda ref, inp, params: (inp["x"] * 2.0,))
+    folder = types.SimpleNamespace(adapter=a, kernel=None, reference=None, params={}, pattern="biased")
+    saved = runner.ARGS
+    runner.ARGS = runner.parse_args(["--device", "cpu", "--trials", "1"])
+    try:
+        traced = runner.run_case(folder, runner.Case("traced", [[4000]], "bf16"))
+        assert traced["status"] == "fail" and "biased" in traced["message"], traced
+        res = runner.run_case(folder, runner.Case("planted", [[4000]], "bf16", variant="planted"))
+        assert res["status"] == "pass", res
+    finally:
+        runner.ARGS = saved
+
+
 def test_eager_rounding():
     a = types.SimpleNamespace(EAGER_ROUNDING=[True, False])
     want = torch.randn(1000, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
