@@ -620,17 +620,24 @@ func lessPrecise(best, d program.DType) program.DType {
 // outTolDtype is tolDtype over the steps output step o is computed from (and a 16-bit GEMM
 // head's rounding where it reads the GEMM's output): an output computed in fp32 alone is held
 // to fp32's tolerance, whatever another output rounds to (table_fp32's hardsigmoid, beside a
-// bf16 cast, had been held to bf16's 1e-2, so a 3.003 for its 3.0 passed).
+// bf16 cast, had been held to bf16's 1e-2, so a 3.003 for its 3.0 passed). A step computed
+// to eager's bits from the inputs (bitExact: a 16-bit product that eager and the kernel round
+// alike) loosens nothing after it: the output's own dtype and the other steps' count (an fp32
+// mean of such float16 values is held to fp32's, where float16's let a mean 0.1% off pass).
 func (r *renderer) outTolDtype(o int) program.DType {
 	best := program.FP32
 	see := func(d program.DType) { best = lessPrecise(best, d) }
 	seen := map[int]bool{}
+	exact := r.bitExact()
 	var walk func(i int)
 	walk = func(i int) {
 		if seen[i] {
 			return
 		}
 		seen[i] = true
+		if i != o && exact[i] {
+			return // eager's bits, and so are its operands'
+		}
 		see(r.p.Steps[i].DType)
 		for _, a := range r.p.Steps[i].Args {
 			switch {
@@ -643,6 +650,25 @@ func (r *renderer) outTolDtype(o int) program.DType {
 	}
 	walk(o)
 	return best
+}
+
+// bitExact says, per step, whether its value is eager's to the bit: a BitExact op whose
+// operands are inputs, numbers or such steps (a GEMM head's output is not: its rounding
+// depends on the summation order).
+func (r *renderer) bitExact() []bool {
+	exact := make([]bool, len(r.p.Steps))
+	for i, s := range r.p.Steps {
+		exact[i] = s.Op.BitExact()
+		for _, a := range s.Args {
+			switch {
+			case a.Step != nil:
+				exact[i] = exact[i] && exact[*a.Step]
+			case a.In != nil && *a.In == 0 && r.p.GEMM != nil:
+				exact[i] = false
+			}
+		}
+	}
+	return exact
 }
 
 // outEagerExact reports whether every step output step o is computed from is one eager

@@ -44,6 +44,11 @@ var eagerExact = map[Code]bool{
 // EagerExact reports whether eager computes op c as the kernel does, rounded once (eagerExact).
 func (c Code) EagerExact() bool { return eagerExact[c] }
 
+// BitExact reports whether the kernel computes op c to eager's bits on every device: an
+// EagerExact op but the division, square root and reciprocal, which the GPU's kernels may
+// compute to another last place of fp32 (the eager-rounding check's 1%).
+func (c Code) BitExact() bool { return eagerExact[c] && c != Div && c != Sqrt && c != Reciprocal }
+
 // ConstKind is how a constant parameter is written in Python.
 type ConstKind int
 
