@@ -314,7 +314,18 @@ func (r *Result) Rerun(dir string, c Case) string {
 	if r.Seed != 0 {
 		cmd += fmt.Sprintf(" -seed %d", r.Seed)
 	}
-	return fmt.Sprintf("%s -case %s %s", cmd, c.ID, dir)
+	return fmt.Sprintf("%s -case %s %s", cmd, shellWord(c.ID), shellWord(dir))
+}
+
+// shellWord is s as one POSIX shell word: as it is when it holds only characters no shell
+// treats specially, else single-quoted.
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Describe says why a case did not pass, in one line: the first mismatching element (output,

@@ -384,6 +384,10 @@ func TestOnlyAndSeed(t *testing.T) {
 	if want := dirs[1] + ": no case b@fp32 (its cases: a, b, c)"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("no folder with the case: error %v, want one ending %q", err, want)
 	}
+	// a folder name a shell would split or expand is quoted
+	if got := res.Rerun("gen/my kernels/it's", Case{ID: "grad@bf16"}); got != `fuseadvise verify -trials 1 -seed 7 -case grad@bf16 'gen/my kernels/it'\''s'` {
+		t.Errorf("Rerun of an odd path = %s", got)
+	}
 	if _, err := Run(context.Background(), dirs, Options{Runner: fr, Seed: -1}); err == nil {
 		t.Error("a negative seed ran")
 	}
