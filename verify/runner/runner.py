@@ -230,8 +230,8 @@ def build_cases(f):
     # a shape wide enough that each output has elements enough for the bias check (an
     # adapter's wide_shapes: a constant 0.1% off in a bfloat16 output, below its tolerance,
     # shows in the mean of about a thousand elements, not of the traced case's few dozen)
-    wide = getattr(a, "wide_shapes", None)
-    wide = wide(p) if callable(wide) else None
+    wide_shapes = getattr(a, "wide_shapes", None)
+    wide = wide_shapes(p) if callable(wide_shapes) else None
     if wide:
         cases.append(Case("wide-" + _shape_name(wide), wide, base_dt, once=True))
     # in place at every adversarial shape of a GEMM head too: its buckets of M take the
@@ -292,7 +292,7 @@ def build_cases(f):
         # (and at the wide shape: each output's terms alone where there are several, so that
         # one output's term biased in the backward shows at its own elements)
         outs = len(getattr(a, "OUTPUTS", []))
-        wide_each = a.wide_shapes(p, outs) if callable(getattr(a, "wide_shapes", None)) else None
+        wide_each = wide_shapes(p, outs) if callable(wide_shapes) else None
         if wide_each:
             cases.append(Case(("grad-dy-each-" if outs > 1 else "grad-") + _shape_name(wide_each), wide_each,
                               base_dt, grad=True, dy="each" if outs > 1 else None, once=True))
