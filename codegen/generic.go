@@ -1964,6 +1964,7 @@ func genericReadme(s GenericSpec, name, module string) []byte {
 	b.WriteString("## Swap it in\n\n")
 	b.WriteString(numbersReadme(s.Program))
 	if s.Program.GEMM != nil {
+		b.WriteString(intoReadme(s.Program))
 		b.WriteString(gemmReadme(s, module))
 		return b.Bytes()
 	}
@@ -1977,6 +1978,7 @@ func genericReadme(s GenericSpec, name, module string) []byte {
 		b.WriteString("    " + l + "\n")
 	}
 	b.WriteString("\n")
+	b.WriteString(intoReadme(s.Program))
 	if _, err := s.Program.Backward(); err == nil {
 		b.WriteString("Training: call `fused_autograd(*inputs)` instead (`FusedFunction`): its backward is one more\n")
 		b.WriteString("fused kernel, from the saved inputs alone. Benchmark before shipping (`fuseadvise bench -modes\n")
@@ -1987,6 +1989,35 @@ func genericReadme(s GenericSpec, name, module string) []byte {
 	}
 	b.WriteString(genericSource(s))
 	return b.Bytes()
+}
+
+// intoReadme is the README's note on the outputs that replace a GEMM's autocast cast
+// (program.Program.Into), "" without any: which output goes to which GEMM, and why one each.
+func intoReadme(p *program.Program) string {
+	var b strings.Builder
+	var gemms []string
+	said := map[int]bool{}
+	for k, into := range p.Into {
+		if into == "" {
+			continue
+		}
+		s := p.Steps[p.Outputs[k]]
+		src := *s.Args[0].Step
+		fmt.Fprintf(&b, "Output %d (of the tuple, from 0) is `v%d` cast to %s, the cast autocast makes inside the\n"+
+			"`%s` that reads `v%d`: pass it to that `%s` in place of `v%d` (autocast leaves a %s input as it is).\n",
+			k, src, s.DType, into, src, into, src, s.DType)
+		gemms = append(gemms, into)
+		if !slices.Contains(p.Outputs, src) && !said[src] {
+			said[src] = true
+			fmt.Fprintf(&b, "`v%d` itself is not an output: the GEMMs that cast it were its only readers outside the chain.\n", src)
+		}
+	}
+	if len(gemms) == 0 {
+		return ""
+	}
+	b.WriteString("Each GEMM gets its own copy, in the order they ran, so that their gradients, which come back in\n" +
+		"16 bits, are summed in fp32 by the backward, as eager's casts back (ToCopyBackward0) sum them.\n\n")
+	return b.String()
 }
 
 // numbersReadme is the README's note on a program's number inputs ("" without any).

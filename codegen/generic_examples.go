@@ -77,6 +77,14 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp16"},
 		{"op":"leaky_relu","args":[{"step":1}],"consts":[0.2],"dtype":"fp16"},
 		{"op":"amax","args":[{"step":2}],"consts":[1],"dtype":"fp16"}],"outputs":[2,3]}`},
+	// a layer scale and residual whose sum autocast casts for two GEMMs (program.Into): the
+	// fp32 sum and a bf16 copy for each, their gradients summed in fp32
+	{"residual_into_linears", "fp32", `{"dims":[4,16,32],"inputs":[{"dtype":"bf16","dims":[4,16,32]},{"dtype":"fp32","dims":[32]},
+		{"dtype":"fp32","dims":[4,16,32]}],
+		"steps":[{"op":"mul","args":[{"in":0},{"in":1}],"dtype":"fp32"},
+		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp32"},
+		{"op":"cast","args":[{"step":1}],"dtype":"bf16"},
+		{"op":"cast","args":[{"step":1}],"dtype":"bf16"}],"outputs":[1,2,3],"into":["","linear","conv2d"]}`},
 	// chains that start at a GEMM (the program's GEMM head, input 0 its output): a Linear of a
 	// 3-D x with its bias -> GELU -> scale -> residual add; an addmm -> sigmoid -> per-column
 	// scale, also writing the sigmoid; a bmm without a bias -> tanh -> clamp

@@ -72,14 +72,16 @@ var genericReductions = map[string]bool{
 	"log_softmax": true, "_log_softmax": true, "logsumexp": true, "var": true, "std": true, "norm": true,
 }
 
-// genericRegions finds, in g, the maximal dataflow-connected regions of at least two
-// genericOps nodes (the last may be a last-dim reduction) that launched GPU work and
-// that no instance in claimed (OpIDs) contains: their nodes, in time order.
+// genericRegions finds, in g, the maximal dataflow-connected regions of at least least
+// genericOps nodes (the last may be a last-dim reduction) that launched GPU work and that no
+// instance in claimed (OpIDs) contains: their nodes, in time order. A chain is two ops or
+// more, or one whose value a GEMM casts (genericFound asks for least 1 and keeps a single op
+// only with such a cast).
 // GenericFanOutMax is the most chain ops that may read one op's output inside a region (two:
 // a value and its residual use, as in x * sigmoid(x)).
 const GenericFanOutMax = 2
 
-func genericRegions(g *graph, claimed map[int32]bool) [][]int32 {
+func genericRegions(g *graph, claimed map[int32]bool, least int) [][]int32 {
 	n := len(g.nodes)
 	member := make([]bool, n)
 	red := make([]bool, n)
@@ -166,7 +168,7 @@ func genericRegions(g *graph, claimed map[int32]bool) [][]int32 {
 	}
 	var out [][]int32
 	for _, r := range slices.Sorted(maps.Keys(regions)) {
-		if len(regions[r]) >= 2 {
+		if len(regions[r]) >= least {
 			out = append(out, regions[r])
 		}
 	}
@@ -200,7 +202,14 @@ func genericRanked(g *graph, claimed map[int32]bool, m *CostModel, device string
 		if c.Program == nil {
 			continue
 		}
-		in := &Instance{Pattern: GenericPatternID, Anchor: ops[i][len(ops[i])-1], Ops: ops[i],
+		anchor := ops[i][len(ops[i])-1]
+		for _, id := range slices.Backward(ops[i]) {
+			if g.node[id] >= 0 { // the last node of the chain, not a cast nested in a GEMM
+				anchor = id
+				break
+			}
+		}
+		in := &Instance{Pattern: GenericPatternID, Anchor: anchor, Ops: ops[i],
 			Dims: [][]int64{c.Program.Dims}, DType: c.DType, Elems: c.Program.Numel()}
 		if c.Program.GEMM != nil {
 			in.GEMMs = ops[i][:1] // the head: genericFound puts its OpID first
@@ -257,7 +266,8 @@ func genericBackwardUs(m *CostModel, device string, c GenericChain, gr program.G
 func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChain, [][]int32) {
 	var out []GenericChain
 	var ids [][]int32
-	for _, nodes := range genericRegions(g, claimed) {
+	for _, nodes := range genericRegions(g, claimed, 1) {
+		single := len(nodes) == 1 // a chain only with a GEMM's cast of its value (withGEMMCasts)
 		c := GenericChain{Instances: 1}
 		var opIDs []int32
 		for _, b := range nodes {
@@ -300,6 +310,25 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 				}
 			default:
 				c.NoGEMMHead = why
+			}
+		}
+		if single && (c.Program == nil || c.Program.GEMM != nil) {
+			continue
+		}
+		if c.Program != nil {
+			// autocast's casts of the chain's outputs into the GEMMs that read them
+			q, casts := g.withGEMMCasts(nodes, memberOf(len(g.nodes), nodes), c.Program, claimed)
+			if single && len(casts) == 0 {
+				continue
+			}
+			c.Program = q
+			for _, id := range casts {
+				x, k := subtreeActs(g.t, id)
+				ns += x
+				chainNs += x
+				c.Kernels += k
+				c.Ops = append(c.Ops, "to")
+				opIDs = append(opIDs, id)
 			}
 		}
 		ids = append(ids, opIDs)

@@ -277,7 +277,7 @@ func TestGenericChainsH200(t *testing.T) {
 			}
 		}
 		found += len(cs)
-		for _, nodes := range genericRegions(g, claimed) {
+		for _, nodes := range genericRegions(g, claimed, 2) {
 			for _, b := range nodes {
 				if claimed[g.nodes[b]] {
 					t.Errorf("%s: op %d of a catalog instance is in a generic chain", name, g.nodes[b])
@@ -335,7 +335,7 @@ func TestGenericGeluFromET(t *testing.T) {
 				g.etIn[b] = []trace.Tensor{{ID: 7}, {ID: -1, Text: c.text}}
 			}
 		}
-		regions := genericRegions(g, nil)
+		regions := genericRegions(g, nil, 2)
 		if len(regions) != 1 {
 			t.Fatalf("%q: %d regions", c.text, len(regions))
 		}

@@ -113,6 +113,22 @@ type Program struct {
 	// GEMM, when set, is the chain's head: input 0 is its output, computed in the fused
 	// kernel's tiles with the steps as its epilogue (gemm.go).
 	GEMM *GEMM `json:"gemm,omitempty"`
+	// Into gives, per entry of Outputs, the GEMM op (a word of IntoOps) whose autocast cast of
+	// an input that output replaces, "" for none: the output is that cast, a 16-bit copy of an
+	// fp32 step, and the caller passes it to the GEMM in place of the fp32 value, which autocast
+	// then leaves as it is. Its gradient comes back in 16 bits and is summed in fp32 with the
+	// value's others, as eager's ToCopyBackward0 and accumulation do. One output per GEMM: two
+	// GEMMs reading one value get a copy each, so their gradients are not summed in 16 bits.
+	// Empty: no output is such a cast.
+	Into []string `json:"into,omitempty"`
+}
+
+// IntoOps are the GEMM ops whose autocast casts a program's output may replace (Into).
+var IntoOps = map[string]bool{
+	"linear": true, "addmm": true, "mm": true, "matmul": true, "bmm": true, "baddbmm": true,
+	"_addmm_activation": true, "addmv": true, "mv": true,
+	"conv1d": true, "conv2d": true, "conv3d": true, "convolution": true, "_convolution": true,
+	"conv_transpose1d": true, "conv_transpose2d": true, "conv_transpose3d": true,
 }
 
 // Input is a tensor the chain reads from outside: its dtype and traced shape, which
@@ -313,13 +329,40 @@ func (p *Program) Validate() error {
 			}
 		}
 	}
+	if len(p.Into) != 0 && len(p.Into) != len(p.Outputs) {
+		return fmt.Errorf("program: into: %d entries for %d outputs", len(p.Into), len(p.Outputs))
+	}
 	for k, o := range p.Outputs {
 		if o < 0 || o > last || k > 0 && o <= p.Outputs[k-1] {
 			return fmt.Errorf("program: outputs %v: want increasing step indices", p.Outputs)
 		}
+		if k < len(p.Into) && p.Into[k] != "" {
+			if err := p.checkInto(o, p.Into[k]); err != nil {
+				return fmt.Errorf("program: output %d into %s: %v", k, strconv.Quote(p.Into[k]), err)
+			}
+		}
 		if p.Steps[o].DType == Bool && o != last && p.Reduction() != nil {
 			return fmt.Errorf("program: output %d is bool beside a reduction", o)
 		}
+	}
+	return nil
+}
+
+// checkInto checks that step o, an output that replaces GEMM op into's autocast cast, is a
+// cast of an fp32 step to fp16 or bf16.
+func (p *Program) checkInto(o int, into string) error {
+	if !IntoOps[into] {
+		return errors.New("not a GEMM op whose input casts an output may replace")
+	}
+	s := p.Steps[o]
+	if s.Op != Cast || s.DType != FP16 && s.DType != BF16 {
+		return errors.New("want a cast to fp16 or bf16")
+	}
+	if a := s.Args[0]; a.Step == nil || p.Steps[*a.Step].DType != FP32 {
+		return errors.New("want a cast of an fp32 step")
+	}
+	if p.Reduction() != nil {
+		return errors.New("beside a reduction")
 	}
 	return nil
 }

@@ -492,3 +492,49 @@ func TestValidateOutDrop(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateInto: an output that replaces a GEMM's autocast cast (Program.Into) names a GEMM
+// of IntoOps and is a cast of an fp32 step to fp16 or bf16, one entry per output, never beside
+// a reduction; the program keeps its fused backward (the copy's gradient summed in fp32).
+func TestValidateInto(t *testing.T) {
+	ok := `{"dims":[4,40],"inputs":[{"dtype":"fp32","dims":[4,40]},{"dtype":"fp32","dims":[40]}],
+		"steps":[{"op":"add","args":[{"in":0},{"in":1}],"consts":[1],"dtype":"fp32"},
+		{"op":"cast","args":[{"step":0}],"dtype":"bf16"}],"outputs":[0,1],"into":["","linear"]}`
+	for _, tc := range []struct{ name, from, to, err string }{
+		{"valid", "", "", ""},
+		{"one entry for two outputs", `"into":["","linear"]`, `"into":["linear"]`, "1 entries for 2 outputs"},
+		{"not a GEMM", `"into":["","linear"]`, `"into":["","relu"]`, "not a GEMM op"},
+		{"code in the name", `"into":["","linear"]`, `"into":["","linear\nimport os"]`, "not a GEMM op"},
+		{"not a cast", `"into":["","linear"]`, `"into":["linear",""]`, "want a cast to fp16 or bf16"},
+		{"a cast to fp32", `"dtype":"bf16"}]`, `"dtype":"fp32"}]`, "want a cast to fp16 or bf16"},
+		{"a cast of an input", `"args":[{"step":0}],"dtype":"bf16"`, `"args":[{"in":0}],"dtype":"bf16"`, "want a cast of an fp32 step"},
+	} {
+		js := strings.Replace(ok, tc.from, tc.to, 1)
+		var p Program
+		if err := json.Unmarshal([]byte(js), &p); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		err := p.Validate()
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.err)
+		}
+		if tc.name == "valid" {
+			if _, err := p.Backward(); err != nil {
+				t.Errorf("Backward: %v", err)
+			}
+		}
+	}
+	var p Program // beside a reduction
+	js := `{"dims":[4,40],"inputs":[{"dtype":"fp32","dims":[4,40]}],
+		"steps":[{"op":"cast","args":[{"in":0}],"dtype":"fp32"},{"op":"cast","args":[{"step":0}],"dtype":"bf16"},
+		{"op":"sum","args":[{"step":0}],"consts":[0],"dtype":"fp32"}],"outputs":[1,2],"into":["linear",""]}`
+	if err := json.Unmarshal([]byte(js), &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "beside a reduction") {
+		t.Errorf("beside a reduction: got %v", err)
+	}
+}

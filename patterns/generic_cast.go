@@ -1,0 +1,159 @@
+package patterns
+
+import (
+	"slices"
+
+	"github.com/fuseadvise/fuseadvise/program"
+)
+
+// Under autocast, a GEMM (linear, matmul, a convolution) casts its fp32 activation to 16 bits
+// inside its op (aten::to in aten::linear): one more kernel reading the fp32 value and
+// writing its copy, and in training the copy's gradient cast back (ToCopyBackward0). Where
+// that value is an output of a pointwise generic chain, the chain's kernel writes the 16-bit
+// copy too (program.Program.Into): the cast's kernels and its backward's are the chain's, the
+// GEMM gets the copy and autocast casts nothing.
+
+// gemmCast is an autocast cast, nested in a GEMM node, of a value a chain's step computes.
+type gemmCast struct {
+	step  int           // the program step whose value it casts
+	op    int32         // the cast's OpID (aten::to, or aten::_to_copy, directly in the GEMM)
+	dtype program.DType // fp16 or bf16
+	into  string        // the GEMM's base name (program.IntoOps)
+}
+
+// withGEMMCasts returns p with, for every autocast cast that an unclaimed GEMM outside the
+// region (nodes, marked in member) makes of a step's fp32 value, one more step casting that
+// value and one more output, whose Into names the GEMM; an output whose every reader outside
+// the region is such a GEMM is written no more in fp32. It also returns the casts' OpIDs in
+// the order of the new outputs. p unchanged and nil when no cast qualifies, p has a
+// reduction, or the program with the casts does not validate.
+func (g *graph) withGEMMCasts(nodes []int32, member []bool, p *program.Program, claimed map[int32]bool) (*program.Program, []int32) {
+	if p.Reduction() != nil {
+		return p, nil
+	}
+	var casts []gemmCast
+	absorbed := map[int]int{} // step -> the readers outside the region whose casts were taken
+	outside := map[int]int{}  // step -> its readers outside the region
+	for _, i := range p.Outputs {
+		b := nodes[i]
+		v, ok := g.val0(b)
+		if !ok || v.dtype != FP32 {
+			continue
+		}
+		for _, c := range g.cons[b] {
+			if member[c] {
+				continue
+			}
+			outside[i]++
+			if cast, ok := g.gemmCastOf(c, b, v.dims, claimed); ok {
+				cast.step = i
+				casts = append(casts, cast)
+				absorbed[i]++
+			}
+		}
+	}
+	if len(casts) == 0 {
+		return p, nil
+	}
+	q := *p
+	q.Steps = slices.Clone(p.Steps)
+	q.Outputs, q.OutDrop, q.Into = nil, nil, nil
+	drop := func(k int) int {
+		if k < len(p.OutDrop) {
+			return p.OutDrop[k]
+		}
+		return 0
+	}
+	dropOf := map[int]int{}
+	for k, o := range p.Outputs {
+		dropOf[o] = drop(k)
+		if outside[o] > 0 && absorbed[o] == outside[o] {
+			continue // read outside by the GEMMs alone: they take the copies
+		}
+		q.Outputs = append(q.Outputs, o)
+		q.OutDrop = append(q.OutDrop, drop(k))
+		q.Into = append(q.Into, "")
+	}
+	var ops []int32
+	for _, c := range casts {
+		q.Steps = append(q.Steps, program.Step{Op: program.Cast, Args: []program.Arg{program.StepArg(c.step)}, DType: c.dtype})
+		q.Outputs = append(q.Outputs, len(q.Steps)-1)
+		q.OutDrop = append(q.OutDrop, dropOf[c.step])
+		q.Into = append(q.Into, c.into)
+		ops = append(ops, c.op)
+	}
+	if !q.Drops() {
+		q.OutDrop = nil
+	}
+	if err := q.Validate(); err != nil {
+		return p, nil
+	}
+	return &q, ops
+}
+
+// gemmCastOf returns the autocast cast GEMM node c makes of node b's value (dims, fp32),
+// which c reads at one position only, as its activation: the cast nested directly in c whose
+// input has that operand's dims and dtype, counted in argument order (autocast casts the
+// arguments in order, and a parameter's cast, which autocast caches, may be absent: it never
+// has an activation's place before the activation's own). Refused: a claimed GEMM, a cast
+// that launched no kernel, one of another element count (a slice of the value), a copy to a
+// type other than fp16 or bf16.
+func (g *graph) gemmCastOf(c, b int32, vdims []int64, claimed map[int32]bool) (gemmCast, bool) {
+	t := g.t
+	id := g.nodes[c]
+	into := g.name[c]
+	if claimed[id] || !program.IntoOps[into] {
+		return gemmCast{}, false
+	}
+	ins := g.ins(c)
+	pos := -1
+	for k, p := range g.in[c] {
+		if p != b {
+			continue
+		}
+		if pos >= 0 {
+			return gemmCast{}, false // the value twice (x @ x.T)
+		}
+		pos = k
+	}
+	if pos < 0 || pos >= len(ins) || !isTensor(ins[pos]) || parseDType(ins[pos].Type) != FP32 {
+		return gemmCast{}, false
+	}
+	if act, known := activationOperand[into]; known && act >= 0 && act != pos {
+		return gemmCast{}, false // the value is the GEMM's weight or bias
+	}
+	want := ins[pos]
+	if numel(want.Dims) != numel(vdims) {
+		return gemmCast{}, false
+	}
+	same := func(d []int64, typ string) bool { return slices.Equal(d, want.Dims) && typ == want.Type }
+	nth := 0 // the operands before pos that autocast casts as it casts this one
+	for k := range pos {
+		if isTensor(ins[k]) && same(ins[k].Dims, ins[k].Type) {
+			nth++
+		}
+	}
+	for _, ch := range t.Ops[id].Children {
+		op := &t.Ops[ch]
+		if !castOps[op.Name] || len(op.Inputs) == 0 || !same(op.Inputs[0].Dims, op.Inputs[0].Type) {
+			continue
+		}
+		if nth > 0 {
+			nth--
+			continue
+		}
+		if ok, weight := castOperand(t, ch); !ok || weight {
+			return gemmCast{}, false
+		}
+		if _, k := subtreeActs(t, ch); k == 0 || claimed[ch] {
+			return gemmCast{}, false
+		}
+		out := outputs(t, ch)
+		if len(out) == 0 || out[0].dtype != FP16 && out[0].dtype != BF16 {
+			return gemmCast{}, false
+		}
+		dt, _ := progDType(out[0].dtype)
+		return gemmCast{op: ch, dtype: dt, into: into}, true
+	}
+	return gemmCast{}, false
+}

@@ -1,0 +1,116 @@
+package patterns
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/program"
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// TestGEMMCasts: autocast's cast of a chain's fp32 value inside a GEMM becomes a cast step
+// and an output of the chain's program (Into naming the GEMM), one per GEMM; the fp32 value
+// stays an output only where something else reads it; a weight's cast, a value used twice in
+// one GEMM and a cast to fp32 are not taken; and the chain's instance claims the casts'
+// kernels, so the coverage's unclaimed autocast activations drop by them.
+func TestGEMMCasts(t *testing.T) {
+	const x = "f32:8x128x768"
+	castInto := func(gemm string, ins ...string) op { // a GEMM whose first input autocast casts
+		return op{name: gemm, in: ins, kids: []op{{name: "to", in: []string{ins[0], "=15"}}}}
+	}
+	affine := []op{
+		{name: "mul", in: []string{x, "f32:768"}},
+		{name: "add", in: []string{x, "f32:768", "=1"}},
+	}
+	tests := []struct {
+		name    string
+		ops     []op
+		wantOps string   // the chain's ops, "" for no chain
+		into    []string // the program's Into
+		outputs []int
+		leftUs  float64 // activation casts left unclaimed (another operand's)
+	}{
+		{"one GEMM reads the value", append(slices.Clone(affine),
+			castInto("linear", x, "f32:3072x768", "f32:3072")),
+			"mul,add,to", []string{"linear"}, []int{2}, 0},
+		{"two GEMMs: a copy each", append(slices.Clone(affine),
+			castInto("linear", x, "f32:3072x768", "f32:3072"),
+			castInto("linear", x, "f32:768x768")),
+			"mul,add,to,to", []string{"linear", "linear"}, []int{2, 3}, 0},
+		{"another reader keeps the fp32 value", append(slices.Clone(affine),
+			castInto("linear", x, "f32:3072x768", "f32:3072"),
+			op{name: "linear", in: []string{x, "f32:768x768"}}), // fp32: no cast
+			"mul,add,to", []string{"", "linear"}, []int{1, 2}, 0},
+		{"one op and its GEMM's cast", []op{
+			{name: "add", in: []string{x, "f32:768", "=1"}},
+			castInto("linear", x, "f32:3072x768", "f32:3072")},
+			"add,to", []string{"linear"}, []int{1}, 0},
+		{"one op without a cast is no chain", []op{
+			{name: "add", in: []string{x, "f32:768", "=1"}},
+			{name: "linear", in: []string{x, "f32:3072x768", "f32:3072"}}},
+			"", nil, nil, 0},
+		{"the value as a weight", append(slices.Clone(affine),
+			op{name: "linear", in: []string{"f32:4x768", x}, kids: []op{
+				{name: "to", in: []string{"f32:4x768", "=15"}}, {name: "to", in: []string{x, "=15"}}}}),
+			"mul,add", nil, []int{1}, 0},
+		{"a matmul's second operand", append(slices.Clone(affine),
+			op{name: "matmul", in: []string{"f32:8x64x128", x}, kids: []op{
+				{name: "to", in: []string{"f32:8x64x128", "=15"}}, {name: "to", in: []string{x, "=15"}}}}),
+			"mul,add,to", []string{"matmul"}, []int{2}, 5},
+		{"a cast to fp32 is not autocast's 16 bits", append(slices.Clone(affine),
+			op{name: "linear", in: []string{x, "f32:3072x768"}, kids: []op{{name: "to", in: []string{x, "=6"}}}}),
+			"mul,add", nil, []int{1}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := synth(tc.ops...)
+			r, err := Analyze([]*trace.Trace{tr}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var found *GenericChain
+			for i := range r.GenericChains {
+				if r.GenericChains[i].Program != nil {
+					found = &r.GenericChains[i]
+				}
+			}
+			if tc.wantOps == "" {
+				if found != nil {
+					t.Fatalf("got chain %v, want none", found.Ops)
+				}
+				return
+			}
+			if found == nil {
+				t.Fatalf("no chain, want %s", tc.wantOps)
+			}
+			p := found.Program
+			if got := strings.Join(found.Ops, ","); got != tc.wantOps {
+				t.Errorf("ops %s, want %s", got, tc.wantOps)
+			}
+			if !slices.Equal(p.Into, tc.into) || !slices.Equal(p.Outputs, tc.outputs) {
+				t.Errorf("into %q outputs %v, want %q %v", p.Into, p.Outputs, tc.into, tc.outputs)
+			}
+			for k, into := range p.Into {
+				if into != "" && p.Steps[p.Outputs[k]].DType != program.BF16 {
+					t.Errorf("output %d: %s, want bf16", k, p.Steps[p.Outputs[k]].DType)
+				}
+			}
+			if err := p.Validate(); err != nil {
+				t.Error(err)
+			}
+			casts := strings.Count(tc.wantOps, "to")
+			// the chain's kernels: its ops' and its casts' (5 us each)
+			if want := 5 * float64(len(found.Ops)); found.GPUTimeUs != want {
+				t.Errorf("GPU time %v us, want %v", found.GPUTimeUs, want)
+			}
+			left := 0.0
+			if a := r.Coverage.Autocast; a != nil {
+				left = a.ActivationsUs
+			}
+			if casts > 0 && left != tc.leftUs {
+				t.Errorf("autocast activations unclaimed: %v us, want %v", left, tc.leftUs)
+			}
+		})
+	}
+}
