@@ -158,10 +158,14 @@ func resolve(s Spec) (Spec, error) {
 }
 
 // defaultOutDtype is the output dtype a pattern gives without out_dtype: the input's, or for an
-// additive mask of another dtype, the promoted type (fp32 whenever the two differ).
+// additive mask or a residual of another dtype, the promoted type (fp32 whenever the two
+// differ).
 func defaultOutDtype(s Spec) string {
 	if s.Params.MaskDtype != "" && s.Params.MaskDtype != s.Dtype {
 		return "fp32"
+	}
+	if s.Params.ResidualDtype != "" && s.Params.ResidualDtype != s.Dtype {
+		return "fp32" // add_layernorm: y in the sum's type, the promotion of the two
 	}
 	return s.Dtype
 }

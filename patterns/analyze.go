@@ -337,6 +337,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			}
 		}
 		found := detect(g, opts.Pattern)
+		takeOutputCasts(g, found)
 		if opts.Pattern == "" {
 			cs, rks, nb := genericRanked(g, claimedOps(found), &m, s.Device, ti, rank)
 			genericNoBwd += nb

@@ -221,6 +221,11 @@ func caseAddLayerNorm(g ShapeGroup, c *Case) string {
 		c.Params.Eps = *g.Params.Eps
 	}
 	c.Params.ResidualDtype = residualDtype(c.Dtype, g.Params.ResidualDType)
+	if d, ok := kernelDtype(g.Params.OutDType); ok {
+		// y's type where it is not the sum's: a GEMM's cast taken (takeOutputCasts), or
+		// autocast's fp32 layer_norm of a 16-bit sum (codegen drops it when the sum's)
+		c.Params.OutDtype = d
+	}
 	return ""
 }
 

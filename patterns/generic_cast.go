@@ -157,3 +157,36 @@ func (g *graph) gemmCastOf(c, b int32, vdims []int64, claimed map[int32]bool) (g
 	}
 	return gemmCast{}, false
 }
+
+// takeOutputCasts gives each instance of a CastsOutput pattern the autocast cast of its
+// output (the value of its last op) where that value's one reader is a GEMM that casts it to
+// 16 bits (gemmCastOf): the cast's OpID joins the instance's ops, so its kernels and its
+// ToCopyBackward0 count as the instance's, Params.OutDType becomes the cast's type, and the
+// fused kernel's bytes shrink by the output written in it. The GEMM may be another catalog
+// instance's (layernorm_linear's, which overlaps this one at the norm and is its
+// alternative; linear_gelu's, whose module takes a 16-bit x as autocast's linear does): a
+// GEMM instance claims none of the casts nested in its GEMM.
+func takeOutputCasts(g *graph, found []*Instance) {
+	for _, in := range found {
+		if !patternByID(in.Pattern).CastsOutput || len(in.Ops) == 0 {
+			continue
+		}
+		b := g.node[in.Ops[len(in.Ops)-1]]
+		if b < 0 {
+			continue
+		}
+		v, ok := g.val0(b)
+		if !ok || v.dtype != FP32 || len(g.cons[b]) != 1 {
+			continue
+		}
+		cast, ok := g.gemmCastOf(g.cons[b][0], b, v.dims, nil)
+		if !ok {
+			continue
+		}
+		in.Ops = append(in.Ops, cast.op)
+		in.Params.OutDType = DType(cast.dtype)
+		saved := numel(v.dims) * (v.dtype.Size() - in.Params.OutDType.Size())
+		in.Bytes -= saved
+		in.WriteBytes -= saved
+	}
+}

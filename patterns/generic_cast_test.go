@@ -114,3 +114,46 @@ func TestGEMMCasts(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputCasts: a catalog instance whose template writes its output in another type
+// (CastsOutput: add_layernorm, gelu_pyops) takes the cast of that output where its one reader
+// is a GEMM that casts it (out_dtype becomes bf16, the cast's kernel the instance's), and
+// not where the output has another reader too or the GEMM casts it to fp32.
+func TestOutputCasts(t *testing.T) {
+	const x = "f32:8x128x768"
+	ln := op{name: "layer_norm", in: []string{x, "=[768]", "f32:768", "f32:768", "=1e-05", "=True"}}
+	add := op{name: "add", in: []string{x, x, "=1"}}
+	linear := func(cast string) op {
+		return op{name: "linear", in: []string{x, "f32:3072x768", "f32:3072"}, kids: []op{{name: "to", in: []string{x, cast}}}}
+	}
+	tests := []struct {
+		name string
+		ops  []op
+		out  DType
+		us   float64 // the instance's GPU time: its ops' kernels, 5 us each
+	}{
+		{"one GEMM reads y", []op{add, ln, linear("=15")}, BF16, 15},
+		{"another reader keeps y in fp32", []op{add, ln, linear("=15"), {name: "relu", in: []string{x}}}, FP32, 10},
+		{"a cast to fp32 is not autocast's", []op{add, ln, linear("=6")}, FP32, 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Analyze([]*trace.Trace{synth(tc.ops...)}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *ShapeGroup
+			for _, o := range r.Opportunities {
+				if o.Pattern == "add_layernorm" && len(o.Shapes) == 1 {
+					got = &o.Shapes[0]
+				}
+			}
+			if got == nil {
+				t.Fatalf("no add_layernorm shape group: %+v", r.Opportunities)
+			}
+			if got.Params.OutDType != tc.out || got.GPUTimeUs != tc.us {
+				t.Errorf("out_dtype %q, GPU time %v us; want %q, %v us", got.Params.OutDType, got.GPUTimeUs, tc.out, tc.us)
+			}
+		})
+	}
+}

@@ -65,6 +65,13 @@ type Pattern struct {
 	// GEMM pattern), so the GEMM backward's memory-bound kernels (eager's row sum of the
 	// output gradient, under AddmmBackward0) are the chain's to claim in the coverage.
 	SumsGEMMBias bool
+	// CastsOutput: the template writes its output (the value of the instance's last op) in the
+	// type its out_dtype parameter names, so where that value's one reader is a GEMM that
+	// casts it under autocast (aten::to in aten::linear) the instance takes the cast
+	// (takeOutputCasts): out_dtype becomes the cast's type, and the cast's kernels and its
+	// ToCopyBackward0 are the instance's. The pattern takes out_dtype (the registry test
+	// checks it).
+	CastsOutput bool
 	// BackwardAsEager, when set, says why an instance's backward in a training trace is
 	// counted at its traced time (no backward saving) although the kernel trains: its
 	// forward's saving is counted, and a note says why.
@@ -196,6 +203,8 @@ var catalog = []*Pattern{
 		Usage:    "from {module} import NewGELU\ny = NewGELU()(x)                         # was HF NewGELUActivation / 0.5*x*(1+tanh(...))",
 		match:    matchGeluPyops,
 		toCase:   caseGeluPyops,
+		// y in x's type (NewGELU's), not autocast's fp32, where one GEMM reads it (c_proj)
+		CastsOutput: true,
 	},
 	{
 		ID:       "mask_softmax",
@@ -264,12 +273,14 @@ var catalog = []*Pattern{
 		Advice:   "fuse the residual add into the LayerNorm kernel (Apex FusedLayerNorm-style add+norm)",
 		Refuses:  "an add with a scalar (not a residual)",
 		Template: "add_layernorm",
-		Params:   []Param{paramEps(1e-5), paramResidualDtype, paramNormDim},
-		Usage:    "from {module} import AddLayerNorm\ns, y = AddLayerNorm.from_layer_norm(layer_norm)(x, residual)  # was s = x + residual; y = layer_norm(s)",
-		match:    matchAddLayerNorm,
-		toCase:   caseAddLayerNorm,
-		assume:   assumeEps("1e-5"),
-		check:    checkResidualBroadcast,
+		Params:   []Param{paramEps(1e-5), paramResidualDtype, paramNormDim, paramOutDtype},
+		Usage: "from {module} import AddLayerNorm\ns, y = AddLayerNorm.from_layer_norm(layer_norm)(x, residual)  # was s = x + residual; y = layer_norm(s)\n" +
+			"# out_dtype in case.py (y read by one GEMM that autocast casts it for): from_layer_norm(layer_norm, y_dtype=torch.bfloat16)",
+		CastsOutput: true,
+		match:       matchAddLayerNorm,
+		toCase:      caseAddLayerNorm,
+		assume:      assumeEps("1e-5"),
+		check:       checkResidualBroadcast,
 	},
 	{
 		ID:       "dropout_add",

@@ -51,6 +51,9 @@ func entryProblems(p *Pattern) []string {
 	if p.Outputs < 0 {
 		out = append(out, fmt.Sprintf("outputs %d < 0", p.Outputs))
 	}
+	if _, ok := p.Param("out_dtype"); p.CastsOutput && !ok {
+		miss("out_dtype parameter (CastsOutput: a GEMM's cast taken sets the output's type)")
+	}
 	for what, v := range map[string]string{"chain (Chain)": p.Chain, "fused kernel (Fused)": p.Fused,
 		"advice (Advice)": p.Advice, "refusals (Refuses)": p.Refuses, "template folder (Template)": p.Template,
 		"usage snippet (Usage)": p.Usage} {
@@ -152,6 +155,7 @@ func TestRegistryNamesWhatIsMissing(t *testing.T) {
 		{"empty", Pattern{ID: "conv_relu"}, []string{`kind "" is not one of`, "no chain", "no advice", "no template folder",
 			"no usage snippet", "no anchors", "no matcher", "no spec mapping"}},
 		{"gemm without form", Pattern{ID: "x", Kind: KindGEMM}, []string{"a gemm pattern needs GEMM", "no shape check"}},
+		{"casts its output without out_dtype", Pattern{ID: "x", Kind: KindRow, CastsOutput: true}, []string{"no out_dtype parameter"}},
 		{"bad params", Pattern{ID: "x", Kind: KindRow, Params: []Param{
 			{Name: "alpha", Kind: ParamNumber, Min: 0, Max: 1, Default: "0.5"},
 			{Name: "eps", Kind: ParamNumber, Min: 0, MinOpen: true, Max: 1},

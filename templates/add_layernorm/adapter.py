@@ -23,6 +23,10 @@ Each at a row that fits one interpreter block (100) and one that does not (299, 
   input): no [rows, N] view, so the kernel reads them in place in tiles of positions
   (_add_layernorm_cf_fwd); their positions span several interpreter tiles with a ragged last.
 
+params["out_dtype"]: y's type where it is not the sum's: the GEMM's 16-bit type where y's one
+reader is a GEMM that autocast casts it for (the kernel writes the cast value: eager's y cast
+to it), or fp32 for autocast's layer_norm of a 16-bit sum.
+
 params["norm_dim"] = "1": a channels-first norm (timm's LayerNorm2d) over C of x [B, C, ...];
 weight and bias are [C]. x and the residual are channels_last, as the convolutions around a
 LayerNorm2d leave them (the trace's strides); the shapes in NCHW (CHANNELS_FIRST_NCHW) are made
@@ -115,6 +119,11 @@ def _dtypes(dtype, params):
     return rd, torch.promote_types(dtype, rd)
 
 
+def _out(params):
+    """y's dtype (params["out_dtype"]), None for the sum's."""
+    return fat.DTYPES[params["out_dtype"]] if params.get("out_dtype") else None
+
+
 def _channels_last(t):
     """t with the same values, its dim 1 laid out last in memory (channels_last for 4-D)."""
     return t.movedim(1, -1).contiguous().movedim(-1, 1)
@@ -175,22 +184,23 @@ def far_view(t):
 def fused(kernel, inputs, params, poison=False, autograd=False):
     x, r, w, b = inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"]
     eps, dim = params.get("eps", 1e-5), norm_dim(params)
+    yd = _out(params)
     if autograd:
-        return kernel.add_layer_norm_train(x, r, w, b, eps, dim=dim)
+        return kernel.add_layer_norm_train(x, r, w, b, eps, dim=dim, y_dtype=yd)
     if inputs.get("in_place"):
-        return _in_place(kernel, x, r, w, b, eps, inputs["in_place"])
+        return _in_place(kernel, x, r, w, b, eps, inputs["in_place"], yd)
     out = None
     if poison:
         dt = torch.promote_types(x.dtype, r.dtype)
         if dim == 1:  # channels_last outputs, as the kernel writes them
             shape = [x.shape[0]] + list(x.shape[2:]) + [x.shape[1]]
-            out = tuple(fat.poison(shape, dt, x.device).movedim(-1, 1) for _ in range(2))
+            out = tuple(fat.poison(shape, t, x.device).movedim(-1, 1) for t in (dt, yd or dt))
         else:
-            out = (fat.poison(x.shape, dt, x.device), fat.poison(x.shape, dt, x.device))
-    return kernel.add_layer_norm(x, r, w, b, eps, out=out, dim=dim)
+            out = (fat.poison(x.shape, dt, x.device), fat.poison(x.shape, yd or dt, x.device))
+    return kernel.add_layer_norm(x, r, w, b, eps, out=out, dim=dim, y_dtype=yd)
 
 
-def _in_place(kernel, x, r, w, b, eps, over):
+def _in_place(kernel, x, r, w, b, eps, over, yd=None):
     """s written over a copy of x (over="x") or of the residual, y poisoned. First, outputs
     the wrapper must refuse: s one row off that operand (a partial overlap), y over the sum,
     y one row off the operand, an s whose rows share memory (an expanded view). In place needs
@@ -203,23 +213,25 @@ def _in_place(kernel, x, r, w, b, eps, over):
     op, shifted = buf[:rows], buf[1:]  # the operand's copy, and a view one row off it
     op.copy_(x if over == "x" else r)
     args = (op, r) if over == "x" else (x, op)
-    y = fat.poison(x.shape, dt, x.device)
+    y = fat.poison(x.shape, yd or dt, x.device)
     expanded = fat.poison(x.shape[-1:], dt, x.device).expand(x.shape)
     for out, what in (((shifted, y), "s one row off an input"), ((op, op), "y over the sum"),
                       ((fat.poison(x.shape, dt, x.device), shifted), "y one row off an input"),
                       ((expanded, y), "s with rows sharing memory")):
         try:
-            kernel.add_layer_norm(*args, w, b, eps, out=out)
+            kernel.add_layer_norm(*args, w, b, eps, out=out, y_dtype=yd)
         except ValueError:
             continue
         raise AssertionError(f"add_layer_norm wrote {what} instead of refusing it")
     s = (x if over == "x" else r).clone()
-    return kernel.add_layer_norm(*((s, r) if over == "x" else (x, s)), w, b, eps, out=(s, y))
+    return kernel.add_layer_norm(*((s, r) if over == "x" else (x, s)), w, b, eps, out=(s, y), y_dtype=yd)
 
 
 def reference(ref, inputs, params):
-    return ref.add_layer_norm(inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"],
+    s, y = ref.add_layer_norm(inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"],
                               params.get("eps", 1e-5), dim=norm_dim(params))
+    yd = _out(params)
+    return s, (y if yd is None else y.to(yd))  # the cast autocast makes in the GEMM that reads y
 
 
 def tolerance(dtype, shapes, params, grad=False):
@@ -227,9 +239,18 @@ def tolerance(dtype, shapes, params, grad=False):
     return fat.tol(KIND, dtype)
 
 
+def output_tolerances(dtype, shapes, params):
+    """The sum's tolerance, and y's at the less precise of the case's type and y's own."""
+    yd = _out(params)
+    less = dtype if yd is None or torch.finfo(yd).eps <= torch.finfo(dtype).eps else yd
+    return [fat.tol(KIND, dtype), fat.tol(KIND, less)]
+
+
 def nbytes(shapes, dtype, params):
-    """x and the residual read, the sum and y written (in the sum's dtype), weight and bias."""
+    """x and the residual read, the sum (in the sum's dtype) and y (in its own) written, weight
+    and bias."""
     rd, sd = _dtypes(dtype, params)
+    yd = _out(params) or sd
     size = lambda t: torch.tensor([], dtype=t).element_size()  # noqa: E731
     n = rn = 1
     for d in shapes[0]:
@@ -237,16 +258,17 @@ def nbytes(shapes, dtype, params):
     for d in _rshape(shapes):
         rn *= d
     c = shapes[0][1] if norm_dim(params) == 1 else shapes[0][-1]
-    return n * (size(dtype) + 2 * size(sd)) + rn * size(rd) + 2 * c * size(sd)
+    return n * (size(dtype) + size(sd) + size(yd)) + rn * size(rd) + 2 * c * size(sd)
 
 
 def bwd_nbytes(shapes, dtype, params):
     """Fewest bytes the fused backward must move: read the gradients of both outputs (the
-    sum's and y's, in the sum's dtype), the saved sum, its mean and rstd (fp32, one a row)
+    sum's in the sum's dtype, y's in y's), the saved sum, its mean and rstd (fp32, one a row)
     and the weight; write dx, the weight's and the bias' gradients, and the residual's: the
     same tensor as dx when the dtypes match and nothing broadcasts (no bytes), else written
     in the residual's dtype at its shape (a broadcast residual's sums the repeats)."""
     rd, sd = _dtypes(dtype, params)
+    yd = _out(params) or sd
     size = lambda t: torch.tensor([], dtype=t).element_size()  # noqa: E731
     n = rn = 1
     for d in shapes[0]:
@@ -256,10 +278,10 @@ def bwd_nbytes(shapes, dtype, params):
     c = shapes[0][1] if norm_dim(params) == 1 else shapes[0][-1]
     rows = n // c if c else 0
     dr = 0 if rn == n and rd == dtype else rn * size(rd)
-    return n * (3 * size(sd) + size(dtype)) + dr + 8 * rows + 3 * c * size(sd)
+    return n * (2 * size(sd) + size(yd) + size(dtype)) + dr + 8 * rows + 3 * c * size(sd)
 
 
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes)."""
     return kernel.add_layer_norm_train(inputs["x"], inputs["residual"], inputs["weight"], inputs["bias"],
-                                       params.get("eps", 1e-5), dim=norm_dim(params))
+                                       params.get("eps", 1e-5), dim=norm_dim(params), y_dtype=_out(params))

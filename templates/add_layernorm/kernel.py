@@ -1055,30 +1055,37 @@ def _autocast_y_dtype(x):
 
 class AddLayerNorm(torch.nn.Module):
     """Drop-in for ``s = x + residual; y = layer_norm(s)``: ``s, y = AddLayerNorm(N)(x, residual)``;
-    ``dim=1`` for a channels-first norm (timm's LayerNorm2d)."""
+    ``dim=1`` for a channels-first norm (timm's LayerNorm2d). ``y_dtype`` (e.g. torch.bfloat16)
+    writes y in that type: where y's one reader is a GEMM that autocast casts it for (a Linear
+    or a convolution under autocast), the kernel writes the cast value and the GEMM casts
+    nothing; y's gradient then comes back in that type and is read as it is."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None, dim=-1):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None, dim=-1,
+                 y_dtype=None):
         super().__init__()
         n = normalized_shape if isinstance(normalized_shape, int) else normalized_shape[-1]
         self.eps = eps
         self.dim = dim
+        self.y_dtype = y_dtype
         self.weight = torch.nn.Parameter(torch.ones(n, device=device, dtype=dtype)) if elementwise_affine else None
         self.bias = torch.nn.Parameter(torch.zeros(n, device=device, dtype=dtype)) if elementwise_affine and bias else None
 
     @classmethod
-    def from_layer_norm(cls, ln, dim=None):
+    def from_layer_norm(cls, ln, dim=None, y_dtype=None):
         """From an ``nn.LayerNorm`` over one dim (shares its parameters): the last, or with
         dim=1 (the default for timm's ``LayerNorm2d``, which is one) the channels."""
         if len(ln.normalized_shape) != 1:
             raise ValueError("only LayerNorm over one dim")
         if dim is None:
             dim = 1 if type(ln).__name__ == "LayerNorm2d" else -1
-        new = cls(ln.normalized_shape[0], ln.eps, elementwise_affine=False, dim=dim)
+        new = cls(ln.normalized_shape[0], ln.eps, elementwise_affine=False, dim=dim, y_dtype=y_dtype)
         new.weight, new.bias = ln.weight, ln.bias
         return new
 
     def forward(self, x, residual):
         """(s, y) as eager's ``s = x + residual; y = layer_norm(s)``, under autocast too: the
         sum in the inputs' promoted type, y in fp32 where autocast runs layer_norm in fp32
-        (CUDA), else in the sum's type."""
-        return add_layer_norm_train(x, residual, self.weight, self.bias, self.eps, self.dim, _autocast_y_dtype(x))
+        (CUDA), else in the sum's type; in y_dtype where one was given (eager's y cast to it,
+        as autocast casts it for the GEMM that reads it)."""
+        y_dtype = self.y_dtype if self.y_dtype is not None else _autocast_y_dtype(x)
+        return add_layer_norm_train(x, residual, self.weight, self.bias, self.eps, self.dim, y_dtype)

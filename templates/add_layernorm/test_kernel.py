@@ -289,6 +289,34 @@ def test_module_under_autocast(device, rows, monkeypatch):
         check(want_fp32=True)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", [("fp32", "", [[3, 100]]), ("bf16", "fp32", [[2, 3, 299]]), ("fp32", "", [[2, 5, 3, 7]])],
+                         ids=["fp32-block", "bf16-fp32-residual-rows", "channels-first"])
+def test_y_in_the_gemms_type(device, case):
+    """y written in bf16 (out_dtype), the cast autocast makes in the one GEMM that reads y:
+    values and gradients (y's arrives in bf16) as eager's y cast to bf16, through the verifier's
+    harness (its per-output tolerance: the sum's at the case's, y's at bf16's), a row past an
+    interpreter block (the chunked forward and the backward's ATen path) and channels-first;
+    the module takes y_dtype and also writes y in it under autocast."""
+    dtype, rdtype, shapes = case
+    params = {"eps": 1e-5, "out_dtype": "bf16"}
+    if rdtype:
+        params["residual_dtype"] = rdtype
+    if len(shapes[0]) == 4:
+        params["norm_dim"] = "1"
+    for seed in fat.seeds(2):  # the outputs' dtypes are the reference's: y bf16
+        fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, seed)
+    fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, 7)
+    ln = torch.nn.LayerNorm(48, device=device)
+    m = kernel.AddLayerNorm.from_layer_norm(ln, y_dtype=torch.bfloat16)
+    x, r = torch.randn(3, 48, device=device), torch.randn(3, 48, device=device)
+    for ctx in (torch.autocast(device, dtype=torch.bfloat16), torch.autocast(device, enabled=False)):
+        with ctx:
+            s, y = m(x, r)
+        assert s.dtype == torch.float32 and y.dtype == torch.bfloat16
+        fat.assert_close(y, ln(x + r).to(torch.bfloat16), *fat.tol("norm", torch.bfloat16))
+
+
 CHANNELS_FIRST = {"eps": 1e-6, "norm_dim": "1"}
 
 
