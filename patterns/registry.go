@@ -200,9 +200,11 @@ var catalog = []*Pattern{
 		Refuses:  "a tanh without a cubic term on the same tensor (LSTM gates, mish); runs of fewer than 6 or more than 9 ops",
 		Template: "gelu_pyops",
 		Params:   []Param{paramHasBias, paramOutDtype},
-		Usage:    "from {module} import NewGELU\ny = NewGELU()(x)                         # was HF NewGELUActivation / 0.5*x*(1+tanh(...))",
-		match:    matchGeluPyops,
-		toCase:   caseGeluPyops,
+		Usage: "from {module} import NewGELU\ny = NewGELU()(x)                         # was HF NewGELUActivation / 0.5*x*(1+tanh(...))\n" +
+			"# y in eager's type (fp32 under CUDA autocast); under autocast with no out_dtype in case.py (y's one reader,\n" +
+			"# a GEMM, casts it back): NewGELU(torch.bfloat16), the autocast dtype, writes that cast",
+		match:  matchGeluPyops,
+		toCase: caseGeluPyops,
 		// y in x's type (NewGELU's), not autocast's fp32, where one GEMM reads it (c_proj)
 		CastsOutput: true,
 	},

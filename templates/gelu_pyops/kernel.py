@@ -634,8 +634,32 @@ class NewGELUFunction(torch.autograd.Function):
         return dx, db, None
 
 
+# The device types whose autocast runs torch.pow in fp32 (PyTorch's autocast op reference:
+# CUDA's "ops that can autocast to float32" list has pow): there eager's chain returns fp32 y
+# for a 16-bit x, every op after the pow promoting to it.
+_AUTOCAST_FP32_POW = {"cuda"}
+
+
+def _autocast_out_dtype(x):
+    """fp32 where autocast is on for x's device, runs pow in fp32 and x is 16-bit, else None."""
+    dev = x.device.type
+    if dev in _AUTOCAST_FP32_POW and torch.is_autocast_enabled(dev) and x.dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    return None
+
+
 class NewGELU(torch.nn.Module):
-    """Drop-in for HF ``NewGELUActivation`` (``NewGELU()(x)``), with an optional bias argument."""
+    """Drop-in for HF ``NewGELUActivation`` (``NewGELU()(x)``), with an optional bias argument.
+
+    y has eager's type: x's, or under CUDA autocast fp32 for a 16-bit x (autocast runs the
+    chain's pow in fp32). ``out_dtype`` sets it instead: ``NewGELU(torch.bfloat16)`` where y's
+    one reader is a GEMM that autocast casts it back for (GPT-2's ``c_proj``), the cast then
+    written by this kernel and made by nobody."""
+
+    def __init__(self, out_dtype=None):
+        super().__init__()
+        self.out_dtype = out_dtype
 
     def forward(self, x, bias=None):
-        return NewGELUFunction.apply(x, bias)
+        dtype = self.out_dtype if self.out_dtype is not None else _autocast_out_dtype(x)
+        return NewGELUFunction.apply(x, bias, dtype)

@@ -81,6 +81,34 @@ def test_module(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_module_under_autocast(device, monkeypatch):
+    """Under autocast the module returns eager's type: fp32 for a bf16 x where autocast runs
+    pow in fp32 (CUDA; checked on the CPU with its autocast made to count as CUDA's), x's
+    where it does not; NewGELU(torch.bfloat16) returns bf16 either way (the cast a GEMM
+    reading y would make), and its gradient arrives in bf16."""
+    g = fat.gen(5)
+    x = fat.randn([4, 37], torch.bfloat16, device, g, std=2.0).requires_grad_(True)
+
+    def check(want):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            y = kernel.NewGELU()(x)
+            y16 = kernel.NewGELU(torch.bfloat16)(x)
+        assert y.dtype == want and y16.dtype == torch.bfloat16
+        eager = ref.new_gelu(x.float())
+        fat.assert_close(y, eager.to(want), *fat.tol("pointwise", want))
+        fat.assert_close(y16, eager.to(torch.bfloat16), *fat.tol("pointwise", torch.bfloat16))
+        dy = fat.randn([4, 37], torch.bfloat16, device, g)
+        (dx,) = torch.autograd.grad(y16, x, dy)
+        (want_dx,) = torch.autograd.grad(eager, x, dy.float())
+        fat.assert_close(dx, want_dx.to(torch.bfloat16), *fat.tol("pointwise", torch.bfloat16))
+
+    check(torch.float32 if device == "cuda" else torch.bfloat16)
+    if device == "cpu":
+        monkeypatch.setattr(kernel, "_AUTOCAST_FP32_POW", {"cpu"})
+        check(torch.float32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("has_bias", [False, True])
 def test_fp32_output_of_bf16_input(device, has_bias):
     # autocast runs torch.pow in fp32: bf16 x in, fp32 y out
