@@ -478,6 +478,17 @@ func (r *renderer) casePy(dtype string) []byte {
 		outTol = append(outTol, pyStr(string(r.outTolDtype(o))))
 	}
 	b.WriteString("OUT_TOL_DTYPES = [" + strings.Join(outTol, ", ") + "]  # per output: the least precise dtype of the steps it is computed from\n")
+	if r.hasTerminalCast() {
+		// a 16-bit copy no step reads (a GEMM's cast taken, program.Into) rounds that output
+		// alone: its derivative is 1 whatever it rounds to, so the gradients keep the precision
+		// of the steps the backward reads
+		b.WriteString("GRAD_TOL_DTYPE = " + pyStr(string(r.gradTolDtype())) + "  # the gradients': the steps' but the 16-bit copies no step reads\n")
+		var gradTol []string
+		for _, o := range r.p.Outputs {
+			gradTol = append(gradTol, pyStr(string(r.outGradTolDtype(o))))
+		}
+		b.WriteString("OUT_GRAD_TOL_DTYPES = [" + strings.Join(gradTol, ", ") + "]  # per output, for the gradient from it alone: a copy's is its source's\n")
+	}
 	var exact []string
 	for _, o := range r.p.Outputs {
 		exact = append(exact, pyBool(r.outEagerExact(o)))
@@ -605,6 +616,54 @@ func (r *renderer) tolDtype(main string) program.DType {
 		best = lessPrecise(best, s.DType)
 	}
 	return best
+}
+
+// terminalCast reports whether step i is a 16-bit copy of an fp32 step that no step reads
+// (an output: a GEMM's autocast cast taken, program.Program.Into): it rounds that output and
+// nothing the backward reads, its derivative 1.
+func (r *renderer) terminalCast(i int) bool {
+	s := r.p.Steps[i]
+	if s.Op != program.Cast || s.DType != program.FP16 && s.DType != program.BF16 || s.Args[0].Step == nil ||
+		r.p.Steps[*s.Args[0].Step].DType != program.FP32 {
+		return false
+	}
+	for _, t := range r.p.Steps {
+		for _, a := range t.Args {
+			if a.Step != nil && *a.Step == i {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (r *renderer) hasTerminalCast() bool {
+	for i := range r.p.Steps {
+		if r.terminalCast(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// gradTolDtype is tolDtype without the terminal casts: the gradients' tolerance.
+func (r *renderer) gradTolDtype() program.DType {
+	best := program.FP32
+	for i, s := range r.p.Steps {
+		if !r.terminalCast(i) {
+			best = lessPrecise(best, s.DType)
+		}
+	}
+	return best
+}
+
+// outGradTolDtype is outTolDtype for the gradient that comes from output o alone: a terminal
+// cast's is its source step's.
+func (r *renderer) outGradTolDtype(o int) program.DType {
+	if r.terminalCast(o) {
+		return r.outTolDtype(*r.p.Steps[o].Args[0].Step)
+	}
+	return r.outTolDtype(o)
 }
 
 // lessPrecise is the less precise of a float dtype and d (bf16 before fp16 before fp32); a

@@ -179,7 +179,8 @@ func unclaimedOf(c *patterns.Coverage) string {
 	if a := c.Autocast; a != nil && a.Pct >= autocastShown {
 		s += fmt.Sprintf(" Autocast's casts into GEMMs take %s µs of it (%s of the memory-bound time; weights %s µs, activations %s µs; %s µs of it"+
 			" ToCopyBackward0, the gradients cast back): torch.compile fuses an activation's casts into the kernels"+
-			" beside them; a weight's are autocast's cost of fp32 weights, once a step.",
+			" beside them (the chains here take those of their own outputs, where GEMMs alone read them); a weight's"+
+			" are autocast's cost of fp32 weights, once a step.",
 			fmtUs(a.WeightsUs+a.ActivationsUs), fmtPct(a.Pct), fmtUs(a.WeightsUs), fmtUs(a.ActivationsUs), fmtUs(a.BackwardUs))
 	}
 	for _, u := range c.Unclaimed[:min(len(c.Unclaimed), unclaimedShown)] {

@@ -46,8 +46,9 @@ QUACK_GRAD = True  # the quack check (fa_testing, the verifier): 16-bit folders 
 # folders vs fp64 (a broadcast input's gradient, a bias or a per-channel scale, is summed over
 # up to millions of elements in another order than eager's)
 # an fp32 chain's 16-bit steps (a cast to bfloat16 and back): eager and the reference round
-# the gradient there, the fused backward keeps fp32, so they differ by that rounding
-QUACK_ROUNDING = fat.DTYPES[case.TOL_DTYPE]
+# the gradient there, the fused backward keeps fp32, so they differ by that rounding; not a
+# 16-bit copy no step reads (case.GRAD_TOL_DTYPE: its gradient is upcast exactly)
+QUACK_ROUNDING = fat.DTYPES[getattr(case, "GRAD_TOL_DTYPE", None) or case.TOL_DTYPE]
 # Per output: the kernel rounds each step to the dtype eager computes it in (_round_bf16,
 # _round_fp16), and where every step the output is computed from is one eager computes as the
 # kernel does, rounded once (case.OUT_EAGER_EXACT: arithmetic, comparisons, selection, casts,
@@ -650,8 +651,11 @@ def train(kernel, inputs, params):
 
 
 def tolerance(dtype, shapes, params, grad=False):
-    # the program's least precise dtype sets the tolerance, whatever the main one is
-    return fat.tol(KIND, fat.DTYPES[case.TOL_DTYPE])
+    # the program's least precise dtype sets the tolerance, whatever the main one is; the
+    # gradients' leaves out the 16-bit copies no step reads (case.GRAD_TOL_DTYPE: a GEMM's
+    # cast taken rounds its output alone, its derivative is 1)
+    d = getattr(case, "GRAD_TOL_DTYPE", None) if grad else None
+    return fat.tol(KIND, fat.DTYPES[d or case.TOL_DTYPE])
 
 
 def output_tolerances(dtype, shapes, params):

@@ -909,7 +909,8 @@ def each_output_groups(f, case, want, grad):
     is no longer held to bfloat16's)."""
     if case.dy != "each":
         return None
-    dts = list(enumerate(getattr(f.case, "OUT_TOL_DTYPES", None) or []))
+    # (a 16-bit copy no step reads, whose derivative is 1: its source's, OUT_GRAD_TOL_DTYPES)
+    dts = list(enumerate(getattr(f.case, "OUT_GRAD_TOL_DTYPES", None) or getattr(f.case, "OUT_TOL_DTYPES", None) or []))
     carried = getattr(f.kernel, "GRAD_OUTPUTS", None)  # the outputs autograd sees, in order
     if carried is not None and len(carried) == len(dts) != len(want):
         dts = [kd for kd, g in zip(dts, carried) if g]

@@ -484,6 +484,22 @@ def test_each_output_groups_hold_each_output_to_its_precision():
     assert runner.each_output_groups(f, case, want, torch.zeros(3)) is None
 
 
+def test_each_output_groups_take_a_copys_source_precision():
+    """A 16-bit copy no step reads (a GEMM's cast taken): the gradient from it alone is held
+    to its source's precision (OUT_GRAD_TOL_DTYPES), not the copy's own: its derivative is 1, and
+    a term 0.1% off there is far outside fp32's tolerance and inside bfloat16's."""
+    case = types.SimpleNamespace(dy="each")
+    f = types.SimpleNamespace(case=types.SimpleNamespace(OUT_TOL_DTYPES=["fp32", "bf16"], OUT_GRAD_TOL_DTYPES=["fp32", "fp32"]),
+                              kernel=types.SimpleNamespace(GRAD_OUTPUTS=[True, True]),
+                              adapter=types.SimpleNamespace(KIND="pointwise"))
+    want = (torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.bfloat16))
+    groups = runner.each_output_groups(f, case, want, torch.zeros(2, 3))
+    assert [(k, dt) for k, _, dt in groups] == [(0, torch.float32), (1, torch.float32)]
+    del f.case.OUT_GRAD_TOL_DTYPES  # a folder without copies: the outputs' own
+    groups = runner.each_output_groups(f, case, want, torch.zeros(2, 3))
+    assert [(k, dt) for k, _, dt in groups] == [(0, torch.float32), (1, torch.bfloat16)]
+
+
 def test_bias_check():
     """A 16-bit output rounded from the fp32 chain passes; one from a constant 0.1% off (every
     element moved a quarter of a bfloat16 unit the same way, inside the tolerance) fails,
