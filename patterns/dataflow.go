@@ -41,6 +41,8 @@ type graph struct {
 	// etIn, per node, the execution trace's input values (nil without one): what Kineto
 	// does not record, such as a String argument.
 	etIn [][]trace.Tensor
+	// inferred: the dataflow comes from infer (op order and shapes), not an execution trace.
+	inferred bool
 }
 
 // nodeOps lists the nodes of t in thread and time order, and which of them
@@ -261,9 +263,10 @@ const maxScan = 48
 //  2. Later inputs skip values already taken by this node and the values on the
 //     unary chain that produced them (in x + f(x), x is not an intermediate of f); the
 //     walk back ends one value past a reduction (x * rsqrt(mean(x**2)): at x**2).
-//  3. When the chosen value is a normalization's output and that normalization's
-//     input is also a candidate, the input wins: pre-norm residual blocks
-//     (x + f(norm(x))) read the norm's input, never its output, a second time.
+//  3. When the chosen value is a normalization's output (a norm op's, or for an add an
+//     RMSNorm's written out in ops: writtenNormInput) and that normalization's input is
+//     also a candidate, the input wins: pre-norm residual blocks (x + f(norm(x))) read the
+//     norm's input, never its output, a second time.
 //     Not for a GEMM: `x @ W.T` (Falcon's Linear) reads the norm's output.
 //  4. For later inputs, values that so far were only reshaped by views (heads
 //     split off a projection) rank after values a computing op already read.
@@ -273,6 +276,7 @@ const maxScan = 48
 //     mlp(ln2(x))) normalize x again after the attention read ln1(x). A norm's fresh
 //     output stays the choice: CLIP's pre_layrnorm feeds layer_norm1 directly.
 func (g *graph) infer() {
+	g.inferred = true
 	table := map[uint64][]entry{}
 	thread := int32(-1)
 	for bi := range g.nodes {
@@ -350,7 +354,7 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		if len(c) > 0 {
 			choice := c[0]
 			if p := g.src[choice]; normOps[g.name[b]] && p >= 0 && len(g.cons[p]) > 0 { // rule 5
-				choice = g.preferNormInput(c)
+				choice = g.preferNormInput(b, c)
 			}
 			g.link(b, pos[0], choice)
 		}
@@ -386,7 +390,7 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		}
 		choice := bestC[0]
 		if !gemmOps[g.name[b]] { // rule 3
-			choice = g.preferNormInput(bestC)
+			choice = g.preferNormInput(b, bestC)
 		}
 		g.link(b, pos[bestK], choice)
 		g.markChain(choice, taken)
@@ -427,14 +431,23 @@ var normOps = map[string]bool{
 	"group_norm": true, "batch_norm": true, "instance_norm": true,
 }
 
-// preferNormInput applies rule 3 to a candidate list (newest first).
-func (g *graph) preferNormInput(c []int32) int32 {
+// preferNormInput applies rule 3 to a candidate list (newest first) for node b: a
+// normalization op's output, or, where b is an add (a residual join), an RMSNorm's written
+// out in ops (writtenNormInput: Llama's, T5's, Gemma's; not for the ops that finish the norm,
+// such as Gemma's type_as, which read its output).
+func (g *graph) preferNormInput(b int32, c []int32) int32 {
 	first := c[0]
 	p := g.src[first]
-	if p < 0 || !normOps[g.name[p]] {
+	if p < 0 {
 		return first
 	}
-	x := g.in[p][0]
+	x := int32(-1)
+	switch {
+	case normOps[g.name[p]]:
+		x = g.in[p][0]
+	case stripInplace(g.name[b]) == "add":
+		x = g.writtenNormInput(p)
+	}
 	if x < 0 {
 		return first
 	}
@@ -444,6 +457,60 @@ func (g *graph) preferNormInput(c []int32) int32 {
 		}
 	}
 	return first
+}
+
+// writtenNormInput returns the input x of an RMSNorm written out in ops whose output node p
+// is, x * rsqrt(mean(x**2) + eps) times its weight (HF Llama's: the weight's mul reads the
+// product through a cast), found from p through the product's mul and the rsqrt's chain back
+// to x's square; -1 when p is no such output (the product itself is not one: the weight's mul
+// reads it). Rule 3 treats it as a norm's output: Llama's
+// residual add reads the norm's fp32 input, the newest fp32 value of that shape being the
+// norm's output.
+func (g *graph) writtenNormInput(p int32) int32 {
+	if g.name[p] != "mul" {
+		return -1
+	}
+	// p is the weight's mul; the product x * rsqrt(...) itself is no output (the weight's mul
+	// reads it, and must)
+	for _, m := range g.in[p] {
+		if m < 0 || m == p {
+			continue
+		}
+		if g.name[m] != "mul" || len(g.in[m]) < 2 {
+			continue
+		}
+		for k := range 2 {
+			r, x := g.in[m][k], g.in[m][1-k]
+			if r >= 0 && x >= 0 && g.name[r] == "rsqrt" && g.squaresOf(r, x) {
+				return x
+			}
+		}
+	}
+	return -1
+}
+
+// squaresOf reports whether node r (an rsqrt) is computed, through its first inputs (the eps
+// add, the mean), from the square of node x (pow(x, 2), or x * x) within four steps.
+func (g *graph) squaresOf(r, x int32) bool {
+	cur := r
+	for range 4 {
+		if len(g.in[cur]) == 0 || g.in[cur][0] < 0 {
+			return false
+		}
+		cur = g.in[cur][0]
+		in := g.in[cur]
+		switch g.name[cur] {
+		case "pow":
+			if len(in) > 0 && in[0] == x {
+				return true
+			}
+		case "mul":
+			if len(in) > 1 && in[0] == x && in[1] == x {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // markChain marks n's value and the unary chain that produced it: walking back

@@ -457,7 +457,8 @@ func groupGenericChains(all []GenericChain) []GenericChain {
 // readsAround reports whether an input of b other than pos depends on node p (b reads p at
 // pos): a chain joining b to p would then need what runs between them in the middle of its
 // kernel. Producers come before their readers, so the walk back from each other input
-// visits nodes after p only; past readsAroundBudget nodes it answers yes (no join).
+// visits nodes after p only; past readsAroundBudget nodes, or (inferred dataflow) at a cat
+// whose inputs it does not know, it answers yes (no join).
 func (g *graph) readsAround(b int32, pos int, p int32) bool {
 	seen := map[int32]bool{}
 	var stack []int32
@@ -478,6 +479,14 @@ func (g *graph) readsAround(b int32, pos int, p int32) bool {
 		if seen[q] = true; len(seen) > readsAroundBudget {
 			return true
 		}
+		if g.inferred && listOps[g.name[q]] && !slices.ContainsFunc(g.in[q], func(r int32) bool { return r >= 0 }) {
+			// a cat of tensors the inferred dataflow does not link (Kineto records a
+			// TensorList's shapes, not which values it holds): what it reads is unknown, p
+			// among it maybe (Llama's K and V through the cache's cat, where the other paths
+			// back, through the rotary slices, are linked to other values), so no join. The
+			// execution trace's dataflow links the paths around it.
+			return true
+		}
 		for _, r := range g.in[q] {
 			if r >= 0 {
 				stack = append(stack, r)
@@ -486,6 +495,9 @@ func (g *graph) readsAround(b int32, pos int, p int32) bool {
 	}
 	return false
 }
+
+// listOps read a list of tensors, which the Kineto dataflow does not link.
+var listOps = map[string]bool{"cat": true, "concat": true, "concatenate": true, "stack": true, "hstack": true, "vstack": true}
 
 // readsAroundBudget bounds readsAround's walk (a transformer layer is a few hundred nodes).
 const readsAroundBudget = 4096

@@ -492,3 +492,49 @@ func TestNormThenMatmulByTransposedWeight(t *testing.T) {
 		t.Errorf("layer_norm, then x @ W.T: %v, want %v", got, want)
 	}
 }
+
+// TestWrittenNormResidual: a pre-norm block with an RMSNorm written out in ops under autocast
+// (HF Llama: weight * (x * rsqrt(mean(x**2) + eps)), fp32 like x) whose output two projections
+// read: from the Kineto trace alone the residual add reads x, the norm's input, not the
+// norm's output, the newest fp32 value of x's shape (dataflow rule 3, writtenNormInput); the
+// weight's mul still reads the product (it finishes the norm). Then the norm's output has the
+// projections alone for readers, as the execution trace has it.
+func TestWrittenNormResidual(t *testing.T) {
+	const x, row = "f32:4x8x16", "f32:4x8x1"
+	tr := synth(
+		op{name: "add", in: []string{x, x, "=1"}}, // x: the residual stream
+		op{name: "pow", in: []string{x, "=2"}},
+		op{name: "mean", in: []string{x, "=[-1]", "=True"}},
+		op{name: "add", in: []string{row, "=1e-06", "=1"}},
+		op{name: "rsqrt", in: []string{row}},
+		op{name: "mul", in: []string{x, row}},
+		op{name: "mul", in: []string{"f32:16", x}}, // the weight's: the norm's output
+		op{name: "linear", in: []string{x, "f32:32x16"}, kids: []op{{name: "to", in: []string{x, "=15"}}}},
+		op{name: "linear", in: []string{x, "f32:32x16"}, kids: []op{{name: "to", in: []string{x, "=15"}}}},
+		op{name: "add", in: []string{x, "bf16:4x8x16", "=1"}}, // x + f(norm(x))
+	)
+	g := newGraph(tr)
+	g.infer()
+	node := func(name string, nth int) int32 {
+		for b := range g.nodes {
+			if g.name[b] == name {
+				if nth == 0 {
+					return int32(b)
+				}
+				nth--
+			}
+		}
+		t.Fatalf("no %s #%d", name, nth)
+		return -1
+	}
+	xs, prod, out, join := node("add", 0), node("mul", 0), node("mul", 1), node("add", 2)
+	if got := g.in[join][0]; got != xs {
+		t.Errorf("the residual add reads node %d (%s), want x, node %d", got, g.name[got], xs)
+	}
+	if got := g.in[out][1]; got != prod {
+		t.Errorf("the weight's mul reads node %d (%s), want the product, node %d", got, g.name[got], prod)
+	}
+	if got := len(g.cons[out]); got != 2 {
+		t.Errorf("the norm's output has %d readers, want the two projections", got)
+	}
+}
