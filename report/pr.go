@@ -607,6 +607,12 @@ func prKernel(p func(string), in Inputs, it prItem, n int) {
 		}
 		p("    " + l + "\n")
 	}
+	if g.Pattern == codegen.GenericPattern {
+		// a generic chain's inputs and outputs are its own: numbers the model passes, keep
+		// masks it draws, 16-bit copies that go to the GEMMs reading a value
+		p("\nWhat each input and output is, and where an output goes (a 16-bit copy that a GEMM reads in place of\nthe value it casts): " +
+			codeSpan(KernelsDir+"/"+g.Name+"/README.md", false) + ".\n")
+	}
 }
 
 // benchCell is one benchmarked case's numbers and verdict.

@@ -349,3 +349,19 @@ func TestPRBackwardSavingCounts(t *testing.T) {
 		})
 	}
 }
+
+// A generic chain's PR item points to its folder's README, which says what each input and
+// output is (a 16-bit copy for a GEMM, a number, a keep mask); a catalog item does not.
+func TestPRGenericNamesItsReadme(t *testing.T) {
+	root := t.TempDir()
+	gens := []GenFolder{
+		genFolder(t, root, "generic-mul_add_cast-fp32-4x16x32-aaaa0000", codegen.Manifest{Pattern: "generic", Dtype: "fp32",
+			Shapes: [][]int64{{4, 16, 32}}, EstFusedUs: 1, Instances: 2, GPUTimeUs: 100, Module: "fuseadvise_generic_aaaa0000"}, "# g\n"),
+		genFolder(t, root, "bias_gelu-b", codegen.Manifest{Pattern: "bias_gelu", Dtype: "bf16",
+			Shapes: [][]int64{{8, 512, 768}, {768}}, EstFusedUs: 1, Instances: 2, GPUTimeUs: 100, Module: "fuseadvise_bias_gelu_b"}, "# b\n"),
+	}
+	pr, _ := writePR(t, Inputs{Generated: gens})
+	if n := strings.Count(pr, "/README.md`."); n != 1 || !strings.Contains(pr, "kernels/generic-mul_add_cast-fp32-4x16x32-aaaa0000/README.md") {
+		t.Errorf("PR.md names %d folders' README, want the generic one's:\n%s", n, pr)
+	}
+}
