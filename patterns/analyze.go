@@ -337,7 +337,10 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			}
 		}
 		found := detect(g, opts.Pattern)
-		takeOutputCasts(g, found)
+		if n := takeOutputCasts(g, found); n > 0 {
+			note(fmt.Sprintf("%s: %d norm outputs that one GEMM casts under autocast keep that cast (the kernel could write it): from the Kineto trace alone a pre-norm block, x + f(norm(x)), cannot be told from a post-norm one (BERT's), whose residual add reads the norm's output too; with an execution trace (-et) the dataflow says which",
+				t.Path, n))
+		}
 		if opts.Pattern == "" {
 			cs, rks, nb := genericRanked(g, claimedOps(found), &m, s.Device, ti, rank)
 			genericNoBwd += nb

@@ -43,6 +43,11 @@ type graph struct {
 	etIn [][]trace.Tensor
 	// inferred: the dataflow comes from infer (op order and shapes), not an execution trace.
 	inferred bool
+	// passedOver marks the norms whose output rule 2 or 3 turned a residual join away from
+	// (to the norm's input, the pre-norm reading): a post-norm model (BERT) reads the norm's
+	// output there, which the Kineto trace cannot tell from a pre-norm one, so such a value
+	// may have a reader more than its links say (takeOutputCasts does not take its casts).
+	passedOver map[int32]bool
 }
 
 // nodeOps lists the nodes of t in thread and time order, and which of them
@@ -387,6 +392,16 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		done[bestK] = true
 		if len(taken) > 0 {
 			bestC = g.preferComputed(bestC)
+			// rule 2 passed over a norm's output (on the chain of an operand taken first):
+			// right for a pre-norm block, while a post-norm one reads it here
+			for _, n := range g.candidates(table, ins[pos[bestK]], nil, nil) {
+				if n == bestC[0] {
+					break
+				}
+				if p := g.src[n]; p >= 0 && skip(n) && (normOps[g.name[p]] || g.writtenNormInput(p) >= 0) {
+					g.passOver(p)
+				}
+			}
 		}
 		choice := bestC[0]
 		if !gemmOps[g.name[b]] { // rule 3
@@ -453,10 +468,19 @@ func (g *graph) preferNormInput(b int32, c []int32) int32 {
 	}
 	for _, n := range c[1:] {
 		if n == x || g.src[n] == x {
+			g.passOver(p)
 			return n
 		}
 	}
 	return first
+}
+
+// passOver marks node p's value as one a reader was turned away from (graph.passedOver).
+func (g *graph) passOver(p int32) {
+	if g.passedOver == nil {
+		g.passedOver = map[int32]bool{}
+	}
+	g.passedOver[p] = true
 }
 
 // writtenNormInput returns the input x of an RMSNorm written out in ops whose output node p

@@ -67,7 +67,7 @@ func (g *graph) withGEMMCasts(nodes []int32, member []bool, p *program.Program, 
 	dropOf := map[int]int{}
 	for k, o := range p.Outputs {
 		dropOf[o] = drop(k)
-		if outside[o] > 0 && absorbed[o] == outside[o] {
+		if outside[o] > 0 && absorbed[o] == outside[o] && !g.passedOver[nodes[o]] {
 			continue // read outside by the GEMMs alone: they take the copies
 		}
 		q.Outputs = append(q.Outputs, o)
@@ -166,7 +166,11 @@ func (g *graph) gemmCastOf(c, b int32, vdims []int64, claimed map[int32]bool) (g
 // instance's (layernorm_linear's, which overlaps this one at the norm and is its
 // alternative; linear_gelu's, whose module takes a 16-bit x as autocast's linear does): a
 // GEMM instance claims none of the casts nested in its GEMM.
-func takeOutputCasts(g *graph, found []*Instance) {
+//
+// From the Kineto trace alone a norm's output that a residual join was turned away from
+// (graph.passedOver: the pre-norm reading, x + f(norm(x))) may be read by that join too (a
+// post-norm block, BERT's, reads y there): its cast is not taken, and undecided counts them.
+func takeOutputCasts(g *graph, found []*Instance) (undecided int) {
 	for _, in := range found {
 		if !patternByID(in.Pattern).CastsOutput || len(in.Ops) == 0 {
 			continue
@@ -183,10 +187,15 @@ func takeOutputCasts(g *graph, found []*Instance) {
 		if !ok {
 			continue
 		}
+		if g.passedOver[b] {
+			undecided++
+			continue
+		}
 		in.Ops = append(in.Ops, cast.op)
 		in.Params.OutDType = DType(cast.dtype)
 		saved := numel(v.dims) * (v.dtype.Size() - in.Params.OutDType.Size())
 		in.Bytes -= saved
 		in.WriteBytes -= saved
 	}
+	return undecided
 }

@@ -135,6 +135,11 @@ func TestOutputCasts(t *testing.T) {
 		{"one GEMM reads y", []op{add, ln, linear("=15")}, BF16, 15},
 		{"another reader keeps y in fp32", []op{add, ln, linear("=15"), {name: "relu", in: []string{x}}}, FP32, 10},
 		{"a cast to fp32 is not autocast's", []op{add, ln, linear("=6")}, FP32, 10},
+		// the residual add after the branch is linked to the norm's input (the pre-norm
+		// reading), which a post-norm block (BERT) would read as y: undecided, kept
+		{"a residual join turned away from y", []op{add, ln, linear("=15"),
+			{name: "linear", in: []string{"f32:8x128x3072", "f32:768x3072"}},
+			{name: "add", in: []string{x, x, "=1"}}}, FP32, 10},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,6 +158,10 @@ func TestOutputCasts(t *testing.T) {
 			}
 			if got.Params.OutDType != tc.out || got.GPUTimeUs != tc.us {
 				t.Errorf("out_dtype %q, GPU time %v us; want %q, %v us", got.Params.OutDType, got.GPUTimeUs, tc.out, tc.us)
+			}
+			undecided := slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "cannot be told from a post-norm one") })
+			if want := strings.HasPrefix(tc.name, "a residual join"); undecided != want {
+				t.Errorf("a note on the undecided cast: %v, want %v (%q)", undecided, want, r.Notes)
 			}
 		})
 	}

@@ -395,9 +395,21 @@ func TestOnlyAndSeed(t *testing.T) {
 
 // TestParallel: several folders over two runner processes, results in the input order.
 func TestParallel(t *testing.T) {
-	fr := &fakeRunner{serve: func(proc int, req request) step {
+	fr := &fakeRunner{}
+	fr.serve = func(proc int, req request) step {
+		// the first process holds its first folder until a second one has started (at most
+		// 5 s), so that two workers take folders however the scheduler runs them: on a loaded
+		// machine one worker had taken all five before the other began
+		for deadline := time.Now().Add(5 * time.Second); proc == 1 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			fr.mu.Lock()
+			n := fr.starts
+			fr.mu.Unlock()
+			if n >= 2 {
+				break
+			}
+		}
 		return step{lines: []string{plan3, passA, passB, passC, done}}
-	}}
+	}
 	dirs := folders(t, "f1", "f2", "f3", "f4", "f5")
 	var mu sync.Mutex
 	seen := 0
