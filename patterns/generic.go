@@ -72,15 +72,15 @@ var genericReductions = map[string]bool{
 	"log_softmax": true, "_log_softmax": true, "logsumexp": true, "var": true, "std": true, "norm": true,
 }
 
-// genericRegions finds, in g, the maximal dataflow-connected regions of at least least
-// genericOps nodes (the last may be a last-dim reduction) that launched GPU work and that no
-// instance in claimed (OpIDs) contains: their nodes, in time order. A chain is two ops or
-// more, or one whose value a GEMM casts (genericFound asks for least 1 and keeps a single op
-// only with such a cast).
 // GenericFanOutMax is the most chain ops that may read one op's output inside a region (two:
 // a value and its residual use, as in x * sigmoid(x)).
 const GenericFanOutMax = 2
 
+// genericRegions finds, in g, the maximal dataflow-connected regions of at least `least`
+// genericOps nodes (the last may be a last-dim reduction) that launched GPU work and that no
+// instance in claimed (OpIDs) contains: their nodes, in time order. A chain is two ops or
+// more, or one whose value a GEMM casts (genericFound asks for regions of one and keeps a
+// single op only with such a cast).
 func genericRegions(g *graph, claimed map[int32]bool, least int) [][]int32 {
 	n := len(g.nodes)
 	member := make([]bool, n)
@@ -268,6 +268,7 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 	var ids [][]int32
 	for _, nodes := range genericRegions(g, claimed, 1) {
 		single := len(nodes) == 1 // a chain only with a GEMM's cast of its value (withGEMMCasts)
+		member := memberOf(len(g.nodes), nodes)
 		c := GenericChain{Instances: 1}
 		var opIDs []int32
 		for _, b := range nodes {
@@ -293,7 +294,7 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 			c.Program, c.Unrecoverable = g.genericProgram(nodes)
 		}
 		if c.Program != nil {
-			gemm, h, why := g.gemmHead(nodes, memberOf(len(g.nodes), nodes), claimed)
+			gemm, h, why := g.gemmHead(nodes, member, claimed)
 			switch {
 			case gemm >= 0 && c.Program.Reduction() != nil:
 				c.NoGEMMHead = g.name[gemm] + ": the chain ends in a reduction (a row does not fit one output tile): cuBLAS, then the row kernel"
@@ -317,7 +318,7 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 		}
 		if c.Program != nil {
 			// autocast's casts of the chain's outputs into the GEMMs that read them
-			q, casts := g.withGEMMCasts(nodes, memberOf(len(g.nodes), nodes), c.Program, claimed)
+			q, casts := g.withGEMMCasts(nodes, member, c.Program, claimed)
 			if single && len(casts) == 0 {
 				continue
 			}

@@ -432,3 +432,20 @@ func TestGenericFusedUsDrawsTheKeepMask(t *testing.T) {
 		t.Errorf("with a keep mask to draw %.2f us, without %.2f: want at least one more kernel", a, b)
 	}
 }
+
+// TestReadsAroundUnlinkedCat: a residual add's other operand computed through a cat whose
+// TensorList the inferred dataflow does not link (Llama's KV cache) may depend on the value
+// the add would join: from the Kineto trace alone readsAround answers yes (no join); with an
+// execution trace's dataflow it walks on and, finding no path back, answers no.
+func TestReadsAroundUnlinkedCat(t *testing.T) {
+	g := &graph{
+		name: []string{"add", "cat", "linear", "add"},
+		in:   [][]int32{{-1, -1}, {-1, -1}, {1, -1}, {0, 2}},
+	}
+	for _, inferred := range []bool{true, false} {
+		g.inferred = inferred
+		if got := g.readsAround(3, 0, 0); got != inferred {
+			t.Errorf("inferred %v: readsAround = %v, want %v", inferred, got, inferred)
+		}
+	}
+}

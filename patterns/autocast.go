@@ -6,12 +6,17 @@ import (
 	"github.com/fuseadvise/fuseadvise/program"
 )
 
+// Autocast's casts into GEMMs, taken by the kernels that produce the cast values.
+//
 // Under autocast, a GEMM (linear, matmul, a convolution) casts its fp32 activation to 16 bits
 // inside its op (aten::to in aten::linear): one more kernel reading the fp32 value and
 // writing its copy, and in training the copy's gradient cast back (ToCopyBackward0). Where
 // that value is an output of a pointwise generic chain, the chain's kernel writes the 16-bit
 // copy too (program.Program.Into): the cast's kernels and its backward's are the chain's, the
-// GEMM gets the copy and autocast casts nothing.
+// GEMM gets the copy and autocast casts nothing. A catalog template that writes its output in
+// a type of its choosing does the same for one GEMM reader (takeOutputCasts). The casts
+// themselves, and which are a weight's, are found as coverage.go counts them (castOps,
+// castOperand).
 
 // gemmCast is an autocast cast, nested in a GEMM node, of a value a chain's step computes.
 type gemmCast struct {
