@@ -68,6 +68,11 @@ func matrix() []codegen.Spec {
 	add("add_layernorm", "fp16", codegen.Params{}, []int64{32, 1024})
 	add("swiglu", "bf16", codegen.Params{}, []int64{8192, 11008})
 	add("swiglu", "fp16", codegen.Params{}, []int64{32, 11008})
+	// HF's causal-LM loss: bf16 logits upcast by the model, Llama-3's and GPT-2's vocabularies;
+	// autocast's loss of bf16 logits (BERT's masked-LM head)
+	add("cross_entropy", "bf16", codegen.Params{Upcast: "float"}, []int64{8192, 128256}, []int64{8192})
+	add("cross_entropy", "bf16", codegen.Params{Upcast: "float"}, []int64{8192, 50257}, []int64{8192})
+	add("cross_entropy", "bf16", codegen.Params{Upcast: "autocast"}, []int64{4096, 30522}, []int64{4096})
 	attention(add)
 	return out
 }

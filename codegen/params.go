@@ -31,6 +31,9 @@ var fields = []field{
 	{"mask_dtype", func(p *Params) any { return &p.MaskDtype }},
 	{"out_dtype", func(p *Params) any { return &p.OutDtype }},
 	{"norm_dim", func(p *Params) any { return &p.NormDim }},
+	{"reduction", func(p *Params) any { return &p.Reduction }},
+	{"ignore_index", func(p *Params) any { return &p.IgnoreIndex }},
+	{"upcast", func(p *Params) any { return &p.Upcast }},
 }
 
 // get is the field's value in p.

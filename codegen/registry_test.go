@@ -128,7 +128,11 @@ func templateProblems(tree fs.FS, cat []*patterns.Pattern) []string {
 		code := src["kernel.py"] + src["reference.py"] + adapter
 		for _, q := range p.Params {
 			for _, v := range q.Values {
-				if !strings.Contains(code, strconv.Quote(v)) {
+				lit := strconv.Quote(v)
+				if _, err := strconv.ParseFloat(v, 64); err == nil && q.OrNumber {
+					lit = v // a number: a Python number literal (ignore_index's -100)
+				}
+				if !strings.Contains(code, lit) {
 					bad(p, "parameter %s: value %q appears nowhere in templates/%s/{kernel,reference,adapter}.py", q.Name, v, p.Template)
 				}
 			}

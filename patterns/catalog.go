@@ -56,6 +56,12 @@ type Params struct {
 	BatchHeads int64   `json:"batch_heads,omitempty"`
 	Heads      int64   `json:"heads,omitempty"`
 	KVHeads    int64   `json:"kv_heads,omitempty"`
+	// Cross-entropy only: the loss's reduction ("mean", "sum" or "none"), its ignore_index,
+	// and where the logits are upcast ("float": a cast of 16-bit logits to fp32 before the
+	// loss, which the instance holds; "autocast": nll_loss's upcast under autocast; "none").
+	Reduction   string `json:"reduction,omitempty"`
+	IgnoreIndex *int64 `json:"ignore_index,omitempty"`
+	Upcast      string `json:"upcast,omitempty"`
 }
 
 // Instance is one occurrence of a pattern's forward chain.

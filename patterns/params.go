@@ -33,12 +33,20 @@ type KernelParams struct {
 	// NormDim is the dim a norm normalizes: "-1" (the last, default) or "1" (channels-first
 	// [B, C, ...], timm's LayerNorm2d). codegen writes it only when it is "1".
 	NormDim string
+	// Reduction, cross_entropy: "mean" (default), "sum" or "none".
+	Reduction string
+	// IgnoreIndex, cross_entropy: the target value whose rows the loss skips, an integer
+	// written as a number ("" = -100, the default).
+	IgnoreIndex string
+	// Upcast, cross_entropy: "float" (default: the model's logits.float() before the loss),
+	// "autocast" (the loss of 16-bit logits under CUDA autocast) or "none".
+	Upcast string
 }
 
 // KernelParamNames are the names of KernelParams' fields as case.py and manifest.json spell
 // them, in the order codegen writes them.
 var KernelParamNames = []string{"approximate", "has_bias", "mask_kind", "mask_fill", "scale", "eps", "p", "bias_kind", "casting",
-	"residual_dtype", "mask_dtype", "out_dtype", "norm_dim"}
+	"residual_dtype", "mask_dtype", "out_dtype", "norm_dim", "reduction", "ignore_index", "upcast"}
 
 // Case is the kernel case one shape group maps to: what codegen generates, less the
 // source and the estimates.
@@ -89,6 +97,10 @@ var (
 	paramMaskDtype     = Param{Name: "mask_dtype", Kind: ParamDtype}
 	paramOutDtype      = Param{Name: "out_dtype", Kind: ParamDtype}
 	paramNormDim       = Param{Name: "norm_dim", Kind: ParamEnum, Values: []string{"-1", "1"}, Default: "-1"}
+	paramReduction     = Param{Name: "reduction", Kind: ParamEnum, Values: []string{"mean", "sum", "none"}, Default: "mean"}
+	// an integer; Pattern.check holds it to one (the schema's numbers are floats)
+	paramIgnoreIndex = Param{Name: "ignore_index", Kind: ParamEnum, Values: []string{"-100"}, OrNumber: true, Max: 1 << 53, Default: "-100"}
+	paramUpcast      = Param{Name: "upcast", Kind: ParamEnum, Values: []string{"float", "autocast", "none"}, Default: "float"}
 )
 
 // paramEps is a norm's epsilon, 0 < eps <= 1, with its default.

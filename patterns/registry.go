@@ -41,11 +41,14 @@ type Pattern struct {
 	// Outputs is the number of tensors of the main input's size the fused kernel writes
 	// (add_layernorm: the sum and y); 0 means 1.
 	Outputs int
-	Chain   string   // the forward chain, in words
-	Anchors []string // node base names a match starts from
-	Fused   string   // what one fused kernel does
-	Advice  string   // what to do about it: always printed with an opportunity
-	Refuses string   // what looks similar but is not an instance, and why
+	// ReducesRows: the forward writes no tensor of the main input's size, only a number or
+	// one a row (a loss); OutputCount is 0.
+	ReducesRows bool
+	Chain       string   // the forward chain, in words
+	Anchors     []string // node base names a match starts from
+	Fused       string   // what one fused kernel does
+	Advice      string   // what to do about it: always printed with an opportunity
+	Refuses     string   // what looks similar but is not an instance, and why
 	// Template is the folder under templates/ holding kernel.py, reference.py, adapter.py
 	// and test_kernel.py.
 	Template string
@@ -155,8 +158,13 @@ func IsGEMM(id string) bool {
 // GEMM pattern's stats pass (a load, a reduction and a dependent pass over the row).
 func (p *Pattern) RowKernel() bool { return p.Kind == KindRow || p.GEMM == GEMMStats }
 
-// OutputCount is Outputs with its default applied.
-func (p *Pattern) OutputCount() int { return max(p.Outputs, 1) }
+// OutputCount is Outputs with its default applied: 0 for a pattern that ReducesRows.
+func (p *Pattern) OutputCount() int {
+	if p.ReducesRows {
+		return 0
+	}
+	return max(p.Outputs, 1)
+}
 
 var catalog = []*Pattern{
 	{
@@ -327,6 +335,25 @@ var catalog = []*Pattern{
 		Usage:    "from {module} import SwiGLU\ny = SwiGLU()(gate, up)                   # was F.silu(gate) * up",
 		match:    matchSwiGLU,
 		toCase:   caseSwiGLU,
+	},
+	{
+		ID:          "cross_entropy",
+		Kind:        KindRow,
+		ReducesRows: true,
+		Chain:       "(to fp32 of 16-bit logits) -> cross_entropy_loss (log_softmax -> nll_loss) over class indices",
+		Anchors:     []string{"cross_entropy_loss"},
+		Fused:       "one row-wise kernel forward (online log-sum-exp, the loss) and one backward pass (softmax - onehot), 16-bit logits read as they are",
+		Advice:      "compute the loss from the 16-bit logits in one pass, without their fp32 copy and log-probabilities (the fused CrossEntropy, Liger-Kernel's LigerCrossEntropyLoss, or torch.compile of the loss)",
+		Refuses:     "a loss with class weights or label smoothing, probability targets, or logits of another rank than 2 (F.cross_entropy's class dim is 1 for [N, C, d...])",
+		Template:    "cross_entropy",
+		Params:      []Param{paramReduction, paramIgnoreIndex, paramUpcast},
+		Usage: "from {module} import CrossEntropy\n" +
+			"loss_fn = CrossEntropy(ignore_index=-100)  # upcast=\"float\": as F.cross_entropy(logits.float(), labels)\n" +
+			"loss = loss_fn(logits.view(-1, logits.shape[-1]), labels.view(-1))  # the 16-bit logits, no .float()",
+		match:  matchCrossEntropy,
+		toCase: caseCrossEntropy,
+		assume: assumeCrossEntropy,
+		check:  checkCrossEntropy,
 	},
 }
 

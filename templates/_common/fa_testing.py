@@ -507,6 +507,33 @@ def _wall_times_us(fn, sync, clock, target_ms=WALL_TARGET_MS, burst=HOST_BURST):
     return {"wall_us": wall, "host_us": quantiles(host, (0.5,))[0], "calls": calls}
 
 
+FAR_BASE = 2**31  # elements before each far_view on the CPU
+
+
+def far_view(t):
+    """t ([rows, N], N > 1) copied into a transposed view whose last column lies past 2**31
+    elements from its first; only the viewed elements are written, one page per column. On
+    the CPU the storage is an anonymous mapping with MAP_NORESERVE (reserved, not committed)
+    and the view starts FAR_BASE elements into it, so that an offset wrapped in 32 bits still
+    lands inside: wrong values, not a fault. On a GPU the storage is real memory (2**31
+    elements, no FAR_BASE), and t is returned as it is when the GPU lacks room for it twice."""
+    rows, n = t.shape
+    stride = 2**31 // (n - 1) + 1
+    start = FAR_BASE if t.device.type == "cpu" else 0
+    numel = start + (n - 1) * stride + rows
+    if t.device.type == "cpu" and hasattr(mmap, "MAP_ANONYMOUS"):
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
+            mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+        base = torch.frombuffer(mmap.mmap(-1, numel * t.element_size(), flags=flags), dtype=t.dtype)
+    elif t.device.type == "cpu" or torch.cuda.mem_get_info(t.device)[0] > 2 * numel * t.element_size():
+        base = torch.empty_strided((numel,), (1,), dtype=t.dtype, device=t.device)
+    else:
+        return t
+    v = base.as_strided((rows, n), (1, stride), start)
+    v.copy_(t)
+    return v
+
+
 def poison(shape, dtype, device):
     """A NaN-filled tensor: an output the kernel must overwrite everywhere."""
     return torch.full(shape, float("nan"), dtype=dtype, device=device)

@@ -34,8 +34,6 @@ contiguous instead, so that the permuted view the kernel reads has no [rows, C] 
 place in tiles of positions, or past the channels a tile holds, through a copy).
 """
 
-import mmap
-import sys
 
 import torch
 
@@ -55,7 +53,6 @@ QUACK_GRAD = True
 # (+1024, spread 90) holds the cancellation at the tolerance, and the sign does not matter
 # to a norm
 NEGATIVE_CASE = False
-FAR_BASE = 2**31  # elements before each FAR view on the CPU
 FAR = [[[3, 100]], [[2, 299]]]
 IN_PLACE = [[[4, 100]], [[3, 301]]]  # s over x, s over the residual
 NCHW_VIEWS = [[[2, 5, 3, 7]], [[3, 3, 3, 129]]]  # 15 positions of 7 channels, 9 of 129
@@ -143,7 +140,7 @@ def make_inputs(shapes, dtype, params, device, seed):
     b = fat.randn([n], sd, device, g, std=0.2)
     inputs = {"x": x, "residual": r, "weight": w, "bias": b}
     if shapes in FAR:
-        inputs["x"], inputs["residual"] = far_view(x), far_view(r)
+        inputs["x"], inputs["residual"] = fat.far_view(x), fat.far_view(r)
     elif shapes in NCHW_VIEWS:
         inputs["x"], inputs["residual"] = nchw_view(x), nchw_view(r)
     elif shapes in IN_PLACE:
@@ -157,28 +154,6 @@ def nchw_view(t):
     return t.movedim(-1, 1).contiguous().movedim(1, -1)
 
 
-def far_view(t):
-    """t ([rows, N], N > 1) copied into a transposed view whose last column lies past 2**31
-    elements from its first; only the viewed elements are written, one page per column. On
-    the CPU the storage is an anonymous mapping with MAP_NORESERVE (reserved, not committed)
-    and the view starts FAR_BASE elements into it, so that an offset wrapped in 32 bits still
-    lands inside: wrong values, not a fault. On a GPU the storage is real memory (2**31
-    elements, no FAR_BASE), and t is returned as it is when the GPU lacks room for it twice."""
-    rows, n = t.shape
-    stride = 2**31 // (n - 1) + 1
-    start = FAR_BASE if t.device.type == "cpu" else 0
-    numel = start + (n - 1) * stride + rows
-    if t.device.type == "cpu" and hasattr(mmap, "MAP_ANONYMOUS"):
-        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
-            mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
-        base = torch.frombuffer(mmap.mmap(-1, numel * t.element_size(), flags=flags), dtype=t.dtype)
-    elif t.device.type == "cpu" or torch.cuda.mem_get_info(t.device)[0] > 2 * numel * t.element_size():
-        base = torch.empty_strided((numel,), (1,), dtype=t.dtype, device=t.device)
-    else:
-        return t
-    v = base.as_strided((rows, n), (1, stride), start)
-    v.copy_(t)
-    return v
 
 
 def fused(kernel, inputs, params, poison=False, autograd=False):

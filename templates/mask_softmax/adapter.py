@@ -35,8 +35,6 @@ with the other kinds: scores around -200 / scale), and whose row 4 has every sco
 drops the lanes whose running max is 0, gives them NaN or inf.
 """
 
-import mmap
-import sys
 
 import torch
 
@@ -45,7 +43,6 @@ import fa_testing as fat
 KIND = "softmax"
 OUTPUTS = ["probs"]
 GRAD_INPUTS = ["x"]
-FAR_BASE = 2**31  # elements before each FAR view on the CPU
 FAR = [[[3, 100], [3, 100]], [[2, 299], [2, 299]]]  # the mask's first row is fully masked: two rows
 IN_PLACE = [[[4, 100], [4, 100]], [[3, 301], [3, 301]]]
 EXTREME = [[[2, 3, 200], [2, 3, 200]]]  # rows 1 (every score below -87) and 4 (every score 0)
@@ -113,7 +110,7 @@ def make_inputs(shapes, dtype, params, device, seed):
         x[:, -1] += 4.0 / params.get("scale", 1.0)
         if mask is not None:
             mask[1:, -1] = False if mask.dtype == torch.bool else 0.0
-        inputs["x"] = far_view(x)
+        inputs["x"] = fat.far_view(x)
     elif shapes in IN_PLACE:
         inputs["in_place"] = True
     elif shapes in EXTREME:
@@ -130,28 +127,6 @@ def make_inputs(shapes, dtype, params, device, seed):
     return inputs
 
 
-def far_view(t):
-    """t ([rows, N], N > 1) copied into a transposed view whose last column lies past 2**31
-    elements from its first; only the viewed elements are written, one page per column. On
-    the CPU the storage is an anonymous mapping with MAP_NORESERVE (reserved, not committed)
-    and the view starts FAR_BASE elements into it, so that an offset wrapped in 32 bits still
-    lands inside: wrong values, not a fault. On a GPU the storage is real memory (2**31
-    elements, no FAR_BASE), and t is returned as it is when the GPU lacks room for it twice."""
-    rows, n = t.shape
-    stride = 2**31 // (n - 1) + 1
-    start = FAR_BASE if t.device.type == "cpu" else 0
-    numel = start + (n - 1) * stride + rows
-    if t.device.type == "cpu" and hasattr(mmap, "MAP_ANONYMOUS"):
-        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
-            mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
-        base = torch.frombuffer(mmap.mmap(-1, numel * t.element_size(), flags=flags), dtype=t.dtype)
-    elif t.device.type == "cpu" or torch.cuda.mem_get_info(t.device)[0] > 2 * numel * t.element_size():
-        base = torch.empty_strided((numel,), (1,), dtype=t.dtype, device=t.device)
-    else:
-        return t
-    v = base.as_strided((rows, n), (1, stride), start)
-    v.copy_(t)
-    return v
 
 
 def _out(params):

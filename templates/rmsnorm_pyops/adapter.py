@@ -20,8 +20,6 @@ element past a row or the weight (a ``cols <= N`` load mask) puts NaN in its sum
 lies in memory there.
 """
 
-import mmap
-import sys
 
 import torch
 
@@ -34,7 +32,6 @@ GRAD_INPUTS = ["x", "weight"]
 # 127 off by 0.03 at 129x127 bf16); the fused backward reduces in fp32: compare gradients with
 # the fp32 chain (quack check) rather than with eager's low-precision ones
 QUACK_GRAD = True
-FAR_BASE = 2**31  # elements before each FAR view on the CPU
 FAR = [[[3, 100]], [[2, 299]]]
 IN_PLACE = [[[4, 100]], [[3, 301]]]
 # 300 and 1500: rows longer than one interpreter block (128)
@@ -68,34 +65,12 @@ def make_inputs(shapes, dtype, params, device, seed):
     w = fat.randn([shapes[0][-1]], dtype, device, g, mean=1.0, std=0.2)
     inputs = {"x": x, "weight": w}
     if shapes in FAR:
-        inputs["x"] = far_view(x)
+        inputs["x"] = fat.far_view(x)
     elif shapes in IN_PLACE:
         inputs["in_place"] = True
     return inputs
 
 
-def far_view(t):
-    """t ([rows, N], N > 1) copied into a transposed view whose last column lies past 2**31
-    elements from its first; only the viewed elements are written, one page per column. On
-    the CPU the storage is an anonymous mapping with MAP_NORESERVE (reserved, not committed)
-    and the view starts FAR_BASE elements into it, so that an offset wrapped in 32 bits still
-    lands inside: wrong values, not a fault. On a GPU the storage is real memory (2**31
-    elements, no FAR_BASE), and t is returned as it is when the GPU lacks room for it twice."""
-    rows, n = t.shape
-    stride = 2**31 // (n - 1) + 1
-    start = FAR_BASE if t.device.type == "cpu" else 0
-    numel = start + (n - 1) * stride + rows
-    if t.device.type == "cpu" and hasattr(mmap, "MAP_ANONYMOUS"):
-        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(
-            mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
-        base = torch.frombuffer(mmap.mmap(-1, numel * t.element_size(), flags=flags), dtype=t.dtype)
-    elif t.device.type == "cpu" or torch.cuda.mem_get_info(t.device)[0] > 2 * numel * t.element_size():
-        base = torch.empty_strided((numel,), (1,), dtype=t.dtype, device=t.device)
-    else:
-        return t
-    v = base.as_strided((rows, n), (1, stride), start)
-    v.copy_(t)
-    return v
 
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
