@@ -140,6 +140,9 @@ func minimalSpec(p string) Spec {
 	case "attention":
 		s.Shapes = [][]int64{{2, 4, 33, 64}, {2, 4, 40, 64}, {2, 4, 40, 64}, {2, 1, 1, 40}}
 		s.Params = Params{MaskKind: "bool", Scale: 0.125, P: 0.1}
+	case "cross_entropy":
+		s.Shapes = [][]int64{{132, 96}, {132}}
+		s.Params = Params{Reduction: "sum", IgnoreIndex: "0", Upcast: "autocast"}
 	}
 	return s
 }

@@ -41,6 +41,12 @@ func loadExpected(t *testing.T) (string, map[string]expected) {
 		e.Instances["attention"] = a.n
 		m[name] = e
 	}
+	for name, n := range crossEntropyTraces {
+		e := m[name]
+		e.Instances = maps.Clone(e.Instances)
+		e.Instances["cross_entropy"] = n
+		m[name] = e
+	}
 	return dir, m
 }
 

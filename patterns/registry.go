@@ -343,7 +343,7 @@ var catalog = []*Pattern{
 		Chain:       "(to fp32 of 16-bit logits) -> cross_entropy_loss (log_softmax -> nll_loss) over class indices",
 		Anchors:     []string{"cross_entropy_loss"},
 		Fused:       "one row-wise kernel forward (online log-sum-exp, the loss) and one backward pass (softmax - onehot), 16-bit logits read as they are",
-		Advice:      "compute the loss from the 16-bit logits in one pass, without their fp32 copy and log-probabilities (the fused CrossEntropy, Liger-Kernel's LigerCrossEntropyLoss, or torch.compile of the loss)",
+		Advice:      "compute the loss in one pass over the logits (16-bit ones read as they are, without an fp32 copy) and its gradient in one more, never writing the log-probabilities: the fused CrossEntropy, Liger-Kernel's LigerCrossEntropyLoss, or torch.compile of the loss",
 		Refuses:     "a loss with class weights or label smoothing, probability targets, or logits of another rank than 2 (F.cross_entropy's class dim is 1 for [N, C, d...])",
 		Template:    "cross_entropy",
 		Params:      []Param{paramReduction, paramIgnoreIndex, paramUpcast},

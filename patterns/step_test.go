@@ -229,7 +229,7 @@ func TestHostBoundWithoutProfilerCost(t *testing.T) {
 
 // On the shared traces: gpt2_train_bf16 (recorded with shapes and an execution trace, GPU
 // idle 89% of the step) is host-bound even without the profiler's per-op cost, its total is
-// smaller than the patterns' rows added up and a small share of the step (5%, the fused
+// smaller than the patterns' rows added up and a small share of the step (6%, the fused
 // backwards' saving counted with the forwards'), and no host saving (its chains all train);
 // the launch cost
 // is the median of its 972 launch calls (822 cudaLaunchKernel, 150 cuLaunchKernelEx).
@@ -261,7 +261,7 @@ func TestTotalsShared(t *testing.T) {
 				t.Errorf("total %v us (%v%% of busy, %v%% of the step), rows %v us, %d left out",
 					tt.EstSavingUs, tt.SavingPctOfGPUBusy, tt.SavingPctOfStep, tt.SumOfPatternsUs, tt.LeftOut)
 			}
-			if tc.bound && (tt.SavingPctOfStep > 6 || h.ProfilerOpUs < 5 || h.GPUBusyPctNoProfiler <= tt.GPUBusyPctOfStep) {
+			if tc.bound && (tt.SavingPctOfStep > 7 || h.ProfilerOpUs < 5 || h.GPUBusyPctNoProfiler <= tt.GPUBusyPctOfStep) {
 				t.Errorf("%v%% of the step; profiler %v us per op, busy %v%% -> %v%%",
 					tt.SavingPctOfStep, h.ProfilerOpUs, tt.GPUBusyPctOfStep, h.GPUBusyPctNoProfiler)
 			}

@@ -558,5 +558,46 @@ var mutations = func() []mutation {
 		{"attention", "dbias-broadcast-not-summed", classReduce, "def _sum_to(",
 			"dims = list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1]", "dims = list(range(lead))"},
 	}...)
+
+	// cross_entropy: the forward's online log-sum-exp (rows of 300 and 1500 loop over chunks
+	// of 128 in the interpreter; EXTREME's rows of -inf), the mean's count, the backward's
+	// one-hot and scale, and the target's and the gradient's indexing. No upcast mutant: each
+	// 16-bit load meets an fp32 operand first (the running max, the log-sum-exp), which
+	// promotes it, and a maximum of 16-bit values is exact: dropping .to(tl.float32) is an
+	// equivalent mutant there.
+	cfwd, cred, cbwd := "def _ce_fwd(", "def _ce_reduce(", "def _ce_bwd("
+	ms = append(ms, []mutation{
+		{"cross_entropy", "fwd-mask-le", classMaskLE, cfwd, "mask=cols < V, other=float(\"-inf\"))", "mask=cols <= V, other=float(\"-inf\"))"},
+		{"cross_entropy", "fwd-other-zero", classLoadMask, cfwd, "mask=cols < V, other=float(\"-inf\"))", "mask=cols < V, other=0.0)"},
+		{"cross_entropy", "fwd-shift-unguarded", classFormula, cfwd, "shift = tl.where(m_new == float(\"-inf\"), 0.0, m_new)", "shift = m_new"},
+		{"cross_entropy", "fwd-no-rescale", classFormula, cfwd, "s = s * tl.exp(m - shift) + tl.sum(", "s = s + tl.sum("},
+		{"cross_entropy", "fwd-max-as-sum", classReduce, cfwd, "m_new = tl.maximum(m, tl.max(x, axis=0))", "m_new = tl.maximum(m, tl.sum(x, axis=0))"},
+		{"cross_entropy", "fwd-sum-as-max", classReduce, cfwd, "tl.sum(tl.exp(x - shift), axis=0)", "tl.max(tl.exp(x - shift), axis=0)"},
+		{"cross_entropy", "fwd-exp2", classFormula, cfwd, "tl.sum(tl.exp(x - shift), axis=0)", "tl.sum(tl.exp2(x - shift), axis=0)"},
+		{"cross_entropy", "fwd-last-chunk-dropped", classRowLoop, cfwd, "while start < V:  #", "while start < V - BLOCK_V:  #"},
+		{"cross_entropy", "fwd-col-stride-1", classStride, cfwd, "x = tl.load(X + cols * sxv,", "x = tl.load(X + cols,"},
+		{"cross_entropy", "fwd-row-stride-v", classStride, cfwd, "X += row * sxm", "X += row * V"},
+		{"cross_entropy", "fwd-cols-int32", classIndex32, cfwd, "offs = tl.arange(0, BLOCK_V).to(tl.int64)", "offs = tl.arange(0, BLOCK_V)"},
+		{"cross_entropy", "target-stride-1", classStride, cfwd, "t = tl.load(T + row * st)", "t = tl.load(T + row)"},
+		{"cross_entropy", "target-col-stride-1", classStride, cfwd, "X + t.to(tl.int64) * sxv", "X + t.to(tl.int64)"},
+		{"cross_entropy", "ignored-not-zero", classFormula, cfwd,
+			"tl.where(ignored, 0.0, tl.where(inside, lse - xt, float(\"nan\")))", "tl.where(inside, lse - xt, float(\"nan\"))"},
+		{"cross_entropy", "loss-sign", classFormula, cfwd, "lse - xt", "xt - lse"},
+		{"cross_entropy", "mean-over-rows", classReduce, cred, "total = total / n", "total = total / M"},
+		{"cross_entropy", "count-ignored-rows", classReduce, cred, "cnt += tl.where(m & (t != ignore_index), 1.0, 0.0)", "cnt += tl.where(m, 1.0, 0.0)"},
+		{"cross_entropy", "reduce-last-chunk-dropped", classRowLoop, cred, "while start < M:", "while start < M - BLOCK:"},
+		{"cross_entropy", "reduce-target-stride-1", classStride, cred, "t = tl.load(T + rows * st,", "t = tl.load(T + rows,"},
+		{"cross_entropy", "bwd-onehot-dropped", classFormula, cbwd, "d = tl.where(cols == t, p - 1.0, p) * g", "d = p * g"},
+		{"cross_entropy", "bwd-lse-dropped", classFormula, cbwd, "p = tl.exp(x - lse)", "p = tl.exp(x)"},
+		{"cross_entropy", "bwd-mean-not-divided", classScale, cbwd, "g = g / tl.load(COUNT)", "g = g"},
+		{"cross_entropy", "bwd-ignored-not-zeroed", classFormula, cbwd,
+			"g = tl.where(t == ignore_index, 0.0, tl.where(inside, g, float(\"nan\")))", "g = tl.where(inside, g, float(\"nan\"))"},
+		{"cross_entropy", "bwd-dloss-stride-1", classStride, cbwd, "g = tl.load(DLOSS + row * sdl)", "g = tl.load(DLOSS + row)"},
+		{"cross_entropy", "bwd-col-stride-1", classStride, cbwd, "x = tl.load(X + cols * sxv,", "x = tl.load(X + cols,"},
+		{"cross_entropy", "bwd-store-unmasked", classTailMask, cbwd, "_cast(d, DX.dtype.element_ty), mask=m)", "_cast(d, DX.dtype.element_ty))"},
+		{"cross_entropy", "bwd-last-chunk-dropped", classRowLoop, cbwd, "while start < V:", "while start < V - BLOCK_V:"},
+		{"cross_entropy", "bwd-cols-int32", classIndex32, cbwd, "offs = tl.arange(0, BLOCK_V).to(tl.int64)", "offs = tl.arange(0, BLOCK_V)"},
+		{"cross_entropy", "ignore-index-hardcoded", classFormula, "def _forward(", "int(ignore_index)), num_warps=warps", "-100), num_warps=warps"},
+	}...)
 	return ms
 }()

@@ -20,6 +20,8 @@ var specs = map[string]codegen.Spec{
 	"dropout_add":      {Pattern: "dropout_add", Dtype: "bf16", Shapes: [][]int64{{8, 128, 768}}, Params: codegen.Params{HasBias: true, P: 0.1}},
 	"rmsnorm_pyops":    {Pattern: "rmsnorm_pyops", Dtype: "bf16", Shapes: [][]int64{{2, 64, 4096}}},
 	"swiglu":           {Pattern: "swiglu", Dtype: "bf16", Shapes: [][]int64{{4, 128, 11008}}},
+	// GPT-2's loss: bf16 logits the model upcasts (logits.float()), the mean over the labels
+	"cross_entropy": {Pattern: "cross_entropy", Dtype: "bf16", Shapes: [][]int64{{4096, 50257}, {4096}}, Params: codegen.Params{Upcast: "float"}},
 	// GPT-2's causal attention, at a size the interpreter runs in seconds
 	"attention": {Pattern: "attention", Dtype: "fp16", Shapes: [][]int64{{1, 2, 64, 64}, {1, 2, 64, 64}, {1, 2, 64, 64}},
 		Params: codegen.Params{MaskKind: "causal", MaskFill: "min", Scale: 0.125}},
@@ -40,6 +42,13 @@ var variants = map[string]codegen.Spec{
 	// ConvNeXt's LayerNorm2d (timm) under autocast: channels-first [B, C, H, W], C normalized,
 	// fp32; its backward reads dy in batches of positions (the kernels' *_BATCHED paths)
 	"add_layernorm+cf": {Pattern: "add_layernorm", Dtype: "fp32", Shapes: [][]int64{{2, 96, 7, 7}}, Params: codegen.Params{NormDim: "1"}},
+	// the loss a row (a per-token loss weighted by the caller), fp32 logits, ignore_index 0
+	// (a padding token id): the backward reads a gradient a row
+	"cross_entropy+none": {Pattern: "cross_entropy", Dtype: "fp32", Shapes: [][]int64{{512, 1000}, {512}},
+		Params: codegen.Params{Reduction: "none", IgnoreIndex: "0", Upcast: "none"}},
+	// BERT's masked-LM loss under autocast, summed
+	"cross_entropy+sum": {Pattern: "cross_entropy", Dtype: "bf16", Shapes: [][]int64{{4096, 30522}, {4096}},
+		Params: codegen.Params{Reduction: "sum", Upcast: "autocast"}},
 	// BLOOM / MPT: ALiBi slopes [H] under a causal mask with a -inf fill
 	"attention+alibi": {Pattern: "attention", Dtype: "fp16", Shapes: [][]int64{{1, 2, 40, 64}, {1, 2, 40, 64}, {1, 2, 40, 64}, {2}},
 		Params: codegen.Params{MaskKind: "causal", MaskFill: "-inf", Scale: 0.125, BiasKind: "alibi"}},

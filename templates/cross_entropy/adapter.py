@@ -1,7 +1,7 @@
 """Uniform test/bench interface for the cross_entropy template (see docs/templates.md).
 
 SHAPES[0] is the logits' shape [M, V]; the target is [M] class indices (int64), drawn in
-[0, V) with every fifth row (and the last) set to ``ignore_index``, so that the mean's count
+[0, V) with every fifth row (and the last, of 4 rows or more) set to ``ignore_index``, so that the mean's count
 differs from the rows' and an ignored row's gradient must be written as zeros.
 params: ``reduction`` ("mean", "sum", "none"), ``ignore_index`` (-100), ``upcast`` ("float":
 the model's ``logits.float()`` before the loss; "autocast"; "none").
@@ -14,8 +14,9 @@ rounded to 16 bits, the kernel from fp32 ones.
 An adversarial case about memory rather than shape (the verifier's layout variants do not
 reach it), which make_inputs recognises by its shape: FAR, the logits a transposed view whose
 element offsets pass 2**31, so that 32-bit ``cols * stride`` arithmetic reads the wrong
-elements (fa_testing.far_view), at a row that fits one interpreter block (100) and one that
-does not (299). And one about values: EXTREME (rows of 200 classes, longer than one
+elements (fa_testing.far_view; the last column, past 2**31, raised to 6 so that misreading it
+changes every probability of its row), at a row that fits one interpreter block (100) and one
+that does not (299); the gradient cases at those shapes (grad_shapes) view their leaves so again. And one about values: EXTREME (rows of 200 classes, longer than one
 interpreter block), whose row 1 is -inf everywhere but its target, row 2 every logit -inf
 (eager: NaN), row 3 -inf in its whole first block, and row 4 every logit exactly 0.
 """
@@ -61,7 +62,7 @@ def make_inputs(shapes, dtype, params, device, seed):
     M, V = shapes[0][0], shapes[0][-1]
     t = torch.randint(0, max(V, 1), (M,), generator=g)
     t[::5] = ignore_index
-    if M:
+    if M >= 4:
         t[-1] = ignore_index
     if shapes in EXTREME:
         x = x.cpu()
@@ -71,15 +72,41 @@ def make_inputs(shapes, dtype, params, device, seed):
         x[3, :128] = float("-inf")
         x[4] = 0.0
         x = x.to(device)
+    inputs = {"logits": x, "target": t.to(device)}
     if shapes in FAR:
-        x = fat.far_view(x)
-    return {"logits": x, "target": t.to(device)}
+        # the last column, the one past 2**31, raised: misreading it changes every
+        # probability of its row, and so the whole row's gradient
+        x[:, -1] = 6.0
+        inputs["logits"] = fat.far_view(x)
+        inputs["far"] = True  # the gradient cases' leaves are contiguous copies: fused() views them again
+    return inputs
+
+
+def grad_shapes(params):
+    """Gradient cases beyond the traced shape and the first adversarial one (the verifier's):
+    the FAR views, which fused(autograd=True) makes of the leaves again, so that the backward
+    reads logits whose offsets pass 2**31 (in one chunk and in several)."""
+    return FAR
+
+
+class _Far(torch.autograd.Function):
+    """x's values in a fa_testing.far_view (the gradient passed back as it is)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return fat.far_view(x.detach())
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
 
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
     x, t = inputs["logits"], inputs["target"]
     ignore_index, reduction, upcast = _params(params)
     if autograd:
+        if inputs.get("far"):  # a leaf: a dense copy of the FAR view
+            x = _Far.apply(x)
         return (kernel.CrossEntropyFunction.apply(x, t, ignore_index, reduction, upcast),)
     return (kernel.cross_entropy(x, t, ignore_index, reduction, upcast),)
 
