@@ -533,8 +533,8 @@ def test_offsets_past_2_31(device, n):
     Only the viewed elements' pages are touched."""
     g = fat.gen(23)
     before = _rss_mb()
-    x = adapter.far_view(fat.randn([3, n], torch.bfloat16, device, g, mean=-2.3))
-    r = adapter.far_view(fat.randn([3, n], torch.bfloat16, device, g))
+    x = fat.far_view(fat.randn([3, n], torch.bfloat16, device, g, mean=-2.3))
+    r = fat.far_view(fat.randn([3, n], torch.bfloat16, device, g))
     if x.stride(1) == 1:
         pytest.skip("no room on this GPU for the view's storage")
     assert (n - 1) * x.stride(1) >= 2**31 and (n - 1) * r.stride(1) >= 2**31

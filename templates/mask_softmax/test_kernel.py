@@ -429,7 +429,7 @@ def test_offsets_past_2_31(device, n):
     viewed elements' pages are touched."""
     g = fat.gen(23)
     before = _rss_mb()
-    x = adapter.far_view(fat.randn([3, n], torch.float32, device, g, std=3))
+    x = fat.far_view(fat.randn([3, n], torch.float32, device, g, std=3))
     if x.stride(1) == 1:
         pytest.skip("no room on this GPU for the view's storage")
     assert (n - 1) * x.stride(1) >= 2**31
