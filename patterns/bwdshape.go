@@ -78,6 +78,7 @@ var bwdPerFwdByte = map[string]float64{
 	"add_layernorm": 1,       // forward: x, r read, s, y written; backward: dy, ds, s read, dx written
 	"dropout_add":   2.0 / 3, // forward: x, r read, y written; backward: dy read, dx written (dr is dy)
 	"gelu_pyops":    4.0 / 3, // forward: x read, y written (and the bias); backward: dy, x read, dx written, and the bias' sums
+	"cross_entropy": 2,       // forward: the logits read (a few bytes a row written); backward: the logits read, their gradient written
 }
 
 // BackwardShapeOf is what the cost model reads of the fused backward of forward f (own: the
