@@ -349,7 +349,12 @@ var catalog = []*Pattern{
 		Params:      []Param{paramReduction, paramIgnoreIndex, paramUpcast},
 		Usage: "from {module} import CrossEntropy\n" +
 			"loss_fn = CrossEntropy(ignore_index=-100)  # upcast=\"float\": as F.cross_entropy(logits.float(), labels)\n" +
-			"loss = loss_fn(logits.view(-1, logits.shape[-1]), labels.view(-1))  # the 16-bit logits, no .float()",
+			"loss = loss_fn(logits.view(-1, logits.shape[-1]), labels.view(-1))  # the 16-bit logits, no .float()\n" +
+			"# a Hugging Face causal LM computes its loss inside forward() when given labels=; call it\n" +
+			"# without them and compute the loss from its logits, the labels shifted as it shifts them:\n" +
+			"# logits = model(input_ids).logits\n" +
+			"# labels = torch.nn.functional.pad(labels, (0, 1), value=-100)[:, 1:]\n" +
+			"# loss = loss_fn(logits.view(-1, logits.shape[-1]), labels.reshape(-1))",
 		match:  matchCrossEntropy,
 		toCase: caseCrossEntropy,
 		assume: assumeCrossEntropy,

@@ -378,6 +378,7 @@ def _check(x, target, reduction, upcast):
         raise ValueError(f"cross_entropy: {x.shape[0]} rows (one program each: at most 2**31 - 1)")
 
 
+@_on_their_device
 def _forward(x, target, ignore_index, reduction, upcast, block_v=None):
     """(loss, lse, count): the loss as reduction asks, each row's log-sum-exp (fp32) and, for
     the mean, the count of rows not ignored (fp32, 0-dim; else None)."""
@@ -405,7 +406,6 @@ def _forward(x, target, ignore_index, reduction, upcast, block_v=None):
     return out, lse, count
 
 
-@_on_their_device
 def cross_entropy(x, target, ignore_index=-100, reduction="mean", upcast="float", block_v=None):
     """``F.cross_entropy(x.float() if upcast == "float" else x, target, ignore_index=...,
     reduction=...)`` for logits x [M, V] and class indices target [M]; forward only (see
