@@ -34,6 +34,7 @@ var fields = []field{
 	{"reduction", func(p *Params) any { return &p.Reduction }},
 	{"ignore_index", func(p *Params) any { return &p.IgnoreIndex }},
 	{"upcast", func(p *Params) any { return &p.Upcast }},
+	{"label_smoothing", func(p *Params) any { return &p.LabelSmoothing }},
 }
 
 // get is the field's value in p.

@@ -62,6 +62,8 @@ type Params struct {
 	Reduction   string `json:"reduction,omitempty"`
 	IgnoreIndex *int64 `json:"ignore_index,omitempty"`
 	Upcast      string `json:"upcast,omitempty"`
+	// LabelSmoothing, cross_entropy: the loss's label smoothing when recorded and not 0.
+	LabelSmoothing *float64 `json:"label_smoothing,omitempty"`
 }
 
 // Instance is one occurrence of a pattern's forward chain.

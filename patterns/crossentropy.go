@@ -44,8 +44,12 @@ func matchCrossEntropy(g *graph, n int32) (*Instance, bool) {
 		p.IgnoreIndex = &ii
 	}
 	if len(ins) > 5 && ins[5].Concrete != "" {
-		if ls, ok := concreteFloat(ins, 5); !ok || ls != 0 {
-			return nil, false // label smoothing
+		ls, ok := concreteFloat(ins, 5)
+		if !ok || ls < 0 || ls > 1 {
+			return nil, false
+		}
+		if ls != 0 {
+			p.LabelSmoothing = &ls
 		}
 	}
 	dtype := xd
@@ -149,6 +153,9 @@ func caseCrossEntropy(g ShapeGroup, c *Case) string {
 		c.Params.IgnoreIndex = strconv.FormatInt(*p.IgnoreIndex, 10)
 	}
 	c.Params.Upcast = p.Upcast
+	if p.LabelSmoothing != nil {
+		c.Params.LabelSmoothing = *p.LabelSmoothing
+	}
 	return ""
 }
 
@@ -159,6 +166,8 @@ func assumeCrossEntropy(g ShapeGroup) []string {
 	}
 	if g.Params.IgnoreIndex == nil {
 		out = append(out, "ignore_index not recorded (-100 used)")
+		// a trace without Concrete Inputs records no label smoothing either
+		out = append(out, "label_smoothing not recorded (0 used)")
 	}
 	return out
 }

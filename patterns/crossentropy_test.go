@@ -53,8 +53,10 @@ func TestCrossEntropyChains(t *testing.T) {
 			ce("f32:1024x50257", "i64:1024", "", "=0", "=-1", "=0.")}, 1, FP32, "none", "none", -1, false},
 		{"class weights refused", []op{
 			ce("f32:1024x50257", "i64:1024", "f32:50257", "=1", "=-100", "=0.")}, 0, "", "", "", 0, false},
-		{"label smoothing refused", []op{
-			ce("f32:1024x50257", "i64:1024", "", "=1", "=-100", "=0.1")}, 0, "", "", "", 0, false},
+		{"label smoothing 0.1 (the case's label_smoothing)", []op{
+			ce("f32:1024x50257", "i64:1024", "", "=1", "=-100", "=0.1")}, 1, FP32, "none", "mean", -100, false},
+		{"label smoothing outside [0, 1] refused", []op{
+			ce("f32:1024x50257", "i64:1024", "", "=1", "=-100", "=1.5")}, 0, "", "", "", 0, false},
 		{"probability targets refused", []op{
 			ce("f32:1024x50257", "f32:1024x50257", "", "=1", "=-100", "=0.")}, 0, "", "", "", 0, false},
 		{"[N, C, S] logits refused (the class dim is 1)", []op{
@@ -93,7 +95,12 @@ func TestCrossEntropyChains(t *testing.T) {
 			if why != "" {
 				t.Fatalf("no case: %s", why)
 			}
-			if c.Dtype != string(tc.dtype) || len(c.Shapes) != 2 || c.Params.Upcast != tc.upcast {
+			ls := 0.0
+			if strings.HasPrefix(tc.name, "label smoothing") {
+				ls = 0.1
+			}
+			if c.Dtype != string(tc.dtype) || len(c.Shapes) != 2 || c.Params.Upcast != tc.upcast ||
+				c.Params.LabelSmoothing != ls {
 				t.Errorf("case %+v", c)
 			}
 			// the cast's kernel is the instance's when it takes the cast: 2 or 1 of the

@@ -41,12 +41,14 @@ type KernelParams struct {
 	// Upcast, cross_entropy: "float" (default: the model's logits.float() before the loss),
 	// "autocast" (the loss of 16-bit logits under CUDA autocast) or "none".
 	Upcast string
+	// LabelSmoothing, cross_entropy: e in [0, 1] (default 0).
+	LabelSmoothing float64
 }
 
 // KernelParamNames are the names of KernelParams' fields as case.py and manifest.json spell
 // them, in the order codegen writes them.
 var KernelParamNames = []string{"approximate", "has_bias", "mask_kind", "mask_fill", "scale", "eps", "p", "bias_kind", "casting",
-	"residual_dtype", "mask_dtype", "out_dtype", "norm_dim", "reduction", "ignore_index", "upcast"}
+	"residual_dtype", "mask_dtype", "out_dtype", "norm_dim", "reduction", "ignore_index", "upcast", "label_smoothing"}
 
 // Case is the kernel case one shape group maps to: what codegen generates, less the
 // source and the estimates.
@@ -101,6 +103,7 @@ var (
 	// an integer; Pattern.check holds it to one (the schema's numbers are floats)
 	paramIgnoreIndex = Param{Name: "ignore_index", Kind: ParamEnum, Values: []string{"-100"}, OrNumber: true, Max: 1 << 53, Default: "-100"}
 	paramUpcast      = Param{Name: "upcast", Kind: ParamEnum, Values: []string{"float", "autocast", "none"}, Default: "float"}
+	paramLabelSmooth = Param{Name: "label_smoothing", Kind: ParamNumber, Min: 0, Max: 1, Default: "0"}
 )
 
 // paramEps is a norm's epsilon, 0 < eps <= 1, with its default.

@@ -344,9 +344,9 @@ var catalog = []*Pattern{
 		Anchors:     []string{"cross_entropy_loss"},
 		Fused:       "one row-wise kernel forward (online log-sum-exp, the loss) and one backward pass (softmax - onehot), 16-bit logits read as they are",
 		Advice:      "compute the loss in one pass over the logits (16-bit ones read as they are, without an fp32 copy) and its gradient in one more, never writing the log-probabilities: the fused CrossEntropy, Liger-Kernel's LigerCrossEntropyLoss, or torch.compile of the loss",
-		Refuses:     "a loss with class weights or label smoothing, probability targets, or logits of another rank than 2 (F.cross_entropy's class dim is 1 for [N, C, d...])",
+		Refuses:     "a loss with class weights, probability targets, or logits of another rank than 2 (F.cross_entropy's class dim is 1 for [N, C, d...])",
 		Template:    "cross_entropy",
-		Params:      []Param{paramReduction, paramIgnoreIndex, paramUpcast},
+		Params:      []Param{paramReduction, paramIgnoreIndex, paramUpcast, paramLabelSmooth},
 		Usage: "from {module} import CrossEntropy\n" +
 			"loss_fn = CrossEntropy(ignore_index=-100)  # upcast=\"float\": as F.cross_entropy(logits.float(), labels)\n" +
 			"loss = loss_fn(logits.view(-1, logits.shape[-1]), labels.view(-1))  # the 16-bit logits, no .float()\n" +

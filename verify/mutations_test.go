@@ -581,13 +581,13 @@ var mutations = func() []mutation {
 		{"cross_entropy", "target-stride-1", classStride, cfwd, "t = tl.load(T + row * st)", "t = tl.load(T + row)"},
 		{"cross_entropy", "target-col-stride-1", classStride, cfwd, "X + t.to(tl.int64) * sxv", "X + t.to(tl.int64)"},
 		{"cross_entropy", "ignored-not-zero", classFormula, cfwd,
-			"tl.where(ignored, 0.0, tl.where(inside, lse - xt, float(\"nan\")))", "tl.where(inside, lse - xt, float(\"nan\"))"},
+			"tl.where(ignored, 0.0, tl.where(inside, nll, float(\"nan\")))", "tl.where(inside, nll, float(\"nan\"))"},
 		{"cross_entropy", "loss-sign", classFormula, cfwd, "lse - xt", "xt - lse"},
 		{"cross_entropy", "mean-over-rows", classReduce, cred, "total = total / n", "total = total / M"},
 		{"cross_entropy", "count-ignored-rows", classReduce, cred, "cnt += tl.where(m & (t != ignore_index), 1.0, 0.0)", "cnt += tl.where(m, 1.0, 0.0)"},
 		{"cross_entropy", "reduce-last-chunk-dropped", classRowLoop, cred, "while start < M:", "while start < M - BLOCK:"},
 		{"cross_entropy", "reduce-target-stride-1", classStride, cred, "t = tl.load(T + rows * st,", "t = tl.load(T + rows,"},
-		{"cross_entropy", "bwd-onehot-dropped", classFormula, cbwd, "d = tl.where(cols == t, p - 1.0, p) * g", "d = p * g"},
+		{"cross_entropy", "bwd-onehot-dropped", classFormula, cbwd, "d = tl.where(cols == t, p - hit, p) * g", "d = p * g"},
 		{"cross_entropy", "bwd-lse-dropped", classFormula, cbwd, "p = tl.exp(x - lse)", "p = tl.exp(x)"},
 		{"cross_entropy", "bwd-mean-not-divided", classScale, cbwd, "g = g / tl.load(COUNT)", "g = g"},
 		{"cross_entropy", "bwd-ignored-not-zeroed", classFormula, cbwd,
@@ -597,7 +597,14 @@ var mutations = func() []mutation {
 		{"cross_entropy", "bwd-store-unmasked", classTailMask, cbwd, "_cast(d, DX.dtype.element_ty), mask=m)", "_cast(d, DX.dtype.element_ty))"},
 		{"cross_entropy", "bwd-last-chunk-dropped", classRowLoop, cbwd, "while start < V:", "while start < V - BLOCK_V:"},
 		{"cross_entropy", "bwd-cols-int32", classIndex32, cbwd, "offs = tl.arange(0, BLOCK_V).to(tl.int64)", "offs = tl.arange(0, BLOCK_V)"},
-		{"cross_entropy", "ignore-index-hardcoded", classFormula, "def _forward(", "int(ignore_index)), num_warps=warps", "-100), num_warps=warps"},
+		{"cross_entropy", "ignore-index-hardcoded", classFormula, "def _forward(", "int(ignore_index), label_smoothing)", "-100, label_smoothing)"},
+		// label smoothing (the +sum folder's 0.1)
+		{"cross_entropy", "smooth-sum-last-col", classMaskLE, cfwd, "sx += tl.sum(tl.where(cols < V, x, 0.0), axis=0)", "sx += tl.sum(tl.where(cols < V - 1, x, 0.0), axis=0)"},
+		{"cross_entropy", "smooth-mean-over-block", classReduce, cfwd, "smoothing * (lse - sx / V)", "smoothing * (lse - sx / BLOCK_V)"},
+		{"cross_entropy", "smooth-nll-unscaled", classScale, cfwd, "nll = (1.0 - smoothing) * nll + smoothing", "nll = nll + smoothing"},
+		{"cross_entropy", "smooth-not-passed", classFormula, "def _forward(", "SMOOTH=label_smoothing != 0.0", "SMOOTH=False"},
+		{"cross_entropy", "bwd-smooth-spread-dropped", classFormula, cbwd, "p = tl.exp(x - lse) - spread", "p = tl.exp(x - lse)"},
+		{"cross_entropy", "bwd-smooth-hit-one", classScale, cbwd, "d = tl.where(cols == t, p - hit, p) * g", "d = tl.where(cols == t, p - 1.0, p) * g"},
 	}...)
 	return ms
 }()

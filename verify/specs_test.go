@@ -46,9 +46,9 @@ var variants = map[string]codegen.Spec{
 	// (a padding token id): the backward reads a gradient a row
 	"cross_entropy+none": {Pattern: "cross_entropy", Dtype: "fp32", Shapes: [][]int64{{512, 1000}, {512}},
 		Params: codegen.Params{Reduction: "none", IgnoreIndex: "0", Upcast: "none"}},
-	// BERT's masked-LM loss under autocast, summed
+	// BERT's masked-LM loss under autocast, summed, with label smoothing
 	"cross_entropy+sum": {Pattern: "cross_entropy", Dtype: "bf16", Shapes: [][]int64{{4096, 30522}, {4096}},
-		Params: codegen.Params{Reduction: "sum", Upcast: "autocast"}},
+		Params: codegen.Params{Reduction: "sum", Upcast: "autocast", LabelSmoothing: 0.1}},
 	// BLOOM / MPT: ALiBi slopes [H] under a causal mask with a -inf fill
 	"attention+alibi": {Pattern: "attention", Dtype: "fp16", Shapes: [][]int64{{1, 2, 40, 64}, {1, 2, 40, 64}, {1, 2, 40, 64}, {2}},
 		Params: codegen.Params{MaskKind: "causal", MaskFill: "-inf", Scale: 0.125, BiasKind: "alibi"}},

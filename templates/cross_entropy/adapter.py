@@ -4,7 +4,7 @@ SHAPES[0] is the logits' shape [M, V]; the target is [M] class indices (int64), 
 [0, V) with every fifth row (and the last, of 4 rows or more) set to ``ignore_index``, so that the mean's count
 differs from the rows' and an ignored row's gradient must be written as zeros.
 params: ``reduction`` ("mean", "sum", "none"), ``ignore_index`` (-100), ``upcast`` ("float":
-the model's ``logits.float()`` before the loss; "autocast"; "none").
+the model's ``logits.float()`` before the loss; "autocast"; "none"), ``label_smoothing`` (0.0).
 
 The loss is compared at fp32's tolerance where both sides compute it in fp32 from the same
 16-bit logits (upcast "float"), else at the logits' type's; the gradient, in the logits'
@@ -52,7 +52,8 @@ def interp_shapes(shapes):
 
 def _params(params):
     # case.py writes ignore_index as a number (-100.0): F.cross_entropy takes an int
-    return int(params.get("ignore_index", -100)), params.get("reduction", "mean"), params.get("upcast", "float")
+    return (int(params.get("ignore_index", -100)), params.get("reduction", "mean"), params.get("upcast", "float"),
+            params.get("label_smoothing", 0.0))
 
 
 def make_inputs(shapes, dtype, params, device, seed):
@@ -103,12 +104,11 @@ class _Far(torch.autograd.Function):
 
 def fused(kernel, inputs, params, poison=False, autograd=False):
     x, t = inputs["logits"], inputs["target"]
-    ignore_index, reduction, upcast = _params(params)
     if autograd:
         if inputs.get("far"):  # a leaf: a dense copy of the FAR view
             x = _Far.apply(x)
-        return (kernel.CrossEntropyFunction.apply(x, t, ignore_index, reduction, upcast),)
-    return (kernel.cross_entropy(x, t, ignore_index, reduction, upcast),)
+        return (kernel.CrossEntropyFunction.apply(x, t, *_params(params)),)
+    return (kernel.cross_entropy(x, t, *_params(params)),)
 
 
 def reference(ref, inputs, params):

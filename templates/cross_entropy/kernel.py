@@ -19,6 +19,9 @@ falls by the fp32 copy and the fp32 log-probabilities (12 bytes an element for b
 - One program per row, the row in chunks of BLOCK_V (``_plan``: the whole row up to 4096 on a
   GPU, 128 under the interpreter so that the tests' rows take the loop); no autotuner, so a new
   shape costs no tuning and CUDA-graph capture works at any shape.
+- ``label_smoothing`` e: eager's ``(1 - e) * nll + e * mean over the classes of -log p``, a
+  running sum of the row beside the log-sum-exp; the gradient subtracts ``(1 - e)`` at the
+  target and ``e / V`` everywhere.
 - ``reduction``: "mean" (over the rows whose target is not ``ignore_index``: eager's; NaN when
   there are none, as eager), "sum" or "none" (a loss a row). The mean's count and sum are made
   on the device by one small kernel (one program, rows in order: the same bits on every run),
@@ -58,10 +61,14 @@ SUM_BLOCK = 64 if INTERPRET else 1024
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(V, max_block):
+def _plan(V, max_block, backward=False):
     """(BLOCK_V, num_warps) for rows of V classes: the row in one chunk up to max_block,
-    BLOCK_V // 256 warps (at least 8 elements a thread), 1 to 8 of them."""
+    BLOCK_V // 256 warps (at least 8 elements a thread), 1 to 8 of them; the backward 1 to 16
+    (BLOCK_V // 512 at the most: at 8 warps ptxas kept its 4096-wide chunk in 80 registers
+    and spilled, at 16 it needs 40; test_compiles_for_the_h200_without_spills)."""
     block = min(triton.next_power_of_2(max(V, 1)), max_block)
+    if backward:
+        return block, min(max(block // 256, 1), 16)
     return block, min(max(block // 256, 1), 8)
 
 
@@ -83,14 +90,17 @@ def _cast(y, dtype: tl.constexpr):
 
 
 @triton.jit
-def _ce_fwd(X, T, LOSS, LSE, V, sxm, sxv, st, ignore_index, BLOCK_V: tl.constexpr):
+def _ce_fwd(X, T, LOSS, LSE, V, sxm, sxv, st, ignore_index, smoothing,
+            SMOOTH: tl.constexpr, BLOCK_V: tl.constexpr):
     """Row t's log-sum-exp (into LSE, fp32) and loss lse - x[t] (into LOSS in its type; 0 where
-    the target is ignore_index, NaN where it is outside [0, V))."""
+    the target is ignore_index, NaN where it is outside [0, V)); with label smoothing e,
+    (1 - e) * (lse - x[t]) + e * (lse - mean(x))."""
     row = tl.program_id(0).to(tl.int64)
     X += row * sxm
     offs = tl.arange(0, BLOCK_V).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
     m = tl.full([], float("-inf"), tl.float32)  # the running maximum
     s = tl.full([], 0.0, tl.float32)  # the running sum of exp(x - m)
+    sx = tl.full([], 0.0, tl.float32)  # the row's sum (label smoothing)
     start = 0
     while start < V:  # (while: Triton 3.6's interpreter with numpy 2.4 rejects range(runtime V))
         cols = start + offs
@@ -100,13 +110,18 @@ def _ce_fwd(X, T, LOSS, LSE, V, sxm, sxv, st, ignore_index, BLOCK_V: tl.constexp
         shift = tl.where(m_new == float("-inf"), 0.0, m_new)
         s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
         m = m_new
+        if SMOOTH:
+            sx += tl.sum(tl.where(cols < V, x, 0.0), axis=0)
         start += BLOCK_V
     lse = m + tl.log(s)
     t = tl.load(T + row * st)
     ignored = t == ignore_index
     inside = (t >= 0) & (t < V)
     xt = tl.load(X + t.to(tl.int64) * sxv, mask=inside & (t != ignore_index), other=0.0).to(tl.float32)
-    loss = tl.where(ignored, 0.0, tl.where(inside, lse - xt, float("nan")))
+    nll = lse - xt
+    if SMOOTH:  # eager's (1 - e) * nll + (e / V) * -(sum of the log-probabilities)
+        nll = (1.0 - smoothing) * nll + smoothing * (lse - sx / V)
+    loss = tl.where(ignored, 0.0, tl.where(inside, nll, float("nan")))
     tl.store(LOSS + row, _cast(loss, LOSS.dtype.element_ty))
     tl.store(LSE + row, lse)
 
@@ -135,11 +150,11 @@ def _ce_reduce(LOSS, T, OUT, COUNT, M, st, ignore_index, MEAN: tl.constexpr, BLO
 
 
 @triton.jit
-def _ce_bwd(X, T, LSE, DLOSS, COUNT, DX, V, sxm, sxv, st, sdl, sdm, sdv, ignore_index,
+def _ce_bwd(X, T, LSE, DLOSS, COUNT, DX, V, sxm, sxv, st, sdl, sdm, sdv, ignore_index, smoothing,
             REDUCTION: tl.constexpr, BLOCK_V: tl.constexpr):
-    """Row t's gradient (softmax(x) - onehot(t)) * g into DX in its type: g the loss gradient
-    (a row's for "none", the scalar's, divided by the count for "mean"); 0 where the target is
-    ignore_index, NaN where it is outside [0, V)."""
+    """Row t's gradient (softmax(x) - (1 - e) * onehot(t) - e / V) * g into DX in its type, e
+    the label smoothing: g the loss gradient (a row's for "none", the scalar's, divided by the
+    count for "mean"); 0 where the target is ignore_index, NaN where it is outside [0, V)."""
     row = tl.program_id(0).to(tl.int64)
     X += row * sxm
     DX += row * sdm
@@ -153,14 +168,16 @@ def _ce_bwd(X, T, LSE, DLOSS, COUNT, DX, V, sxm, sxv, st, sdl, sdm, sdv, ignore_
             g = g / tl.load(COUNT)
     inside = (t >= 0) & (t < V)
     g = tl.where(t == ignore_index, 0.0, tl.where(inside, g, float("nan")))
+    spread = smoothing / V  # label smoothing's share of every class
+    hit = 1.0 - smoothing  # and the target's
     offs = tl.arange(0, BLOCK_V).to(tl.int64)  # 64-bit: cols * stride may pass 2**31
     start = 0
     while start < V:
         cols = start + offs
         m = cols < V
         x = tl.load(X + cols * sxv, mask=m, other=0.0).to(tl.float32)
-        p = tl.exp(x - lse)
-        d = tl.where(cols == t, p - 1.0, p) * g
+        p = tl.exp(x - lse) - spread
+        d = tl.where(cols == t, p - hit, p) * g
         tl.store(DX + cols * sdv, _cast(d, DX.dtype.element_ty), mask=m)
         start += BLOCK_V
 
@@ -359,7 +376,7 @@ def loss_dtype(x, upcast):
     return torch.float32 if upcast in ("float", "autocast") else x.dtype
 
 
-def _check(x, target, reduction, upcast):
+def _check(x, target, reduction, upcast, label_smoothing):
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"cross_entropy: unsupported logits dtype {x.dtype}")
     if target.dtype != torch.int64:
@@ -374,15 +391,18 @@ def _check(x, target, reduction, upcast):
         raise ValueError(f"cross_entropy: reduction={reduction!r} (want one of {sorted(REDUCTION)})")
     if upcast not in UPCAST:
         raise ValueError(f"cross_entropy: upcast={upcast!r} (want one of {list(UPCAST)})")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing={label_smoothing!r} (want 0 <= e <= 1)")
     if x.shape[0] >= 2**31:
         raise ValueError(f"cross_entropy: {x.shape[0]} rows (one program each: at most 2**31 - 1)")
 
 
 @_on_their_device
-def _forward(x, target, ignore_index, reduction, upcast, block_v=None):
+def _forward(x, target, ignore_index, reduction, upcast, label_smoothing=0.0, block_v=None):
     """(loss, lse, count): the loss as reduction asks, each row's log-sum-exp (fp32) and, for
     the mean, the count of rows not ignored (fp32, 0-dim; else None)."""
-    _check(x, target, reduction, upcast)
+    label_smoothing = float(label_smoothing)
+    _check(x, target, reduction, upcast, label_smoothing)
     M, V = x.shape
     dtype = loss_dtype(x, upcast)
     lse = torch.empty(M, dtype=torch.float32, device=x.device)
@@ -394,7 +414,8 @@ def _forward(x, target, ignore_index, reduction, upcast, block_v=None):
         if block_v:
             block = block_v
         _launch(_ce_fwd, (M,), (x, target, rows, lse, V, x.stride(0), x.stride(1), target.stride(0),
-                                int(ignore_index)), num_warps=warps, BLOCK_V=block)
+                                int(ignore_index), label_smoothing),
+                num_warps=warps, SMOOTH=label_smoothing != 0.0, BLOCK_V=block)
     elif M:  # no classes: eager's log_softmax of an empty row is -inf, every loss NaN (or 0 ignored)
         lse.fill_(float("-inf"))
         rows.copy_(torch.where(target == ignore_index, 0.0, float("nan")))
@@ -406,11 +427,12 @@ def _forward(x, target, ignore_index, reduction, upcast, block_v=None):
     return out, lse, count
 
 
-def cross_entropy(x, target, ignore_index=-100, reduction="mean", upcast="float", block_v=None):
+def cross_entropy(x, target, ignore_index=-100, reduction="mean", upcast="float", label_smoothing=0.0,
+                  block_v=None):
     """``F.cross_entropy(x.float() if upcast == "float" else x, target, ignore_index=...,
-    reduction=...)`` for logits x [M, V] and class indices target [M]; forward only (see
-    CrossEntropyFunction). ``block_v`` forces the chunk of a row (tests use it)."""
-    return _forward(x, target, ignore_index, reduction, upcast, block_v)[0]
+    reduction=..., label_smoothing=...)`` for logits x [M, V] and class indices target [M];
+    forward only (see CrossEntropyFunction). ``block_v`` forces the chunk of a row (tests use it)."""
+    return _forward(x, target, ignore_index, reduction, upcast, label_smoothing, block_v)[0]
 
 
 class CrossEntropyFunction(torch.autograd.Function):
@@ -418,10 +440,10 @@ class CrossEntropyFunction(torch.autograd.Function):
     the logits once more and writes their gradient in their type, in one pass."""
 
     @staticmethod
-    def forward(ctx, x, target, ignore_index=-100, reduction="mean", upcast="float"):
-        loss, lse, count = _forward(x, target, ignore_index, reduction, upcast)
+    def forward(ctx, x, target, ignore_index=-100, reduction="mean", upcast="float", label_smoothing=0.0):
+        loss, lse, count = _forward(x, target, ignore_index, reduction, upcast, label_smoothing)
         ctx.save_for_backward(x, target, lse, count)
-        ctx.ignore_index, ctx.reduction = int(ignore_index), reduction
+        ctx.ignore_index, ctx.reduction, ctx.smoothing = int(ignore_index), reduction, float(label_smoothing)
         ctx.mark_non_differentiable(target)
         return loss
 
@@ -430,17 +452,18 @@ class CrossEntropyFunction(torch.autograd.Function):
     def backward(ctx, dloss):
         x, target, lse, count = ctx.saved_tensors
         if not ctx.needs_input_grad[0]:
-            return None, None, None, None, None
+            return None, None, None, None, None, None
         M, V = x.shape
         dx = torch.empty((M, V), dtype=x.dtype, device=x.device)
         if M and V:
             red = REDUCTION[ctx.reduction]
-            block, warps = _plan(V, MAX_BLOCK_V)
+            block, warps = _plan(V, MAX_BLOCK_V, backward=True)
             sdl = dloss.stride(0) if red == 0 else 0
             _launch(_ce_bwd, (M,), (x, target, lse, dloss, lse if count is None else count, dx, V, x.stride(0),
-                                    x.stride(1), target.stride(0), sdl, dx.stride(0), dx.stride(1), ctx.ignore_index),
+                                    x.stride(1), target.stride(0), sdl, dx.stride(0), dx.stride(1), ctx.ignore_index,
+                                    ctx.smoothing),
                     num_warps=warps, REDUCTION=red, BLOCK_V=block)
-        return dx, None, None, None, None
+        return dx, None, None, None, None, None
 
 
 class CrossEntropy(torch.nn.Module):
@@ -448,13 +471,17 @@ class CrossEntropy(torch.nn.Module):
     loss), for the loss of 16-bit logits under autocast (upcast="autocast") or in their own type
     (upcast="none"). Logits [M, V] (view [..., V] ones as [-1, V]), class indices [M]."""
 
-    def __init__(self, ignore_index=-100, reduction="mean", upcast="float"):
+    def __init__(self, ignore_index=-100, reduction="mean", upcast="float", label_smoothing=0.0):
         super().__init__()
         if reduction not in REDUCTION:
             raise ValueError(f"reduction={reduction!r} (want one of {sorted(REDUCTION)})")
         if upcast not in UPCAST:
             raise ValueError(f"upcast={upcast!r} (want one of {list(UPCAST)})")
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"label_smoothing={label_smoothing!r} (want 0 <= e <= 1)")
         self.ignore_index, self.reduction, self.upcast = ignore_index, reduction, upcast
+        self.label_smoothing = label_smoothing
 
     def forward(self, logits, target):
-        return CrossEntropyFunction.apply(logits, target, self.ignore_index, self.reduction, self.upcast)
+        return CrossEntropyFunction.apply(logits, target, self.ignore_index, self.reduction, self.upcast,
+                                          self.label_smoothing)

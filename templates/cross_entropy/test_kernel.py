@@ -50,6 +50,31 @@ def test_grad(device, dtype, reduction, upcast):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("upcast", UPCASTS)
+def test_label_smoothing(device, dtype, reduction, upcast):
+    # eager's (1 - e) * nll + (e / V) * -sum(log p), forward and gradients, every form
+    params = {"reduction": reduction, "ignore_index": -100, "upcast": upcast, "label_smoothing": 0.1}
+    fat.run_case(kernel, ref, adapter, [[13, 300]], dtype, params, device, 4)
+    fat.run_grad_case(kernel, ref, adapter, [[13, 300]], dtype, params, device, 5)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_autocast_reference_smoothing_is_pytorchs(reduction):
+    # the "autocast" reference writes ATen's label-smoothing formula out (its mean over the rows
+    # not ignored, ignored rows 0); on fp32 logits, where autocast changes no type, it must be
+    # F.cross_entropy itself
+    g = fat.gen(11)
+    x = fat.randn([9, 70], torch.float32, "cpu", g, std=2.0)
+    t = torch.randint(0, 70, (9,), generator=g)
+    t[3] = t[7] = -100
+    got = ref.cross_entropy(x, t, reduction=reduction, upcast="autocast", label_smoothing=0.2)
+    want = F.cross_entropy(x, t, reduction=reduction, label_smoothing=0.2)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_mean_counts_rows_not_ignored(device):
     # 3 of 4 rows ignored: the mean divides by 1, not by 4; the ignored rows' gradient is 0
     x = torch.randn(4, 10, device=device, requires_grad=True)
@@ -130,6 +155,8 @@ def test_refusals():
         kernel.cross_entropy(x, torch.zeros(4, dtype=torch.int64), reduction="batchmean")
     with pytest.raises(ValueError, match="upcast"):
         kernel.CrossEntropy(upcast="fp32")
+    with pytest.raises(ValueError, match="label_smoothing"):
+        kernel.cross_entropy(x, torch.zeros(4, dtype=torch.int64), label_smoothing=1.5)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -166,6 +193,8 @@ def test_plan():
     assert kernel._plan(50257, 4096) == (4096, 8)
     assert kernel._plan(10, 4096) == (16, 1)
     assert kernel._plan(1, 4096) == (1, 1)
+    assert kernel._plan(50257, 4096, backward=True) == (4096, 16)
+    assert kernel._plan(300, 4096, backward=True) == (512, 2)
 
 
 def _sm90_usage():
@@ -178,13 +207,13 @@ def _sm90_usage():
         for red in REDUCTIONS:
             x = torch.empty(4096, 50257, dtype=dt)
             t = torch.empty(4096, dtype=torch.int64)
-            for launch in sm90.capture(kernel, lambda: kernel._forward(x, t, -100, red, "float")):
+            for launch in sm90.capture(kernel, lambda: kernel._forward(x, t, -100, red, "float", 0.1)):
                 out[f"{launch.name} {dt} {red}"] = sm90.ptxas_usage(sm90.compile_sm90(launch).asm["ptx"])
             dl = torch.empty(() if red != "none" else (4096,))
-            block, warps = kernel._plan(50257, 4096)
+            block, warps = kernel._plan(50257, 4096, backward=True)
             launch = sm90.Launch(kernel._ce_bwd, (4096,), (x, t, torch.empty(4096), dl, torch.empty(()),
                                                            torch.empty(4096, 50257, dtype=dt), 50257, 50257, 1, 1,
-                                                           0 if red != "none" else 1, 50257, 1, -100),
+                                                           0 if red != "none" else 1, 50257, 1, -100, 0.1),
                                  warps, 1, dict(REDUCTION=kernel.REDUCTION[red], BLOCK_V=block))
             out[f"_ce_bwd {dt} {red}"] = sm90.ptxas_usage(sm90.compile_sm90(launch).asm["ptx"])
     return out
