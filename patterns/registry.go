@@ -359,6 +359,7 @@ var catalog = []*Pattern{
 		toCase: caseCrossEntropy,
 		assume: assumeCrossEntropy,
 		check:  checkCrossEntropy,
+		advise: adviseCrossEntropy,
 	},
 }
 
