@@ -444,7 +444,6 @@ class CrossEntropyFunction(torch.autograd.Function):
         loss, lse, count = _forward(x, target, ignore_index, reduction, upcast, label_smoothing)
         ctx.save_for_backward(x, target, lse, count)
         ctx.ignore_index, ctx.reduction, ctx.smoothing = int(ignore_index), reduction, float(label_smoothing)
-        ctx.mark_non_differentiable(target)
         return loss
 
     @staticmethod
