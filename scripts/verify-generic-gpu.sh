@@ -13,6 +13,9 @@
 #                                               # and OUT/verify-SET.log (TRIALS, default 1;
 #                                               # LIMIT seconds a set, default 560)
 #
+# DIR must reach the GPU machine with the working tree: an untracked folder git does not
+# ignore travels with it, but the whole copy is limited to 64 MiB (DIR is about 23 MB; keep
+# other build folders out of the tree, or exclude them and name DIR in the call's carry).
 # The sets are split so that each fits in one device call of 10 minutes (on an H200 at
 # 4053df2: A with EX 275 s, B 406 s). The GPU machine has torch and triton in its python3.
 set -euo pipefail
