@@ -10,11 +10,13 @@ Replaces, in a training step (HF ``ForCausalLMLoss``: ``logits.float()``, then
   ``_log_softmax_backward_data`` (reads it and the saved log-probabilities) and the gradient's
   copy back to the logits' type (``ToCopyBackward0``).
 
-Eager moves about 37 bytes an element of the logits for bf16 ones; this kernel 6: the forward
+Eager moves about 36 bytes an element of the logits for bf16 ones; this kernel 6: the forward
 reads the logits once (an online max and sum of exponentials over the row, the log-sum-exp
 kept, 4 bytes a row), the backward reads them again and writes their gradient,
-``(softmax(x) - onehot(t)) * g``, in their own type. Nothing of [M, V] is saved: peak memory
-falls by the fp32 copy and the fp32 log-probabilities (12 bytes an element for bf16 logits).
+``(softmax(x) - onehot(t)) * g``, in their own type. Nothing of [M, V] is saved: the memory a
+training step's loss allocates falls from eager's 12 bytes an element of bf16 logits (the fp32
+copy, the fp32 log-probabilities and their gradients) to the gradient's 2 (H200, 4096x8192:
+384 against 64 MiB).
 
 - One program per row, the row in chunks of BLOCK_V (``_plan``: the whole row up to 4096 on a
   GPU, 128 under the interpreter so that the tests' rows take the loop); no autotuner, so a new
