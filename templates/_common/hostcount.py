@@ -67,6 +67,10 @@ CASES = [
          {"has_bias": True, "eps": 1e-5}, 17),
     Case("attention", "bf16", "8x12x512x64 causal p=0.1", [[1, 2, 24, 64]] * 3,
          {"mask_kind": "causal", "mask_fill": "min", "scale": 0.125, "p": 0.1, "bias_kind": "none"}, 8),
+    # 5: the forward's four allocations (each row's log-sum-exp and loss, the count, the loss)
+    # and the gradient, beside three launches; eager's full call dispatches 8 ops, 6 computing
+    Case("cross_entropy", "bf16", "4096x8192 float", [[16, 300], [16]],
+         {"reduction": "mean", "ignore_index": -100, "upcast": "float", "label_smoothing": 0.0}, 5),
 ]
 
 CALLS = ("infer", "fwd", "bwd", "full")
