@@ -176,10 +176,10 @@ func assumeCrossEntropy(g ShapeGroup) []string {
 // integer (the schema's numbers are floats).
 func checkCrossEntropy(c Case) error {
 	if len(c.Shapes) < 1 || len(c.Shapes[0]) != 2 {
-		return fmt.Errorf("cross_entropy wants logits [M, V]")
+		return fmt.Errorf("needs the logits [M, V] as the first shape")
 	}
 	if len(c.Shapes) > 1 && (len(c.Shapes[1]) != 1 || c.Shapes[1][0] != c.Shapes[0][0]) {
-		return fmt.Errorf("cross_entropy wants the target [M] of the logits' rows")
+		return fmt.Errorf("needs the target [M] of the logits' rows as the second shape")
 	}
 	if c.Params.IgnoreIndex != "" {
 		f, err := strconv.ParseFloat(c.Params.IgnoreIndex, 64)
@@ -210,7 +210,7 @@ func adviseCrossEntropy(o *Opportunity) []string {
 			logp = 4
 		}
 		line := fmt.Sprintf("%s %s: eager keeps %s of log-probabilities from the forward to the backward, the fused loss %s",
-			dimsString(s.Dims[0]), s.DType, mib(m*v*logp), mib(4*m))
+			FormatDims(s.Dims[:1]), s.DType, mib(m*v*logp), mib(4*m))
 		if s.Params.Upcast == "float" {
 			line += fmt.Sprintf("; nor is the model's fp32 copy of the logits (%s, alive while the forward runs) made", mib(4*m*v))
 		}
@@ -225,16 +225,4 @@ func mib(n int64) string {
 		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
 	}
 	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 0, 64) + " MiB"
-}
-
-// dimsString is d as the reports write a shape: [4096, 8192].
-func dimsString(d []int64) string {
-	b := []byte{'['}
-	for i, x := range d {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = strconv.AppendInt(b, x, 10)
-	}
-	return string(append(b, ']'))
 }

@@ -143,9 +143,9 @@ func TestCrossEntropyMemoryAdvice(t *testing.T) {
 	}}
 	got := adviseCrossEntropy(o)
 	want := []string{
-		"[4096, 8192] bf16: eager keeps 128 MiB of log-probabilities from the forward to the backward, the fused loss 16.0 KiB; nor is the model's fp32 copy of the logits (128 MiB, alive while the forward runs) made",
-		"[4096, 30522] bf16: eager keeps 238 MiB of log-probabilities from the forward to the backward, the fused loss 16.0 KiB",
-		"[32, 1000] fp32: eager keeps 125.0 KiB of log-probabilities from the forward to the backward, the fused loss 0.1 KiB",
+		"[4096,8192] bf16: eager keeps 128 MiB of log-probabilities from the forward to the backward, the fused loss 16.0 KiB; nor is the model's fp32 copy of the logits (128 MiB, alive while the forward runs) made",
+		"[4096,30522] bf16: eager keeps 238 MiB of log-probabilities from the forward to the backward, the fused loss 16.0 KiB",
+		"[32,1000] fp32: eager keeps 125.0 KiB of log-probabilities from the forward to the backward, the fused loss 0.1 KiB",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
