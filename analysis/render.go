@@ -346,6 +346,43 @@ func writeOptimizers(w io.Writer, a *Result, markdown bool) error {
 	return nil
 }
 
+// writeMasterWeights prints the training steps whose autocast casts fp32 GEMM weights, with
+// the master weights' advice; nothing when there are none.
+func writeMasterWeights(w io.Writer, a *Result, markdown bool) error {
+	if len(a.MasterWeights) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	Heading(w, markdown, 2, "Weights cast by autocast")
+	var rows [][]string
+	for _, m := range a.MasterWeights {
+		params, saving := "-", "-"
+		if m.Tensors > 0 {
+			params = fmt.Sprintf("%d tensors, %s", m.Tensors, patterns.FormatCount(m.Params))
+		}
+		if m.Why == "" {
+			saving = f1(m.EstSavingUs)
+		}
+		opt := m.Optimizer
+		if opt == "" {
+			opt = "-"
+		}
+		rows = append(rows, []string{opt, strconv.Itoa(m.Steps), params, string(m.DType), strconv.Itoa(m.Kernels), f1(m.ForwardUs), f1(m.BackwardUs), saving})
+	}
+	if err := WriteTable(w, markdown, "lrllrrrr", []string{"optimizer", "steps", "weights", "cast to", "kernels", "GPU µs fwd", "GPU µs bwd", "est saving µs"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, m := range a.MasterWeights {
+		s := m.Advice
+		if m.Why != "" {
+			s += " (not offered: " + m.Why + ")"
+		}
+		fmt.Fprintf(w, "- %s\n", CellText(s, markdown))
+	}
+	return nil
+}
+
 // opSequence joins ops with arrows, cut after whole ops at about n bytes.
 func opSequence(ops []string, n int) string {
 	s := ""
@@ -387,6 +424,9 @@ func (r *Result) WriteText(w io.Writer, markdown bool) error {
 		return err
 	}
 	if err := writeOptimizers(w, a, markdown); err != nil {
+		return err
+	}
+	if err := writeMasterWeights(w, a, markdown); err != nil {
 		return err
 	}
 	if len(a.Notes) > 0 {

@@ -308,3 +308,81 @@ func readme(s Spec, module string) []byte {
 	b.WriteString(".\n")
 	return b.Bytes()
 }
+
+// MasterAdamWDir is the name of the folder WriteMasterAdamW writes beside the kernel folders.
+const MasterAdamWDir = "master_adamw"
+
+// WriteMasterAdamW writes the optimizer that keeps a model's GEMM weights in bf16 with fp32
+// masters (the analysis's master weights advice, patterns.MasterWeights) into dir: the module
+// and its tests from the template tree as they are (nothing from a trace enters them), a
+// pytest.ini and a README. Atomic, as Write.
+func WriteMasterAdamW(dir string, force bool) error {
+	files := map[string][]byte{"README.md": []byte(masterAdamWReadme)}
+	for _, n := range []string{"master_adamw.py", "test_master_adamw.py"} {
+		b, err := templates.Read(templates.MasterAdamW + "/" + n)
+		if err != nil {
+			return fmt.Errorf("codegen: %v", err)
+		}
+		files[n] = b
+	}
+	ini, err := templates.Read("_common/pytest.ini")
+	if err != nil {
+		return fmt.Errorf("codegen: %v", err)
+	}
+	files["pytest.ini"] = ini
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("codegen: %v", err)
+	}
+	return writeFiles(dir, files, force)
+}
+
+const masterAdamWReadme = `# MasterAdamW: GEMM weights in bf16, their fp32 masters in the optimizer
+
+The trace shows a training step under autocast that casts the fp32 weights of its GEMMs to
+bf16 in every forward (` + "`aten::to`" + ` inside ` + "`aten::linear`" + `) and their gradients back
+to fp32 in every backward (` + "`ToCopyBackward0`" + `): two kernels and launches a weight and a
+step, which torch.compile keeps too. With MasterAdamW the model holds those weights in bf16
+and the optimizer their fp32 masters: neither cast runs, and one Triton kernel a parameter
+group reads each bf16 gradient, updates the fp32 master and moments (torch.optim.AdamW's step)
+and writes the master's bf16 copy that the next forward reads.
+
+What the model computes does not change: the forward reads the master's round-to-nearest
+bf16 copy, which is autocast's cast of the same fp32 weight, and the gradient is the same bf16
+GEMM output. The tests check it (a training run against autocast with fp32 weights and
+torch.optim.AdamW, step for step).
+
+## How to swap it in
+
+` + "```python" + `
+from master_adamw import MasterAdamW, gemm_parameters
+
+model = build_model().cuda()          # fp32, as before
+opt = MasterAdamW(model.parameters(), lr=1e-4, weight_decay=0.01,
+                  low_precision=gemm_parameters(model))   # decoupled=False for Adam
+for batch in loader:
+    with torch.autocast("cuda", dtype=torch.bfloat16):    # keep autocast
+        loss = model(**batch).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+` + "```" + `
+
+- ` + "`gemm_parameters(model)`" + ` picks the weights and biases of nn.Linear, nn.Conv1d/2d/3d and
+  Hugging Face's Conv1D that no other module holds: a weight tied to an embedding (GPT-2's
+  output projection) and the parameters of norms and embeddings stay fp32, updated in fp32 by
+  the same kernel.
+- bf16 only (fp16 training needs a GradScaler, which refuses fp16 gradients); Adam and AdamW
+  (amsgrad, maximize and a tensor learning rate are refused).
+- One backward a step: gradients accumulated over several backwards add in bf16 here, in fp32
+  under autocast's fp32 weights.
+- A checkpoint (` + "`opt.state_dict()`" + `) holds the fp32 masters; save it with the model.
+- The step count and bias corrections are host numbers (torch's default, capturable=False): a
+  step captured in a CUDA graph is refused.
+
+## Check it
+
+` + "```sh" + `
+TRITON_INTERPRET=1 python -m pytest -q       # the CPU, the kernel in Triton's interpreter
+python -m pytest -q -m gpu                    # on a GPU
+` + "```" + `
+`

@@ -31,6 +31,9 @@ type Report struct {
 	Calibration   []Calibration  `json:"calibration,omitempty"` // one per trace
 	// Optimizers are optimizer steps whose updates are not fused (per-tensor loops, foreach).
 	Optimizers []OptimizerFinding `json:"optimizers,omitempty"`
+	// MasterWeights are the training steps whose autocast casts fp32 GEMM weights to bf16
+	// and their gradients back (one a trace that has such casts).
+	MasterWeights []MasterWeights `json:"master_weights,omitempty"`
 	// Totals sets the opportunities together (overlapping chains counted once) against
 	// the step; nil in analyses from before it was recorded and when nothing was found.
 	Totals *Totals `json:"totals,omitempty"`
@@ -254,6 +257,8 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	optClaims := make([]map[string]bool, len(traces)) // per trace: the optimizer classes whose fused step saves time
 	inferred := false                                 // a trace's dataflow inferred from shapes (no execution trace)
 	var optSavingUs float64
+	masterClaims := make([]bool, len(traces)) // per trace: its weights' casts go with MasterAdamW
+	var masterSavingUs float64
 	var generic []GenericChain
 	var genericAll []ranked // generic chains' instances: in the totals and the coverage
 	genericNoBwd := 0       // their instances in training whose program has no fused backward
@@ -336,6 +341,16 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 				optSavingUs += f.EstSavingUs
 			}
 		}
+		if mw := masterWeights(t, s.Steps); mw != nil {
+			if len(traces) > 1 {
+				mw.Rank = rank
+			}
+			r.MasterWeights = append(r.MasterWeights, *mw)
+			if mw.EstSavingUs > 0 {
+				masterClaims[ti] = true
+				masterSavingUs += mw.EstSavingUs
+			}
+		}
 		found := detect(g, opts.Pattern)
 		if n := takeOutputCasts(g, found); n > 0 {
 			note(fmt.Sprintf("%s: %d norm outputs that one GEMM casts under autocast keep that cast (the kernel could write it): from the Kineto trace alone a pre-norm block, x + f(norm(x)), cannot be told from a post-norm one (BERT's), whose residual add reads the norm's output too; with an execution trace (-et) the dataflow says which",
@@ -390,11 +405,12 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	// list the catalog's (generic chains have their own list)
 	withGeneric := append(slices.Clip(all), genericAll...)
 	keep := counted(traces, withGeneric)
-	if len(withGeneric) > 0 || optSavingUs > 0 {
+	if len(withGeneric) > 0 || optSavingUs > 0 || masterSavingUs > 0 {
 		r.Totals = stepTotals(traces, withGeneric, keep, busyUs)
 		r.Totals.addOptimizer(optSavingUs, busyUs)
+		r.Totals.addMasterWeights(masterSavingUs, busyUs)
 	}
-	r.Coverage = coverage(traces, withGeneric, keep, optClaims)
+	r.Coverage = coverage(traces, withGeneric, keep, optClaims, masterClaims)
 	if pairs := overlaps(withGeneric); len(pairs) > 0 {
 		note(fmt.Sprintf("chains of several patterns share ops (%s): their savings overlap, so the patterns' rows do not add up; the total counts the %d chains of the non-overlapping set that saves most (%d overlapping chains left out)",
 			strings.Join(pairs, ", "), r.Totals.Instances, r.Totals.LeftOut))

@@ -55,7 +55,11 @@ type Coverage struct {
 	// OptimizerUs is the memory-bound kernel time of the optimizer steps whose fused=True
 	// the analysis estimates to save time (OptimizerFinding), and WithOptimizerPct the share
 	// the chains (with their backward kernels) and those steps claim together.
+	// MasterWeightsUs is the memory-bound kernel time of autocast's weight casts that keeping
+	// the weights in bf16 with fp32 masters in the optimizer removes (MasterWeights, where
+	// offered); WithOptimizerPct counts it too.
 	OptimizerUs      float64 `json:"optimizer_us,omitempty"`
+	MasterWeightsUs  float64 `json:"master_weights_us,omitempty"`
 	WithOptimizerPct float64 `json:"with_optimizer_pct_of_memory_bound,omitempty"`
 
 	// Unclaimed is where the memory-bound time no chain claims (forward or backward) goes,
@@ -252,8 +256,9 @@ func classify(t *trace.Trace, a *trace.Activity) kernelClass {
 
 // coverage measures what the chains of all claim of the traces' memory-bound kernel time;
 // keep marks the counted set; optimizers[ti] names the optimizer classes of trace ti whose
-// steps' kernels the optimizer advice claims. Nil when the traces hold no memory-bound kernel.
-func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map[string]bool) *Coverage {
+// steps' kernels the optimizer advice claims, master[ti] whether the master weights' advice
+// claims its weights' casts. Nil when the traces hold no memory-bound kernel.
+func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map[string]bool, master []bool) *Coverage {
 	c := &Coverage{}
 	class := make([][]kernelClass, len(traces))
 	for ti, t := range traces {
@@ -331,14 +336,37 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map
 			}
 		}
 	}
+	mst := map[key]bool{}
+	for ti, t := range traces {
+		if ti >= len(master) || !master[ti] {
+			continue
+		}
+		roles := map[int32]bool{}
+		tied := tiedDims(t)
+		for i := range t.Acts {
+			if class[ti][i] != memoryBound || fwdAll[key{ti, int32(i)}] || bwdAll[key{ti, int32(i)}] {
+				continue
+			}
+			op := t.Acts[i].Op
+			w, seen := roles[op]
+			if !seen {
+				w, _ = weightCast(t, op, tied)
+				roles[op] = w
+			}
+			if w {
+				mst[key{ti, int32(i)}] = true
+			}
+		}
+	}
 	claimed := func(ti int, act int32) bool {
-		return fwdAll[key{ti, act}] || bwdAll[key{ti, act}] || opt[key{ti, act}]
+		return fwdAll[key{ti, act}] || bwdAll[key{ti, act}] || opt[key{ti, act}] || mst[key{ti, act}]
 	}
 	c.Unclaimed = unclaimed(traces, class, claimed, c.MemoryBoundUs)
 	c.Autocast = autocastCasts(traces, class, claimed, c.MemoryBoundUs)
-	if len(opt) > 0 {
+	if len(opt) > 0 || len(mst) > 0 {
 		c.OptimizerUs, _ = sum(opt)
-		withOpt, _ := sum(fwdAll, bwdAll, opt)
+		c.MasterWeightsUs, _ = sum(mst)
+		withOpt, _ := sum(fwdAll, bwdAll, opt, mst)
 		c.WithOptimizerPct = round2(withOpt / c.MemoryBoundUs * 100)
 	}
 	c.ClaimedUs, c.ClaimedKernels = sum(fwdAll)
@@ -349,7 +377,7 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map
 	c.ClaimedPct, c.CountedPct = pct(c.ClaimedUs), pct(c.CountedUs)
 	c.ClaimedWithBackwardPct, c.CountedWithBackwardPct = pct(c.ClaimedWithBackwardUs), pct(c.CountedWithBackwardUs)
 	for _, p := range []*float64{&c.MemoryBoundUs, &c.ComputeUs, &c.OtherUs, &c.ClaimedUs, &c.CountedUs,
-		&c.ClaimedWithBackwardUs, &c.CountedWithBackwardUs, &c.OptimizerUs} {
+		&c.ClaimedWithBackwardUs, &c.CountedWithBackwardUs, &c.OptimizerUs, &c.MasterWeightsUs} {
 		*p = round2(*p)
 	}
 	return c

@@ -41,6 +41,12 @@ type Totals struct {
 	OptimizerSavingUs        float64 `json:"optimizer_saving_us,omitempty"`
 	OptimizerPctOfGPUBusy    float64 `json:"optimizer_saving_pct_of_gpu_busy,omitempty"`
 	OptimizerSavingPctOfStep float64 `json:"optimizer_saving_pct_of_step,omitempty"`
+	// MasterWeightsSavingUs is what keeping the GEMM weights in bf16 with fp32 masters in
+	// the optimizer saves (the MasterWeights findings' EstSavingUs: autocast's weight casts),
+	// another change again, with its shares.
+	MasterWeightsSavingUs        float64 `json:"master_weights_saving_us,omitempty"`
+	MasterWeightsPctOfGPUBusy    float64 `json:"master_weights_saving_pct_of_gpu_busy,omitempty"`
+	MasterWeightsSavingPctOfStep float64 `json:"master_weights_saving_pct_of_step,omitempty"`
 }
 
 // addOptimizer sets the optimizer steps' saving (us, all steps) and its shares.
@@ -54,6 +60,20 @@ func (tt *Totals) addOptimizer(us, busyUs float64) {
 	}
 	if tt.StepUs > 0 {
 		tt.OptimizerSavingPctOfStep = round2(us / tt.StepUs * 100)
+	}
+}
+
+// addMasterWeights sets the master weights' saving (us, all steps) and its shares.
+func (tt *Totals) addMasterWeights(us, busyUs float64) {
+	if us <= 0 {
+		return
+	}
+	tt.MasterWeightsSavingUs = round2(us)
+	if busyUs > 0 {
+		tt.MasterWeightsPctOfGPUBusy = round2(us / busyUs * 100)
+	}
+	if tt.StepUs > 0 {
+		tt.MasterWeightsSavingPctOfStep = round2(us / tt.StepUs * 100)
 	}
 }
 

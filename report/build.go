@@ -87,6 +87,9 @@ func build(in Inputs) document {
 	if in.Analysis != nil && len(in.Analysis.Optimizers) > 0 {
 		d.Sections = append(d.Sections, optimizerSection(in.Analysis))
 	}
+	if in.Analysis != nil && len(in.Analysis.MasterWeights) > 0 {
+		d.Sections = append(d.Sections, masterWeightsSection(in.Analysis))
+	}
 	d.Sections = append(d.Sections,
 		generatedSection(in, sp),
 		verifySection(in.Verify),
@@ -346,6 +349,38 @@ func optimizerSection(a *patterns.Report) section {
 		adv := f.Advice
 		if f.Why != "" {
 			adv += " (no estimate: " + f.Why + ")"
+		}
+		s.After = append(s.After, para{txt(adv)})
+	}
+	s.Table = tb
+	return s
+}
+
+// masterWeightsSection lists autocast's casts of fp32 GEMM weights, with the master weights'
+// advice (MasterAdamW, the master_adamw folder gen writes).
+func masterWeightsSection(a *patterns.Report) section {
+	s := section{ID: "master-weights", Title: "Weights cast by autocast"}
+	s.Before = []para{{txt("GEMM weights autocast casts to bf16 in every forward, and their gradients back to fp32 in every backward (docs/patterns.md, \"Master weights\"). The saving is the casts' GPU time in the trace.")}}
+	tb := &table{
+		Head: []string{"optimizer", "steps", "weights", "cast to", "kernels", "GPU µs fwd", "GPU µs bwd", "est. saving µs"},
+		Num:  []bool{false, true, false, false, true, true, true, true},
+	}
+	for _, m := range a.MasterWeights {
+		params, saving, opt := "-", "-", m.Optimizer
+		if m.Tensors > 0 {
+			params = fmt.Sprintf("%d tensors, %s", m.Tensors, patterns.FormatCount(m.Params))
+		}
+		if m.Why == "" {
+			saving = fixed(m.EstSavingUs, 1)
+		}
+		if opt == "" {
+			opt = "-"
+		}
+		tb.Rows = append(tb.Rows, []cell{txt(opt), numc(strconv.Itoa(m.Steps)), txt(params), txt(string(m.DType)),
+			numc(strconv.Itoa(m.Kernels)), numc(fixed(m.ForwardUs, 1)), numc(fixed(m.BackwardUs, 1)), numc(saving)})
+		adv := m.Advice
+		if m.Why != "" {
+			adv += " (not offered: " + m.Why + ")"
 		}
 		s.After = append(s.After, para{txt(adv)})
 	}

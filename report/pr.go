@@ -98,6 +98,21 @@ func WritePR(dir string, in Inputs, folders []string, force bool) error {
 				}
 			}
 		}
+		if in.Analysis != nil && in.Analysis.MasterWeightsOffered() {
+			// the optimizer the master weights' advice names: its folder and its module
+			for _, d := range []string{KernelsDir, SwapInDir} {
+				if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil {
+					return err
+				}
+			}
+			mdir := filepath.Join(tmp, KernelsDir, codegen.MasterAdamWDir)
+			if err := codegen.WriteMasterAdamW(mdir, false); err != nil {
+				return err
+			}
+			if err := copyFile(filepath.Join(mdir, "master_adamw.py"), filepath.Join(tmp, SwapInDir, "master_adamw.py"), 0o644); err != nil {
+				return err
+			}
+		}
 		rdir := filepath.Join(tmp, ResultsDir)
 		if err := os.Mkdir(rdir, 0o755); err != nil {
 			return err
@@ -485,6 +500,15 @@ func prMarkdown(w io.Writer, in Inputs, items []prItem) error {
 				line += fmt.Sprintf(". Estimated GPU saving %s µs over the trace's %s (from the trace's own update kernels, not measured here)", fmtUs(f.EstSavingUs), plural(f.Steps, "step"))
 			}
 			p(line + ".\n")
+		}
+	}
+	if a := in.Analysis; a != nil && a.MasterWeightsOffered() {
+		p("\n## The weights autocast casts (" + codeSpan(KernelsDir+"/"+codegen.MasterAdamWDir, false) + ", its module in " + codeSpan(SwapInDir+"/master_adamw.py", false) + ")\n\n")
+		for _, m := range a.MasterWeights {
+			if m.Why != "" {
+				continue
+			}
+			p("- " + mdText(m.Advice) + fmt.Sprintf(". Estimated GPU saving %s µs over the trace's %s (the casts' own time in the trace).\n", fmtUs(m.EstSavingUs), plural(m.Steps, "step")))
 		}
 	}
 

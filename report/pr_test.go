@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/fuseadvise/fuseadvise/patterns"
 )
 
 // genFolders copies the recorded generated folders into a temporary folder, with an
@@ -425,6 +427,38 @@ func TestCommitToRepoSplitIndex(t *testing.T) {
 	for f := range before {
 		if !after[f] {
 			t.Errorf("CommitPR removed %s from the repository", f)
+		}
+	}
+}
+
+// TestWritePRMasterWeights: where the analysis offers master weights, the PR carries the
+// optimizer's folder and module and says what it saves; where it does not, neither.
+func TestWritePRMasterWeights(t *testing.T) {
+	_, dirs := genFolders(t)
+	for _, offered := range []bool{true, false} {
+		in := recorded(t)
+		m := patterns.MasterWeights{DType: patterns.BF16, Optimizer: "AdamW", Steps: 2, Tensors: 4, Params: 1000,
+			ForwardUs: 10, BackwardUs: 20, Kernels: 16, Advice: "autocast casts 4 fp32 GEMM weights; MasterAdamW"}
+		if offered {
+			m.EstSavingUs = 30
+		} else {
+			m.Why = "the optimizer is SGD; MasterAdamW replaces Adam and AdamW"
+		}
+		in.Analysis.MasterWeights = []patterns.MasterWeights{m}
+		out := filepath.Join(t.TempDir(), "pr")
+		if err := WritePR(out, in, dirs, false); err != nil {
+			t.Fatal(err)
+		}
+		files := strings.Join(listFiles(t, out), "\n")
+		pr, _ := os.ReadFile(filepath.Join(out, PRFile))
+		for _, f := range []string{"kernels/master_adamw/master_adamw.py", "kernels/master_adamw/test_master_adamw.py",
+			"kernels/master_adamw/README.md", "swap_in/master_adamw.py"} {
+			if strings.Contains(files, f) != offered {
+				t.Errorf("offered %v: %s in the PR folder: %v", offered, f, !offered)
+			}
+		}
+		if bytes.Contains(pr, []byte("Estimated GPU saving 30.0 µs")) != offered {
+			t.Errorf("offered %v: PR.md's master weights section:\n%s", offered, pr)
 		}
 	}
 }

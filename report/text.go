@@ -30,7 +30,7 @@ type Totals struct {
 // TotalsOf describes a's totals; an analysis from before they were recorded gets the
 // patterns' savings added up, said to count shared ops twice. Zero when a found nothing.
 func TotalsOf(a *patterns.Report) Totals {
-	if a == nil || len(a.Opportunities) == 0 && (a.Totals == nil || a.Totals.Instances == 0 && !pos(a.Totals.OptimizerSavingUs)) {
+	if a == nil || len(a.Opportunities) == 0 && (a.Totals == nil || a.Totals.Instances == 0 && !pos(a.Totals.OptimizerSavingUs) && !pos(a.Totals.MasterWeightsSavingUs)) {
 		return Totals{} // (generic chains alone have totals too, and so has an optimizer step)
 	}
 	busy := a.Trace.GPUBusyUs
@@ -47,7 +47,7 @@ func TotalsOf(a *patterns.Report) Totals {
 		return Totals{Total: s + "."}
 	}
 	if t.Instances == 0 { // an optimizer step and no chain
-		return Totals{Total: optimizerTotal(t, busy, "No chain found.")}
+		return Totals{Total: masterTotal(t, busy, optimizerTotal(t, busy, "No chain found."))}
 	}
 	s := fmt.Sprintf("Estimated saving %s µs in total", fmtUs(t.EstSavingUs))
 	var shares []string
@@ -68,7 +68,7 @@ func TotalsOf(a *patterns.Report) Totals {
 		s += fmt.Sprintf("; %s overlapping them left out, so the patterns' rows (%s µs together) overstate it",
 			plural(t.LeftOut, "chain"), fmtUs(t.SumOfPatternsUs))
 	}
-	out := Totals{Total: optimizerTotal(t, busy, s+".")}
+	out := Totals{Total: masterTotal(t, busy, optimizerTotal(t, busy, s+"."))}
 	h := t.Host
 	if !h.Bound {
 		return out
@@ -123,6 +123,25 @@ func optimizerTotal(t *patterns.Totals, busy float64, s string) string {
 	return s + "; see Optimizer steps."
 }
 
+// masterTotal is s followed by the master weights' saving, where offered.
+func masterTotal(t *patterns.Totals, busy float64, s string) string {
+	if !pos(t.MasterWeightsSavingUs) {
+		return s
+	}
+	s += fmt.Sprintf(" The GEMM weights kept in bf16 with fp32 masters in the optimizer (no autocast casts): %s µs more", fmtUs(t.MasterWeightsSavingUs))
+	var shares []string
+	if pos(busy) {
+		shares = append(shares, fmtPct(t.MasterWeightsPctOfGPUBusy)+" of GPU busy time")
+	}
+	if pos(t.StepUs) {
+		shares = append(shares, fmtPct(t.MasterWeightsSavingPctOfStep)+" of the step time")
+	}
+	if len(shares) > 0 {
+		s += " (" + strings.Join(shares, ", ") + ")"
+	}
+	return s + "; see Weights cast by autocast."
+}
+
 // CoverageOf says what share of the memory-bound kernel time (kernels not launched by a
 // GEMM, convolution or attention op) the chains found claim, all of them and the counted
 // set, forward and with their backward kernels; "" for an analysis from before coverage was
@@ -135,8 +154,8 @@ func CoverageOf(a *patterns.Report) string {
 	what := "kernels not launched by a GEMM, convolution or attention op"
 	if c.ClaimedKernels == 0 && !pos(c.ClaimedWithBackwardUs) {
 		s := fmt.Sprintf("Coverage: the chains found claim none of the memory-bound kernel time (%s µs; %s)", fmtUs(c.MemoryBoundUs), what)
-		if pos(c.OptimizerUs) {
-			s += fmt.Sprintf("; the optimizer steps that fused=True would fuse, %s (%s µs)", fmtPct(c.WithOptimizerPct), fmtUs(c.OptimizerUs))
+		if o := optimizerClaims(c); o != "" {
+			s += fmt.Sprintf("; %s, %s", o, fmtPct(c.WithOptimizerPct))
 		}
 		return s + "." + unclaimedOf(c)
 	}
@@ -152,10 +171,24 @@ func CoverageOf(a *patterns.Report) string {
 			s += fmt.Sprintf(", %s with their backward", fmtPct(c.CountedWithBackwardPct))
 		}
 	}
-	if pos(c.OptimizerUs) {
-		s += fmt.Sprintf("; with the optimizer steps that fused=True would fuse (%s µs), %s", fmtUs(c.OptimizerUs), fmtPct(c.WithOptimizerPct))
+	if o := optimizerClaims(c); o != "" {
+		s += fmt.Sprintf("; with %s, %s", o, fmtPct(c.WithOptimizerPct))
 	}
 	return s + "." + unclaimedOf(c)
+}
+
+// optimizerClaims names what the optimizer's advice claims of the memory-bound time: the
+// optimizer steps fused=True fuses, and the weights' casts master weights remove ("" for
+// neither).
+func optimizerClaims(c *patterns.Coverage) string {
+	var parts []string
+	if pos(c.OptimizerUs) {
+		parts = append(parts, fmt.Sprintf("the optimizer steps that fused=True would fuse (%s µs)", fmtUs(c.OptimizerUs)))
+	}
+	if pos(c.MasterWeightsUs) {
+		parts = append(parts, fmt.Sprintf("the weights' casts that master weights remove (%s µs)", fmtUs(c.MasterWeightsUs)))
+	}
+	return strings.Join(parts, " and ")
 }
 
 // unclaimedShown is how many of Coverage.Unclaimed the coverage line names.

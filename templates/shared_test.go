@@ -32,8 +32,11 @@ func TestSharedBlocks(t *testing.T) {
 			defs[m[1]] = name
 		}
 	}
+	paths := []string{filepath.Join(MasterAdamW, "master_adamw.py")}
 	for _, p := range Patterns() {
-		path := filepath.Join(p, "kernel.py")
+		paths = append(paths, filepath.Join(p, "kernel.py"))
+	}
+	for _, path := range paths {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

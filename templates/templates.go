@@ -8,7 +8,13 @@ import (
 
 //go:embed _common/fa_testing.py _common/test_generated.py _common/bench.py _common/pytest.ini _common/shared.py
 //go:embed */kernel.py */reference.py */adapter.py
+//go:embed _optimizer/master_adamw.py _optimizer/test_master_adamw.py
 var files embed.FS
+
+// MasterAdamW is the folder, inside the template tree, of the optimizer that keeps GEMM
+// weights in bf16 with fp32 masters (patterns.MasterWeights): a standalone module and its
+// tests, written as they are (codegen.WriteMasterAdamW).
+const MasterAdamW = "_optimizer"
 
 // FS returns the embedded template tree.
 func FS() fs.FS { return files }

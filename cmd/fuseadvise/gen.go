@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 
 	"github.com/fuseadvise/fuseadvise/analysis"
 	"github.com/fuseadvise/fuseadvise/bench"
@@ -47,6 +48,7 @@ replaces folders gen wrote), and folders are written atomically.`,
 				return err
 			}
 			var items []codegen.Item
+			master := false // the analysis offers master weights: master_adamw/ too
 			switch {
 			case *anchors:
 				if len(args) != 0 || *from != "" {
@@ -62,15 +64,17 @@ replaces folders gen wrote), and folders are written atomically.`,
 			default:
 				var skipped []string
 				var err error
-				items, skipped, err = specsFor(args, *from, analysis.Options{Top: *top, Pattern: *pattern})
+				var rep *patterns.Report
+				items, skipped, rep, err = specsFor(args, *from, analysis.Options{Top: *top, Pattern: *pattern})
 				if err != nil {
 					return err
 				}
+				master = rep.MasterWeightsOffered()
 				for _, s := range skipped {
 					fmt.Fprintf(env.Stderr, "skipped %s\n", s)
 				}
 			}
-			if len(items) == 0 {
+			if len(items) == 0 && !master {
 				fmt.Fprintln(env.Stderr, "nothing to generate: no opportunity with a template")
 				return nil
 			}
@@ -78,32 +82,42 @@ replaces folders gen wrote), and folders are written atomically.`,
 			for _, d := range dirs {
 				fmt.Fprintln(env.Stdout, d)
 			}
-			return err
+			if err != nil || !master {
+				return err
+			}
+			d := filepath.Join(*out, codegen.MasterAdamWDir)
+			if err := codegen.WriteMasterAdamW(d, *force); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stderr, "%s: the optimizer for the weights autocast casts (MasterAdamW; its README says how to swap it in)\n", d)
+			return nil
 		}
 	},
 }
 
 // specsFor turns a trace's (or a saved analysis's) opportunities into generator specs
-// (codegen.SpecsFromReport): the folders to write and the groups skipped, with a reason.
-func specsFor(args []string, from string, o analysis.Options) ([]codegen.Item, []string, error) {
+// (codegen.SpecsFromReport): the folders to write and the groups skipped, with a reason, and
+// the analysis.
+func specsFor(args []string, from string, o analysis.Options) ([]codegen.Item, []string, *patterns.Report, error) {
 	var rep *patterns.Report
 	switch {
 	case from != "" && len(args) > 0:
-		return nil, nil, usagef("give a trace or -from, not both")
+		return nil, nil, nil, usagef("give a trace or -from, not both")
 	case from != "":
 		a, err := analysis.ReadJSON(from, o)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		rep = a.Report
 	case len(args) == 1:
 		a, _, err := analysis.Run(args[0], o)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		rep = a.Report
 	default:
-		return nil, nil, usagef("want one trace file or directory (or -from FILE), got %d arguments", len(args))
+		return nil, nil, nil, usagef("want one trace file or directory (or -from FILE), got %d arguments", len(args))
 	}
-	return codegen.SpecsFromReport(rep)
+	items, skipped, err := codegen.SpecsFromReport(rep)
+	return items, skipped, rep, err
 }

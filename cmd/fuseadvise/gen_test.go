@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -70,5 +71,40 @@ func TestGenFromRejectsOtherJSON(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "k")); err == nil {
 		t.Error("an output folder was created")
+	}
+}
+
+// TestGenWritesMasterAdamW: a training trace whose autocast casts fp32 GEMM weights gets the
+// master_adamw/ folder beside its kernels (not among the kernel folders stdout lists, and
+// passed over where DIR/* names the kernels); an inference trace gets none.
+func TestGenWritesMasterAdamW(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "k")
+	code, stdout, errs := run(t, "gen", "-o", out, "-top", "1", "../../testdata/models/pythia_train_bf16.json.gz")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	d := filepath.Join(out, "master_adamw")
+	for _, f := range []string{"master_adamw.py", "test_master_adamw.py", "README.md", "pytest.ini"} {
+		if _, err := os.Stat(filepath.Join(d, f)); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+	if strings.Contains(stdout, "master_adamw") || !strings.Contains(errs, d) {
+		t.Errorf("stdout %q lists the optimizer's folder, or stderr %q does not name it", stdout, errs)
+	}
+	all, _ := filepath.Glob(filepath.Join(out, "*"))
+	dirs, err := kernelFolders(all)
+	if err != nil || slices.Contains(dirs, d) || len(dirs) != len(all)-1 {
+		t.Errorf("kernelFolders(%v) = %v, %v: want the kernel folders without %s", all, dirs, err, d)
+	}
+	if _, err := kernelFolders([]string{d}); err == nil || !strings.Contains(err.Error(), "optimizer's folder") {
+		t.Errorf("kernelFolders of the optimizer's folder alone: %v", err)
+	}
+	out2 := filepath.Join(t.TempDir(), "k")
+	if code, _, errs := run(t, "gen", "-o", out2, bundled); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(out2, "master_adamw")); err == nil {
+		t.Error("an inference trace got master_adamw/")
 	}
 }

@@ -205,6 +205,13 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 	}
 	p.progress("  %d kernel folders", len(kernels))
 	paths.Generated = kernels
+	if a.Report.MasterWeightsOffered() {
+		d := filepath.Join(dir, "kernels", codegen.MasterAdamWDir)
+		if err := codegen.WriteMasterAdamW(d, false); err != nil {
+			return nil, err
+		}
+		p.progress("  %s: the optimizer for the weights autocast casts (MasterAdamW, with its own tests)", d)
+	}
 
 	if err := p.step(ctx, "verify (Triton interpreter)"); err != nil {
 		return nil, err

@@ -147,13 +147,21 @@ func verifyStatus(res *verify.Result) error {
 }
 
 // kernelFolders expands the arguments: a generated folder (with case.py) stands for itself,
-// any other folder for the generated folders directly inside it.
+// any other folder for the generated folders directly inside it. The optimizer folder gen
+// writes beside the kernels (master_adamw/: a module and its own tests, no case) is passed
+// over, so that DIR/* names the kernels.
 func kernelFolders(args []string) ([]string, error) {
 	var dirs []string
 	for _, a := range args {
 		if _, err := os.Stat(filepath.Join(a, "case.py")); err == nil {
 			dirs = append(dirs, a)
 			continue
+		}
+		if _, err := os.Stat(filepath.Join(a, "master_adamw.py")); err == nil {
+			if len(args) > 1 {
+				continue
+			}
+			return nil, fmt.Errorf("%s: the optimizer's folder (MasterAdamW), not a kernel folder: its tests run with pytest there (its README)", a)
 		}
 		entries, err := os.ReadDir(a)
 		if err != nil {

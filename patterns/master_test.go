@@ -1,0 +1,113 @@
+package patterns
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fuseadvise/fuseadvise/trace"
+)
+
+// masterTrace is a training step under autocast: a linear casting its fp32 weight and bias
+// to dtype (a c10::ScalarType code) with the weight's gradient cast back, an input cast, and
+// an optimizer step of class optimizer ("" for none); tied adds an embedding reading a
+// weight of the linear weight's dims.
+func masterTrace(dtype, optimizer string, backward, tied bool) *trace.Trace {
+	ops := []op{
+		{name: "linear", in: []string{"f32:8x128x768", "f32:3072x768", "f32:3072"}, kids: []op{
+			{name: "to", in: []string{"f32:8x128x768", "=" + dtype}}, // the input: an activation
+			{name: "to", in: []string{"f32:3072x768", "=" + dtype}},  // the weight
+			{name: "to", in: []string{"f32:3072", "=" + dtype}},      // the bias
+		}},
+	}
+	if tied {
+		ops = append(ops, op{name: "embedding", in: []string{"f32:3072x768", "i64:8x128"}})
+	}
+	tr := synth(ops...)
+	end := tr.Steps[0].Dur
+	add := func(name string, parent int32) int32 {
+		id := int32(len(tr.Ops))
+		tr.Ops = append(tr.Ops, trace.Op{Name: name, Kind: trace.KindCPUOp, Start: end, Dur: 10_000, Parent: parent,
+			Bwd: -1, Fwd: -1, Py: -1, ExternalID: -1, RecordFunctionID: -1, EvIdx: -1, Seq: -1, FwdThreadID: -1, Step: -1})
+		if parent >= 0 {
+			tr.Ops[parent].Children = append(tr.Ops[parent].Children, id)
+		} else {
+			tr.Threads[0].Roots = append(tr.Threads[0].Roots, id)
+		}
+		end += 1_000
+		return id
+	}
+	kernel := func(op int32, us int64) {
+		tr.Acts = append(tr.Acts, trace.Activity{Name: "copy_kernel", Start: end, Dur: us * 1_000, Op: op})
+		tr.Ops[op].Acts = append(tr.Ops[op].Acts, int32(len(tr.Acts)-1))
+		end += 20_000
+	}
+	if backward {
+		weight := tr.Ops[tr.Threads[0].Roots[0]].Children[1]
+		e := add(evaluateFunction+"ToCopyBackward0", -1)
+		n := add("ToCopyBackward0", e)
+		tr.Ops[n].Fwd, tr.Ops[weight].Bwd = weight, n
+		kernel(add("aten::to", n), 7)
+	}
+	if optimizer != "" {
+		s := add("Optimizer.step#"+optimizer+".step", -1)
+		kernel(add("aten::_foreach_add_", s), 3)
+	}
+	tr.Steps[0].Dur = end
+	return tr
+}
+
+func TestMasterWeights(t *testing.T) {
+	tests := []struct {
+		name                   string
+		dtype, optimizer       string
+		backward, tied         bool
+		fwdUs, bwdUs, savingUs float64
+		tensors                int
+		params                 int64
+		why                    string
+	}{
+		{"AdamW in training: offered", "15", "AdamW", true, false, 10, 7, 17, 2, 3072*768 + 3072, ""},
+		{"Adam too", "15", "Adam", true, false, 10, 7, 17, 2, 3072*768 + 3072, ""},
+		{"SGD: another optimizer", "15", "SGD", true, false, 10, 7, 0, 2, 3072*768 + 3072, "replaces Adam and AdamW"},
+		{"no optimizer step recorded", "15", "", true, false, 10, 7, 0, 2, 3072*768 + 3072, "records no optimizer step"},
+		{"fp16 casts", "5", "AdamW", true, false, 10, 7, 0, 2, 3072*768 + 3072, "not bf16"},
+		{"inference: no gradient cast back", "15", "AdamW", false, false, 10, 0, 0, 2, 3072*768 + 3072, "not a training step"},
+		// the weight of an embedding's dims may be tied to it: its casts stay, the bias' go
+		{"a weight of an embedding's dims stays", "15", "AdamW", true, true, 5, 0, 0, 1, 3072, "not a training step"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Analyze([]*trace.Trace{masterTrace(tc.dtype, tc.optimizer, tc.backward, tc.tied)}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.MasterWeights) != 1 {
+				t.Fatalf("found %d findings, want 1", len(r.MasterWeights))
+			}
+			m := r.MasterWeights[0]
+			if m.ForwardUs != tc.fwdUs || m.BackwardUs != tc.bwdUs || m.EstSavingUs != tc.savingUs {
+				t.Errorf("forward %v, backward %v, saving %v µs; want %v, %v, %v", m.ForwardUs, m.BackwardUs, m.EstSavingUs, tc.fwdUs, tc.bwdUs, tc.savingUs)
+			}
+			if m.Tensors != tc.tensors || m.Params != tc.params {
+				t.Errorf("%d tensors of %d parameters, want %d of %d", m.Tensors, m.Params, tc.tensors, tc.params)
+			}
+			if tc.why == "" && m.Why != "" || !strings.Contains(m.Why, tc.why) {
+				t.Errorf("why %q, want %q", m.Why, tc.why)
+			}
+			if got := r.MasterWeightsOffered(); got != (tc.why == "") {
+				t.Errorf("offered %v", got)
+			}
+			c := r.Coverage
+			if tc.why == "" {
+				if c.MasterWeightsUs != tc.savingUs || r.Totals == nil || r.Totals.MasterWeightsSavingUs != tc.savingUs {
+					t.Errorf("coverage claims %v µs, totals %+v; want %v", c.MasterWeightsUs, r.Totals, tc.savingUs)
+				}
+				if !strings.Contains(m.Advice, "MasterAdamW") {
+					t.Errorf("advice %q names no MasterAdamW", m.Advice)
+				}
+			} else if c.MasterWeightsUs != 0 {
+				t.Errorf("coverage claims %v µs of casts not offered", c.MasterWeightsUs)
+			}
+		})
+	}
+}
