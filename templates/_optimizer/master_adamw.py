@@ -24,7 +24,12 @@ Conditions (``gemm_parameters`` and the constructor check them):
 - a parameter read by anything but GEMMs stays fp32 (LayerNorm's, an embedding's, a weight
   tied to an embedding: an embedding under autocast reads its fp32 weight);
 - one backward a step: gradients accumulated over several backwards add in bf16 here where
-  autocast's fp32 gradients add in fp32;
+  autocast's fp32 gradients add in fp32; DDP all-reduces them in bf16 too, and
+  ``clip_grad_norm_`` takes the norm of bf16 gradients (the same values, its result rounded
+  to bf16);
+- the model's own ``state_dict()`` holds the bf16 copies: save ``opt.state_dict()`` (the
+  masters) with it, or export ``opt.fp32_state_dict(model)``; run evaluation under autocast
+  too (an fp32 input does not meet a bf16 weight outside it);
 - the step count, learning rate and bias corrections are host numbers (torch's default,
   ``capturable=False``): a step captured in a CUDA graph is refused.
 
@@ -203,6 +208,16 @@ class MasterAdamW(torch.optim.Optimizer):
                     self.state[p][key] = saved[key].to(device=p.device, dtype=torch.float32).clone(
                         memory_format=torch.contiguous_format)
         self._tables = self._dyn = None
+
+    def fp32_state_dict(self, model):
+        """model.state_dict() with the fp32 masters in place of the bf16 copies: the
+        checkpoint autocast's fp32 model would have saved."""
+        masters = {id(p): st["master"] for p, st in self.state.items() if "master" in st}
+        out = model.state_dict(keep_vars=True)
+        for k, v in out.items():
+            m = masters.get(id(v))
+            out[k] = (m if m is not None else v).detach().clone()
+        return out
 
     def _static(self, group):
         """The group's static table: each tensor's fp32 master (or the parameter itself), its

@@ -166,6 +166,26 @@ def test_training_matches_autocast_with_fp32_weights():
         _close(opt.state[p].get("master", p.detach()).float(), q.detach(), name)
 
 
+def test_fp32_state_dict_is_autocasts_checkpoint():
+    """After training both ways, the fp32 state dict equals the fp32 model's, key for key."""
+    torch.manual_seed(1)
+    model = _Tiny()
+    ref = copy.deepcopy(model)
+    opt = ma.MasterAdamW(model.parameters(), lr=1e-2, low_precision=ma.gemm_parameters(model))
+    ropt = torch.optim.AdamW(ref.parameters(), lr=1e-2, foreach=False)
+    ids = torch.randint(0, 50, (4, 9), generator=torch.Generator().manual_seed(0))
+    for mod, o in ((model, opt), (ref, ropt)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mod(ids).backward()
+        o.step()
+    got, want = opt.fp32_state_dict(model), ref.state_dict()
+    assert list(got) == list(want)
+    for k in want:
+        assert got[k].dtype == torch.float32, k
+        _close(got[k], want[k], k)
+    assert model.state_dict()["up.weight"].dtype == torch.bfloat16  # the model's own: the copies
+
+
 def test_state_dict_round_trip():
     """A checkpoint holds the masters; an optimizer loading it goes on as the first would."""
     params = _params("cpu", seed=3)
