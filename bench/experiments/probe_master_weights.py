@@ -35,8 +35,9 @@ and measures for each:
 
 With --opt it also times the optimizer step alone on each model's parameters (CUDA events,
 L2 flushed before each by fa_testing.L2Flush, median of 30): fused=True on fp32 weights and
-gradients against MasterAdamW on bf16 gradients, with the copy ceiling of the fused step's
-bytes (28 bytes a parameter) measured by copy_ceiling's method.
+gradients against MasterAdamW on bf16 gradients (its BLOCK/NUM_WARPS and three others), with
+the copy ceiling of the fused step's bytes (28 bytes a parameter) measured by copy_ceiling's
+method.
 
 Usage, from the repository root:
   python bench/experiments/probe_master_weights.py [--only NAME] [--compile] [--opt] [--json]
@@ -177,9 +178,11 @@ def opt_alone(name, base, device):
     import master_adamw as ma
 
     out = {"model": name, "probe": "optimizer step"}
-    for variant in ("fused", "master"):
+    default = (ma.BLOCK, ma.NUM_WARPS)
+    for variant in ("fused", "master", "master 2048/8", "master 512/4", "master 4096/16"):
         model = copy.deepcopy(base).to(device)
-        if variant == "master":
+        if variant.startswith("master"):
+            ma.BLOCK, ma.NUM_WARPS = default if variant == "master" else map(int, variant.split()[1].split("/"))
             opt = ma.MasterAdamW(model.parameters(), lr=1e-4, weight_decay=0.01, low_precision=ma.gemm_parameters(model))
         else:
             opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
@@ -198,6 +201,7 @@ def opt_alone(name, base, device):
             torch.cuda.synchronize()
             times.append(a.elapsed_time(b) * 1e3)
         out[f"{variant}_us"] = round(statistics.median(times), 1)
+        ma.BLOCK, ma.NUM_WARPS = default
         n = sum(p.numel() for p in model.parameters())
         out["params"] = n
         low = sum(p.numel() for p in ma.gemm_parameters(model))

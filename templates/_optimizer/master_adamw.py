@@ -59,14 +59,18 @@ import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# elements a program updates: 8 a thread at 8 warps on a GPU; small under the interpreter so
-# that the tests' tensors span several blocks
-BLOCK = 256 if INTERPRET else 2048
+# elements a program updates: 4 a thread at 8 warps on a GPU (one 16-byte load of each fp32
+# operand; ptxas keeps it in 46 registers for sm_90, where 8 a thread took 160); small under the
+# interpreter so that the tests' tensors span several blocks
+BLOCK = 256 if INTERPRET else 1024
 NUM_WARPS = 8
 
-# the rows of the static table (one column a tensor) and of the per-step one
+# the rows of the static table (one column a tensor) and of the per-step one, for the host
 _P, _P16, _M, _V, _NUMEL, _BASE = range(6)
 _G, _STEP_SIZE, _BC2_SQRT = range(3)
+# and for the kernel (a jitted function reads constexpr globals only)
+_KP, _KP16, _KM, _KV, _KNUMEL, _KBASE = (tl.constexpr(i) for i in range(6))
+_KG, _KSTEP_SIZE, _KBC2_SQRT = (tl.constexpr(i) for i in range(3))
 
 
 # --- fa:shared cast ---
@@ -87,48 +91,90 @@ def _cast(y, dtype: tl.constexpr):
 
 
 @triton.jit
+def _load(ptrs, mask, MASKED: tl.constexpr):
+    if MASKED:
+        return tl.load(ptrs, mask=mask, other=0.0)
+    return tl.load(ptrs)
+
+
+@triton.jit
+def _store(ptrs, val, mask, MASKED: tl.constexpr):
+    if MASKED:
+        tl.store(ptrs, val, mask=mask)
+    else:
+        tl.store(ptrs, val)
+
+
+@triton.jit
+def _adamw_block(P, M, V, G, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
+                 one_minus_beta2, eps, decay, l2, DECOUPLED: tl.constexpr, LOW: tl.constexpr,
+                 MASKED: tl.constexpr):
+    """torch.optim's single-tensor AdamW (Adam) step, op by op in fp32, on one block of a
+    tensor: the gradient read in the parameter's type (bf16 where LOW: the master's copy
+    written too). MASKED: the tensor's last block; the others load and store whole vectors."""
+    g = _load(G + offs, mask, MASKED).to(tl.float32)
+    p = _load(P + offs, mask, MASKED)
+    m = _load(M + offs, mask, MASKED)
+    v = _load(V + offs, mask, MASKED)
+    if DECOUPLED:
+        p = p * decay  # param.mul_(1 - lr * weight_decay)
+    else:
+        g = g + p * l2  # grad.add(param, alpha=weight_decay)
+    m = m + one_minus_beta1 * (g - m)  # exp_avg.lerp_(grad, 1 - beta1): weight < 0.5
+    v = v * beta2  # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    v = v + one_minus_beta2 * g * g
+    denom = tl.sqrt_rn(v) / bc2_sqrt + eps
+    p = p + (-step_size) * m / denom  # param.addcdiv_(exp_avg, denom, value=-step_size)
+    _store(P + offs, p, mask, MASKED)
+    _store(M + offs, m, mask, MASKED)
+    _store(V + offs, v, mask, MASKED)
+    if LOW:
+        _store(P16 + offs, _cast(p, tl.bfloat16), mask, MASKED)
+
+
+@triton.jit
 def _master_adamw_kernel(
     STATIC, DYN, BLK, T,  # int64 [6, T], int64 [3, T], int32 [programs], tensors
     lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, decay, l2,
-    DECOUPLED: tl.constexpr, BLOCK: tl.constexpr,
+    DECOUPLED: tl.constexpr, ALIGNED: tl.constexpr, BLOCK: tl.constexpr,
 ):
     pid = tl.program_id(0)
     t = tl.load(BLK + pid).to(tl.int64)
-    g_addr = tl.load(DYN + _G * T + t)
+    g_addr = tl.load(DYN + _KG * T + t)
     if g_addr != 0:  # a tensor without a gradient this step is not updated (torch's rule)
-        n = tl.load(STATIC + _NUMEL * T + t)
-        first = (pid - tl.load(STATIC + _BASE * T + t)) * BLOCK
+        n = tl.load(STATIC + _KNUMEL * T + t)
+        first = (pid - tl.load(STATIC + _KBASE * T + t)) * BLOCK
         offs = first + tl.arange(0, BLOCK).to(tl.int64)
         mask = offs < n
-        p16_addr = tl.load(STATIC + _P16 * T + t)
-        P = tl.load(STATIC + _P * T + t).to(tl.pointer_type(tl.float32))
-        M = tl.load(STATIC + _M * T + t).to(tl.pointer_type(tl.float32))
-        V = tl.load(STATIC + _V * T + t).to(tl.pointer_type(tl.float32))
-        step_size = tl.load(DYN + _STEP_SIZE * T + t).to(tl.float64, bitcast=True).to(tl.float32)
-        bc2_sqrt = tl.load(DYN + _BC2_SQRT * T + t).to(tl.float64, bitcast=True).to(tl.float32)
-        # the gradient in the parameter's type: bf16 where the model holds a bf16 copy
-        if p16_addr != 0:
-            g = tl.load(g_addr.to(tl.pointer_type(tl.bfloat16)) + offs, mask=mask, other=0.0).to(tl.float32)
+        p16_addr = tl.load(STATIC + _KP16 * T + t)
+        P = tl.load(STATIC + _KP * T + t).to(tl.pointer_type(tl.float32))
+        M = tl.load(STATIC + _KM * T + t).to(tl.pointer_type(tl.float32))
+        V = tl.load(STATIC + _KV * T + t).to(tl.pointer_type(tl.float32))
+        G16 = g_addr.to(tl.pointer_type(tl.bfloat16))
+        G32 = g_addr.to(tl.pointer_type(tl.float32))
+        P16 = p16_addr.to(tl.pointer_type(tl.bfloat16))
+        if ALIGNED:  # every address 16-byte aligned (the host checked): vector loads and stores
+            P, M, V = tl.multiple_of(P, 16), tl.multiple_of(M, 16), tl.multiple_of(V, 16)
+            G16, G32, P16 = tl.multiple_of(G16, 16), tl.multiple_of(G32, 16), tl.multiple_of(P16, 16)
+        step_size = tl.load(DYN + _KSTEP_SIZE * T + t).to(tl.float64, bitcast=True).to(tl.float32)
+        bc2_sqrt = tl.load(DYN + _KBC2_SQRT * T + t).to(tl.float64, bitcast=True).to(tl.float32)
+        # whole blocks unmasked (a mask whose bound is read from memory keeps the compiler from
+        # vectorizing), the last block of a tensor masked; bf16 gradients where the model holds
+        # a bf16 copy
+        if first + BLOCK <= n:
+            if p16_addr != 0:
+                _adamw_block(P, M, V, G16, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
+                             one_minus_beta2, eps, decay, l2, DECOUPLED, True, False)
+            else:
+                _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
+                             one_minus_beta2, eps, decay, l2, DECOUPLED, False, False)
         else:
-            g = tl.load(g_addr.to(tl.pointer_type(tl.float32)) + offs, mask=mask, other=0.0)
-        p = tl.load(P + offs, mask=mask, other=0.0)
-        m = tl.load(M + offs, mask=mask, other=0.0)
-        v = tl.load(V + offs, mask=mask, other=0.0)
-        # torch.optim's single-tensor step, op by op
-        if DECOUPLED:
-            p = p * decay  # param.mul_(1 - lr * weight_decay)
-        else:
-            g = g + p * l2  # grad.add(param, alpha=weight_decay)
-        m = m + one_minus_beta1 * (g - m)  # exp_avg.lerp_(grad, 1 - beta1): weight < 0.5
-        v = v * beta2  # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        v = v + one_minus_beta2 * g * g
-        denom = tl.sqrt_rn(v) / bc2_sqrt + eps
-        p = p + (-step_size) * m / denom  # param.addcdiv_(exp_avg, denom, value=-step_size)
-        tl.store(P + offs, p, mask=mask)
-        tl.store(M + offs, m, mask=mask)
-        tl.store(V + offs, v, mask=mask)
-        if p16_addr != 0:
-            tl.store(p16_addr.to(tl.pointer_type(tl.bfloat16)) + offs, _cast(p, tl.bfloat16), mask=mask)
+            if p16_addr != 0:
+                _adamw_block(P, M, V, G16, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
+                             one_minus_beta2, eps, decay, l2, DECOUPLED, True, True)
+            else:
+                _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
+                             one_minus_beta2, eps, decay, l2, DECOUPLED, False, True)
 
 
 def gemm_parameters(model, types=None):
@@ -236,7 +282,8 @@ class MasterAdamW(torch.optim.Optimizer):
         dev = group["params"][0].device
         static = torch.tensor(cols, dtype=torch.int64).t().contiguous().to(dev)
         blocks = torch.tensor(blk, dtype=torch.int32).to(dev)
-        return static, blocks, base, len(cols)
+        aligned = all(a % 16 == 0 for c in cols for a in c[:4])
+        return static, blocks, base, len(cols), aligned
 
     def _check_state(self, group):
         for p in group["params"]:
@@ -266,7 +313,7 @@ class MasterAdamW(torch.optim.Optimizer):
         return loss
 
     def _step_group(self, gi, group):
-        static, blocks, programs, T = self._tables[gi]
+        static, blocks, programs, T, aligned = self._tables[gi]
         if T == 0:
             return
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -292,6 +339,7 @@ class MasterAdamW(torch.optim.Optimizer):
             step_size[i] = lr / (1 - beta1 ** k)
             bc2_sqrt[i] = math.sqrt(1 - beta2 ** k)
             addrs[i] = grad.data_ptr()
+            aligned = aligned and addrs[i] % 16 == 0
         if not any(addrs):
             return
         if dev.type != "cuda" and not INTERPRET:  # the CPU without Triton's interpreter: torch's ops
@@ -302,7 +350,7 @@ class MasterAdamW(torch.optim.Optimizer):
         _master_adamw_kernel[(programs,)](
             static, dyn, blocks, T,
             f(lr), f(beta1), f(1 - beta1), f(beta2), f(1 - beta2), f(eps), f(1 - lr * wd), f(wd),
-            DECOUPLED=self.decoupled, BLOCK=BLOCK, num_warps=NUM_WARPS)
+            DECOUPLED=self.decoupled, ALIGNED=aligned, BLOCK=BLOCK, num_warps=NUM_WARPS)
 
     def _step_on_cpu(self, group):
         """The step by reference_step (the step counts this step already advanced)."""

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(1, str(pathlib.Path(__file__).resolve().parent.parent / "_common"))  # sm90, in the repository
 import master_adamw as ma  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -218,6 +219,21 @@ def test_non_contiguous_gradient():
     _close(opt.state[p]["master"], r, "master")
 
 
+def test_gradient_at_an_odd_address():
+    """A gradient that is a view 2 bytes into its storage: the kernel's unaligned variant."""
+    p = torch.nn.Parameter(torch.randn(3 * ma.BLOCK + 5))
+    r = p.detach().clone()
+    opt = ma.MasterAdamW([p], lr=1e-2, low_precision=[p])
+    buf = torch.randn(p.numel() + 1).to(torch.bfloat16)
+    g = buf[1:]
+    assert g.data_ptr() % 16 != 0
+    p.grad = g
+    st = {"step": 0, "exp_avg": torch.zeros_like(r), "exp_avg_sq": torch.zeros_like(r)}
+    opt.step()
+    ma.reference_step([r], [g], [st], 1e-2, (0.9, 0.999), 1e-8, 1e-2)
+    _close(opt.state[p]["master"], r, "master")
+
+
 @pytest.mark.parametrize("make,msg", [
     (lambda: ma.MasterAdamW([torch.nn.Parameter(torch.randn(4, dtype=torch.bfloat16))]), "fp32 parameters"),
     (lambda: ma.MasterAdamW([torch.nn.Parameter(torch.randn(4))], low_precision=[torch.nn.Parameter(torch.randn(4))]), "does not update"),
@@ -285,3 +301,38 @@ def test_graph_capture_is_refused_gpu():
         with torch.cuda.graph(g):
             opt.step()
 
+
+
+def _sm90_usage():
+    """(registers, spills, 16-byte vector loads) of the kernel as the H200 compiles it
+    (run_isolated: without the interpreter), for each variant the optimizer launches."""
+    import re
+
+    import sm90
+
+    out = {}
+    T = 4
+    args = (torch.empty(6, T, dtype=torch.int64), torch.empty(3, T, dtype=torch.int64),
+            torch.empty(64, dtype=torch.int32), T, 1e-3, 0.9, 0.1, 0.999, 0.001, 1e-8, 0.99, 0.01)
+    for decoupled in (True, False):
+        for aligned in (True, False):
+            launch = sm90.Launch(ma._master_adamw_kernel, (64,), args, ma.NUM_WARPS, 1,
+                                 dict(DECOUPLED=decoupled, ALIGNED=aligned, BLOCK=ma.BLOCK))
+            ptx = sm90.compile_sm90(launch).asm["ptx"]
+            regs, spills = sm90.ptxas_usage(ptx)
+            out[f"decoupled={decoupled} aligned={aligned}"] = (regs, spills, len(re.findall(r"ld\.global\.v4", ptx)))
+    return out
+
+
+def test_compiles_for_the_h200_vectorized_without_spills():
+    """The kernel compiles for sm_90 (a jitted function reads constexpr globals only, which the
+    interpreter does not check), without spills, and where every address is 16-byte aligned
+    its whole blocks load fp32 operands 16 bytes at a time (a mask bounded by a number read
+    from memory would keep them scalar)."""
+    sm90 = pytest.importorskip("sm90", reason="the repository's templates/_common (not in a generated folder)")
+    usage = sm90.run_isolated(_sm90_usage, str(pathlib.Path(__file__).parent))
+    assert len(usage) == 4, usage
+    for name, (regs, spills, v4) in usage.items():
+        assert spills == 0 and regs <= 64, (name, regs, spills)
+        # p, m and v (and the fp32 gradient) of the whole blocks, one vector each a thread
+        assert (v4 >= 7) == ("aligned=True" in name), (name, v4)
