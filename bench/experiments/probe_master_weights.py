@@ -22,16 +22,18 @@ runs these variants from the same initial weights and batches:
 and measures for each:
 
   wall_ms     a step (forward, backward, optimizer step, zero_grad) as a training loop runs it:
-              20 steps back to back after 5 warm-up steps, one synchronize, over 20; median of
-              3 such runs
-  gpu_ms      the GPU time of one step's kernels added up (torch.profiler, 2 steps, over 2)
+              20 steps back to back, one synchronize, over 20; the variants take turns, 5
+              rounds each (the host's pace on a lent machine moves between runs), the median
+              round (wall_ms_rounds: all five)
+  gpu_ms      the GPU time of one step's kernels added up (torch.profiler)
   kernels     kernels launched a step; casts_ms: the GPU time of the step's copy kernels
               (direct_copy / bfloat16_copy), which the weights' casts are among
-  opt_ms      the optimizer step's kernels alone
+  opt_ms      the optimizer step's kernels alone (opt_kernels: how many)
   loss        the losses of 6 steps (the RNG seeded before each: the eager variants draw the
               same dropout masks; compile's are its own); max_loss_diff against fused, and
-              max_rel_param the largest |p - p_fused| / max |p_fused| over the parameters
-              (masters for master) after them
+              rel_l2_params ||p - p_fused|| / ||p_fused|| over all the parameters (masters for
+              master) after them (a per-tensor maximum would measure noise: Adam moves a
+              parameter whose gradient is rounding noise by lr a step, whatever its sign)
 
 With --opt it also times the optimizer step alone on each model's parameters (CUDA events,
 L2 flushed before each by fa_testing.L2Flush, median of 30): fused=True on fp32 weights and
@@ -122,7 +124,9 @@ def params_of(model, opt):
     return out
 
 
-def measure(name, variant, base, spec, device, smoke):
+def prepare(name, variant, base, spec, device):
+    """The variant's model, its step and its losses over the 6 batches (the RNG seeded before
+    each), with its parameters (masters for master) after them."""
     _, b, t, vocab = spec
     model, run, opt = build(variant, base, device)
     step = make_step(run, opt, device)
@@ -131,45 +135,61 @@ def measure(name, variant, base, spec, device, smoke):
     for i, x in enumerate(data):  # the same 6 batches and dropout draws for every eager variant
         torch.manual_seed(100 + i)
         losses.append(step(x).item())
-    res = {"model": name, "variant": variant, "losses": losses, "params": params_of(model, opt)}
-    if smoke:
-        return res
-    x = data[0]
-    for _ in range(5):
-        step(x)
-    torch.cuda.synchronize()
-    walls = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(20):
-            step(x)
-        torch.cuda.synchronize()
-        walls.append((time.perf_counter() - t0) / 20 * 1e3)
-    res["wall_ms"] = round(statistics.median(walls), 3)
+    res = {"model": name, "variant": variant, "losses": losses}
+    return res, params_of(model, opt), (run, opt, step, data[0])
+
+
+def kernels_of(fn, device):
+    """The CUDA kernels fn() runs (torch.profiler): their count and GPU time in ms, and those
+    of the copy kernels (direct_copy / bfloat16_copy: the casts among them)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-        for _ in range(2):
-            with torch.autocast(device, dtype=torch.bfloat16):
-                loss = run(**x).loss
-            loss.backward()
-            with torch.profiler.record_function("fa_optimizer_step"):
-                opt.step()
-            opt.zero_grad(set_to_none=True)
+        fn()
         torch.cuda.synchronize()
-    evs = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    kern = [e for e in evs if "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
-    res["gpu_ms"] = round(sum(e.device_time for e in kern) / 2 / 1e3, 3)
-    res["kernels"] = len(kern) // 2
+    kern = [e for e in prof.events() if e.device_type.name == "CUDA"
+            and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
     casts = [e for e in kern if "copy_kernel" in e.name]
-    res["casts_ms"] = round(sum(e.device_time for e in casts) / 2 / 1e3, 3)
-    res["cast_kernels"] = len(casts) // 2
-    opt_ms = 0.0
-    for e in prof.events():
-        if e.name == "fa_optimizer_step" and e.device_type.name == "CPU":
-            opt_ms += e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
-    res["opt_ms"] = round(opt_ms / 2 / 1e3, 3)
-    return res
+    return len(kern), sum(e.device_time for e in kern) / 1e3, len(casts), sum(e.device_time for e in casts) / 1e3
+
+
+def measure_all(name, variants, base, spec, device, smoke):
+    """Every variant's losses; then, on a GPU, their step times: 5 rounds of 20 steps for
+    each variant in turn (interleaved: the host's pace on a lent machine moves between runs),
+    the median round; and one step's kernels under the profiler, the optimizer step's alone."""
+    out, runs = [], []
+    for v in variants:
+        res, params, r = prepare(name, v, base, spec, device)
+        out.append((res, params))
+        runs.append(r)
+    if smoke:
+        return out
+    for run, opt, step, x in runs:
+        for _ in range(5):
+            step(x)
+    torch.cuda.synchronize()
+    walls = [[] for _ in runs]
+    for _ in range(5):
+        for k, (run, opt, step, x) in enumerate(runs):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(20):
+                step(x)
+            torch.cuda.synchronize()
+            walls[k].append((time.perf_counter() - t0) / 20 * 1e3)
+    for k, (run, opt, step, x) in enumerate(runs):
+        res = out[k][0]
+        res["wall_ms"] = round(statistics.median(walls[k]), 3)
+        res["wall_ms_rounds"] = [round(w, 3) for w in walls[k]]
+        n, ms, nc, cms = kernels_of(lambda: step(x), device)
+        res.update(kernels=n, gpu_ms=round(ms, 3), cast_kernels=nc, casts_ms=round(cms, 3))
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = run(**x).loss
+        loss.backward()
+        n, ms, _, _ = kernels_of(opt.step, device)
+        opt.zero_grad(set_to_none=True)
+        res.update(opt_kernels=n, opt_ms=round(ms, 3))
+    return out
 
 
 def opt_alone(name, base, device):
@@ -245,14 +265,13 @@ def main():
         torch.manual_seed(0)
         base = spec[0]()
         ref = None
-        for v in variants:
-            r = measure(name, v, base, spec, device, a.smoke)
-            params = r.pop("params")
+        for r, params in measure_all(name, variants, base, spec, device, a.smoke):
             if ref is None:
                 ref = r["losses"], params
             r["max_loss_diff"] = max(abs(x - y) for x, y in zip(r["losses"], ref[0]))
-            r["max_rel_param"] = max(((p - q).abs().max() / q.abs().max().clamp_min(1e-30)).item()
-                                     for p, q in zip(params, ref[1]))
+            num = sum(((p - q).double() ** 2).sum().item() for p, q in zip(params, ref[1]))
+            den = sum((q.double() ** 2).sum().item() for q in ref[1])
+            r["rel_l2_params"] = (num / max(den, 1e-300)) ** 0.5
             print(json.dumps(r) if a.json else r, flush=True)
         if a.opt and not a.smoke:
             print(json.dumps(opt_alone(name, base, device)), flush=True)

@@ -18,8 +18,8 @@ training step's loss allocates falls from eager's 12 bytes an element of bf16 lo
 copy, the fp32 log-probabilities and their gradients) to the gradient's 2 (H200, 4096x8192:
 384 against 64 MiB).
 
-- One program per row, the row in chunks of BLOCK_V (``_plan``: the whole row up to 4096 on a
-  GPU, 128 under the interpreter so that the tests' rows take the loop); no autotuner, so a new
+- One program per row, the row in chunks of BLOCK_V (``_plan``: up to 2048 forward and 4096
+  backward on a GPU, 128 under the interpreter so that the tests' rows take the loop); no autotuner, so a new
   shape costs no tuning and CUDA-graph capture works at any shape.
 - ``label_smoothing`` e: eager's ``(1 - e) * nll + e * mean over the classes of -log p``, a
   running sum of the row beside the log-sum-exp; the gradient subtracts ``(1 - e)`` at the
@@ -62,16 +62,26 @@ MAX_BLOCK_V = 128 if INTERPRET else 4096
 SUM_BLOCK = 64 if INTERPRET else 1024
 
 
+# the forward's longest chunk: chunks of 2048 at 4 warps (16 elements a thread) ran 0.5-6% faster
+# than 4096 at 8 on an H100 at all five probed shapes (bench/experiments/probe_ce_fwd.py,
+# 2026-12-05: 4096x8192 bf16 28.7 against 30.2 us, 4096x30522 111.8 against 118.6, 8192x50257
+# 340.5 against 361.1, 8192x128256 693.2 against 696.7; a per-lane running max and sum, and 16
+# warps, slower)
+MAX_FWD_BLOCK_V = 2048
+
+
 @functools.lru_cache(maxsize=1024)
 def _plan(V, max_block, backward=False):
-    """(BLOCK_V, num_warps) for rows of V classes: the row in one chunk up to max_block,
-    BLOCK_V // 256 warps (at least 8 elements a thread), 1 to 8 of them; the backward 1 to 16
-    (BLOCK_V // 512 at the most: at 8 warps ptxas kept its 4096-wide chunk in 80 registers
-    and spilled, at 16 it needs 40; test_compiles_for_the_h200_without_spills)."""
-    block = min(triton.next_power_of_2(max(V, 1)), max_block)
+    """(BLOCK_V, num_warps) for rows of V classes: the forward's row in chunks of up to
+    MAX_FWD_BLOCK_V (and max_block), BLOCK_V // 512 warps (16 elements a thread), 1 to 4 of
+    them; the backward's in one chunk up to max_block, 1 to 16 warps (BLOCK_V // 256, at least
+    512 at the most: at 8 warps ptxas kept its 4096-wide chunk in 80 registers and spilled, at
+    16 it needs 40; test_compiles_for_the_h200_without_spills)."""
     if backward:
+        block = min(triton.next_power_of_2(max(V, 1)), max_block)
         return block, min(max(block // 256, 1), 16)
-    return block, min(max(block // 256, 1), 8)
+    block = min(triton.next_power_of_2(max(V, 1)), max_block, MAX_FWD_BLOCK_V)
+    return block, min(max(block // 512, 1), 4)
 
 
 # --- fa:shared cast ---

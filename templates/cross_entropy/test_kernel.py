@@ -188,8 +188,9 @@ def test_backward_saves_no_copy():
 
 
 def test_plan():
-    assert kernel._plan(8192, 4096) == (4096, 8)
-    assert kernel._plan(50257, 4096) == (4096, 8)
+    assert kernel._plan(8192, 4096) == (2048, 4)
+    assert kernel._plan(50257, 4096) == (2048, 4)
+    assert kernel._plan(1000, 4096) == (1024, 2)
     assert kernel._plan(10, 4096) == (16, 1)
     assert kernel._plan(1, 4096) == (1, 1)
     assert kernel._plan(50257, 4096, backward=True) == (4096, 16)
