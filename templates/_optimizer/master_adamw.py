@@ -226,21 +226,34 @@ class MasterAdamW(torch.optim.Optimizer):
             raise ValueError("low_precision holds a parameter the optimizer does not update")
         for g in self.param_groups:
             for p in g["params"]:
-                if p.dtype != torch.float32:
-                    raise ValueError(f"want fp32 parameters (the masters are made from them), got {p.dtype}")
-                if p.is_sparse or p.layout != torch.strided:
-                    raise ValueError("sparse parameters are not supported")
-                if not p.is_contiguous():
-                    raise ValueError("want contiguous parameters")
-                st = self.state[p]
-                st["step"] = 0
-                st["exp_avg"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
-                st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
-                if id(p) in low:
-                    st["master"] = p.detach().clone(memory_format=torch.contiguous_format)
-                    p.data = p.data.to(torch.bfloat16)
-        self._tables = None  # per group: (static, block table, programs, tensors), made at the first step
+                self._init_param(p, id(p) in low)
+        self._tables = None  # per group: (static, block table, programs, tensors, aligned), made at the first step
         self._dyn = None  # per group: (the per-step table on the device, its two pinned sources, events)
+
+    def _init_param(self, p, low):
+        """p's state (step 0, zero moments) and, where low, its fp32 master, p made bf16."""
+        if p.dtype != torch.float32:
+            raise ValueError(f"want fp32 parameters (the masters are made from them), got {p.dtype}")
+        if p.is_sparse or p.layout != torch.strided:
+            raise ValueError("sparse parameters are not supported")
+        if not p.is_contiguous():
+            raise ValueError("want contiguous parameters")
+        st = self.state[p]
+        st["step"] = 0
+        st["exp_avg"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        if low:
+            st["master"] = p.detach().clone(memory_format=torch.contiguous_format)
+            p.data = p.data.to(torch.bfloat16)
+
+    def add_param_group(self, param_group):
+        """torch.optim's; a group added after construction stays fp32 (its parameters' state
+        made here) and the tables are made again at the next step."""
+        super().add_param_group(param_group)
+        if hasattr(self, "_tables"):  # not from the constructor
+            for p in self.param_groups[-1]["params"]:
+                self._init_param(p, False)
+            self._tables = self._dyn = None
 
     def load_state_dict(self, state_dict):
         """torch.optim's, then the masters and moments put back in fp32: torch casts a loaded
@@ -307,6 +320,8 @@ class MasterAdamW(torch.optim.Optimizer):
             for g in self.param_groups:
                 self._check_state(g)
             self._tables = [self._static(g) for g in self.param_groups]
+            self._states = [[self.state[p] for p in g["params"]] for g in self.param_groups]
+            self._layout = [[(p.dtype, p.shape) for p in g["params"]] for g in self.param_groups]
             self._dyn = [None] * len(self.param_groups)
         for gi, group in enumerate(self.param_groups):
             self._step_group(gi, group)
@@ -323,23 +338,27 @@ class MasterAdamW(torch.optim.Optimizer):
         if dev.type == "cuda" and torch.cuda.is_current_stream_capturing():
             raise RuntimeError("MasterAdamW keeps its step count on the host: a CUDA graph capture of the step would replay stale bias corrections")
         addrs, step_size, bc2_sqrt = [0] * T, [0.0] * T, [0.0] * T
-        for i, p in enumerate(group["params"]):
+        params, states, layout = group["params"], self._states[gi], self._layout[gi]
+        corr = {}  # step count -> (step size, sqrt of the second bias correction)
+        for i in range(T):
+            p = params[i]
             grad = p.grad
             if grad is None:
                 continue
-            if grad.is_sparse:
-                raise ValueError("sparse gradients are not supported")
-            if grad.dtype != p.dtype or grad.shape != p.shape:
+            if grad.is_sparse or (grad.dtype, grad.shape) != layout[i]:
+                if grad.is_sparse:
+                    raise ValueError("sparse gradients are not supported")
                 raise ValueError(f"a {tuple(p.shape)} {p.dtype} parameter has a {tuple(grad.shape)} {grad.dtype} gradient")
             if not grad.is_contiguous():
                 p.grad = grad = grad.contiguous()
-            st = self.state[p]
-            st["step"] += 1
-            k = st["step"]
-            step_size[i] = lr / (1 - beta1 ** k)
-            bc2_sqrt[i] = math.sqrt(1 - beta2 ** k)
-            addrs[i] = grad.data_ptr()
-            aligned = aligned and addrs[i] % 16 == 0
+            st = states[i]
+            k = st["step"] = st["step"] + 1
+            c = corr.get(k)
+            if c is None:
+                c = corr[k] = (lr / (1 - beta1 ** k), math.sqrt(1 - beta2 ** k))
+            step_size[i], bc2_sqrt[i] = c
+            a = addrs[i] = grad.data_ptr()
+            aligned = aligned and a % 16 == 0
         if not any(addrs):
             return
         if dev.type != "cuda" and not INTERPRET:  # the CPU without Triton's interpreter: torch's ops
@@ -373,9 +392,7 @@ class MasterAdamW(torch.optim.Optimizer):
         T = len(addrs)
         if dev.type != "cuda":
             host = torch.empty(3, T, dtype=torch.int64)
-            host[_G] = torch.tensor(addrs, dtype=torch.int64)
-            host[_STEP_SIZE] = torch.tensor(step_size, dtype=torch.float64).view(torch.int64)
-            host[_BC2_SQRT] = torch.tensor(bc2_sqrt, dtype=torch.float64).view(torch.int64)
+            _fill(host, addrs, step_size, bc2_sqrt)
             return host
         if self._dyn[gi] is None:
             pinned = [torch.empty(3, T, dtype=torch.int64, pin_memory=True) for _ in range(2)]
@@ -384,15 +401,22 @@ class MasterAdamW(torch.optim.Optimizer):
         host = pinned[turn]
         if events[turn] is not None:
             events[turn].synchronize()
-        host[_G] = torch.tensor(addrs, dtype=torch.int64)
-        host[_STEP_SIZE] = torch.tensor(step_size, dtype=torch.float64).view(torch.int64)
-        host[_BC2_SQRT] = torch.tensor(bc2_sqrt, dtype=torch.float64).view(torch.int64)
+        _fill(host, addrs, step_size, bc2_sqrt)
         table.copy_(host, non_blocking=True)
         ev = torch.cuda.Event()
         ev.record()
         events[turn] = ev
         self._dyn[gi][3] = 1 - turn
         return table
+
+
+def _fill(host, addrs, step_size, bc2_sqrt):
+    """The per-step table's rows written into host (a CPU int64 [3, T] tensor) through numpy."""
+    ints = host.numpy()
+    floats = ints.view("float64")
+    ints[_G] = addrs
+    floats[_STEP_SIZE] = step_size
+    floats[_BC2_SQRT] = bc2_sqrt
 
 
 def reference_step(params, grads, states, lr, betas, eps, weight_decay, decoupled=True):

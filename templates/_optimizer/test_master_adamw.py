@@ -93,6 +93,26 @@ def test_groups_with_their_own_hyperparameters():
         _close(opt.state[p].get("master", p.detach()), r, f"tensor {i}")
 
 
+def test_a_group_added_later():
+    """add_param_group after steps: the new parameters are updated from the next step (fp32),
+    the others go on as before."""
+    params = _params("cpu", seed=7)
+    ref = [p.detach().clone() for p in params]
+    opt = ma.MasterAdamW(params[:3], lr=1e-2, low_precision=params[:2])
+    states = [{"step": 0, "exp_avg": torch.zeros_like(r), "exp_avg_sq": torch.zeros_like(r)} for r in ref]
+    _grads(params, 1)
+    opt.step()
+    ma.reference_step(ref[:3], [p.grad.clone() for p in params[:3]], states[:3], 1e-2, (0.9, 0.999), 1e-8, 1e-2)
+    opt.add_param_group({"params": params[3:], "weight_decay": 0.0})
+    _grads(params, 2)
+    grads = [p.grad.clone() for p in params]
+    opt.step()
+    ma.reference_step(ref[:3], grads[:3], states[:3], 1e-2, (0.9, 0.999), 1e-8, 1e-2)
+    ma.reference_step(ref[3:], grads[3:], states[3:], 1e-2, (0.9, 0.999), 1e-8, 0.0)
+    for i, (p, r) in enumerate(zip(params, ref)):
+        _close(opt.state[p].get("master", p.detach()), r, f"tensor {i}")
+
+
 def test_bf16_copy_rounds_to_nearest_even():
     """With lr 0 the masters stay as planted: values halfway between two bf16 numbers, whose
     copy must round to the even one (truncation would keep the lower)."""
