@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fuseadvise/fuseadvise/internal/pyenv"
+	"github.com/fuseadvise/fuseadvise/patterns"
 	"github.com/fuseadvise/fuseadvise/templates"
 )
 
@@ -488,4 +489,33 @@ func mustResolve(t *testing.T, s Spec) Spec {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestNotesInReadme: a group's notes (patterns.Pattern.Notes: dropout_add taking a Linear's
+// bias) reach its README's swap-in section, and a group without them gets none.
+func TestNotesInReadme(t *testing.T) {
+	yes, no := true, false
+	for _, gemmBias := range []bool{true, false} {
+		g := patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {16, 256, 768}}, DType: patterns.BF16, Instances: 1, Valid: true,
+			Params: patterns.Params{Bias: &no}}
+		if gemmBias {
+			g.Dims = append(g.Dims, []int64{768})
+			g.Params.Bias, g.Params.GEMMBias = &yes, true
+		}
+		s, why := SpecFromGroup("dropout_add", g)
+		if why != "" {
+			t.Fatal(why)
+		}
+		files, err := Render(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readme := string(files["README.md"])
+		if got := strings.Contains(readme, "\nHere the bias is the Linear's"); got != gemmBias {
+			t.Errorf("gemm_bias %v: README note present %v:\n%s", gemmBias, got, readme)
+		}
+		if s.Params.HasBias != gemmBias {
+			t.Errorf("gemm_bias %v: has_bias %v", gemmBias, s.Params.HasBias)
+		}
+	}
 }

@@ -33,6 +33,7 @@ func SpecFromGroup(pattern string, g patterns.ShapeGroup) (Spec, string) {
 	}
 	c, why := p.Case(g)
 	s.Dtype, s.Shapes, s.Params = c.Dtype, c.Shapes, c.Params
+	s.Notes = p.Notes(g)
 	return s, why
 }
 

@@ -34,6 +34,9 @@ type Spec struct {
 	// not known). The PR shows them, and compares EstFusedUs with GPUTimeUs / Instances.
 	Instances int
 	GPUTimeUs float64
+	// Notes are what the README says beside the usage snippet: the pattern's own sentences
+	// for this group (patterns.Pattern.Notes), fixed text of the registry, never the trace's.
+	Notes []string
 }
 
 // Params are the pattern parameters: the fields a pattern's schema (patterns.Pattern.Params)

@@ -296,6 +296,9 @@ func readme(s Spec, module string) []byte {
 		}
 		b.WriteString("    " + l + "\n")
 	}
+	for _, n := range s.Notes {
+		b.WriteString("\nHere " + n + ".\n")
+	}
 	b.WriteString("\nThe module's docstring says which parts have a backward. Benchmark before shipping: a\n")
 	b.WriteString("speedup below 1.0x in `bench.py` means do not ship.\n\n")
 	b.WriteString("## Source (data from the trace, JSON-escaped)\n\n")

@@ -449,7 +449,7 @@ func overlaps(all []ranked) []string {
 	owner := map[key]string{}
 	set := map[string]bool{}
 	for _, rk := range all {
-		for _, id := range rk.in.Ops {
+		for _, id := range slices.Concat(rk.in.Ops, rk.in.TakesBias) {
 			k := key{rk.rank, id}
 			if p, ok := owner[k]; ok && p != rk.in.Pattern {
 				a, b := p, rk.in.Pattern
@@ -557,6 +557,28 @@ func backward(t *trace.Trace, in *Instance) (bool, float64) {
 	}
 	for _, id := range in.Ops {
 		walk(id)
+	}
+	// a GEMM whose bias the instance takes: its backward's kernels that are not the GEMMs'
+	// (the bias gradient's row sum), which the fused backward's own pass replaces
+	var gemm func(id int32)
+	gemm = func(id int32) {
+		op := &t.Ops[id]
+		if b := op.Bwd; b >= 0 && computeOp(op.Name) && !seen[b] {
+			seen[b] = true
+			for _, id := range bwdOps(t, b) {
+				for _, a := range subtreeActIDs(t, id) {
+					if classify(t, &t.Acts[a]) == memoryBound {
+						ns += t.Acts[a].Dur
+					}
+				}
+			}
+		}
+		for _, c := range op.Children {
+			gemm(c)
+		}
+	}
+	for _, id := range in.TakesBias {
+		gemm(id)
 	}
 	return len(seen) > 0, float64(ns) / 1e3
 }

@@ -35,6 +35,15 @@ func (p *Pattern) Assumed(g ShapeGroup) []string {
 	return p.assume(g)
 }
 
+// Notes are what a group's folder says beside the usage snippet (how to hand the kernel
+// what the traced code computed elsewhere); nil for nothing.
+func (p *Pattern) Notes(g ShapeGroup) []string {
+	if p.note == nil {
+		return nil
+	}
+	return p.note(g)
+}
+
 // Check validates the structure of a case's shapes beyond what every pattern needs (a
 // GEMM's weight, a residual's broadcast).
 func (p *Pattern) Check(c Case) error {
@@ -230,7 +239,15 @@ func caseAddLayerNorm(g ShapeGroup, c *Case) string {
 }
 
 func caseDropoutAdd(g ShapeGroup, c *Case) string {
-	c.Shapes = [][]int64{g.Dims[0]}
+	x := g.Dims[0]
+	c.Shapes = [][]int64{x}
+	if g.Params.Bias != nil && *g.Params.Bias { // a bias add, or the GEMM's bias (GEMMBias), before the dropout
+		if len(g.Dims) < 3 || len(g.Dims[2]) != 1 || g.Dims[2][0] != x[len(x)-1] {
+			return "the bias is not a vector of the last dim"
+		}
+		c.Params.HasBias = true
+		c.Shapes = append(c.Shapes, []int64{x[len(x)-1]})
+	}
 	if g.Params.P != nil {
 		c.Params.P = *g.Params.P
 	}

@@ -23,6 +23,11 @@ type Params struct {
 	P           *float64 `json:"p,omitempty"`           // dropout probability
 	Casting     string   `json:"casting,omitempty"`     // rmsnorm: "llama" | "gemma" | "none"
 	Bias        *bool    `json:"bias,omitempty"`        // linear_gelu, layernorm_linear: the GEMM has a bias; dropout_add: a bias add precedes the dropout
+	// GEMMBias, dropout_add: the bias is the GEMM's before the dropout (nn.Linear's, Hugging
+	// Face Conv1D's addmm), which the kernel takes: the GEMM runs without it, and the fused
+	// backward sums its gradient in the pass that writes the dropout's, where eager's GEMM
+	// backward reads the output gradient again for it.
+	GEMMBias bool `json:"gemm_bias,omitempty"`
 	Linears     int      `json:"linears,omitempty"`     // layernorm_linear: GEMMs reading the norm output
 	// ConcatN, layernorm_linear with several GEMMs reading the norm output (Q, K and V
 	// projections): their output features summed, when they share the input features, the
@@ -72,6 +77,10 @@ type Instance struct {
 	Anchor  int32   // OpID of the anchoring node
 	Ops     []int32 // OpIDs of the chain's nodes, in time order
 	GEMMs   []int32 // OpIDs among Ops whose kernels a fusion keeps (the GEMMs)
+	// TakesBias are the OpIDs, not among Ops, of GEMMs whose bias the fused kernel takes
+	// (Params.GEMMBias): their kernels stay, but their backward's bias-gradient sum is the
+	// instance's (its traced backward time, its coverage).
+	TakesBias []int32
 	Dims    [][]int64
 	DType   DType
 	Params  Params
@@ -758,6 +767,57 @@ func (g *graph) normDimOf(a, n int32) (int, bool) {
 	return 0, false
 }
 
+// gemmBiasOf returns c when it is a GEMM with a bias of the last dim (nn.Linear's; an addmm's
+// 1-D input, beta and alpha 1 where recorded: Hugging Face's Conv1D) whose output only node n
+// reads, as a value of dims vdims (through views that keep the last dim), and which has a
+// backward in the trace (in inference taking the bias saves nothing), with the bias input.
+func (g *graph) gemmBiasOf(c, n int32, vdims []int64) (int32, trace.Input, bool) {
+	if c < 0 || len(g.cons[c]) != 1 || g.cons[c][0] != n || len(vdims) == 0 || !hasBackward(g.t, g.nodes[c]) {
+		return -1, trace.Input{}, false
+	}
+	ins := g.ins(c)
+	var b trace.Input
+	switch g.name[c] {
+	case "linear":
+		if len(ins) < 3 || !isTensor(ins[2]) {
+			return -1, trace.Input{}, false
+		}
+		b = ins[2]
+	case "addmm":
+		if len(ins) < 3 || !isTensor(ins[0]) {
+			return -1, trace.Input{}, false
+		}
+		for _, i := range []int{3, 4} { // beta, alpha
+			if v, ok := concreteFloat(ins, i); ok && v != 1 {
+				return -1, trace.Input{}, false
+			}
+		}
+		b = ins[0]
+	default:
+		return -1, trace.Input{}, false
+	}
+	out, ok := g.val0(c)
+	last := vdims[len(vdims)-1]
+	if !ok || len(b.Dims) != 1 || b.Dims[0] != last || len(out.dims) == 0 || out.dims[len(out.dims)-1] != last ||
+		numel(out.dims) != numel(vdims) {
+		return -1, trace.Input{}, false
+	}
+	return c, b, true
+}
+
+// hasBackward says whether op id or an op nested in it has a backward node in t.
+func hasBackward(t *trace.Trace, id int32) bool {
+	if t.Ops[id].Bwd >= 0 {
+		return true
+	}
+	for _, c := range t.Ops[id].Children {
+		if hasBackward(t, c) {
+			return true
+		}
+	}
+	return false
+}
+
 func matchDropoutAdd(g *graph, n int32) (*Instance, bool) {
 	if g.pass[n] || !dropoutRuns(g.t, g.nodes[n]) {
 		return nil, false
@@ -796,13 +856,23 @@ func matchDropoutAdd(g *graph, n int32) (*Instance, bool) {
 			}
 		}
 	}
+	var gemm int32 = -1 // else a GEMM's bias: y = r + dropout(x W + b) takes b
+	if bias < 0 {
+		if c, d, ok := g.gemmBiasOf(g.producer(n, 0), n, v.dims); ok {
+			gemm, bdims, bsize = c, d.Dims, d.Dims[0]*parseDType(d.Type).Size()
+		}
+	}
 	in := newInstance(g, "dropout_add", n, bias, n, add)
 	ai := g.ins(add)
 	ti := g.tensorInputs(add)
 	in.Dims = [][]int64{dims(ai[ti[0]].Dims), dims(ai[ti[1]].Dims)}
-	hasBias := bias >= 0
+	hasBias := bias >= 0 || gemm >= 0
 	if hasBias {
 		in.Dims = append(in.Dims, dims(bdims))
+	}
+	if gemm >= 0 {
+		in.Params.GEMMBias = true
+		in.TakesBias = []int32{g.nodes[gemm]}
 	}
 	in.Params.Bias = &hasBias
 	in.DType = v.dtype

@@ -474,7 +474,8 @@ func unclaimed(traces []*trace.Trace, class [][]kernelClass, claimed func(ti int
 // in and what is nested in them left out, but for a pattern whose fused backward sums the
 // GEMM's bias gradient (SumsGEMMBias) the backward nodes of the GEMM ops themselves (not
 // of the casts nested in them): eager's bias row sum, what that pass replaces (their GEMM
-// kernels are compute, not memory-bound, and so never claimed).
+// kernels are compute, not memory-bound, and so never claimed); so too for the GEMMs whose
+// bias the instance takes (Instance.TakesBias: dropout_add's).
 func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 	gemm := map[int32]bool{}
 	for _, id := range in.GEMMs {
@@ -521,6 +522,9 @@ func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 		for _, id := range in.GEMMs {
 			gemmBwd(id)
 		}
+	}
+	for _, id := range in.TakesBias {
+		gemmBwd(id)
 	}
 	return fwd, bwd
 }

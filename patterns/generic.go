@@ -594,7 +594,7 @@ func (g *graph) runtimeNumber(b int32, pos int) (program.DType, bool) {
 func claimedOps(ins []*Instance) map[int32]bool {
 	m := map[int32]bool{}
 	for _, in := range ins {
-		for _, id := range in.Ops {
+		for _, id := range slices.Concat(in.Ops, in.TakesBias) {
 			m[id] = true
 		}
 	}

@@ -90,6 +90,9 @@ type Pattern struct {
 	toCase func(g ShapeGroup, c *Case) string
 	// assume names the parameters the trace did not record, whose defaults the case uses.
 	assume func(g ShapeGroup) []string
+	// note says what a group's folder must tell beside the usage snippet (how to hand the
+	// kernel what the traced code computed elsewhere); nil for nothing.
+	note func(g ShapeGroup) []string
 	// check validates a case beyond its parameters (shape structure the kernel needs).
 	check func(c Case) error
 	// advise adds advice that depends on the opportunity (after Advice).
@@ -263,15 +266,17 @@ var catalog = []*Pattern{
 		Advice:   "fold LayerNorm into the following GEMM: gamma/beta into the weights once, mean/rstd applied in the GEMM's epilogue",
 		Refuses:  "a LayerNorm whose output goes through a dropout that runs, or any other op, before the GEMM",
 		Template: "layernorm_linear",
-		BackwardAsEager: "its backward runs eager's two cuBLAS GEMMs and replaces only the LayerNorm's backward; measured on an H200 at " +
+		BackwardAsEager: "its backward runs eager's two cuBLAS GEMMs and replaces only the LayerNorm's backward and the bias gradient's row sum; measured on an H200 at " +
 			"1.03-1.20x eager's backward (docs/benchmarks/h200.md, \"layernorm_linear in training\"), where the cost model's backward " +
 			"was 9% over to 41% under the measured time",
-		Params: []Param{paramHasBias, paramEps(1e-5)},
-		Usage:  "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
-		match:  matchLayerNormLinear,
-		toCase: caseLayerNormLinear,
-		assume: assumeLayerNormLinear,
-		check:  checkGEMMShapes,
+		// the bias gradient by _col_sums (two launches of its own), not ATen's row sum
+		SumsGEMMBias: true,
+		Params:       []Param{paramHasBias, paramEps(1e-5)},
+		Usage:        "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
+		match:        matchLayerNormLinear,
+		toCase:       caseLayerNormLinear,
+		assume:       assumeLayerNormLinear,
+		check:        checkGEMMShapes,
 	},
 	{
 		ID:       "add_layernorm",
@@ -306,6 +311,8 @@ var catalog = []*Pattern{
 		match:    matchDropoutAdd,
 		toCase:   caseDropoutAdd,
 		assume:   assumeDropoutAdd,
+		advise:   adviseDropoutAdd,
+		note:     noteDropoutAdd,
 	},
 	{
 		ID:       "rmsnorm_pyops",
@@ -365,6 +372,27 @@ var catalog = []*Pattern{
 
 // adviseAttention adds SDPA when the masked softmax sits between two GEMMs, and says how
 // many instances an attention instance holds (fused whole there, not generated here).
+// gemmBiasNote says how to hand dropout_add's kernel a GEMM's bias (Params.GEMMBias).
+const gemmBiasNote = "the bias is the Linear's before the dropout: run the Linear without it and give it to the kernel, " +
+	"y = DropoutAdd(p)(F.linear(h, dense.weight), residual, dense.bias) (Hugging Face's Conv1D: h @ conv.weight, conv.bias); " +
+	"its backward sums the bias gradient in the pass that writes the dropout's, where eager's AddmmBackward0 reads the output gradient again for it"
+
+func adviseDropoutAdd(o *Opportunity) []string {
+	for _, g := range o.Shapes {
+		if g.Params.GEMMBias {
+			return []string{"where gemm_bias: " + gemmBiasNote}
+		}
+	}
+	return nil
+}
+
+func noteDropoutAdd(g ShapeGroup) []string {
+	if g.Params.GEMMBias {
+		return []string{gemmBiasNote}
+	}
+	return nil
+}
+
 func adviseAttention(o *Opportunity) []string {
 	out := heldByAttention(o)
 	for _, s := range o.Shapes {

@@ -170,7 +170,7 @@ func counted(traces []*trace.Trace, all []ranked) []bool {
 				walk(c)
 			}
 		}
-		for _, id := range rk.in.Ops {
+		for _, id := range slices.Concat(rk.in.Ops, rk.in.TakesBias) {
 			walk(id)
 		}
 	}

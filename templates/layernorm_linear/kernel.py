@@ -86,7 +86,9 @@ matters.
   saves (M x K elements fewer held for the backward). The backward: dxn = dy W (cuBLAS); one
   pass (``_ln_bwd_kernel``) reading x and dxn once, writing the LayerNorm's d_input, the
   normalized input (rounded as eager's, for the weight gradient) and per-program partial
-  sums of dgamma and dbeta; dW = dy^T xn (cuBLAS); db as eager's row sum; ``_sum_parts``.
+  sums of dgamma and dbeta; dW = dy^T xn (cuBLAS); db by ``_col_sums`` (fp32 partial sums
+  of row blocks, then ``_sum_parts``: at 4096x768 bf16 10.0 us where eager's row sum took
+  15.6 on an H100); ``_sum_parts``.
   Rows longer than ``MAX_BWD_K`` take ATen's LayerNorm backward. A row of equal values, whose
   stored rstd is 0 (the fold's guard), gets the true 1/sqrt(eps) in the backward.
 
@@ -1134,6 +1136,49 @@ def _part_sums(part, outs, k0=0):
 # --- fa:end sumparts ---
 
 
+# --- fa:shared colsum ---
+# A bias gradient, the sum of an [M, N] output gradient's rows, in two launches: programs of
+# COLSUM_ROWS rows x COLSUM_BLOCK_N columns write fp32 partial sums [ceil(M / COLSUM_ROWS), N]
+# (a [COLSUM_BLOCK_M, COLSUM_BLOCK_N] accumulator over their rows, reduced once), which
+# _part_sums adds up in the gradient's type. Where ATen's dy.sum(0) runs its reduce_kernel at a
+# fraction of the bandwidth (an H100, bench/experiments/probe_colsum.py, 2026-12-05, us:
+# 4096x768 bf16 15.6 -> 10.0, 4096x2304 19.7 -> 15.4, 16384x1024 37.2 -> 20.0; torch.compile
+# 10.0, 13.8, 27.0). The row count is not specialized (it follows the batch).
+COLSUM_ROWS = 32 if INTERPRET else 128
+COLSUM_BLOCK_M = 8 if INTERPRET else 32
+COLSUM_BLOCK_N = 16 if INTERPRET else 64
+
+
+@triton.jit(do_not_specialize=["M"])
+def _col_partials(DY, PART, M, N, sm, sn, ROWS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Program (g, j): rows [g * ROWS, (g + 1) * ROWS) of DY's columns [j * BLOCK_N, ...)
+    added up into PART[g, cols] (fp32)."""
+    g = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cm = cols < N
+    acc = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
+    for i in tl.static_range(0, ROWS, BLOCK_M):
+        rows = g * ROWS + i + tl.arange(0, BLOCK_M)
+        acc += tl.load(DY + rows[:, None] * sm + cols[None, :] * sn, mask=(rows < M)[:, None] & cm[None, :],
+                       other=0.0).to(tl.float32)
+    tl.store(PART + g * N + cols, tl.sum(acc, axis=0), mask=cm)
+
+
+def _col_sums(dy, out):
+    """out = dy.sum(0) in out's type: dy [M, N] with any strides, out a contiguous [N]. Two
+    launches (_col_partials, then _part_sums); out zeroed where M is 0."""
+    M, N = dy.shape
+    if M == 0 or N == 0:
+        return out.zero_()
+    G = -(-M // COLSUM_ROWS)
+    part = torch.empty(G, N, dtype=torch.float32, device=dy.device)
+    _launch(_col_partials, (G, -(-N // COLSUM_BLOCK_N)), (dy, part, M, N, dy.stride(0), dy.stride(1)),
+            num_warps=4, ROWS=COLSUM_ROWS, BLOCK_M=COLSUM_BLOCK_M, BLOCK_N=COLSUM_BLOCK_N)
+    _part_sums(part, [out])
+    return out
+# --- fa:end colsum ---
+
+
 # --- fa:shared rows ---
 def _rows(t, view_only=False):
     """A 2-D [rows, N] view of t; a copy only when no such view exists (never for outputs)."""
@@ -1545,7 +1590,7 @@ class LayerNormLinearFunction(torch.autograd.Function):
         dxn = dy2 @ weight if need_x or need_g or need_b else None
         dx, xn, dg, db = _ln_backward(a, dxn, gamma, beta, mean, rstd, ctx.eps, (need_x, need_w, need_g, need_b))
         dw = dy2.t() @ xn if need_w else None
-        dbias = dy2.sum(0) if ctx.has_bias and need_bias else None
+        dbias = _col_sums(dy2, torch.empty(N, dtype=dy.dtype, device=dy.device)) if ctx.has_bias and need_bias else None
         return (None if dx is None else dx.view(x.shape)), dg, db, dw, dbias, None, None, None
 
 
