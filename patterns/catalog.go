@@ -28,7 +28,7 @@ type Params struct {
 	// backward sums its gradient in the pass that writes the dropout's, where eager's GEMM
 	// backward reads the output gradient again for it.
 	GEMMBias bool `json:"gemm_bias,omitempty"`
-	Linears     int      `json:"linears,omitempty"`     // layernorm_linear: GEMMs reading the norm output
+	Linears  int  `json:"linears,omitempty"` // layernorm_linear: GEMMs reading the norm output
 	// ConcatN, layernorm_linear with several GEMMs reading the norm output (Q, K and V
 	// projections): their output features summed, when they share the input features, the
 	// op and bias-ness, so they can run as one GEMM over their concatenated weights (its
@@ -81,9 +81,9 @@ type Instance struct {
 	// (Params.GEMMBias): their kernels stay, but their backward's bias-gradient sum is the
 	// instance's (its traced backward time, its coverage).
 	TakesBias []int32
-	Dims    [][]int64
-	DType   DType
-	Params  Params
+	Dims      [][]int64
+	DType     DType
+	Params    Params
 	// Elems is the element count of the chain's main tensor; Rows and Cols
 	// its row count and row length for row-wise kernels.
 	Elems, Rows, Cols int64
