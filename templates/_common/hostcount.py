@@ -63,8 +63,11 @@ CASES = [
     # sums and the gradient are two allocations where ATen's sum was one op
     Case("linear_gelu", "bf16", "16x256x768x3072", [[2, 8, 64], [48, 64], [48]],
          {"approximate": "tanh", "has_bias": True}, 13),
+    # 18 since the bias gradient is summed by _col_sums (2026-12-05): its partial sums and the
+    # gradient are two allocations where ATen's sum was one op (and one launch more), for a
+    # column sum 5.6 us faster at BERT's 4096x768 on an H100 (docs/templates.md)
     Case("layernorm_linear", "bf16", "16x256x768x3072", [[2, 8, 64], [48, 64], [48]],
-         {"has_bias": True, "eps": 1e-5}, 17),
+         {"has_bias": True, "eps": 1e-5}, 18),
     Case("attention", "bf16", "8x12x512x64 causal p=0.1", [[1, 2, 24, 64]] * 3,
          {"mask_kind": "causal", "mask_fill": "min", "scale": 0.125, "p": 0.1, "bias_kind": "none"}, 8),
     # 5: the forward's four allocations (each row's log-sum-exp and loss, the count, the loss)
