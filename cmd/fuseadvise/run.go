@@ -210,7 +210,7 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 		if err := codegen.WriteMasterAdamW(d, false); err != nil {
 			return nil, err
 		}
-		p.progress("  %s: the optimizer for the weights autocast casts (MasterAdamW, with its own tests)", d)
+		p.progress("  %s: the optimizer for the weights autocast casts (MasterAdamW, with its own tests)", filepath.Join("kernels", codegen.MasterAdamWDir))
 	}
 
 	if err := p.step(ctx, "verify (Triton interpreter)"); err != nil {
