@@ -103,24 +103,31 @@ var activationOperand = map[string]int{
 // forward cast, bwd false, or its ToCopyBackward0, bwd true), and whether of a weight (else
 // an activation).
 func autocastCast(t *trace.Trace, op int32) (ok, bwd, weight bool) {
+	ok, bwd, weight, _ = autocastCastOf(t, op)
+	return ok, bwd, weight
+}
+
+// autocastCastOf is autocastCast with the forward op of the cast: op itself for a forward
+// cast, the forward op a ToCopyBackward0 node is linked to for its backward.
+func autocastCastOf(t *trace.Trace, op int32) (ok, bwd, weight bool, fwd int32) {
 	for id := op; id >= 0 && int(id) < len(t.Ops); id = t.Ops[id].Parent {
 		n := t.Ops[id].Name
 		if !strings.HasPrefix(n, evaluateFunction) {
 			continue
 		}
 		if n != evaluateFunction+"ToCopyBackward0" {
-			return false, false, false
+			return false, false, false, -1
 		}
 		for _, c := range t.Ops[id].Children {
 			if f := t.Ops[c].Fwd; t.Ops[c].Name == "ToCopyBackward0" && f >= 0 {
 				ok, weight = castOperand(t, f)
-				return ok, true, weight
+				return ok, true, weight, f
 			}
 		}
-		return false, false, false
+		return false, false, false, -1
 	}
 	ok, weight = castOperand(t, op)
-	return ok, false, weight
+	return ok, false, weight, op
 }
 
 // castOperand says whether op is, or is nested in, a cast (castOps) made directly in a GEMM

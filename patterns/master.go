@@ -62,20 +62,9 @@ func tiedDims(t *trace.Trace) map[string]bool {
 // (forward) or of its gradient back (bwd), one that MasterAdamW removes: not of a weight of
 // an embedding's dims (tied).
 func weightCast(t *trace.Trace, op int32, tied map[string]bool) (ok, bwd bool) {
-	ok, bwd, weight := autocastCast(t, op)
+	ok, bwd, weight, fwd := autocastCastOf(t, op)
 	if !ok || !weight {
 		return false, false
-	}
-	fwd := op
-	if bwd {
-		fwd = -1
-		for id := op; id >= 0 && int(id) < len(t.Ops) && fwd < 0; id = t.Ops[id].Parent {
-			for _, c := range t.Ops[id].Children {
-				if t.Ops[c].Name == "ToCopyBackward0" && t.Ops[c].Fwd >= 0 {
-					fwd = t.Ops[c].Fwd
-				}
-			}
-		}
 	}
 	if c := outermostCast(t, fwd); c >= 0 && len(t.Ops[c].Inputs) > 0 && tied[fmt.Sprint(t.Ops[c].Inputs[0].Dims)] {
 		return false, false
@@ -86,7 +75,7 @@ func weightCast(t *trace.Trace, op int32, tied map[string]bool) (ok, bwd bool) {
 // masterWeights finds t's weight casts (weightCast, memory-bound kernels) and returns the
 // finding, or nil when the trace has none; steps is the trace's step count.
 func masterWeights(t *trace.Trace, steps int) *MasterWeights {
-	type role struct{ ok, bwd, weight bool }
+	type role struct{ ok, bwd bool }
 	roles := map[int32]role{}
 	tied := tiedDims(t)
 	var fwd, bwd int64
@@ -99,7 +88,6 @@ func masterWeights(t *trace.Trace, steps int) *MasterWeights {
 		r, seen := roles[op]
 		if !seen {
 			r.ok, r.bwd = weightCast(t, op, tied)
-			r.weight = r.ok
 			roles[op] = r
 		}
 		if !r.ok {
@@ -119,7 +107,7 @@ func masterWeights(t *trace.Trace, steps int) *MasterWeights {
 	// the forward casts: their operands' shapes and the type they cast to
 	casts := map[int32]bool{} // the outermost cast op of each forward weight cast
 	for op, r := range roles {
-		if !r.ok || !r.weight || r.bwd {
+		if !r.ok || r.bwd {
 			continue
 		}
 		if c := outermostCast(t, op); c >= 0 {
