@@ -336,27 +336,11 @@ func TestAutocastCasts(t *testing.T) {
 		}
 	}
 	// ToCopyBackward0 nodes (as the engine records them) for three of the casts
-	end := tr.Steps[0].Dur
-	add := func(name string, parent int32) int32 {
-		id := int32(len(tr.Ops))
-		tr.Ops = append(tr.Ops, trace.Op{Name: name, Kind: trace.KindCPUOp, Start: end, Dur: 10_000, Parent: parent,
-			Bwd: -1, Fwd: -1, Py: -1, ExternalID: -1, RecordFunctionID: -1, EvIdx: -1, Seq: -1, FwdThreadID: -1, Step: -1})
-		if parent >= 0 {
-			tr.Ops[parent].Children = append(tr.Ops[parent].Children, id)
-		} else {
-			tr.Threads[0].Roots = append(tr.Threads[0].Roots, id)
-		}
-		end += 1_000
-		return id
-	}
+	b := newTail(tr)
 	backward := func(fwd int32) {
-		e := add(evaluateFunction+"ToCopyBackward0", -1)
-		n := add("ToCopyBackward0", e)
+		n := b.op("ToCopyBackward0", b.op(evaluateFunction+"ToCopyBackward0", -1))
 		tr.Ops[n].Fwd, tr.Ops[fwd].Bwd = fwd, n
-		c := add("aten::to", n)
-		tr.Acts = append(tr.Acts, trace.Activity{Name: "copy_kernel", Start: end, Dur: 7_000, Op: c})
-		tr.Ops[c].Acts = []int32{int32(len(tr.Acts) - 1)}
-		end += 20_000
+		b.kernel(b.op("aten::to", n), "copy_kernel", 7)
 	}
 	var weight, act int32 = -1, -1
 	for k, id := range casts {
@@ -370,7 +354,7 @@ func TestAutocastCasts(t *testing.T) {
 	backward(weight)
 	backward(act)
 	backward(casts["top"])
-	tr.Steps[0].Dur = end
+	b.done()
 
 	for k, id := range casts {
 		ok, w := castOperand(tr, id)

@@ -43,32 +43,14 @@ func TestDropoutAddTakesGEMMBias(t *testing.T) {
 			tr := synth(ops...)
 			gemm := tr.Threads[0].Roots[0]
 			// the GEMM's backward node: a GEMM kernel (compute) and the bias' row sum
-			end := tr.Steps[0].Dur
-			mk := func(name string, parent int32) int32 {
-				id := int32(len(tr.Ops))
-				tr.Ops = append(tr.Ops, trace.Op{Name: name, Kind: trace.KindCPUOp, Start: end, Dur: 10_000, Parent: parent,
-					Bwd: -1, Fwd: -1, Py: -1, ExternalID: -1, RecordFunctionID: -1, EvIdx: -1, Seq: -1, FwdThreadID: -1, Step: -1})
-				if parent >= 0 {
-					tr.Ops[parent].Children = append(tr.Ops[parent].Children, id)
-				} else {
-					tr.Threads[0].Roots = append(tr.Threads[0].Roots, id)
-				}
-				end += 1_000
-				return id
-			}
-			kernel := func(op int32, name string, us int64) {
-				tr.Acts = append(tr.Acts, trace.Activity{Name: name, Start: end, Dur: us * 1_000, Op: op})
-				tr.Ops[op].Acts = append(tr.Ops[op].Acts, int32(len(tr.Acts)-1))
-				end += 20_000
-			}
+			b := newTail(tr)
 			if tc.name != "inference: no backward" {
-				e := mk(evaluateFunction+"AddmmBackward0", -1)
-				n := mk("AddmmBackward0", e)
+				n := b.op("AddmmBackward0", b.op(evaluateFunction+"AddmmBackward0", -1))
 				tr.Ops[n].Fwd, tr.Ops[gemm].Bwd = gemm, n
-				kernel(mk("aten::mm", n), "nvjet_gemm", 40)
-				kernel(mk("aten::sum", n), "reduce_kernel", 12)
+				b.kernel(b.op("aten::mm", n), "nvjet_gemm", 40)
+				b.kernel(b.op("aten::sum", n), "reduce_kernel", 12)
 			}
-			tr.Steps[0].Dur = end
+			b.done()
 
 			r, err := Analyze([]*trace.Trace{tr}, Options{})
 			if err != nil {

@@ -147,17 +147,7 @@ func masterWeights(t *trace.Trace, steps int) *MasterWeights {
 	per := len(shapes) / m.Steps
 	if per > 0 && len(shapes)%m.Steps == 0 {
 		m.Tensors = per
-		at := map[string]int{}
-		for _, s := range shapes[:per] {
-			m.Params += numel(s)
-			k := fmt.Sprint(s)
-			if i, ok := at[k]; ok {
-				m.Shapes[i].Count++
-				continue
-			}
-			at[k] = len(m.Shapes)
-			m.Shapes = append(m.Shapes, ShapeCount{Dims: slices.Clone(s), Count: 1})
-		}
+		m.Params, m.Shapes = countShapes(shapes[:per])
 	}
 	m.advise(classes)
 	return m

@@ -23,36 +23,17 @@ func masterTrace(dtype, optimizer string, backward, tied bool) *trace.Trace {
 		ops = append(ops, op{name: "embedding", in: []string{"f32:3072x768", "i64:8x128"}})
 	}
 	tr := synth(ops...)
-	end := tr.Steps[0].Dur
-	add := func(name string, parent int32) int32 {
-		id := int32(len(tr.Ops))
-		tr.Ops = append(tr.Ops, trace.Op{Name: name, Kind: trace.KindCPUOp, Start: end, Dur: 10_000, Parent: parent,
-			Bwd: -1, Fwd: -1, Py: -1, ExternalID: -1, RecordFunctionID: -1, EvIdx: -1, Seq: -1, FwdThreadID: -1, Step: -1})
-		if parent >= 0 {
-			tr.Ops[parent].Children = append(tr.Ops[parent].Children, id)
-		} else {
-			tr.Threads[0].Roots = append(tr.Threads[0].Roots, id)
-		}
-		end += 1_000
-		return id
-	}
-	kernel := func(op int32, us int64) {
-		tr.Acts = append(tr.Acts, trace.Activity{Name: "copy_kernel", Start: end, Dur: us * 1_000, Op: op})
-		tr.Ops[op].Acts = append(tr.Ops[op].Acts, int32(len(tr.Acts)-1))
-		end += 20_000
-	}
+	b := newTail(tr)
 	if backward {
 		weight := tr.Ops[tr.Threads[0].Roots[0]].Children[1]
-		e := add(evaluateFunction+"ToCopyBackward0", -1)
-		n := add("ToCopyBackward0", e)
+		n := b.op("ToCopyBackward0", b.op(evaluateFunction+"ToCopyBackward0", -1))
 		tr.Ops[n].Fwd, tr.Ops[weight].Bwd = weight, n
-		kernel(add("aten::to", n), 7)
+		b.kernel(b.op("aten::to", n), "copy_kernel", 7)
 	}
 	if optimizer != "" {
-		s := add("Optimizer.step#"+optimizer+".step", -1)
-		kernel(add("aten::_foreach_add_", s), 3)
+		b.kernel(b.op("aten::_foreach_add_", b.op("Optimizer.step#"+optimizer+".step", -1)), "copy_kernel", 3)
 	}
-	tr.Steps[0].Dur = end
+	b.done()
 	return tr
 }
 

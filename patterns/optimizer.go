@@ -296,20 +296,27 @@ func (f *OptimizerFinding) params(a *optAcc) {
 	}
 	f.DType = a.dtype
 	f.Tensors = len(shapes)
-	at := map[string]int{} // index in f.ParamShapes by shape
+	f.Params, f.ParamShapes = countShapes(shapes)
+}
+
+// countShapes is the elements of tensors of the given shapes and each shape with how many
+// tensors have it, most elements first.
+func countShapes(shapes [][]int64) (elems int64, out []ShapeCount) {
+	at := map[string]int{} // index in out by shape
 	for _, s := range shapes {
-		f.Params += numel(s)
+		elems += numel(s)
 		k := fmt.Sprint(s)
 		if i, ok := at[k]; ok {
-			f.ParamShapes[i].Count++
+			out[i].Count++
 			continue
 		}
-		at[k] = len(f.ParamShapes)
-		f.ParamShapes = append(f.ParamShapes, ShapeCount{Dims: slices.Clone(s), Count: 1})
+		at[k] = len(out)
+		out = append(out, ShapeCount{Dims: slices.Clone(s), Count: 1})
 	}
-	slices.SortFunc(f.ParamShapes, func(x, y ShapeCount) int { // most elements first
+	slices.SortFunc(out, func(x, y ShapeCount) int {
 		return cmp.Or(cmp.Compare(numel(y.Dims)*int64(y.Count), numel(x.Dims)*int64(x.Count)), slices.Compare(x.Dims, y.Dims))
 	})
+	return elems, out
 }
 
 // fmtFloat is v with one decimal.

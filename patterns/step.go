@@ -51,30 +51,27 @@ type Totals struct {
 
 // addOptimizer sets the optimizer steps' saving (us, all steps) and its shares.
 func (tt *Totals) addOptimizer(us, busyUs float64) {
-	if us <= 0 {
-		return
-	}
-	tt.OptimizerSavingUs = round2(us)
-	if busyUs > 0 {
-		tt.OptimizerPctOfGPUBusy = round2(us / busyUs * 100)
-	}
-	if tt.StepUs > 0 {
-		tt.OptimizerSavingPctOfStep = round2(us / tt.StepUs * 100)
-	}
+	tt.OptimizerSavingUs, tt.OptimizerPctOfGPUBusy, tt.OptimizerSavingPctOfStep = tt.shares(us, busyUs)
 }
 
 // addMasterWeights sets the master weights' saving (us, all steps) and its shares.
 func (tt *Totals) addMasterWeights(us, busyUs float64) {
+	tt.MasterWeightsSavingUs, tt.MasterWeightsPctOfGPUBusy, tt.MasterWeightsSavingPctOfStep = tt.shares(us, busyUs)
+}
+
+// shares is a saving of us (all steps) with its shares of GPU busy time and of the step, each
+// 0 where unknown; all 0 when us is not positive.
+func (tt *Totals) shares(us, busyUs float64) (saving, pctBusy, pctStep float64) {
 	if us <= 0 {
-		return
+		return 0, 0, 0
 	}
-	tt.MasterWeightsSavingUs = round2(us)
 	if busyUs > 0 {
-		tt.MasterWeightsPctOfGPUBusy = round2(us / busyUs * 100)
+		pctBusy = round2(us / busyUs * 100)
 	}
 	if tt.StepUs > 0 {
-		tt.MasterWeightsSavingPctOfStep = round2(us / tt.StepUs * 100)
+		pctStep = round2(us / tt.StepUs * 100)
 	}
+	return round2(us), pctBusy, pctStep
 }
 
 // Host is the step seen from the CPU: the host costs measured in the trace, whether the

@@ -435,3 +435,37 @@ func dimsKey(d []int64) string {
 	}
 	return s
 }
+
+// tail appends ops and kernels after a synthetic trace's ops (backward nodes, optimizer
+// steps), each later than the last; done stretches the trace's step over them.
+type tail struct {
+	tr  *trace.Trace
+	end int64
+}
+
+func newTail(tr *trace.Trace) *tail { return &tail{tr, tr.Steps[0].Dur} }
+
+// op appends an op (a root when parent is -1) and returns its id.
+func (b *tail) op(name string, parent int32) int32 {
+	tr := b.tr
+	id := int32(len(tr.Ops))
+	tr.Ops = append(tr.Ops, trace.Op{Name: name, Kind: trace.KindCPUOp, Start: b.end, Dur: 10_000, Parent: parent,
+		Bwd: -1, Fwd: -1, Py: -1, ExternalID: -1, RecordFunctionID: -1, EvIdx: -1, Seq: -1, FwdThreadID: -1, Step: -1})
+	if parent >= 0 {
+		tr.Ops[parent].Children = append(tr.Ops[parent].Children, id)
+	} else {
+		tr.Threads[0].Roots = append(tr.Threads[0].Roots, id)
+	}
+	b.end += 1_000
+	return id
+}
+
+// kernel appends a kernel of us microseconds that op launched.
+func (b *tail) kernel(op int32, name string, us int64) {
+	tr := b.tr
+	tr.Acts = append(tr.Acts, trace.Activity{Name: name, Start: b.end, Dur: us * 1_000, Op: op})
+	tr.Ops[op].Acts = append(tr.Ops[op].Acts, int32(len(tr.Acts)-1))
+	b.end += 20_000
+}
+
+func (b *tail) done() { b.tr.Steps[0].Dur = b.end }

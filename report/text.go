@@ -106,40 +106,34 @@ func TotalsOf(a *patterns.Report) Totals {
 // optimizerTotal is s followed by the optimizer steps' saving with fused=True, where the
 // analysis estimated one: another change than the chains', and GPU time no chain holds.
 func optimizerTotal(t *patterns.Totals, busy float64, s string) string {
-	if !pos(t.OptimizerSavingUs) {
-		return s
-	}
-	s += fmt.Sprintf(" The optimizer steps with fused=True: %s µs more", fmtUs(t.OptimizerSavingUs))
-	var shares []string
-	if pos(busy) {
-		shares = append(shares, fmtPct(t.OptimizerPctOfGPUBusy)+" of GPU busy time")
-	}
-	if pos(t.StepUs) {
-		shares = append(shares, fmtPct(t.OptimizerSavingPctOfStep)+" of the step time")
-	}
-	if len(shares) > 0 {
-		s += " (" + strings.Join(shares, ", ") + ")"
-	}
-	return s + "; see Optimizer steps."
+	return s + otherSaving(t, busy, "The optimizer steps with fused=True", "Optimizer steps",
+		t.OptimizerSavingUs, t.OptimizerPctOfGPUBusy, t.OptimizerSavingPctOfStep)
 }
 
 // masterTotal is s followed by the master weights' saving, where offered.
 func masterTotal(t *patterns.Totals, busy float64, s string) string {
-	if !pos(t.MasterWeightsSavingUs) {
-		return s
+	return s + otherSaving(t, busy, "The GEMM weights kept in bf16 with fp32 masters in the optimizer (no autocast casts)",
+		"Weights cast by autocast", t.MasterWeightsSavingUs, t.MasterWeightsPctOfGPUBusy, t.MasterWeightsSavingPctOfStep)
+}
+
+// otherSaving is the sentence for a saving apart from the chains' (what, us, its shares of
+// GPU busy time and of the step, and the section that has the details); "" without one.
+func otherSaving(t *patterns.Totals, busy float64, what, see string, us, pctBusy, pctStep float64) string {
+	if !pos(us) {
+		return ""
 	}
-	s += fmt.Sprintf(" The GEMM weights kept in bf16 with fp32 masters in the optimizer (no autocast casts): %s µs more", fmtUs(t.MasterWeightsSavingUs))
+	s := fmt.Sprintf(" %s: %s µs more", what, fmtUs(us))
 	var shares []string
 	if pos(busy) {
-		shares = append(shares, fmtPct(t.MasterWeightsPctOfGPUBusy)+" of GPU busy time")
+		shares = append(shares, fmtPct(pctBusy)+" of GPU busy time")
 	}
 	if pos(t.StepUs) {
-		shares = append(shares, fmtPct(t.MasterWeightsSavingPctOfStep)+" of the step time")
+		shares = append(shares, fmtPct(pctStep)+" of the step time")
 	}
 	if len(shares) > 0 {
 		s += " (" + strings.Join(shares, ", ") + ")"
 	}
-	return s + "; see Weights cast by autocast."
+	return s + "; see " + see + "."
 }
 
 // CoverageOf says what share of the memory-bound kernel time (kernels not launched by a
