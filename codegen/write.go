@@ -376,9 +376,11 @@ for batch in loader:
   the same kernel.
 - bf16 only (fp16 training needs a GradScaler, which refuses fp16 gradients); Adam and AdamW
   (amsgrad, maximize and a tensor learning rate are refused).
-- One backward a step: gradients accumulated over several backwards add in bf16 here, in fp32
-  under autocast's fp32 weights; DDP all-reduces them in bf16 too, and clip_grad_norm_ takes
-  the norm of bf16 gradients (the same values, its result rounded to bf16).
+- The gradients are bf16: accumulated over several backwards they add in bf16 (in fp32 under
+  autocast's fp32 weights), DDP all-reduces them in bf16, and clip_grad_norm_ takes the norm of
+  bf16 gradients (the same values, its result rounded to bf16). For gradient accumulation pass
+  ` + "`grad_dtype=torch.float32`" + `: autograd keeps them fp32, as autocast's (the backward's casts
+  stay, the forward's go).
 - The model's own state_dict() holds the bf16 copies: save ` + "`opt.state_dict()`" + ` (the fp32
   masters) with it, or export ` + "`opt.fp32_state_dict(model)`" + ` (the checkpoint the fp32 model
   would have saved). Evaluate under autocast too: an fp32 input does not meet a bf16 weight

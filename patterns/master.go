@@ -199,7 +199,7 @@ func (m *MasterWeights) advise(classes []string) {
 		"(gen writes it: master_adamw/; decoupled=False for Adam). Neither cast runs, one kernel updates every parameter " +
 		"with the bytes of fused=True, and the model computes what it computed: the forward reads the master's " +
 		"round-to-nearest copy, the gradient is the same bf16 GEMM output. Tied weights and the weights of " +
-		"non-GEMM modules stay fp32; gradients accumulated over several backwards would add in bf16"
+		"non-GEMM modules stay fp32; with gradient accumulation over several backwards, grad_dtype=torch.float32 keeps their gradients fp32 (the backward's casts then stay)"
 }
 
 // MasterWeightsOffered says whether the master weights' advice applies to one of r's traces.

@@ -23,10 +23,11 @@ Conditions (``gemm_parameters`` and the constructor check them):
 - bf16 only (fp16 training needs a GradScaler, which refuses fp16 gradients);
 - a parameter read by anything but GEMMs stays fp32 (LayerNorm's, an embedding's, a weight
   tied to an embedding: an embedding under autocast reads its fp32 weight);
-- one backward a step: gradients accumulated over several backwards add in bf16 here where
-  autocast's fp32 gradients add in fp32; DDP all-reduces them in bf16 too, and
-  ``clip_grad_norm_`` takes the norm of bf16 gradients (the same values, its result rounded
-  to bf16);
+- the gradients are bf16: accumulated over several backwards they add in bf16 where
+  autocast's fp32 gradients add in fp32, DDP all-reduces them in bf16, and ``clip_grad_norm_``
+  takes the norm of bf16 gradients (the same values, its result rounded to bf16); with
+  ``grad_dtype=torch.float32`` autograd keeps them fp32 (``Tensor.grad_dtype``), as autocast's,
+  and only the forward's casts go;
 - the model's own ``state_dict()`` holds the bf16 copies: save ``opt.state_dict()`` (the
   masters) with it, or export ``opt.fp32_state_dict(model)``; run evaluation under autocast
   too (an fp32 input does not meet a bf16 weight outside it);
@@ -66,10 +67,10 @@ BLOCK = 256 if INTERPRET else 1024
 NUM_WARPS = 8
 
 # the rows of the static table (one column a tensor) and of the per-step one, for the host
-_P, _P16, _M, _V, _NUMEL, _BASE = range(6)
+_P, _P16, _M, _V, _NUMEL, _BASE, _G32 = range(7)
 _G, _STEP_SIZE, _BC2_SQRT = range(3)
 # and for the kernel (a jitted function reads constexpr globals only)
-_KP, _KP16, _KM, _KV, _KNUMEL, _KBASE = (tl.constexpr(i) for i in range(6))
+_KP, _KP16, _KM, _KV, _KNUMEL, _KBASE, _KG32 = (tl.constexpr(i) for i in range(7))
 _KG, _KSTEP_SIZE, _KBC2_SQRT = (tl.constexpr(i) for i in range(3))
 
 
@@ -134,7 +135,7 @@ def _adamw_block(P, M, V, G, P16, offs, mask, step_size, bc2_sqrt, beta1, one_mi
 
 @triton.jit
 def _master_adamw_kernel(
-    STATIC, DYN, BLK, T,  # int64 [6, T], int64 [3, T], int32 [programs], tensors
+    STATIC, DYN, BLK, T,  # int64 [7, T], int64 [3, T], int32 [programs], tensors
     lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, decay, l2,
     DECOUPLED: tl.constexpr, ALIGNED: tl.constexpr, BLOCK: tl.constexpr,
 ):
@@ -160,17 +161,24 @@ def _master_adamw_kernel(
         bc2_sqrt = tl.load(DYN + _KBC2_SQRT * T + t).to(tl.float64, bitcast=True).to(tl.float32)
         # whole blocks unmasked (a mask whose bound is read from memory keeps the compiler from
         # vectorizing), the last block of a tensor masked; bf16 gradients where the model holds
-        # a bf16 copy
+        # a bf16 copy, unless it keeps them in fp32 (grad_dtype)
+        g16 = (p16_addr != 0) & (tl.load(STATIC + _KG32 * T + t) == 0)
         if first + BLOCK <= n:
-            if p16_addr != 0:
+            if g16:
                 _adamw_block(P, M, V, G16, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
+                             one_minus_beta2, eps, decay, l2, DECOUPLED, True, False)
+            elif p16_addr != 0:
+                _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
                              one_minus_beta2, eps, decay, l2, DECOUPLED, True, False)
             else:
                 _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
                              one_minus_beta2, eps, decay, l2, DECOUPLED, False, False)
         else:
-            if p16_addr != 0:
+            if g16:
                 _adamw_block(P, M, V, G16, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
+                             one_minus_beta2, eps, decay, l2, DECOUPLED, True, True)
+            elif p16_addr != 0:
+                _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
                              one_minus_beta2, eps, decay, l2, DECOUPLED, True, True)
             else:
                 _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
@@ -206,10 +214,16 @@ class MasterAdamW(torch.optim.Optimizer):
     torch.optim.Adam's L2 weight decay) whose ``low_precision`` parameters the model holds in
     bf16 while their fp32 masters live here (``state[p]["master"]``, saved by state_dict). The
     other parameters stay fp32 and are updated by the same kernel in place. amsgrad, maximize
-    and a tensor learning rate are not supported."""
+    and a tensor learning rate are not supported.
+
+    ``grad_dtype``: the low-precision parameters' gradients, bf16 (the default: no cast in the
+    backward either) or ``torch.float32`` (``Tensor.grad_dtype``: autograd accumulates them in
+    fp32, as autocast's fp32 weights do: for gradient accumulation over several backwards, an
+    fp32 all-reduce, a clipping norm of fp32 gradients; the backward's cast of each gradient
+    stays, the forward's goes)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, *,
-                 low_precision=(), decoupled=True):
+                 low_precision=(), decoupled=True, grad_dtype=torch.bfloat16):
         if not 0.0 <= lr:
             raise ValueError(f"invalid learning rate: {lr}")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -218,8 +232,13 @@ class MasterAdamW(torch.optim.Optimizer):
             raise ValueError(f"invalid eps: {eps}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"invalid weight_decay: {weight_decay}")
+        if grad_dtype not in (torch.bfloat16, torch.float32):
+            raise ValueError(f"grad_dtype must be torch.bfloat16 or torch.float32, got {grad_dtype}")
+        if grad_dtype == torch.float32 and not hasattr(torch.Tensor, "grad_dtype"):
+            raise ValueError("grad_dtype=torch.float32 needs Tensor.grad_dtype (PyTorch 2.10 and later)")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
         self.decoupled = decoupled
+        self.grad_dtype = grad_dtype
         mine = {id(p) for g in self.param_groups for p in g["params"]}
         low = {id(p): p for p in low_precision}
         if set(low) - mine:
@@ -245,6 +264,8 @@ class MasterAdamW(torch.optim.Optimizer):
         if low:
             st["master"] = p.detach().clone(memory_format=torch.contiguous_format)
             p.data = p.data.to(torch.bfloat16)
+            if self.grad_dtype != torch.bfloat16:
+                p.grad_dtype = self.grad_dtype
 
     def add_param_group(self, param_group):
         """torch.optim's; a group added after construction stays fp32 (its parameters' state
@@ -268,6 +289,11 @@ class MasterAdamW(torch.optim.Optimizer):
                         memory_format=torch.contiguous_format)
         self._tables = self._dyn = None
 
+    def _grad_dtype_of(self, p):
+        """The type p's gradient has: bf16 for a low-precision parameter unless grad_dtype
+        says fp32, else p's own."""
+        return self.grad_dtype if p.dtype == torch.bfloat16 else p.dtype
+
     def fp32_state_dict(self, model):
         """model.state_dict() with the fp32 masters in place of the bf16 copies: the
         checkpoint autocast's fp32 model would have saved."""
@@ -289,7 +315,8 @@ class MasterAdamW(torch.optim.Optimizer):
             nblk = triton.cdiv(n, BLOCK)
             cols.append([(master if master is not None else p).data_ptr(),
                          p.data_ptr() if master is not None else 0,
-                         st["exp_avg"].data_ptr(), st["exp_avg_sq"].data_ptr(), n, base])
+                         st["exp_avg"].data_ptr(), st["exp_avg_sq"].data_ptr(), n, base,
+                         int(self._grad_dtype_of(p) == torch.float32)])
             blk.extend([i] * nblk)
             base += nblk
         dev = group["params"][0].device
@@ -321,7 +348,7 @@ class MasterAdamW(torch.optim.Optimizer):
                 self._check_state(g)
             self._tables = [self._static(g) for g in self.param_groups]
             self._states = [[self.state[p] for p in g["params"]] for g in self.param_groups]
-            self._layout = [[(p.dtype, p.shape) for p in g["params"]] for g in self.param_groups]
+            self._layout = [[(self._grad_dtype_of(p), p.shape) for p in g["params"]] for g in self.param_groups]
             self._dyn = [None] * len(self.param_groups)
         for gi, group in enumerate(self.param_groups):
             self._step_group(gi, group)

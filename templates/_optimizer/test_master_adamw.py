@@ -187,6 +187,35 @@ def test_training_matches_autocast_with_fp32_weights():
         _close(opt.state[p].get("master", p.detach()).float(), q.detach(), name)
 
 
+def test_gradient_accumulation_in_fp32():
+    """grad_dtype=torch.float32: two backwards a step add their gradients in fp32, as
+    autocast's fp32 weights do: the same losses step for step, the masters the weights."""
+    torch.manual_seed(2)
+    model = _Tiny()
+    ref = copy.deepcopy(model)
+    opt = ma.MasterAdamW(model.parameters(), lr=1e-2, weight_decay=0.1, low_precision=ma.gemm_parameters(model),
+                         grad_dtype=torch.float32)
+    ropt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1, foreach=False)
+    assert model.up.weight.dtype == torch.bfloat16
+    for k in range(3):
+        losses = []
+        for mod, o in ((model, opt), (ref, ropt)):
+            total = 0.0
+            for micro in range(2):
+                ids = torch.randint(0, 50, (4, 9), generator=torch.Generator().manual_seed(10 * k + micro))
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = mod(ids)
+                loss.backward()
+                total += loss.item()
+            assert mod is ref or model.up.weight.grad.dtype == torch.float32
+            o.step()
+            o.zero_grad()
+            losses.append(total)
+        assert losses[0] == losses[1], f"step {k}: loss {losses[0]} against autocast's {losses[1]}"
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        _close(opt.state[p].get("master", p.detach()).float(), q.detach(), name)
+
+
 def test_fp32_state_dict_is_autocasts_checkpoint():
     """After training both ways, the fp32 state dict equals the fp32 model's, key for key."""
     torch.manual_seed(1)
@@ -260,7 +289,8 @@ def test_gradient_at_an_odd_address():
     (lambda: ma.MasterAdamW([torch.nn.Parameter(torch.randn(4, 3).t())]), "contiguous"),
     (lambda: ma.MasterAdamW([torch.nn.Parameter(torch.randn(4))], lr=-1.0), "learning rate"),
     (lambda: ma.MasterAdamW([torch.nn.Parameter(torch.randn(4))], betas=(0.9, 1.0)), "betas"),
-], ids=["bf16-param", "foreign-low", "strided", "negative-lr", "beta-one"])
+    (lambda: ma.MasterAdamW([torch.nn.Parameter(torch.randn(4))], grad_dtype=torch.float16), "grad_dtype"),
+], ids=["bf16-param", "foreign-low", "strided", "negative-lr", "beta-one", "fp16-grads"])
 def test_refuses(make, msg):
     with pytest.raises(ValueError, match=msg):
         make()
