@@ -257,7 +257,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	optClaims := make([]map[string]bool, len(traces)) // per trace: the optimizer classes whose fused step saves time
 	inferred := false                                 // a trace's dataflow inferred from shapes (no execution trace)
 	var optSavingUs float64
-	masterClaims := make([]bool, len(traces)) // per trace: its weights' casts go with MasterAdamW
+	masterClaims := make([]*tiedWeights, len(traces)) // per trace where its weights' casts go with MasterAdamW: the tied weights that stay
 	var masterSavingUs float64
 	var generic []GenericChain
 	var genericAll []ranked // generic chains' instances: in the totals and the coverage
@@ -341,13 +341,14 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 				optSavingUs += f.EstSavingUs
 			}
 		}
-		if mw := masterWeights(t, s.Steps); mw != nil {
+		tied := newTiedWeights(t, join)
+		if mw := masterWeights(t, s.Steps, tied); mw != nil {
 			if len(traces) > 1 {
 				mw.Rank = rank
 			}
 			r.MasterWeights = append(r.MasterWeights, *mw)
 			if mw.EstSavingUs > 0 {
-				masterClaims[ti] = true
+				masterClaims[ti] = tied
 				masterSavingUs += mw.EstSavingUs
 			}
 		}

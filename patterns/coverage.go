@@ -263,9 +263,10 @@ func classify(t *trace.Trace, a *trace.Activity) kernelClass {
 
 // coverage measures what the chains of all claim of the traces' memory-bound kernel time;
 // keep marks the counted set; optimizers[ti] names the optimizer classes of trace ti whose
-// steps' kernels the optimizer advice claims, master[ti] whether the master weights' advice
-// claims its weights' casts. Nil when the traces hold no memory-bound kernel.
-func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map[string]bool, master []bool) *Coverage {
+// steps' kernels the optimizer advice claims, master[ti] (non-nil) that the master weights'
+// advice claims its weights' casts, but the tied ones. Nil when the traces hold no
+// memory-bound kernel.
+func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map[string]bool, master []*tiedWeights) *Coverage {
 	c := &Coverage{}
 	class := make([][]kernelClass, len(traces))
 	for ti, t := range traces {
@@ -345,11 +346,11 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map
 	}
 	mst := map[key]bool{}
 	for ti, t := range traces {
-		if ti >= len(master) || !master[ti] {
+		if ti >= len(master) || master[ti] == nil {
 			continue
 		}
 		roles := map[int32]bool{}
-		tied := tiedDims(t)
+		tied := master[ti]
 		for i := range t.Acts {
 			if class[ti][i] != memoryBound || fwdAll[key{ti, int32(i)}] || bwdAll[key{ti, int32(i)}] {
 				continue

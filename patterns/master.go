@@ -44,29 +44,51 @@ type MasterWeights struct {
 // masterOptimizers are the optimizer classes MasterAdamW replaces (decoupled=False: Adam).
 var masterOptimizers = map[string]bool{"Adam": true, "AdamW": true}
 
-// tiedDims are the dims of the weights t's embeddings read: a GEMM weight of the same dims
-// may be tied to one (GPT-2's output projection), which an embedding reads in fp32 under
-// autocast, so its casts stay (gemm_parameters leaves such a weight fp32).
-func tiedDims(t *trace.Trace) map[string]bool {
-	out := map[string]bool{}
+// tiedWeights tells the GEMM weights that may be tied to an embedding's weight (GPT-2's output
+// projection), which an embedding reads in fp32 under autocast, so that their casts stay
+// (gemm_parameters leaves such a weight fp32). With an execution trace, a weight is tied when
+// an embedding reads its storage; from Kineto alone, when an embedding reads a weight of its
+// dims (Llama's untied lm_head, of the embedding's dims, is left out too).
+type tiedWeights struct {
+	dims     map[string]bool         // the dims of the embeddings' weights
+	storages map[int64]bool          // their storages, from the execution trace
+	join     map[int32]*trace.ETNode // t's ops to execution-trace nodes; nil without one
+}
+
+func newTiedWeights(t *trace.Trace, join map[int32]*trace.ETNode) *tiedWeights {
+	w := &tiedWeights{dims: map[string]bool{}, storages: map[int64]bool{}, join: join}
 	for i := range t.Ops {
 		o := &t.Ops[i]
-		if baseName(o.Name) == "embedding" && len(o.Inputs) > 0 && o.Inputs[0].Dims != nil {
-			out[fmt.Sprint(o.Inputs[0].Dims)] = true
+		if baseName(o.Name) != "embedding" {
+			continue
+		}
+		if len(o.Inputs) > 0 && o.Inputs[0].Dims != nil {
+			w.dims[fmt.Sprint(o.Inputs[0].Dims)] = true
+		}
+		if n := join[int32(i)]; n != nil && len(n.Inputs) > 0 && n.Inputs[0].ID >= 0 {
+			w.storages[n.Inputs[0].Storage] = true
 		}
 	}
-	return out
+	return w
+}
+
+// tied says whether the weight cast op c reads may be tied to an embedding's.
+func (w *tiedWeights) tied(t *trace.Trace, c int32) bool {
+	if n := w.join[c]; n != nil && len(n.Inputs) > 0 && n.Inputs[0].ID >= 0 && len(w.storages) > 0 {
+		return w.storages[n.Inputs[0].Storage]
+	}
+	return len(t.Ops[c].Inputs) > 0 && w.dims[fmt.Sprint(t.Ops[c].Inputs[0].Dims)]
 }
 
 // weightCast says whether the kernels op launched are autocast's cast of a GEMM weight
-// (forward) or of its gradient back (bwd), one that MasterAdamW removes: not of a weight of
-// an embedding's dims (tied).
-func weightCast(t *trace.Trace, op int32, tied map[string]bool) (ok, bwd bool) {
+// (forward) or of its gradient back (bwd), one that MasterAdamW removes: not of a weight
+// tied to an embedding's.
+func weightCast(t *trace.Trace, op int32, tied *tiedWeights) (ok, bwd bool) {
 	ok, bwd, weight, fwd := autocastCastOf(t, op)
 	if !ok || !weight {
 		return false, false
 	}
-	if c := outermostCast(t, fwd); c >= 0 && len(t.Ops[c].Inputs) > 0 && tied[fmt.Sprint(t.Ops[c].Inputs[0].Dims)] {
+	if c := outermostCast(t, fwd); c >= 0 && tied.tied(t, c) {
 		return false, false
 	}
 	return true, bwd
@@ -74,10 +96,9 @@ func weightCast(t *trace.Trace, op int32, tied map[string]bool) (ok, bwd bool) {
 
 // masterWeights finds t's weight casts (weightCast, memory-bound kernels) and returns the
 // finding, or nil when the trace has none; steps is the trace's step count.
-func masterWeights(t *trace.Trace, steps int) *MasterWeights {
+func masterWeights(t *trace.Trace, steps int, tied *tiedWeights) *MasterWeights {
 	type role struct{ ok, bwd bool }
 	roles := map[int32]role{}
-	tied := tiedDims(t)
 	var fwd, bwd int64
 	kernels := 0
 	for i := range t.Acts {

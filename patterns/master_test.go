@@ -92,3 +92,40 @@ func TestMasterWeights(t *testing.T) {
 		})
 	}
 }
+
+// TestMasterWeightsTiedFromTheExecutionTrace: with an execution trace, a weight of an
+// embedding's dims is tied only when the embedding reads its storage (GPT-2's output
+// projection), else its casts go too (Llama's lm_head); from Kineto alone the dims decide.
+func TestMasterWeightsTiedFromTheExecutionTrace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		storage int64 // the storage the weight's cast reads; the embedding reads storage 7
+		et      bool
+		tensors int
+	}{
+		{"Kineto alone: same dims, left out", 8, false, 1},
+		{"the embedding's storage: tied, left out", 7, true, 1},
+		{"another storage: not tied, its casts go", 8, true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := masterTrace("15", "AdamW", true, true)
+			var join map[int32]*trace.ETNode
+			if tc.et {
+				join = map[int32]*trace.ETNode{}
+				for i := range tr.Ops {
+					o := &tr.Ops[i]
+					switch {
+					case o.Name == "aten::embedding":
+						join[int32(i)] = &trace.ETNode{Inputs: []trace.Tensor{{ID: 1, Storage: 7}}}
+					case o.Name == "aten::to" && o.Parent >= 0 && len(o.Inputs) > 0 && len(o.Inputs[0].Dims) == 2 && o.Inputs[0].Dims[1] == 768:
+						join[int32(i)] = &trace.ETNode{Inputs: []trace.Tensor{{ID: 2, Storage: tc.storage}}}
+					}
+				}
+			}
+			m := masterWeights(tr, 1, newTiedWeights(tr, join))
+			if m == nil || m.Tensors != tc.tensors {
+				t.Fatalf("finding %+v, want %d tensors", m, tc.tensors)
+			}
+		})
+	}
+}
