@@ -378,6 +378,9 @@ func writeMasterWeights(w io.Writer, a *Result, markdown bool) error {
 		if m.Why != "" {
 			s += " (not offered: " + m.Why + ")"
 		}
+		if h := m.HostSaving(); h != "" {
+			s += ". " + h
+		}
 		fmt.Fprintf(w, "- %s\n", CellText(s, markdown))
 	}
 	return nil

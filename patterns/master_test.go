@@ -86,6 +86,10 @@ func TestMasterWeights(t *testing.T) {
 				if !strings.Contains(m.Advice, "MasterAdamW") {
 					t.Errorf("advice %q names no MasterAdamW", m.Advice)
 				}
+				// on the host: the weight's and the bias' casts and the weight's backward node
+				if m.Ops != 3 || !strings.Contains(m.HostSaving(), "3 ops and 3 launches a step") {
+					t.Errorf("%d ops, host %q; want 3 ops and 3 launches", m.Ops, m.HostSaving())
+				}
 			} else if c.MasterWeightsUs != 0 {
 				t.Errorf("coverage claims %v µs of casts not offered", c.MasterWeightsUs)
 			}

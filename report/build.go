@@ -382,6 +382,9 @@ func masterWeightsSection(a *patterns.Report) section {
 		if m.Why != "" {
 			adv += " (not offered: " + m.Why + ")"
 		}
+		if h := m.HostSaving(); h != "" {
+			adv += ". " + h
+		}
 		s.After = append(s.After, para{txt(adv)})
 	}
 	s.Table = tb
