@@ -387,6 +387,8 @@ for batch in loader:
   outside it.
 - The step count and bias corrections are host numbers (torch's default, capturable=False): a
   step captured in a CUDA graph is refused.
+- The constructor changes the parameters' type: make the optimizer before wrapping the model in
+  DistributedDataParallel; FSDP, which flattens the parameters itself, is not supported.
 
 ## Check it
 

@@ -32,7 +32,10 @@ Conditions (``gemm_parameters`` and the constructor check them):
   masters) with it, or export ``opt.fp32_state_dict(model)``; run evaluation under autocast
   too (an fp32 input does not meet a bf16 weight outside it);
 - the step count, learning rate and bias corrections are host numbers (torch's default,
-  ``capturable=False``): a step captured in a CUDA graph is refused.
+  ``capturable=False``): a step captured in a CUDA graph is refused;
+- the constructor changes the parameters' type: make the optimizer before wrapping the model
+  in DistributedDataParallel (whose gradient buckets follow the parameters' types when it is
+  built); FSDP, which flattens the parameters itself, is not supported.
 
 Usage (the model fp32, as built; its GEMM weights become bf16, their fp32 values the masters)::
 
