@@ -246,6 +246,7 @@ func caseDropoutAdd(g ShapeGroup, c *Case) string {
 			return "the bias is not a vector of the last dim"
 		}
 		c.Params.HasBias = true
+		c.Params.GEMMBias = g.Params.GEMMBias
 		c.Shapes = append(c.Shapes, []int64{x[len(x)-1]})
 	}
 	if g.Params.P != nil {

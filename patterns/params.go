@@ -11,15 +11,19 @@ import (
 // the default of the pattern's schema (Pattern.Params); fields a pattern's schema does not
 // name must be left zero. codegen validates them against the schema.
 type KernelParams struct {
-	Approximate string  // GELU: "none" (erf, default) or "tanh"
-	HasBias     bool    // the chain adds a bias
-	MaskKind    string  // "none" (default), "bool", "additive", "causal"
-	MaskFill    string  // bool/causal mask fill: "-inf" (default), "min" (dtype min) or a finite number
-	Scale       float64 // multiplier applied before the mask (default 1)
-	Eps         float64 // norm epsilon (default per pattern)
-	P           float64 // dropout probability in [0, 1) (default 0)
-	BiasKind    string  // attention: a bias added to the scores, "none" (default), "additive" or "alibi"
-	Casting     string  // RMSNorm: "llama" (default) or "fp32"
+	Approximate string // GELU: "none" (erf, default) or "tanh"
+	HasBias     bool   // the chain adds a bias
+	// GEMMBias, dropout_add: the bias is a GEMM's (its epilogue added it in the traced
+	// model): the reference's forward reads the GEMM's output with it, its backward sums the
+	// bias gradient, as eager's GEMM backward does.
+	GEMMBias bool
+	MaskKind string  // "none" (default), "bool", "additive", "causal"
+	MaskFill string  // bool/causal mask fill: "-inf" (default), "min" (dtype min) or a finite number
+	Scale    float64 // multiplier applied before the mask (default 1)
+	Eps      float64 // norm epsilon (default per pattern)
+	P        float64 // dropout probability in [0, 1) (default 0)
+	BiasKind string  // attention: a bias added to the scores, "none" (default), "additive" or "alibi"
+	Casting  string  // RMSNorm: "llama" (default) or "fp32"
 	// ResidualDtype is the residual's dtype when it differs from the case's (an fp32
 	// residual stream plus a bf16 branch under autocast); "" = the case's dtype.
 	ResidualDtype string
@@ -47,7 +51,7 @@ type KernelParams struct {
 
 // KernelParamNames are the names of KernelParams' fields as case.py and manifest.json spell
 // them, in the order codegen writes them.
-var KernelParamNames = []string{"approximate", "has_bias", "mask_kind", "mask_fill", "scale", "eps", "p", "bias_kind", "casting",
+var KernelParamNames = []string{"approximate", "has_bias", "gemm_bias", "mask_kind", "mask_fill", "scale", "eps", "p", "bias_kind", "casting",
 	"residual_dtype", "mask_dtype", "out_dtype", "norm_dim", "reduction", "ignore_index", "upcast", "label_smoothing"}
 
 // Case is the kernel case one shape group maps to: what codegen generates, less the
@@ -89,6 +93,7 @@ type Param struct {
 var (
 	paramApproximate   = Param{Name: "approximate", Kind: ParamEnum, Values: []string{"none", "tanh"}, Default: "none"}
 	paramHasBias       = Param{Name: "has_bias", Kind: ParamBool}
+	paramGEMMBias      = Param{Name: "gemm_bias", Kind: ParamBool}
 	paramMaskKind      = Param{Name: "mask_kind", Kind: ParamEnum, Values: []string{"none", "bool", "additive", "causal"}, Default: "none"}
 	paramMaskFill      = Param{Name: "mask_fill", Kind: ParamEnum, Values: []string{"-inf", "min"}, OrNumber: true, Max: math.MaxFloat32, Default: "-inf"}
 	paramScale         = Param{Name: "scale", Kind: ParamNumber, Abs: true, Min: 1e-12, Max: 1e12, Default: "1"}

@@ -306,7 +306,7 @@ var catalog = []*Pattern{
 		Advice:   "fuse dropout with the residual add (one kernel, mask generated in-kernel)",
 		Refuses:  "a dropout that does not run (eval mode or p = 0: aten::dropout returns its input)",
 		Template: "dropout_add",
-		Params:   []Param{paramHasBias, paramP, paramResidualDtype},
+		Params:   []Param{paramHasBias, paramGEMMBias, paramP, paramResidualDtype},
 		Usage:    "from {module} import DropoutAdd\ny = DropoutAdd(p)(x, residual, bias)     # was residual + dropout(x + bias, p)",
 		match:    matchDropoutAdd,
 		toCase:   caseDropoutAdd,
@@ -375,8 +375,7 @@ var catalog = []*Pattern{
 // gemmBiasNote says how to hand dropout_add's kernel a GEMM's bias (Params.GEMMBias).
 const gemmBiasNote = "the bias is the Linear's before the dropout: run the Linear without it and give it to the kernel, " +
 	"y = DropoutAdd(p)(F.linear(h, dense.weight), residual, dense.bias) (Hugging Face's Conv1D: h @ conv.weight, conv.bias); " +
-	"its backward sums the bias gradient in the pass that writes the dropout's, where eager's AddmmBackward0 reads the output gradient again for it. " +
-	"bench.py's eager forward adds the bias in a pass of its own, which the traced GEMM did in its epilogue: judge this folder by its backward (the bias gradient's row sum is real), not by its forward speedup"
+	"its backward sums the bias gradient in the pass that writes the dropout's, where eager's AddmmBackward0 reads the output gradient again for it"
 
 func adviseDropoutAdd(o *Opportunity) []string {
 	for _, g := range o.Shapes {
