@@ -187,7 +187,7 @@ func unclaimedLabel(t *trace.Trace, op int32) string {
 		name := t.Ops[id].Name
 		switch {
 		case strings.HasPrefix(name, "Optimizer.step#"):
-			class := strings.TrimSuffix(strings.TrimPrefix(name, "Optimizer.step#"), ".step")
+			class, _ := optimizerClass(name)
 			if strings.HasPrefix(baseName(inner), "_fused_") {
 				class += ", fused"
 			}
@@ -334,7 +334,7 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map
 		}
 		for i := range t.Ops {
 			name := t.Ops[i].Name
-			if !strings.HasPrefix(name, "Optimizer.step#") || !optimizers[ti][strings.TrimSuffix(strings.TrimPrefix(name, "Optimizer.step#"), ".step")] {
+			if class, ok := optimizerClass(name); !ok || !optimizers[ti][class] {
 				continue
 			}
 			for _, a := range subtreeActIDs(t, int32(i)) {

@@ -130,29 +130,24 @@ func masterWeights(t *trace.Trace, steps int, tied *tiedWeights) *MasterWeights 
 		return nil
 	}
 	m := &MasterWeights{ForwardUs: round2(us(fwd)), BackwardUs: round2(us(bwd)), Kernels: kernels, DType: DTypeUnknown}
-	tops := map[int32]bool{} // the ops whose subtrees are the casts' host work
+	// the casts on the host: each forward cast's outermost cast op (casts) and each backward
+	// cast's engine node (nodes)
+	casts, nodes := map[int32]bool{}, map[int32]bool{}
 	for op, r := range roles {
-		if !r.ok {
-			continue
-		}
-		if r.bwd {
-			tops[engineNode(t, op)] = true
-		} else if c := outermostCast(t, op); c >= 0 {
-			tops[c] = true
+		switch {
+		case !r.ok:
+		case r.bwd:
+			if n := engineNode(t, op); n >= 0 {
+				nodes[n] = true
+			}
+		default:
+			if c := outermostCast(t, op); c >= 0 {
+				casts[c] = true
+			}
 		}
 	}
-	delete(tops, -1)
-	m.Ops = len(tops)
-	// the forward casts: their operands' shapes and the type they cast to
-	casts := map[int32]bool{} // the outermost cast op of each forward weight cast
-	for op, r := range roles {
-		if !r.ok || r.bwd {
-			continue
-		}
-		if c := outermostCast(t, op); c >= 0 {
-			casts[c] = true
-		}
-	}
+	m.Ops = len(casts) + len(nodes)
+	// the forward casts' operands' shapes and the type they cast to
 	var shapes [][]int64
 	types := map[DType]bool{}
 	for _, c := range slices.Sorted(maps.Keys(casts)) {
@@ -171,8 +166,8 @@ func masterWeights(t *trace.Trace, steps int, tied *tiedWeights) *MasterWeights 
 	}
 	optSteps := map[string]int{}
 	for i := range t.Ops {
-		if n := t.Ops[i].Name; strings.HasPrefix(n, "Optimizer.step#") {
-			optSteps[strings.TrimSuffix(strings.TrimPrefix(n, "Optimizer.step#"), ".step")]++
+		if class, ok := optimizerClass(t.Ops[i].Name); ok {
+			optSteps[class]++
 		}
 	}
 	classes := slices.Sorted(maps.Keys(optSteps))

@@ -80,10 +80,10 @@ func optimizerSteps(t *trace.Trace, et map[int32]*trace.ETNode) []OptimizerFindi
 	var order []string
 	for i := range t.Ops {
 		op := &t.Ops[i]
-		if !strings.HasPrefix(op.Name, "Optimizer.step#") { // user_annotation, or cpu_op in PyTorch 1.x
+		class, ok := optimizerClass(op.Name) // user_annotation, or cpu_op in PyTorch 1.x
+		if !ok {
 			continue
 		}
-		class := strings.TrimSuffix(strings.TrimPrefix(op.Name, "Optimizer.step#"), ".step")
 		a := by[class]
 		if a == nil {
 			a = &optAcc{}
@@ -167,6 +167,13 @@ func optimizerSteps(t *trace.Trace, et map[int32]*trace.ETNode) []OptimizerFindi
 		out = append(out, f)
 	}
 	return out
+}
+
+// optimizerClass is the optimizer class an optimizer step's annotation names
+// ("Optimizer.step#AdamW.step" -> "AdamW"); ok is false for any other op.
+func optimizerClass(name string) (class string, ok bool) {
+	rest, ok := strings.CutPrefix(name, "Optimizer.step#")
+	return strings.TrimSuffix(rest, ".step"), ok
 }
 
 // kernelsType is the element type of the multi-tensor kernels op launched (their functor's
