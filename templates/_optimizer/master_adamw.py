@@ -110,13 +110,16 @@ def _store(ptrs, val, mask, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _adamw_block(P, M, V, G, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
-                 one_minus_beta2, eps, decay, l2, DECOUPLED: tl.constexpr, LOW: tl.constexpr,
-                 MASKED: tl.constexpr):
+def _adamw_block(P, M, V, G16, G32, P16, g16, low, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1,
+                 beta2, one_minus_beta2, eps, decay, l2, DECOUPLED: tl.constexpr, MASKED: tl.constexpr):
     """torch.optim's single-tensor AdamW (Adam) step, op by op in fp32, on one block of a
-    tensor: the gradient read in the parameter's type (bf16 where LOW: the master's copy
-    written too). MASKED: the tensor's last block; the others load and store whole vectors."""
-    g = _load(G + offs, mask, MASKED).to(tl.float32)
+    tensor: the gradient read from G16 (bf16) where g16, else from G32; the master's bf16 copy
+    written to P16 where low. MASKED: the tensor's last block; the others load and store whole
+    vectors."""
+    if g16:
+        g = _load(G16 + offs, mask, MASKED).to(tl.float32)
+    else:
+        g = _load(G32 + offs, mask, MASKED)
     p = _load(P + offs, mask, MASKED)
     m = _load(M + offs, mask, MASKED)
     v = _load(V + offs, mask, MASKED)
@@ -132,7 +135,7 @@ def _adamw_block(P, M, V, G, P16, offs, mask, step_size, bc2_sqrt, beta1, one_mi
     _store(P + offs, p, mask, MASKED)
     _store(M + offs, m, mask, MASKED)
     _store(V + offs, v, mask, MASKED)
-    if LOW:
+    if low:
         _store(P16 + offs, _cast(p, tl.bfloat16), mask, MASKED)
 
 
@@ -164,28 +167,15 @@ def _master_adamw_kernel(
         bc2_sqrt = tl.load(DYN + _KBC2_SQRT * T + t).to(tl.float64, bitcast=True).to(tl.float32)
         # whole blocks unmasked (a mask whose bound is read from memory keeps the compiler from
         # vectorizing), the last block of a tensor masked; bf16 gradients where the model holds
-        # a bf16 copy, unless it keeps them in fp32 (grad_dtype)
-        g16 = (p16_addr != 0) & (tl.load(STATIC + _KG32 * T + t) == 0)
+        # a bf16 copy (low), unless it keeps them in fp32 (grad_dtype)
+        low = p16_addr != 0
+        g16 = low & (tl.load(STATIC + _KG32 * T + t) == 0)
         if first + BLOCK <= n:
-            if g16:
-                _adamw_block(P, M, V, G16, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
-                             one_minus_beta2, eps, decay, l2, DECOUPLED, True, False)
-            elif p16_addr != 0:
-                _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
-                             one_minus_beta2, eps, decay, l2, DECOUPLED, True, False)
-            else:
-                _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
-                             one_minus_beta2, eps, decay, l2, DECOUPLED, False, False)
+            _adamw_block(P, M, V, G16, G32, P16, g16, low, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1,
+                         beta2, one_minus_beta2, eps, decay, l2, DECOUPLED, False)
         else:
-            if g16:
-                _adamw_block(P, M, V, G16, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
-                             one_minus_beta2, eps, decay, l2, DECOUPLED, True, True)
-            elif p16_addr != 0:
-                _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
-                             one_minus_beta2, eps, decay, l2, DECOUPLED, True, True)
-            else:
-                _adamw_block(P, M, V, G32, P16, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1, beta2,
-                             one_minus_beta2, eps, decay, l2, DECOUPLED, False, True)
+            _adamw_block(P, M, V, G16, G32, P16, g16, low, offs, mask, step_size, bc2_sqrt, beta1, one_minus_beta1,
+                         beta2, one_minus_beta2, eps, decay, l2, DECOUPLED, True)
 
 
 def gemm_parameters(model, types=None):
