@@ -561,10 +561,11 @@ func backward(t *trace.Trace, in *Instance) (bool, float64) {
 	}
 	// a GEMM whose bias the instance takes: its backward's kernels that are not the GEMMs'
 	// (the bias gradient's row sum), which the fused backward's own pass replaces
-	var gemm func(id int32)
-	gemm = func(id int32) {
-		op := &t.Ops[id]
-		if b := op.Bwd; b >= 0 && computeOp(op.Name) && !seen[b] {
+	for _, id := range in.TakesBias {
+		for _, b := range gemmBackwardNodes(t, id) {
+			if seen[b] {
+				continue
+			}
 			seen[b] = true
 			for _, id := range bwdOps(t, b) {
 				for _, a := range subtreeActIDs(t, id) {
@@ -574,14 +575,22 @@ func backward(t *trace.Trace, in *Instance) (bool, float64) {
 				}
 			}
 		}
-		for _, c := range op.Children {
-			gemm(c)
-		}
-	}
-	for _, id := range in.TakesBias {
-		gemm(id)
 	}
 	return len(seen) > 0, float64(ns) / 1e3
+}
+
+// gemmBackwardNodes are the backward nodes of the GEMM op id: those of the compute ops it is
+// or holds (an aten::linear's addmm), not of the casts nested in it.
+func gemmBackwardNodes(t *trace.Trace, id int32) []int32 {
+	var out []int32
+	op := &t.Ops[id]
+	if op.Bwd >= 0 && computeOp(op.Name) {
+		out = append(out, op.Bwd)
+	}
+	for _, c := range op.Children {
+		out = append(out, gemmBackwardNodes(t, c)...)
+	}
+	return out
 }
 
 // sourceLine returns the innermost user-code python frame enclosing op id

@@ -492,16 +492,11 @@ func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 	sumsBias := patternByID(in.Pattern).SumsGEMMBias
 	seen := map[int32]bool{}
 	var walk func(id int32, out *[]int32, bwdToo bool)
-	var gemmBwd func(id int32)
-	gemmBwd = func(id int32) {
-		op := &t.Ops[id]
-		if op.Bwd >= 0 && computeOp(op.Name) {
-			for _, b := range bwdOps(t, op.Bwd) {
-				walk(b, &bwd, false)
+	gemmBwd := func(id int32) {
+		for _, b := range gemmBackwardNodes(t, id) {
+			for _, o := range bwdOps(t, b) {
+				walk(o, &bwd, false)
 			}
-		}
-		for _, c := range op.Children {
-			gemmBwd(c)
 		}
 	}
 	walk = func(id int32, out *[]int32, bwdToo bool) {
