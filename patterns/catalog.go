@@ -767,55 +767,42 @@ func (g *graph) normDimOf(a, n int32) (int, bool) {
 	return 0, false
 }
 
-// gemmBiasOf returns c when it is a GEMM with a bias of the last dim (nn.Linear's; an addmm's
-// 1-D input, beta and alpha 1 where recorded: Hugging Face's Conv1D) whose output only node n
-// reads, as a value of dims vdims (through views that keep the last dim), and which has a
-// backward in the trace (in inference taking the bias saves nothing), with the bias input.
-func (g *graph) gemmBiasOf(c, n int32, vdims []int64) (int32, trace.Input, bool) {
-	if c < 0 || len(g.cons[c]) != 1 || g.cons[c][0] != n || len(vdims) == 0 || !hasBackward(g.t, g.nodes[c]) {
-		return -1, trace.Input{}, false
+// gemmBiasOf returns the bias input of node c when c is a GEMM with a bias of the last dim
+// (nn.Linear's; an addmm's 1-D input, beta and alpha 1 where recorded: Hugging Face's Conv1D)
+// whose output only node n reads, as a value of dims vdims (through views that keep the last
+// dim), and which has a backward in the trace (in inference taking the bias saves nothing).
+func (g *graph) gemmBiasOf(c, n int32, vdims []int64) (trace.Input, bool) {
+	if c < 0 || len(g.cons[c]) != 1 || g.cons[c][0] != n || len(vdims) == 0 || len(gemmBackwardNodes(g.t, g.nodes[c])) == 0 {
+		return trace.Input{}, false
 	}
 	ins := g.ins(c)
 	var b trace.Input
 	switch g.name[c] {
 	case "linear":
 		if len(ins) < 3 || !isTensor(ins[2]) {
-			return -1, trace.Input{}, false
+			return trace.Input{}, false
 		}
 		b = ins[2]
 	case "addmm":
 		if len(ins) < 3 || !isTensor(ins[0]) {
-			return -1, trace.Input{}, false
+			return trace.Input{}, false
 		}
 		for _, i := range []int{3, 4} { // beta, alpha
 			if v, ok := concreteFloat(ins, i); ok && v != 1 {
-				return -1, trace.Input{}, false
+				return trace.Input{}, false
 			}
 		}
 		b = ins[0]
 	default:
-		return -1, trace.Input{}, false
+		return trace.Input{}, false
 	}
 	out, ok := g.val0(c)
 	last := vdims[len(vdims)-1]
 	if !ok || len(b.Dims) != 1 || b.Dims[0] != last || len(out.dims) == 0 || out.dims[len(out.dims)-1] != last ||
 		numel(out.dims) != numel(vdims) {
-		return -1, trace.Input{}, false
+		return trace.Input{}, false
 	}
-	return c, b, true
-}
-
-// hasBackward says whether op id or an op nested in it has a backward node in t.
-func hasBackward(t *trace.Trace, id int32) bool {
-	if t.Ops[id].Bwd >= 0 {
-		return true
-	}
-	for _, c := range t.Ops[id].Children {
-		if hasBackward(t, c) {
-			return true
-		}
-	}
-	return false
+	return b, true
 }
 
 func matchDropoutAdd(g *graph, n int32) (*Instance, bool) {
@@ -858,7 +845,8 @@ func matchDropoutAdd(g *graph, n int32) (*Instance, bool) {
 	}
 	var gemm int32 = -1 // else a GEMM's bias: y = r + dropout(x W + b) takes b
 	if bias < 0 {
-		if c, d, ok := g.gemmBiasOf(g.producer(n, 0), n, v.dims); ok {
+		c := g.producer(n, 0)
+		if d, ok := g.gemmBiasOf(c, n, v.dims); ok {
 			gemm, bdims, bsize = c, d.Dims, d.Dims[0]*parseDType(d.Type).Size()
 		}
 	}
