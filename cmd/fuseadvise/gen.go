@@ -23,7 +23,9 @@ and GPU marks), bench.py, case.py (the traced shapes and parameters), manifest.j
 README on how to swap it in. Chains outside the catalog (generic chains of elementwise ops,
 optionally ending in a last-dim reduction) get a folder rendered from their op program
 (generic-...); those whose scalars or semantics the trace does not record are listed with the
-reason and skipped.
+reason and skipped. Where the analysis offers its master weights (a training step under
+autocast casting fp32 GEMM weights), gen also writes master_adamw/: the MasterAdamW optimizer,
+its tests and a README (verify and bench pass it over in DIR/*).
 
 The opportunities come from analyzing TRACE (with -pattern and -top as in analyze), or from the
 JSON that 'analyze -format json' wrote (-from). -anchors writes the H200 benchmark matrix

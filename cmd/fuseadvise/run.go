@@ -35,6 +35,9 @@ var cmdRun = &Command{
 	5. report    report and chart                    DIR/report/report.html, .md, .svg, bench.csv
 	6. pr        the PR-ready folder                 DIR/pr/
 
+Where the analysis offers its master weights, gen writes DIR/kernels/master_adamw/ too (the
+MasterAdamW optimizer and its tests; not verified or benchmarked here), and the PR carries it.
+
 DIR appears complete or not at all. -bench auto (the default) benchmarks when a CUDA GPU is
 visible to the Python environment and says so when not; on requires it; off skips it.
 -modes auto (the default) times the forward, and also the backward and forward+backward
