@@ -296,6 +296,9 @@ func (g *graph) infer() {
 			g.assign(b, pos, table)
 		}
 		g.finishPass(b)
+		if listOps[g.name[b]] && len(g.out[b]) == 1 && g.out[b][0].dtype == DTypeUnknown && len(op.Inputs) > 0 {
+			g.out[b][0].dtype = listDType(table, op.Inputs[0].List)
+		}
 		for _, v := range g.out[b] {
 			k := shapeKey(v.dims)
 			table[k] = append(table[k], entry{node: b, dims: v.dims, dtype: v.dtype})
@@ -306,6 +309,28 @@ func (g *graph) infer() {
 			table[k] = append(table[k], entry{node: b, dims: []int64{n}, dtype: parseDType(op.Inputs[0].Type)})
 		}
 	}
+}
+
+// listDType is the type of a cat or stack of values of the sizes in list: the newest value
+// of each element's sizes, when they all have one known type (Kineto records a TensorList
+// without its elements' types). Unknown otherwise, which matches any type: known, a rotary
+// embedding's cat(-x2, x1) of bf16 halves is not taken for the fp32 product beside it.
+func listDType(table map[uint64][]entry, list [][]int64) DType {
+	dt := DTypeUnknown
+	for _, d := range list {
+		var e *entry
+		for es, i := table[shapeKey(d)], len(table[shapeKey(d)])-1; i >= 0; i-- {
+			if eqDims(es[i].dims, d) {
+				e = &es[i]
+				break
+			}
+		}
+		if e == nil || e.dtype == DTypeUnknown || dt != DTypeUnknown && e.dtype != dt {
+			return DTypeUnknown
+		}
+		dt = e.dtype
+	}
+	return dt
 }
 
 // wildKey keys a value of unknown sizes by its element count (see infer).

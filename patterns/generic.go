@@ -482,11 +482,18 @@ func (g *graph) readsAround(b int32, pos int, p int32) bool {
 		}
 		if g.inferred && listOps[g.name[q]] && !slices.ContainsFunc(g.in[q], func(r int32) bool { return r >= 0 }) {
 			// a cat of tensors the inferred dataflow does not link (Kineto records a
-			// TensorList's shapes, not which values it holds): what it reads is unknown, p
-			// among it maybe (Llama's K and V through the cache's cat, where the other paths
-			// back, through the rotary slices, are linked to other values), so no join. The
-			// execution trace's dataflow links the paths around it.
-			return true
+			// TensorList's shapes, not which values it holds): it may read any value of an
+			// element's sizes made since p (one made before p cannot depend on it), so the
+			// walk goes on from each of those (Llama's K and V through the cache's cat reach
+			// p; a rotary embedding's cat(-x2, x1) reads only the slices of q made before
+			// it). Where a value between them has sizes unknown, no join. The execution
+			// trace's dataflow links the cat's inputs themselves.
+			vals, ok := g.madeSince(q, p)
+			if !ok {
+				return true
+			}
+			stack = append(stack, vals...)
+			continue
 		}
 		for _, r := range g.in[q] {
 			if r >= 0 {
@@ -495,6 +502,32 @@ func (g *graph) readsAround(b int32, pos int, p int32) bool {
 		}
 	}
 	return false
+}
+
+// madeSince lists the nodes from p up to the list op q (a cat) whose value has the sizes of
+// one of q's elements, the values q may read that may depend on p; ok is false when it
+// cannot tell: q's element sizes not recorded, a node between them of unknown output, or
+// more than readsAroundBudget nodes between them.
+func (g *graph) madeSince(q, p int32) (vals []int32, ok bool) {
+	if g.t == nil || p < 0 || q-p > readsAroundBudget {
+		return nil, false
+	}
+	ins := g.t.Ops[g.nodes[q]].Inputs
+	if len(ins) == 0 || len(ins[0].List) == 0 {
+		return nil, false
+	}
+	for n := p; n < q; n++ {
+		if g.out[n] == nil {
+			return nil, false
+		}
+		for _, v := range g.out[n] {
+			if slices.ContainsFunc(ins[0].List, func(d []int64) bool { return eqDims(v.dims, d) }) {
+				vals = append(vals, n)
+				break
+			}
+		}
+	}
+	return vals, true
 }
 
 // listOps read a list of tensors, which the Kineto dataflow does not link.

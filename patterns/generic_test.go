@@ -448,4 +448,53 @@ func TestReadsAroundUnlinkedCat(t *testing.T) {
 			t.Errorf("inferred %v: readsAround = %v, want %v", inferred, got, inferred)
 		}
 	}
+	// with the cat's element sizes recorded: it may read the add's value (0) when that has
+	// an element's sizes, else nothing made since the add (madeSince)
+	g.inferred = true
+	g.nodes = []int32{0, 1, 2, 3}
+	for _, tc := range []struct {
+		element []int64
+		want    bool
+	}{{[]int64{4, 8}, true}, {[]int64{4, 4}, false}} {
+		g.t = &trace.Trace{Ops: make([]trace.Op, 4)}
+		g.t.Ops[1].Inputs = []trace.Input{{Type: "TensorList", List: [][]int64{tc.element, tc.element}}}
+		g.out = [][]tval{{{dims: []int64{4, 8}}}, {{dims: []int64{8, 8}}}, {{dims: []int64{8, 8}}}, {{dims: []int64{4, 8}}}}
+		if got := g.readsAround(3, 0, 0); got != tc.want {
+			t.Errorf("cat of %v: readsAround = %v, want %v", tc.element, got, tc.want)
+		}
+	}
+}
+
+// TestRotaryFromKineto: a rotary embedding, q*cos + rotate_half(q)*sin with rotate_half(q) =
+// cat(-q[..., 8:], q[..., :8]), from the Kineto trace alone: the cat's TensorList is not
+// linked, so its type comes from its elements' values (bf16, not the fp32 product q*cos it
+// would otherwise be taken for by the add), and the walk around the cat finds its elements
+// made from q before the product: one chain mul,mul,add, as the execution trace has it.
+func TestRotaryFromKineto(t *testing.T) {
+	tr := synth(
+		op{name: "linear", in: []string{"bf16:2x8x16", "bf16:16x16", ""}},
+		op{name: "mul", in: []string{"bf16:2x8x16", "f32:8x16"}},
+		op{name: "slice", in: []string{"bf16:2x8x16", "=2", "=0", "=8", "=1"}},
+		op{name: "slice", in: []string{"bf16:2x8x16", "=2", "=8", "=9223372036854775807", "=1"}},
+		op{name: "neg", in: []string{"bf16:2x8x8"}},
+		op{name: "cat", in: []string{"", "=-1"}},
+		op{name: "mul", in: []string{"bf16:2x8x16", "f32:8x16"}},
+		op{name: "add", in: []string{"f32:2x8x16", "f32:2x8x16", "=1"}},
+	)
+	for i := range tr.Ops {
+		if tr.Ops[i].Name == "aten::cat" {
+			tr.Ops[i].Inputs[0] = trace.Input{Type: "TensorList", List: [][]int64{{2, 8, 8}, {2, 8, 8}}}
+		}
+	}
+	r, err := Analyze([]*trace.Trace{tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range r.GenericChains {
+		got = append(got, strings.Join(c.Ops, ","))
+	}
+	if len(got) != 1 || got[0] != "mul,mul,add" {
+		t.Errorf("generic chains %q, want one mul,mul,add", got)
+	}
 }

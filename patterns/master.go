@@ -52,27 +52,41 @@ var masterOptimizers = map[string]bool{"Adam": true, "AdamW": true}
 // tiedWeights tells the GEMM weights that may be tied to an embedding's weight (GPT-2's output
 // projection), which an embedding reads in fp32 under autocast, so that their casts stay
 // (gemm_parameters leaves such a weight fp32). With an execution trace, a weight is tied when
-// an embedding reads its storage; from Kineto alone, when an embedding reads a weight of its
-// dims (Llama's untied lm_head, of the embedding's dims, is left out too).
+// an embedding reads its storage. From Kineto alone, when an embedding reads a weight of its
+// dims, unless the backward accumulates more parameters of those dims than the embeddings
+// were called (torch::autograd::AccumulateGrad, one a parameter a backward, records the
+// parameter's dims): Llama's untied lm_head is a second [vocab, hidden] parameter beside its
+// one embedding call, GPT-2's tied one is not. An embedding called twice a step on one weight
+// (an encoder-decoder's shared embedding) reads as tied: its casts stay, never wrongly go.
 type tiedWeights struct {
-	dims     map[string]bool         // the dims of the embeddings' weights
+	dims     map[string]bool         // the dims of the embeddings' weights that may be tied
 	storages map[int64]bool          // their storages, from the execution trace
 	join     map[int32]*trace.ETNode // t's ops to execution-trace nodes; nil without one
 }
 
+// accumulateGrad is the autograd node that adds a parameter's gradient into its .grad.
+const accumulateGrad = "torch::autograd::AccumulateGrad"
+
 func newTiedWeights(t *trace.Trace, join map[int32]*trace.ETNode) *tiedWeights {
 	w := &tiedWeights{dims: map[string]bool{}, storages: map[int64]bool{}, join: join}
+	calls, params := map[string]int{}, map[string]int{}
 	for i := range t.Ops {
 		o := &t.Ops[i]
-		if baseName(o.Name) != "embedding" {
-			continue
+		switch {
+		case o.Name == accumulateGrad && len(o.Inputs) == 1 && o.Inputs[0].Dims != nil:
+			params[fmt.Sprint(o.Inputs[0].Dims)]++
+		case baseName(o.Name) != "embedding":
+		default:
+			if len(o.Inputs) > 0 && o.Inputs[0].Dims != nil {
+				calls[fmt.Sprint(o.Inputs[0].Dims)]++
+			}
+			if n := join[int32(i)]; n != nil && len(n.Inputs) > 0 && n.Inputs[0].ID >= 0 {
+				w.storages[n.Inputs[0].Storage] = true
+			}
 		}
-		if len(o.Inputs) > 0 && o.Inputs[0].Dims != nil {
-			w.dims[fmt.Sprint(o.Inputs[0].Dims)] = true
-		}
-		if n := join[int32(i)]; n != nil && len(n.Inputs) > 0 && n.Inputs[0].ID >= 0 {
-			w.storages[n.Inputs[0].Storage] = true
-		}
+	}
+	for d, n := range calls {
+		w.dims[d] = params[d] <= n
 	}
 	return w
 }

@@ -99,20 +99,30 @@ func TestMasterWeights(t *testing.T) {
 
 // TestMasterWeightsTiedFromTheExecutionTrace: with an execution trace, a weight of an
 // embedding's dims is tied only when the embedding reads its storage (GPT-2's output
-// projection), else its casts go too (Llama's lm_head); from Kineto alone the dims decide.
+// projection), else its casts go too (Llama's lm_head); from Kineto alone the dims decide,
+// unless the backward accumulates more parameters of those dims than the embedding calls.
 func TestMasterWeightsTiedFromTheExecutionTrace(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		storage int64 // the storage the weight's cast reads; the embedding reads storage 7
 		et      bool
+		params  int // AccumulateGrad nodes of the weight's dims (0: none recorded)
 		tensors int
 	}{
-		{"Kineto alone: same dims, left out", 8, false, 1},
-		{"the embedding's storage: tied, left out", 7, true, 1},
-		{"another storage: not tied, its casts go", 8, true, 2},
+		{"Kineto alone: same dims, left out", 8, false, 0, 1},
+		{"Kineto alone: one parameter of its dims accumulated, tied, left out", 8, false, 1, 1},
+		{"Kineto alone: two parameters of its dims for one embedding call, not tied", 8, false, 2, 2},
+		{"the embedding's storage: tied, left out", 7, true, 2, 1},
+		{"another storage: not tied, its casts go", 8, true, 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := masterTrace("15", "AdamW", true, true)
+			b := newTail(tr)
+			for range tc.params {
+				n := b.op(accumulateGrad, b.op(evaluateFunction+"torch::autograd::AccumulateGrad", -1))
+				tr.Ops[n].Inputs = []trace.Input{{Type: "float", Dims: []int64{3072, 768}}}
+			}
+			b.done()
 			var join map[int32]*trace.ETNode
 			if tc.et {
 				join = map[int32]*trace.ETNode{}
