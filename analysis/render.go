@@ -386,6 +386,37 @@ func writeMasterWeights(w io.Writer, a *Result, markdown bool) error {
 	return nil
 }
 
+// writeMultiheadAttention prints the traces whose nn.MultiheadAttention splits its packed
+// projection with copies, with the drop-in's advice; nothing when there are none.
+func writeMultiheadAttention(w io.Writer, a *Result, markdown bool) error {
+	if len(a.MultiheadAttention) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	Heading(w, markdown, 2, "nn.MultiheadAttention's packed projection")
+	var rows [][]string
+	for _, f := range a.MultiheadAttention {
+		saving := "-"
+		if f.Why == "" {
+			saving = f1(f.EstSavingUs)
+		}
+		rows = append(rows, []string{strconv.Itoa(f.Calls), strconv.Itoa(f.Steps), patterns.FormatDims(f.Shapes), strconv.FormatBool(f.BatchFirst),
+			string(f.DType), strconv.Itoa(f.Kernels), f1(f.ForwardUs), f1(f.BackwardUs), saving})
+	}
+	if err := WriteTable(w, markdown, "rrllrrrrr", []string{"calls", "steps", "split", "batch_first", "dtype", "kernels", "GPU µs fwd", "GPU µs bwd", "est saving µs"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, f := range a.MultiheadAttention {
+		s := f.Advice
+		if f.Why != "" {
+			s += " (not offered: " + f.Why + ")"
+		}
+		fmt.Fprintf(w, "- %s\n", CellText(s, markdown))
+	}
+	return nil
+}
+
 // opSequence joins ops with arrows, cut after whole ops at about n bytes.
 func opSequence(ops []string, n int) string {
 	s := ""
@@ -430,6 +461,9 @@ func (r *Result) WriteText(w io.Writer, markdown bool) error {
 		return err
 	}
 	if err := writeMasterWeights(w, a, markdown); err != nil {
+		return err
+	}
+	if err := writeMultiheadAttention(w, a, markdown); err != nil {
 		return err
 	}
 	if len(a.Notes) > 0 {

@@ -312,17 +312,67 @@ func readme(s Spec, module string) []byte {
 	return b.Bytes()
 }
 
-// MasterAdamWDir is the name of the folder WriteMasterAdamW writes beside the kernel folders.
+// Module is a standalone Python module gen writes beside the kernel folders where the
+// analysis offers its advice (patterns.Report's MasterWeights, MultiheadAttention): its
+// files from the template tree as they are (nothing from a trace enters them), a pytest.ini
+// and a README. verify and bench pass such folders over in DIR/*.
+type Module struct {
+	Dir      string   // the folder's name beside the kernel folders
+	Template string   // its folder in the template tree
+	Files    []string // the module first, then its tests
+	What     string   // what it is, for progress lines ("the optimizer for ...")
+	Readme   string
+}
+
+// Modules are the modules gen can write, by their folder's name.
+var Modules = []Module{
+	{Dir: "master_adamw", Template: templates.MasterAdamW, Files: []string{"master_adamw.py", "test_master_adamw.py"},
+		What: "the optimizer for the weights autocast casts (MasterAdamW)", Readme: masterAdamWReadme},
+	{Dir: patterns.MultiheadAttentionDir, Template: templates.MultiheadAttention, Files: []string{"multihead_attention.py", "test_multihead_attention.py"},
+		What: "the drop-in nn.MultiheadAttention without its packed projection's copies", Readme: multiheadAttentionReadme},
+}
+
+// MasterAdamWDir is the name of the folder of the MasterAdamW module.
 const MasterAdamWDir = "master_adamw"
 
-// WriteMasterAdamW writes the optimizer that keeps a model's GEMM weights in bf16 with fp32
-// masters (the analysis's master weights advice, patterns.MasterWeights) into dir: the module
-// and its tests from the template tree as they are (nothing from a trace enters them), a
-// pytest.ini and a README. Atomic, as Write.
-func WriteMasterAdamW(dir string, force bool) error {
-	files := map[string][]byte{"README.md": []byte(masterAdamWReadme)}
-	for _, n := range []string{"master_adamw.py", "test_master_adamw.py"} {
-		b, err := templates.Read(templates.MasterAdamW + "/" + n)
+// OfferedModules are the modules whose advice r offers (nil r: none).
+func OfferedModules(r *patterns.Report) []Module {
+	if r == nil {
+		return nil
+	}
+	var out []Module
+	for _, m := range Modules {
+		switch m.Dir {
+		case MasterAdamWDir:
+			if !r.MasterWeightsOffered() {
+				continue
+			}
+		case patterns.MultiheadAttentionDir:
+			if !r.MultiheadAttentionOffered() {
+				continue
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// IsModuleDir says whether dir is a folder WriteModule wrote (its module file is there), and
+// which module.
+func IsModuleDir(dir string) (Module, bool) {
+	for _, m := range Modules {
+		if _, err := os.Stat(filepath.Join(dir, m.Files[0])); err == nil {
+			return m, true
+		}
+	}
+	return Module{}, false
+}
+
+// WriteModule writes module m into dir. Atomic, as Write.
+func WriteModule(m Module, dir string, force bool) error {
+	files := map[string][]byte{"README.md": []byte(m.Readme)}
+	for _, n := range m.Files {
+		b, err := templates.Read(m.Template + "/" + n)
 		if err != nil {
 			return fmt.Errorf("codegen: %v", err)
 		}
@@ -395,5 +445,45 @@ for batch in loader:
 ` + "```sh" + `
 TRITON_INTERPRET=1 python -m pytest -q       # the CPU, the kernel in Triton's interpreter
 python -m pytest -q -m gpu                    # on a GPU
+` + "```" + `
+`
+
+const multiheadAttentionReadme = `# MultiheadAttention: nn.MultiheadAttention without its packed projection's copies
+
+The trace shows nn.MultiheadAttention's self-attention splitting its one q/k/v projection for
+the heads (` + "`proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()`" + `,
+then ` + "`proj[0], proj[1], proj[2]`" + `): a copy of the whole projection in every forward, and in
+every backward three zero-filled tensors of the projection's size with a third copied into
+each (` + "`SelectBackward0`" + `), their sum, and a copy back to the GEMM's layout
+(` + "`ViewBackward0`" + `). With batch_first=True the input is transposed first, so the
+projection's GEMM copies it and adds its bias in a kernel of its own. torch.compile fuses these
+copies; eager pays them in every layer and step.
+
+This subclass keeps the parameters, state_dict and arguments of nn.MultiheadAttention and
+computes the same attention: q, k and v are views of the projection (its output in the
+input's own layout, one addmm with the bias in its epilogue), the same masks, dropout and
+scaled_dot_product_attention call, and in the backward the three gradients are stacked once,
+straight into the projection's layout. Cross-attention, need_weights=True, bias_k/bias_v,
+add_zero_attn, separate q/k/v weights, unbatched or nested inputs and inference (eval, no
+grad, no autocast: torch's fused fast path) run nn.MultiheadAttention's own forward.
+
+## How to swap it in
+
+` + "```python" + `
+from multihead_attention import swap_multihead_attention
+
+model = build_model()                  # nn.TransformerEncoder, nn.Transformer, your modules
+swap_multihead_attention(model)        # each nn.MultiheadAttention's class changes, in place
+` + "```" + `
+
+The parameters, buffers, hooks and state_dict keys stay, so checkpoints load either way and the
+optimizer can be made before or after. Layers that call self_attn with need_weights=True
+(nn.TransformerEncoderLayer and nn.TransformerDecoderLayer do not) keep their copies.
+
+## Check it
+
+` + "```sh" + `
+python -m pytest -q            # the CPU: outputs and gradients against nn.MultiheadAttention
+python -m pytest -q -m gpu     # on a GPU, under autocast bf16
 ` + "```" + `
 `

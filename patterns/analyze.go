@@ -34,6 +34,9 @@ type Report struct {
 	// MasterWeights are the training steps whose autocast casts fp32 GEMM weights to bf16
 	// and their gradients back (one a trace that has such casts).
 	MasterWeights []MasterWeights `json:"master_weights,omitempty"`
+	// MultiheadAttention are the traces whose nn.MultiheadAttention splits its packed q/k/v
+	// projection with copies (one a trace that has such splits).
+	MultiheadAttention []MultiheadAttention `json:"multihead_attention,omitempty"`
 	// Totals sets the opportunities together (overlapping chains counted once) against
 	// the step; nil in analyses from before it was recorded and when nothing was found.
 	Totals *Totals `json:"totals,omitempty"`
@@ -259,6 +262,8 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	var optSavingUs float64
 	masterClaims := make([]*tiedWeights, len(traces)) // per trace where its weights' casts go with MasterAdamW: the tied weights that stay
 	var masterSavingUs float64
+	mhaClaims := make([][]int32, len(traces)) // per trace: the kernels the drop-in MultiheadAttention removes, where offered
+	var mhaSavingUs float64
 	var generic []GenericChain
 	var genericAll []ranked // generic chains' instances: in the totals and the coverage
 	genericNoBwd := 0       // their instances in training whose program has no fused backward
@@ -352,6 +357,16 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 				masterSavingUs += mw.EstSavingUs
 			}
 		}
+		if f, acts := multiheadAttention(t, s.Steps, m); f != nil {
+			if len(traces) > 1 {
+				f.Rank = rank
+			}
+			r.MultiheadAttention = append(r.MultiheadAttention, *f)
+			if f.EstSavingUs > 0 {
+				mhaClaims[ti] = acts
+				mhaSavingUs += f.EstSavingUs
+			}
+		}
 		found := detect(g, opts.Pattern)
 		if n := takeOutputCasts(g, found); n > 0 {
 			note(fmt.Sprintf("%s: %d norm outputs that one GEMM casts under autocast keep that cast (the kernel could write it): from the Kineto trace alone a pre-norm block, x + f(norm(x)), cannot be told from a post-norm one (BERT's), whose residual add reads the norm's output too; with an execution trace (-et) the dataflow says which",
@@ -406,12 +421,13 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	// list the catalog's (generic chains have their own list)
 	withGeneric := append(slices.Clip(all), genericAll...)
 	keep := counted(traces, withGeneric)
-	if len(withGeneric) > 0 || optSavingUs > 0 || masterSavingUs > 0 {
+	if len(withGeneric) > 0 || optSavingUs > 0 || masterSavingUs > 0 || mhaSavingUs > 0 {
 		r.Totals = stepTotals(traces, withGeneric, keep, busyUs)
 		r.Totals.addOptimizer(optSavingUs, busyUs)
 		r.Totals.addMasterWeights(masterSavingUs, busyUs)
+		r.Totals.addMultiheadAttention(mhaSavingUs, busyUs)
 	}
-	r.Coverage = coverage(traces, withGeneric, keep, optClaims, masterClaims)
+	r.Coverage = coverage(traces, withGeneric, keep, optClaims, masterClaims, mhaClaims)
 	if pairs := overlaps(withGeneric); len(pairs) > 0 {
 		note(fmt.Sprintf("chains of several patterns share ops (%s): their savings overlap, so the patterns' rows do not add up; the total counts the %d chains of the non-overlapping set that saves most (%d overlapping chains left out)",
 			strings.Join(pairs, ", "), r.Totals.Instances, r.Totals.LeftOut))

@@ -58,9 +58,14 @@ type Coverage struct {
 	// MasterWeightsUs is the memory-bound kernel time of autocast's weight casts that keeping
 	// the weights in bf16 with fp32 masters in the optimizer removes (MasterWeights, where
 	// offered); WithOptimizerPct counts it too.
-	OptimizerUs      float64 `json:"optimizer_us,omitempty"`
-	MasterWeightsUs  float64 `json:"master_weights_us,omitempty"`
-	WithOptimizerPct float64 `json:"with_optimizer_pct_of_memory_bound,omitempty"`
+	// MultiheadAttentionUs is the memory-bound kernel time of nn.MultiheadAttention's packed
+	// projection copies that the drop-in MultiheadAttention removes (where offered);
+	// WithOptimizerPct counts it too: the share the chains and the advice of the optimizer
+	// and of the modules claim together.
+	OptimizerUs          float64 `json:"optimizer_us,omitempty"`
+	MasterWeightsUs      float64 `json:"master_weights_us,omitempty"`
+	MultiheadAttentionUs float64 `json:"multihead_attention_us,omitempty"`
+	WithOptimizerPct     float64 `json:"with_optimizer_pct_of_memory_bound,omitempty"`
 
 	// Unclaimed is where the memory-bound time no chain claims (forward or backward) goes,
 	// the unclaimedTop largest first: what a user looks at next once the chains are fused.
@@ -264,9 +269,9 @@ func classify(t *trace.Trace, a *trace.Activity) kernelClass {
 // coverage measures what the chains of all claim of the traces' memory-bound kernel time;
 // keep marks the counted set; optimizers[ti] names the optimizer classes of trace ti whose
 // steps' kernels the optimizer advice claims, master[ti] (non-nil) that the master weights'
-// advice claims its weights' casts, but the tied ones. Nil when the traces hold no
-// memory-bound kernel.
-func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map[string]bool, master []*tiedWeights) *Coverage {
+// advice claims its weights' casts, but the tied ones, and mha[ti] the kernels the drop-in
+// MultiheadAttention removes. Nil when the traces hold no memory-bound kernel.
+func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map[string]bool, master []*tiedWeights, mha [][]int32) *Coverage {
 	c := &Coverage{}
 	class := make([][]kernelClass, len(traces))
 	for ti, t := range traces {
@@ -366,15 +371,25 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map
 			}
 		}
 	}
+	heads := map[key]bool{}
+	for ti := range mha {
+		for _, a := range mha[ti] {
+			if k := (key{ti, a}); class[ti][a] == memoryBound && !fwdAll[k] && !bwdAll[k] {
+				heads[k] = true
+			}
+		}
+	}
 	claimed := func(ti int, act int32) bool {
-		return fwdAll[key{ti, act}] || bwdAll[key{ti, act}] || opt[key{ti, act}] || mst[key{ti, act}]
+		k := key{ti, act}
+		return fwdAll[k] || bwdAll[k] || opt[k] || mst[k] || heads[k]
 	}
 	c.Unclaimed = unclaimed(traces, class, claimed, c.MemoryBoundUs)
 	c.Autocast = autocastCasts(traces, class, claimed, c.MemoryBoundUs)
-	if len(opt) > 0 || len(mst) > 0 {
+	if len(opt) > 0 || len(mst) > 0 || len(heads) > 0 {
 		c.OptimizerUs, _ = sum(opt)
 		c.MasterWeightsUs, _ = sum(mst)
-		withOpt, _ := sum(fwdAll, bwdAll, opt, mst)
+		c.MultiheadAttentionUs, _ = sum(heads)
+		withOpt, _ := sum(fwdAll, bwdAll, opt, mst, heads)
 		c.WithOptimizerPct = round2(withOpt / c.MemoryBoundUs * 100)
 	}
 	c.ClaimedUs, c.ClaimedKernels = sum(fwdAll)
@@ -385,7 +400,7 @@ func coverage(traces []*trace.Trace, all []ranked, keep []bool, optimizers []map
 	c.ClaimedPct, c.CountedPct = pct(c.ClaimedUs), pct(c.CountedUs)
 	c.ClaimedWithBackwardPct, c.CountedWithBackwardPct = pct(c.ClaimedWithBackwardUs), pct(c.CountedWithBackwardUs)
 	for _, p := range []*float64{&c.MemoryBoundUs, &c.ComputeUs, &c.OtherUs, &c.ClaimedUs, &c.CountedUs,
-		&c.ClaimedWithBackwardUs, &c.CountedWithBackwardUs, &c.OptimizerUs, &c.MasterWeightsUs} {
+		&c.ClaimedWithBackwardUs, &c.CountedWithBackwardUs, &c.OptimizerUs, &c.MasterWeightsUs, &c.MultiheadAttentionUs} {
 		*p = round2(*p)
 	}
 	return c

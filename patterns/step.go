@@ -47,6 +47,12 @@ type Totals struct {
 	MasterWeightsSavingUs        float64 `json:"master_weights_saving_us,omitempty"`
 	MasterWeightsPctOfGPUBusy    float64 `json:"master_weights_saving_pct_of_gpu_busy,omitempty"`
 	MasterWeightsSavingPctOfStep float64 `json:"master_weights_saving_pct_of_step,omitempty"`
+	// MultiheadAttentionSavingUs is what the drop-in MultiheadAttention saves (the
+	// MultiheadAttention findings' EstSavingUs: the packed projection's copies less its own
+	// stack), a change of modules, with its shares.
+	MultiheadAttentionSavingUs        float64 `json:"multihead_attention_saving_us,omitempty"`
+	MultiheadAttentionPctOfGPUBusy    float64 `json:"multihead_attention_saving_pct_of_gpu_busy,omitempty"`
+	MultiheadAttentionSavingPctOfStep float64 `json:"multihead_attention_saving_pct_of_step,omitempty"`
 }
 
 // addOptimizer sets the optimizer steps' saving (us, all steps) and its shares.
@@ -57,6 +63,12 @@ func (tt *Totals) addOptimizer(us, busyUs float64) {
 // addMasterWeights sets the master weights' saving (us, all steps) and its shares.
 func (tt *Totals) addMasterWeights(us, busyUs float64) {
 	tt.MasterWeightsSavingUs, tt.MasterWeightsPctOfGPUBusy, tt.MasterWeightsSavingPctOfStep = tt.shares(us, busyUs)
+}
+
+// addMultiheadAttention sets the drop-in MultiheadAttention's saving (us, all steps) and its
+// shares.
+func (tt *Totals) addMultiheadAttention(us, busyUs float64) {
+	tt.MultiheadAttentionSavingUs, tt.MultiheadAttentionPctOfGPUBusy, tt.MultiheadAttentionSavingPctOfStep = tt.shares(us, busyUs)
 }
 
 // shares is a saving of us (all steps) with its shares of GPU busy time and of the step, each

@@ -90,6 +90,9 @@ func build(in Inputs) document {
 	if in.Analysis != nil && len(in.Analysis.MasterWeights) > 0 {
 		d.Sections = append(d.Sections, masterWeightsSection(in.Analysis))
 	}
+	if in.Analysis != nil && len(in.Analysis.MultiheadAttention) > 0 {
+		d.Sections = append(d.Sections, multiheadAttentionSection(in.Analysis))
+	}
 	d.Sections = append(d.Sections,
 		generatedSection(in, sp),
 		verifySection(in.Verify),
@@ -384,6 +387,33 @@ func masterWeightsSection(a *patterns.Report) section {
 		}
 		if h := m.HostSaving(); h != "" {
 			adv += ". " + h
+		}
+		s.After = append(s.After, para{txt(adv)})
+	}
+	s.Table = tb
+	return s
+}
+
+// multiheadAttentionSection lists nn.MultiheadAttention's packed projection splits, with the
+// drop-in's advice (the multihead_attention folder gen writes).
+func multiheadAttentionSection(a *patterns.Report) section {
+	s := section{ID: "multihead-attention", Title: "nn.MultiheadAttention's packed projection"}
+	s.Before = []para{{txt("nn.MultiheadAttention splits its one q/k/v projection for the heads with a copy in the forward and zero-filled copies, their sum and a copy back in the backward (docs/patterns.md, \"nn.MultiheadAttention\"). The saving is those kernels' GPU time in the trace less the drop-in's one stack of the gradients, estimated.")}}
+	tb := &table{
+		Head: []string{"calls", "steps", "split", "batch_first", "dtype", "kernels", "GPU µs fwd", "GPU µs bwd", "est. saving µs"},
+		Num:  []bool{true, true, false, false, false, true, true, true, true},
+	}
+	for _, f := range a.MultiheadAttention {
+		saving := "-"
+		if f.Why == "" {
+			saving = fixed(f.EstSavingUs, 1)
+		}
+		tb.Rows = append(tb.Rows, []cell{numc(strconv.Itoa(f.Calls)), numc(strconv.Itoa(f.Steps)), txt(patterns.FormatDims(f.Shapes)),
+			txt(strconv.FormatBool(f.BatchFirst)), txt(string(f.DType)), numc(strconv.Itoa(f.Kernels)),
+			numc(fixed(f.ForwardUs, 1)), numc(fixed(f.BackwardUs, 1)), numc(saving)})
+		adv := f.Advice
+		if f.Why != "" {
+			adv += " (not offered: " + f.Why + ")"
 		}
 		s.After = append(s.After, para{txt(adv)})
 	}

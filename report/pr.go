@@ -98,18 +98,19 @@ func WritePR(dir string, in Inputs, folders []string, force bool) error {
 				}
 			}
 		}
-		if in.Analysis != nil && in.Analysis.MasterWeightsOffered() {
-			// the optimizer the master weights' advice names: its folder and its module
+		for _, m := range codegen.OfferedModules(in.Analysis) {
+			// the modules the analysis's advice names (MasterAdamW, the drop-in
+			// nn.MultiheadAttention): each one's folder, and its module to swap in
 			for _, d := range []string{KernelsDir, SwapInDir} {
 				if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil {
 					return err
 				}
 			}
-			mdir := filepath.Join(tmp, KernelsDir, codegen.MasterAdamWDir)
-			if err := codegen.WriteMasterAdamW(mdir, false); err != nil {
+			mdir := filepath.Join(tmp, KernelsDir, m.Dir)
+			if err := codegen.WriteModule(m, mdir, false); err != nil {
 				return err
 			}
-			if err := copyFile(filepath.Join(mdir, "master_adamw.py"), filepath.Join(tmp, SwapInDir, "master_adamw.py"), 0o644); err != nil {
+			if err := copyFile(filepath.Join(mdir, m.Files[0]), filepath.Join(tmp, SwapInDir, m.Files[0]), 0o644); err != nil {
 				return err
 			}
 		}
@@ -509,6 +510,15 @@ func prMarkdown(w io.Writer, in Inputs, items []prItem) error {
 				continue
 			}
 			p("- " + mdText(m.Advice) + fmt.Sprintf(". Estimated GPU saving %s µs over the trace's %s (the casts' own time in the trace).\n", fmtUs(m.EstSavingUs), plural(m.Steps, "step")))
+		}
+	}
+	if a := in.Analysis; a != nil && a.MultiheadAttentionOffered() {
+		p("\n## nn.MultiheadAttention's packed projection (" + codeSpan(KernelsDir+"/"+patterns.MultiheadAttentionDir, false) + ", its module in " + codeSpan(SwapInDir+"/multihead_attention.py", false) + ")\n\n")
+		for _, f := range a.MultiheadAttention {
+			if f.Why != "" {
+				continue
+			}
+			p("- " + mdText(f.Advice) + fmt.Sprintf(". Estimated GPU saving %s µs over the trace's %s (the copies' own time in the trace less the stack's estimate).\n", fmtUs(f.EstSavingUs), plural(f.Steps, "step")))
 		}
 	}
 

@@ -462,3 +462,35 @@ func TestWritePRMasterWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestWritePRMultiheadAttention: where the analysis offers the drop-in nn.MultiheadAttention,
+// the PR carries its folder and module and says what it saves; where it does not, neither.
+func TestWritePRMultiheadAttention(t *testing.T) {
+	_, dirs := genFolders(t)
+	for _, offered := range []bool{true, false} {
+		in := recorded(t)
+		f := patterns.MultiheadAttention{Calls: 8, Steps: 2, Shapes: [][]int64{{3, 512, 8, 1024}}, BatchFirst: true, DType: patterns.BF16,
+			ForwardUs: 10, BackwardUs: 30, Kernels: 22, EstStackUs: 5, Advice: "nn.MultiheadAttention splits its packed q/k/v projection with copies"}
+		if offered {
+			f.EstSavingUs = 35
+		} else {
+			f.Why = "no backward of the split in the trace (inference)"
+		}
+		in.Analysis.MultiheadAttention = []patterns.MultiheadAttention{f}
+		out := filepath.Join(t.TempDir(), "pr")
+		if err := WritePR(out, in, dirs, false); err != nil {
+			t.Fatal(err)
+		}
+		files := strings.Join(listFiles(t, out), "\n")
+		pr, _ := os.ReadFile(filepath.Join(out, PRFile))
+		for _, name := range []string{"kernels/multihead_attention/multihead_attention.py", "kernels/multihead_attention/test_multihead_attention.py",
+			"kernels/multihead_attention/README.md", "swap_in/multihead_attention.py"} {
+			if strings.Contains(files, name) != offered {
+				t.Errorf("offered %v: %s in the PR folder: %v", offered, name, !offered)
+			}
+		}
+		if bytes.Contains(pr, []byte("Estimated GPU saving 35.0 µs")) != offered {
+			t.Errorf("offered %v: PR.md's nn.MultiheadAttention section:\n%s", offered, pr)
+		}
+	}
+}

@@ -30,7 +30,7 @@ type Totals struct {
 // TotalsOf describes a's totals; an analysis from before they were recorded gets the
 // patterns' savings added up, said to count shared ops twice. Zero when a found nothing.
 func TotalsOf(a *patterns.Report) Totals {
-	if a == nil || len(a.Opportunities) == 0 && (a.Totals == nil || a.Totals.Instances == 0 && !pos(a.Totals.OptimizerSavingUs) && !pos(a.Totals.MasterWeightsSavingUs)) {
+	if a == nil || len(a.Opportunities) == 0 && (a.Totals == nil || a.Totals.Instances == 0 && !pos(a.Totals.OptimizerSavingUs) && !pos(a.Totals.MasterWeightsSavingUs) && !pos(a.Totals.MultiheadAttentionSavingUs)) {
 		return Totals{} // (generic chains alone have totals too, and so has an optimizer step)
 	}
 	busy := a.Trace.GPUBusyUs
@@ -47,7 +47,7 @@ func TotalsOf(a *patterns.Report) Totals {
 		return Totals{Total: s + "."}
 	}
 	if t.Instances == 0 { // an optimizer step and no chain
-		return Totals{Total: masterTotal(t, busy, optimizerTotal(t, busy, "No chain found."))}
+		return Totals{Total: modulesTotal(t, busy, masterTotal(t, busy, optimizerTotal(t, busy, "No chain found.")))}
 	}
 	s := fmt.Sprintf("Estimated saving %s µs in total", fmtUs(t.EstSavingUs))
 	var shares []string
@@ -68,7 +68,7 @@ func TotalsOf(a *patterns.Report) Totals {
 		s += fmt.Sprintf("; %s overlapping them left out, so the patterns' rows (%s µs together) overstate it",
 			plural(t.LeftOut, "chain"), fmtUs(t.SumOfPatternsUs))
 	}
-	out := Totals{Total: masterTotal(t, busy, optimizerTotal(t, busy, s+"."))}
+	out := Totals{Total: modulesTotal(t, busy, masterTotal(t, busy, optimizerTotal(t, busy, s+".")))}
 	h := t.Host
 	if !h.Bound {
 		return out
@@ -114,6 +114,12 @@ func optimizerTotal(t *patterns.Totals, busy float64, s string) string {
 func masterTotal(t *patterns.Totals, busy float64, s string) string {
 	return s + otherSaving(t, busy, "The GEMM weights kept in bf16 with fp32 masters in the optimizer (no autocast casts)",
 		"Weights cast by autocast", t.MasterWeightsSavingUs, t.MasterWeightsPctOfGPUBusy, t.MasterWeightsSavingPctOfStep)
+}
+
+// modulesTotal is s followed by the drop-in modules' saving, where offered.
+func modulesTotal(t *patterns.Totals, busy float64, s string) string {
+	return s + otherSaving(t, busy, "nn.MultiheadAttention swapped for the drop-in without the packed projection's copies",
+		"nn.MultiheadAttention's packed projection", t.MultiheadAttentionSavingUs, t.MultiheadAttentionPctOfGPUBusy, t.MultiheadAttentionSavingPctOfStep)
 }
 
 // otherSaving is the sentence for a saving apart from the chains' (what, us, its shares of
@@ -171,9 +177,9 @@ func CoverageOf(a *patterns.Report) string {
 	return s + "." + unclaimedOf(c)
 }
 
-// optimizerClaims names what the optimizer's advice claims of the memory-bound time: the
-// optimizer steps fused=True fuses, and the weights' casts master weights remove ("" for
-// neither).
+// optimizerClaims names what the optimizer's and the modules' advice claim of the
+// memory-bound time: the optimizer steps fused=True fuses, the weights' casts master weights
+// remove, nn.MultiheadAttention's copies the drop-in removes ("" for none).
 func optimizerClaims(c *patterns.Coverage) string {
 	var parts []string
 	if pos(c.OptimizerUs) {
@@ -181,6 +187,9 @@ func optimizerClaims(c *patterns.Coverage) string {
 	}
 	if pos(c.MasterWeightsUs) {
 		parts = append(parts, fmt.Sprintf("the weights' casts that master weights remove (%s µs)", fmtUs(c.MasterWeightsUs)))
+	}
+	if pos(c.MultiheadAttentionUs) {
+		parts = append(parts, fmt.Sprintf("nn.MultiheadAttention's copies that the drop-in removes (%s µs)", fmtUs(c.MultiheadAttentionUs)))
 	}
 	return strings.Join(parts, " and ")
 }

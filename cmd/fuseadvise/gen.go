@@ -25,7 +25,9 @@ optionally ending in a last-dim reduction) get a folder rendered from their op p
 (generic-...); those whose scalars or semantics the trace does not record are listed with the
 reason and skipped. Where the analysis offers its master weights (a training step under
 autocast casting fp32 GEMM weights), gen also writes master_adamw/: the MasterAdamW optimizer,
-its tests and a README (verify and bench pass it over in DIR/*).
+its tests and a README; where it offers the drop-in nn.MultiheadAttention (self-attention
+splitting its packed projection with copies), multihead_attention/: the module, its tests and
+a README (verify and bench pass these over in DIR/*).
 
 The opportunities come from analyzing TRACE (with -pattern and -top as in analyze), or from the
 JSON that 'analyze -format json' wrote (-from). -anchors writes the H200 benchmark matrix
@@ -50,7 +52,7 @@ replaces folders gen wrote), and folders are written atomically.`,
 				return err
 			}
 			var items []codegen.Item
-			master := false // the analysis offers master weights: master_adamw/ too
+			var modules []codegen.Module // the modules whose advice the analysis offers, written beside the kernels
 			switch {
 			case *anchors:
 				if len(args) != 0 || *from != "" {
@@ -71,12 +73,12 @@ replaces folders gen wrote), and folders are written atomically.`,
 				if err != nil {
 					return err
 				}
-				master = rep.MasterWeightsOffered()
+				modules = codegen.OfferedModules(rep)
 				for _, s := range skipped {
 					fmt.Fprintf(env.Stderr, "skipped %s\n", s)
 				}
 			}
-			if len(items) == 0 && !master {
+			if len(items) == 0 && len(modules) == 0 {
 				fmt.Fprintln(env.Stderr, "nothing to generate: no opportunity with a template")
 				return nil
 			}
@@ -84,14 +86,16 @@ replaces folders gen wrote), and folders are written atomically.`,
 			for _, d := range dirs {
 				fmt.Fprintln(env.Stdout, d)
 			}
-			if err != nil || !master {
+			if err != nil {
 				return err
 			}
-			d := filepath.Join(*out, codegen.MasterAdamWDir)
-			if err := codegen.WriteMasterAdamW(d, *force); err != nil {
-				return err
+			for _, m := range modules {
+				d := filepath.Join(*out, m.Dir)
+				if err := codegen.WriteModule(m, d, *force); err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stderr, "%s: %s (its README says how to swap it in)\n", d, m.What)
 			}
-			fmt.Fprintf(env.Stderr, "%s: the optimizer for the weights autocast casts (MasterAdamW; its README says how to swap it in)\n", d)
 			return nil
 		}
 	},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/fuseadvise/fuseadvise/internal/shared"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,37 +75,55 @@ func TestGenFromRejectsOtherJSON(t *testing.T) {
 	}
 }
 
-// TestGenWritesMasterAdamW: a training trace whose autocast casts fp32 GEMM weights gets the
-// master_adamw/ folder beside its kernels (not among the kernel folders stdout lists, and
-// passed over where DIR/* names the kernels); an inference trace gets none.
-func TestGenWritesMasterAdamW(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "k")
-	code, stdout, errs := run(t, "gen", "-o", out, "-top", "1", "../../testdata/models/pythia_train_bf16.json.gz")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	d := filepath.Join(out, "master_adamw")
-	for _, f := range []string{"master_adamw.py", "test_master_adamw.py", "README.md", "pytest.ini"} {
-		if _, err := os.Stat(filepath.Join(d, f)); err != nil {
-			t.Errorf("%v", err)
-		}
-	}
-	if strings.Contains(stdout, "master_adamw") || !strings.Contains(errs, d) {
-		t.Errorf("stdout %q lists the optimizer's folder, or stderr %q does not name it", stdout, errs)
-	}
-	all, _ := filepath.Glob(filepath.Join(out, "*"))
-	dirs, err := kernelFolders(all)
-	if err != nil || slices.Contains(dirs, d) || len(dirs) != len(all)-1 {
-		t.Errorf("kernelFolders(%v) = %v, %v: want the kernel folders without %s", all, dirs, err, d)
-	}
-	if _, err := kernelFolders([]string{d}); err == nil || !strings.Contains(err.Error(), "optimizer's folder") {
-		t.Errorf("kernelFolders of the optimizer's folder alone: %v", err)
+// TestGenWritesModules: a training trace whose autocast casts fp32 GEMM weights gets the
+// master_adamw/ folder beside its kernels, one whose nn.MultiheadAttention splits its packed
+// projection the multihead_attention/ folder (not among the kernel folders stdout lists, and
+// passed over where DIR/* names the kernels); an inference trace gets neither.
+func TestGenWritesModules(t *testing.T) {
+	for _, tc := range []struct {
+		trace  func(t *testing.T) string
+		module string
+		files  []string
+	}{
+		{func(*testing.T) string { return "../../testdata/models/pythia_train_bf16.json.gz" }, "master_adamw",
+			[]string{"master_adamw.py", "test_master_adamw.py"}},
+		{func(t *testing.T) string {
+			return shared.Require(t, "traces", "h200", "torchnn_encoder_train_bf16.json.gz")
+		}, "multihead_attention", []string{"multihead_attention.py", "test_multihead_attention.py"}},
+	} {
+		t.Run(tc.module, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "k")
+			code, stdout, errs := run(t, "gen", "-o", out, "-top", "1", tc.trace(t))
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			d := filepath.Join(out, tc.module)
+			for _, f := range append(tc.files, "README.md", "pytest.ini") {
+				if _, err := os.Stat(filepath.Join(d, f)); err != nil {
+					t.Errorf("%v", err)
+				}
+			}
+			listed := slices.ContainsFunc(strings.Fields(stdout), func(l string) bool { return filepath.Base(l) == tc.module })
+			if listed || !strings.Contains(errs, d) {
+				t.Errorf("stdout %q lists the module's folder, or stderr %q does not name it", stdout, errs)
+			}
+			all, _ := filepath.Glob(filepath.Join(out, "*"))
+			dirs, err := kernelFolders(all)
+			if err != nil || slices.Contains(dirs, d) || slices.ContainsFunc(dirs, func(k string) bool { return filepath.Base(k) == "master_adamw" }) {
+				t.Errorf("kernelFolders(%v) = %v, %v: want the kernel folders without the modules'", all, dirs, err)
+			}
+			if _, err := kernelFolders([]string{d}); err == nil || !strings.Contains(err.Error(), "not a kernel folder") {
+				t.Errorf("kernelFolders of the module's folder alone: %v", err)
+			}
+		})
 	}
 	out2 := filepath.Join(t.TempDir(), "k")
 	if code, _, errs := run(t, "gen", "-o", out2, bundled); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if _, err := os.Stat(filepath.Join(out2, "master_adamw")); err == nil {
-		t.Error("an inference trace got master_adamw/")
+	for _, m := range []string{"master_adamw", "multihead_attention"} {
+		if _, err := os.Stat(filepath.Join(out2, m)); err == nil {
+			t.Errorf("an inference trace got %s/", m)
+		}
 	}
 }

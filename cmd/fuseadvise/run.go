@@ -36,7 +36,9 @@ var cmdRun = &Command{
 	6. pr        the PR-ready folder                 DIR/pr/
 
 Where the analysis offers its master weights, gen writes DIR/kernels/master_adamw/ too (the
-MasterAdamW optimizer and its tests; not verified or benchmarked here), and the PR carries it.
+MasterAdamW optimizer and its tests), where it offers the drop-in nn.MultiheadAttention,
+DIR/kernels/multihead_attention/ (not verified or benchmarked here: each has its own tests),
+and the PR carries them.
 
 DIR appears complete or not at all. -bench auto (the default) benchmarks when a CUDA GPU is
 visible to the Python environment and says so when not; on requires it; off skips it.
@@ -208,12 +210,11 @@ func (p *pipeline) run(ctx context.Context, dir string) (failed, err error) {
 	}
 	p.progress("  %d kernel folders", len(kernels))
 	paths.Generated = kernels
-	if a.Report.MasterWeightsOffered() {
-		d := filepath.Join(dir, "kernels", codegen.MasterAdamWDir)
-		if err := codegen.WriteMasterAdamW(d, false); err != nil {
+	for _, m := range codegen.OfferedModules(a.Report) {
+		if err := codegen.WriteModule(m, filepath.Join(dir, "kernels", m.Dir), false); err != nil {
 			return nil, err
 		}
-		p.progress("  %s: the optimizer for the weights autocast casts (MasterAdamW, with its own tests)", filepath.Join("kernels", codegen.MasterAdamWDir))
+		p.progress("  %s: %s, with its own tests", filepath.Join("kernels", m.Dir), m.What)
 	}
 
 	if err := p.step(ctx, "verify (Triton interpreter)"); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fuseadvise/fuseadvise/codegen"
 	"github.com/fuseadvise/fuseadvise/internal/safefile"
 	"github.com/fuseadvise/fuseadvise/verify"
 )
@@ -147,9 +148,9 @@ func verifyStatus(res *verify.Result) error {
 }
 
 // kernelFolders expands the arguments: a generated folder (with case.py) stands for itself,
-// any other folder for the generated folders directly inside it. The optimizer folder gen
-// writes beside the kernels (master_adamw/: a module and its own tests, no case) is passed
-// over, so that DIR/* names the kernels.
+// any other folder for the generated folders directly inside it. The module folders gen
+// writes beside the kernels (master_adamw/, multihead_attention/: a module and its own tests,
+// no case) are passed over, so that DIR/* names the kernels.
 func kernelFolders(args []string) ([]string, error) {
 	var dirs []string
 	for _, a := range args {
@@ -157,11 +158,11 @@ func kernelFolders(args []string) ([]string, error) {
 			dirs = append(dirs, a)
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(a, "master_adamw.py")); err == nil {
+		if m, ok := codegen.IsModuleDir(a); ok {
 			if len(args) > 1 {
 				continue
 			}
-			return nil, fmt.Errorf("%s: the optimizer's folder (MasterAdamW), not a kernel folder: its tests run with pytest there (its README)", a)
+			return nil, fmt.Errorf("%s: the folder of %s, not a kernel folder: its tests run with pytest there (its README)", a, m.What)
 		}
 		entries, err := os.ReadDir(a)
 		if err != nil {
