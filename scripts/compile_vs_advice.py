@@ -11,11 +11,12 @@ fused backward's (totals.est_saving_us + totals.est_backward_saving_us), per pro
 and, on a host-bound step, the host time it estimates fusion removes without the profiler's
 cost (totals.host, Kineto alone). Each is set against the eager step measured outside the
 profiler; the last column is the share of compile's saving that the advice's GPU saving
-covers (Kineto alone / with -et). The last two: the GPU saving of the optimizer's advice,
-fused=True and the master weights (totals.optimizer_saving_us +
-totals.master_weights_saving_us, Kineto alone; compile(model) leaves the optimizer step and
-autocast's weight casts as they are, so this saving adds to compile's too) and the advice's
-share of compile's saving with it.
+covers (Kineto alone / with -et). The last two: the GPU saving of the optimizer's and the
+modules' advice, fused=True, the master weights and the drop-in nn.MultiheadAttention
+(totals.optimizer_saving_us + totals.master_weights_saving_us +
+totals.multihead_attention_saving_us, Kineto alone; compile(model) leaves the optimizer step
+and autocast's weight casts as they are, so that saving adds to compile's too) and the
+advice's share of compile's saving with it.
 """
 
 import argparse
@@ -48,9 +49,11 @@ def row(name, t, totals, steps, et_totals=None):
         pct = 100 * ms / eager
         cells.append(f"{ms:.3f} ({pct:.1f}%)")
         shares.append(f"{100 * pct / compile_pct:.0f}%" if compile_pct > 0 else "-")
-    # the optimizer's advice (Kineto alone): fused=True and the master weights (the GEMM weights
-    # in bf16, autocast's casts of them gone): other changes than the chains', on top
-    opt_ms = ((totals.get("optimizer_saving_us") or 0) + (totals.get("master_weights_saving_us") or 0)) / steps / 1e3
+    # the optimizer's and the modules' advice (Kineto alone): fused=True, the master weights (the
+    # GEMM weights in bf16, autocast's casts of them gone) and the drop-in nn.MultiheadAttention:
+    # other changes than the chains', on top
+    opt_ms = sum(totals.get(k) or 0 for k in ("optimizer_saving_us", "master_weights_saving_us",
+                                              "multihead_attention_saving_us")) / steps / 1e3
     opt, both = "-", "-"
     if opt_ms > 0:
         opt = f"{opt_ms:.3f} ({100 * opt_ms / eager:.1f}%)"
@@ -75,7 +78,7 @@ def main(argv=None):
           f"{timing.get('method')}.\n")
     print("| model | mode | dtype | eager ms | compiled ms | compile saves | advice's GPU saving, ms "
           "(% of eager) | with -et | host-bound | host saving, ms | advice / compile (Kineto / -et) | "
-          "optimizer's advice (fused=True, master weights), ms (% of eager) | advice with it / compile |")
+          "optimizer's and modules' advice, ms (% of eager) | advice with it / compile |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     skipped = []
     for name, t in sorted(timing["models"].items()):

@@ -388,6 +388,10 @@ def test_compile_vs_advice_row_counts_the_backward():
     assert cells[5:] == ["50.0%", "0.500 (5.0%)", "1.000 (10.0%)", "yes", "0.750", "10% / 20%", "0.500 (5.0%)", "20%"]
     cells = [c.strip() for c in compile_vs_advice.row("m", t, kineto, 2, None).split("|")[1:-1]]
     assert cells[7] == "-" and cells[10] == "10% / -"
+    # the modules' advice adds to it: master weights and the drop-in nn.MultiheadAttention
+    modules = dict(kineto, master_weights_saving_us=200.0, multihead_attention_saving_us=800.0)
+    cells = [c.strip() for c in compile_vs_advice.row("m", t, modules, 2, None).split("|")[1:-1]]
+    assert cells[11:] == ["1.000 (10.0%)", "30%"]
     del kineto["optimizer_saving_us"]  # an inference step: no optimizer
     cells = [c.strip() for c in compile_vs_advice.row("m", t, kineto, 2, None).split("|")[1:-1]]
     assert cells[11:] == ["-", "-"]
