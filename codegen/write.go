@@ -463,7 +463,9 @@ This subclass keeps the parameters, state_dict and arguments of nn.MultiheadAtte
 computes the same attention: q, k and v are views of the projection (its output in the
 input's own layout, one addmm with the bias in its epilogue), the same masks, dropout and
 scaled_dot_product_attention call, and in the backward the three gradients are stacked once,
-straight into the projection's layout. Cross-attention, need_weights=True, bias_k/bias_v,
+straight into the projection's layout; attention whose key is its value (the decoder's
+cross-attention on the encoder's memory) the same with its k/v projection. A key that is not
+the value (three projections, no copies there), need_weights=True, bias_k/bias_v,
 add_zero_attn, separate q/k/v weights, unbatched or nested inputs and inference (eval, no
 grad, no autocast: torch's fused fast path) run nn.MultiheadAttention's own forward.
 

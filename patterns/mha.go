@@ -15,7 +15,8 @@ import (
 //	proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
 //	q, k, v = proj[0], proj[1], proj[2]
 //
-// copies the whole projection in the forward; in the backward each select's gradient is a
+// (for a key that is the value, a decoder's cross-attention: k and v's projection split in
+// two, [2, E]) copies the whole projection in the forward; in the backward each select's gradient is a
 // zero-filled tensor of the whole projection's size with a third copied in, the engine adds
 // the three, and the unflatten's view copies the sum back to the GEMM's layout. With
 // batch_first the input is transposed to (L, N, E) first, so the projection's GEMM copies it
@@ -25,7 +26,8 @@ type MultiheadAttention struct {
 	// Calls is the number of splits in the trace (self-attention layers x steps).
 	Calls int `json:"calls"`
 	Steps int `json:"steps"`
-	// Shapes are the split projections' sizes, [3, L, N, E] as contiguous copies them.
+	// Shapes are the split projections' sizes, [3, L, N, E] as contiguous copies them
+	// ([2, S, N, E] for a key that is the value).
 	Shapes     [][]int64 `json:"shapes"`
 	BatchFirst bool      `json:"batch_first"` // the input transposed before the projection
 	DType      DType     `json:"dtype"`
@@ -48,11 +50,15 @@ type MultiheadAttention struct {
 const MultiheadAttentionDir = "multihead_attention"
 
 // mhaSplit is one split found: the ops of the chain and what nn.MultiheadAttention does next.
+// Self-attention splits q, k and v ([3, L, N, E]); attention whose key is its value (a
+// decoder's cross-attention on the encoder's memory) projects q apart and splits k and v
+// ([2, S, N, E]).
 type mhaSplit struct {
-	contiguous, unflatten, linear int32
-	views, selects                []int32 // unflatten's view, unsqueeze, transpose, squeeze; the three selects
-	batchFirst                    bool    // the linear reads a transpose(1, 0) of the input
-	sdpa                          bool    // scaled_dot_product_attention follows before the next linear (need_weights=False)
+	contiguous, unflatten int32
+	linears               []int32 // the split projection's linear, and q's for a [2, ...] split
+	views, selects        []int32 // unflatten's view, unsqueeze, transpose, squeeze; the selects
+	batchFirst            bool    // the inputs transposed (1, 0) before the projections
+	sdpa                  bool    // scaled_dot_product_attention follows before the next linear (need_weights=False)
 }
 
 // siblings returns the ops nested directly in op id's parent (the thread's roots for a root),
@@ -74,29 +80,35 @@ func concreteIs(op *trace.Op, i int, s string) bool {
 	return i < len(op.Inputs) && strings.TrimSpace(op.Inputs[i].Concrete) == s
 }
 
+// linearOf says whether op is an aten::linear of a weight [rows, e].
+func linearOf(op *trace.Op, rows, e int64) bool {
+	return op.Name == "aten::linear" && len(op.Inputs) >= 2 && len(op.Inputs[1].Dims) == 2 &&
+		op.Inputs[1].Dims[0] == rows && op.Inputs[1].Dims[1] == e
+}
+
 // findMHASplit reports the packed projection's split whose aten::contiguous is op id.
 func findMHASplit(t *trace.Trace, id int32) (mhaSplit, bool) {
 	op := &t.Ops[id]
-	if op.Name != "aten::contiguous" || len(op.Inputs) == 0 || len(op.Inputs[0].Dims) < 2 || op.Inputs[0].Dims[0] != 3 {
+	if op.Name != "aten::contiguous" || len(op.Inputs) == 0 || len(op.Inputs[0].Dims) < 2 {
 		return mhaSplit{}, false
 	}
 	dims := op.Inputs[0].Dims
-	e := dims[len(dims)-1]
-	sib, k := siblings(t, id)
-	if k < 5 || k+3 >= len(sib) {
+	parts, e := dims[0], dims[len(dims)-1]
+	if parts != 2 && parts != 3 {
 		return mhaSplit{}, false
 	}
-	s := mhaSplit{contiguous: id, unflatten: sib[k-4], linear: sib[k-5]}
+	sib, k := siblings(t, id)
+	if k < 5 || k+int(parts) >= len(sib) {
+		return mhaSplit{}, false
+	}
+	s := mhaSplit{contiguous: id, unflatten: sib[k-4], linears: []int32{sib[k-5]}}
 	for j, name := range []string{"aten::unflatten", "aten::unsqueeze", "aten::transpose", "aten::squeeze"} {
 		if t.Ops[sib[k-4+j]].Name != name {
 			return mhaSplit{}, false
 		}
 	}
-	if !concreteIs(&t.Ops[s.unflatten], 2, fmt.Sprintf("[3, %d]", e)) ||
-		!concreteIs(&t.Ops[s.unflatten], 1, "-1") {
-		return mhaSplit{}, false
-	}
-	if lin := &t.Ops[s.linear]; lin.Name != "aten::linear" || len(lin.Inputs) < 2 || len(lin.Inputs[1].Dims) != 2 || lin.Inputs[1].Dims[0] != 3*e {
+	if !concreteIs(&t.Ops[s.unflatten], 2, fmt.Sprintf("[%d, %d]", parts, e)) || !concreteIs(&t.Ops[s.unflatten], 1, "-1") ||
+		!linearOf(&t.Ops[s.linears[0]], parts*e, e) {
 		return mhaSplit{}, false
 	}
 	for _, c := range t.Ops[s.unflatten].Children {
@@ -105,18 +117,28 @@ func findMHASplit(t *trace.Trace, id int32) (mhaSplit, bool) {
 		}
 	}
 	s.views = append(s.views, sib[k-3], sib[k-2], sib[k-1])
-	for j := range 3 {
+	for j := range int(parts) {
 		sel := &t.Ops[sib[k+1+j]]
 		if sel.Name != "aten::select" || !concreteIs(sel, 1, "0") || !concreteIs(sel, 2, strconv.Itoa(j)) {
 			return mhaSplit{}, false
 		}
 		s.selects = append(s.selects, sib[k+1+j])
 	}
-	if k >= 6 {
-		tr := &t.Ops[sib[k-6]]
-		s.batchFirst = tr.Name == "aten::transpose" && concreteIs(tr, 1, "1") && concreteIs(tr, 2, "0")
+	// before the projections: q's own (for a k/v split, the linear just before), the packed
+	// weights' split (aten::split_with_sizes) and batch_first's transposes of the inputs: a
+	// transpose(1, 0) whose output is the split projection's input
+	in := t.Ops[s.linears[0]].Inputs[0].Dims
+	for j := k - 6; j >= 0 && j >= k-12; j-- {
+		o := &t.Ops[sib[j]]
+		switch {
+		case parts == 2 && j == k-6 && linearOf(o, e, e):
+			s.linears = append(s.linears, sib[j])
+		case o.Name == "aten::transpose" && concreteIs(o, 1, "1") && concreteIs(o, 2, "0") && len(in) == 3 &&
+			len(o.Inputs[0].Dims) == 3 && o.Inputs[0].Dims[0] == in[1] && o.Inputs[0].Dims[1] == in[0] && o.Inputs[0].Dims[2] == in[2]:
+			s.batchFirst = true
+		}
 	}
-	for _, n := range sib[k+4:] {
+	for _, n := range sib[k+1+int(parts):] {
 		name := t.Ops[n].Name
 		if name == "aten::scaled_dot_product_attention" {
 			s.sdpa = true
@@ -145,7 +167,7 @@ func nodeActs(t *trace.Trace, b int32) []int32 {
 func (s mhaSplit) copies(t *trace.Trace) (fwd, bwd []int32) {
 	fwd = subtreeActIDs(t, s.contiguous)
 	if s.batchFirst {
-		// aten::linear on the transposed input runs matmul, whose reshape copies it, and adds
+		// aten::linear on a transposed input runs matmul, whose reshape copies it, and adds
 		// the bias in a kernel of its own (add_); on a contiguous input it is one addmm with
 		// the bias in cuBLAS's epilogue. Not autocast's cast of the input, which stays.
 		var walk func(id int32)
@@ -159,7 +181,9 @@ func (s mhaSplit) copies(t *trace.Trace) (fwd, bwd []int32) {
 				walk(c)
 			}
 		}
-		walk(s.linear)
+		for _, l := range s.linears {
+			walk(l)
+		}
 	}
 	for _, c := range t.Ops[s.contiguous].Children {
 		bwd = append(bwd, nodeActs(t, t.Ops[c].Bwd)...)
@@ -208,15 +232,15 @@ func multiheadAttention(t *trace.Trace, steps int, m CostModel) (*MultiheadAtten
 			bwdNs += t.Acts[a].Dur
 			ns += t.Acts[a].Dur
 		}
-		if len(bwd) > 0 {
-			trained++
+		if slices.ContainsFunc(s.selects, func(id int32) bool { return t.Ops[id].Bwd >= 0 }) {
+			trained++ // a backward node of the split ran (its kernels may be absent: a CPU trace)
 		}
 		if !s.sdpa { // need_weights=True: the drop-in runs nn.MultiheadAttention, copies and all
 			weights++
 			continue
 		}
 		offeredNs += ns
-		if len(bwd) > 0 && m.BandwidthGBs > 0 {
+		if len(bwd) > 0 && m.BandwidthGBs > 0 { // (on a GPU trace)
 			stackUs += m.KernelOverheadUs + float64(2*numel(in.Dims)*dt.Size())/(m.BandwidthGBs*1e3)
 		}
 		acts = append(acts, fwd...)
@@ -237,7 +261,7 @@ func multiheadAttention(t *trace.Trace, steps int, m CostModel) (*MultiheadAtten
 	}
 	perStep := (f.ForwardUs + f.BackwardUs) / float64(f.Steps)
 	f.Advice = fmt.Sprintf("nn.MultiheadAttention splits its packed q/k/v projection with copies: %d calls, %d kernels, %s µs a step (%s µs forward, %s µs backward, all steps): "+
-		"a contiguous copy of the projection, %sthree zero-filled select gradients, their sum and a copy back",
+		"a contiguous copy of the projection, %sa zero-filled select gradient for each of q, k and v, their sum and a copy back",
 		f.Calls, f.Kernels/f.Steps, fmtFloat(perStep), fmtFloat(f.ForwardUs), fmtFloat(f.BackwardUs),
 		map[bool]string{true: "the GEMM's copy of the batch-first input and its bias added apart, ", false: ""}[f.BatchFirst])
 	switch {
@@ -257,7 +281,7 @@ func multiheadAttention(t *trace.Trace, steps int, m CostModel) (*MultiheadAtten
 	f.EstSavingUs = round2(us(offeredNs) - f.EstStackUs)
 	f.Advice += fmt.Sprintf(". Swap in the drop-in MultiheadAttention (gen writes it: %s/; swap_multihead_attention(model) changes each nn.MultiheadAttention's class, its parameters and state_dict stay): "+
 		"q, k and v become views of the projection and their gradients one stack (estimated %s µs, all steps); it computes what nn.MultiheadAttention computes "+
-		"(the same masks, dropout and scaled_dot_product_attention call) and runs nn.MultiheadAttention itself for cross-attention, need_weights=True and inference",
+		"(the same masks, dropout and scaled_dot_product_attention call) and runs nn.MultiheadAttention itself for a key that is not the value, need_weights=True and inference",
 		MultiheadAttentionDir, fmtFloat(f.EstStackUs))
 	if weights > 0 {
 		f.Advice += fmt.Sprintf("; %d of the calls return the attention weights and keep their copies", weights)

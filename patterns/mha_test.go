@@ -1,6 +1,7 @@
 package patterns
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -155,5 +156,48 @@ func TestMultiheadAttentionNotASplit(t *testing.T) {
 				t.Errorf("found %+v", r.MultiheadAttention)
 			}
 		})
+	}
+}
+
+// TestMultiheadAttentionRecorded: a training step of nn.Transformer recorded on the CPU
+// (testdata/mha/record.py: batch_first, one encoder and one decoder layer) has three splits,
+// the encoder's and the decoder's self-attention ([3, L, N, E], one projection each) and the
+// decoder's attention to the memory ([2, S, N, E], its q projected apart), each after
+// batch_first's transposes and with its backward nodes; no kernels (a CPU trace), so the
+// finding says why it is not offered rather than offering nothing silently.
+func TestMultiheadAttentionRecorded(t *testing.T) {
+	tr, err := trace.Open("../testdata/mha/mha_transformer_train_cpu.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := range tr.Ops {
+		s, ok := findMHASplit(tr, int32(i))
+		if !ok {
+			continue
+		}
+		bwd := 0
+		for _, id := range s.selects {
+			if tr.Ops[id].Bwd >= 0 {
+				bwd++
+			}
+		}
+		got = append(got, fmt.Sprintf("%v linears=%d selects=%d batch_first=%v sdpa=%v backward=%d",
+			tr.Ops[s.contiguous].Inputs[0].Dims, len(s.linears), len(s.selects), s.batchFirst, s.sdpa, bwd))
+	}
+	want := []string{
+		"[3 7 2 32] linears=1 selects=3 batch_first=true sdpa=true backward=3",
+		"[3 5 2 32] linears=1 selects=3 batch_first=true sdpa=true backward=3",
+		"[2 7 2 32] linears=2 selects=2 batch_first=true sdpa=true backward=2",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("splits:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	r, err := Analyze([]*trace.Trace{tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.MultiheadAttention) != 1 || r.MultiheadAttention[0].Calls != 3 || !strings.Contains(r.MultiheadAttention[0].Why, "bandwidth") {
+		t.Errorf("finding %+v: want 3 calls, not offered for the unknown bandwidth", r.MultiheadAttention)
 	}
 }

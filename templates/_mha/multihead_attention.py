@@ -13,22 +13,27 @@ to the GEMM's layout. With ``batch_first=True`` it also transposes the input to
 (L, N, E) first, so the projection's GEMM copies its input again. torch.compile fuses these
 copies into its own kernels; eager pays them in every layer and step.
 
-This subclass keeps nn.MultiheadAttention's parameters, state_dict and arguments, and
-computes the same attention for self-attention (``query is key is value``) with
-``need_weights=False`` (what nn.TransformerEncoderLayer and nn.TransformerDecoderLayer's
-self-attention ask for):
+Attention to another sequence whose key is its value (nn.TransformerDecoderLayer's
+cross-attention on the encoder's memory) splits its k/v projection the same way, [2, S, N, E].
 
-1. the projection ``F.linear(x, in_proj_weight, in_proj_bias)`` in x's own layout, [..., 3E];
+This subclass keeps nn.MultiheadAttention's parameters, state_dict and arguments, and
+computes the same attention for self-attention (``query is key is value``) and for
+``key is value`` with ``need_weights=False`` (what nn.TransformerEncoderLayer and
+nn.TransformerDecoderLayer ask for):
+
+1. the projection ``F.linear(x, in_proj_weight, in_proj_bias)`` in x's own layout, [..., 3E]
+   (for ``key is value``: q's of the query, [..., E], and k and v's of the key, [..., 2E]);
 2. q, k and v as views of it, ``unflatten(-1, (3, H, D)).unbind(-3)`` and a transpose to
    (N, H, L, D): no copy in the forward; in the backward ``unbind``'s gradient is one stack
-   of the three gradients straight into the projection's layout (one kernel, no zeros, no
-   sum, no copy back);
+   of the gradients straight into the projection's layout (one kernel, no zeros, no sum, no
+   copy back);
 3. ``F.scaled_dot_product_attention`` on them with the masks nn.MultiheadAttention would
    pass (canonicalized by the same torch functions, merged by broadcasting, not expanded
    per head), dropout ``self.dropout`` in training;
 4. the output projection on the heads put back as (N, L, E) (or (L, N, E)).
 
-Every other call runs nn.MultiheadAttention.forward unchanged: cross-attention, need_weights=True,
+Every other call runs nn.MultiheadAttention.forward unchanged: a key that is not the value
+(whose three projections nn.MultiheadAttention already runs apart, without copies), need_weights=True,
 unbatched or nested inputs, separate q/k/v weights (kdim/vdim), bias_k/bias_v, add_zero_attn,
 and inference (no grad, autocast off, eval mode) where torch's own fused fast path may run.
 
@@ -51,7 +56,7 @@ class MultiheadAttention(nn.MultiheadAttention):
     def takes(self, query, key, value, need_weights):
         """Whether this call runs the copy-free path (module docstring); otherwise
         nn.MultiheadAttention.forward runs it."""
-        if need_weights or not (query is key and key is value) or query.dim() != 3 or query.is_nested:
+        if need_weights or key is not value or query.dim() != 3 or key.dim() != 3 or query.is_nested or key.is_nested:
             return False
         if not self._qkv_same_embed_dim or self.in_proj_weight is None:
             return False
@@ -69,10 +74,12 @@ class MultiheadAttention(nn.MultiheadAttention):
         x = query
         if self.batch_first:
             n, length, e = x.shape
+            src = key.shape[1]
         else:
             length, n, e = x.shape
-        if e != self.embed_dim:
-            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {e}")
+            src = key.shape[0]
+        if e != self.embed_dim or key.shape[-1] != e:
+            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {e} and {key.shape[-1]}")
         h = self.num_heads
         d = e // h
 
@@ -91,28 +98,36 @@ class MultiheadAttention(nn.MultiheadAttention):
                                      target_type=x.dtype, check_other=False)
             if mask is not None:
                 if mask.dim() == 2:
-                    if mask.shape != (length, length):
+                    if mask.shape != (length, src):
                         raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(mask.shape)}, "
-                                           f"but should be {(length, length)}.")
-                    mask = mask.view(1, 1, length, length)
+                                           f"but should be {(length, src)}.")
+                    mask = mask.view(1, 1, length, src)
                 elif mask.dim() == 3:
-                    if mask.shape != (n * h, length, length):
+                    if mask.shape != (n * h, length, src):
                         raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(mask.shape)}, "
-                                           f"but should be {(n * h, length, length)}.")
-                    mask = mask.view(n, h, length, length)
+                                           f"but should be {(n * h, length, src)}.")
+                    mask = mask.view(n, h, length, src)
                 else:
                     raise RuntimeError(f"attn_mask's dimension {mask.dim()} is not supported")
             if key_padding_mask is not None:
-                if key_padding_mask.shape != (n, length):
-                    raise AssertionError(f"expecting key_padding_mask shape of {(n, length)}, "
+                if key_padding_mask.shape != (n, src):
+                    raise AssertionError(f"expecting key_padding_mask shape of {(n, src)}, "
                                          f"but got {tuple(key_padding_mask.shape)}")
-                kpm = key_padding_mask.view(n, 1, 1, length)
+                kpm = key_padding_mask.view(n, 1, 1, src)
                 mask = kpm if mask is None else mask + kpm
 
-        # q, k, v: views of the one projection, heads split off its last dim (E = H * D, head-major,
-        # as nn.MultiheadAttention's q.view(L, N * H, D))
-        qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)
-        q, k, v = qkv.unflatten(-1, (3, h, d)).unbind(-3)  # each (N, L, H, D) or (L, N, H, D)
+        # q, k, v: views of the projections, heads split off their last dim (E = H * D, head-major,
+        # as nn.MultiheadAttention's q.view(L, N * H, D)): self-attention projects q, k and v in
+        # one GEMM, attention to another sequence (key is value: a decoder's cross-attention)
+        # q in one and k, v in another, as nn.MultiheadAttention's packed weights split
+        if query is key:
+            qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)
+            q, k, v = qkv.unflatten(-1, (3, h, d)).unbind(-3)  # each (N, L, H, D) or (L, N, H, D)
+        else:
+            w_q, w_kv = self.in_proj_weight.split([e, 2 * e])
+            b_q, b_kv = (None, None) if self.in_proj_bias is None else self.in_proj_bias.split([e, 2 * e])
+            q = F.linear(x, w_q, b_q).unflatten(-1, (h, d))
+            k, v = F.linear(key, w_kv, b_kv).unflatten(-1, (2, h, d)).unbind(-3)
         if self.batch_first:
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         else:
