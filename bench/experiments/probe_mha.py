@@ -23,8 +23,12 @@ zero fills, cat/stack), and the losses of 6 steps (the RNG seeded before each), 
 max_loss_diff against eager. Then the attention module alone (one layer's self_attn on the
 batch, forward and backward, need_weights=False): its kernels, their GPU time and names.
 
+With --model decoder: nn.TransformerDecoder of 4 nn.TransformerDecoderLayer of the same sizes,
+a causal target of 8 x 512 attending to a memory of 8 x 512 (a parameter): each layer's
+self-attention and its attention to the memory (key is value).
+
 Usage, from the repository root:
-  python bench/experiments/probe_mha.py [--compile] [--json]
+  python bench/experiments/probe_mha.py [--compile] [--json] [--model encoder|decoder]
   python bench/experiments/probe_mha.py --smoke      (CPU, a tiny model, nothing timed)
 """
 
@@ -48,9 +52,26 @@ from multihead_attention import swap_multihead_attention  # noqa: E402
 COPY_KERNELS = ("copy", "fill", "Cat", "cat", "zero")
 
 
-def base_model(tiny):
+class Decoder(nn.Module):
+    """nn.TransformerDecoder with its memory as a parameter: the step's input is the target,
+    each layer attends to itself (causal) and to the memory (key is value)."""
+
+    def __init__(self, e, h, f, layers, src):
+        super().__init__()
+        layer = nn.TransformerDecoderLayer(e, h, f, dropout=0.1, batch_first=True)
+        self.decoder = nn.TransformerDecoder(layer, layers)
+        self.memory = nn.Parameter(torch.randn(8 if src > 16 else 2, src, e))
+
+    def forward(self, x):
+        causal = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device)
+        return self.decoder(x, self.memory, tgt_mask=causal, tgt_is_causal=True)
+
+
+def base_model(tiny, kind="encoder"):
     e, h, f, layers = (32, 4, 64, 2) if tiny else (1024, 16, 4096, 4)
     torch.manual_seed(0)
+    if kind == "decoder":
+        return Decoder(e, h, f, layers, 8 if tiny else 512), e
     layer = nn.TransformerEncoderLayer(e, h, f, dropout=0.1, batch_first=True)
     return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False), e
 
@@ -96,12 +117,13 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--model", choices=["encoder", "decoder"], default="encoder")
     args = ap.parse_args()
     device = "cpu" if args.smoke else "cuda"
     if not args.smoke and not torch.cuda.is_available():
         sys.exit("probe_mha: needs a CUDA GPU (--smoke runs on the CPU)")
     emit = (lambda r: print(json.dumps(r), flush=True)) if args.json else (lambda r: print(r, flush=True))
-    base, e = base_model(args.smoke)
+    base, e = base_model(args.smoke, args.model)
     b, t = (2, 8) if args.smoke else (8, 512)
     variants = ["eager", "dropin"] + (["compile", "compile+dropin"] if args.compile else [])
     xs = [torch.randn(b, t, e, device=device) for _ in range(6)]
@@ -113,7 +135,7 @@ def main():
         for i, x in enumerate(xs):
             torch.manual_seed(100 + i)
             losses.append(step(x).item())
-        results.append({"variant": v, "losses": losses})
+        results.append({"model": args.model, "variant": v, "losses": losses})
         runs.append((model, step))
     for r in results:
         r["max_loss_diff"] = max(abs(a - c) for a, c in zip(r["losses"], results[0]["losses"]))
@@ -144,6 +166,8 @@ def main():
         emit(r)
     # the attention module alone: one layer's self_attn, forward and backward
     for v, (model, _) in zip(variants[:2], runs[:2]):
+        if args.model == "decoder":
+            continue  # (the step's figures; the attention alone is the encoder's)
         attn = model.layers[0].self_attn
         xa = x.detach().clone().requires_grad_(True)
 
