@@ -412,6 +412,9 @@ func writeMultiheadAttention(w io.Writer, a *Result, markdown bool) error {
 		if f.Why != "" {
 			s += " (not offered: " + f.Why + ")"
 		}
+		if h := f.HostSaving(); h != "" {
+			s += ". " + h
+		}
 		fmt.Fprintf(w, "- %s\n", CellText(s, markdown))
 	}
 	return nil

@@ -194,6 +194,16 @@ func (s mhaSplit) copies(t *trace.Trace) (fwd, bwd []int32) {
 	return fwd, bwd
 }
 
+// HostSaving is the sentence on what an offered finding takes off the host ("" for nothing).
+func (f *MultiheadAttention) HostSaving() string {
+	if f.Kernels == 0 || f.Why != "" {
+		return ""
+	}
+	return fmt.Sprintf("On the host the copies are %d kernel launches a step, which a host-bound step no longer makes "+
+		"(measured on an H100 at the encoder's shapes: 9 launches a call fewer, the drop-in's own included; the encoder's and a decoder's "+
+		"training steps 15%% and 18%% shorter in wall time, docs/benchmarks/h200.md)", f.Kernels/f.Steps)
+}
+
 // multiheadAttention finds t's packed projection splits (findMHASplit): the finding, or nil
 // where t has none, and the kernels it claims where offered. steps is t's step count, m the
 // calibrated cost model (the stack's estimate).

@@ -96,7 +96,7 @@ func TestMultiheadAttention(t *testing.T) {
 			}
 			c := r.Coverage
 			if tc.why != "" {
-				if f.EstSavingUs != 0 || r.MultiheadAttentionOffered() || c.MultiheadAttentionUs != 0 {
+				if f.EstSavingUs != 0 || r.MultiheadAttentionOffered() || c.MultiheadAttentionUs != 0 || f.HostSaving() != "" {
 					t.Errorf("not offered, yet saving %v, offered %v, coverage %v", f.EstSavingUs, r.MultiheadAttentionOffered(), c.MultiheadAttentionUs)
 				}
 				return
@@ -107,6 +107,9 @@ func TestMultiheadAttention(t *testing.T) {
 			}
 			if !r.MultiheadAttentionOffered() || !strings.Contains(f.Advice, "swap_multihead_attention") {
 				t.Errorf("advice %q", f.Advice)
+			}
+			if want := fmt.Sprintf("%d kernel launches a step", f.Kernels); !strings.Contains(f.HostSaving(), want) {
+				t.Errorf("host %q, want %q", f.HostSaving(), want)
 			}
 			if c.MultiheadAttentionUs != tc.fwdUs+tc.bwdUs || c.WithOptimizerPct <= c.ClaimedWithBackwardPct {
 				t.Errorf("coverage claims %v µs (%v%% with the advice, %v%% without); want the copies' %v", c.MultiheadAttentionUs, c.WithOptimizerPct, c.ClaimedWithBackwardPct, tc.fwdUs+tc.bwdUs)

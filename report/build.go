@@ -415,6 +415,9 @@ func multiheadAttentionSection(a *patterns.Report) section {
 		if f.Why != "" {
 			adv += " (not offered: " + f.Why + ")"
 		}
+		if h := f.HostSaving(); h != "" {
+			adv += ". " + h
+		}
 		s.After = append(s.After, para{txt(adv)})
 	}
 	s.Table = tb
