@@ -15,15 +15,16 @@ import (
 //	proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
 //	q, k, v = proj[0], proj[1], proj[2]
 //
-// (for a key that is the value, a decoder's cross-attention: k and v's projection split in
-// two, [2, E]) copies the whole projection in the forward; in the backward each select's gradient is a
-// zero-filled tensor of the whole projection's size with a third copied in, the engine adds
-// the three, and the unflatten's view copies the sum back to the GEMM's layout. With
-// batch_first the input is transposed to (L, N, E) first, so the projection's GEMM copies it
-// and adds the bias in a kernel of its own. The drop-in MultiheadAttention (templates/_mha) views q, k and v in the projection
-// and stacks their gradients once. One finding a trace.
+// (for a key that is the value, a decoder's cross-attention, k and v's projection split in
+// two, [2, E]) copies the whole projection in the forward; in the backward each select's
+// gradient is a zero-filled tensor of the whole projection's size with its part copied in,
+// the engine adds them, and the unflatten's view copies the sum back to the GEMM's layout.
+// With batch_first the inputs are transposed to (L, N, E) first, so each projection's GEMM
+// copies its input and adds the bias in a kernel of its own. The drop-in MultiheadAttention
+// (templates/_mha) views q, k and v in the projections and stacks their gradients once. One
+// finding a trace.
 type MultiheadAttention struct {
-	// Calls is the number of splits in the trace (self-attention layers x steps).
+	// Calls is the number of splits in the trace (attention calls of the layers x steps).
 	Calls int `json:"calls"`
 	Steps int `json:"steps"`
 	// Shapes are the split projections' sizes, [3, L, N, E] as contiguous copies them
@@ -37,7 +38,7 @@ type MultiheadAttention struct {
 	ForwardUs  float64 `json:"forward_us"`
 	BackwardUs float64 `json:"backward_us"`
 	Kernels    int     `json:"kernels"`
-	// EstStackUs is what the drop-in adds (all steps): one stack of the three gradients a
+	// EstStackUs is what the drop-in adds (all steps): one stack of the split's gradients a
 	// call in training, at the cost model's bandwidth.
 	EstStackUs  float64 `json:"est_stack_us,omitempty"`
 	EstSavingUs float64 `json:"est_saving_us,omitempty"`

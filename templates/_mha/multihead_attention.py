@@ -49,9 +49,9 @@ from torch import nn
 
 
 class MultiheadAttention(nn.MultiheadAttention):
-    """nn.MultiheadAttention whose self-attention skips the packed projection's copies
-    (module docstring). Made like nn.MultiheadAttention, or from one with
-    ``swap_multihead_attention``."""
+    """nn.MultiheadAttention whose self-attention, and attention whose key is its value, skip
+    the packed projection's copies (module docstring). Made like nn.MultiheadAttention, or
+    from one with ``swap_multihead_attention``."""
 
     def takes(self, query, key, value, need_weights):
         """Whether this call runs the copy-free path (module docstring); otherwise
