@@ -530,6 +530,9 @@ func (r *renderer) casePy(dtype string) []byte {
 		if in.Keep {
 			fmt.Fprintf(&b, "    # a training dropout's keep mask (p = %s): the caller draws it, True with probability 1 - p\n", pyNum(r.keepP(i)))
 		}
+		if in.Bias {
+			b.WriteString("    # a GEMM's bias (the traced model added it in the GEMM): the caller runs the GEMM without it\n")
+		}
 		off := len(r.p.Dims) - len(in.Dims)
 		var keep []string
 		for j, d := range in.Dims {
@@ -547,6 +550,11 @@ func (r *renderer) casePy(dtype string) []byte {
 	if cs := r.constants(); len(cs) > 0 {
 		b.WriteString("# the program's finite numbers, which the verifier plants into the inputs\n")
 		b.WriteString("CONSTANTS = [" + strings.Join(cs, ", ") + "]\n")
+	}
+	if k := r.p.BiasInput(); k >= 0 {
+		b.WriteString("# a GEMM's bias and the GEMM's output it is added to: bench's eager adds them beforehand, as the\n" +
+			"# traced GEMM's epilogue did (adapter.make_inputs: _epilogue)\n")
+		fmt.Fprintf(&b, "EPILOGUE_BIAS = (%s, %s)\n", pyStr(r.inputName(k)), pyStr(r.inputName(*r.p.Steps[0].Args[0].In)))
 	}
 	if r.p.KeepNumel() > 0 {
 		var kp []string
@@ -817,13 +825,58 @@ import torch
 		params = append(params, "reduce=reduce")
 	}
 	r.chainDef(&b, "chain", params, head, false)
-	if r.p.KeepNumel() > 0 {
-		b.WriteString("\n\n# The chain as the model ran it, each training dropout drawing its own mask (its keep mask\n" +
-			"# argument unused): what bench times as eager and compiles, where chain applies the caller's.\n")
-		r.chainDef(&b, "chain_traced", params, head, true)
+	if r.p.KeepNumel() > 0 || r.p.BiasInput() >= 0 {
+		if r.p.BiasInput() >= 0 {
+			b.WriteString(epilogueBiasPy)
+		}
+		switch {
+		case r.p.BiasInput() < 0:
+			b.WriteString("\n\n# The chain as the model ran it, each training dropout drawing its own mask (its keep mask\n" +
+				"# argument unused): what bench times as eager and compiles, where chain applies the caller's.\n")
+		case r.p.KeepNumel() == 0:
+			b.WriteString("\n\n# The chain as the model ran it, the GEMM's bias added in that GEMM's epilogue (_epilogue_bias,\n" +
+				"# given epilogue: the sum made beforehand): what bench times as eager and compiles, where chain\n" +
+				"# adds the bias.\n")
+		default:
+			b.WriteString("\n\n# The chain as the model ran it, each training dropout drawing its own mask (its keep mask\n" +
+				"# argument unused) and the GEMM's bias added in that GEMM's epilogue (_epilogue_bias, given\n" +
+				"# epilogue: the sum made beforehand): what bench times as eager and compiles, where chain\n" +
+				"# applies the caller's mask and adds the bias.\n")
+		}
+		traced := params
+		if r.p.BiasInput() >= 0 {
+			traced = append(slices.Clone(params), "epilogue=None")
+		}
+		r.chainDef(&b, "chain_traced", traced, head, true)
 	}
 	return b.Bytes()
 }
+
+// epilogueBiasPy is reference.py's _epilogue_bias, for a program that takes a GEMM's bias
+// (program.Input.Bias): chain_traced adds it as the traced GEMM did, in its epilogue.
+const epilogueBiasPy = `
+
+class _EpilogueBias(torch.autograd.Function):
+    """x + b as the traced GEMM added its bias, in its epilogue: the sum xb, made beforehand
+    (adapter.make_inputs), handed on as the chain's given input, so the chain timed as traced
+    runs no add of its own; the backward gives x the gradient and b its sum over the dims b
+    broadcasts along, as the GEMM's backward sums its bias gradient."""
+
+    @staticmethod
+    def forward(ctx, x, b, xb):
+        ctx.shape = b.shape
+        return xb.view_as(xb)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy, dy.sum_to_size(ctx.shape), None
+
+
+def _epilogue_bias(x, b, xb):
+    """x + b as the traced GEMM's epilogue added it: xb (x + b made beforehand) handed on, or
+    the add itself without one."""
+    return x + b if xb is None else _EpilogueBias.apply(x, b, xb)
+`
 
 // chainDef writes reference.py's function name: the program's steps in eager PyTorch; traced,
 // a dropout_keep step as the traced dropout, which draws its own mask.
@@ -848,6 +901,9 @@ func (r *renderer) chainDef(b *bytes.Buffer, name string, params []string, head 
 		}
 		if traced && s.Op == program.DropoutKeep {
 			e = "torch.dropout(" + args[0] + ", " + pyNum(float64(s.Consts[0])) + ", True)"
+		}
+		if traced && i == 0 && r.p.BiasInput() >= 0 {
+			e = "_epilogue_bias(" + args[0] + ", " + args[1] + ", epilogue)"
 		}
 		fmt.Fprintf(b, "    v%d = %s\n", i, e)
 	}
@@ -2117,6 +2173,15 @@ func numbersReadme(p *program.Program) string {
 			"kernel scales what it keeps by 1 / (1 - p), as eager's dropout in training does; in eval mode,\n"+
 			"where eager's dropout is the identity, keep the eager ops. The backward reads the same mask.\n\n",
 			r.inputName(i), pyNum(r.keepP(i)), r.inputName(i), pyNum(r.keepP(i)))
+	}
+	if k := p.BiasInput(); k >= 0 {
+		of := *p.Steps[0].Args[0].In
+		fmt.Fprintf(&b, "Input `%s` is the bias of the Linear (or addmm) whose output `%s` is, read here through a\n"+
+			"permute: the traced model added it in that GEMM's epilogue; this kernel adds it itself, so run the\n"+
+			"GEMM without it (`F.linear(x, linear.weight)`) and pass `linear.bias`, cast to `%s`'s dtype (%s,\n"+
+			"autocast's compute type) and viewed as %s. Its gradient then comes from this kernel's\n"+
+			"backward, summed over the dims it broadcasts along, in place of the GEMM backward's row sum.\n\n",
+			r.inputName(k), r.inputName(of), r.inputName(of), p.Inputs[of].DType, pyInts(p.Inputs[k].Dims))
 	}
 	return b.String()
 }

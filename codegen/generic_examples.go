@@ -85,6 +85,14 @@ var genericExamples = []struct{ name, dtype, prog string }{
 		{"op":"add","args":[{"step":0},{"in":2}],"consts":[1],"dtype":"fp32"},
 		{"op":"cast","args":[{"step":1}],"dtype":"bf16"},
 		{"op":"cast","args":[{"step":1}],"dtype":"bf16"}],"outputs":[1,2,3],"into":["","linear","conv2d"]}`},
+	// ConvNeXt's fc2 output through its permute, the chain taking fc2's bias (program's
+	// Input.Bias, added by step 0 where the GEMM's epilogue added it), then the layer scale and
+	// the residual
+	{"permute_bias_scale_residual", "fp32", `{"dims":[2,6,5,7],"inputs":[{"dtype":"bf16","dims":[2,6,5,7]},{"dtype":"fp32","dims":[6,1,1]},
+		{"dtype":"fp32","dims":[2,6,5,7]},{"dtype":"bf16","dims":[1,6,1,1],"bias":true}],
+		"steps":[{"op":"add","args":[{"in":0},{"in":3}],"consts":[1],"dtype":"bf16"},
+		{"op":"mul","args":[{"step":0},{"in":1}],"dtype":"fp32"},
+		{"op":"add","args":[{"step":1},{"in":2}],"consts":[1],"dtype":"fp32"}],"outputs":[2]}`},
 	// chains that start at a GEMM (the program's GEMM head, input 0 its output): a Linear of a
 	// 3-D x with its bias -> GELU -> scale -> residual add; an addmm -> sigmoid -> per-column
 	// scale, also writing the sigmoid; a bmm without a bias -> tanh -> clamp

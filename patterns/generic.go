@@ -49,6 +49,10 @@ type GenericChain struct {
 	// NoGEMMHead says why a chain that reads a GEMM's output stays pointwise (the GEMM's
 	// output has another reader, the chain ends in a reduction, ...); "" otherwise.
 	NoGEMMHead string `json:"no_gemm_head,omitempty"`
+	// GEMMBias is the traced op of the GEMM whose bias the chain takes (program.Input.Bias: a
+	// Linear's whose output reaches the chain through a permute, in training): the chain adds
+	// it, so its gradient comes from the fused backward and the GEMM backward's row sum goes.
+	GEMMBias string `json:"gemm_bias,omitempty"`
 }
 
 // genericOps are the memory-bound elementwise ops a generic chain is made of (base
@@ -79,8 +83,8 @@ const GenericFanOutMax = 2
 // genericRegions finds, in g, the maximal dataflow-connected regions of at least `least`
 // genericOps nodes (the last may be a last-dim reduction) that launched GPU work and that no
 // instance in claimed (OpIDs) contains: their nodes, in time order. A chain is two ops or
-// more, or one whose value a GEMM casts (genericFound asks for regions of one and keeps a
-// single op only with such a cast).
+// more, or one whose value a GEMM casts or that takes a GEMM's bias (genericFound asks for
+// regions of one and keeps a single op only with such a cast or bias).
 func genericRegions(g *graph, claimed map[int32]bool, least int) [][]int32 {
 	n := len(g.nodes)
 	member := make([]bool, n)
@@ -182,7 +186,7 @@ const GenericPatternID = "generic"
 // genericChains describes each region of genericRegions as one instance, with its op
 // program and, when m is calibrated, the saving of one fused kernel.
 func genericChains(g *graph, claimed map[int32]bool, m *CostModel) []GenericChain {
-	cs, _ := genericFound(g, claimed, m)
+	cs, _, _ := genericFound(g, claimed, m)
 	return cs
 }
 
@@ -197,7 +201,7 @@ func genericChains(g *graph, claimed map[int32]bool, m *CostModel) []GenericChai
 // model's fused backward (genericBackwardUs), as a catalog pattern's. noBwd counts the
 // instances in training whose program has no fused backward.
 func genericRanked(g *graph, claimed map[int32]bool, m *CostModel, device string, ti, rank int) (cs []GenericChain, rks []ranked, noBwd int) {
-	cs, ops := genericFound(g, claimed, m)
+	cs, ops, biases := genericFound(g, claimed, m)
 	for i, c := range cs {
 		if c.Program == nil {
 			continue
@@ -211,6 +215,9 @@ func genericRanked(g *graph, claimed map[int32]bool, m *CostModel, device string
 		}
 		in := &Instance{Pattern: GenericPatternID, Anchor: anchor, Ops: ops[i],
 			Dims: [][]int64{c.Program.Dims}, DType: c.DType, Elems: c.Program.Numel()}
+		if biases[i] >= 0 {
+			in.TakesBias = []int32{biases[i]}
+		}
 		if c.Program.GEMM != nil {
 			in.GEMMs = ops[i][:1] // the head: genericFound puts its OpID first
 			in.Flops = c.Program.GEMM.FLOPs()
@@ -262,12 +269,14 @@ func genericBackwardUs(m *CostModel, device string, c GenericChain, gr program.G
 	return us, ok
 }
 
-// genericFound is genericChains with each chain's OpIDs.
-func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChain, [][]int32) {
+// genericFound is genericChains with each chain's OpIDs and the OpID of the GEMM whose bias
+// it takes (-1 for none).
+func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChain, [][]int32, []int32) {
 	var out []GenericChain
 	var ids [][]int32
+	var biases []int32
 	for _, nodes := range genericRegions(g, claimed, 1) {
-		single := len(nodes) == 1 // a chain only with a GEMM's cast of its value (withGEMMCasts)
+		single := len(nodes) == 1 // a chain only with a GEMM's cast of its value (withGEMMCasts) or bias (takeGEMMBias)
 		member := memberOf(len(g.nodes), nodes)
 		c := GenericChain{Instances: 1}
 		var opIDs []int32
@@ -290,9 +299,11 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 		}
 		c.Dims, c.DType = dims(best.dims), best.dtype
 		chainNs := ns
+		var reads map[int]inRead
 		if c.Unrecoverable == "" {
-			c.Program, c.Unrecoverable = g.genericProgram(nodes)
+			c.Program, reads, c.Unrecoverable = g.buildProgram(nodes, nil)
 		}
+		bias := int32(-1)
 		if c.Program != nil {
 			gemm, h, why := g.gemmHead(nodes, member, claimed)
 			switch {
@@ -319,9 +330,6 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 		if c.Program != nil {
 			// autocast's casts of the chain's outputs into the GEMMs that read them
 			q, casts := g.withGEMMCasts(nodes, member, c.Program, claimed)
-			if single && len(casts) == 0 {
-				continue
-			}
 			c.Program = q
 			for _, id := range casts {
 				x, k := subtreeActs(g.t, id)
@@ -331,8 +339,18 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 				c.Ops = append(c.Ops, "to")
 				opIDs = append(opIDs, id)
 			}
+			// after the casts (withGEMMCasts reads step i as node i): the bias takes step 0
+			if c.Program.GEMM == nil && c.Program.Reduction() == nil {
+				if q, gemm := g.takeGEMMBias(c.Program, reads, member, claimed); q != nil {
+					c.Program, c.GEMMBias, bias = q, g.name[gemm], g.nodes[gemm]
+				}
+			}
+			if single && len(casts) == 0 && bias < 0 {
+				continue
+			}
 		}
 		ids = append(ids, opIDs)
+		biases = append(biases, bias)
 		c.GPUTimeUs = float64(ns) / 1e3
 		switch {
 		case c.Program == nil || chainNs == 0 || m == nil || m.BandwidthGBs <= 0:
@@ -351,7 +369,90 @@ func genericFound(g *graph, claimed map[int32]bool, m *CostModel) ([]GenericChai
 		}
 		out = append(out, c)
 	}
-	return out, ids
+	return out, ids, biases
+}
+
+// takeGEMMBias returns program p taking the bias of the GEMM whose output one of its inputs
+// is (program.Input.Bias) and that GEMM's node, or nil: where the GEMM (a Linear's linear or
+// addmm, beta and alpha 1, unclaimed, not in the region) has a bias of its output's last dim
+// and a backward in the trace, its output reaches the chain through one permute (and
+// dropouts that do not run) and nothing else reads it (ConvNeXt's fc2 before its layer scale,
+// fc2(x).permute(0, 3, 1, 2) * gamma, or before the residual add: the GEMM head refuses the
+// view). The bias enters the chain where the permute puts that dim, in the GEMM output's
+// dtype (the GEMM adds its bias in its own type). In inference taking it saves nothing and
+// changes the GEMM: not taken.
+func (g *graph) takeGEMMBias(p *program.Program, reads map[int]inRead, member []bool, claimed map[int32]bool) (*program.Program, int32) {
+	for i := range p.Inputs {
+		r, ok := reads[i]
+		if !ok || p.Inputs[i].Number || p.Inputs[i].Keep {
+			continue
+		}
+		if bias, gemm, ok := g.biasThroughPermute(r, p.Inputs[i], member, claimed); ok {
+			if q, err := p.WithBias(bias, i); err == nil {
+				return q, gemm
+			}
+		}
+	}
+	return nil, -1
+}
+
+// biasThroughPermute returns the bias, as a program input of in's rank, of the GEMM whose
+// output in (read at r) is through one permute (takeGEMMBias's conditions), and that GEMM.
+func (g *graph) biasThroughPermute(r inRead, in program.Input, member []bool, claimed map[int32]bool) (program.Input, int32, bool) {
+	if int(r.b) >= len(g.dir) || r.pos >= len(g.in[r.b]) || r.pos >= len(g.dir[r.b]) {
+		return program.Input{}, -1, false
+	}
+	gemm := g.in[r.b][r.pos]
+	if gemm < 0 || member[gemm] || claimed[g.nodes[gemm]] || (g.name[gemm] != "linear" && g.name[gemm] != "addmm") {
+		return program.Input{}, -1, false
+	}
+	// between them (read back from the chain): one permute, and dropouts that do not run
+	// (timm's Mlp's drop of p 0 after fc2)
+	view := int32(-1)
+	for x := g.dir[r.b][r.pos]; x != gemm; x = g.dir[x][0] {
+		switch {
+		case x < 0 || int(x) >= len(g.dir) || !g.pass[x] || len(g.dir[x]) == 0:
+			return program.Input{}, -1, false
+		case g.name[x] == "permute" && view < 0:
+			view = x
+		case g.name[x] != "dropout":
+			return program.Input{}, -1, false
+		}
+	}
+	out, ok := g.val0(gemm)
+	if view < 0 || !ok {
+		return program.Input{}, -1, false
+	}
+	if _, ok := g.gemmBiasOf(gemm, r.b, out.dims); !ok {
+		return program.Input{}, -1, false
+	}
+	ins := g.ins(view)
+	if len(ins) < 2 {
+		return program.Input{}, -1, false
+	}
+	perm, ok := concreteInts(ins[1].Concrete)
+	rank := len(out.dims)
+	if !ok || len(perm) != rank || len(in.Dims) != rank {
+		return program.Input{}, -1, false
+	}
+	at := -1
+	for j, d := range perm {
+		if d < 0 {
+			d += int64(rank)
+		}
+		if d == int64(rank-1) {
+			at = j
+		}
+	}
+	if at < 0 || in.Dims[at] != out.dims[rank-1] {
+		return program.Input{}, -1, false
+	}
+	bdims := make([]int64, rank)
+	for j := range bdims {
+		bdims[j] = 1
+	}
+	bdims[at] = out.dims[rank-1]
+	return program.Input{DType: in.DType, Dims: bdims}, gemm, true
 }
 
 // genericFusedUs is one fused kernel of p as the cost model times the catalog's memory-bound

@@ -131,7 +131,7 @@ func (g *graph) withGEMMHead(nodes []int32, gemm int32, h *program.GEMM) (*progr
 		pb.ext[fmt.Sprint(gemm, v.dims, dt)] = 0
 		pb.p.Inputs = append(pb.p.Inputs, program.Input{DType: dt, Dims: dims(v.dims)})
 	}
-	p, why := g.buildProgram(nodes, seed)
+	p, _, why := g.buildProgram(nodes, seed)
 	if p == nil {
 		return nil, why
 	}

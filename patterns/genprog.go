@@ -37,19 +37,28 @@ type progBuilder struct {
 	member []bool          // the region's nodes
 	step   map[int32]int   // node -> its step
 	ext    map[string]int  // external value key -> input index
+	reads  map[int]inRead  // input index -> where it is first read (tensor inputs)
 	p      program.Program // the program so far
+}
+
+// inRead is where a program input is first read: node b's argument pos.
+type inRead struct {
+	b   int32
+	pos int
 }
 
 // genericProgram returns the op program of the region nodes (in time order), or why there
 // is none.
 func (g *graph) genericProgram(nodes []int32) (*program.Program, string) {
-	return g.buildProgram(nodes, nil)
+	p, _, why := g.buildProgram(nodes, nil)
+	return p, why
 }
 
 // buildProgram is genericProgram with seed, when set, adding inputs before any step is
-// built (a GEMM head's output as input 0).
-func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.Program, string) {
-	pb := &progBuilder{g: g, member: make([]bool, len(g.nodes)), step: map[int32]int{}, ext: map[string]int{}}
+// built (a GEMM head's output as input 0); it also returns where each tensor input it added
+// is first read.
+func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.Program, map[int]inRead, string) {
+	pb := &progBuilder{g: g, member: make([]bool, len(g.nodes)), step: map[int32]int{}, ext: map[string]int{}, reads: map[int]inRead{}}
 	for _, b := range nodes {
 		pb.member[b] = true
 	}
@@ -60,7 +69,7 @@ func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.P
 		}
 	}
 	if main == nil {
-		return nil, "no op's output shape is known"
+		return nil, nil, "no op's output shape is known"
 	}
 	pb.p.Dims = dims(main)
 	if seed != nil {
@@ -70,26 +79,26 @@ func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.P
 		name := stripInplace(g.name[b])
 		v, ok := g.val0(b)
 		if !ok {
-			return nil, name + ": output shape not known"
+			return nil, nil, name + ": output shape not known"
 		}
 		dt, ok := progDType(v.dtype)
 		if !ok {
-			return nil, fmt.Sprintf("%s: %s values are not generated (fp32, fp16, bf16, bool and int64 are)", name, dtypeName(v.dtype))
+			return nil, nil, fmt.Sprintf("%s: %s values are not generated (fp32, fp16, bf16, bool and int64 are)", name, dtypeName(v.dtype))
 		}
 		s, why := pb.stepOf(b, name)
 		if why != "" {
-			return nil, name + ": " + why
+			return nil, nil, name + ": " + why
 		}
 		s.DType = dt
 		op, _ := program.Lookup(s.Op)
 		switch {
 		case op.Reduce != "":
 			if ins := g.ins(b); s.Args[0].Step == nil || !eqDims(ins[0].Dims, main) {
-				return nil, name + ": reduces a value smaller than the chain's shape"
+				return nil, nil, name + ": reduces a value smaller than the chain's shape"
 			}
 		default:
 			if bc, ok := broadcast(v.dims, main); !ok || !eqDims(bc, main) {
-				return nil, name + ": its output does not broadcast to the chain's shape"
+				return nil, nil, name + ": its output does not broadcast to the chain's shape"
 			}
 		}
 		pb.step[b] = len(pb.p.Steps)
@@ -123,7 +132,7 @@ func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.P
 				if i == last {
 					what = "the chain's last value"
 				}
-				return nil, stripInplace(g.name[b]) + ": " + what + " is smaller than the chain's shape"
+				return nil, nil, stripInplace(g.name[b]) + ": " + what + " is smaller than the chain's shape"
 			}
 			drop = len(main) - len(v.dims)
 		}
@@ -134,9 +143,9 @@ func (g *graph) buildProgram(nodes []int32, seed func(*progBuilder)) (*program.P
 		pb.p.OutDrop = nil
 	}
 	if err := pb.p.Validate(); err != nil {
-		return nil, err.Error()
+		return nil, nil, err.Error()
 	}
-	return &pb.p, ""
+	return &pb.p, pb.reads, ""
 }
 
 func dtypeName(d DType) string {
@@ -492,6 +501,7 @@ func (pb *progBuilder) input(b int32, pos int, in trace.Input) (program.Arg, str
 		return program.InArg(i), ""
 	}
 	pb.ext[key] = len(pb.p.Inputs)
+	pb.reads[len(pb.p.Inputs)] = inRead{b, pos}
 	pb.p.Inputs = append(pb.p.Inputs, program.Input{DType: dt, Dims: dims(in.Dims)})
 	return program.InArg(len(pb.p.Inputs) - 1), ""
 }

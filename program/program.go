@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -150,11 +151,100 @@ var IntoOps = map[string]bool{
 // caller, who draws it (torch.rand_like(x) >= p, or bernoulli_(1 - p) into a bool tensor),
 // so the kernel's result is the reference's for the same mask; its only reader is the
 // dropout's step (DropoutKeep, operand 1).
+//
+// Bias marks the bias of the GEMM whose output another input is (a Linear's, through a
+// permute that moves its dim): the traced model added it in the GEMM's epilogue; the
+// generated kernel adds it (step 0 is add(that input, this one), its only reader), the caller
+// running the GEMM without it, so that its gradient (the chain's, summed over the dims it
+// broadcasts along) comes from the fused backward, not from the GEMM backward's row sum. A
+// float tensor of one dim not 1, in that input's dtype (the GEMM adds its bias in its own
+// type), at most one a program, never beside a GEMM head.
 type Input struct {
 	DType  DType   `json:"dtype"`
 	Dims   []int64 `json:"dims"`
 	Number bool    `json:"number,omitempty"`
 	Keep   bool    `json:"keep,omitempty"`
+	Bias   bool    `json:"bias,omitempty"`
+}
+
+// checkBias checks input i, a GEMM's bias (Input.Bias): a float tensor of one dim not 1, the
+// only bias, no GEMM head, read by step 0 alone, which adds it to another tensor input of its
+// dtype (the GEMM's output).
+func (p *Program) checkBias(i int) error {
+	in := p.Inputs[i]
+	wide := 0
+	for _, d := range in.Dims {
+		if d != 1 {
+			wide++
+		}
+	}
+	switch {
+	case !in.DType.IsFloat() || in.Number || in.Keep || wide != 1:
+		return errors.New("a GEMM's bias is a float tensor of one dim not 1")
+	case p.GEMM != nil:
+		return errors.New("a GEMM's bias beside a GEMM head (the head takes its own)")
+	case slices.IndexFunc(p.Inputs, func(x Input) bool { return x.Bias }) != i:
+		return errors.New("a second GEMM bias")
+	}
+	for k, s := range p.Steps {
+		for _, a := range s.Args {
+			if a.In != nil && *a.In == i && k != 0 {
+				return fmt.Errorf("a GEMM's bias is read by step %d; step 0 alone adds it", k)
+			}
+		}
+	}
+	s := p.Steps[0]
+	if s.Op != Add || len(s.Args) != 2 || s.Args[0].In == nil || *s.Args[0].In == i || s.Args[1].In == nil || *s.Args[1].In != i ||
+		len(s.Consts) != 1 || s.Consts[0] != 1 || s.DType != in.DType {
+		return errors.New("a GEMM's bias: step 0 must be add(the GEMM's output, the bias) with alpha 1, in their dtype")
+	}
+	if out := p.Inputs[*s.Args[0].In]; out.DType != in.DType || out.Number || out.Keep || out.Bias {
+		return errors.New("a GEMM's bias: the input it is added to is a tensor of its dtype")
+	}
+	return nil
+}
+
+// WithBias returns a copy of p that takes bias, a GEMM's bias (Input.Bias) of input of's
+// dtype (of: the GEMM's output), as a new last input, added to input of by a new step 0; the
+// steps that read input of read that sum instead, and every step index moves up by one.
+func (p *Program) WithBias(bias Input, of int) (*Program, error) {
+	if of < 0 || of >= len(p.Inputs) {
+		return nil, fmt.Errorf("program: a GEMM's bias of input %d: out of range", of)
+	}
+	q := *p
+	bias.Bias = true
+	b := len(p.Inputs)
+	q.Inputs = append(slices.Clone(p.Inputs), bias)
+	add := Step{Op: Add, Args: []Arg{InArg(of), InArg(b)}, Consts: []Num{1}, DType: bias.DType}
+	q.Steps = []Step{add}
+	for _, s := range p.Steps {
+		t := s
+		t.Args = make([]Arg, len(s.Args))
+		for k, a := range s.Args {
+			switch {
+			case a.In != nil && *a.In == of:
+				t.Args[k] = StepArg(0)
+			case a.Step != nil:
+				t.Args[k] = StepArg(*a.Step + 1)
+			default:
+				t.Args[k] = a
+			}
+		}
+		q.Steps = append(q.Steps, t)
+	}
+	q.Outputs = make([]int, len(p.Outputs))
+	for k, o := range p.Outputs {
+		q.Outputs[k] = o + 1
+	}
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// BiasInput is the index of the program's GEMM bias input (Input.Bias), -1 for none.
+func (p *Program) BiasInput() int {
+	return slices.IndexFunc(p.Inputs, func(in Input) bool { return in.Bias })
 }
 
 // NumberOps are the ops a number input (Input.Number) may be operand 1 of.
@@ -279,6 +369,11 @@ func (p *Program) Validate() error {
 		}
 		if in.Keep && (in.DType != Bool || in.Number || i == 0) {
 			return fmt.Errorf("program: input %d: a dropout's keep mask is a bool tensor, not input 0", i)
+		}
+		if in.Bias {
+			if err := p.checkBias(i); err != nil {
+				return fmt.Errorf("program: input %d: %v", i, err)
+			}
 		}
 		off := len(p.Dims) - len(in.Dims)
 		for j, d := range in.Dims {

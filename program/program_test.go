@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -536,5 +537,57 @@ func TestValidateInto(t *testing.T) {
 	}
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "beside a reduction") {
 		t.Errorf("beside a reduction: got %v", err)
+	}
+}
+
+// TestWithBias: a GEMM's bias taken by a chain (Input.Bias) is added to input 0 by a new step 0,
+// the steps that read input 0 read the sum, the outputs move up, and the backward takes its
+// gradient; a bias read elsewhere, of two wide dims, of another dtype than its GEMM output, a
+// second one, or added otherwise does not validate.
+func TestWithBias(t *testing.T) {
+	p := &Program{
+		Dims:   []int64{2, 4, 3, 3},
+		Inputs: []Input{{DType: BF16, Dims: []int64{2, 4, 3, 3}}, {DType: FP32, Dims: []int64{1, 4, 1, 1}}, {DType: FP32, Dims: []int64{2, 4, 3, 3}}},
+		Steps: []Step{
+			{Op: Mul, Args: []Arg{InArg(0), InArg(1)}, DType: FP32},
+			{Op: Add, Args: []Arg{StepArg(0), InArg(2)}, Consts: []Num{1}, DType: FP32},
+		},
+		Outputs: []int{1},
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := p.WithBias(Input{DType: BF16, Dims: []int64{1, 4, 1, 1}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.BiasInput() != 3 || len(q.Steps) != 3 || q.Steps[0].Op != Add || *q.Steps[1].Args[0].Step != 0 ||
+		*q.Steps[2].Args[0].Step != 1 || q.Outputs[0] != 2 || p.BiasInput() != -1 || len(p.Steps) != 2 {
+		t.Errorf("WithBias: %+v (p left as it was: %+v)", q, p)
+	}
+	if _, err := q.Backward(); err != nil { // the bias's gradient: a sum over the dims it broadcasts along
+		t.Errorf("backward: %v", err)
+	}
+	if _, err := p.WithBias(Input{DType: FP32, Dims: []int64{1, 4, 1, 1}}, 0); err == nil {
+		t.Error("a bias of another dtype than the GEMM output's validates")
+	}
+	// the GEMM's output may be any input (a residual add reads it second)
+	r, err := p.WithBias(Input{DType: FP32, Dims: []int64{1, 4, 1, 1}}, 2)
+	if err != nil || *r.Steps[0].Args[0].In != 2 || *r.Steps[2].Args[1].Step != 0 || *r.Steps[1].Args[0].In != 0 {
+		t.Errorf("WithBias of input 2: %+v, %v", r, err)
+	}
+	for name, bad := range map[string]func(*Program){
+		"read by a later step": func(q *Program) { q.Steps[2].Args[1] = InArg(3) },
+		"two wide dims":        func(q *Program) { q.Inputs[3].Dims = []int64{2, 4, 1, 1} },
+		"a second bias":        func(q *Program) { q.Inputs[2].Bias = true },
+		"step 0 subtracts it":  func(q *Program) { q.Steps[0].Op = Sub },
+	} {
+		c := *q
+		c.Inputs, c.Steps = slices.Clone(q.Inputs), slices.Clone(q.Steps)
+		c.Steps[2].Args = slices.Clone(q.Steps[2].Args)
+		bad(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: validates", name)
+		}
 	}
 }

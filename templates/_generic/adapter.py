@@ -26,6 +26,7 @@ op "cublas_pointwise", timed and checked beside the fused kernel, and the report
 faster; gemm_only is the GEMM alone.
 """
 
+import functools
 import inspect
 import math
 
@@ -252,7 +253,21 @@ def make_inputs(shapes, dtype, params, device, seed):
         full = [n for n, dt, keep in case.INPUTS if all(keep) and len(keep) == len(shapes[0]) and dt in fat.DTYPES]
         if full:
             inputs[full[0]] = fat.wide_outer(inputs[full[0]])
+    if EPILOGUE_BIAS:
+        inputs["_epilogue"] = _epilogue_sum(inputs)
     return inputs
+
+
+# A GEMM's bias the chain takes (case.EPILOGUE_BIAS: its input and the GEMM's output it is
+# added to): the traced GEMM added it in its epilogue, so eager (bench's eager and compile)
+# gets their sum made beforehand, outside what it times (make_inputs), and adds nothing.
+EPILOGUE_BIAS = getattr(case, "EPILOGUE_BIAS", None)
+
+
+def _epilogue_sum(inputs):
+    """The GEMM's output with its bias (EPILOGUE_BIAS), as its epilogue made it."""
+    b, of = EPILOGUE_BIAS
+    return (inputs[of].detach() + inputs[b].detach()).contiguous()
 
 
 def _ints(shape, g):
@@ -438,8 +453,16 @@ def reference(ref, inputs, params):
 def eager(ref, inputs, params):
     """The chain as the model ran it, for timing (bench's eager and torch.compile providers):
     reference(), but each training dropout drawing its own mask (reference.chain_traced),
-    where reference.chain applies the inputs' keep masks."""
-    return _replay(getattr(ref, "chain_traced", ref.chain), ref, inputs)
+    where reference.chain applies the inputs' keep masks, and a GEMM's bias taken from the sum
+    its epilogue made (inputs["_epilogue"], made by make_inputs) where chain adds it."""
+    chain = getattr(ref, "chain_traced", ref.chain)
+    if EPILOGUE_BIAS and chain is not ref.chain:
+        xb = inputs.get("_epilogue")
+        b, of = EPILOGUE_BIAS
+        if xb is None or xb.shape != torch.broadcast_shapes(inputs[of].shape, inputs[b].shape) or xb.device != inputs[of].device:
+            xb = inputs["_epilogue"] = _epilogue_sum(inputs)  # inputs made otherwise: made here, once
+        chain = functools.partial(chain, epilogue=xb)
+    return _replay(chain, ref, inputs)
 
 
 KEEP_P = dict(getattr(case, "KEEP_P", {}))

@@ -1119,3 +1119,44 @@ def test_on_another_gpu(example, tmp_path):
         adapter.fat.run_case(kernel, ref, adapter, shapes, adapter.case.DTYPE, {}, "cuda:1", 0)
         if adapter.has_backward({}):
             adapter.fat.run_grad_case(kernel, ref, adapter, shapes, adapter.case.DTYPE, {}, "cuda:1", 11)
+
+
+def test_gemm_bias_timed_as_traced(tmp_path):
+    """A chain that takes a GEMM's bias (program's Input.Bias: ConvNeXt's fc2 through its
+    permute): chain adds it (what the kernel is checked against); chain_traced (what bench times
+    as eager and compiles) takes the sum the traced GEMM's epilogue made, made beforehand
+    (adapter.make_inputs' _epilogue), so it adds only the residual; both give the same values
+    and gradients, the bias's summed over the dims it broadcasts along; adapter.eager passes it."""
+    _, ref, _ = module("permute_bias_scale_residual")
+    torch.manual_seed(0)
+    shapes = [([2, 6, 5, 7], torch.bfloat16), ([6, 1, 1], torch.float32), ([2, 6, 5, 7], torch.float32),
+              ([1, 6, 1, 1], torch.bfloat16)]
+    xs = [torch.randn(s, dtype=d).requires_grad_(True) for s, d in shapes]
+    xb = (xs[0] + xs[3]).detach()
+    dy = torch.randn(2, 6, 5, 7)
+
+    def run(fn):
+        for x in xs:
+            x.grad = None
+        y, = fn(*xs)
+        y.backward(dy)
+        return y.detach(), [x.grad.clone() for x in xs]
+
+    want, got = run(ref.chain), run(lambda *a: ref.chain_traced(*a, epilogue=xb))
+    assert torch.equal(got[0], want[0])
+    for g, w in zip(got[1], want[1]):
+        assert torch.equal(g, w)
+    torch.testing.assert_close(want[1][3].float(), (dy * xs[1].detach()).sum((0, 2, 3), keepdim=True),
+                               atol=0.05, rtol=0.02)
+
+    def adds(fn):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            fn(*[x.detach() for x in xs])
+        return sum(e.count for e in prof.key_averages() if e.key == "aten::add")
+
+    assert adds(ref.chain) == 2 and adds(ref.chain_traced) == 2  # without the sum: the add itself
+    assert adds(lambda *a: ref.chain_traced(*a, epilogue=xb)) == 1
+    adapter, _ = _adapter_for("permute_bias_scale_residual", tmp_path)
+    inputs = adapter.make_inputs([[2, 6, 5, 7]], None, {}, "cpu", 0)
+    assert torch.equal(inputs["_epilogue"], inputs["x0"] + inputs["x3"])
+    torch.testing.assert_close(adapter.eager(ref, inputs, {})[0], adapter.reference(ref, inputs, {})[0], atol=0, rtol=0)
