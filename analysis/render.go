@@ -374,13 +374,7 @@ func writeMasterWeights(w io.Writer, a *Result, markdown bool) error {
 	}
 	fmt.Fprintln(w)
 	for _, m := range a.MasterWeights {
-		s := m.Advice
-		if m.Why != "" {
-			s += " (not offered: " + m.Why + ")"
-		}
-		if h := m.HostSaving(); h != "" {
-			s += ". " + h
-		}
+		s := m.Text()
 		fmt.Fprintf(w, "- %s\n", CellText(s, markdown))
 	}
 	return nil
@@ -408,13 +402,7 @@ func writeMultiheadAttention(w io.Writer, a *Result, markdown bool) error {
 	}
 	fmt.Fprintln(w)
 	for _, f := range a.MultiheadAttention {
-		s := f.Advice
-		if f.Why != "" {
-			s += " (not offered: " + f.Why + ")"
-		}
-		if h := f.HostSaving(); h != "" {
-			s += ". " + h
-		}
+		s := f.Text()
 		fmt.Fprintf(w, "- %s\n", CellText(s, markdown))
 	}
 	return nil

@@ -322,14 +322,18 @@ type Module struct {
 	Files    []string // the module first, then its tests
 	What     string   // what it is, for progress lines ("the optimizer for ...")
 	Readme   string
+	// Offered says whether an analysis offers the module's advice.
+	Offered func(*patterns.Report) bool
 }
 
 // Modules are the modules gen can write, by their folder's name.
 var Modules = []Module{
 	{Dir: "master_adamw", Template: templates.MasterAdamW, Files: []string{"master_adamw.py", "test_master_adamw.py"},
-		What: "the optimizer for the weights autocast casts (MasterAdamW)", Readme: masterAdamWReadme},
+		What: "the optimizer for the weights autocast casts (MasterAdamW)", Readme: masterAdamWReadme,
+		Offered: (*patterns.Report).MasterWeightsOffered},
 	{Dir: patterns.MultiheadAttentionDir, Template: templates.MultiheadAttention, Files: []string{"multihead_attention.py", "test_multihead_attention.py"},
-		What: "the drop-in nn.MultiheadAttention without its packed projection's copies", Readme: multiheadAttentionReadme},
+		What: "the drop-in nn.MultiheadAttention without its packed projection's copies", Readme: multiheadAttentionReadme,
+		Offered: (*patterns.Report).MultiheadAttentionOffered},
 }
 
 // MasterAdamWDir is the name of the folder of the MasterAdamW module.
@@ -342,17 +346,9 @@ func OfferedModules(r *patterns.Report) []Module {
 	}
 	var out []Module
 	for _, m := range Modules {
-		switch m.Dir {
-		case MasterAdamWDir:
-			if !r.MasterWeightsOffered() {
-				continue
-			}
-		case patterns.MultiheadAttentionDir:
-			if !r.MultiheadAttentionOffered() {
-				continue
-			}
+		if m.Offered(r) {
+			out = append(out, m)
 		}
-		out = append(out, m)
 	}
 	return out
 }

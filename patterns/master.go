@@ -271,6 +271,22 @@ func (r *Report) MasterWeightsOffered() bool {
 	return false
 }
 
+// Text is the finding's advice as the analysis and the report print it: with why it is not
+// offered, or what it takes off the host.
+func (m *MasterWeights) Text() string { return adviceText(m.Advice, m.Why, m.HostSaving()) }
+
+// adviceText joins a finding's advice, why it is not offered ("" where it is) and its host
+// sentence ("" for none).
+func adviceText(advice, why, host string) string {
+	if why != "" {
+		advice += " (not offered: " + why + ")"
+	}
+	if host != "" {
+		advice += ". " + host
+	}
+	return advice
+}
+
 // HostSaving is the sentence on what an offered finding takes off the host ("" for nothing).
 func (m *MasterWeights) HostSaving() string {
 	if m.Ops == 0 || m.Why != "" {

@@ -195,6 +195,9 @@ func (s mhaSplit) copies(t *trace.Trace) (fwd, bwd []int32) {
 	return fwd, bwd
 }
 
+// Text is the finding's advice as the analysis and the report print it (adviceText).
+func (f *MultiheadAttention) Text() string { return adviceText(f.Advice, f.Why, f.HostSaving()) }
+
 // HostSaving is the sentence on what an offered finding takes off the host ("" for nothing).
 func (f *MultiheadAttention) HostSaving() string {
 	if f.Kernels == 0 || f.Why != "" {

@@ -381,13 +381,7 @@ func masterWeightsSection(a *patterns.Report) section {
 		}
 		tb.Rows = append(tb.Rows, []cell{txt(opt), numc(strconv.Itoa(m.Steps)), txt(params), txt(string(m.DType)),
 			numc(strconv.Itoa(m.Kernels)), numc(fixed(m.ForwardUs, 1)), numc(fixed(m.BackwardUs, 1)), numc(saving)})
-		adv := m.Advice
-		if m.Why != "" {
-			adv += " (not offered: " + m.Why + ")"
-		}
-		if h := m.HostSaving(); h != "" {
-			adv += ". " + h
-		}
+		adv := m.Text()
 		s.After = append(s.After, para{txt(adv)})
 	}
 	s.Table = tb
@@ -411,13 +405,7 @@ func multiheadAttentionSection(a *patterns.Report) section {
 		tb.Rows = append(tb.Rows, []cell{numc(strconv.Itoa(f.Calls)), numc(strconv.Itoa(f.Steps)), txt(patterns.FormatDims(f.Shapes)),
 			txt(strconv.FormatBool(f.BatchFirst)), txt(string(f.DType)), numc(strconv.Itoa(f.Kernels)),
 			numc(fixed(f.ForwardUs, 1)), numc(fixed(f.BackwardUs, 1)), numc(saving)})
-		adv := f.Advice
-		if f.Why != "" {
-			adv += " (not offered: " + f.Why + ")"
-		}
-		if h := f.HostSaving(); h != "" {
-			adv += ". " + h
-		}
+		adv := f.Text()
 		s.After = append(s.After, para{txt(adv)})
 	}
 	s.Table = tb

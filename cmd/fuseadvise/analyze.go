@@ -24,7 +24,11 @@ or a directory of rank files, links every GPU kernel to the CPU op that launched
 Chains of memory-bound ops outside the catalog follow (generic chains, which gen writes a
 kernel for), then the optimizer steps whose updates run unfused: a foreach or per-tensor-loop
 Adam/AdamW step gets the advice fused=True, the fused step's GPU time estimated from the
-step's own update kernels.
+step's own update kernels. Then two findings whose remedy is a module gen writes beside the
+kernels: autocast's casts of fp32 GEMM weights in a bf16 training step (keep them in bf16 with
+fp32 masters in MasterAdamW: master_adamw/), and nn.MultiheadAttention's copies of its packed
+q/k/v projection (the drop-in MultiheadAttention: multihead_attention/). Each says why where
+it is not offered.
 
 Dataflow between ops is inferred from the trace alone (op order, nesting, input shapes).
 With -et, the PyTorch execution trace recorded in the same run gives exact tensor identities
