@@ -196,8 +196,13 @@ def probe(args, f, fat, case, kernel, ref, adapter, params, shapes):
 
     if args.kernels:
         comp = torch.compile(lambda d: adapter.reference(ref, d, params))
-        for who, fwd in (("eager", lambda d: adapter.reference(ref, d, params)),
-                         ("fused", lambda d: adapter.train(kernel, d, params)), ("compile", comp)):
+        provs = [("eager", lambda d: adapter.reference(ref, d, params)),
+                 ("fused", lambda d: adapter.train(kernel, d, params)), ("compile", comp)]
+        if hasattr(adapter, "eager"):  # the chain as the model ran it (bench's eager and compile)
+            torch._dynamo.reset()
+            traced = torch.compile(lambda d: adapter.eager(ref, d, params))
+            provs += [("eager-tr", lambda d: adapter.eager(ref, d, params)), ("compile-tr", traced)]
+        for who, fwd in provs:
             for name, us in kernel_list(harness.TrainingCall(torch, fwd, inputs, names, "backward")):
                 print(f"{label:44s} {who:8s} {us:8.2f}  {name[:90]}", flush=True)
         return

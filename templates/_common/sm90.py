@@ -46,6 +46,7 @@ class Launch:
     num_warps: int
     num_stages: int
     constexprs: dict
+    fp_fusion: bool = True  # False: compiled without contracting a product and a sum (enable_fp_fusion)
 
     @property
     def name(self):
@@ -57,8 +58,8 @@ def capture(kernel_module, call):
     (the outputs stay as allocated); the module's ``_launch`` restored afterwards."""
     launches = []
 
-    def record(kernel, grid, args, num_warps=4, num_stages=1, **constexprs):
-        launches.append(Launch(kernel, tuple(grid), tuple(args), num_warps, num_stages, constexprs))
+    def record(kernel, grid, args, num_warps=4, num_stages=1, fp_fusion=True, **constexprs):
+        launches.append(Launch(kernel, tuple(grid), tuple(args), num_warps, num_stages, constexprs, fp_fusion))
 
     saved = kernel_module._launch
     kernel_module._launch = record
@@ -74,7 +75,8 @@ def compile_sm90(launch):
     its arguments as Triton specializes them on the GPU."""
     backend = make_backend(TARGET)
     k = launch.kernel
-    opts = dict(num_warps=launch.num_warps, num_stages=launch.num_stages, debug=False)
+    opts = dict(num_warps=launch.num_warps, num_stages=launch.num_stages, debug=False,
+                enable_fp_fusion=launch.fp_fusion)
     bound, spec, kw = create_function_from_signature(k.signature, k.params, backend)(
         *launch.args, **launch.constexprs, **opts)
     options, sig, constexprs, attrs = k._pack_args(backend, kw, bound, spec, kw)

@@ -281,18 +281,18 @@ def test_backward_reduction_kinds():
 
 
 GPU_TILING = {"_sms": lambda dev: 132, "BWD_TILE": 2048, "MIN_BLOCK_C": 128, "MIN_SPLIT_ROWS": 16,
-              "PROGRAMS_PER_SM": 32, "MIN_COLSUM_BLOCK_C": 32, "MAX_WIDE_BLOCK_C": 256, "FLAT_TILE": 4096}
+              "PROGRAMS_PER_SM": 32, "MIN_COLSUM_BLOCK_C": 32, "MAX_WIDE_BLOCK_C": 256, "FLAT_TILE": 1024}
 
 
 # main shape -> (FLAT, grid, BLOCK_R, BLOCK_C, ALIGN, the sum buffer's view and the dim summed)
 PER_CHANNEL_PLANS = {
     # ConvNeXt's 14x14: rows of 196 (not 16-aligned) walked flat, a program a channel over its
     # 32 * 196 elements, runs of 4 declared contiguous; each program's sum is the gradient
-    (32, 384, 14, 14): (True, (384,), 1, 4096, 4, [1, 384], None),
+    (32, 384, 14, 14): (True, (384,), 1, 1024, 4, [1, 384], None),
     # 7x7: rows of 49, no alignment to declare
-    (32, 768, 7, 7): (True, (768,), 1, 2048, 1, [1, 768], None),
+    (32, 768, 7, 7): (True, (768,), 1, 1024, 1, [1, 768], None),
     # fewer channels than SMs: two programs a channel, their sums added on the host
-    (64, 96, 14, 14): (True, (192,), 1, 4096, 4, [1, 96, 2], 2),
+    (64, 96, 14, 14): (True, (192,), 1, 1024, 4, [1, 96, 2], 2),
     # 16-aligned rows of 176: the 2D tile, its column block widened to 256 so one program a
     # channel needs no host sum (without the widening: two blocks of 128 and a host sum)
     (32, 384, 16, 11): (False, (384,), 8, 256, 16, [1, 384], None),

@@ -1144,14 +1144,19 @@ MIN_COLSUM_BLOCK_C = 16 if INTERPRET else 32
 # (probe_generic_bwd.py --rewrites kept_first,kept_first+wide, H200, 2026-12-02)
 MAX_WIDE_BLOCK_C = 32 if INTERPRET else 256
 # the flat walk (FLAT, per-program sums alone) where the columns are not a multiple of
-# FLAT_UNLESS: a tile of FLAT_WARPS warps, as many elements a thread as BWD_TILE gives 4.
+# FLAT_UNLESS: a tile of FLAT_WARPS warps, as many elements a thread as BWD_TILE gives 4, up
+# to 4.
 # Through bench on the H200 (2026-12-03), ConvNeXt's per-channel scale: 32x384x14x14 9.2 ->
 # 6.5 us, 32x768x7x7 6.7 -> 5.1; where rows are 16-aligned the 2D tile stayed faster (before
 # the block's dims were taken once a program: 32x192x28x28 16.8 against 17.7 flat,
-# 32x96x56x56 27.5 against 33.9)
+# 32x96x56x56 27.5 against 33.9). Tiles of 1024 rather than 4096 (16 elements a thread):
+# ConvNeXt's layer scales with fc2's bias through bench's backward on an H100 (2026-12-05),
+# 32x384x14x14 add, mul, add, cast 16.0 -> 9.9 us, add, mul 12.5 -> 9.1, 32x768x7x7 within
+# 0.1 (probe_generic_bwd.py --knobs FLAT_TILE x FLAT_WARPS: 1024 at 8 warps best or within
+# noise of it on all four; 4 warps slower at 14x14)
 FLAT_UNLESS = 16
 FLAT_WARPS = 8
-FLAT_TILE = BWD_TILE * FLAT_WARPS // BWD_WARPS
+FLAT_TILE = min(1024, BWD_TILE * FLAT_WARPS // BWD_WARPS)
 _SMS = {}
 
 
