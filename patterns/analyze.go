@@ -554,7 +554,8 @@ func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 // backward finds the backward ops the instance's forward ops caused (Op.Bwd on
 // the ops or their descendants) and sums their GPU time, each with what the engine runs
-// for its gradients after the node (bwdOps).
+// for its gradients after the node (bwdOps), and after the backward of a cast the instance
+// took, the sums of that value's gradients (accumulations).
 func backward(t *trace.Trace, in *Instance) (bool, float64) {
 	seen := map[int32]bool{}
 	var ns int64
@@ -563,7 +564,11 @@ func backward(t *trace.Trace, in *Instance) (bool, float64) {
 		op := &t.Ops[id]
 		if b := op.Bwd; b >= 0 && !seen[b] {
 			seen[b] = true
-			for _, id := range bwdOps(t, b) {
+			ops := bwdOps(t, b)
+			if tookCast(t, in, id) { // the sums of its input's gradients: the fused backward's
+				ops = append(ops, accumulations(t, b)...)
+			}
+			for _, id := range ops {
 				n, _ := subtreeActs(t, id)
 				ns += n
 			}

@@ -166,3 +166,82 @@ func TestOutputCasts(t *testing.T) {
 		})
 	}
 }
+
+// TestCastBackwardClaims: the autocast casts an instance makes disappear are its in the
+// coverage with their backward. A layernorm_linear (TakesGEMMCasts) claims the cast of the
+// norm's output in its GEMM and that cast's ToCopyBackward0, but not the sum of the norm
+// output's gradients after it (a residual reading the output keeps that sum). A generic
+// chain that took the cast into a GEMM as an output of its own claims that sum too: its fused
+// backward gets each output's gradient and adds them itself. The cast's kernel is launched
+// under aten::_to_copy in aten::to, its backward linked to the _to_copy, as torch records them.
+func TestCastBackwardClaims(t *testing.T) {
+	const x = "f32:8x128x768"
+	linear := op{name: "linear", in: []string{x, "bf16:3072x768", "bf16:3072"}, kids: []op{
+		{name: "to", in: []string{x, "=15"}, kids: []op{{name: "_to_copy", in: []string{x, "=15"}}}}}}
+	tests := []struct {
+		name    string
+		ops     []op
+		pattern string
+		claimed float64 // claimed with the backward, µs
+		left    float64 // autocast's casts unclaimed, µs (the engine's sum after the cast's backward is counted as its)
+	}{
+		// memory-bound: the norm 5, the cast 5, its backward 7, the sum 3 (the GEMM is compute)
+		{"layernorm_linear", []op{
+			{name: "layer_norm", in: []string{x, "=[768]", "f32:768", "f32:768", "=1e-05", "=True"}}, linear},
+			"layernorm_linear", 5 + 5 + 7, 3},
+		// and the affine 10 (another reader, an fp32 GEMM, keeps the fp32 value an output):
+		// the chain's mul, add and cast, the cast's backward and the sum
+		{"a generic chain's cast", []op{
+			{name: "mul", in: []string{x, "f32:768"}},
+			{name: "add", in: []string{x, "f32:768", "=1"}},
+			linear,
+			{name: "linear", in: []string{x, "f32:768x768"}}},
+			"generic", 5 + 5 + 5 + 7 + 3, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := synth(tc.ops...)
+			var cast, toCopy int32 = -1, -1
+			for i := range tr.Ops {
+				switch tr.Ops[i].Name {
+				case "aten::to":
+					cast = int32(i)
+				case "aten::_to_copy":
+					toCopy = int32(i)
+				}
+			}
+			for _, a := range tr.Ops[cast].Acts { // aten::to launches nothing of its own
+				tr.Acts[a].Op = -1
+			}
+			tr.Ops[cast].Acts = nil
+			b := newTail(tr)
+			eng := b.op(evaluateFunction+"ToCopyBackward0", -1)
+			n := b.op("ToCopyBackward0", eng)
+			tr.Ops[n].Fwd, tr.Ops[toCopy].Bwd = toCopy, n
+			b.kernel(b.op("aten::to", n), "copy_kernel", 7)
+			b.kernel(b.op("aten::add", eng), "add_kernel", 3) // the norm output's gradients added up
+			b.done()
+			r, err := Analyze([]*trace.Trace{tr}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := slices.ContainsFunc(r.Opportunities, func(o Opportunity) bool { return o.Pattern == tc.pattern }) ||
+				tc.pattern == "generic" && slices.ContainsFunc(r.GenericChains, func(c GenericChain) bool {
+					return c.Program != nil && slices.Contains(c.Ops, "to")
+				})
+			if !found {
+				t.Fatalf("no %s chain: %+v %+v", tc.pattern, r.Opportunities, r.GenericChains)
+			}
+			if c := r.Coverage; c == nil || c.ClaimedWithBackwardUs != tc.claimed {
+				t.Errorf("claimed with the backward %+v, want %v µs", c, tc.claimed)
+			}
+			left := 0.0
+			if a := r.Coverage.Autocast; a != nil {
+				left = a.ActivationsUs
+			}
+			if left != tc.left {
+				t.Errorf("autocast casts left unclaimed: %v µs, want %v", left, tc.left)
+			}
+		})
+	}
+}

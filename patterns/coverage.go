@@ -505,6 +505,7 @@ func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 		gemm[id] = true
 	}
 	sumsBias := patternByID(in.Pattern).SumsGEMMBias
+	takesCasts := patternByID(in.Pattern).TakesGEMMCasts
 	seen := map[int32]bool{}
 	var walk func(id int32, out *[]int32, bwdToo bool)
 	gemmBwd := func(id int32) {
@@ -519,13 +520,30 @@ func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 			return
 		}
 		if gemm[id] {
+			if takesCasts { // the activation's autocast cast in the GEMM (TakesGEMMCasts)
+				for _, c := range t.Ops[id].Children {
+					if ok, weight := castOperand(t, c); ok && !weight {
+						walk(c, out, bwdToo)
+					}
+				}
+			}
 			return
 		}
 		seen[id] = true
 		op := &t.Ops[id]
 		*out = append(*out, op.Acts...)
 		if bwdToo && op.Bwd >= 0 {
-			for _, b := range bwdOps(t, op.Bwd) {
+			ops := bwdOps(t, op.Bwd)
+			if tookCast(t, in, id) {
+				// an autocast cast into a GEMM that the instance took (an output of its
+				// own): its input is the instance's value, whose gradients from its other
+				// readers the engine adds to the cast's after the cast's backward (aten::add
+				// in its evaluate_function); the fused backward gets each output's gradient
+				// and adds them itself. (Not for TakesGEMMCasts' casts: a norm's output
+				// read by a residual too keeps that sum.)
+				ops = append(ops, accumulations(t, op.Bwd)...)
+			}
+			for _, b := range ops {
 				walk(b, &bwd, false)
 			}
 		}
@@ -545,6 +563,37 @@ func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 		gemmBwd(id)
 	}
 	return fwd, bwd
+}
+
+// tookCast says whether op id is, or is nested directly in, an autocast cast into a GEMM
+// that is one of in's own ops (a cast it writes as an output of its own: withGEMMCasts,
+// takeOutputCasts): the gradient sums after that cast's backward node (accumulations) are
+// the fused backward's.
+func tookCast(t *trace.Trace, in *Instance, id int32) bool {
+	for _, x := range []int32{id, t.Ops[id].Parent} {
+		if x >= 0 && slices.Contains(in.Ops, x) {
+			ok, _ := castOperand(t, id)
+			return ok
+		}
+	}
+	return false
+}
+
+// accumulations are the gradient sums the autograd engine runs after backward node b, in
+// its evaluate_function, where an input of the node's forward op had a gradient already
+// (aten::add or aten::add_ directly in it).
+func accumulations(t *trace.Trace, b int32) []int32 {
+	p := t.Ops[b].Parent
+	if p < 0 || t.Ops[p].Name != evaluateFunction+t.Ops[b].Name {
+		return nil
+	}
+	var out []int32
+	for _, c := range t.Ops[p].Children {
+		if n := t.Ops[c].Name; n == "aten::add" || n == "aten::add_" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // subtreeActIDs are the GPU activities op id and the ops nested in it launched.

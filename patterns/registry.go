@@ -75,6 +75,12 @@ type Pattern struct {
 	// ToCopyBackward0 are the instance's. The pattern takes out_dtype (the registry test
 	// checks it).
 	CastsOutput bool
+	// TakesGEMMCasts: the fused kernel computes the GEMMs' activation itself (layernorm_linear:
+	// the norm's output is never written), so autocast's cast of that activation nested in
+	// each of the instance's GEMMs, and the cast's ToCopyBackward0, are the instance's in the
+	// coverage (chainKernels; the instance's traced time counts them already: they are in its
+	// GEMM ops' subtrees and their backward nodes).
+	TakesGEMMCasts bool
 	// BackwardAsEager, when set, says why an instance's backward in a training trace is
 	// counted at its traced time (no backward saving) although the kernel trains: its
 	// forward's saving is counted, and a note says why.
@@ -271,12 +277,16 @@ var catalog = []*Pattern{
 			"was 9% over to 41% under the measured time",
 		// the bias gradient by _col_sums (two launches of its own), not ATen's row sum
 		SumsGEMMBias: true,
-		Params:       []Param{paramHasBias, paramEps(1e-5)},
-		Usage:        "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
-		match:        matchLayerNormLinear,
-		toCase:       caseLayerNormLinear,
-		assume:       assumeLayerNormLinear,
-		check:        checkGEMMShapes,
+		// the GEMM reads the LayerNorm's input (the fold) or its output made in the kernel in
+		// the GEMM's type: autocast's cast of the fp32 norm output, and its gradient's cast
+		// back, never run
+		TakesGEMMCasts: true,
+		Params:         []Param{paramHasBias, paramEps(1e-5)},
+		Usage:          "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
+		match:          matchLayerNormLinear,
+		toCase:         caseLayerNormLinear,
+		assume:         assumeLayerNormLinear,
+		check:          checkGEMMShapes,
 	},
 	{
 		ID:       "add_layernorm",
