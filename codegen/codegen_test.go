@@ -495,27 +495,47 @@ func mustResolve(t *testing.T, s Spec) Spec {
 // bias) reach its README's swap-in section, and a group without them gets none.
 func TestNotesInReadme(t *testing.T) {
 	yes, no := true, false
-	for _, gemmBias := range []bool{true, false} {
-		g := patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {16, 256, 768}}, DType: patterns.BF16, Instances: 1, Valid: true,
-			Params: patterns.Params{Bias: &no}}
-		if gemmBias {
-			g.Dims = append(g.Dims, []int64{768})
-			g.Params.Bias, g.Params.GEMMBias = &yes, true
-		}
-		s, why := SpecFromGroup("dropout_add", g)
-		if why != "" {
-			t.Fatal(why)
-		}
-		files, err := Render(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		readme := string(files["README.md"])
-		if got := strings.Contains(readme, "\nHere the bias is the Linear's"); got != gemmBias {
-			t.Errorf("gemm_bias %v: README note present %v:\n%s", gemmBias, got, readme)
-		}
-		if s.Params.HasBias != gemmBias {
-			t.Errorf("gemm_bias %v: has_bias %v", gemmBias, s.Params.HasBias)
+	tests := []struct {
+		pattern string
+		group   func(on bool) patterns.ShapeGroup
+		note    string // the README's note, present where the parameter is on
+		check   func(s Spec, on bool) bool
+	}{
+		{"dropout_add", func(gemmBias bool) patterns.ShapeGroup {
+			g := patterns.ShapeGroup{Dims: [][]int64{{16, 256, 768}, {16, 256, 768}}, DType: patterns.BF16, Instances: 1, Valid: true,
+				Params: patterns.Params{Bias: &no}}
+			if gemmBias {
+				g.Dims = append(g.Dims, []int64{768})
+				g.Params.Bias, g.Params.GEMMBias = &yes, true
+			}
+			return g
+		}, "\nHere the bias is the Linear's", func(s Spec, on bool) bool { return s.Params.HasBias == on && s.Params.GEMMBias == on }},
+		{"layernorm_linear", func(convBias bool) patterns.ShapeGroup {
+			eps := 1e-6
+			return patterns.ShapeGroup{Dims: [][]int64{{32, 14, 14, 384}, {1536, 384}}, DType: patterns.BF16, Instances: 1, Valid: true,
+				Params: patterns.Params{Bias: &yes, Eps: &eps, ConvBias: convBias}}
+		}, "\nHere the LayerNorm's input is a convolution's output", func(s Spec, on bool) bool { return s.Params.ConvBias == on }},
+	}
+	for _, tc := range tests {
+		for _, on := range []bool{true, false} {
+			s, why := SpecFromGroup(tc.pattern, tc.group(on))
+			if why != "" {
+				t.Fatal(why)
+			}
+			files, err := Render(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readme := string(files["README.md"])
+			if got := strings.Contains(readme, tc.note); got != on {
+				t.Errorf("%s, parameter %v: README note present %v:\n%s", tc.pattern, on, got, readme)
+			}
+			if !tc.check(s, on) {
+				t.Errorf("%s, parameter %v: params %+v", tc.pattern, on, s.Params)
+			}
+			if case_ := string(files["case.py"]); strings.Contains(case_, `"conv_bias": True`) != (on && tc.pattern == "layernorm_linear") {
+				t.Errorf("%s, parameter %v: case.py %s", tc.pattern, on, case_)
+			}
 		}
 	}
 }

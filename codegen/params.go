@@ -21,6 +21,7 @@ var fields = []field{
 	{"approximate", func(p *Params) any { return &p.Approximate }},
 	{"has_bias", func(p *Params) any { return &p.HasBias }},
 	{"gemm_bias", func(p *Params) any { return &p.GEMMBias }},
+	{"conv_bias", func(p *Params) any { return &p.ConvBias }},
 	{"mask_kind", func(p *Params) any { return &p.MaskKind }},
 	{"mask_fill", func(p *Params) any { return &p.MaskFill }},
 	{"scale", func(p *Params) any { return &p.Scale }},

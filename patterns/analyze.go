@@ -185,7 +185,17 @@ func rankInstance(m *CostModel, t *trace.Trace, in *Instance, device string) (rk
 	}
 	if !rk.est.modeled || rk.bwUs <= 0 || patternByID(in.Pattern).BackwardAsEager != "" {
 		// no bandwidth (the forward is not judged either), an untimed backward, or a backward
-		// counted as eager's (the pattern says why)
+		// counted as eager's (the pattern says why), but for a convolution's bias the kernel
+		// takes (Params.ConvBias): its gradient's sum, which the fused backward makes in one
+		// read of the norm's d_input (_col_sums)
+		if rk.est.modeled && rk.bwUs > 0 && in.Params.ConvBias {
+			if taken := takenBiasUs(t, in); taken > 0 {
+				if us, ok := m.RowPassUs(device, in.Elems*in.DType.Size()); ok && us < taken {
+					rk.bwdFusedUs = rk.bwUs - taken + us
+					rk.bwdSavingUs = taken - us
+				}
+			}
+		}
 		return rk, false
 	}
 	us, ok := estimateBackward(m, t, in, device)
@@ -255,6 +265,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	var all []ranked
 	trainingOnly := map[string]int{} // instances of forward-only patterns in training, per pattern
 	bwdAsEager := map[string]int{}   // instances in training whose backward is counted as eager's
+	convBias := 0                    // of those, layernorm_linear's that take a convolution's bias
 	noBwdShape := map[string]int{}   // instances in training whose backward could not be estimated
 	var busyUs float64
 	optClaims := make([]map[string]bool, len(traces)) // per trace: the optimizer classes whose fused step saves time
@@ -385,6 +396,9 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 				trainingOnly[in.Pattern]++
 			} else if rk.bwd && patternByID(in.Pattern).BackwardAsEager != "" {
 				bwdAsEager[in.Pattern]++
+				if in.Params.ConvBias {
+					convBias++
+				}
 			}
 			if missed {
 				noBwdShape[in.Pattern]++
@@ -393,8 +407,12 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(bwdAsEager)) {
-		note(fmt.Sprintf("%s: %d of its instances run in training; their backward is counted at its traced time, with no saving: %s",
-			id, bwdAsEager[id], patternByID(id).BackwardAsEager))
+		but := ""
+		if id == "layernorm_linear" && convBias > 0 {
+			but = fmt.Sprintf(" (%d of them take a convolution's bias, conv_bias: their backward saves eager's sum of its gradient over the permuted output gradient, against one read of the norm's input gradient)", convBias)
+		}
+		note(fmt.Sprintf("%s: %d of its instances run in training; their backward is counted at its traced time, with no saving%s: %s",
+			id, bwdAsEager[id], but, patternByID(id).BackwardAsEager))
 	}
 	for _, id := range slices.Sorted(maps.Keys(noBwdShape)) {
 		note(fmt.Sprintf("%s: %d of its instances run in training, but no backward shape could be derived of their kernel case: their backward is counted with no saving",
@@ -580,8 +598,16 @@ func backward(t *trace.Trace, in *Instance) (bool, float64) {
 	for _, id := range in.Ops {
 		walk(id)
 	}
-	// a GEMM whose bias the instance takes: its backward's kernels that are not the GEMMs'
-	// (the bias gradient's row sum), which the fused backward's own pass replaces
+	ns += takenBiasNs(t, in, seen)
+	return len(seen) > 0, float64(ns) / 1e3
+}
+
+// takenBiasNs is the memory-bound kernel time of the backward nodes of the GEMMs or
+// convolutions whose bias in takes (Instance.TakesBias), those not in seen (marked seen):
+// their bias gradient's sum, which the fused backward's own pass replaces (the nodes'
+// GEMM and convolution kernels are compute).
+func takenBiasNs(t *trace.Trace, in *Instance, seen map[int32]bool) int64 {
+	var ns int64
 	for _, id := range in.TakesBias {
 		for _, b := range gemmBackwardNodes(t, id) {
 			if seen[b] {
@@ -597,7 +623,12 @@ func backward(t *trace.Trace, in *Instance) (bool, float64) {
 			}
 		}
 	}
-	return len(seen) > 0, float64(ns) / 1e3
+	return ns
+}
+
+// takenBiasUs is takenBiasNs alone, in µs.
+func takenBiasUs(t *trace.Trace, in *Instance) float64 {
+	return float64(takenBiasNs(t, in, map[int32]bool{})) / 1e3
 }
 
 // gemmBackwardNodes are the backward nodes of the GEMM op id: those of the compute ops it is

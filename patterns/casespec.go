@@ -172,6 +172,7 @@ func caseLayerNormLinear(g ShapeGroup, c *Case) string {
 	if g.Params.Eps != nil {
 		c.Params.Eps = *g.Params.Eps
 	}
+	c.Params.ConvBias = g.Params.ConvBias
 	if autocastGEMM(g) {
 		c.Dtype = string(g.Params.OutDType)
 	}

@@ -28,6 +28,13 @@ type Params struct {
 	// backward sums its gradient in the pass that writes the dropout's, where eager's GEMM
 	// backward reads the output gradient again for it.
 	GEMMBias bool `json:"gemm_bias,omitempty"`
+	// ConvBias, layernorm_linear: the norm's input is a convolution's output, with its bias,
+	// through a permute to channels-last (ConvNeXt's depthwise conv), which the kernel takes:
+	// the convolution runs without it, the call adds it (one pass, where eager's add in the
+	// convolution and its LayerNorm's copy of the permuted rows are two), and the fused
+	// backward sums its gradient from the norm's d_input, where eager's convolution backward
+	// sums it over the permuted output gradient (ATen's sum at a fraction of a copy's speed).
+	ConvBias bool `json:"conv_bias,omitempty"`
 	Linears  int  `json:"linears,omitempty"` // layernorm_linear: GEMMs reading the norm output
 	// ConcatN, layernorm_linear with several GEMMs reading the norm output (Q, K and V
 	// projections): their output features summed, when they share the input features, the
@@ -658,6 +665,14 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	ins := g.ins(n)
 	in.Dims = [][]int64{dims(ins[0].Dims), dims(w)}
 	in.DType = parseDType(ins[0].Type)
+	if conv, add, ok := g.convBiasOf(n, v.dims); ok {
+		in.Params.ConvBias = true
+		in.TakesBias = []int32{g.nodes[conv]}
+		if add >= 0 { // the convolution's own bias add: the instance's kernel now
+			in.Ops = append(in.Ops, add)
+			sortInt32(in.Ops)
+		}
+	}
 	in.Params.Eps = lnParams(ins)
 	in.Params.Bias = &bias
 	in.Params.Linears = len(gemms)
@@ -674,6 +689,10 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 	// mean and rstd (fp32) per row.
 	in.Bytes = in.Elems*in.DType.Size() + 8*in.Rows
 	in.WriteBytes = 8 * in.Rows
+	if in.Params.ConvBias { // and the pass adding the convolution's bias: x read, the sum written
+		in.Bytes += 2 * in.Elems * in.DType.Size()
+		in.WriteBytes += in.Elems * in.DType.Size()
+	}
 	for _, c := range gemms {
 		if cv, ok := g.val0(c); ok && len(cv.dims) > 0 {
 			in.Flops += 2 * in.Elems * cv.dims[len(cv.dims)-1]
@@ -765,6 +784,50 @@ func (g *graph) normDimOf(a, n int32) (int, bool) {
 		out = in
 	}
 	return 0, false
+}
+
+// convBiasOf returns the convolution whose output, with its bias, LayerNorm node n reads
+// through one permute that moves the channels (dim 1) last (ConvNeXt's depthwise conv, then
+// a channels-last norm), and the OpID of the convolution's own bias add (an aten::add_ of a
+// [1, C, 1...] view nested in it; -1 where its kernel added the bias). Taken where the
+// convolution's output has no other reader, its bias is a [C] tensor of the norm's dim
+// (vdims: the norm input's), and it adds the bias in a kernel of its own or has a backward
+// in the trace (else taking it saves nothing).
+func (g *graph) convBiasOf(n int32, vdims []int64) (conv int32, add int32, ok bool) {
+	if n >= int32(len(g.dir)) || len(g.dir[n]) == 0 || len(vdims) < 2 {
+		return -1, -1, false
+	}
+	view, conv := g.dir[n][0], g.producer(n, 0)
+	if view < 0 || conv < 0 || view == conv || !g.pass[view] || g.name[view] != "permute" || len(g.dir[view]) == 0 || g.dir[view][0] != conv ||
+		!strings.HasPrefix(g.name[conv], "conv") || strings.HasPrefix(g.name[conv], "conv_transpose") ||
+		len(g.cons[conv]) != 1 || g.cons[conv][0] != n {
+		return -1, -1, false
+	}
+	ins, out := g.ins(conv), g.ins(view)
+	c := vdims[len(vdims)-1]
+	if len(ins) < 3 || !isTensor(ins[2]) || !slices.Equal(ins[2].Dims, []int64{c}) || len(out) < 2 {
+		return -1, -1, false
+	}
+	perm, ok := concreteInts(out[1].Concrete)
+	if !ok || len(perm) != len(vdims) || (perm[len(perm)-1] != 1 && perm[len(perm)-1] != 1-int64(len(perm))) {
+		return -1, -1, false
+	}
+	add = -1
+	var walk func(id int32)
+	walk = func(id int32) {
+		o := &g.t.Ops[id]
+		if o.Name == "aten::add_" && len(o.Inputs) > 1 && numel(o.Inputs[1].Dims) == c && len(o.Acts) > 0 {
+			add = id
+		}
+		for _, k := range o.Children {
+			walk(k)
+		}
+	}
+	walk(g.nodes[conv])
+	if add < 0 && len(gemmBackwardNodes(g.t, g.nodes[conv])) == 0 {
+		return -1, -1, false
+	}
+	return conv, add, true
 }
 
 // gemmBiasOf returns the bias input of node c when c is a GEMM with a bias of the last dim

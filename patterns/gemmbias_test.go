@@ -91,3 +91,84 @@ func TestDropoutAddTakesGEMMBias(t *testing.T) {
 		})
 	}
 }
+
+// TestLayerNormLinearTakesConvBias: a LayerNorm reading a convolution's output through a
+// permute that moves the channels last (ConvNeXt's depthwise conv), the output read by nothing
+// else, takes the convolution's bias (conv_bias): the convolution's own bias add joins the
+// instance's kernels, and its backward's memory-bound kernel (the bias gradient's sum) the
+// instance's backward time, which the fused backward's column sum saves although the
+// pattern's backward is counted as eager's otherwise. Not without a bias, with another
+// reader of the output, or a permute that leaves the channels where they are.
+func TestLayerNormLinearTakesConvBias(t *testing.T) {
+	x := "bf16:2x16x9x9"
+	conv := func(bias bool) op {
+		in := []string{x, "bf16:16x1x7x7", "", "=[1, 1]", "=[3, 3]", "=[1, 1]", "=16"}
+		o := op{name: "conv2d", in: in}
+		if bias {
+			in[2] = "bf16:16"
+			o.kids = []op{{name: "add_", in: []string{x, "bf16:1x16x1x1", "=1"}}}
+		}
+		return o
+	}
+	permute := func(order string) op { return op{name: "permute", in: []string{x, "=" + order}} }
+	ln := op{name: "layer_norm", in: []string{"bf16:2x9x9x16", "=[16]", "f32:16", "f32:16", "=1e-06", "=True"}}
+	linear := op{name: "linear", in: []string{"f32:2x9x9x16", "f32:64x16", "f32:64"}}
+	tests := []struct {
+		name  string
+		ops   []op
+		takes bool
+	}{
+		{"ConvNeXt's depthwise conv", []op{conv(true), permute("[0, 2, 3, 1]"), ln, linear}, true},
+		{"a convolution without bias", []op{conv(false), permute("[0, 2, 3, 1]"), ln, linear}, false},
+		{"the output read twice", []op{conv(true), {name: "sum", in: []string{x}}, permute("[0, 2, 3, 1]"), ln, linear}, false},
+		{"the channels left in place", []op{conv(true), permute("[0, 1, 3, 2]"),
+			{name: "layer_norm", in: []string{"bf16:2x16x9x9", "=[9]", "f32:9", "f32:9", "=1e-06", "=True"}},
+			{name: "linear", in: []string{"f32:2x16x9x9", "f32:64x9", "f32:64"}}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := synth(tc.ops...)
+			c := tr.Threads[0].Roots[0]
+			// the convolution's backward node: its convolution_backward kernel (compute) and
+			// the bias gradient's sum
+			b := newTail(tr)
+			n := b.op("ConvolutionBackward0", b.op(evaluateFunction+"ConvolutionBackward0", -1))
+			tr.Ops[n].Fwd, tr.Ops[c].Bwd = c, n
+			b.kernel(b.op("aten::convolution_backward", n), "conv_dgrad", 40)
+			b.kernel(b.op("aten::sum", n), "reduce_kernel", 12)
+			b.done()
+			r, err := Analyze([]*trace.Trace{tr}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g *ShapeGroup
+			for _, o := range r.Opportunities {
+				if o.Pattern == "layernorm_linear" && len(o.Shapes) == 1 {
+					g = &o.Shapes[0]
+				}
+			}
+			if g == nil {
+				t.Fatalf("no layernorm_linear instance: %+v", r.Opportunities)
+			}
+			if g.Params.ConvBias != tc.takes {
+				t.Fatalf("conv_bias %v, want %v", g.Params.ConvBias, tc.takes)
+			}
+			c2, why := patternByID("layernorm_linear").Case(*g)
+			if why != "" || c2.Params.ConvBias != tc.takes {
+				t.Errorf("case %+v (%s): want conv_bias %v", c2, why, tc.takes)
+			}
+			// the norm's and the GEMM's kernels (5 µs each), and with the bias the
+			// convolution's add; the backward: the sum where it takes the bias
+			wantUs, wantBwd := 10.0, 0.0
+			if tc.takes {
+				wantUs, wantBwd = 15, 12
+				if g.EstBackwardSavingUs <= 0 || g.EstBackwardSavingUs >= 12 {
+					t.Errorf("backward saving %v µs, want some of the sum's 12", g.EstBackwardSavingUs)
+				}
+			}
+			if g.GPUTimeUs != wantUs || g.BackwardGPUTimeUs != wantBwd {
+				t.Errorf("GPU time %v µs, backward %v; want %v, %v", g.GPUTimeUs, g.BackwardGPUTimeUs, wantUs, wantBwd)
+			}
+		})
+	}
+}

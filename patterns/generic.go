@@ -724,11 +724,15 @@ func (g *graph) runtimeNumber(b int32, pos int) (program.DType, bool) {
 	return "", false
 }
 
-// claimedOps is the set of OpIDs the instances contain.
+// claimedOps is the set of OpIDs the instances contain. Not the GEMMs and convolutions whose
+// bias an instance takes (Instance.TakesBias): they stay, and autocast's casts of their
+// inputs stay to take (withGEMMCasts: ConvNeXt's residual sum cast into the depthwise conv
+// whose bias the layernorm_linear after it takes); their output's one reader is the
+// instance's, so no chain reads it to take the bias again.
 func claimedOps(ins []*Instance) map[int32]bool {
 	m := map[int32]bool{}
 	for _, in := range ins {
-		for _, id := range slices.Concat(in.Ops, in.TakesBias) {
+		for _, id := range in.Ops {
 			m[id] = true
 		}
 	}

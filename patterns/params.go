@@ -17,6 +17,10 @@ type KernelParams struct {
 	// model): the reference's forward reads the GEMM's output with it, its backward sums the
 	// bias gradient, as eager's GEMM backward does.
 	GEMMBias bool
+	// ConvBias, layernorm_linear: the norm's input is a convolution's output with its bias
+	// (ConvNeXt's depthwise conv, permuted to channels-last): the kernel takes the bias
+	// (pre_bias), the reference adds it first as the convolution's own add did.
+	ConvBias bool
 	MaskKind string  // "none" (default), "bool", "additive", "causal"
 	MaskFill string  // bool/causal mask fill: "-inf" (default), "min" (dtype min) or a finite number
 	Scale    float64 // multiplier applied before the mask (default 1)
@@ -51,7 +55,7 @@ type KernelParams struct {
 
 // KernelParamNames are the names of KernelParams' fields as case.py and manifest.json spell
 // them, in the order codegen writes them.
-var KernelParamNames = []string{"approximate", "has_bias", "gemm_bias", "mask_kind", "mask_fill", "scale", "eps", "p", "bias_kind", "casting",
+var KernelParamNames = []string{"approximate", "has_bias", "gemm_bias", "conv_bias", "mask_kind", "mask_fill", "scale", "eps", "p", "bias_kind", "casting",
 	"residual_dtype", "mask_dtype", "out_dtype", "norm_dim", "reduction", "ignore_index", "upcast", "label_smoothing"}
 
 // Case is the kernel case one shape group maps to: what codegen generates, less the
@@ -94,6 +98,7 @@ var (
 	paramApproximate   = Param{Name: "approximate", Kind: ParamEnum, Values: []string{"none", "tanh"}, Default: "none"}
 	paramHasBias       = Param{Name: "has_bias", Kind: ParamBool}
 	paramGEMMBias      = Param{Name: "gemm_bias", Kind: ParamBool}
+	paramConvBias      = Param{Name: "conv_bias", Kind: ParamBool}
 	paramMaskKind      = Param{Name: "mask_kind", Kind: ParamEnum, Values: []string{"none", "bool", "additive", "causal"}, Default: "none"}
 	paramMaskFill      = Param{Name: "mask_fill", Kind: ParamEnum, Values: []string{"-inf", "min"}, OrNumber: true, Max: math.MaxFloat32, Default: "-inf"}
 	paramScale         = Param{Name: "scale", Kind: ParamNumber, Abs: true, Min: 1e-12, Max: 1e12, Default: "1"}

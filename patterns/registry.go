@@ -281,7 +281,9 @@ var catalog = []*Pattern{
 		// the GEMM's type: autocast's cast of the fp32 norm output, and its gradient's cast
 		// back, never run
 		TakesGEMMCasts: true,
-		Params:         []Param{paramHasBias, paramEps(1e-5)},
+		Params:         []Param{paramHasBias, paramEps(1e-5), paramConvBias},
+		advise:         adviseLayerNormLinear,
+		note:           noteLayerNormLinear,
 		Usage:          "import torch\nfrom {module} import LayerNormLinear\n" + asLinear + "layer = LayerNormLinear.from_modules(layer_norm, as_linear(linear))  # was linear(layer_norm(x))\ny = layer(x)",
 		match:          matchLayerNormLinear,
 		toCase:         caseLayerNormLinear,
@@ -386,6 +388,31 @@ var catalog = []*Pattern{
 const gemmBiasNote = "the bias is the Linear's before the dropout: run the Linear without it and give it to the kernel, " +
 	"y = DropoutAdd(p)(F.linear(h, dense.weight), residual, dense.bias) (Hugging Face's Conv1D: h @ conv.weight, conv.bias); " +
 	"its backward sums the bias gradient in the pass that writes the dropout's, where eager's AddmmBackward0 reads the output gradient again for it"
+
+// convBiasNote says how to hand layernorm_linear's module a convolution's bias
+// (Params.ConvBias).
+const convBiasNote = "the LayerNorm's input is a convolution's output with its bias (through a permute to channels-last): " +
+	"give the bias to the module and run the convolution without it, " +
+	"layer = LayerNormLinear.from_modules(norm, pwconv1, pre_bias=dwconv.bias); dwconv.register_parameter(\"bias\", None) " +
+	"(the module holds the bias as its parameter pre_bias); it adds the bias in the pass that lays the rows out, and its " +
+	"backward sums the bias gradient from the norm's input gradient, where eager's convolution backward sums it over the " +
+	"permuted output gradient"
+
+func adviseLayerNormLinear(o *Opportunity) []string {
+	for _, g := range o.Shapes {
+		if g.Params.ConvBias {
+			return []string{"where conv_bias: " + convBiasNote}
+		}
+	}
+	return nil
+}
+
+func noteLayerNormLinear(g ShapeGroup) []string {
+	if g.Params.ConvBias {
+		return []string{convBiasNote}
+	}
+	return nil
+}
 
 func adviseDropoutAdd(o *Opportunity) []string {
 	for _, g := range o.Shapes {

@@ -179,8 +179,19 @@ func counted(traces []*trace.Trace, all []ranked) []bool {
 				walk(c)
 			}
 		}
-		for _, id := range slices.Concat(rk.in.Ops, rk.in.TakesBias) {
+		for _, id := range rk.in.Ops {
 			walk(id)
+		}
+		// a GEMM or convolution whose bias the instance takes: that op alone (two instances
+		// taking one bias overlap; the casts of its inputs nested in it are another's to take)
+		for _, id := range rk.in.TakesBias {
+			k := key{rk.ti, id}
+			for _, j := range owners[k] {
+				if a, b := find(i), find(j); a != b {
+					parent[a] = b
+				}
+			}
+			owners[k] = append(owners[k], i)
 		}
 	}
 	adj := make([]map[int]bool, len(all))

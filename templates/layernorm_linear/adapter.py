@@ -26,6 +26,11 @@ fused recognise them by their shapes:
 
 The gradient cases (fused(autograd=True)) hand the kernels x through ``_grad_view``: a
 column-strided view with NaN between its elements, or in a FAR case a view past 2**31.
+
+params["conv_bias"]: the norm's input is a convolution's output with its bias (ConvNeXt's
+depthwise conv before a permute to channels-last): the kernel takes that bias as
+``pre_bias`` ``[K]`` (the convolution then runs without it) and the reference adds it first, as
+the traced convolution's own add did; its gradient is one more of GRAD_INPUTS.
 """
 
 import math
@@ -38,7 +43,7 @@ import fa_testing as fat
 
 KIND = "gemm"
 OUTPUTS = ["y", "y_other_variant"]
-GRAD_INPUTS = ["x", "ln_weight", "ln_bias", "weight", "bias"]
+GRAD_INPUTS = ["x", "ln_weight", "ln_bias", "weight", "bias", "pre_bias"]
 # the gradients go through cuBLAS GEMMs and a LayerNorm backward that keeps fp32 where eager
 # rounds, summing dgamma and dbeta in another order: compared with the chain in a higher
 # precision, eager's own error the yardstick (fa_testing)
@@ -121,6 +126,8 @@ def make_inputs(shapes, dtype, params, device, seed):
         "weight": fat.randn([n, k], dtype, device, g, std=1.0 / math.sqrt(max(k, 1))),
         "bias": fat.randn([n], dtype, device, g) if params.get("has_bias", True) else None,
     }
+    if params.get("conv_bias", False):  # of the norm's input's scale, so that it moves the rows' statistics
+        inputs["pre_bias"] = fat.randn([k], dtype, device, g, std=0.5)
     if shapes in FAR and dtype.itemsize == 2:
         inputs["x"] = far_view(x.shape, X_STRIDES, dtype, device).copy_(x)
         inputs["far"] = True
@@ -130,6 +137,8 @@ def make_inputs(shapes, dtype, params, device, seed):
         x[0] = 1000.0
         x[2] = 1000.0
         inputs["shared_stats"] = True
+        if "pre_bias" in inputs:  # one value: rows 0 and 2 of the sum stay constant
+            inputs["pre_bias"].fill_(0.5)
     elif shapes in SMALL:
         x.mul_(1e-3)
     return inputs
@@ -162,13 +171,16 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     """variant params["variant"] ("fold" by default); the folded weights are computed on the
     first call and kept in ``inputs``, as a model folds once at load time."""
     x, g, b, w, bias = _args(inputs)
+    pre = inputs.get("pre_bias")
     eps = params.get("eps", 1e-5)
     if autograd:  # the backward is the same whichever variant ran the forward
-        return (kernel.layernorm_linear_train(_grad_view(x, inputs), g, b, w, bias, eps, params.get("variant", "fold")),)
+        return (kernel.layernorm_linear_train(_grad_view(x, inputs), g, b, w, bias, eps, params.get("variant", "fold"),
+                                              pre_bias=pre),)
     shape = tuple(x.shape[:-1]) + (w.shape[0],)
     if inputs.get("alias"):
         _refuses(kernel, x, g, b, w, bias, eps)
-    stats = kernel.ln_stats(x, eps) if inputs.get("shared_stats") else None
+    # shared statistics are the norm input's: x with the bias before the norm added
+    stats = kernel.ln_stats(x if pre is None else x + pre, eps) if inputs.get("shared_stats") else None
 
     def out():
         if not poison:
@@ -184,7 +196,7 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
             if folded is None:
                 folded = inputs["_folded"] = kernel.fold_weights(g, b, w, bias)
         return kernel.layernorm_linear(x, g, b, w, bias, eps, stats=stats, out=out(), variant=variant,
-                                       folded=folded)
+                                       folded=folded, pre_bias=pre)
 
     variant = params.get("variant", "fold")
     ys = [run(variant)]
@@ -234,12 +246,13 @@ def reference(ref, inputs, params):
     differentiably): CUDA's LayerNorm does not give a row of equal values a zero variance at
     every K (at K = 100 on the H200 its fp32 output was 0.03 off, its LayerNorm weight gradient
     in fp16 and fp32 as much), where the kernels, and the CPU's LayerNorm, are exact."""
-    args = _args(inputs)
+    args = _args(inputs) + (inputs.get("pre_bias"),)
     x = args[0]
     if inputs.get("shared_stats") and x.device.type != "cpu":
-        y = ref.layernorm_linear(*[None if t is None else t.cpu() for t in args], params.get("eps", 1e-5)).to(x.device)
+        cpu = [None if t is None else t.cpu() for t in args]
+        y = ref.layernorm_linear(*cpu[:5], params.get("eps", 1e-5), pre_bias=cpu[5]).to(x.device)
     else:
-        y = ref.layernorm_linear(*args, params.get("eps", 1e-5))
+        y = ref.layernorm_linear(*args[:5], params.get("eps", 1e-5), pre_bias=args[5])
     return (y, y) if inputs.get("both_variants") else (y,)
 
 
@@ -261,7 +274,7 @@ def nbytes(shapes, dtype, params):
     for d in shapes[0][:-1]:
         m *= d
     n, k = shapes[1]
-    return es * (m * k + n * k + m * n + n + 2 * k)
+    return es * (m * k + n * k + m * n + n + (3 if params.get("conv_bias", False) else 2) * k)
 
 
 def flops(shapes, dtype, params):
@@ -283,7 +296,7 @@ def bwd_nbytes(shapes, dtype, params):
     for d in shapes[0][:-1]:
         m *= d
     n, k = shapes[1]
-    return es * (2 * m * n + 2 * m * k + 2 * n * k + n + 2 * k)
+    return es * (2 * m * n + 2 * m * k + 2 * n * k + n + (3 if params.get("conv_bias", False) else 2) * k)
 
 
 def bwd_flops(shapes, dtype, params):
@@ -295,7 +308,8 @@ def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes): the
     weights folded in the call (variant "fold"), as a step must after each optimizer update."""
     x, g, b, w, bias = _args(inputs)
-    return kernel.layernorm_linear_train(x, g, b, w, bias, params.get("eps", 1e-5), params.get("variant", "fold"))
+    return kernel.layernorm_linear_train(x, g, b, w, bias, params.get("eps", 1e-5), params.get("variant", "fold"),
+                                         pre_bias=inputs.get("pre_bias"))
 
 
 def gemm_only(inputs, params):
@@ -304,7 +318,9 @@ def gemm_only(inputs, params):
     first (untimed) call, and kept in ``inputs``."""
     xn = inputs.get("_normalized")
     if xn is None:
-        x, g, b = inputs["x"], inputs["ln_weight"], inputs["ln_bias"]
+        x, g, b, pre = inputs["x"], inputs["ln_weight"], inputs["ln_bias"], inputs.get("pre_bias")
+        if pre is not None:
+            x = x + pre
         xn = torch.nn.functional.layer_norm(x, (x.shape[-1],), g, b, params.get("eps", 1e-5))
         inputs["_normalized"] = xn
     return torch.nn.functional.linear(xn, inputs["weight"], inputs["bias"])

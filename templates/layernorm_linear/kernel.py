@@ -91,6 +91,15 @@ matters.
   15.6 on an H100); ``_sum_parts``.
   Rows longer than ``MAX_BWD_K`` take ATen's LayerNorm backward. A row of equal values, whose
   stored rstd is 0 (the fold's guard), gets the true 1/sqrt(eps) in the backward.
+- A bias added to x before the norm (``pre_bias``, a ``[K]`` vector: the bias of the
+  convolution before a channels-last LayerNorm, ConvNeXt's ``dwconv -> permute -> norm ->
+  pwconv1``, which cuDNN adds in a kernel of its own and whose gradient ATen sums over
+  N, H and W from the permuted output gradient, at about a quarter of a copy's bandwidth):
+  the convolution runs without it, and the call adds it, in x's type as the convolution did
+  (a bias of another type cast to it first, as autocast casts the convolution's), writing
+  the sum with contiguous rows (``_pre_add``): one pass where eager's add and its LayerNorm's
+  copy of the permuted rows are two; the rest runs on that sum, which training saves in
+  x's place. Its gradient is the column sum of the LayerNorm's d_input (``_col_sums``).
 
 Interpreter-safe: builtins only, ``tl.full``, no bf16 arithmetic, ``while`` loops for runtime
 lengths; TMA descriptors are host-side ``TensorDescriptor`` objects, which the interpreter runs.
@@ -1351,9 +1360,24 @@ def _plan(x, ln_weight, ln_bias, weight, bias, variant, folded):
             INTERPRET or x.dtype == torch.float32, _stats_config(M, K) if M else None)
 
 
+def _pre_add(x, pre_bias):
+    """x + pre_bias (a [K] vector along x's last dim), as the traced convolution added its bias:
+    in x's type (a bias of another type cast to it first, as autocast casts the
+    convolution's), into a fresh tensor of x's shape with contiguous rows, one pass whatever
+    x's strides (a permuted NCHW output too)."""
+    if pre_bias.dim() != 1 or pre_bias.shape[0] != x.shape[-1]:
+        raise ValueError(f"layernorm_linear: pre_bias must be a vector of x's last dim ({x.shape[-1]}), "
+                         f"not {tuple(pre_bias.shape)}")
+    if pre_bias.device != x.device:
+        raise ValueError("layernorm_linear: pre_bias is on another device than x")
+    if pre_bias.dtype != x.dtype:
+        pre_bias = pre_bias.to(x.dtype)
+    return torch.add(x, pre_bias, out=torch.empty(x.shape, dtype=x.dtype, device=x.device))
+
+
 @_on_their_device
 def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=None, out=None,
-                     variant="fold", folded=None, return_stats=False):
+                     variant="fold", folded=None, return_stats=False, pre_bias=None):
     """y = linear(layer_norm(x, (K,), ln_weight, ln_bias, eps), weight, bias), no autograd
     (layernorm_linear_train and LayerNormLinear train through LayerNormLinearFunction).
 
@@ -1361,7 +1385,11 @@ def layernorm_linear(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, stats=N
     ``fold_weights(ln_weight, ln_bias, weight, bias)`` computed once and reused (without it the
     fold is computed on every call, a full pass over the weight). ``stats`` = (mean, rstd) from
     ``ln_stats`` to share one stats pass between Linears; ``return_stats=True`` returns
-    ``(y, (mean, rstd))``, the statistics used (LayerNormLinearFunction saves them)."""
+    ``(y, (mean, rstd))``, the statistics used (LayerNormLinearFunction saves them).
+    ``pre_bias``: a [K] vector added to x before the norm (``_pre_add``: the bias of the
+    convolution before it, which then runs without it)."""
+    if pre_bias is not None:
+        x = _pre_add(x, pre_bias)
     fkey = None
     if variant == "fold":
         if folded is None:
@@ -1571,12 +1599,15 @@ class LayerNormLinearFunction(torch.autograd.Function):
     then dW = dy^T xn (cuBLAS), the bias gradient as eager's row sum, and _sum_parts."""
 
     @staticmethod
-    def forward(ctx, x, ln_weight, ln_bias, weight, bias, eps, variant, folded):
+    def forward(ctx, x, ln_weight, ln_bias, weight, bias, eps, variant, folded, pre_bias=None):
+        if pre_bias is not None:  # the sum the LayerNorm reads, saved in x's place
+            x = _pre_add(x, pre_bias)
         y, (mean, rstd) = layernorm_linear(x, ln_weight, ln_bias, weight, bias, eps, variant=variant, folded=folded,
                                            return_stats=True)
         ctx.save_for_backward(x, ln_weight, ln_bias, weight, mean, rstd)
         ctx.eps = eps
         ctx.has_bias = bias is not None
+        ctx.pre = None if pre_bias is None else pre_bias.dtype
         return y
 
     @staticmethod
@@ -1585,25 +1616,35 @@ class LayerNormLinearFunction(torch.autograd.Function):
         x, gamma, beta, weight, mean, rstd = ctx.saved_tensors
         N, K = weight.shape
         need_x, need_g, need_b, need_w, need_bias = ctx.needs_input_grad[:5]
+        need_pre = ctx.pre is not None and ctx.needs_input_grad[8]
         dy2 = dy.reshape(-1, N)
         a = _rows(x)  # the forward's rows (a copy only when x has no [rows, K] view)
-        dxn = dy2 @ weight if need_x or need_g or need_b else None
-        dx, xn, dg, db = _ln_backward(a, dxn, gamma, beta, mean, rstd, ctx.eps, (need_x, need_w, need_g, need_b))
+        dxn = dy2 @ weight if need_x or need_pre or need_g or need_b else None
+        dx, xn, dg, db = _ln_backward(a, dxn, gamma, beta, mean, rstd, ctx.eps,
+                                      (need_x or need_pre, need_w, need_g, need_b))
         dw = dy2.t() @ xn if need_w else None
         dbias = _col_sums(dy2, torch.empty(N, dtype=dy.dtype, device=dy.device)) if ctx.has_bias and need_bias else None
-        return (None if dx is None else dx.view(x.shape)), dg, db, dw, dbias, None, None, None
+        grads = ((dx.view(x.shape) if need_x else None), dg, db, dw, dbias, None, None, None)
+        if ctx.pre is None:
+            return grads
+        # the bias before the norm: its gradient sums the norm's d_input over the rows
+        dpre = _col_sums(dx, torch.empty(K, dtype=ctx.pre, device=dx.device)) if need_pre else None
+        return grads + (dpre,)
 
 
 @_on_their_device
-def layernorm_linear_train(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, variant="fold", folded=None):
-    """y = linear(layer_norm(x)) through LayerNormLinearFunction (autograd). For variant="fold"
-    without ``folded`` the weights are folded in this call (as a training step must after
-    every optimizer step: LayerNormLinear caches the fold per parameter version)."""
+def layernorm_linear_train(x, ln_weight, ln_bias, weight, bias=None, eps=1e-5, variant="fold", folded=None,
+                           pre_bias=None):
+    """y = linear(layer_norm(x [+ pre_bias])) through LayerNormLinearFunction (autograd). For
+    variant="fold" without ``folded`` the weights are folded in this call (as a training step
+    must after every optimizer step: LayerNormLinear caches the fold per parameter version)."""
     if variant == "fold" and folded is None:
         _check(x, ln_weight, ln_bias, weight, bias)
         with torch.no_grad():
             folded = fold_weights(ln_weight, ln_bias, weight, bias)
-    return LayerNormLinearFunction.apply(x, ln_weight, ln_bias, weight, bias, eps, variant, folded)
+    if pre_bias is None:
+        return LayerNormLinearFunction.apply(x, ln_weight, ln_bias, weight, bias, eps, variant, folded)
+    return LayerNormLinearFunction.apply(x, ln_weight, ln_bias, weight, bias, eps, variant, folded, pre_bias)
 
 
 class LayerNormLinear(torch.nn.Module):
@@ -1611,20 +1652,29 @@ class LayerNormLinear(torch.nn.Module):
 
     Shares the two modules' parameters and keeps the folded weights of variant="fold",
     recomputed when a parameter is changed or replaced (in training: once per optimizer
-    step). When autograd needs a graph it runs LayerNormLinearFunction."""
+    step). When autograd needs a graph it runs LayerNormLinearFunction.
 
-    def __init__(self, ln, linear, variant="fold"):
+    ``pre_bias``: the bias of the convolution before the norm (ConvNeXt's depthwise conv,
+    then a permute to channels-last): ``from_modules(ln, linear, pre_bias=conv.bias)`` after
+    which the convolution must run without it (``conv.register_parameter("bias", None)``);
+    the module holds it as its parameter ``pre_bias`` and adds it to x before the norm."""
+
+    def __init__(self, ln, linear, variant="fold", pre_bias=None):
         super().__init__()
         if len(ln.normalized_shape) != 1 or ln.normalized_shape[0] != linear.in_features:
             raise ValueError("LayerNorm must be over the last dim, of the Linear's in_features")
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}")
+        if pre_bias is not None and (pre_bias.dim() != 1 or pre_bias.shape[0] != linear.in_features):
+            raise ValueError("pre_bias must be a vector of the Linear's in_features")
         self.ln, self.linear, self.variant = ln, linear, variant
+        self.pre_bias = pre_bias if pre_bias is None or isinstance(pre_bias, torch.nn.Parameter) else \
+            torch.nn.Parameter(pre_bias.detach().clone())
         self._folded, self._folded_key = None, None
 
     @classmethod
-    def from_modules(cls, ln, linear, variant="fold"):
-        return cls(ln, linear, variant)
+    def from_modules(cls, ln, linear, variant="fold", pre_bias=None):
+        return cls(ln, linear, variant, pre_bias)
 
     def _params(self):
         return (self.ln.weight, self.ln.bias, self.linear.weight, self.linear.bias)
@@ -1647,14 +1697,20 @@ class LayerNormLinear(torch.nn.Module):
         (Eager autocast normalizes in fp32 and rounds the normalized x; here x is rounded
         before it is normalized, as in a bf16 model.)"""
         params = self._params()
+        pre = self.pre_bias
         dev = x.device.type
         dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
         if dtype is not None and dtype != x.dtype:
             x = x.to(dtype)
         if dtype is not None:
             params = tuple(p if p is None or p.dtype == dtype else p.to(dtype) for p in params)
+            if pre is not None and pre.dtype != dtype:
+                pre = pre.to(dtype)
         folded = self.folded(dtype) if self.variant == "fold" else None
         with torch.autocast(dev, enabled=False) if dtype is not None else contextlib.nullcontext():
-            if torch.is_grad_enabled() and (x.requires_grad or any(p is not None and p.requires_grad for p in params)):
-                return LayerNormLinearFunction.apply(x, *params, self.ln.eps, self.variant, folded)
-            return layernorm_linear(x, *params, self.ln.eps, variant=self.variant, folded=folded)
+            grads = x.requires_grad or any(p is not None and p.requires_grad for p in params + (pre,))
+            if torch.is_grad_enabled() and grads:
+                if pre is None:
+                    return LayerNormLinearFunction.apply(x, *params, self.ln.eps, self.variant, folded)
+                return LayerNormLinearFunction.apply(x, *params, self.ln.eps, self.variant, folded, pre)
+            return layernorm_linear(x, *params, self.ln.eps, variant=self.variant, folded=folded, pre_bias=pre)

@@ -454,6 +454,54 @@ def test_module_under_autocast(device):
         assert m._folded_key == key and key[0] == torch.bfloat16
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_conv_bias(device, dtype):
+    """A convolution's bias before the norm (params["conv_bias"]: pre_bias): every adversarial
+    case through both variants (the constant rows' shared statistics are the sum's) and the
+    gradients, pre_bias's among them, on the backward's paths (one-pass, rows longer than its
+    block, constant rows, x past 2**31)."""
+    params = {"eps": 1e-5, "has_bias": True, "conv_bias": True}
+    for i, shapes in enumerate(adapter.adversarial(params)):
+        fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, 60 + i)
+    for i, shapes in enumerate([[[33, 70], [45, 70]], [[2, 9, 64], [40, 64]]] + adapter.grad_shapes(params)):
+        _fused_grad_case(shapes, dtype, params, device, 80 + i)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_conv_bias_module(device):
+    """ConvNeXt's block head as a model runs it: a depthwise conv, a permute to channels-last,
+    LayerNorm, Linear. The drop-in takes the conv's bias (the conv then runs without it) and
+    gives the block's output and every gradient, the bias's included, within float64 rounding
+    of the original block (both in fp32 on the same inputs); its pre_bias is the conv's
+    parameter object (an optimizer built after the swap updates it). Wrong sizes refused."""
+    torch.manual_seed(3)
+    conv = torch.nn.Conv2d(16, 16, 7, padding=3, groups=16, device=device)
+    ln, lin = torch.nn.LayerNorm(16, eps=1e-6, device=device), torch.nn.Linear(16, 64, device=device)
+    x = torch.randn(2, 16, 9, 9, device=device, requires_grad=True)
+    dy = torch.randn(2, 9, 9, 64, device=device)
+    want = lin(ln(conv(x).permute(0, 2, 3, 1)))
+    params = [conv.weight, conv.bias, ln.weight, ln.bias, lin.weight, lin.bias]
+    grads = torch.autograd.grad(want, [x] + params, dy)
+    bias = conv.bias
+    m = kernel.LayerNormLinear.from_modules(ln, lin, pre_bias=bias)
+    conv.register_parameter("bias", None)
+    assert m.pre_bias is bias and dict(m.named_parameters())["pre_bias"] is bias
+    got = m(conv(x).permute(0, 2, 3, 1))
+    fat.assert_close(got, want, 1e-4, 1e-4, name="y")
+    params[1] = m.pre_bias
+    for name, gg, ww in zip(("dx", "dconv.weight", "dconv.bias", "dgamma", "dbeta", "dW", "db"),
+                            torch.autograd.grad(got, [x] + params, dy), grads):
+        fat.assert_close(gg, ww, 1e-4, 1e-4, name=name)
+    with torch.no_grad():
+        fat.assert_close(m(conv(x).permute(0, 2, 3, 1)), want, 1e-4, 1e-4, name="y without autograd")
+    with pytest.raises(ValueError, match="pre_bias"):
+        kernel.LayerNormLinear.from_modules(ln, lin, pre_bias=torch.zeros(15, device=device))
+    with pytest.raises(ValueError, match="pre_bias"):
+        kernel.layernorm_linear(torch.randn(3, 16, device=device), ln.weight, ln.bias, lin.weight, lin.bias,
+                                pre_bias=torch.zeros(3, device=device))
+
+
 def _fused_grad_case(shapes, dtype, params, device, seed):
     """fat.run_grad_case without its second pass through adapter.train (the same launches
     with another dy): test_grad_through_train runs that pass."""

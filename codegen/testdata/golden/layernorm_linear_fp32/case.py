@@ -6,5 +6,6 @@ DTYPE = "fp32"
 SHAPES = [[8, 512, 768], [2304, 768], [2304]]
 PARAMS = {
     "has_bias": True,
+    "conv_bias": False,
     "eps": 1e-12,
 }
