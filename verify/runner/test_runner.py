@@ -573,3 +573,29 @@ def test_eager_rounding():
     assert fat.eager_rounding(a, 1, "z", got, want) is None  # an output not computed as eager's
     assert fat.eager_rounding(a, 0, "y", got.float(), want.float()) is None  # fp32: the tolerance's
     assert fat.eager_rounding(types.SimpleNamespace(), 0, "y", got, want) is None
+
+
+@pytest.mark.parametrize("device,ooms,want", [("cuda", 2, "pass"), ("cuda", 9, "error"), ("cpu", 1, "error")])
+def test_out_of_gpu_memory_runs_again(monkeypatch, device, ooms, want):
+    """On a GPU the runners share, a case that ran out of memory runs again (up to
+    OOM_RETRIES more times, its note says so); on the CPU, or past the retries, the error is
+    its result. Any other error is never retried."""
+    calls, waits = [], []
+
+    def once(f, case):
+        calls.append(1)
+        if len(calls) <= ooms:
+            return {"status": "error", "message": "OutOfMemoryError: CUDA out of memory. Tried to allocate 13.09 GiB"}
+        return {"status": "pass"}
+
+    monkeypatch.setattr(runner, "_run_case", once)
+    monkeypatch.setattr(runner.time, "sleep", waits.append)
+    monkeypatch.setattr(runner.ARGS, "device", device)
+    res = runner.run_case(None, None)
+    assert res["status"] == want
+    tries = 1 if device == "cpu" else min(ooms, runner.OOM_RETRIES) + 1
+    assert len(calls) == tries and len(waits) == tries - 1
+    assert ("out of GPU memory" in res.get("note", "")) == (tries > 1)
+    calls.clear()
+    monkeypatch.setattr(runner, "_run_case", lambda f, c: calls.append(1) or {"status": "error", "message": "RuntimeError: x"})
+    assert runner.run_case(None, None)["status"] == "error" and len(calls) == 1
