@@ -99,8 +99,7 @@ matters.
   (a bias of another type cast to it first, as autocast casts the convolution's), writing
   the sum with contiguous rows (``_pre_add``): one pass where eager's add and its LayerNorm's
   copy of the permuted rows are two; the rest runs on that sum, which training saves in
-  x's place. Its gradient is the column sum of the LayerNorm's d_input, a third partial sum
-  of the LayerNorm's backward pass (``_ln_bwd_kernel``'s ``HAS_DP``: no pass of its own).
+  x's place. Its gradient is the column sum of the LayerNorm's d_input (``_col_sums``).
 
 Interpreter-safe: builtins only, ``tl.full``, no bf16 arithmetic, ``while`` loops for runtime
 lengths; TMA descriptors are host-side ``TensorDescriptor`` objects, which the interpreter runs.
@@ -1005,8 +1004,7 @@ def _bwd_stages(block_m):
 @triton.jit(do_not_specialize=["M", "rows"])
 def _ln_bwd_kernel(DXN, X, G, BETA, MEAN, RSTD, DX, XN, PART, M, K, rows, sxm, sxk, eps,
                    HAS_G: tl.constexpr, HAS_BETA: tl.constexpr, HAS_DX: tl.constexpr, HAS_XN: tl.constexpr,
-                   HAS_DGB: tl.constexpr, HAS_DP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                   STAGES: tl.constexpr):
+                   HAS_DGB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr):
     """The LayerNorm's backward and the Linear's input, in one pass over rows that fit one
     block: program g takes rows [g * rows, (g + 1) * rows) (rows a multiple of BLOCK_M)
     BLOCK_M at a time, reads x (its strides) and dxn = dy W (the gradient of the normalized
@@ -1017,9 +1015,7 @@ def _ln_bwd_kernel(DXN, X, G, BETA, MEAN, RSTD, DX, XN, PART, M, K, rows, sxm, s
     - XN (HAS_XN): the normalized input xhat * g + beta rounded to x's type as eager's
       LayerNorm output is (the weight gradient's GEMM reads it: the fused forward never wrote it);
     - PART [G, 2, K] fp32 (HAS_DGB): row (g, 0) the sum of dxn * xhat over its rows, (g, 1) of
-      dxn, which _sum_parts adds up into the LayerNorm's weight and bias gradients; with HAS_DP
-      (and HAS_DX) PART is [G, 3, K] and row (g, 2) the sum of d_input, the gradient of a bias
-      added to x before the norm (pre_bias).
+      dxn, which _sum_parts adds up into the LayerNorm's weight and bias gradients.
     A row of equal values has rstd 0 from the statistics kernel (the fold's guard); its
     gradient needs the true 1/sqrt(eps), which is what var = 0 gives."""
     g = tl.program_id(0).to(tl.int64)
@@ -1031,40 +1027,33 @@ def _ln_bwd_kernel(DXN, X, G, BETA, MEAN, RSTD, DX, XN, PART, M, K, rows, sxm, s
         gamma = tl.load(G + cols, mask=cm, other=0.0).to(tl.float32)
     if HAS_BETA:
         beta = tl.load(BETA + cols, mask=cm, other=0.0).to(tl.float32)
-    tl.static_assert(HAS_DX or not HAS_DP)
     dg = tl.full([BLOCK_K], 0, tl.float32)
     db = tl.full([BLOCK_K], 0, tl.float32)
-    dp = tl.full([BLOCK_K], 0, tl.float32)
     r0 = g * rows
     end = tl.minimum(r0 + rows, M)
     if PIPELINED and STAGES > 1:
         # the next tiles' loads issued while this one is reduced (_bwd_stages); they
         # read rows this program has not written yet, so DX over DXN stays safe
         for t in tl.range(0, tl.cdiv(end - r0, BLOCK_M), num_stages=STAGES):
-            dg, db, dp = _ln_bwd_tile(DXN, X, MEAN, RSTD, DX, XN, K, r0 + t * BLOCK_M, end, sxm, sxk, eps, cols, cm,
-                                      gamma, beta, dg, db, dp, HAS_G, HAS_BETA, HAS_DX, HAS_XN, HAS_DGB, HAS_DP,
-                                      BLOCK_M)
+            dg, db = _ln_bwd_tile(DXN, X, MEAN, RSTD, DX, XN, K, r0 + t * BLOCK_M, end, sxm, sxk, eps, cols, cm,
+                                  gamma, beta, dg, db, HAS_G, HAS_BETA, HAS_DX, HAS_XN, HAS_DGB, BLOCK_M)
     else:  # the interpreter: the same tiles (its range() takes no tensor bound)
         r = r0
         while r < end:
-            dg, db, dp = _ln_bwd_tile(DXN, X, MEAN, RSTD, DX, XN, K, r, end, sxm, sxk, eps, cols, cm,
-                                      gamma, beta, dg, db, dp, HAS_G, HAS_BETA, HAS_DX, HAS_XN, HAS_DGB, HAS_DP,
-                                      BLOCK_M)
+            dg, db = _ln_bwd_tile(DXN, X, MEAN, RSTD, DX, XN, K, r, end, sxm, sxk, eps, cols, cm,
+                                  gamma, beta, dg, db, HAS_G, HAS_BETA, HAS_DX, HAS_XN, HAS_DGB, BLOCK_M)
             r += BLOCK_M
-    NP: tl.constexpr = 3 if HAS_DP else 2  # PART's rows a program
     if HAS_DGB:
-        tl.store(PART + NP * g * K + cols, dg, mask=cm)
-        tl.store(PART + (NP * g + 1) * K + cols, db, mask=cm)
-    if HAS_DP:
-        tl.store(PART + (NP * g + 2) * K + cols, dp, mask=cm)
+        tl.store(PART + 2 * g * K + cols, dg, mask=cm)
+        tl.store(PART + (2 * g + 1) * K + cols, db, mask=cm)
 
 
 @triton.jit
-def _ln_bwd_tile(DXN, X, MEAN, RSTD, DX, XN, K, r, end, sxm, sxk, eps, cols, cm, gamma, beta, dg, db, dp,
+def _ln_bwd_tile(DXN, X, MEAN, RSTD, DX, XN, K, r, end, sxm, sxk, eps, cols, cm, gamma, beta, dg, db,
                  HAS_G: tl.constexpr, HAS_BETA: tl.constexpr, HAS_DX: tl.constexpr, HAS_XN: tl.constexpr,
-                 HAS_DGB: tl.constexpr, HAS_DP: tl.constexpr, BLOCK_M: tl.constexpr):
+                 HAS_DGB: tl.constexpr, BLOCK_M: tl.constexpr):
     """_ln_bwd_kernel's work on the tile of rows [r, r + BLOCK_M) (those below end): XN and DX
-    written, the rows' sums added to dg and db (and d_input's to dp), returned."""
+    written, the rows' sums added to dg and db, returned."""
     rm = r + tl.arange(0, BLOCK_M).to(tl.int64)
     rmask = rm < end
     m = rmask[:, None] & cm[None, :]
@@ -1092,12 +1081,10 @@ def _ln_bwd_tile(DXN, X, MEAN, RSTD, DX, XN, K, r, end, sxm, sxk, eps, cols, cm,
             c1, c2 = tl.reduce((xhat * wdy, wdy), 1, _add_pairs)
             d = (wdy - (xhat * (c1 / K)[:, None] + (c2 / K)[:, None])) * rstd[:, None]
             tl.store(DX + off, _cast(d, DX.dtype.element_ty), mask=m)
-            if HAS_DP:
-                dp += tl.sum(tl.where(m, d, 0.0), axis=0)
         if HAS_DGB:
             dg += tl.sum(dxn * xhat, axis=0)
             db += tl.sum(dxn, axis=0)
-    return dg, db, dp
+    return dg, db
 
 
 # --- fa:shared sumparts ---
@@ -1550,27 +1537,23 @@ BWD_TILE = 256 if INTERPRET else 2048
 MAX_BWD_K = 256 if INTERPRET else 8192
 
 
-def _ln_backward(a, dxn, gamma, beta, mean, rstd, eps, need, pre=None):
-    """(dx [M, K] or None, xn [M, K] or None, dgamma, dbeta, dpre) for rows a [M, K] (any
-    strides) and dxn [M, K] (contiguous, of a's dtype, the gradient of the normalized input,
-    which dx overwrites), need = (dx, xn, dgamma, dbeta); pre: the dtype of a pre_bias's
-    gradient (dx's column sums; dx is then computed), None for none. Rows that fit MAX_BWD_K:
-    one _ln_bwd_kernel pass and its partial sums' _sum_parts (one launch for two gradients);
+def _ln_backward(a, dxn, gamma, beta, mean, rstd, eps, need):
+    """(dx [M, K] or None, xn [M, K] or None, dgamma, dbeta) for rows a [M, K] (any strides)
+    and dxn [M, K] (contiguous, of a's dtype, the gradient of the normalized input, which dx
+    overwrites), need = (dx, xn, dgamma, dbeta). Rows that fit MAX_BWD_K: one _ln_bwd_kernel pass and one _sum_parts;
     longer rows: ATen's LayerNorm backward and the normalized input in torch ops."""
     M, K = a.shape
     need_dx, need_xn, need_g, need_b = need
     need_g, need_b = need_g and gamma is not None, need_b and beta is not None
-    need_dx = need_dx or pre is not None
     dev = a.device
     xn = torch.empty((M, K), dtype=a.dtype, device=dev) if need_xn else None
     dg = torch.empty(K, dtype=gamma.dtype, device=dev) if need_g else None
     db = torch.empty(K, dtype=beta.dtype, device=dev) if need_b else None
-    dp = None if pre is None else torch.empty(K, dtype=pre, device=dev)
     if M == 0:
-        for t in (dg, db, dp):
+        for t in (dg, db):
             if t is not None:
                 t.zero_()
-        return (dxn if need_dx else None), xn, dg, db, dp
+        return (dxn if need_dx else None), xn, dg, db
     if K > MAX_BWD_K:
         true_rstd = torch.where(rstd == 0, torch.full_like(rstd, 1.0 / math.sqrt(eps)), rstd)
         if need_xn:
@@ -1586,35 +1569,25 @@ def _ln_backward(a, dxn, gamma, beta, mean, rstd, eps, need, pre=None):
             for out, t in ((dg, g_), (db, b_)):
                 if out is not None:
                     out.copy_(t)
-            if dp is not None:
-                _col_sums(dx, dp)
-            return dx, xn, dg, db, dp
-        return None, xn, dg, db, dp
+            return dx, xn, dg, db
+        return None, xn, dg, db
     block = min(1 << (K - 1).bit_length(), MAX_BWD_K)
     bm = max(1, BWD_TILE // block)
     rows = max(BWD_MIN_ROWS, -(-M // BWD_GROUPS))
     rows = -(-rows // bm) * bm  # whole tiles per program
     groups = -(-M // rows)
-    sums = need_g or need_b or dp is not None
-    part = torch.empty((groups, 2 if dp is None else 3, K), dtype=torch.float32, device=dev) if sums else mean
+    part = torch.empty((groups, 2, K), dtype=torch.float32, device=dev) if need_g or need_b else mean
     # d_input over dxn, in place (each element read, then written, by one program): one
     # [M, K] buffer fewer at the backward's peak, which is then eager's
     _launch(_ln_bwd_kernel, (groups,),
             (dxn, a, mean if gamma is None else gamma, mean if beta is None else beta, mean, rstd,
              dxn, mean if xn is None else xn, part, M, K, rows, a.stride(0), a.stride(1), float(eps)),
             num_warps=_bwd_warps(bm * block), HAS_G=gamma is not None, HAS_BETA=beta is not None,
-            HAS_DX=need_dx, HAS_XN=need_xn, HAS_DGB=need_g or need_b, HAS_DP=dp is not None, BLOCK_M=bm,
-            BLOCK_K=block, STAGES=_bwd_stages(bm))
-    # part [groups, 2 or 3, K]: row 0 the weight's sums, row 1 the bias', row 2 d_input's
-    grads, k = (dg, db, dp), 0
-    while k < 3:  # _sum_parts: up to two gradients a launch, of adjacent rows
-        if grads[k] is None:
-            k += 1
-            continue
-        pair = [grads[k]] + ([grads[k + 1]] if k < 2 and grads[k + 1] is not None else [])
-        _part_sums(part, pair, k)
-        k += len(pair)
-    return (dxn if need_dx else None), xn, dg, db, dp
+            HAS_DX=need_dx, HAS_XN=need_xn, HAS_DGB=need_g or need_b, BLOCK_M=bm, BLOCK_K=block,
+            STAGES=_bwd_stages(bm))
+    if need_g or need_b:  # part [groups, 2, K]: row 0 the weight's sums, row 1 the bias'
+        _part_sums(part, [t for t in (dg, db) if t is not None], 0 if need_g else 1)
+    return (dxn if need_dx else None), xn, dg, db
 
 
 class LayerNormLinearFunction(torch.autograd.Function):
@@ -1647,14 +1620,16 @@ class LayerNormLinearFunction(torch.autograd.Function):
         dy2 = dy.reshape(-1, N)
         a = _rows(x)  # the forward's rows (a copy only when x has no [rows, K] view)
         dxn = dy2 @ weight if need_x or need_pre or need_g or need_b else None
-        # (the bias before the norm: its gradient sums the norm's d_input over the rows, in
-        # the same pass)
-        dx, xn, dg, db, dpre = _ln_backward(a, dxn, gamma, beta, mean, rstd, ctx.eps, (need_x, need_w, need_g, need_b),
-                                            pre=ctx.pre if need_pre else None)
+        dx, xn, dg, db = _ln_backward(a, dxn, gamma, beta, mean, rstd, ctx.eps,
+                                      (need_x or need_pre, need_w, need_g, need_b))
         dw = dy2.t() @ xn if need_w else None
         dbias = _col_sums(dy2, torch.empty(N, dtype=dy.dtype, device=dy.device)) if ctx.has_bias and need_bias else None
         grads = ((dx.view(x.shape) if need_x else None), dg, db, dw, dbias, None, None, None)
-        return grads if ctx.pre is None else grads + (dpre,)
+        if ctx.pre is None:
+            return grads
+        # the bias before the norm: its gradient sums the norm's d_input over the rows
+        dpre = _col_sums(dx, torch.empty(K, dtype=ctx.pre, device=dx.device)) if need_pre else None
+        return grads + (dpre,)
 
 
 @_on_their_device
