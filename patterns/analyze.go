@@ -183,6 +183,9 @@ func rankInstance(m *CostModel, t *trace.Trace, in *Instance, device string) (rk
 			rk.est.savingUs = max(rk.est.gpuUs-rk.est.fusedUs, 0)
 		}
 	}
+	if p := patternByID(in.Pattern); p.eagerBackward != nil && p.eagerBackward(in) {
+		return rk, false // the template's backward is eager's ops here: nothing saved
+	}
 	if !rk.est.modeled || rk.bwUs <= 0 || patternByID(in.Pattern).BackwardAsEager != "" {
 		// no bandwidth (the forward is not judged either), an untimed backward, or a backward
 		// counted as eager's (the pattern says why), but for a convolution's bias the kernel

@@ -222,14 +222,17 @@ func caseAddLayerNorm(g ShapeGroup, c *Case) string {
 	c.Shapes = [][]int64{x}
 	if len(g.Dims) > 1 && !slices.Equal(g.Dims[1], x) {
 		r := g.Dims[1]
-		if !LeadingBroadcast(r, x) {
+		if !residualBroadcast(r, x, c.Params.NormDim) {
 			return fmt.Sprintf("the residual %v broadcasts to x %v other than along leading dims", r, x)
 		}
-		c.Shapes = append(c.Shapes, r) // e.g. position embeddings [1, S, H] on [B, S, H]
+		// e.g. position embeddings [1, S, H] on [B, S, H]; a convolution's bias [1, C, 1, 1]
+		// on a channels-first [B, C, H, W] (conv_bias)
+		c.Shapes = append(c.Shapes, r)
 	}
 	if g.Params.Eps != nil {
 		c.Params.Eps = *g.Params.Eps
 	}
+	c.Params.ConvBias = g.Params.ConvBias
 	c.Params.ResidualDtype = residualDtype(c.Dtype, g.Params.ResidualDType)
 	if d, ok := kernelDtype(g.Params.OutDType); ok {
 		// y's type where it is not the sum's: a GEMM's cast taken (takeOutputCasts), or
@@ -339,10 +342,22 @@ func checkGEMMShapes(c Case) error {
 // checkResidualBroadcast: add_layernorm reads a residual of x's shape or one broadcast along
 // its leading dims in place.
 func checkResidualBroadcast(c Case) error {
-	if len(c.Shapes) > 1 && !LeadingBroadcast(c.Shapes[1], c.Shapes[0]) {
-		return fmt.Errorf("residual %v must be x's shape %v or broadcast along its leading dims", c.Shapes[1], c.Shapes[0])
+	if len(c.Shapes) > 1 && !residualBroadcast(c.Shapes[1], c.Shapes[0], c.Params.NormDim) {
+		return fmt.Errorf("residual %v must be x's shape %v or broadcast along its leading dims (the normalized dim last)", c.Shapes[1], c.Shapes[0])
 	}
 	return nil
+}
+
+// residualBroadcast is LeadingBroadcast with the normalized dim last, as the add_layernorm
+// kernel reads them: for a channels-first norm (normDim "1") dim 1 of both moved last, so a
+// convolution's bias [1, C, 1, 1] on [B, C, H, W] broadcasts along the leading dims of
+// [B, H, W, C].
+func residualBroadcast(r, x []int64, normDim string) bool {
+	if normDim != "1" || len(r) != len(x) || len(x) < 3 {
+		return LeadingBroadcast(r, x)
+	}
+	last := func(d []int64) []int64 { return append(append([]int64{d[0]}, d[2:]...), d[1]) }
+	return LeadingBroadcast(last(r), last(x))
 }
 
 // LeadingBroadcast reports whether r is x's shape with some leading dims 1 (or dropped):

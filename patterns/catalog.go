@@ -703,8 +703,11 @@ func matchLayerNormLinear(g *graph, n int32) (*Instance, bool) {
 
 func matchAddLayerNorm(g *graph, n int32) (*Instance, bool) {
 	a := g.producer(n, 0)
-	if a < 0 || stripInplace(g.name[a]) != "add" || len(g.tensorInputs(a)) != 2 {
+	if a < 0 {
 		return nil, false
+	}
+	if stripInplace(g.name[a]) != "add" || len(g.tensorInputs(a)) != 2 {
+		return matchConvBiasNorm(g, n)
 	}
 	v, ok := g.val0(n)
 	if !ok || len(v.dims) == 0 {
@@ -744,6 +747,52 @@ func matchAddLayerNorm(g *graph, n int32) (*Instance, bool) {
 		nd := int64(d)
 		in.Params.NormDim = &nd
 	}
+	return in, true
+}
+
+// matchConvBiasNorm is add_layernorm with a convolution's own bias add as its sum:
+// ConvNeXt's stem, a convolution, a permute to channels-last and a LayerNorm over the
+// channels (timm's and torchvision's LayerNorm2d) whose output no GEMM reads (where one does,
+// layernorm_linear takes the bias: conv_bias). The sum s = x + bias ([1, C, 1, 1], the add's
+// own operands) and y = the norm over dim 1 (norm_dim 1); the instance takes the bias
+// (conv_bias: the convolution runs without it, TakesBias its backward's bias sum).
+func matchConvBiasNorm(g *graph, n int32) (*Instance, bool) {
+	v, ok := g.val0(n)
+	if !ok || len(v.dims) < 3 {
+		return nil, false
+	}
+	for _, c := range g.cons[n] {
+		if g.gemmReading(c, n) {
+			return nil, false
+		}
+	}
+	conv, add, ok := g.convBiasOf(n, v.dims)
+	if !ok || add < 0 {
+		return nil, false
+	}
+	d, ok := g.normDimOf(conv, n)
+	o := &g.t.Ops[add]
+	if !ok || d != 1 || len(o.Inputs) < 2 || len(o.Inputs[0].Dims) != len(v.dims) {
+		return nil, false
+	}
+	in := newInstance(g, "add_layernorm", n, n)
+	in.Ops = append(in.Ops, add)
+	sortInt32(in.Ops)
+	in.TakesBias = []int32{g.nodes[conv]}
+	in.Params.ConvBias = true
+	nd := int64(1)
+	in.Params.NormDim = &nd
+	in.Dims = [][]int64{dims(o.Inputs[0].Dims), dims(o.Inputs[1].Dims)}
+	in.DType = parseDType(o.Inputs[0].Type)
+	in.Params.Eps = lnParams(g.ins(n))
+	in.Params.OutDType = v.dtype
+	in.Elems = numel(v.dims)
+	in.Cols = v.dims[len(v.dims)-1]
+	in.Rows = in.Elems / max(in.Cols, 1)
+	// x and the bias read, the sum and y written, the norm's weight and bias
+	in.Bytes = in.Elems*in.DType.Size() + in.Cols*in.DType.Size() + in.Elems*in.DType.Size() +
+		in.Elems*v.dtype.Size() + 2*in.Cols*4
+	in.WriteBytes = in.Elems*in.DType.Size() + in.Elems*v.dtype.Size()
 	return in, true
 }
 

@@ -47,8 +47,21 @@ func loadExpected(t *testing.T) (string, map[string]expected) {
 		e.Instances["cross_entropy"] = n
 		m[name] = e
 	}
+	// add_layernorm's instances whose sum is a convolution's own bias add (conv_bias:
+	// ConvNeXt's stem; TestChannelsFirstNormConvNeXt), found after EXPECTED.json was
+	// computed: its count is of add ops, which a convolution's nested add_ is not
+	for name, n := range convBiasNormTraces {
+		e := m[name]
+		e.Instances = maps.Clone(e.Instances)
+		e.Instances["add_layernorm"] += n
+		m[name] = e
+	}
 	return dir, m
 }
+
+// convBiasNormTraces are the H200 traces' add_layernorm instances that take a convolution's
+// bias (one stem norm a step).
+var convBiasNormTraces = map[string]int{"convnext_tiny_train_bf16.json.gz": 2}
 
 func names(m map[string]expected) []string {
 	var out []string

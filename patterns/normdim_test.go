@@ -2,6 +2,7 @@ package patterns
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,7 +57,8 @@ func TestChannelsFirstNorm(t *testing.T) {
 }
 
 // ConvNeXt's downsample norms on the H200 trace: add -> permute -> layer_norm over C, from the
-// Kineto trace alone and from the execution trace.
+// Kineto trace alone and from the execution trace; and its stem's, whose sum is the stem
+// convolution's own bias add (conv_bias: the bias [1, 96, 1, 1] the residual, taken).
 func TestChannelsFirstNormConvNeXt(t *testing.T) {
 	dir := shared.Require(t, "traces", "h200")
 	tr, err := trace.Open(filepath.Join(dir, "convnext_tiny_train_bf16.json.gz"))
@@ -72,15 +74,25 @@ func TestChannelsFirstNormConvNeXt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(r.Opportunities) != 1 || len(r.Opportunities[0].Shapes) != 3 {
+		if len(r.Opportunities) != 1 || len(r.Opportunities[0].Shapes) != 4 {
 			t.Fatalf("ET %v: opportunities %+v", opts.ET != nil, r.Opportunities)
 		}
 		p, _ := Lookup("add_layernorm")
+		stems := 0
 		for _, g := range r.Opportunities[0].Shapes {
 			c, why := p.Case(g)
 			if g.Params.NormDim == nil || *g.Params.NormDim != 1 || why != "" || c.Params.NormDim != "1" || g.Cols != g.Dims[0][1] {
 				t.Errorf("ET %v: %v: NormDim %v, case %+v (%q)", opts.ET != nil, g.Dims, g.Params.NormDim, c, why)
 			}
+			if g.Params.ConvBias {
+				stems++
+				if !slices.Equal(g.Dims[1], []int64{1, 96, 1, 1}) || !c.Params.ConvBias || len(c.Shapes) != 2 || g.EstBackwardSavingUs != 0 {
+					t.Errorf("ET %v: the stem's norm %+v, case %+v: want the bias as the residual, no backward saving", opts.ET != nil, g, c)
+				}
+			}
+		}
+		if stems != 1 {
+			t.Errorf("ET %v: %d shape groups take a convolution's bias, want the stem's", opts.ET != nil, stems)
 		}
 	}
 }

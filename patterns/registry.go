@@ -81,6 +81,10 @@ type Pattern struct {
 	// coverage (chainKernels; the instance's traced time counts them already: they are in its
 	// GEMM ops' subtrees and their backward nodes).
 	TakesGEMMCasts bool
+	// eagerBackward, when set, says whether an instance's backward runs eager's ops in the
+	// template (add_layernorm's with a broadcast residual: ATen's LayerNorm backward and a sum
+	// of the residual's gradient): its backward is counted at its traced time, no saving.
+	eagerBackward func(in *Instance) bool
 	// BackwardAsEager, when set, says why an instance's backward in a training trace is
 	// counted at its traced time (no backward saving) although the kernel trains: its
 	// forward's saving is counted, and a note says why.
@@ -300,14 +304,19 @@ var catalog = []*Pattern{
 		Advice:   "fuse the residual add into the LayerNorm kernel (Apex FusedLayerNorm-style add+norm)",
 		Refuses:  "an add with a scalar (not a residual)",
 		Template: "add_layernorm",
-		Params:   []Param{paramEps(1e-5), paramResidualDtype, paramNormDim, paramOutDtype},
+		Params:   []Param{paramEps(1e-5), paramResidualDtype, paramNormDim, paramOutDtype, paramConvBias},
+		advise:   adviseAddLayerNorm,
+		note:     noteAddLayerNorm,
 		Usage: "from {module} import AddLayerNorm\ns, y = AddLayerNorm.from_layer_norm(layer_norm)(x, residual)  # was s = x + residual; y = layer_norm(s)\n" +
 			"# out_dtype in case.py (y read by one GEMM that autocast casts it for): from_layer_norm(layer_norm, y_dtype=torch.bfloat16)",
 		CastsOutput: true,
-		match:       matchAddLayerNorm,
-		toCase:      caseAddLayerNorm,
-		assume:      assumeEps("1e-5"),
-		check:       checkResidualBroadcast,
+		// a residual that broadcasts (position embeddings, a convolution's bias): the
+		// template's backward is ATen's LayerNorm backward and the residual's sum
+		eagerBackward: func(in *Instance) bool { return len(in.Dims) > 1 && numel(in.Dims[1]) < numel(in.Dims[0]) },
+		match:         matchAddLayerNorm,
+		toCase:        caseAddLayerNorm,
+		assume:        assumeEps("1e-5"),
+		check:         checkResidualBroadcast,
 	},
 	{
 		ID:       "dropout_add",
@@ -397,6 +406,30 @@ const convBiasNote = "the LayerNorm's input is a convolution's output with its b
 	"(the module holds the bias as its parameter pre_bias); it adds the bias in the pass that lays the rows out, and its " +
 	"backward sums the bias gradient from the norm's input gradient, where eager's convolution backward sums it over the " +
 	"permuted output gradient"
+
+// convResidualNote says how to hand add_layernorm's module a convolution's bias as its
+// residual (Params.ConvBias: ConvNeXt's stem).
+const convResidualNote = "the residual is the bias of the convolution before the norm (its own add, then a permute to channels-last): " +
+	"run the convolution without it and pass it, s, y = AddLayerNorm.from_layer_norm(norm, dim=1)(stem_conv(x), bias.view(1, -1, 1, 1)) " +
+	"after bias = stem_conv.bias; stem_conv.register_parameter(\"bias\", None) (register bias on the module that calls them, so that the optimizer and the state dict keep it); " +
+	"y is the norm's output (s, the sum, is not needed); the backward sums the bias gradient, where eager's convolution backward sums it " +
+	"over the permuted output gradient"
+
+func adviseAddLayerNorm(o *Opportunity) []string {
+	for _, g := range o.Shapes {
+		if g.Params.ConvBias {
+			return []string{"where conv_bias: " + convResidualNote}
+		}
+	}
+	return nil
+}
+
+func noteAddLayerNorm(g ShapeGroup) []string {
+	if g.Params.ConvBias {
+		return []string{convResidualNote}
+	}
+	return nil
+}
 
 func adviseLayerNormLinear(o *Opportunity) []string {
 	for _, g := range o.Shapes {

@@ -23,6 +23,10 @@ Each at a row that fits one interpreter block (100) and one that does not (299, 
   input): no [rows, N] view, so the kernel reads them in place in tiles of positions
   (_add_layernorm_cf_fwd); their positions span several interpreter tiles with a ragged last.
 
+params["conv_bias"]: the residual is a convolution's bias (ConvNeXt's stem: the conv's own
+add, then a permute to channels-last and the norm over C), SHAPES[1] [1, C, 1, 1]: drawn at
+a bias's scale (std 0.5), added in x's type as the convolution added it.
+
 params["out_dtype"]: y's type where it is not the sum's: the GEMM's 16-bit type where y's one
 reader is a GEMM that autocast casts it for (the kernel writes the cast value: eager's y cast
 to it), or fp32 for autocast's layer_norm of a 16-bit sum.
@@ -130,7 +134,7 @@ def make_inputs(shapes, dtype, params, device, seed):
     g = fat.gen(seed)
     rd, sd = _dtypes(dtype, params)
     x = fat.randn(shapes[0], dtype, device, g, mean=-2.3, std=0.5)
-    r = fat.randn(_rshape(shapes), rd, device, g)
+    r = fat.randn(_rshape(shapes), rd, device, g, std=0.5 if params.get("conv_bias", False) else 1.0)
     n = shapes[0][-1]
     if norm_dim(params) == 1:
         n = shapes[0][1]

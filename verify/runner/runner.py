@@ -327,12 +327,20 @@ def build_cases(f):
 def empty_shapes(shapes):
     """shapes with the leading (batch) dim of the first shape 0, and of every other shape of
     its rank that starts with the same dim (the operands that carry the batch: x and a
-    residual, q, k and v; not a weight); None for a first shape of rank below 2 or already
+    residual, q, k and v; not a weight), but a shape that broadcasts against the first where
+    that dim is 1 (a 1 where the first shape has more: a convolution's bias [1, C, 1, 1]
+    on [1, C, H, W]), which keeps its 1; None for a first shape of rank below 2 or already
     empty."""
     if not shapes or len(shapes[0]) < 2 or shapes[0][0] == 0:
         return None
-    lead, rank = shapes[0][0], len(shapes[0])
-    return [[0] + list(s[1:]) if len(s) == rank and s[0] == lead else list(s) for s in shapes]
+    x = shapes[0]
+    lead, rank = x[0], len(x)
+
+    def carries(s):
+        if len(s) != rank or s[0] != lead:
+            return False
+        return s is x or lead != 1 or not any(d == 1 and xd != 1 for d, xd in zip(s[1:], x[1:]))
+    return [[0] + list(s[1:]) if carries(s) else list(s) for s in shapes]
 
 
 # Input transforms: the same values in a different memory layout, or different values.

@@ -599,3 +599,17 @@ def test_out_of_gpu_memory_runs_again(monkeypatch, device, ooms, want):
     calls.clear()
     monkeypatch.setattr(runner, "_run_case", lambda f, c: calls.append(1) or {"status": "error", "message": "RuntimeError: x"})
     assert runner.run_case(None, None)["status"] == "error" and len(calls) == 1
+
+
+@pytest.mark.parametrize("shapes,want", [
+    ([[2, 8, 3], [2, 8, 3]], [[0, 8, 3], [0, 8, 3]]),  # x and a residual
+    ([[2, 8, 3], [3, 3]], [[0, 8, 3], [3, 3]]),  # a weight keeps its dims
+    ([[1, 96, 1, 16], [1, 96, 1, 1]], [[0, 96, 1, 16], [1, 96, 1, 1]]),  # a conv's bias broadcasts: kept
+    ([[1, 16, 8], [1, 16, 8]], [[0, 16, 8], [0, 16, 8]]),  # a batch of one: both carry it
+    ([[0, 4], [0, 4]], None),
+])
+def test_empty_shapes(shapes, want):
+    """The empty batch: x's leading dim 0, and every operand's that carries the batch; an
+    operand that broadcasts against x where x's batch is 1 keeps its 1 (x [0, ...] plus it
+    is what torch broadcasts), a weight its dims."""
+    assert runner.empty_shapes(shapes) == want
