@@ -415,53 +415,34 @@ const convResidualNote = "the residual is the bias of the convolution before the
 	"y is the norm's output (s, the sum, is not needed); the backward sums the bias gradient, where eager's convolution backward sums it " +
 	"over the permuted output gradient"
 
-func adviseAddLayerNorm(o *Opportunity) []string {
-	for _, g := range o.Shapes {
-		if g.Params.ConvBias {
-			return []string{"where conv_bias: " + convResidualNote}
+// paramNote is a pattern's advice and folder note for a parameter that changes how its
+// module is swapped in: where on(a shape group's parameters), text (the advice's line says
+// "where NAME: text").
+func paramNote(name string, on func(p Params) bool, text string) (func(*Opportunity) []string, func(ShapeGroup) []string) {
+	advise := func(o *Opportunity) []string {
+		for _, g := range o.Shapes {
+			if on(g.Params) {
+				return []string{"where " + name + ": " + text}
+			}
 		}
+		return nil
 	}
-	return nil
-}
-
-func noteAddLayerNorm(g ShapeGroup) []string {
-	if g.Params.ConvBias {
-		return []string{convResidualNote}
-	}
-	return nil
-}
-
-func adviseLayerNormLinear(o *Opportunity) []string {
-	for _, g := range o.Shapes {
-		if g.Params.ConvBias {
-			return []string{"where conv_bias: " + convBiasNote}
+	note := func(g ShapeGroup) []string {
+		if on(g.Params) {
+			return []string{text}
 		}
+		return nil
 	}
-	return nil
+	return advise, note
 }
 
-func noteLayerNormLinear(g ShapeGroup) []string {
-	if g.Params.ConvBias {
-		return []string{convBiasNote}
-	}
-	return nil
-}
+func convBias(p Params) bool { return p.ConvBias }
 
-func adviseDropoutAdd(o *Opportunity) []string {
-	for _, g := range o.Shapes {
-		if g.Params.GEMMBias {
-			return []string{"where gemm_bias: " + gemmBiasNote}
-		}
-	}
-	return nil
-}
-
-func noteDropoutAdd(g ShapeGroup) []string {
-	if g.Params.GEMMBias {
-		return []string{gemmBiasNote}
-	}
-	return nil
-}
+var (
+	adviseAddLayerNorm, noteAddLayerNorm       = paramNote("conv_bias", convBias, convResidualNote)
+	adviseLayerNormLinear, noteLayerNormLinear = paramNote("conv_bias", convBias, convBiasNote)
+	adviseDropoutAdd, noteDropoutAdd           = paramNote("gemm_bias", func(p Params) bool { return p.GEMMBias }, gemmBiasNote)
+)
 
 func adviseAttention(o *Opportunity) []string {
 	out := heldByAttention(o)
