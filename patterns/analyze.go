@@ -268,7 +268,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	var all []ranked
 	trainingOnly := map[string]int{} // instances of forward-only patterns in training, per pattern
 	bwdAsEager := map[string]int{}   // instances in training whose backward is counted as eager's
-	convBias := 0                    // of those, layernorm_linear's that take a convolution's bias
+	convBias := map[string]int{}     // of those, the instances that take a convolution's bias
 	noBwdShape := map[string]int{}   // instances in training whose backward could not be estimated
 	var busyUs float64
 	optClaims := make([]map[string]bool, len(traces)) // per trace: the optimizer classes whose fused step saves time
@@ -400,7 +400,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 			} else if rk.bwd && patternByID(in.Pattern).BackwardAsEager != "" {
 				bwdAsEager[in.Pattern]++
 				if in.Params.ConvBias {
-					convBias++
+					convBias[in.Pattern]++
 				}
 			}
 			if missed {
@@ -411,8 +411,8 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(bwdAsEager)) {
 		but := ""
-		if id == "layernorm_linear" && convBias > 0 {
-			but = fmt.Sprintf(" (%d of them take a convolution's bias, conv_bias: their backward saves eager's sum of its gradient over the permuted output gradient, against one read of the norm's input gradient)", convBias)
+		if n := convBias[id]; n > 0 {
+			but = fmt.Sprintf(" (%d of them take a convolution's bias, conv_bias: their backward saves eager's sum of its gradient over the permuted output gradient, against one read of the norm's input gradient)", n)
 		}
 		note(fmt.Sprintf("%s: %d of its instances run in training; their backward is counted at its traced time, with no saving%s: %s",
 			id, bwdAsEager[id], but, patternByID(id).BackwardAsEager))

@@ -81,12 +81,14 @@ type Params struct {
 // Instance is one occurrence of a pattern's forward chain.
 type Instance struct {
 	Pattern string
-	Anchor  int32   // OpID of the anchoring node
-	Ops     []int32 // OpIDs of the chain's nodes, in time order
-	GEMMs   []int32 // OpIDs among Ops whose kernels a fusion keeps (the GEMMs)
-	// TakesBias are the OpIDs, not among Ops, of GEMMs whose bias the fused kernel takes
-	// (Params.GEMMBias): their kernels stay, but their backward's bias-gradient sum is the
-	// instance's (its traced backward time, its coverage).
+	Anchor  int32 // OpID of the anchoring node
+	// Ops are the OpIDs of the chain's ops, sorted: its graph nodes and the ops nested in
+	// another op that it takes (an autocast cast in a GEMM, a convolution's own bias add)
+	Ops   []int32
+	GEMMs []int32 // OpIDs among Ops whose kernels a fusion keeps (the GEMMs)
+	// TakesBias are the OpIDs, not among Ops, of GEMMs or convolutions whose bias the fused
+	// kernel takes (Params.GEMMBias, Params.ConvBias): their kernels stay, but their
+	// backward's bias-gradient sum is the instance's (its traced backward time, its coverage).
 	TakesBias []int32
 	Dims      [][]int64
 	DType     DType

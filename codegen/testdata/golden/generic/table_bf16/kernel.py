@@ -1274,8 +1274,8 @@ MIN_COLSUM_BLOCK_C = 16 if INTERPRET else 32
 # (probe_generic_bwd.py --rewrites kept_first,kept_first+wide, H200, 2026-12-02)
 MAX_WIDE_BLOCK_C = 32 if INTERPRET else 256
 # the flat walk (FLAT, per-program sums alone) where the columns are not a multiple of
-# FLAT_UNLESS: a tile of FLAT_WARPS warps, as many elements a thread as BWD_TILE gives 4, up
-# to 4.
+# FLAT_UNLESS: a tile of FLAT_WARPS warps and as many elements a thread as BWD_TILE gives 4
+# warps, at most 4 (FLAT_TILE at most 1024).
 # Through bench on the H200 (2026-12-03), ConvNeXt's per-channel scale: 32x384x14x14 9.2 ->
 # 6.5 us, 32x768x7x7 6.7 -> 5.1; where rows are 16-aligned the 2D tile stayed faster (before
 # the block's dims were taken once a program: 32x192x28x28 16.8 against 17.7 flat,
