@@ -231,7 +231,8 @@ func refoldUs(m *CostModel, in *Instance, device string) (float64, bool) {
 // trace): the instance mapped to its kernel case (Pattern.Case), the backward shape derived
 // of it as the benchmark derives one of a forward case (BackwardShapeOf: from the forward's
 // bytes, the GEMM time from the trace), CostModel.BackwardUs of that. ok is false when the
-// instance maps to no case or the pattern has no backward model.
+// instance maps to no case or the pattern has no backward model. An output cast for several
+// GEMMs (Instance.CastReaders) adds the engine's sums of its gradients.
 func estimateBackward(m *CostModel, t *trace.Trace, in *Instance, device string) (float64, bool) {
 	p := patternByID(in.Pattern)
 	c, why := p.Case(ShapeGroup{Dims: in.Dims, DType: in.DType, Params: in.Params, Elems: in.Elems,
@@ -245,6 +246,13 @@ func estimateBackward(m *CostModel, t *trace.Trace, in *Instance, device string)
 		return 0, false
 	}
 	us, _, ok := m.BackwardUs(device, s)
+	if ok && in.CastReaders > 1 {
+		// the engine's sums of the output's gradients from its GEMMs, in the 16-bit type the
+		// kernel writes (eager's fp32 sums after the casts' backward are the instance's)
+		es := in.Params.OutDType.Size()
+		add, _ := m.PointwisePassUs(device, 3*in.Elems*es, in.Elems*es)
+		us += float64(in.CastReaders-1) * add
+	}
 	return us, ok
 }
 
@@ -383,7 +391,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 		found := detect(g, opts.Pattern)
 		if n := takeOutputCasts(g, found); n > 0 {
-			note(fmt.Sprintf("%s: %d norm outputs that one GEMM casts under autocast keep that cast (the kernel could write it): from the Kineto trace alone a pre-norm block, x + f(norm(x)), cannot be told from a post-norm one (BERT's), whose residual add reads the norm's output too; with an execution trace (-et) the dataflow says which",
+			note(fmt.Sprintf("%s: %d norm outputs that GEMMs cast under autocast keep those casts (the kernel could write the cast value): from the Kineto trace alone a pre-norm block, x + f(norm(x)), cannot be told from a post-norm one (BERT's), whose residual add reads the norm's output too; with an execution trace (-et) the dataflow says which",
 				t.Path, n))
 		}
 		if opts.Pattern == "" {

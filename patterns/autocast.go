@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/fuseadvise/fuseadvise/program"
+	"github.com/fuseadvise/fuseadvise/trace"
 )
 
 // Autocast's casts into GEMMs, taken by the kernels that produce the cast values.
@@ -163,18 +164,23 @@ func (g *graph) gemmCastOf(c, b int32, vdims []int64, claimed map[int32]bool) (g
 	return gemmCast{}, false
 }
 
-// takeOutputCasts gives each instance of a CastsOutput pattern the autocast cast of its
-// output (the value of its last op) where that value's one reader is a GEMM that casts it to
-// 16 bits (gemmCastOf): the cast's OpID joins the instance's ops, so its kernels and its
-// ToCopyBackward0 count as the instance's, Params.OutDType becomes the cast's type, and the
-// fused kernel's bytes shrink by the output written in it. The GEMM may be another catalog
-// instance's (layernorm_linear's, which overlaps this one at the norm and is its
-// alternative; linear_gelu's, whose module takes a 16-bit x as autocast's linear does): a
-// GEMM instance claims none of the casts nested in its GEMM.
+// takeOutputCasts gives each instance of a CastsOutput pattern the autocast casts of its
+// output (the value of its last op) where every reader of that value is a GEMM that casts it
+// to the same 16-bit type (gemmCastOf): the casts' OpIDs join the instance's ops, so their
+// kernels and their ToCopyBackward0 count as the instance's, Params.OutDType becomes the
+// casts' type (Params.OutCast), and the fused kernel's bytes shrink by the output written in it. Where several
+// GEMMs read it (LlamaRMSNorm's output: q, k and v), CastReaders counts them: the kernel
+// writes the 16-bit value once, and the autograd engine then sums its gradients in that type
+// (their fp32 sums after the casts' backward are the instance's; estimateBackward prices the
+// 16-bit ones). The GEMM may be another catalog instance's (layernorm_linear's, which
+// overlaps this one at the norm and is its alternative; linear_gelu's, whose module takes a
+// 16-bit x as autocast's linear does): a GEMM instance claims none of the casts nested in its
+// GEMM.
 //
 // From the Kineto trace alone a norm's output that a residual join was turned away from
 // (graph.passedOver: the pre-norm reading, x + f(norm(x))) may be read by that join too (a
-// post-norm block, BERT's, reads y there): its cast is not taken, and undecided counts them.
+// post-norm block, BERT's, reads y there). The backward tells (castsOnlyReaders); without
+// one its casts are not taken, and undecided counts them.
 func takeOutputCasts(g *graph, found []*Instance) (undecided int) {
 	for _, in := range found {
 		if !patternByID(in.Pattern).CastsOutput || len(in.Ops) == 0 {
@@ -185,22 +191,79 @@ func takeOutputCasts(g *graph, found []*Instance) (undecided int) {
 			continue
 		}
 		v, ok := g.val0(b)
-		if !ok || v.dtype != FP32 || len(g.cons[b]) != 1 {
+		if !ok || v.dtype != FP32 || len(g.cons[b]) == 0 {
 			continue
 		}
-		cast, ok := g.gemmCastOf(g.cons[b][0], b, v.dims, nil)
-		if !ok {
+		var casts []gemmCast
+		for _, c := range g.cons[b] {
+			cast, ok := g.gemmCastOf(c, b, v.dims, nil)
+			if !ok || len(casts) > 0 && cast.dtype != casts[0].dtype {
+				casts = nil
+				break
+			}
+			casts = append(casts, cast)
+		}
+		if len(casts) == 0 {
 			continue
 		}
 		if g.passedOver[b] {
-			undecided++
-			continue
+			if only, known := castsOnlyReaders(g.t, casts); !known {
+				undecided++
+				continue
+			} else if !only {
+				continue
+			}
 		}
-		in.Ops = append(in.Ops, cast.op)
-		in.Params.OutDType = DType(cast.dtype)
+		for _, c := range casts {
+			in.Ops = append(in.Ops, c.op)
+		}
+		slices.Sort(in.Ops)
+		in.CastReaders = len(casts)
+		in.Params.OutDType = DType(casts[0].dtype)
+		in.Params.OutCast = true
 		saved := numel(v.dims) * (v.dtype.Size() - in.Params.OutDType.Size())
 		in.Bytes -= saved
 		in.WriteBytes -= saved
 	}
 	return undecided
+}
+
+// castsOnlyReaders tells, from the backward of a training trace, whether casts (of one value,
+// into GEMMs) are that value's only readers: the autograd engine sums the value's gradients
+// as they arrive, in the evaluate_function of the node that brings each one but the first
+// (accumulations), so the casts' ToCopyBackward0 nodes hold one sum fewer than there are
+// casts when nothing else reads the value (Llama's q/k/v, a pre-norm block), and one sum a
+// cast where another reader's gradient came first (a post-norm block's residual add, whose
+// backward runs before the GEMMs'). known is false where a cast has no backward node in the
+// trace or the sums fit neither.
+func castsOnlyReaders(t *trace.Trace, casts []gemmCast) (only, known bool) {
+	sums := 0
+	for _, c := range casts {
+		b := backwardNode(t, c.op)
+		if b < 0 {
+			return false, false
+		}
+		sums += len(accumulations(t, b))
+	}
+	switch sums {
+	case len(casts) - 1:
+		return true, true
+	case len(casts):
+		return false, true
+	}
+	return false, false
+}
+
+// backwardNode is the backward node linked to op id or an op nested in it (a cast's
+// ToCopyBackward0 is linked to the aten::_to_copy in its aten::to), or -1.
+func backwardNode(t *trace.Trace, id int32) int32 {
+	if b := t.Ops[id].Bwd; b >= 0 {
+		return b
+	}
+	for _, c := range t.Ops[id].Children {
+		if b := backwardNode(t, c); b >= 0 {
+			return b
+		}
+	}
+	return -1
 }

@@ -116,9 +116,10 @@ func TestGEMMCasts(t *testing.T) {
 }
 
 // TestOutputCasts: a catalog instance whose template writes its output in another type
-// (CastsOutput: add_layernorm, gelu_pyops) takes the cast of that output where its one reader
-// is a GEMM that casts it (out_dtype becomes bf16, the cast's kernel the instance's), and
-// not where the output has another reader too or the GEMM casts it to fp32.
+// (CastsOutput: add_layernorm, gelu_pyops, rmsnorm_pyops) takes the casts of that output
+// where its readers are all GEMMs that cast it to bf16 (out_dtype becomes bf16, the casts'
+// kernels the instance's), and not where the output has another reader too or a GEMM casts
+// it to fp32.
 func TestOutputCasts(t *testing.T) {
 	const x = "f32:8x128x768"
 	ln := op{name: "layer_norm", in: []string{x, "=[768]", "f32:768", "f32:768", "=1e-05", "=True"}}
@@ -133,6 +134,9 @@ func TestOutputCasts(t *testing.T) {
 		us   float64 // the instance's GPU time: its ops' kernels, 5 us each
 	}{
 		{"one GEMM reads y", []op{add, ln, linear("=15")}, BF16, 15},
+		// q, k and v: each GEMM's cast is the instance's, y written once in bf16
+		{"three GEMMs read y", []op{add, ln, linear("=15"), linear("=15"), linear("=15")}, BF16, 25},
+		{"a GEMM that keeps y in fp32 beside one that casts it", []op{add, ln, linear("=15"), linear("=6")}, FP32, 10},
 		{"another reader keeps y in fp32", []op{add, ln, linear("=15"), {name: "relu", in: []string{x}}}, FP32, 10},
 		{"a cast to fp32 is not autocast's", []op{add, ln, linear("=6")}, FP32, 10},
 		// the residual add after the branch is linked to the norm's input (the pre-norm
@@ -243,5 +247,35 @@ func TestCastBackwardClaims(t *testing.T) {
 				t.Errorf("autocast casts left unclaimed: %v µs, want %v", left, tc.left)
 			}
 		})
+	}
+}
+
+// TestOutputCastsBackwardSums: where several GEMMs read the output the kernel writes cast, the
+// autograd engine sums their gradients in that type: the fused backward's estimate counts one
+// pointwise add a reader past the first.
+func TestOutputCastsBackwardSums(t *testing.T) {
+	m := DefaultCostModel()
+	const device = "NVIDIA H200"
+	in := Instance{Pattern: "rmsnorm_pyops", Dims: [][]int64{{4, 512, 1024}, {1024}}, DType: FP32,
+		Params: Params{Casting: "llama", OutDType: BF16, OutCast: true},
+		Elems:  4 * 512 * 1024, Rows: 4 * 512, Cols: 1024}
+	in.Bytes = in.Elems*4 + in.Cols*4 + in.Elems*2
+	in.WriteBytes = in.Elems * 2
+	tr := &trace.Trace{}
+	var us []float64
+	for _, readers := range []int{1, 3} {
+		in.CastReaders = readers
+		u, ok := estimateBackward(&m, tr, &in, device)
+		if !ok {
+			t.Fatalf("no backward estimate for %+v", in)
+		}
+		us = append(us, u)
+	}
+	add, ok := m.PointwisePassUs(device, 3*in.Elems*2, in.Elems*2)
+	if !ok || add <= 0 {
+		t.Fatalf("no pointwise pass estimate")
+	}
+	if d := us[1] - us[0]; d < 2*add-1e-6 || d > 2*add+1e-6 {
+		t.Errorf("three readers' backward %v µs, one reader's %v: want two bf16 adds (%v µs each) between them", us[1], us[0], add)
 	}
 }

@@ -265,16 +265,20 @@ func caseRMSNormPyops(g ShapeGroup, c *Case) string {
 		return why
 	}
 	p := g.Params
+	cast := p.OutCast // y written in the GEMMs' 16-bit type (takeOutputCasts); x and the weight as traced
 	switch p.Casting {
 	case "llama", "":
 		c.Params.Casting = "llama"
-		if d, ok := kernelDtype(p.OutDType); ok {
+		if d, ok := kernelDtype(p.OutDType); ok && !cast {
 			c.Dtype = d // llama casting: the model's dtype, upcast inside
 		}
 	case "none":
 		c.Params.Casting = "fp32"
 	default:
 		return fmt.Sprintf("casting %q has no template variant", p.Casting)
+	}
+	if cast {
+		c.Params.OutDtype = string(p.OutDType) // x and the weight fp32, y written in the GEMMs' type
 	}
 	c.Shapes = [][]int64{g.Dims[0]}
 	if p.Eps != nil {

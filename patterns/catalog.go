@@ -42,6 +42,9 @@ type Params struct {
 	// output split after); 0 otherwise.
 	ConcatN  int64 `json:"concat_n,omitempty"`
 	OutDType DType `json:"out_dtype,omitempty"` // the chain's output type when it differs from dtype
+	// OutCast: OutDType is the 16-bit type autocast casts the output to for the GEMMs that
+	// read it, the casts the instance takes (takeOutputCasts), not the chain's own type.
+	OutCast bool `json:"out_cast,omitempty"`
 	// ResidualDType, dropout_add and add_layernorm: the residual's type when it differs from
 	// dtype (under autocast an fp32 residual stream meets a bf16 branch; the sum is fp32).
 	ResidualDType DType `json:"residual_dtype,omitempty"`
@@ -100,6 +103,10 @@ type Instance struct {
 	// outputs written once), WriteBytes the part of them it writes; Flops the arithmetic
 	// it cannot avoid (GEMMs).
 	Bytes, WriteBytes, Flops int64
+	// CastReaders counts the GEMMs whose autocast casts of the instance's output it takes
+	// (takeOutputCasts; CastsOutput patterns): past one, the engine sums the output's
+	// gradients in its 16-bit type, a cost of the fused backward.
+	CastReaders int
 }
 
 // ---- helpers on the graph ----

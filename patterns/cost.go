@@ -779,6 +779,16 @@ func (m CostModel) epilogueGemmUs(s Shape) float64 {
 	return m.fusedGemmUs(s.GemmUs, s.GemmElemSize) + m.EpilogueOverhead*float64(s.ExtraBytes)/(m.FusedEfficiency*m.BandwidthGBs*1e3)
 }
 
+// PointwisePassUs is one pointwise kernel over bytes (writes of them written) on device, cold,
+// with its fixed cost, and false when no bandwidth is known.
+func (m CostModel) PointwisePassUs(device string, bytes, writes int64) (float64, bool) {
+	m, ok := m.onDevice(device)
+	if !ok {
+		return 0, false
+	}
+	return m.streamUs(bytes, writes, false, m.BandwidthGBs) + m.KernelOverheadUs, true
+}
+
 // RowPassUs is one row kernel over bytes (half of them written) on device, cold (rowUs), and
 // false when no bandwidth is known.
 func (m CostModel) RowPassUs(device string, bytes int64) (float64, bool) {

@@ -16,7 +16,7 @@ import (
 // claim away (raise them as claims grow).
 var coverageFloors = map[string]float64{
 	"bert_train_bf16": 85.3, "convnext_tiny_train_bf16": 96.7, "gpt2_train_bf16": 89.3, "gpt2_train_sdpa_stack": 86.2,
-	"llama_train_bf16": 81.4, "mlp_blocks_train_bf16": 97.5, "torchnn_encoder_train_bf16": 87.7,
+	"llama_train_bf16": 86.0, "mlp_blocks_train_bf16": 97.5, "torchnn_encoder_train_bf16": 87.7,
 }
 
 // TestCoverage checks the split of kernel time on synthetic traces where each op launches

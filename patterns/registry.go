@@ -344,11 +344,16 @@ var catalog = []*Pattern{
 		Advice:   "replace the Python RMSNorm with F.rms_norm / nn.RMSNorm (one fused kernel)",
 		Refuses:  "an rsqrt not fed by mean(x^2) over the last dim, or whose result does not scale the same x",
 		Template: "rmsnorm_pyops",
-		Params:   []Param{paramEps(1e-6), paramCasting},
-		Usage:    "from {module} import RMSNorm\nnorm = RMSNorm.from_module(llama_rms_norm)  # was LlamaRMSNorm\ny = norm(x)",
-		match:    matchRMSNormPyops,
-		toCase:   caseRMSNormPyops,
-		assume:   assumeEps("1e-6"),
+		Params:   []Param{paramEps(1e-6), paramCasting, paramOutDtype},
+		Usage: "from {module} import RMSNorm\nnorm = RMSNorm.from_module(llama_rms_norm)  # was LlamaRMSNorm\ny = norm(x)\n" +
+			"# out_dtype in case.py (fp32 y read only by GEMMs that autocast casts it for, e.g. q/k/v_proj):\n" +
+			"# RMSNorm.from_module(llama_rms_norm, out_dtype=torch.bfloat16) writes that cast once",
+		match:  matchRMSNormPyops,
+		toCase: caseRMSNormPyops,
+		assume: assumeEps("1e-6"),
+		// y in the GEMMs' 16-bit type where autocast casts it for each of them (Llama's q, k,
+		// v and gate, up projections)
+		CastsOutput: true,
 	},
 	{
 		ID:       "swiglu",

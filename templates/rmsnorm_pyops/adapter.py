@@ -2,6 +2,10 @@
 
 SHAPES[0] is x's shape; the weight is [x.shape[-1]] in x's dtype.
 
+params["out_dtype"] ("bf16" or "fp16" on an fp32 case): y written in that type, eager's fp32 y
+cast to it, as autocast casts it for each GEMM that reads it (LlamaRMSNorm's output under
+autocast, read by q/k/v or gate/up); the gradient reaching the backward is in that type.
+
 Two kinds of adversarial case are about memory rather than shape (the verifier's layout
 variants do not reach them); make_inputs recognises them by their shapes:
 
@@ -36,6 +40,12 @@ FAR = [[[3, 100]], [[2, 299]]]
 IN_PLACE = [[[4, 100]], [[3, 301]]]
 # 300 and 1500: rows longer than one interpreter block (128)
 ADVERSARIAL = [[[129, 127]], [[1, 1]], [[31, 37]], [[2, 3, 129]], [[3, 300]], [[1, 1500]]] + FAR + IN_PLACE
+
+
+def DTYPES(params):
+    """The dtypes the verifier runs the case at: fp32 alone where y is written cast (only an
+    fp32 y is: eager's 16-bit y is what its GEMMs read as it is)."""
+    return ["fp32"] if params.get("out_dtype") else ["fp32", "fp16", "bf16"]
 
 
 def adversarial(params):
@@ -73,18 +83,23 @@ def make_inputs(shapes, dtype, params, device, seed):
 
 
 
+def _out(params):
+    """y's dtype where it is written cast (params["out_dtype"]), else None."""
+    return fat.DTYPES[params["out_dtype"]] if params.get("out_dtype") else None
+
+
 def fused(kernel, inputs, params, poison=False, autograd=False):
     x, w = inputs["x"], inputs["weight"]
-    eps, casting = params.get("eps", 1e-6), params.get("casting", "llama")
+    eps, casting, cast = params.get("eps", 1e-6), params.get("casting", "llama"), _out(params)
     if autograd:
-        y = kernel.RMSNormFunction.apply(_nan_strided(x), _nan_padded(w), eps, casting)
+        y = kernel.RMSNormFunction.apply(_nan_strided(x), _nan_padded(w), eps, casting, cast)
         y.register_hook(_nan_padded)  # dy, as the backward receives it
         return (y,)
-    dtype = kernel.out_dtype(x, w, casting)
+    dtype = cast or kernel.out_dtype(x, w, casting)
     if inputs.get("in_place") and dtype == x.dtype:
         return (_in_place(kernel, x, w, eps, casting),)
     out = fat.poison(x.shape, dtype, x.device) if poison else None
-    return (kernel.rms_norm(x, w, eps, casting, out=out),)
+    return (kernel.rms_norm(x, w, eps, casting, out=out, out_dtype=cast),)
 
 
 def _nan_padded(t):
@@ -131,38 +146,48 @@ def _in_place(kernel, x, w, eps, casting):
 
 
 def reference(ref, inputs, params):
-    return (ref.rms_norm(inputs["x"], inputs["weight"], params.get("eps", 1e-6), params.get("casting", "llama")),)
+    y = ref.rms_norm(inputs["x"], inputs["weight"], params.get("eps", 1e-6), params.get("casting", "llama"))
+    cast = _out(params)
+    return (y if cast is None else y.to(cast),)  # autocast's cast in the GEMM that reads y
 
 
 def tolerance(dtype, shapes, params, grad=False):
-    """The outputs' tolerance (the gradients are held to the quack check: QUACK_GRAD)."""
-    return fat.tol(KIND, dtype)
+    """The outputs' tolerance (the gradients are held to the quack check: QUACK_GRAD): y's
+    at its own type where it is written cast (an fp32 ulp apart flips a bf16 rounding)."""
+    return fat.tol(KIND, dtype if grad else _out(params) or dtype)
+
+
+def _sizes(dtype, params):
+    """(x's element size, y's)."""
+    es = torch.tensor([], dtype=dtype).element_size()
+    cast = _out(params)
+    return es, es if cast is None else torch.tensor([], dtype=cast).element_size()
 
 
 def nbytes(shapes, dtype, params):
-    es = torch.tensor([], dtype=dtype).element_size()
+    es, ys = _sizes(dtype, params)
     n = 1
     for d in shapes[0]:
         n *= d
-    return es * (2 * n + shapes[0][-1])
+    return es * (n + shapes[0][-1]) + ys * n
 
 
 def bwd_nbytes(shapes, dtype, params):
     """Fewest bytes the fused backward must move: read dy, the saved x, the weight and the
-    forward's rstd (fp32, one a row), write dx and the weight's gradient."""
-    es = torch.tensor([], dtype=dtype).element_size()
+    forward's rstd (fp32, one a row), write dx and the weight's gradient (dy in y's type)."""
+    es, ys = _sizes(dtype, params)
     n = 1
     for d in shapes[0]:
         n *= d
     N = shapes[0][-1]
     rows = n // N if N else 0
-    return es * (3 * n + 2 * N) + 4 * rows
+    return es * (2 * n + 2 * N) + ys * n + 4 * rows
 
 
 def train(kernel, inputs, params):
     """The fused chain as a training step calls it (bench's backward and full modes)."""
     return kernel.RMSNormFunction.apply(inputs["x"], inputs["weight"], params.get("eps", 1e-6),
-                                        params.get("casting", "llama"))
+                                        params.get("casting", "llama"), _out(params))
 
 
 def library_ops(inputs, params):
@@ -174,7 +199,8 @@ def library_ops(inputs, params):
     (``aten._fused_rms_norm``, on the CPU and CUDA): the casting "fp32" chain. The "llama"
     chain (HF LlamaRMSNorm) rounds the normalised x to x's dtype before the weight multiply,
     one rounding more, so an fp16/bf16 "llama" case is refused; in fp32 the two castings are
-    the same chain."""
+    the same chain. With out_dtype, the library call is followed by that cast (what autocast
+    does for the GEMMs reading nn.RMSNorm's fp32 output): two kernels."""
     x, w = inputs["x"], inputs["weight"]
     eps, casting = params.get("eps", 1e-6), params.get("casting", "llama")
     if casting == "llama" and x.dtype != torch.float32:
@@ -183,8 +209,11 @@ def library_ops(inputs, params):
     if w.dtype != x.dtype:
         return {}, {"rms_norm": f"F.rms_norm returns x's dtype; this case's weight is {w.dtype}, x {x.dtype}"}
 
+    cast = _out(params)
+
     def rms_norm(inp):
         x = inp["x"]
-        return torch.nn.functional.rms_norm(x, (x.shape[-1],), inp["weight"], eps)
+        y = torch.nn.functional.rms_norm(x, (x.shape[-1],), inp["weight"], eps)
+        return y if cast is None else y.to(cast)
 
     return {"rms_norm": rms_norm}, {}

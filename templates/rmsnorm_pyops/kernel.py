@@ -16,6 +16,9 @@ reads x and the weight once per row and writes y (and 4 bytes of rstd per row fo
   ``"llama"`` (LlamaRMSNorm): variance and normalisation in fp32, the normalised row cast back
   to the input dtype, then multiplied by the weight in ``promote_types(x, weight)`` (the
   output dtype). ``"fp32"``: everything in fp32, ``(x * rstd * w)`` cast once to x's dtype.
+- ``out_dtype`` (fp16 / bf16, where eager's y is fp32): y written cast to it, the value
+  autocast casts for each GEMM that reads y (Llama's q/k/v and gate/up projections read the
+  norm's fp32 output and cast it once each); the backward reads dy in that type.
 - fp32 / fp16 / bf16; strides are runtime arguments (2-D ``[rows, N]`` view). Row and column
   offsets are 64-bit: ``cols * stride`` passes 2**31 in a transposed ``[600000, 4096]`` view.
 - In place: ``out=x`` is allowed (when the output has x's dtype): each program reads each
@@ -638,9 +641,22 @@ def _part_sums(part, outs, k0=0):
 
 
 def out_dtype(x, weight, casting):
+    """y's type in eager's chain."""
     if casting == "llama" and weight.dtype != x.dtype:
         return torch.promote_types(x.dtype, weight.dtype)
     return x.dtype
+
+
+def _y_dtype(x, weight, casting, dtype):
+    """y's type: eager's (out_dtype), or dtype where given: eager's fp32 y cast once to fp16
+    or bf16, as autocast casts it for each GEMM that reads it (the kernel writes that cast)."""
+    natural = out_dtype(x, weight, casting)
+    if dtype is None or dtype == natural:
+        return natural
+    if natural != torch.float32 or dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"rmsnorm: out_dtype={dtype} where eager's y is {natural} "
+                         "(only an fp32 y is written cast, to fp16 or bf16)")
+    return dtype
 
 
 def _check(x, weight, casting):
@@ -658,17 +674,18 @@ def _check(x, weight, casting):
 
 
 @_on_their_device
-def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=None):
+def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=None, out_dtype=None):
     """y = RMSNorm(x) * weight over the last dim; forward only (see RMSNormFunction).
 
     ``out`` may be x itself (in place, when it has x's dtype). ``rstd``, if given, receives
     1/sqrt(mean(x^2)+eps) per row (fp32). ``block_n`` forces the chunk size (tests use it to
-    exercise rows longer than a block)."""
+    exercise rows longer than a block). ``out_dtype`` (fp16 or bf16, where eager's y is fp32)
+    writes y cast to it: the value autocast casts for the GEMMs that read y."""
     _check(x, weight, casting)
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
     if weight.stride(0) != 1:
         weight = weight.contiguous()
-    dtype = out_dtype(x, weight, casting)
+    dtype = _y_dtype(x, weight, casting, out_dtype)
     fresh = out is None
     if fresh:
         # empty_like: a third of torch.empty(shape, ...)'s host time; contiguous like it
@@ -706,10 +723,10 @@ class RMSNormFunction(torch.autograd.Function):
     (rows longer than a block: a d_x kernel and a partial-sum kernel), then their sum."""
 
     @staticmethod
-    def forward(ctx, x, weight, eps, casting):
+    def forward(ctx, x, weight, eps, casting, out_dtype=None):
         M = x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
-        y = rms_norm(x, weight, eps, casting, rstd=rstd)
+        y = rms_norm(x, weight, eps, casting, rstd=rstd, out_dtype=out_dtype)
         ctx.save_for_backward(x, weight, rstd)
         ctx.casting = casting
         return y
@@ -739,28 +756,38 @@ class RMSNormFunction(torch.autograd.Function):
                     dw = _weight_grad(dy2, sdym, sdyn, x2, sxm, sxn, rstd, M, N, weight.dtype)
         elif ctx.needs_input_grad[1]:
             dw = torch.zeros_like(weight)
-        return dx, dw, None, None
+        return dx, dw, None, None, None
 
 
 class RMSNorm(torch.nn.Module):
-    """Drop-in for ``LlamaRMSNorm`` (casting="llama") or an all-fp32 RMSNorm (casting="fp32")."""
+    """Drop-in for ``LlamaRMSNorm`` (casting="llama") or an all-fp32 RMSNorm (casting="fp32").
 
-    def __init__(self, hidden_size, eps=1e-6, casting="llama", device=None, dtype=None):
+    ``out_dtype`` (e.g. torch.bfloat16) writes y in that type where eager's y is fp32: under
+    autocast, where y's readers are all GEMMs that autocast casts it for (Llama's q/k/v and
+    gate/up projections), the kernel writes the cast value once and the GEMMs cast nothing.
+    y's gradients from those GEMMs then reach the norm summed in that type by the autograd
+    engine (eager sums them in fp32 after each cast's backward): a rounding of the sum, as a
+    model run in bf16 throughout has it."""
+
+    def __init__(self, hidden_size, eps=1e-6, casting="llama", device=None, dtype=None, out_dtype=None):
         super().__init__()
         if casting not in CASTING:
             raise ValueError(f"casting={casting!r} (want one of {sorted(CASTING)})")
+        if out_dtype not in (None, torch.float16, torch.bfloat16):
+            raise ValueError(f"out_dtype={out_dtype} (want None, torch.float16 or torch.bfloat16)")
         self.weight = torch.nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
         self.variance_epsilon = eps
         self.casting = casting
+        self.out_dtype = out_dtype
 
     @classmethod
-    def from_module(cls, m, casting="llama"):
+    def from_module(cls, m, casting="llama", out_dtype=None):
         """From an HF LlamaRMSNorm-like module (``weight``, ``variance_epsilon`` or ``eps``)."""
         eps = getattr(m, "variance_epsilon", getattr(m, "eps", 1e-6))
-        new = cls(m.weight.shape[0], eps, casting, device=m.weight.device, dtype=m.weight.dtype)
+        new = cls(m.weight.shape[0], eps, casting, device=m.weight.device, dtype=m.weight.dtype, out_dtype=out_dtype)
         with torch.no_grad():
             new.weight.copy_(m.weight)
         return new
 
     def forward(self, x):
-        return RMSNormFunction.apply(x, self.weight, self.variance_epsilon, self.casting)
+        return RMSNormFunction.apply(x, self.weight, self.variance_epsilon, self.casting, self.out_dtype)

@@ -180,6 +180,112 @@ def test_module(device):
         kernel.rms_norm(x, torch.ones(31, device=device))
 
 
+# y written cast (out_dtype): the fp32 case's y in the 16-bit type autocast casts it to for
+# the GEMMs that read it; rows in one block and in chunks, a transposed view past 2**31, the
+# in-place shapes (refused in place: y has another type)
+OUT_DTYPE_SHAPES = [[[129, 127]], [[3, 300]], [[1, 1500]]] + adapter.FAR[:1] + adapter.IN_PLACE[:1]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("out", ["bf16", "fp16"])
+@pytest.mark.parametrize("casting", ["llama", "fp32"])
+@pytest.mark.parametrize("shapes", OUT_DTYPE_SHAPES, ids=str)
+def test_out_dtype(device, out, casting, shapes):
+    fat.run_case(kernel, ref, adapter, shapes, "fp32", {"eps": 1e-6, "casting": casting, "out_dtype": out}, device, 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("casting", ["llama", "fp32"])
+def test_out_dtype_grad(device, casting):
+    fat.run_grad_case(kernel, ref, adapter, [[3, 5, 150]], "fp32",
+                      {"eps": 1e-6, "casting": casting, "out_dtype": "bf16"}, device, 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_out_dtype_is_the_cast(device):
+    """y in bf16 is eager's fp32 y rounded to nearest even: equal to it as rounded, and wrong
+    by more than a bf16 rounding where the kernel truncated instead."""
+    g = fat.gen(7)
+    x = fat.randn([64, 96], torch.float32, device, g, mean=0.5, std=1.5)
+    w = fat.randn([96], torch.float32, device, g, mean=1.0, std=0.2)
+    y = kernel.rms_norm(x, w, 1e-6, out_dtype=torch.bfloat16)
+    want = ref.rms_norm(x, w, 1e-6)
+    assert y.dtype == torch.bfloat16
+    exact = (y == want.to(torch.bfloat16)).float().mean().item()
+    assert exact > 0.99, f"{exact:.3f} of y equal to eager's y cast to bf16"
+    truncated = (want.view(torch.int32) & ~0xFFFF).view(torch.float32)
+    assert (y.float() != truncated).any()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_out_dtype_refused(device):
+    x = torch.randn(3, 32, device=device, dtype=torch.bfloat16)
+    w = torch.ones(32, device=device, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="out_dtype"):
+        kernel.rms_norm(x, w, out_dtype=torch.float16)  # eager's y is bf16: no cast to write
+    assert kernel.rms_norm(x, w, out_dtype=torch.bfloat16).dtype == torch.bfloat16  # eager's own
+    with pytest.raises(ValueError, match="out_dtype"):
+        kernel.RMSNorm(32, out_dtype=torch.float64)
+    xf, wf = x.float(), w.float()
+    with pytest.raises(ValueError, match="wrong shape, dtype"):  # out in eager's type, not the asked one
+        kernel.rms_norm(xf, wf, out=torch.empty_like(xf), out_dtype=torch.bfloat16)
+
+
+class _LlamaRMSNorm(torch.nn.Module):
+    """HF's LlamaRMSNorm, as the reference chain runs it."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(n))
+        self.variance_epsilon = 1e-6
+
+    def forward(self, x):
+        return ref.rms_norm(x, self.weight, self.variance_epsilon)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_out_dtype_three_readers(device):
+    """Llama's attention input: the norm's fp32 output read by q, k and v under autocast. With
+    out_dtype=bf16 the projections get y in bf16 (autocast casts nothing), their outputs and
+    weight gradients are eager's (the same bf16 y), and x's and the norm weight's gradients,
+    through y's three gradients summed in bf16 by the engine where eager sums them in fp32, are
+    within a few bf16 roundings of that sum's scale of eager's (a sum rounded in bf16 is off by
+    up to 2**-9 of its size; the norm's backward subtracts such sums: where they cancel, the
+    error stays that size, not a share of the result)."""
+    torch.manual_seed(3)
+    n = 64
+    norm = _LlamaRMSNorm(n).to(device)
+    with torch.no_grad():
+        norm.weight.normal_(1.0, 0.2)
+    projs = [torch.nn.Linear(n, n, bias=False).to(device) for _ in range(3)]
+    fused = kernel.RMSNorm.from_module(norm, out_dtype=torch.bfloat16)
+    seen = []
+    hooks = [p.register_forward_pre_hook(lambda m, a: seen.append(a[0].dtype)) for p in projs]
+    x0 = torch.randn(4, 8, n, device=device)
+    dev = "cuda" if device.startswith("cuda") else "cpu"
+    results = []
+    for m in (norm, fused):
+        x = x0.clone().requires_grad_()
+        for p in projs:
+            p.weight.grad = None
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            y = m(x)
+            outs = [p(y) for p in projs]
+        sum(o.float().pow(2).sum() for o in outs).backward()
+        results.append((outs, x.grad, m.weight.grad, [p.weight.grad.clone() for p in projs]))
+    for h in hooks:
+        h.remove()
+    assert seen[:3] == [torch.float32] * 3 and seen[3:] == [torch.bfloat16] * 3, seen
+    (eo, ex, ew, ep), (fo, fx, fw, fp) = results
+    for a, b in zip(eo, fo):
+        fat.assert_close(b, a, 1e-2, 1e-2)
+    for a, b in zip(ep, fp):
+        fat.assert_close(b, a, 1e-2, 1e-2)
+    for got, want in ((fx, ex), (fw, ew)):
+        scale = want.abs().max().item()
+        fat.assert_close(got, want, 2**-5 * scale, 2e-2)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("casting", ["llama", "fp32"])
 @pytest.mark.parametrize("n,block_n", [(100, None), (1000, 256), (1000, 64)])

@@ -188,7 +188,8 @@ def build_cases(f):
     fully-masked rows (masked patterns), and gradients for patterns with a backward."""
     a, p = f.adapter, f.params
     base_dt = f.case.DTYPE
-    supported = list(getattr(a, "DTYPES", ALL_DTYPES))
+    supported = getattr(a, "DTYPES", ALL_DTYPES)  # a list, or a function of the params
+    supported = list(supported(p) if callable(supported) else supported)
     dtypes = [base_dt] + [d for d in ALL_DTYPES if d != base_dt and d in supported]
     traced = interp_shapes(a, f.case.SHAPES, p)
     cases = []
