@@ -310,9 +310,12 @@ var catalog = []*Pattern{
 		Usage: "from {module} import AddLayerNorm\ns, y = AddLayerNorm.from_layer_norm(layer_norm)(x, residual)  # was s = x + residual; y = layer_norm(s)\n" +
 			"# out_dtype in case.py (y read by one GEMM that autocast casts it for): from_layer_norm(layer_norm, y_dtype=torch.bfloat16)",
 		CastsOutput: true,
-		// a residual that broadcasts (position embeddings, a convolution's bias): the
-		// template's backward is ATen's LayerNorm backward and the residual's sum
-		eagerBackward: func(in *Instance) bool { return len(in.Dims) > 1 && numel(in.Dims[1]) < numel(in.Dims[0]) },
+		// a residual that broadcasts other than as one vector of the normalized dim (position
+		// embeddings; a convolution's bias is such a vector: the one-pass backward sums its
+		// gradient): the template's backward is ATen's LayerNorm backward and the residual's sum
+		eagerBackward: func(in *Instance) bool {
+			return len(in.Dims) > 1 && numel(in.Dims[1]) < numel(in.Dims[0]) && numel(in.Dims[1]) != in.Cols
+		},
 		match:         matchAddLayerNorm,
 		toCase:        caseAddLayerNorm,
 		assume:        assumeEps("1e-5"),

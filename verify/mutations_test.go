@@ -258,7 +258,7 @@ var mutations = func() []mutation {
 		{"add_layernorm", "bwd-no-xhat-term", classFormula, "def _add_layernorm_bwd_tile(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - c2[:, None])"},
 		{"add_layernorm", "bwd-no-mean-term", classFormula, "def _add_layernorm_bwd_tile(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - xhat * c1[:, None])"},
 		{"add_layernorm", "bwd-ds-dropped", classFormula, "def _fused_backward(", "HAS_DS=has_ds,", "HAS_DS=False,"},
-		{"add_layernorm", "bwd-group-overwrite", classStride, "def _add_layernorm_bwd(", "tl.store(PART + 2 * g * N + cols, dw", "tl.store(PART + cols, dw"},
+		{"add_layernorm", "bwd-group-overwrite", classStride, "def _add_layernorm_bwd(", "tl.store(PART + K * g * N + cols, dw", "tl.store(PART + cols, dw"},
 		{"add_layernorm", "bwd-last-tile-dropped", classRowLoop, "def _add_layernorm_bwd(", "while r < end:", "while r < end - BLOCK_M:"},
 		{"add_layernorm", "bwd-dbias-as-dweight", classFormula, "def _add_layernorm_bwd_tile(", "db += tl.sum(dy, axis=0)", "db += tl.sum(dy * xhat, axis=0)"},
 		// the channels-first forward on NCHW inputs read in place (the NCHW_VIEWS adversarial
@@ -268,6 +268,10 @@ var mutations = func() []mutation {
 		{"add_layernorm", "cf-mean-over-block", classReduce, cf, "mean = tl.sum(sf, axis=0) / N", "mean = tl.sum(sf, axis=0) / BLOCK_N"},
 		{"add_layernorm", "cf-channel-stride-1", classStride, cf, "c[:, None] * sxn", "c[:, None]"},
 		{"add_layernorm", "cf-stats-row", classRowLoop, cf, "row = b * P + p", "row = b * BLOCK_P + p"},
+		// a vector residual (the stem convolution's bias, the add_layernorm+stem folder): read
+		// with zero strides, its gradient a third partial sum of the one-pass backward
+		{"add_layernorm", "cf-vector-residual-strided", classBiasIndex, "def _batch_layout(", "tail = [0, 0, residual.stride(-1)] if vector else []", "tail = [0, 1, residual.stride(-1)] if vector else []"},
+		{"add_layernorm", "bwd-vector-residual-sums-dy", classFormula, "def _add_layernorm_bwd_tile(", "drs += tl.sum(d, axis=0)", "drs += tl.sum(dy, axis=0)"},
 	}...)
 
 	rows, long := "def _mask_softmax_rows(", "def _mask_softmax_long("

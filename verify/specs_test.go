@@ -42,6 +42,10 @@ var variants = map[string]codegen.Spec{
 	// ConvNeXt's LayerNorm2d (timm) under autocast: channels-first [B, C, H, W], C normalized,
 	// fp32; its backward reads dy in batches of positions (the kernels' *_BATCHED paths)
 	"add_layernorm+cf": {Pattern: "add_layernorm", Dtype: "fp32", Shapes: [][]int64{{2, 96, 7, 7}}, Params: codegen.Params{NormDim: "1"}},
+	// ConvNeXt's stem: the convolution's bias [1, 96, 1, 1] as the residual of its LayerNorm2d
+	// (a vector read with zero strides; its gradient summed in the one-pass backward)
+	"add_layernorm+stem": {Pattern: "add_layernorm", Dtype: "fp32", Shapes: [][]int64{{2, 96, 7, 7}, {1, 96, 1, 1}},
+		Params: codegen.Params{NormDim: "1", ConvBias: true}},
 	// the loss a row (a per-token loss weighted by the caller), fp32 logits, ignore_index 0
 	// (a padding token id): the backward reads a gradient a row
 	"cross_entropy+none": {Pattern: "cross_entropy", Dtype: "fp32", Shapes: [][]int64{{512, 1000}, {512}},

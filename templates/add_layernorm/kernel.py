@@ -19,7 +19,9 @@ writes s and y (rows longer than one block read s back, see below).
   offsets are 64-bit: ``cols * stride`` passes 2**31 in a transposed ``[600000, 4096]`` view.
   The residual may broadcast along x's leading dims (BERT's position embeddings ``[1, S, H]``
   added to ``[B, S, H]``): its rows repeat every ``S`` rows of x and are read, not expanded;
-  its gradient sums over the repeats.
+  its gradient sums over the repeats. A residual that is one vector of the normalized dim (a
+  convolution's bias ``[1, C, 1, 1]`` before ConvNeXt's stem LayerNorm2d) is read with zero
+  strides on every path, the channels-first tile kernel's too.
 - In place: ``out=(x, y)`` or ``out=(residual, y)`` writes the sum over x (or over a residual
   of x's shape): each program reads its row of x and r before it writes that row of s, and
   never reads x or r again. y may not overlap x, the residual or s, and any other overlap of
@@ -39,20 +41,22 @@ writes s and y (rows longer than one block read s back, see below).
   LayerNorm2d returns (its output is the permuted-back view of a [B, H, W, C] tensor), on
   either path, with the same per-row mean and rstd for the backward.
 - Training: ``AddLayerNormFunction`` has a backward. Rows that fit one block (a residual of
-  x's shape) take one Triton pass (``_add_layernorm_bwd``) with the mean/rstd the forward
+  x's shape, or one vector of the columns) take one Triton pass (``_add_layernorm_bwd``) with the mean/rstd the forward
   saved: it reads dy, the sum's own gradient and s once, writes d_x (= d_residual, written
   once more only when the residual has another type) and the weight's and bias' gradients as
   fp32 partial sums per group of rows, which one small kernel (``_sum_parts``) adds up and
-  writes in their types. An NCHW gradient (LayerNorm2d's) is read as batches of H * W rows,
-  each row tile inside one batch (no copy). Longer rows and a
-  broadcast residual go through ATen's ``native_layer_norm_backward``, then the sum's gradient
-  added and cast: d_x = d_residual = that sum.
+  writes in their types; a vector residual's gradient, d_s summed over the rows, is a third
+  partial sum of the same pass. An NCHW gradient (LayerNorm2d's) is read as batches of H * W
+  rows, each row tile inside one batch (no copy). Longer rows and a residual broadcast
+  otherwise go through ATen's ``native_layer_norm_backward``, then the sum's gradient added
+  and cast: d_x = d_residual = that sum.
 
 Interpreter-safe: builtins only, ``tl.full``, no bf16 arithmetic; runtime-length loops are
 ``while`` loops (Triton 3.6's interpreter with numpy 2.4 rejects ``range(runtime N)``).
 """
 
 import functools
+import math
 import os
 
 import torch
@@ -294,14 +298,16 @@ def _bwd_stages(block_m):
 def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
                        pdy, sdyb, sdym, sdyn, pds, sdsb, sdsm, sdsn, ssm, ssn,
                        HAS_DS: tl.constexpr, HAS_W: tl.constexpr, HAS_DR: tl.constexpr, HAS_DWB: tl.constexpr,
-                       DY_BATCHED: tl.constexpr, DS_BATCHED: tl.constexpr,
+                       HAS_DRSUM: tl.constexpr, DY_BATCHED: tl.constexpr, DS_BATCHED: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
     """The backward of rows that fit one block, in one pass: program g takes rows
     [g * rows, (g + 1) * rows) (rows a multiple of BLOCK_M) BLOCK_M at a time, reads dy, ds (the
     sum's own gradient, HAS_DS) and s once, writes d_s = LayerNorm's d_input + ds into DX
     (x's type) and, when the residual has another type, DR (HAS_DR; both contiguous), and adds
-    the weight's and bias' gradients over its rows into PART [G, 2, N] fp32 (HAS_DWB: row
-    (g, 0) sum dy * xhat, (g, 1) sum dy), which _sum_parts adds up. dy's rows come in batches
+    the weight's and bias' gradients over its rows into PART [G, K, N] fp32 (HAS_DWB: row
+    (g, 0) sum dy * xhat, (g, 1) sum dy), and with HAS_DRSUM (a residual that is one vector of
+    the columns: its gradient is d_s summed over the rows; K = 3) row (g, 2) sum d_s, which
+    _sum_parts adds up. dy's rows come in batches
     of pdy rows (_row_batches): row r at (r // pdy) * sdyb + (r % pdy) * sdym, a tile never
     across two batches (DY_BATCHED; else one batch); ds's likewise."""
     g = tl.program_id(0).to(tl.int64)
@@ -312,34 +318,41 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
         w = tl.load(W + cols, mask=cm, other=0.0).to(tl.float32)
     dw = tl.full([BLOCK_N], 0, tl.float32)
     db = tl.full([BLOCK_N], 0, tl.float32)
+    drs = tl.full([BLOCK_N], 0, tl.float32)
     r0 = g * rows
     end = tl.minimum(r0 + rows, M)
     if PIPELINED and STAGES > 1:
         # the next tiles' loads issued while this one is reduced (_bwd_stages)
         for t in tl.range(0, tl.cdiv(end - r0, BLOCK_M), num_stages=STAGES):
-            dw, db = _add_layernorm_bwd_tile(DY, DS, S, MEAN, RSTD, DX, DR, N, r0 + t * BLOCK_M, end, cols, cm, w, dw, db,
-                                             pdy, sdyb, sdym, sdyn, pds, sdsb, sdsm, sdsn, ssm, ssn,
-                                             HAS_DS, HAS_W, HAS_DR, HAS_DWB, DY_BATCHED, DS_BATCHED, BLOCK_M, BLOCK_N)
+            dw, db, drs = _add_layernorm_bwd_tile(DY, DS, S, MEAN, RSTD, DX, DR, N, r0 + t * BLOCK_M, end, cols, cm, w,
+                                                  dw, db, drs, pdy, sdyb, sdym, sdyn, pds, sdsb, sdsm, sdsn, ssm, ssn,
+                                                  HAS_DS, HAS_W, HAS_DR, HAS_DWB, HAS_DRSUM, DY_BATCHED, DS_BATCHED,
+                                                  BLOCK_M, BLOCK_N)
     else:  # the interpreter: the same tiles (its range() takes no tensor bound)
         r = r0
         while r < end:
-            dw, db = _add_layernorm_bwd_tile(DY, DS, S, MEAN, RSTD, DX, DR, N, r, end, cols, cm, w, dw, db,
-                                             pdy, sdyb, sdym, sdyn, pds, sdsb, sdsm, sdsn, ssm, ssn,
-                                             HAS_DS, HAS_W, HAS_DR, HAS_DWB, DY_BATCHED, DS_BATCHED, BLOCK_M, BLOCK_N)
+            dw, db, drs = _add_layernorm_bwd_tile(DY, DS, S, MEAN, RSTD, DX, DR, N, r, end, cols, cm, w,
+                                                  dw, db, drs, pdy, sdyb, sdym, sdyn, pds, sdsb, sdsm, sdsn, ssm, ssn,
+                                                  HAS_DS, HAS_W, HAS_DR, HAS_DWB, HAS_DRSUM, DY_BATCHED, DS_BATCHED,
+                                                  BLOCK_M, BLOCK_N)
             r += BLOCK_M
+    K: tl.constexpr = 3 if HAS_DRSUM else 2
     if HAS_DWB:
-        tl.store(PART + 2 * g * N + cols, dw, mask=cm)
-        tl.store(PART + (2 * g + 1) * N + cols, db, mask=cm)
+        tl.store(PART + K * g * N + cols, dw, mask=cm)
+        tl.store(PART + (K * g + 1) * N + cols, db, mask=cm)
+    if HAS_DRSUM:
+        tl.store(PART + (K * g + 2) * N + cols, drs, mask=cm)
 
 
 @triton.jit
-def _add_layernorm_bwd_tile(DY, DS, S, MEAN, RSTD, DX, DR, N, r, end, cols, cm, w, dw, db,
+def _add_layernorm_bwd_tile(DY, DS, S, MEAN, RSTD, DX, DR, N, r, end, cols, cm, w, dw, db, drs,
                             pdy, sdyb, sdym, sdyn, pds, sdsb, sdsm, sdsn, ssm, ssn,
                             HAS_DS: tl.constexpr, HAS_W: tl.constexpr, HAS_DR: tl.constexpr, HAS_DWB: tl.constexpr,
-                            DY_BATCHED: tl.constexpr, DS_BATCHED: tl.constexpr,
+                            HAS_DRSUM: tl.constexpr, DY_BATCHED: tl.constexpr, DS_BATCHED: tl.constexpr,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """_add_layernorm_bwd's work on the tile of rows [r, r + BLOCK_M) (those below end): d_s
-    written, the rows' weight and bias gradients added to dw and db, returned."""
+    written, the rows' weight and bias gradients added to dw and db and d_s to drs (a vector
+    residual's gradient), returned."""
     i = tl.arange(0, BLOCK_M).to(tl.int64)
     rm = r + i
     rmask = rm < end
@@ -372,7 +385,9 @@ def _add_layernorm_bwd_tile(DY, DS, S, MEAN, RSTD, DX, DR, N, r, end, cols, cm, 
     if HAS_DWB:
         dw += tl.sum(dy * xhat, axis=0)
         db += tl.sum(dy, axis=0)
-    return dw, db
+    if HAS_DRSUM:  # d is 0 in rows past the end (rstd loads 0); columns past N are never stored
+        drs += tl.sum(d, axis=0)
+    return dw, db, drs
 
 
 # --- fa:shared sumparts ---
@@ -755,34 +770,47 @@ def _check(x, residual, weight, bias):
     return rr
 
 
+def _vector_residual(x, residual):
+    """Whether the residual is one vector of x's columns broadcast over every other dim (a
+    convolution's bias [1, C, 1, 1] on a channels-first x, seen with C moved last)."""
+    return residual.shape != x.shape and residual.numel() == x.shape[-1] and residual.shape[-1] == x.shape[-1]
+
+
 def _batch_layout(x, residual):
     """(B, P, x's and the residual's (batch, position, column) strides) when x and a residual of
-    its shape are read by _add_layernorm_cf_fwd as B batches of P positions (rows) rather than
-    by rows: x of 3 or more dims, and either one of the two with its columns not at unit stride
-    (a contiguous NCHW tensor with C moved last: positions at stride 1, C at stride H * W; the
-    row kernel would copy it when it has no [rows, N] view, and read each row's elements a
-    memory sector apart when it has one, as an NCHW tensor of one batch has), or rows of at
-    most CF_SHORT_N (channels_last: the row kernel would run one warp a row). Both with a
-    [rows, N] view: one batch of every row; else each with its dims between the first and the
-    last one evenly strided run. None otherwise."""
-    if x.dim() < 3 or residual.shape != x.shape:
+    its shape, or a vector of its columns (_vector_residual: strides 0, 0 and its own), are
+    read by _add_layernorm_cf_fwd as B batches of P positions (rows) rather than by rows: x of
+    3 or more dims, and either x or the residual with its columns not at unit stride (a
+    contiguous NCHW tensor with C moved last: positions at stride 1, C at stride H * W; the row
+    kernel would copy it when it has no [rows, N] view, and read each row's elements a memory
+    sector apart when it has one, as an NCHW tensor of one batch has), or rows of at most
+    CF_SHORT_N (channels_last: the row kernel would run one warp a row). Both with a [rows, N]
+    view: one batch of every row; else each with its dims between the first and the last one
+    evenly strided run. None otherwise."""
+    vector = _vector_residual(x, residual)
+    if x.dim() < 3 or residual.shape != x.shape and not vector:
         return None
     n = x.shape[-1]
+    tensors = (x,) if vector else (x, residual)
+    tail = [0, 0, residual.stride(-1)] if vector else []  # the vector's strides: the same columns everywhere
     if x.stride(-1) == 1 and residual.stride(-1) == 1:
         if n > CF_SHORT_N:
             return None
-        if x.is_contiguous() and residual.is_contiguous():
-            return 1, x.numel() // n, [0, n, 1] * 2
-    rows = [_one_stride(t.shape[:-1], t.stride()[:-1]) for t in (x, residual)]
+        if all(t.is_contiguous() for t in tensors):
+            return 1, x.numel() // n, [0, n, 1] * len(tensors) + tail
+    rows = [_one_stride(t.shape[:-1], t.stride()[:-1]) for t in tensors]
     if None not in rows:
-        return 1, x.numel() // n, [0, rows[0], x.stride(-1), 0, rows[1], residual.stride(-1)]
+        strides = []
+        for t, row in zip(tensors, rows):
+            strides += [0, row, t.stride(-1)]
+        return 1, x.numel() // n, strides + tail
     strides = []
-    for t in (x, residual):
+    for t in tensors:
         sp = _one_stride(t.shape[1:-1], t.stride()[1:-1])
         if sp is None:
             return None
         strides += [t.stride(0), sp, t.stride(-1)]
-    return x.shape[0], x.numel() // (x.shape[0] * n), strides
+    return x.shape[0], x.numel() // (x.shape[0] * n), strides + tail
 
 
 def _channels_last_view(t, dim):
@@ -900,9 +928,11 @@ def _channels_first_forward(x, residual, weight, bias, eps, s, y, mean, rstd, st
 
 
 class AddLayerNormFunction(torch.autograd.Function):
-    """Autograd for add_layer_norm: one Triton pass for d_x, d_residual and the weight's and
-    bias' per-program partial sums with the saved mean/rstd, then their sum (rows longer than
-    a block, or a broadcast residual: ATen native_layer_norm_backward)."""
+    """Autograd for add_layer_norm: one Triton pass for d_x, d_residual (or, for a residual that
+    is one vector of the columns, its per-program partial sums) and the weight's and bias'
+    per-program partial sums with the saved mean/rstd, then their sum (rows longer than a
+    block, or a residual broadcast otherwise, position embeddings: ATen
+    native_layer_norm_backward)."""
 
     @staticmethod
     def forward(ctx, x, residual, weight, bias, eps, y_dtype=None):
@@ -917,8 +947,9 @@ class AddLayerNormFunction(torch.autograd.Function):
     def backward(ctx, ds, dy):
         s, weight, bias, mean, rstd = ctx.saved_tensors
         n = s.shape[-1]
-        if n and s.numel() and n <= _plan(n, MAX_BLOCK_N)[0] and ctx.rshape == s.shape:
-            return _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd)
+        vector = ctx.rshape != s.shape and math.prod(ctx.rshape) == n and ctx.rshape[-1] == n
+        if n and s.numel() and n <= _plan(n, MAX_BLOCK_N)[0] and (ctx.rshape == s.shape or vector):
+            return _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd, vector)
         # rows longer than a block, or a broadcast residual: ATen's LayerNorm backward (which
         # reads dy and s again for the weight's and bias' gradients), then the sum's gradient
         # added and cast to x's and the residual's types
@@ -990,19 +1021,21 @@ def _tile_rows_for(bm, batches):
     return bm
 
 
-def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
+def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd, vector=False):
     """AddLayerNormFunction's backward in _add_layernorm_bwd's one pass (rows that fit one
-    block, a residual of x's shape), then _sum_parts for the weight's and bias' gradients:
-    (d_x, d_residual, d_weight, d_bias, None)."""
+    block, a residual of x's shape or, with vector, one vector of the columns), then _sum_parts
+    for the weight's and bias' gradients (and the vector residual's): (d_x, d_residual,
+    d_weight, d_bias, None)."""
     xd, rd = ctx.dtypes
     n = s.shape[-1]
     M = s.numel() // n
     if dy is None:
         dy = torch.zeros_like(s)
     dx = torch.empty(s.shape, dtype=xd, device=s.device)
-    dr = dx if rd == xd else torch.empty(s.shape, dtype=rd, device=s.device)
     need_w = weight is not None and ctx.needs_input_grad[2]
     need_b = bias is not None and ctx.needs_input_grad[3]
+    need_r = vector and ctx.needs_input_grad[1]  # the vector's gradient: d_s summed over the rows
+    dr = dx if rd == xd or vector else torch.empty(s.shape, dtype=rd, device=s.device)
     w = weight if weight is None or weight.stride(0) == 1 else weight.contiguous()  # read as contiguous
     has_ds = ds is not None
     dy = _row_batches(dy)
@@ -1015,17 +1048,24 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd):
     rows = max(BWD_MIN_ROWS, -(-M // BWD_GROUPS))
     rows = -(-rows // bm) * bm  # whole tiles per program
     groups = -(-M // rows)
-    part = torch.empty((groups, 2, n), dtype=torch.float32, device=s.device) if need_w or need_b else mean
+    k = 3 if need_r else 2
+    part = torch.empty((groups, k, n), dtype=torch.float32, device=s.device) if need_w or need_b or need_r else mean
     _launch(_add_layernorm_bwd, (groups,),
             (dy[0], ds[0], s2, s2 if w is None else w, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
              *dy[1:], *ds[1:], ssm, ssn),
             num_warps=_bwd_warps(bm * block, dy_batched or ds_batched), HAS_DS=has_ds, HAS_W=weight is not None,
-            HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, DY_BATCHED=dy_batched, DS_BATCHED=ds_batched,
-            BLOCK_M=bm, BLOCK_N=block, STAGES=_bwd_stages(bm))
+            HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, HAS_DRSUM=need_r, DY_BATCHED=dy_batched,
+            DS_BATCHED=ds_batched, BLOCK_M=bm, BLOCK_N=block, STAGES=_bwd_stages(bm))
     dw = torch.empty(n, dtype=weight.dtype, device=s.device) if need_w else None
     db = torch.empty(n, dtype=bias.dtype, device=s.device) if need_b else None
-    if need_w or need_b:  # part [groups, 2, n]: row 0 the weight's sums, row 1 the bias'
+    if need_w or need_b:  # part [groups, k, n]: row 0 the weight's sums, row 1 the bias'
         _part_sums(part, [g for g in (dw, db) if g is not None], 0 if need_w else 1)
+    if vector:  # row 2 the vector residual's
+        dr = None
+        if need_r:
+            dr = torch.empty(n, dtype=rd, device=s.device)
+            _part_sums(part, [dr], 2)
+            dr = dr.view(ctx.rshape)
     return dx, dr, dw, db, None, None
 
 

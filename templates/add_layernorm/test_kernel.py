@@ -451,6 +451,39 @@ def test_broadcast_residual(device, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("shapes,params", [
+    # ConvNeXt's stem: the convolution's bias [1, C, 1, 1] before its LayerNorm2d (NCHW x: the
+    # channels-first tile kernel, the one-pass backward reading the NCHW gradient in batches)
+    ([[2, 8, 5, 7], [1, 8, 1, 1]], {"eps": 1e-6, "norm_dim": "1", "conv_bias": True}),
+    # a vector of the last dim on rows (the row kernel; the same backward)
+    ([[4, 6, 40], [40]], {"eps": 1e-5}),
+], ids=["stem", "rows"])
+def test_vector_residual(device, dtype, shapes, params, monkeypatch):
+    """A residual that is one vector of the normalized dim: read with zero strides in the
+    forward (the channels-first kernel too, not a copy of x's rows) and its gradient summed in
+    the one-pass backward (a third partial sum), both checked against eager's."""
+    calls = {"cf": 0, "vector": 0}
+    cf, fused = kernel._channels_first_forward, kernel._fused_backward
+
+    def cf_spy(*args, **kwargs):
+        calls["cf"] += 1
+        return cf(*args, **kwargs)
+
+    def fused_spy(*args, **kwargs):
+        calls["vector"] += bool(args[-1] if len(args) > 8 else kwargs.get("vector"))
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(kernel, "_channels_first_forward", cf_spy)
+    monkeypatch.setattr(kernel, "_fused_backward", fused_spy)
+    fat.run_case(kernel, ref, adapter, shapes, dtype, params, device, 1)
+    fat.run_grad_case(kernel, ref, adapter, shapes, dtype, params, device, 2)
+    assert calls["vector"] > 0, "the vector residual's backward went through ATen"
+    if params.get("norm_dim") == "1":
+        assert calls["cf"] > 0, "the NCHW x was copied to rows instead of read by the channels-first kernel"
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("over", ["x", "residual"])
 @pytest.mark.parametrize("n,block_n", [(100, None), (1000, 256), (1000, 64)])
 def test_in_place(device, over, n, block_n):
