@@ -24,16 +24,12 @@ flushed).
 """
 
 import copy
-import sys
 
 import probekit  # noqa: I100 -- before torch: --smoke sets TRITON_INTERPRET
 
 import torch  # noqa: E402
 
-KERNELS = "--kernels" in sys.argv  # this probe's own flag (probekit.arguments has the others)
-if KERNELS:
-    sys.argv.remove("--kernels")
-args = probekit.arguments(__doc__)
+args = probekit.arguments(__doc__, kernels=True)
 kernel = probekit.load_template("layernorm_linear", "kernel")
 SMOKE = args.smoke
 dev = "cpu" if SMOKE else "cuda"
@@ -96,18 +92,10 @@ def main():
                 m = base if name == "eager" else variant(base, "eager" if name == "compile" else name)
                 fwd = torch.compile(m) if name == "compile" else None
                 step, params = step_fn(m, x, dy, fwd)
-                got = step()
+                reorder = None
                 if name == "fused+bias":  # the conv's bias is the module's pre_bias: eager's order
-                    got = (got[0], got[1], got[6], *got[2:6])
-                diff = probekit.max_diff(got, want)
-                bad = probekit.wrong(diff, want, 5e-2)
-                timer = probekit.wall_timer if SMOKE else probekit.gpu_timer
-                times = timer(step)
-                cfg = ""
-                if KERNELS and not SMOKE:
-                    ks = probekit.device_times(step, calls=5)
-                    cfg = "; ".join(f"{k[:48]} {v:.1f}" for k, v in ks.most_common(8))
-                table.row(label, name, times, cfg, diff, bad)
+                    reorder = lambda got: (got[0], got[1], got[6], *got[2:6])  # noqa: E731
+                probekit.variant_row(table, args, label, name, step, want, 5e-2, reorder)
             except Exception as e:  # noqa: BLE001 -- a variant that fails is a row
                 table.error(label, name, e)
 

@@ -23,16 +23,12 @@ flushed).
 """
 
 import copy
-import sys
 
 import probekit  # noqa: I100 -- before torch: --smoke sets TRITON_INTERPRET
 
 import torch  # noqa: E402
 
-KERNELS = "--kernels" in sys.argv  # this probe's own flag (probekit.arguments has the others)
-if KERNELS:
-    sys.argv.remove("--kernels")
-args = probekit.arguments(__doc__)
+args = probekit.arguments(__doc__, kernels=True)
 kernel = probekit.load_template("rmsnorm_pyops", "kernel")
 SMOKE = args.smoke
 dev = "cpu" if SMOKE else "cuda"
@@ -109,16 +105,7 @@ def main():
                     m = base if name == "eager" else variant(base, "eager" if name == "compile" else name)
                     fwd = torch.compile(m) if name == "compile" else None
                     step = step_fn(m, x, dys, fwd, backward=mode == "full")
-                    got = step()
-                    diff = probekit.max_diff(got, want)
-                    bad = probekit.wrong(diff, want, 5e-2)
-                    timer = probekit.wall_timer if SMOKE else probekit.gpu_timer
-                    times = timer(step)
-                    cfg = ""
-                    if KERNELS and not SMOKE:
-                        ks = probekit.device_times(step, calls=5)
-                        cfg = "; ".join(f"{k[:40]} {v:.1f}" for k, v in ks.most_common(8))
-                    table.row(f"{label} {mode}", name, times, cfg, diff, bad)
+                    probekit.variant_row(table, args, f"{label} {mode}", name, step, want, 5e-2)
                 except Exception as e:  # noqa: BLE001 -- a variant that fails is a row
                     table.error(f"{label} {mode}", name, e)
 

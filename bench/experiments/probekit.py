@@ -35,15 +35,17 @@ def load_template(pattern, module):
     return mod
 
 
-def arguments(doc, compile_=True, quick=False):
-    """The probes' command line: --only, --json, --smoke, and --compile and --quick where the
-    probe has them."""
+def arguments(doc, compile_=True, quick=False, kernels=False):
+    """The probes' command line: --only, --json, --smoke, and --compile, --quick and --kernels
+    where the probe has them."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--only", default="", help="cases whose label contains this")
     if compile_:
         ap.add_argument("--compile", action="store_true", help="also torch.compile of the reference chain")
     if quick:
         ap.add_argument("--quick", action="store_true", help="sweep the knobs one at a time")
+    if kernels:
+        ap.add_argument("--kernels", action="store_true", help="list each variant's kernels by device time")
     ap.add_argument("--json", action="store_true", help="one JSON object per row instead of the table")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU under TRITON_INTERPRET=1")
     return ap.parse_args()
@@ -95,6 +97,22 @@ def max_diff(got, want):
 def wrong(diff, want, atol):
     """Whether a variant's max difference is past atol relative to the reference's magnitude."""
     return not diff <= atol * (1 + max(t.float().abs().max().item() for t in want))
+
+
+def variant_row(table, args, label, name, step, want, atol, reorder=None):
+    """One variant's row: step() checked against want (reorder, if given, maps its results to
+    want's order first; wrong past atol), timed (the GPU timer, or the wall timer with
+    --smoke), and with --kernels its kernels by device time in the config column."""
+    got = step()
+    if reorder is not None:
+        got = reorder(got)
+    diff = max_diff(got, want)
+    times = (wall_timer if args.smoke else gpu_timer)(step)
+    cfg = ""
+    if getattr(args, "kernels", False) and not args.smoke:
+        ks = device_times(step, calls=5)
+        cfg = "; ".join(f"{k[:48]} {v:.1f}" for k, v in ks.most_common(8))
+    table.row(label, name, times, cfg, diff, wrong(diff, want, atol))
 
 
 class Table:
