@@ -316,10 +316,10 @@ var catalog = []*Pattern{
 		eagerBackward: func(in *Instance) bool {
 			return len(in.Dims) > 1 && numel(in.Dims[1]) < numel(in.Dims[0]) && numel(in.Dims[1]) != in.Cols
 		},
-		match:         matchAddLayerNorm,
-		toCase:        caseAddLayerNorm,
-		assume:        assumeEps("1e-5"),
-		check:         checkResidualBroadcast,
+		match:  matchAddLayerNorm,
+		toCase: caseAddLayerNorm,
+		assume: assumeEps("1e-5"),
+		check:  checkResidualBroadcast,
 	},
 	{
 		ID:       "dropout_add",
@@ -348,12 +348,12 @@ var catalog = []*Pattern{
 		Refuses:  "an rsqrt not fed by mean(x^2) over the last dim, or whose result does not scale the same x",
 		Template: "rmsnorm_pyops",
 		Params:   []Param{paramEps(1e-6), paramCasting, paramOutDtype},
-		Usage: "from {module} import RMSNorm\nnorm = RMSNorm.from_module(llama_rms_norm)  # was LlamaRMSNorm\ny = norm(x)\n" +
-			"# out_dtype in case.py (fp32 y read only by GEMMs that autocast casts it for, e.g. q/k/v_proj):\n" +
-			"# RMSNorm.from_module(llama_rms_norm, out_dtype=torch.bfloat16) writes that cast once",
-		match:  matchRMSNormPyops,
-		toCase: caseRMSNormPyops,
-		assume: assumeEps("1e-6"),
+		Usage:    "from {module} import RMSNorm\nnorm = RMSNorm.from_module(llama_rms_norm)  # was LlamaRMSNorm\ny = norm(x)",
+		advise:   adviseRMSNorm,
+		note:     noteRMSNorm,
+		match:    matchRMSNormPyops,
+		toCase:   caseRMSNormPyops,
+		assume:   assumeEps("1e-6"),
 		// y in the GEMMs' 16-bit type where autocast casts it for each of them (Llama's q, k,
 		// v and gate, up projections)
 		CastsOutput: true,
@@ -423,6 +423,13 @@ const convResidualNote = "the residual is the bias of the convolution before the
 	"y is the norm's output (s, the sum, is not needed); the backward sums the bias gradient, where eager's convolution backward sums it " +
 	"over the permuted output gradient"
 
+// outCastNote says how to have rmsnorm_pyops' module write its output cast for the GEMMs
+// that read it (Params.OutCast).
+const outCastNote = "the norm's fp32 output is read only by GEMMs that autocast casts it for (q/k/v, gate/up): " +
+	"norm = RMSNorm.from_module(llama_rms_norm, out_dtype=torch.bfloat16) (the autocast dtype, case.py's out_dtype) " +
+	"writes that cast once and the GEMMs cast nothing; their gradients then reach the norm summed in that dtype " +
+	"by autograd, where eager sums them in fp32"
+
 // paramNote is a pattern's advice and folder note for a parameter that changes how its
 // module is swapped in: where on(a shape group's parameters), text (the advice's line says
 // "where NAME: text").
@@ -450,6 +457,7 @@ var (
 	adviseAddLayerNorm, noteAddLayerNorm       = paramNote("conv_bias", convBias, convResidualNote)
 	adviseLayerNormLinear, noteLayerNormLinear = paramNote("conv_bias", convBias, convBiasNote)
 	adviseDropoutAdd, noteDropoutAdd           = paramNote("gemm_bias", func(p Params) bool { return p.GEMMBias }, gemmBiasNote)
+	adviseRMSNorm, noteRMSNorm                 = paramNote("out_cast", func(p Params) bool { return p.OutCast }, outCastNote)
 )
 
 func adviseAttention(o *Opportunity) []string {
