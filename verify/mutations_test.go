@@ -258,7 +258,7 @@ var mutations = func() []mutation {
 		{"add_layernorm", "bwd-no-xhat-term", classFormula, "def _add_layernorm_bwd_tile(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - c2[:, None])"},
 		{"add_layernorm", "bwd-no-mean-term", classFormula, "def _add_layernorm_bwd_tile(", "d = (wdy - (xhat * c1[:, None] + c2[:, None]))", "d = (wdy - xhat * c1[:, None])"},
 		{"add_layernorm", "bwd-ds-dropped", classFormula, "def _fused_backward(", "HAS_DS=has_ds,", "HAS_DS=False,"},
-		{"add_layernorm", "bwd-group-overwrite", classStride, "def _add_layernorm_bwd(", "tl.store(PART + K * g * N + cols, dw", "tl.store(PART + cols, dw"},
+		{"add_layernorm", "bwd-group-overwrite", classStride, "def _add_layernorm_bwd(", "tl.store(PART + PARTS * g * N + cols, dw", "tl.store(PART + cols, dw"},
 		{"add_layernorm", "bwd-last-tile-dropped", classRowLoop, "def _add_layernorm_bwd(", "while r < end:", "while r < end - BLOCK_M:"},
 		{"add_layernorm", "bwd-dbias-as-dweight", classFormula, "def _add_layernorm_bwd_tile(", "db += tl.sum(dy, axis=0)", "db += tl.sum(dy * xhat, axis=0)"},
 		// the channels-first forward on NCHW inputs read in place (the NCHW_VIEWS adversarial

@@ -298,15 +298,15 @@ def _bwd_stages(block_m):
 def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
                        pdy, sdyb, sdym, sdyn, pds, sdsb, sdsm, sdsn, ssm, ssn,
                        HAS_DS: tl.constexpr, HAS_W: tl.constexpr, HAS_DR: tl.constexpr, HAS_DWB: tl.constexpr,
-                       HAS_DRSUM: tl.constexpr, DY_BATCHED: tl.constexpr, DS_BATCHED: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+                       HAS_DRSUM: tl.constexpr, PARTS: tl.constexpr, DY_BATCHED: tl.constexpr,
+                       DS_BATCHED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
     """The backward of rows that fit one block, in one pass: program g takes rows
     [g * rows, (g + 1) * rows) (rows a multiple of BLOCK_M) BLOCK_M at a time, reads dy, ds (the
     sum's own gradient, HAS_DS) and s once, writes d_s = LayerNorm's d_input + ds into DX
     (x's type) and, when the residual has another type, DR (HAS_DR; both contiguous), and adds
-    the weight's and bias' gradients over its rows into PART [G, K, N] fp32 (HAS_DWB: row
+    the weight's and bias' gradients over its rows into PART [G, PARTS, N] fp32 (HAS_DWB: row
     (g, 0) sum dy * xhat, (g, 1) sum dy), and with HAS_DRSUM (a residual that is one vector of
-    the columns: its gradient is d_s summed over the rows; K = 3) row (g, 2) sum d_s, which
+    the columns: its gradient is d_s summed over the rows; PARTS 3) row (g, 2) sum d_s, which
     _sum_parts adds up. dy's rows come in batches
     of pdy rows (_row_batches): row r at (r // pdy) * sdyb + (r % pdy) * sdym, a tile never
     across two batches (DY_BATCHED; else one batch); ds's likewise."""
@@ -336,12 +336,11 @@ def _add_layernorm_bwd(DY, DS, S, W, MEAN, RSTD, DX, DR, PART, M, N, rows,
                                                   HAS_DS, HAS_W, HAS_DR, HAS_DWB, HAS_DRSUM, DY_BATCHED, DS_BATCHED,
                                                   BLOCK_M, BLOCK_N)
             r += BLOCK_M
-    K: tl.constexpr = 3 if HAS_DRSUM else 2
     if HAS_DWB:
-        tl.store(PART + K * g * N + cols, dw, mask=cm)
-        tl.store(PART + (K * g + 1) * N + cols, db, mask=cm)
+        tl.store(PART + PARTS * g * N + cols, dw, mask=cm)
+        tl.store(PART + (PARTS * g + 1) * N + cols, db, mask=cm)
     if HAS_DRSUM:
-        tl.store(PART + (K * g + 2) * N + cols, drs, mask=cm)
+        tl.store(PART + (PARTS * g + 2) * N + cols, drs, mask=cm)
 
 
 @triton.jit
@@ -1054,7 +1053,7 @@ def _fused_backward(ctx, ds, dy, s, weight, bias, mean, rstd, vector=False):
             (dy[0], ds[0], s2, s2 if w is None else w, mean, rstd, dx, dr, part, M, n, rows,  # s2: a dummy
              *dy[1:], *ds[1:], ssm, ssn),
             num_warps=_bwd_warps(bm * block, dy_batched or ds_batched), HAS_DS=has_ds, HAS_W=weight is not None,
-            HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, HAS_DRSUM=need_r, DY_BATCHED=dy_batched,
+            HAS_DR=dr is not dx, HAS_DWB=need_w or need_b, HAS_DRSUM=need_r, PARTS=k, DY_BATCHED=dy_batched,
             DS_BATCHED=ds_batched, BLOCK_M=bm, BLOCK_N=block, STAGES=_bwd_stages(bm))
     dw = torch.empty(n, dtype=weight.dtype, device=s.device) if need_w else None
     db = torch.empty(n, dtype=bias.dtype, device=s.device) if need_b else None
