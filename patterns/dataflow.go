@@ -280,6 +280,14 @@ const maxScan = 48
 //     a norm's one input): parallel-residual blocks (GPT-NeoX: x + attn(ln1(x)) +
 //     mlp(ln2(x))) normalize x again after the attention read ln1(x). A norm's fresh
 //     output stays the choice: CLIP's pre_layrnorm feeds layer_norm1 directly.
+//  6. A sin reads what the cos just before it read (and a cos a sin's), where that value
+//     is a candidate: the rotary and sinusoidal tables compute both of one angle
+//     (emb.cos() * s; emb.sin() * s), and the newest value of the angle's shape is the
+//     cos's own result by then.
+//  7. A run of r identical casts (the same op, input sizes and type, target) in a row
+//     reads the r newest candidates that nothing has read yet, oldest first, where the
+//     newest candidate is one of them: `return cos.to(dt), sin.to(dt)`, where the newest
+//     value is sin's and cos's was never read.
 func (g *graph) infer() {
 	g.inferred = true
 	table := map[uint64][]entry{}
@@ -385,6 +393,10 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 			choice := c[0]
 			if p := g.src[choice]; normOps[g.name[b]] && p >= 0 && len(g.cons[p]) > 0 { // rule 5
 				choice = g.preferNormInput(b, c)
+			} else if a := g.sameAngle(b, c); a >= 0 { // rule 6
+				choice = a
+			} else if u := g.unreadRun(c, g.castRun(b)); u >= 0 { // rule 7
+				choice = u
 			}
 			g.link(b, pos[0], choice)
 		}
@@ -435,6 +447,86 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		g.link(b, pos[bestK], choice)
 		g.markChain(choice, taken)
 	}
+}
+
+// angleOps pairs the functions computed of one angle (rule 6 of infer).
+var angleOps = map[string]string{"sin": "cos", "cos": "sin"}
+
+// sameAngle is, for a sin (cos) node b, the value the newest cos (sin) before it on its
+// thread read when that cos's input has b's sizes and type and the value is among b's
+// candidates c, else -1. Rule 6 of infer.
+func (g *graph) sameAngle(b int32, c []int32) int32 {
+	partner, ok := angleOps[g.name[b]]
+	if !ok {
+		return -1
+	}
+	ins := g.t.Ops[g.nodes[b]].Inputs
+	thread := g.t.Ops[g.nodes[b]].Thread
+	for a := b - 1; a >= 0 && a >= b-maxScan; a-- {
+		op := &g.t.Ops[g.nodes[a]]
+		if op.Thread != thread || g.barrier[a+1] {
+			return -1
+		}
+		if g.name[a] != partner {
+			continue
+		}
+		if len(op.Inputs) == 0 || len(ins) == 0 || !eqDims(op.Inputs[0].Dims, ins[0].Dims) || op.Inputs[0].Type != ins[0].Type ||
+			len(g.dir[a]) == 0 || !slices.Contains(c, g.dir[a][0]) {
+			return -1
+		}
+		return g.dir[a][0]
+	}
+	return -1
+}
+
+// castRun is the length of the run of casts starting at node b: b and the nodes right after
+// it on its thread that are the same cast (op name, input sizes and type, concrete
+// arguments), 0 when b is no cast. Rule 7 of infer.
+func (g *graph) castRun(b int32) int {
+	op := &g.t.Ops[g.nodes[b]]
+	if !castOps[op.Name] || len(op.Inputs) == 0 {
+		return 0
+	}
+	r := 1
+	for n := b + 1; int(n) < len(g.nodes) && !g.barrier[n]; n++ {
+		o := &g.t.Ops[g.nodes[n]]
+		if o.Name != op.Name || o.Thread != op.Thread || len(o.Inputs) != len(op.Inputs) || !sameInputs(o.Inputs, op.Inputs) {
+			break
+		}
+		r++
+	}
+	return r
+}
+
+// sameInputs says whether two ops' inputs have the same sizes, types and concrete values.
+func sameInputs(a, b []trace.Input) bool {
+	for i := range a {
+		if !eqDims(a[i].Dims, b[i].Dims) || a[i].Type != b[i].Type || a[i].Concrete != b[i].Concrete {
+			return false
+		}
+	}
+	return true
+}
+
+// unreadRun is, for the first of a run of r > 1 casts (castRun), the r-th newest of the
+// candidates c that no op has read yet, where the newest candidate is one of them, else -1:
+// the run reads those r values oldest first (rule 7 of infer).
+func (g *graph) unreadRun(c []int32, r int) int32 {
+	if r < 2 {
+		return -1
+	}
+	var u []int32
+	for _, n := range c {
+		if s := g.src[n]; !g.realUse[n] && !g.viewUse[n] && (s < 0 || len(g.cons[s]) == 0) {
+			if u = append(u, n); len(u) == r {
+				break
+			}
+		}
+	}
+	if len(u) < r || u[0] != c[0] {
+		return -1
+	}
+	return u[r-1]
 }
 
 // preferComputed reorders a later operand's candidates: values that so far were

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -496,5 +497,51 @@ func TestRotaryFromKineto(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != "mul,mul,add" {
 		t.Errorf("generic chains %q, want one mul,mul,add", got)
+	}
+}
+
+// TestRotaryTables: HF's rotary tables, cos = emb.cos() * s; sin = emb.sin() * s; returned
+// cast, read from the Kineto trace alone as the execution trace reads them: the sin reads the
+// angle the cos read (rule 6 of infer), not the cos's product, the newest value of that shape;
+// the two casts read the two products in order (rule 7), not both the sin's. Without the
+// casts (a training step in fp32 tables) the two chains are cos, mul and sin, mul.
+func TestRotaryTables(t *testing.T) {
+	const emb = "f32:1x512x64"
+	tables := []op{
+		{name: "cat", in: []string{"", "=-1"}},
+		{name: "cos", in: []string{emb}},
+		{name: "mul", in: []string{emb, "=1.0"}},
+		{name: "sin", in: []string{emb}},
+		{name: "mul", in: []string{emb, "=1.0"}},
+	}
+	casts := []op{{name: "to", in: []string{emb, "=15"}}, {name: "to", in: []string{emb, "=15"}}}
+	for _, tc := range []struct {
+		name string
+		ops  []op
+		want []string
+	}{
+		{"cast", append(slices.Clone(tables), casts...), []string{"cos,mul,to", "sin,mul,to"}},
+		{"fp32", slices.Clone(tables), []string{"cos,mul", "sin,mul"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := synth(tc.ops...)
+			for i := range tr.Ops {
+				if tr.Ops[i].Name == "aten::cat" {
+					tr.Ops[i].Inputs[0] = trace.Input{Type: "TensorList", List: [][]int64{{1, 512, 32}, {1, 512, 32}}}
+				}
+			}
+			r, err := Analyze([]*trace.Trace{tr}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range r.GenericChains {
+				got = append(got, strings.Join(c.Ops, ","))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("generic chains %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
