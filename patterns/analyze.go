@@ -584,7 +584,8 @@ func round2(x float64) float64 { return math.Round(x*100) / 100 }
 // backward finds the backward ops the instance's forward ops caused (Op.Bwd on
 // the ops or their descendants) and sums their GPU time, each with what the engine runs
 // for its gradients after the node (bwdOps), and after the backward of a cast the instance
-// took, the sums of that value's gradients (accumulations).
+// took, the sums of that value's gradients (accumulations; for GEMMs run as one over
+// concatenated weights, concatSums).
 func backward(t *trace.Trace, in *Instance) (bool, float64) {
 	seen := map[int32]bool{}
 	var ns int64
@@ -610,6 +611,10 @@ func backward(t *trace.Trace, in *Instance) (bool, float64) {
 		walk(id)
 	}
 	ns += takenBiasNs(t, in, seen)
+	for _, id := range concatSums(t, in) { // the sums its concatenated GEMM makes needless
+		n, _ := subtreeActs(t, id)
+		ns += n
+	}
 	return len(seen) > 0, float64(ns) / 1e3
 }
 

@@ -279,3 +279,84 @@ func TestOutputCastsBackwardSums(t *testing.T) {
 		t.Errorf("three readers' backward %v µs, one reader's %v: want two bf16 adds (%v µs each) between them", us[1], us[0], add)
 	}
 }
+
+// TestConcatCastSums: a layernorm_linear whose GEMMs run as one over their concatenated
+// weights (BERT's Q, K and V: ConcatN) gives the norm's output one gradient, so the engine's
+// sums of its readers' gradients after the casts' backward are the instance's, all but one:
+// two of a pre-norm block's two, two of a post-norm block's three (its residual keeps one).
+// GEMMs that cannot be concatenated (other weights' shapes) claim none of them.
+func TestConcatCastSums(t *testing.T) {
+	const x = "f32:8x128x768"
+	// (weights of other output sizes than 768: their outputs are no candidates for the next
+	// GEMM's input in the synthetic trace's inferred dataflow)
+	linear := func(w string) op {
+		in := []string{x, w}
+		if w != "bf16:1536x768" {
+			in = append(in, "bf16:"+strings.TrimSuffix(strings.TrimPrefix(w, "bf16:"), "x768"))
+		}
+		return op{name: "linear", in: in, kids: []op{
+			{name: "to", in: []string{x, "=15"}, kids: []op{{name: "_to_copy", in: []string{x, "=15"}}}}}}
+	}
+	ln := op{name: "layer_norm", in: []string{x, "=[768]", "f32:768", "f32:768", "=1e-05", "=True"}}
+	for _, tc := range []struct {
+		name    string
+		weights []string
+		sums    int     // the sums in the casts' backward nodes
+		claimed float64 // the sums claimed, µs (3 each)
+	}{
+		{"pre-norm Q, K, V", []string{"bf16:1024x768", "bf16:1280x768", "bf16:2048x768"}, 2, 6},
+		{"post-norm Q, K, V", []string{"bf16:1024x768", "bf16:1280x768", "bf16:2048x768"}, 3, 6},
+		// one GEMM with a bias, one without: not one GEMM over concatenated weights
+		{"not concatenated", []string{"bf16:1024x768", "bf16:1536x768"}, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := []op{ln}
+			for _, w := range tc.weights {
+				ops = append(ops, linear(w))
+			}
+			tr := synth(ops...)
+			var casts, toCopies []int32
+			for i := range tr.Ops {
+				switch tr.Ops[i].Name {
+				case "aten::to":
+					casts = append(casts, int32(i))
+				case "aten::_to_copy":
+					toCopies = append(toCopies, int32(i))
+				}
+			}
+			for _, c := range casts { // aten::to launches nothing of its own
+				for _, a := range tr.Ops[c].Acts {
+					tr.Acts[a].Op = -1
+				}
+				tr.Ops[c].Acts = nil
+			}
+			b := newTail(tr)
+			for k, tc2 := range toCopies {
+				eng := b.op(evaluateFunction+"ToCopyBackward0", -1)
+				n := b.op("ToCopyBackward0", eng)
+				tr.Ops[n].Fwd, tr.Ops[tc2].Bwd = tc2, n
+				b.kernel(b.op("aten::to", n), "copy_kernel", 7)
+				if k >= len(toCopies)-tc.sums {
+					b.kernel(b.op("aten::add", eng), "add_kernel", 3) // the norm output's gradients added up
+				}
+			}
+			b.done()
+			r, err := Analyze([]*trace.Trace{tr}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var found bool
+			for _, o := range r.Opportunities {
+				found = found || o.Pattern == "layernorm_linear"
+			}
+			if !found {
+				t.Fatalf("no layernorm_linear: %+v", r.Opportunities)
+			}
+			// the norm 5, the casts 5 each, their backward 7 each, and the sums claimed
+			want := 5 + 12*float64(len(tc.weights)) + tc.claimed
+			if c := r.Coverage; c == nil || c.ClaimedWithBackwardUs != want {
+				t.Errorf("claimed with the backward %+v, want %v µs", c, want)
+			}
+		})
+	}
+}

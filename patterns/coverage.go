@@ -562,7 +562,33 @@ func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 	for _, id := range in.TakesBias {
 		gemmBwd(id)
 	}
+	for _, id := range concatSums(t, in) {
+		walk(id, &bwd, false)
+	}
 	return fwd, bwd
+}
+
+// concatSums are, for an instance whose kernel makes its GEMMs' activation itself
+// (TakesGEMMCasts) and runs its GEMMs as one over their concatenated weights
+// (Params.ConcatN: BERT's Q, K and V), the gradient sums the engine runs after the backward
+// of the activation's casts in those GEMMs (accumulations): the one GEMM gives the norm's
+// output one gradient, so all but one of the Linears' sums go (a post-norm residual reading
+// the output too keeps one: at most Linears - 1 of them).
+func concatSums(t *trace.Trace, in *Instance) []int32 {
+	if !patternByID(in.Pattern).TakesGEMMCasts || in.Params.ConcatN <= 0 || in.Params.Linears < 2 {
+		return nil
+	}
+	var sums []int32
+	for _, g := range in.GEMMs {
+		for _, c := range t.Ops[g].Children {
+			if ok, weight := castOperand(t, c); ok && !weight {
+				if b := backwardNode(t, c); b >= 0 {
+					sums = append(sums, accumulations(t, b)...)
+				}
+			}
+		}
+	}
+	return sums[:min(len(sums), in.Params.Linears-1)]
 }
 
 // tookCast says whether op id is, or is nested directly in, an autocast cast into a GEMM

@@ -15,7 +15,7 @@ import (
 // as measured on 2026-12-05, less half a point: TestCoverageH200 fails where a change takes a
 // claim away (raise them as claims grow).
 var coverageFloors = map[string]float64{
-	"bert_train_bf16": 85.3, "convnext_tiny_train_bf16": 96.7, "gpt2_train_bf16": 89.3, "gpt2_train_sdpa_stack": 86.2,
+	"bert_train_bf16": 86.3, "convnext_tiny_train_bf16": 96.7, "gpt2_train_bf16": 89.3, "gpt2_train_sdpa_stack": 86.2,
 	"llama_train_bf16": 86.0, "mlp_blocks_train_bf16": 97.5, "torchnn_encoder_train_bf16": 87.7,
 }
 
