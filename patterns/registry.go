@@ -453,11 +453,31 @@ func paramNote(name string, on func(p Params) bool, text string) (func(*Opportun
 
 func convBias(p Params) bool { return p.ConvBias }
 
+func concatLinears(p Params) bool { return p.ConcatN > 0 && p.Linears > 1 }
+
+// concatNote says how to run layernorm_linear's GEMMs as one over their concatenated weights
+// (Params.ConcatN), the case the folder's kernel is generated for.
+const concatNote = "the GEMMs reading the norm's output (Q, K and V) run as one over their concatenated weights, the case this kernel is for: " +
+	"qkv = torch.nn.Linear(q.in_features, q.out_features + k.out_features + v.out_features, bias=q.bias is not None) with weight and bias the torch.cat of theirs (dim 0), " +
+	"layer = LayerNormLinear.from_modules(layer_norm, qkv), then q_out, k_out, v_out = layer(x).split([q.out_features, k.out_features, v.out_features], dim=-1); " +
+	"qkv's parameters replace the three Linears' (build the optimizer after the swap); its backward gives the norm's output one gradient " +
+	"(one GEMM), where eager's sums the three"
+
+// adviseLayerNormLinear and noteLayerNormLinear: the conv_bias and the concatenated GEMMs notes.
+func adviseLayerNormLinear(o *Opportunity) []string {
+	return append(adviseConvBiasLL(o), adviseConcatLL(o)...)
+}
+
+func noteLayerNormLinear(g ShapeGroup) []string {
+	return append(noteConvBiasLL(g), noteConcatLL(g)...)
+}
+
 var (
-	adviseAddLayerNorm, noteAddLayerNorm       = paramNote("conv_bias", convBias, convResidualNote)
-	adviseLayerNormLinear, noteLayerNormLinear = paramNote("conv_bias", convBias, convBiasNote)
-	adviseDropoutAdd, noteDropoutAdd           = paramNote("gemm_bias", func(p Params) bool { return p.GEMMBias }, gemmBiasNote)
-	adviseRMSNorm, noteRMSNorm                 = paramNote("out_cast", func(p Params) bool { return p.OutCast }, outCastNote)
+	adviseAddLayerNorm, noteAddLayerNorm = paramNote("conv_bias", convBias, convResidualNote)
+	adviseConvBiasLL, noteConvBiasLL     = paramNote("conv_bias", convBias, convBiasNote)
+	adviseConcatLL, noteConcatLL         = paramNote("concat_n", concatLinears, concatNote)
+	adviseDropoutAdd, noteDropoutAdd     = paramNote("gemm_bias", func(p Params) bool { return p.GEMMBias }, gemmBiasNote)
+	adviseRMSNorm, noteRMSNorm           = paramNote("out_cast", func(p Params) bool { return p.OutCast }, outCastNote)
 )
 
 func adviseAttention(o *Opportunity) []string {
