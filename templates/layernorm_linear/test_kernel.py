@@ -424,6 +424,41 @@ def test_module(device, variant, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_concatenated_qkv(device):
+    """The analysis's concat_n case, as its folder note tells it: Q, K and V Linears read one
+    norm's output, run as one GEMM over their concatenated weights and split after; outputs
+    and every gradient (x, the norm's, the concatenated weight's and bias's, which are the three
+    Linears' stacked) those of eager's three Linears, in float64."""
+    torch.manual_seed(5)
+    ln = torch.nn.LayerNorm(32, device=device)
+    q, k, v = (torch.nn.Linear(32, n, device=device) for n in (24, 16, 24))
+    with torch.no_grad():
+        ln.weight.normal_(1.0, 0.2)
+        ln.bias.normal_(0.0, 0.2)
+    qkv = torch.nn.Linear(q.in_features, q.out_features + k.out_features + v.out_features, bias=q.bias is not None,
+                          device=device)
+    with torch.no_grad():
+        qkv.weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
+        qkv.bias.copy_(torch.cat([q.bias, k.bias, v.bias]))
+    layer = kernel.LayerNormLinear.from_modules(ln, qkv)
+    x = (torch.randn(2, 3, 32, device=device) + 1).requires_grad_(True)
+    outs = layer(x).split([q.out_features, k.out_features, v.out_features], dim=-1)
+    dys = [torch.randn_like(o) for o in outs]
+    got = torch.autograd.grad(outs, [x, ln.weight, ln.bias, qkv.weight, qkv.bias], dys)
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, ln.weight, ln.bias)]
+    lins = [[t.detach().double().requires_grad_(True) for t in (m.weight, m.bias)] for m in (q, k, v)]
+    h = F.layer_norm(leaves[0], (32,), leaves[1], leaves[2], ln.eps)
+    want_outs = [F.linear(h, w, b) for w, b in lins]
+    for o, w in zip(outs, want_outs):
+        fat.assert_close(o.double(), w, 1e-4, 1e-4)
+    want = torch.autograd.grad(want_outs, leaves + [t for wb in lins for t in wb], [d.double() for d in dys])
+    dW = torch.cat([want[3], want[5], want[7]])
+    db = torch.cat([want[4], want[6], want[8]])
+    for name, gg, ww in zip(("dx", "dgamma", "dbeta", "dW", "db"), got, list(want[:3]) + [dW, db]):
+        fat.assert_close(gg.double(), ww, 1e-4, 1e-4, name=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_module_under_autocast(device):
     """Under autocast the module runs as autocast runs the Linear: the fused kernel in
     autocast's dtype (bf16), y in it, the gradients in the parameters' and x's own dtype
