@@ -265,7 +265,7 @@ var mutations = func() []mutation {
 		// cases: 15 positions of 7 channels in tiles of 4, 9 of 129 in tiles of 2; their gradient)
 		{"add_layernorm", "cf-position-mask-dropped", classTailMask, cf, "m = cm[:, None] & (p < P)[None, :]", "m = tl.broadcast_to(cm[:, None], (BLOCK_N, BLOCK_P))"},
 		{"add_layernorm", "cf-var-unmasked", classLoadMask, cf, "d = tl.where(m, sf - mean[None, :], 0.0)", "d = sf - mean[None, :]"},
-		{"add_layernorm", "cf-mean-over-block", classReduce, cf, "mean = tl.sum(sf, axis=0) / N", "mean = tl.sum(sf, axis=0) / BLOCK_N"},
+		{"add_layernorm", "cf-mean-over-block", classReduce, cf, "tl.sum(tl.where(m, sf - s0[None, :], 0.0), axis=0) / N", "tl.sum(tl.where(m, sf - s0[None, :], 0.0), axis=0) / BLOCK_N"},
 		{"add_layernorm", "cf-channel-stride-1", classStride, cf, "c[:, None] * sxn", "c[:, None]"},
 		{"add_layernorm", "cf-stats-row", classRowLoop, cf, "row = b * P + p", "row = b * BLOCK_P + p"},
 		// a vector residual (the stem convolution's bias, the add_layernorm+stem folder): read
