@@ -2,6 +2,7 @@ package patterns
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/fuseadvise/fuseadvise/trace"
@@ -288,6 +289,13 @@ const maxScan = 48
 //     reads the r newest candidates that nothing has read yet, oldest first, where the
 //     newest candidate is one of them: `return cos.to(dt), sin.to(dt)`, where the newest
 //     value is sin's and cos's was never read.
+//  8. rotate_half's slices (x[..., :h] and x[..., h:] in a row, then a neg and a cat) read
+//     one value, and where the newest candidate is a product of another candidate by a
+//     smaller operand (q * cos, made just before of q), the rotation reads that factor: the
+//     rotary embedding `q * cos + rotate_half(q) * sin`, where q * cos has q's shape and type.
+//  9. The add of such a rotary embedding, whose first operand is the product of the
+//     rotation's cat, reads as its other operand the product of the rotation's source (q *
+//     cos), not the cat.
 func (g *graph) infer() {
 	g.inferred = true
 	table := map[uint64][]entry{}
@@ -397,6 +405,8 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 				choice = a
 			} else if u := g.unreadRun(c, g.castRun(b)); u >= 0 { // rule 7
 				choice = u
+			} else if h := g.halfRotation(b, c); h >= 0 { // rule 8
+				choice = h
 			}
 			g.link(b, pos[0], choice)
 		}
@@ -409,6 +419,7 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 	}
 	done := make([]bool, len(pos))
 	var buf []int32
+	first := int32(-1) // the value the first operand took
 	for range pos {
 		best, bestK := int32(-1), -1
 		var bestC []int32
@@ -443,6 +454,14 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		choice := bestC[0]
 		if !gemmOps[g.name[b]] { // rule 3
 			choice = g.preferNormInput(b, bestC)
+		}
+		if first >= 0 && g.name[b] == "add" { // rule 9
+			if q := g.rotaryProduct(first, bestC); q >= 0 {
+				choice = q
+			}
+		}
+		if first < 0 {
+			first = choice
 		}
 		g.link(b, pos[bestK], choice)
 		g.markChain(choice, taken)
@@ -527,6 +546,84 @@ func (g *graph) unreadRun(c []int32, r int) int32 {
 		return -1
 	}
 	return u[r-1]
+}
+
+// lastDimSlice says whether node n slices the last dim of its input (aten::slice with a dim
+// argument of -1 or the last index).
+func (g *graph) lastDimSlice(n int32) bool {
+	if g.name[n] != "slice" {
+		return false
+	}
+	ins := g.t.Ops[g.nodes[n]].Inputs
+	if len(ins) < 2 || len(ins[0].Dims) == 0 {
+		return false
+	}
+	d := ins[1].Concrete
+	return d == "-1" || d == strconv.Itoa(len(ins[0].Dims)-1)
+}
+
+// halfRotation is rule 8 of infer for node b: in rotate_half (two slices of the last dim in a
+// row, a neg, a cat), the second slice reads what the first read, and the first reads the
+// factor a of the newest candidate c[0] when c[0] is a mul of a (another candidate) by a
+// smaller operand. -1 when b is no such slice or nothing changes.
+func (g *graph) halfRotation(b int32, c []int32) int32 {
+	if !g.lastDimSlice(b) {
+		return -1
+	}
+	ins := g.t.Ops[g.nodes[b]].Inputs
+	same := func(n int32) bool {
+		o := g.t.Ops[g.nodes[n]].Inputs
+		return g.lastDimSlice(n) && eqDims(o[0].Dims, ins[0].Dims) && o[0].Type == ins[0].Type
+	}
+	if b > 0 && !g.barrier[b] && same(b-1) && len(g.dir[b-1]) > 0 { // the second slice
+		if d := g.dir[b-1][0]; d >= 0 && slices.Contains(c, d) {
+			return d
+		}
+		return -1
+	}
+	if int(b)+3 >= len(g.nodes) || g.barrier[b+1] || !same(b+1) || g.name[b+2] != "neg" || g.name[b+3] != "cat" {
+		return -1
+	}
+	m := c[0]
+	mi := g.t.Ops[g.nodes[m]].Inputs
+	if g.name[m] != "mul" || len(mi) < 2 {
+		return -1
+	}
+	for k, a := range g.dir[m][:min(2, len(g.dir[m]))] {
+		other := mi[1-k]
+		if a >= 0 && a != m && slices.Contains(c, a) && isTensor(other) && numel(other.Dims) < numel(ins[0].Dims) {
+			return a
+		}
+	}
+	return -1
+}
+
+// rotaryProduct is rule 9 of infer: when first, an add's operand taken first, is a mul of a
+// rotate_half cat (a cat right after a neg after two slices of the last dim, rule 8), the
+// candidate among c that is a mul of the slices' source (q * cos), else -1.
+func (g *graph) rotaryProduct(first int32, c []int32) int32 {
+	if first < 0 || g.name[first] != "mul" {
+		return -1
+	}
+	var cat int32 = -1
+	for _, d := range g.dir[first][:min(2, len(g.dir[first]))] {
+		if d >= 3 && g.name[d] == "cat" && g.name[d-1] == "neg" && g.lastDimSlice(d-2) && g.lastDimSlice(d-3) {
+			cat = d
+		}
+	}
+	if cat < 0 || len(g.dir[cat-3]) == 0 {
+		return -1
+	}
+	q := g.dir[cat-3][0]
+	if q < 0 {
+		return -1
+	}
+	for _, n := range c {
+		if n != cat && g.name[n] == "mul" && slices.Contains(g.dir[n][:min(2, len(g.dir[n]))], q) {
+			return n
+		}
+	}
+	return -1
 }
 
 // preferComputed reorders a later operand's candidates: values that so far were

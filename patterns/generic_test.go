@@ -545,3 +545,36 @@ func TestRotaryTables(t *testing.T) {
 		})
 	}
 }
+
+// TestRotarySameType: `q * cos + rotate_half(q) * sin` where q * cos has q's shape and type
+// (a bf16 model, Qwen2's and Llama's inference): from the Kineto trace alone rotate_half's
+// slices read q, not the product made just before (rule 8 of infer), and the add reads that
+// product, not the rotation's cat (rule 9): one mul,mul,add, as the execution trace has it.
+func TestRotarySameType(t *testing.T) {
+	tr := synth(
+		op{name: "linear", in: []string{"bf16:2x8x16", "bf16:16x16", ""}},
+		op{name: "mul", in: []string{"bf16:2x8x16", "bf16:8x16"}},
+		op{name: "slice", in: []string{"bf16:2x8x16", "=2", "=0", "=8", "=1"}},
+		op{name: "slice", in: []string{"bf16:2x8x16", "=2", "=8", "=9223372036854775807", "=1"}},
+		op{name: "neg", in: []string{"bf16:2x8x8"}},
+		op{name: "cat", in: []string{"", "=-1"}},
+		op{name: "mul", in: []string{"bf16:2x8x16", "bf16:8x16"}},
+		op{name: "add", in: []string{"bf16:2x8x16", "bf16:2x8x16", "=1"}},
+	)
+	for i := range tr.Ops {
+		if tr.Ops[i].Name == "aten::cat" {
+			tr.Ops[i].Inputs[0] = trace.Input{Type: "TensorList", List: [][]int64{{2, 8, 8}, {2, 8, 8}}}
+		}
+	}
+	r, err := Analyze([]*trace.Trace{tr}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range r.GenericChains {
+		got = append(got, strings.Join(c.Ops, ","))
+	}
+	if len(got) != 1 || got[0] != "mul,mul,add" {
+		t.Errorf("generic chains %q, want one mul,mul,add", got)
+	}
+}
