@@ -472,7 +472,7 @@ func TestReadsAroundUnlinkedCat(t *testing.T) {
 // would otherwise be taken for by the add), and the walk around the cat finds its elements
 // made from q before the product: one chain mul,mul,add, as the execution trace has it.
 func TestRotaryFromKineto(t *testing.T) {
-	tr := synth(
+	got := chainsOf(t, [][]int64{{2, 8, 8}, {2, 8, 8}},
 		op{name: "linear", in: []string{"bf16:2x8x16", "bf16:16x16", ""}},
 		op{name: "mul", in: []string{"bf16:2x8x16", "f32:8x16"}},
 		op{name: "slice", in: []string{"bf16:2x8x16", "=2", "=0", "=8", "=1"}},
@@ -482,19 +482,6 @@ func TestRotaryFromKineto(t *testing.T) {
 		op{name: "mul", in: []string{"bf16:2x8x16", "f32:8x16"}},
 		op{name: "add", in: []string{"f32:2x8x16", "f32:2x8x16", "=1"}},
 	)
-	for i := range tr.Ops {
-		if tr.Ops[i].Name == "aten::cat" {
-			tr.Ops[i].Inputs[0] = trace.Input{Type: "TensorList", List: [][]int64{{2, 8, 8}, {2, 8, 8}}}
-		}
-	}
-	r, err := Analyze([]*trace.Trace{tr}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, c := range r.GenericChains {
-		got = append(got, strings.Join(c.Ops, ","))
-	}
 	if len(got) != 1 || got[0] != "mul,mul,add" {
 		t.Errorf("generic chains %q, want one mul,mul,add", got)
 	}
@@ -524,20 +511,7 @@ func TestRotaryTables(t *testing.T) {
 		{"fp32", slices.Clone(tables), []string{"cos,mul", "sin,mul"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := synth(tc.ops...)
-			for i := range tr.Ops {
-				if tr.Ops[i].Name == "aten::cat" {
-					tr.Ops[i].Inputs[0] = trace.Input{Type: "TensorList", List: [][]int64{{1, 512, 32}, {1, 512, 32}}}
-				}
-			}
-			r, err := Analyze([]*trace.Trace{tr}, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, c := range r.GenericChains {
-				got = append(got, strings.Join(c.Ops, ","))
-			}
+			got := chainsOf(t, [][]int64{{1, 512, 32}, {1, 512, 32}}, tc.ops...)
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("generic chains %q, want %q", got, tc.want)
@@ -551,7 +525,7 @@ func TestRotaryTables(t *testing.T) {
 // slices read q, not the product made just before (rule 8 of infer), and the add reads that
 // product, not the rotation's cat (rule 9): one mul,mul,add, as the execution trace has it.
 func TestRotarySameType(t *testing.T) {
-	tr := synth(
+	got := chainsOf(t, [][]int64{{2, 8, 8}, {2, 8, 8}},
 		op{name: "linear", in: []string{"bf16:2x8x16", "bf16:16x16", ""}},
 		op{name: "mul", in: []string{"bf16:2x8x16", "bf16:8x16"}},
 		op{name: "slice", in: []string{"bf16:2x8x16", "=2", "=0", "=8", "=1"}},
@@ -561,9 +535,19 @@ func TestRotarySameType(t *testing.T) {
 		op{name: "mul", in: []string{"bf16:2x8x16", "bf16:8x16"}},
 		op{name: "add", in: []string{"bf16:2x8x16", "bf16:2x8x16", "=1"}},
 	)
+	if len(got) != 1 || got[0] != "mul,mul,add" {
+		t.Errorf("generic chains %q, want one mul,mul,add", got)
+	}
+}
+
+// chainsOf analyzes the synthetic trace of ops, whose cats take list as their TensorList's
+// element sizes (Kineto records those, not the elements), and returns its generic chains' ops.
+func chainsOf(t *testing.T, list [][]int64, ops ...op) []string {
+	t.Helper()
+	tr := synth(ops...)
 	for i := range tr.Ops {
 		if tr.Ops[i].Name == "aten::cat" {
-			tr.Ops[i].Inputs[0] = trace.Input{Type: "TensorList", List: [][]int64{{2, 8, 8}, {2, 8, 8}}}
+			tr.Ops[i].Inputs[0] = trace.Input{Type: "TensorList", List: list}
 		}
 	}
 	r, err := Analyze([]*trace.Trace{tr}, Options{})
@@ -574,7 +558,5 @@ func TestRotarySameType(t *testing.T) {
 	for _, c := range r.GenericChains {
 		got = append(got, strings.Join(c.Ops, ","))
 	}
-	if len(got) != 1 || got[0] != "mul,mul,add" {
-		t.Errorf("generic chains %q, want one mul,mul,add", got)
-	}
+	return got
 }
