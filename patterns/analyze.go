@@ -391,7 +391,7 @@ func Analyze(traces []*trace.Trace, opts Options) (*Report, error) {
 		}
 		found := detect(g, opts.Pattern)
 		if n := takeOutputCasts(g, found); n > 0 {
-			note(fmt.Sprintf("%s: %d norm outputs that GEMMs cast under autocast keep those casts (the kernel could write the cast value): from the Kineto trace alone a pre-norm block, x + f(norm(x)), cannot be told from a post-norm one (BERT's), whose residual add reads the norm's output too; with an execution trace (-et) the dataflow says which",
+			note(fmt.Sprintf("%s: %d norm outputs that GEMMs cast under autocast keep those casts (the kernel could write the cast value): from the Kineto trace alone, without a backward whose gradient sums tell (an inference step), a pre-norm block, x + f(norm(x)), cannot be told from a post-norm one (BERT's), whose residual add reads the norm's output too; with an execution trace (-et) the dataflow says which",
 				t.Path, n))
 		}
 		if opts.Pattern == "" {
