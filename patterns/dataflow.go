@@ -49,6 +49,9 @@ type graph struct {
 	// output there, which the Kineto trace cannot tell from a pre-norm one, so such a value
 	// may have a reader more than its links say (takeOutputCasts does not take its casts).
 	passedOver map[int32]bool
+	// rotary maps the nodes of each rotary embedding rule 9 linked (from its q * cos to its
+	// add) to that q * cos (rule 10 of infer).
+	rotary map[int32]int32
 }
 
 // nodeOps lists the nodes of t in thread and time order, and which of them
@@ -296,6 +299,9 @@ const maxScan = 48
 //  9. The add of such a rotary embedding, whose first operand is the product of the
 //     rotation's cat, reads as its other operand the product of the rotation's source (q *
 //     cos), not the cat.
+//  10. A mul by the table of such a rotary embedding (k * cos after q's), and the slices of a
+//     later rotate_half, do not read a value of that embedding (q's rotary output or its cat,
+//     where q and k have one shape): k's rotary is a chain of its own.
 func (g *graph) infer() {
 	g.inferred = true
 	table := map[uint64][]entry{}
@@ -413,9 +419,10 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		return
 	}
 	taken := map[int32]bool{} // real producers taken by this node, and their unary chains
+	inRotary := g.tableOfRotary(b, pos, table)
 	skip := func(n int32) bool {
 		s := g.src[n]
-		return taken[n] || s >= 0 && taken[s]
+		return taken[n] || s >= 0 && taken[s] || inRotary >= 0 && g.rotary[n] == inRotary
 	}
 	done := make([]bool, len(pos))
 	var buf []int32
@@ -458,6 +465,7 @@ func (g *graph) assign(b int32, pos []int, table map[uint64][]entry) {
 		if first >= 0 && g.name[b] == "add" { // rule 9
 			if q := g.rotaryProduct(first, bestC); q >= 0 {
 				choice = q
+				g.markRotary(q, b)
 			}
 		}
 		if first < 0 {
@@ -584,10 +592,15 @@ func (g *graph) halfRotation(b int32, c []int32) int32 {
 	if int(b)+3 >= len(g.nodes) || g.barrier[b+1] || !same(b+1) || g.name[b+2] != "neg" || g.name[b+3] != "cat" {
 		return -1
 	}
+	// not a value of a rotary embedding already linked (rule 10: k's rotation after q's)
+	c = slices.DeleteFunc(slices.Clone(c), func(n int32) bool { _, in := g.rotary[n]; return in })
+	if len(c) == 0 {
+		return -1
+	}
 	m := c[0]
 	mi := g.t.Ops[g.nodes[m]].Inputs
 	if g.name[m] != "mul" || len(mi) < 2 {
-		return -1
+		return m
 	}
 	for k, a := range g.dir[m][:min(2, len(g.dir[m]))] {
 		other := mi[1-k]
@@ -595,7 +608,7 @@ func (g *graph) halfRotation(b int32, c []int32) int32 {
 			return a
 		}
 	}
-	return -1
+	return m
 }
 
 // rotaryProduct is rule 9 of infer: when first, an add's operand taken first, is a mul of a
@@ -621,6 +634,43 @@ func (g *graph) rotaryProduct(first int32, c []int32) int32 {
 	for _, n := range c {
 		if n != cat && g.name[n] == "mul" && slices.Contains(g.dir[n][:min(2, len(g.dir[n]))], q) {
 			return n
+		}
+	}
+	return -1
+}
+
+// markRotary records the nodes of a rotary embedding from its q * cos to its add (rule 10).
+func (g *graph) markRotary(qcos, add int32) {
+	if g.rotary == nil {
+		g.rotary = map[int32]int32{}
+	}
+	for n := qcos; n <= add; n++ {
+		g.rotary[n] = qcos
+	}
+	g.rotary[add] = qcos
+}
+
+// tableOfRotary is rule 10 of infer for a mul b of two inputs: the q * cos of the rotary
+// embedding whose nodes b's full-shaped operand must skip, where that operand's newest
+// candidate is one of them and the other operand's newest candidate is the table that
+// q * cos multiplied by; else -1.
+func (g *graph) tableOfRotary(b int32, pos []int, table map[uint64][]entry) int32 {
+	if g.name[b] != "mul" || len(pos) != 2 || g.rotary == nil {
+		return -1
+	}
+	ins := g.t.Ops[g.nodes[b]].Inputs
+	for k := range 2 {
+		c := g.candidates(table, ins[pos[k]], nil, nil)
+		o := g.candidates(table, ins[pos[1-k]], nil, nil)
+		if len(c) == 0 || len(o) == 0 {
+			continue
+		}
+		qcos, ok := g.rotary[c[0]]
+		if !ok || len(g.dir[qcos]) == 0 {
+			continue
+		}
+		if slices.Contains(g.dir[qcos], o[0]) && numel(ins[pos[1-k]].Dims) < numel(ins[pos[k]].Dims) {
+			return qcos
 		}
 	}
 	return -1

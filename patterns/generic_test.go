@@ -524,24 +524,43 @@ func TestRotaryTables(t *testing.T) {
 // (a bf16 model, Qwen2's and Llama's inference): from the Kineto trace alone rotate_half's
 // slices read q, not the product made just before (rule 8 of infer), and the add reads that
 // product, not the rotation's cat (rule 9): one mul,mul,add, as the execution trace has it.
+// Where k has q's shape (multi-head attention: Phi's, Qwen1.5's), k's rotary reads no value
+// of q's (rule 10): two mul,mul,add, not one chain through both.
 func TestRotarySameType(t *testing.T) {
-	got := chainsOf(t, [][]int64{{2, 8, 8}, {2, 8, 8}},
-		op{name: "linear", in: []string{"bf16:2x8x16", "bf16:16x16", ""}},
-		op{name: "mul", in: []string{"bf16:2x8x16", "bf16:8x16"}},
-		op{name: "slice", in: []string{"bf16:2x8x16", "=2", "=0", "=8", "=1"}},
-		op{name: "slice", in: []string{"bf16:2x8x16", "=2", "=8", "=9223372036854775807", "=1"}},
-		op{name: "neg", in: []string{"bf16:2x8x8"}},
-		op{name: "cat", in: []string{"", "=-1"}},
-		op{name: "mul", in: []string{"bf16:2x8x16", "bf16:8x16"}},
-		op{name: "add", in: []string{"bf16:2x8x16", "bf16:2x8x16", "=1"}},
-	)
-	if len(got) != 1 || got[0] != "mul,mul,add" {
-		t.Errorf("generic chains %q, want one mul,mul,add", got)
+	const x = "bf16:2x8x16"
+	rotary := []op{
+		{name: "mul", in: []string{x, "bf16:8x16"}},
+		{name: "slice", in: []string{x, "=2", "=0", "=8", "=1"}},
+		{name: "slice", in: []string{x, "=2", "=8", "=9223372036854775807", "=1"}},
+		{name: "neg", in: []string{"bf16:2x8x8"}},
+		{name: "cat", in: []string{"", "=-1"}},
+		{name: "mul", in: []string{x, "bf16:8x16"}},
+		{name: "add", in: []string{x, x, "=1"}},
+	}
+	proj := op{name: "linear", in: []string{x, "bf16:16x16", ""}}
+	// the cos and sin tables, cast to the model's type (a table the trace shows made)
+	tables := []op{{name: "to", in: []string{"f32:8x16", "=15"}}, {name: "to", in: []string{"f32:8x16", "=15"}}}
+	for _, tc := range []struct {
+		name string
+		ops  []op
+		want []string
+	}{
+		{"q", append([]op{proj}, rotary...), []string{"mul,mul,add"}},
+		{"q and k of one shape", append(append(append([]op{proj, proj}, tables...), rotary...), rotary...),
+			[]string{"mul,mul,add", "mul,mul,add"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := chainsOf(t, [][]int64{{2, 8, 8}, {2, 8, 8}}, tc.ops...)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("generic chains %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
 // chainsOf analyzes the synthetic trace of ops, whose cats take list as their TensorList's
-// element sizes (Kineto records those, not the elements), and returns its generic chains' ops.
+// element sizes (Kineto records those, not the elements), and returns its generic chains'
+// ops, once an instance.
 func chainsOf(t *testing.T, list [][]int64, ops ...op) []string {
 	t.Helper()
 	tr := synth(ops...)
@@ -556,7 +575,9 @@ func chainsOf(t *testing.T, list [][]int64, ops ...op) []string {
 	}
 	var got []string
 	for _, c := range r.GenericChains {
-		got = append(got, strings.Join(c.Ops, ","))
+		for range max(c.Instances, 1) { // a chain found n times is n chains here
+			got = append(got, strings.Join(c.Ops, ","))
+		}
 	}
 	return got
 }
