@@ -427,7 +427,7 @@ const convResidualNote = "the residual is the bias of the convolution before the
 // that read it (Params.OutCast).
 const outCastNote = "the norm's fp32 output is read only by GEMMs that autocast casts it for (q/k/v, gate/up): " +
 	"norm = RMSNorm.from_module(llama_rms_norm, out_dtype=torch.bfloat16) (the autocast dtype, case.py's out_dtype) " +
-	"writes that cast once and the GEMMs cast nothing; their gradients then reach the norm summed in that dtype " +
+	"writes that cast once under autocast (outside it y is eager's) and the GEMMs cast nothing; their gradients then reach the norm summed in that dtype " +
 	"by autograd, where eager sums them in fp32"
 
 // paramNote is a pattern's advice and folder note for a parameter that changes how its

@@ -765,6 +765,7 @@ class RMSNorm(torch.nn.Module):
     ``out_dtype`` (e.g. torch.bfloat16) writes y in that type where eager's y is fp32: under
     autocast, where y's readers are all GEMMs that autocast casts it for (Llama's q/k/v and
     gate/up projections), the kernel writes the cast value once and the GEMMs cast nothing.
+    Only while autocast runs in that type on x's device: outside it y is eager's.
     y's gradients from those GEMMs then reach the norm summed in that type by the autograd
     engine (eager sums them in fp32 after each cast's backward): a rounding of the sum, as a
     model run in bf16 throughout has it."""
@@ -790,4 +791,8 @@ class RMSNorm(torch.nn.Module):
         return new
 
     def forward(self, x):
-        return RMSNormFunction.apply(x, self.weight, self.variance_epsilon, self.casting, self.out_dtype)
+        cast = self.out_dtype
+        dev = x.device.type
+        if cast is not None and not (torch.is_autocast_enabled(dev) and torch.get_autocast_dtype(dev) == cast):
+            cast = None  # no autocast casting y for the GEMMs: eager's y (an fp32 Linear reads it)
+        return RMSNormFunction.apply(x, self.weight, self.variance_epsilon, self.casting, cast)

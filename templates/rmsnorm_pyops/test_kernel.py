@@ -287,6 +287,25 @@ def test_module_out_dtype_three_readers(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_module_out_dtype_outside_autocast(device):
+    """out_dtype is autocast's cast: without autocast (evaluation in fp32), or under autocast to
+    another type, the module returns eager's y, which an fp32 Linear reads as before."""
+    torch.manual_seed(4)
+    norm = _LlamaRMSNorm(32).to(device)
+    lin = torch.nn.Linear(32, 8, bias=False).to(device)
+    fused = kernel.RMSNorm.from_module(norm, out_dtype=torch.bfloat16)
+    x = torch.randn(3, 32, device=device)
+    y = fused(x)
+    assert y.dtype == torch.float32
+    fat.assert_close(lin(y), lin(norm(x)), 1e-5, 1e-5)
+    dev = "cuda" if device.startswith("cuda") else "cpu"
+    with torch.autocast(dev, dtype=torch.float16):
+        assert fused(x).dtype == torch.float32  # autocast casts to fp16, not to out_dtype
+    with torch.autocast(dev, dtype=torch.bfloat16):
+        assert fused(x).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("casting", ["llama", "fp32"])
 @pytest.mark.parametrize("n,block_n", [(100, None), (1000, 256), (1000, 64)])
 def test_in_place(device, casting, n, block_n):
