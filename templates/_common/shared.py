@@ -340,6 +340,19 @@ def _check_dense(fn, outs):
 # --- fa:end overlap ---
 
 
+# --- fa:shared autocastcast ---
+def _autocast_cast(x, dtype):
+    """dtype where it is the 16-bit type autocast runs in on x's device now: a module that
+    writes its output as autocast casts it for the GEMMs that read it does so only under that
+    autocast; outside it None (the caller gives eager's type, which an fp32 GEMM reads). A
+    type other than fp16 and bf16 is returned as it is."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return dtype
+    dev = x.device.type
+    return dtype if torch.is_autocast_enabled(dev) and torch.get_autocast_dtype(dev) == dtype else None
+# --- fa:end autocastcast ---
+
+
 # --- fa:shared rowstrides ---
 def _row_strides(t, out=False):
     """(t, row stride, column stride) for t seen as [rows, N] over its last dim: the strides

@@ -1092,6 +1092,19 @@ def add_layer_norm_train(x, residual, weight=None, bias=None, eps=1e-5, dim=-1, 
 _AUTOCAST_FP32_NORM = {"cuda"}
 
 
+# --- fa:shared autocastcast ---
+def _autocast_cast(x, dtype):
+    """dtype where it is the 16-bit type autocast runs in on x's device now: a module that
+    writes its output as autocast casts it for the GEMMs that read it does so only under that
+    autocast; outside it None (the caller gives eager's type, which an fp32 GEMM reads). A
+    type other than fp16 and bf16 is returned as it is."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return dtype
+    dev = x.device.type
+    return dtype if torch.is_autocast_enabled(dev) and torch.get_autocast_dtype(dev) == dtype else None
+# --- fa:end autocastcast ---
+
+
 def _autocast_y_dtype(x):
     """fp32 where autocast is on for x's device and runs layer_norm in fp32, else None."""
     dev = x.device.type
@@ -1103,7 +1116,8 @@ class AddLayerNorm(torch.nn.Module):
     ``dim=1`` for a channels-first norm (timm's LayerNorm2d). ``y_dtype`` (e.g. torch.bfloat16)
     writes y in that type: where y's one reader is a GEMM that autocast casts it for (a Linear
     or a convolution under autocast), the kernel writes the cast value and the GEMM casts
-    nothing; y's gradient then comes back in that type and is read as it is."""
+    nothing; y's gradient then comes back in that type and is read as it is. A 16-bit y_dtype
+    holds only while autocast runs in that type on x's device: outside it y is eager's."""
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None, dim=-1,
                  y_dtype=None):
@@ -1131,6 +1145,8 @@ class AddLayerNorm(torch.nn.Module):
         """(s, y) as eager's ``s = x + residual; y = layer_norm(s)``, under autocast too: the
         sum in the inputs' promoted type, y in fp32 where autocast runs layer_norm in fp32
         (CUDA), else in the sum's type; in y_dtype where one was given (eager's y cast to it,
-        as autocast casts it for the GEMM that reads it)."""
-        y_dtype = self.y_dtype if self.y_dtype is not None else _autocast_y_dtype(x)
+        as autocast casts it for the GEMM that reads it; a 16-bit one under that autocast)."""
+        y_dtype = _autocast_cast(x, self.y_dtype)  # a 16-bit y_dtype only under autocast to it
+        if y_dtype is None:
+            y_dtype = _autocast_y_dtype(x)
         return add_layer_norm_train(x, residual, self.weight, self.bias, self.eps, self.dim, y_dtype)

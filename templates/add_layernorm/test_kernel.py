@@ -297,7 +297,8 @@ def test_y_in_the_gemms_type(device, case):
     values and gradients (y's arrives in bf16) as eager's y cast to bf16, through the verifier's
     harness (its per-output tolerance: the sum's at the case's, y's at bf16's), a row past an
     interpreter block (the chunked forward and the backward's ATen path) and channels-first;
-    the module takes y_dtype and also writes y in it under autocast."""
+    the module takes y_dtype and writes y in it under autocast to bf16, eager's y outside it
+    (which an fp32 Linear reads)."""
     dtype, rdtype, shapes = case
     params = {"eps": 1e-5, "out_dtype": "bf16"}
     if rdtype:
@@ -310,11 +311,12 @@ def test_y_in_the_gemms_type(device, case):
     ln = torch.nn.LayerNorm(48, device=device)
     m = kernel.AddLayerNorm.from_layer_norm(ln, y_dtype=torch.bfloat16)
     x, r = torch.randn(3, 48, device=device), torch.randn(3, 48, device=device)
-    for ctx in (torch.autocast(device, dtype=torch.bfloat16), torch.autocast(device, enabled=False)):
+    for ctx, want in ((torch.autocast(device, dtype=torch.bfloat16), torch.bfloat16),
+                      (torch.autocast(device, enabled=False), torch.float32)):
         with ctx:
             s, y = m(x, r)
-        assert s.dtype == torch.float32 and y.dtype == torch.bfloat16
-        fat.assert_close(y, ln(x + r).to(torch.bfloat16), *fat.tol("norm", torch.bfloat16))
+        assert s.dtype == torch.float32 and y.dtype == want
+        fat.assert_close(y, ln(x + r).to(want), *fat.tol("norm", want))
 
 
 CHANNELS_FIRST = {"eps": 1e-6, "norm_dim": "1"}

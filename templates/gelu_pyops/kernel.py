@@ -640,6 +640,19 @@ class NewGELUFunction(torch.autograd.Function):
 _AUTOCAST_FP32_POW = {"cuda"}
 
 
+# --- fa:shared autocastcast ---
+def _autocast_cast(x, dtype):
+    """dtype where it is the 16-bit type autocast runs in on x's device now: a module that
+    writes its output as autocast casts it for the GEMMs that read it does so only under that
+    autocast; outside it None (the caller gives eager's type, which an fp32 GEMM reads). A
+    type other than fp16 and bf16 is returned as it is."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return dtype
+    dev = x.device.type
+    return dtype if torch.is_autocast_enabled(dev) and torch.get_autocast_dtype(dev) == dtype else None
+# --- fa:end autocastcast ---
+
+
 def _autocast_out_dtype(x):
     """fp32 where autocast is on for x's device, runs pow in fp32 and x is 16-bit, else None."""
     dev = x.device.type
@@ -654,12 +667,15 @@ class NewGELU(torch.nn.Module):
     y has eager's type: x's, or under CUDA autocast fp32 for a 16-bit x (autocast runs the
     chain's pow in fp32). ``out_dtype`` sets it instead: ``NewGELU(torch.bfloat16)`` where y's
     one reader is a GEMM that autocast casts it back for (GPT-2's ``c_proj``), the cast then
-    written by this kernel and made by nobody."""
+    written by this kernel and made by nobody; a 16-bit out_dtype holds only while autocast
+    runs in that type on x's device (outside it y is eager's)."""
 
     def __init__(self, out_dtype=None):
         super().__init__()
         self.out_dtype = out_dtype
 
     def forward(self, x, bias=None):
-        dtype = self.out_dtype if self.out_dtype is not None else _autocast_out_dtype(x)
+        dtype = _autocast_cast(x, self.out_dtype)  # a 16-bit out_dtype only under autocast to it
+        if dtype is None:
+            dtype = _autocast_out_dtype(x)
         return NewGELUFunction.apply(x, bias, dtype)

@@ -106,6 +106,12 @@ def test_module_under_autocast(device, monkeypatch):
     if device == "cpu":
         monkeypatch.setattr(kernel, "_AUTOCAST_FP32_POW", {"cpu"})
         check(torch.float32)
+    # outside autocast NewGELU(torch.bfloat16) returns eager's type: an fp32 x's fp32 y, which
+    # an fp32 Linear reads
+    xf = x.detach().float()
+    y = kernel.NewGELU(torch.bfloat16)(xf)
+    assert y.dtype == torch.float32
+    fat.assert_close(y, ref.new_gelu(xf), *fat.tol("pointwise", torch.float32))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -640,6 +640,19 @@ def _part_sums(part, outs, k0=0):
 # --- fa:end sumparts ---
 
 
+# --- fa:shared autocastcast ---
+def _autocast_cast(x, dtype):
+    """dtype where it is the 16-bit type autocast runs in on x's device now: a module that
+    writes its output as autocast casts it for the GEMMs that read it does so only under that
+    autocast; outside it None (the caller gives eager's type, which an fp32 GEMM reads). A
+    type other than fp16 and bf16 is returned as it is."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return dtype
+    dev = x.device.type
+    return dtype if torch.is_autocast_enabled(dev) and torch.get_autocast_dtype(dev) == dtype else None
+# --- fa:end autocastcast ---
+
+
 def out_dtype(x, weight, casting):
     """y's type in eager's chain."""
     if casting == "llama" and weight.dtype != x.dtype:
@@ -791,8 +804,6 @@ class RMSNorm(torch.nn.Module):
         return new
 
     def forward(self, x):
-        cast = self.out_dtype
-        dev = x.device.type
-        if cast is not None and not (torch.is_autocast_enabled(dev) and torch.get_autocast_dtype(dev) == cast):
-            cast = None  # no autocast casting y for the GEMMs: eager's y (an fp32 Linear reads it)
+        # y cast only under autocast to that type (outside it eager's y, which an fp32 Linear reads)
+        cast = _autocast_cast(x, self.out_dtype)
         return RMSNormFunction.apply(x, self.weight, self.variance_epsilon, self.casting, cast)
