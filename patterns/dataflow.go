@@ -292,12 +292,13 @@ const maxScan = 48
 //     reads the r newest candidates that nothing has read yet, oldest first, where the
 //     newest candidate is one of them: `return cos.to(dt), sin.to(dt)`, where the newest
 //     value is sin's and cos's was never read.
-//  8. rotate_half's slices (x[..., :h] and x[..., h:] in a row, then a neg and a cat) read
-//     one value, and where the newest candidate is a product of another candidate by a
-//     smaller operand (q * cos, made just before of q), the rotation reads that factor: the
-//     rotary embedding `q * cos + rotate_half(q) * sin`, where q * cos has q's shape and type.
+//  8. rotate_half's slices (x[..., :h] and x[..., h:] in a row, then a neg and a cat; GPT-J's
+//     rotate_every_two: x[..., ::2], x[..., 1::2], a neg, a stack and a flatten) read one
+//     value, and where the newest candidate is a product of another candidate by a smaller
+//     operand (q * cos, made just before of q), the rotation reads that factor: the rotary
+//     embedding `q * cos + rotate_half(q) * sin`, where q * cos has q's shape and type.
 //  9. The add of such a rotary embedding, whose first operand is the product of the
-//     rotation's cat, reads as its other operand the product of the rotation's source (q *
+//     rotation's output (its cat or flatten), reads as its other operand the product of the rotation's source (q *
 //     cos), not the cat.
 //  10. A mul by the table of such a rotary embedding (k * cos after q's), and the slices of a
 //     later rotate_half, do not read a value of that embedding (q's rotary output or its cat,
@@ -589,7 +590,7 @@ func (g *graph) halfRotation(b int32, c []int32) int32 {
 		}
 		return -1
 	}
-	if int(b)+3 >= len(g.nodes) || g.barrier[b+1] || !same(b+1) || g.name[b+2] != "neg" || g.name[b+3] != "cat" {
+	if int(b)+1 >= len(g.nodes) || g.barrier[b+1] || !same(b+1) || g.rotationEnd(b) < 0 {
 		return -1
 	}
 	// not a value of a rotary embedding already linked (rule 10: k's rotation after q's)
@@ -611,23 +612,57 @@ func (g *graph) halfRotation(b int32, c []int32) int32 {
 	return m
 }
 
+// rotationEnd is, for node b, the first of two slices of the last dim in a row, the node
+// that ends the rotation they start, else -1: a neg then a cat (rotate_half: cat(-x2, x1)),
+// or a neg, a stack and a flatten (GPT-J's rotate_every_two: stack((-x2, x1), -1).flatten(-2)).
+func (g *graph) rotationEnd(b int32) int32 {
+	n := int32(len(g.nodes))
+	if b+3 >= n || !g.lastDimSlice(b) || !g.lastDimSlice(b+1) || g.name[b+2] != "neg" {
+		return -1
+	}
+	for k := b + 1; k <= b+3 && k+1 < n; k++ {
+		if g.barrier[k] {
+			return -1
+		}
+	}
+	switch {
+	case g.name[b+3] == "cat":
+		return b + 3
+	case b+4 < n && g.name[b+3] == "stack" && g.name[b+4] == "flatten" && !g.barrier[b+4]:
+		return b + 4
+	}
+	return -1
+}
+
+// rotationStart is, for a node d that ends a rotation (rotationEnd), its first slice, else -1.
+func (g *graph) rotationStart(d int32) int32 {
+	for _, b := range []int32{d - 3, d - 4} {
+		if b >= 0 && g.rotationEnd(b) == d {
+			return b
+		}
+	}
+	return -1
+}
+
 // rotaryProduct is rule 9 of infer: when first, an add's operand taken first, is a mul of a
-// rotate_half cat (a cat right after a neg after two slices of the last dim, rule 8), the
+// rotation's output (rotationEnd: rotate_half's cat, rotate_every_two's flatten), the
 // candidate among c that is a mul of the slices' source (q * cos), else -1.
 func (g *graph) rotaryProduct(first int32, c []int32) int32 {
 	if first < 0 || g.name[first] != "mul" {
 		return -1
 	}
-	var cat int32 = -1
+	var cat, start int32 = -1, -1
 	for _, d := range g.dir[first][:min(2, len(g.dir[first]))] {
-		if d >= 3 && g.name[d] == "cat" && g.name[d-1] == "neg" && g.lastDimSlice(d-2) && g.lastDimSlice(d-3) {
-			cat = d
+		if d >= 0 {
+			if s := g.rotationStart(d); s >= 0 {
+				cat, start = d, s
+			}
 		}
 	}
-	if cat < 0 || len(g.dir[cat-3]) == 0 {
+	if cat < 0 || len(g.dir[start]) == 0 {
 		return -1
 	}
-	q := g.dir[cat-3][0]
+	q := g.dir[start][0]
 	if q < 0 {
 		return -1
 	}
@@ -661,19 +696,35 @@ func (g *graph) tableOfRotary(b int32, pos []int, table map[uint64][]entry) int3
 	ins := g.t.Ops[g.nodes[b]].Inputs
 	for k := range 2 {
 		c := g.candidates(table, ins[pos[k]], nil, nil)
-		o := g.candidates(table, ins[pos[1-k]], nil, nil)
-		if len(c) == 0 || len(o) == 0 {
+		if len(c) == 0 || numel(ins[pos[1-k]].Dims) >= numel(ins[pos[k]].Dims) {
 			continue
 		}
 		qcos, ok := g.rotary[c[0]]
-		if !ok || len(g.dir[qcos]) == 0 {
+		if !ok {
 			continue
 		}
-		if slices.Contains(g.dir[qcos], o[0]) && numel(ins[pos[1-k]].Dims) < numel(ins[pos[k]].Dims) {
+		if g.sameTable(qcos, ins[pos[1-k]], g.candidates(table, ins[pos[1-k]], nil, nil)) {
 			return qcos
 		}
 	}
 	return -1
+}
+
+// sameTable says whether a mul's table operand t (its candidates o) is the table rotary
+// product qcos multiplied by: its linked value where t has one, else where neither is linked
+// and they have the same sizes and type (a table made by an op whose output the trace does
+// not record, GPT-J's repeat_interleave).
+func (g *graph) sameTable(qcos int32, t trace.Input, o []int32) bool {
+	if len(o) > 0 {
+		return slices.Contains(g.dir[qcos], o[0])
+	}
+	for k, in := range g.t.Ops[g.nodes[qcos]].Inputs[:min(2, len(g.t.Ops[g.nodes[qcos]].Inputs))] {
+		linked := k < len(g.dir[qcos]) && g.dir[qcos][k] >= 0
+		if !linked && isTensor(in) && eqDims(in.Dims, t.Dims) && in.Type == t.Type {
+			return true
+		}
+	}
+	return false
 }
 
 // preferComputed reorders a later operand's candidates: values that so far were

@@ -538,6 +538,16 @@ func TestRotarySameType(t *testing.T) {
 		{name: "add", in: []string{x, x, "=1"}},
 	}
 	proj := op{name: "linear", in: []string{x, "bf16:16x16", ""}}
+	everyTwo := []op{
+		{name: "mul", in: []string{x, "bf16:8x16"}},
+		{name: "slice", in: []string{x, "=2", "=0", "=9223372036854775807", "=2"}},
+		{name: "slice", in: []string{x, "=2", "=1", "=9223372036854775807", "=2"}},
+		{name: "neg", in: []string{"bf16:2x8x8"}},
+		{name: "stack", in: []string{"", "=-1"}},
+		{name: "flatten", in: []string{"bf16:2x8x8x2", "=-2", "=-1"}},
+		{name: "mul", in: []string{x, "bf16:8x16"}},
+		{name: "add", in: []string{x, x, "=1"}},
+	}
 	// the cos and sin tables, cast to the model's type (a table the trace shows made)
 	tables := []op{{name: "to", in: []string{"f32:8x16", "=15"}}, {name: "to", in: []string{"f32:8x16", "=15"}}}
 	for _, tc := range []struct {
@@ -547,6 +557,10 @@ func TestRotarySameType(t *testing.T) {
 	}{
 		{"q", append([]op{proj}, rotary...), []string{"mul,mul,add"}},
 		{"q and k of one shape", append(append(append([]op{proj, proj}, tables...), rotary...), rotary...),
+			[]string{"mul,mul,add", "mul,mul,add"}},
+		// rotate_every_two: x[..., ::2], x[..., 1::2], a neg, a stack and a flatten, the tables
+		// made by an op whose output is not recorded (repeat_interleave): none linked
+		{"GPT-J's rotate_every_two, q and k", append(append([]op{proj, proj}, everyTwo...), everyTwo...),
 			[]string{"mul,mul,add", "mul,mul,add"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
