@@ -168,14 +168,14 @@ func (g *graph) gemmCastOf(c, b int32, vdims []int64, claimed map[int32]bool) (g
 // output (the value of its last op) where every reader of that value is a GEMM that casts it
 // to the same 16-bit type (gemmCastOf): the casts' OpIDs join the instance's ops, so their
 // kernels and their ToCopyBackward0 count as the instance's, Params.OutDType becomes the
-// casts' type (Params.OutCast), and the fused kernel's bytes shrink by the output written in it. Where several
-// GEMMs read it (LlamaRMSNorm's output: q, k and v), CastReaders counts them: the kernel
-// writes the 16-bit value once, and the autograd engine then sums its gradients in that type
-// (their fp32 sums after the casts' backward are the instance's; estimateBackward prices the
-// 16-bit ones). The GEMM may be another catalog instance's (layernorm_linear's, which
-// overlaps this one at the norm and is its alternative; linear_gelu's, whose module takes a
-// 16-bit x as autocast's linear does): a GEMM instance claims none of the casts nested in its
-// GEMM.
+// casts' type (Params.OutCast), and the fused kernel's bytes shrink by the output written in
+// it. Where several GEMMs read it (LlamaRMSNorm's output: q, k and v), CastReaders counts
+// them: the kernel writes the 16-bit value once, and the autograd engine then sums its
+// gradients in that type (their fp32 sums after the casts' backward are the instance's;
+// estimateBackward prices the 16-bit ones). The GEMM may be another catalog instance's
+// (layernorm_linear's, which overlaps this one at the norm and is its alternative;
+// linear_gelu's, whose module takes a 16-bit x as autocast's linear does): a GEMM instance
+// claims none of the casts nested in its GEMM.
 //
 // From the Kineto trace alone a norm's output that a residual join was turned away from
 // (graph.passedOver: the pre-norm reading, x + f(norm(x))) may be read by that join too (a

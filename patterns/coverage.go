@@ -539,8 +539,8 @@ func chainKernels(t *trace.Trace, in *Instance) (fwd, bwd []int32) {
 				// own): its input is the instance's value, whose gradients from its other
 				// readers the engine adds to the cast's after the cast's backward (aten::add
 				// in its evaluate_function); the fused backward gets each output's gradient
-				// and adds them itself. (Not for TakesGEMMCasts' casts: a norm's output
-				// read by a residual too keeps that sum.)
+				// and adds them itself. (A TakesGEMMCasts instance takes no such cast: its casts'
+				// sums are its only where its GEMMs run as one, concatSums.)
 				ops = append(ops, accumulations(t, op.Bwd)...)
 			}
 			for _, b := range ops {

@@ -584,7 +584,7 @@ func (g *graph) halfRotation(b int32, c []int32) int32 {
 		o := g.t.Ops[g.nodes[n]].Inputs
 		return g.lastDimSlice(n) && eqDims(o[0].Dims, ins[0].Dims) && o[0].Type == ins[0].Type
 	}
-	if b > 0 && !g.barrier[b] && same(b-1) && len(g.dir[b-1]) > 0 { // the second slice
+	if b > 0 && same(b-1) && g.rotationEnd(b-1) >= 0 && len(g.dir[b-1]) > 0 { // the second slice
 		if d := g.dir[b-1][0]; d >= 0 && slices.Contains(c, d) {
 			return d
 		}
@@ -620,7 +620,7 @@ func (g *graph) rotationEnd(b int32) int32 {
 	if b+3 >= n || !g.lastDimSlice(b) || !g.lastDimSlice(b+1) || g.name[b+2] != "neg" {
 		return -1
 	}
-	for k := b + 1; k <= b+3 && k+1 < n; k++ {
+	for k := b + 1; k <= b+3; k++ {
 		if g.barrier[k] {
 			return -1
 		}
@@ -682,7 +682,6 @@ func (g *graph) markRotary(qcos, add int32) {
 	for n := qcos; n <= add; n++ {
 		g.rotary[n] = qcos
 	}
-	g.rotary[add] = qcos
 }
 
 // tableOfRotary is rule 10 of infer for a mul b of two inputs: the q * cos of the rotary

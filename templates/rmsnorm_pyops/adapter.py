@@ -99,7 +99,7 @@ def fused(kernel, inputs, params, poison=False, autograd=False):
     if inputs.get("in_place") and dtype == x.dtype:
         return (_in_place(kernel, x, w, eps, casting),)
     out = fat.poison(x.shape, dtype, x.device) if poison else None
-    return (kernel.rms_norm(x, w, eps, casting, out=out, out_dtype=cast),)
+    return (kernel.rms_norm(x, w, eps, casting, out=out, y_dtype=cast),)
 
 
 def _nan_padded(t):

@@ -667,7 +667,7 @@ def _y_dtype(x, weight, casting, dtype):
     if dtype is None or dtype == natural:
         return natural
     if natural != torch.float32 or dtype not in (torch.float16, torch.bfloat16):
-        raise ValueError(f"rmsnorm: out_dtype={dtype} where eager's y is {natural} "
+        raise ValueError(f"rmsnorm: y_dtype={dtype} where eager's y is {natural} "
                          "(only an fp32 y is written cast, to fp16 or bf16)")
     return dtype
 
@@ -687,18 +687,18 @@ def _check(x, weight, casting):
 
 
 @_on_their_device
-def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=None, out_dtype=None):
+def rms_norm(x, weight, eps=1e-6, casting="llama", out=None, rstd=None, block_n=None, y_dtype=None):
     """y = RMSNorm(x) * weight over the last dim; forward only (see RMSNormFunction).
 
     ``out`` may be x itself (in place, when it has x's dtype). ``rstd``, if given, receives
     1/sqrt(mean(x^2)+eps) per row (fp32). ``block_n`` forces the chunk size (tests use it to
-    exercise rows longer than a block). ``out_dtype`` (fp16 or bf16, where eager's y is fp32)
+    exercise rows longer than a block). ``y_dtype`` (fp16 or bf16, where eager's y is fp32)
     writes y cast to it: the value autocast casts for the GEMMs that read y."""
     _check(x, weight, casting)
     # the kernels index vectors (bias, norm weights) as contiguous: a strided view is copied (tiny)
     if weight.stride(0) != 1:
         weight = weight.contiguous()
-    dtype = _y_dtype(x, weight, casting, out_dtype)
+    dtype = _y_dtype(x, weight, casting, y_dtype)
     fresh = out is None
     if fresh:
         # empty_like: a third of torch.empty(shape, ...)'s host time; contiguous like it
@@ -736,10 +736,10 @@ class RMSNormFunction(torch.autograd.Function):
     (rows longer than a block: a d_x kernel and a partial-sum kernel), then their sum."""
 
     @staticmethod
-    def forward(ctx, x, weight, eps, casting, out_dtype=None):
+    def forward(ctx, x, weight, eps, casting, y_dtype=None):
         M = x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
-        y = rms_norm(x, weight, eps, casting, rstd=rstd, out_dtype=out_dtype)
+        y = rms_norm(x, weight, eps, casting, rstd=rstd, y_dtype=y_dtype)
         ctx.save_for_backward(x, weight, rstd)
         ctx.casting = casting
         return y

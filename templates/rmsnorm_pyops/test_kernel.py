@@ -208,7 +208,7 @@ def test_out_dtype_is_the_cast(device):
     g = fat.gen(7)
     x = fat.randn([64, 96], torch.float32, device, g, mean=0.5, std=1.5)
     w = fat.randn([96], torch.float32, device, g, mean=1.0, std=0.2)
-    y = kernel.rms_norm(x, w, 1e-6, out_dtype=torch.bfloat16)
+    y = kernel.rms_norm(x, w, 1e-6, y_dtype=torch.bfloat16)
     want = ref.rms_norm(x, w, 1e-6)
     assert y.dtype == torch.bfloat16
     exact = (y == want.to(torch.bfloat16)).float().mean().item()
@@ -221,14 +221,14 @@ def test_out_dtype_is_the_cast(device):
 def test_out_dtype_refused(device):
     x = torch.randn(3, 32, device=device, dtype=torch.bfloat16)
     w = torch.ones(32, device=device, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="out_dtype"):
-        kernel.rms_norm(x, w, out_dtype=torch.float16)  # eager's y is bf16: no cast to write
-    assert kernel.rms_norm(x, w, out_dtype=torch.bfloat16).dtype == torch.bfloat16  # eager's own
+    with pytest.raises(ValueError, match="y_dtype"):
+        kernel.rms_norm(x, w, y_dtype=torch.float16)  # eager's y is bf16: no cast to write
+    assert kernel.rms_norm(x, w, y_dtype=torch.bfloat16).dtype == torch.bfloat16  # eager's own
     with pytest.raises(ValueError, match="out_dtype"):
         kernel.RMSNorm(32, out_dtype=torch.float64)
     xf, wf = x.float(), w.float()
     with pytest.raises(ValueError, match="wrong shape, dtype"):  # out in eager's type, not the asked one
-        kernel.rms_norm(xf, wf, out=torch.empty_like(xf), out_dtype=torch.bfloat16)
+        kernel.rms_norm(xf, wf, out=torch.empty_like(xf), y_dtype=torch.bfloat16)
 
 
 class _LlamaRMSNorm(torch.nn.Module):
